@@ -1,0 +1,14 @@
+/*
+ * baton: distributed locks, latches and semaphores for C, with Redis as the shared state
+ * and Redisson's semantics and key layout. Include this header; it includes the rest.
+ */
+#ifndef BATON_H
+#define BATON_H
+
+#include <baton/common.h>
+#include <baton/version.h>
+#include <baton/error.h>
+#include <baton/client.h>
+#include <baton/lock.h>
+
+#endif /* BATON_H */

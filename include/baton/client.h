@@ -1,0 +1,97 @@
+/*
+ * The baton client: the connections to one Redis server (or one Redis-compatible endpoint)
+ * that every baton object of a process is built on.
+ *
+ * Threads: a baton_client is thread-safe. Any thread may call any function on it, except
+ * that baton_client_close() must not run concurrently with other calls on the same client or
+ * on objects opened from it.
+ *
+ * A client owns: a small pool of command connections (created on demand, replaced when
+ * broken), one subscriber connection with its dispatcher thread (started on the first wait),
+ * and a watchdog thread (started on the first lock held without a lease).
+ */
+#ifndef BATON_CLIENT_H
+#define BATON_CLIENT_H
+
+#include <baton/common.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct baton_client baton_client;
+
+/*
+ * Options for baton_client_open(). Zero (or NULL) in any field means "the default" written
+ * beside it, so a zeroed struct is a valid configuration. New fields are only ever appended.
+ */
+typedef struct baton_options {
+    const char *url;            /* where to connect; NULL: "redis://127.0.0.1:6379". Forms:
+                                   redis://[[user]:password@]host[:port][/db] and
+                                   unix:///path/to/socket[?db=N] */
+    const char *username;       /* ACL user; overrides the URL's; NULL: the URL's, or none */
+    const char *password;       /* overrides the URL's; NULL: the URL's, or none */
+    int64_t connect_timeout_ms; /* connect + AUTH + SELECT on one connection; 0: 5000 */
+    int64_t command_timeout_ms; /* one command's reply; 0: 5000 */
+    int64_t watchdog_ms;        /* lease of locks held without one, renewed every third of
+                                   it; 0: 30000 (Redisson's lockWatchdogTimeout) */
+    int64_t fair_wait_ms;       /* fair lock: how long a silent waiter keeps its place in
+                                   the queue; 0: 5000 */
+    int64_t recheck_ms;         /* latch and semaphore waiters re-read the server at least
+                                   this often, so a lost message costs at most this; 0: 1000 */
+    int pool_size;              /* most command connections at once; 0: 16 */
+} baton_options;
+
+/* Fills *opts with zeroes, that is, every default. Safe to call with NULL (does nothing). */
+BATON_API void baton_options_init(baton_options *opts);
+
+/*
+ * Opens a client with the given options (NULL: all defaults) and stores it in *out.
+ * Connects one command connection at once, so a wrong address or password is reported here.
+ * Blocks for at most connect_timeout_ms.
+ *
+ * Returns BATON_OK; BATON_EINVAL (out is NULL, a malformed URL, a negative or absurd
+ * timeout); BATON_ECONN (server unreachable); BATON_EAUTH (AUTH refused); BATON_EPROTO
+ * (SELECT refused, or an unexpected reply); BATON_ENOMEM. On failure *out is set to NULL and
+ * nothing is left to close. The detail of a failure to open cannot be read with
+ * baton_client_errmsg() (there is no client): use baton_open_errmsg().
+ */
+BATON_API int baton_client_open(const baton_options *opts, baton_client **out);
+
+/* baton_client_open() with every option at its default but the URL. */
+BATON_API int baton_client_open_url(const char *url, baton_client **out);
+
+/*
+ * Returns the detail of the last failed baton_client_open() on the calling thread, or "" if
+ * there is none. Thread-local; valid until the calling thread's next baton_client_open().
+ */
+BATON_API const char *baton_open_errmsg(void);
+
+/*
+ * Closes the client: stops its threads, closes its connections and frees it. Locks still
+ * held are not released (their leases run out on the server; their watchdog stops). Every
+ * object opened from the client must be closed first. NULL is a no-op.
+ */
+BATON_API void baton_client_close(baton_client *c);
+
+/*
+ * Returns the detail of the last failure of a call the calling thread made on this client
+ * or on an object opened from it: the server's error text, hiredis's message, or which
+ * argument was invalid. Never contains a password. Returns "" if there is none. The string
+ * belongs to the library and stays valid until the calling thread's next call on the
+ * client or its objects. NULL returns "".
+ */
+BATON_API const char *baton_client_errmsg(const baton_client *c);
+
+/*
+ * Returns the client's identity: a random UUID made when it was opened, the first half of
+ * every lock owner field it writes ("<uuid>:<thread-id>", Redisson's layout). Static for
+ * the client's life. NULL returns "".
+ */
+BATON_API const char *baton_client_id(const baton_client *c);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BATON_CLIENT_H */

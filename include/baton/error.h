@@ -1,0 +1,50 @@
+/*
+ * baton error codes. Every fallible baton function returns int: BATON_OK (0) on success or
+ * one of the negative codes below. The list is one X-macro, so the enum, baton_strerror()
+ * and baton_err_name() cannot drift apart.
+ */
+#ifndef BATON_ERROR_H
+#define BATON_ERROR_H
+
+#include <baton/common.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* XX(name, value, message) */
+#define BATON_ERRNO_MAP(XX)                                                                       \
+    XX(ETIMEDOUT, -1, "timed out")                                                                \
+    XX(ENOTHELD, -2, "not held by the calling thread")                                            \
+    XX(EINVAL, -3, "invalid argument")                                                            \
+    XX(ECONN, -4, "connection to the server failed")                                              \
+    XX(EPROTO, -5, "protocol or script error reported by the server")                            \
+    XX(EAUTH, -6, "authentication failed")                                                        \
+    XX(ENOMEM, -7, "out of memory")                                                               \
+    XX(ECANCELED, -8, "operation canceled")                                                       \
+    XX(ENOTSUP, -9, "operation not supported by this object")
+
+typedef enum baton_errno {
+    BATON_OK = 0,
+#define BATON_ERRNO_ENUM_(name, value, msg) BATON_##name = (value),
+    BATON_ERRNO_MAP(BATON_ERRNO_ENUM_)
+#undef BATON_ERRNO_ENUM_
+} baton_errno;
+
+/*
+ * Returns a fixed English sentence for an error code ("timed out"), or "unknown error" for a
+ * value that is not a baton code. The string is static; never free it.
+ */
+BATON_API const char *baton_strerror(int code);
+
+/*
+ * Returns the code's name ("BATON_ETIMEDOUT"), or "BATON_UNKNOWN" for a value that is not a
+ * baton code. The string is static; never free it.
+ */
+BATON_API const char *baton_err_name(int code);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BATON_ERROR_H */

@@ -1,0 +1,116 @@
+/*
+ * Distributed locks: the reentrant lock (this header's baton_lock_open), and through the
+ * same handle type and verbs the fair lock and the multi-lock.
+ *
+ * Semantics are Redisson's RLock, and so is the layout in Redis: the lock is a hash at the
+ * key NAME whose one field "<client-uuid>:<thread-id>" holds the hold count, with a PEXPIRE
+ * lease; waiters listen on "redisson_lock__channel:{NAME}" for the message "0". A C process
+ * using baton and a Java process using Redisson can guard one resource with one lock.
+ *
+ * Ownership is per thread: the thread that acquired is the one that must release, and a
+ * thread that acquires again while holding re-enters (the hold count rises).
+ *
+ * Threads: a baton_lock handle may be used from any thread of the process, concurrently.
+ * baton_lock_close() must not run concurrently with other calls on the same handle.
+ *
+ * Waiting never polls: a waiter subscribes to the lock's channel (one subscription per
+ * channel per client, however many threads wait) and sleeps until the unlock message or
+ * the holder's remaining lease, whichever comes first, then tries again.
+ */
+#ifndef BATON_LOCK_H
+#define BATON_LOCK_H
+
+#include <baton/client.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct baton_lock baton_lock;
+
+/*
+ * Opens a handle on the reentrant lock NAME (1 to BATON_MAX_NAME_LEN bytes, any bytes but
+ * NUL). Sends nothing to the server. The handle belongs to client c and must be closed
+ * before it.
+ *
+ * Returns BATON_OK; BATON_EINVAL (c, name or out NULL, name empty or too long);
+ * BATON_ENOMEM.
+ */
+BATON_API int baton_lock_open(baton_client *c, const char *name, baton_lock **out);
+
+/*
+ * Closes the handle. A hold still kept through it is not released; its watchdog renewal
+ * stops, so it expires after its lease. NULL is a no-op.
+ */
+BATON_API void baton_lock_close(baton_lock *l);
+
+/*
+ * Acquires the lock for the calling thread, waiting as long as it takes.
+ * lease_ms: BATON_LEASE_WATCHDOG to hold until released (the client's watchdog renews the
+ * lease every watchdog_ms / 3), or a lease in milliseconds (1 to BATON_MAX_DURATION_MS)
+ * after which the server frees the lock even if it was not released. Re-entering keeps the
+ * outer hold's fencing token.
+ *
+ * Blocks until acquired or a server error. Returns BATON_OK; BATON_EINVAL (NULL handle, bad
+ * lease; nothing sent); BATON_ECONN; BATON_EPROTO (the key holds another type: the
+ * server's WRONGTYPE text is in baton_client_errmsg(), the key is untouched); BATON_EAUTH.
+ */
+BATON_API int baton_lock_acquire(baton_lock *l, int64_t lease_ms);
+
+/*
+ * As baton_lock_acquire(), but gives up after wait_ms: 0 makes exactly one attempt,
+ * BATON_WAIT_FOREVER waits without limit. Blocks for at most about wait_ms (plus one
+ * command timeout if the server stops answering).
+ *
+ * Returns BATON_OK; BATON_ETIMEDOUT (not acquired in time; nothing is left behind in
+ * Redis, no subscription kept); and the errors of baton_lock_acquire().
+ */
+BATON_API int baton_lock_try_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms);
+
+/*
+ * Releases one hold of the calling thread. At hold count 0 the key is deleted and one
+ * waiter is woken; above 0 the lease is renewed with the lease the lock was taken with.
+ * The watchdog renewal, if any, is cancelled before the release is sent.
+ *
+ * Returns BATON_OK; BATON_ENOTHELD (the calling thread holds no hold: never held, already
+ * released, or the lease ran out and perhaps another owner holds it now, which the call
+ * never touches); BATON_EINVAL; BATON_ECONN; BATON_EPROTO.
+ */
+BATON_API int baton_lock_release(baton_lock *l);
+
+/*
+ * Deletes the lock whoever holds it and wakes a waiter. *was_locked (may be NULL) is set
+ * to whether it was held. Returns BATON_OK, BATON_EINVAL, BATON_ECONN, BATON_EPROTO (the
+ * key holds another type; it is left untouched).
+ */
+BATON_API int baton_lock_force_release(baton_lock *l, bool *was_locked);
+
+/* *out = whether any owner holds the lock. Returns BATON_OK, BATON_EINVAL, BATON_ECONN. */
+BATON_API int baton_lock_is_locked(baton_lock *l, bool *out);
+
+/*
+ * *out = whether the calling thread holds the lock (asked of the server, so a hold whose
+ * lease ran out reads false). Returns BATON_OK, BATON_EINVAL, BATON_ECONN, BATON_EPROTO.
+ */
+BATON_API int baton_lock_is_held_by_current_thread(baton_lock *l, bool *out);
+
+/*
+ * *out = the calling thread's hold count (0 if it holds none), read from the server.
+ * Returns BATON_OK, BATON_EINVAL, BATON_ECONN, BATON_EPROTO.
+ */
+BATON_API int baton_lock_hold_count(baton_lock *l, int64_t *out);
+
+/*
+ * *ms_out = the lock's remaining lease in milliseconds, -2 if it is not held, -1 if the key
+ * has no expiry. Returns BATON_OK, BATON_EINVAL, BATON_ECONN.
+ */
+BATON_API int baton_lock_remaining_ttl(baton_lock *l, int64_t *ms_out);
+
+/* Returns the lock's name (borrowed; valid until the handle is closed), or "" for NULL. */
+BATON_API const char *baton_lock_name(const baton_lock *l);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BATON_LOCK_H */

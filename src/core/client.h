@@ -1,0 +1,38 @@
+/*
+ * Private to baton: the client structure, shared by the core's files (client, dispatcher,
+ * watchdog, errors). Modules see only internal.h.
+ */
+#ifndef BATON_CORE_CLIENT_H
+#define BATON_CORE_CLIENT_H
+
+#include "internal.h"
+
+typedef struct baton__dispatcher baton__dispatcher;
+typedef struct baton__watchdog baton__watchdog;
+
+struct baton__conn {
+    struct redisContext *ctx;
+    struct baton__conn *next; /* in the idle list */
+};
+
+struct baton_client {
+    uint64_t serial; /* unique per client in this process: keys the error details */
+    char id[40];     /* random UUID, the owner prefix */
+    baton__config cfg;
+
+    pthread_mutex_t pool_mu;
+    pthread_cond_t pool_cond; /* a connection was returned */
+    baton__conn *idle;        /* idle command connections, most recently used first */
+    int open_conns;           /* idle + borrowed */
+
+    pthread_mutex_t lazy_mu;  /* guards creation of the two threads below */
+    baton__dispatcher *disp;  /* created on the first subscription */
+    baton__watchdog *wd;      /* created on the first watchdog hold */
+};
+
+void baton__dispatcher_free(baton__dispatcher *d);
+void baton__watchdog_free(baton__watchdog *w);
+void baton__forget_errors(baton_client *c);
+void baton__set_open_errmsg(const char *msg);
+
+#endif /* BATON_CORE_CLIENT_H */

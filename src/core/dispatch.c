@@ -1,0 +1,627 @@
+/*
+ * The pub/sub dispatcher: one subscriber connection and one thread per client, through
+ * which every waiting thread of the process learns that something it waits for changed.
+ *
+ * Channels are reference-counted: however many threads wait on one lock, the client holds
+ * one subscription to its channel. SUBSCRIBE and UNSUBSCRIBE of one channel never
+ * interleave: each channel has an async semaphore (a FIFO of pending callbacks with one
+ * permit) and its "reconcile" callback, which makes the server's state match the reference
+ * count, holds the permit until the server confirms. Callbacks run under the dispatcher's
+ * mutex, never block, and only append commands to the connection's output buffer.
+ *
+ * A waiter's wake-ups are counted (a semaphore, not an edge), capped at the number of
+ * references, so a message that arrives between a waiter's failed attempt and its sleep is
+ * kept and costs at most one extra attempt. When the connection drops, every waiter is woken
+ * to re-check, the thread reconnects with a growing pause, resubscribes every live channel
+ * and, on each confirmation, wakes that channel's waiters once more (a message may have been
+ * published while nobody listened).
+ *
+ * The thread is a poll() loop over the subscriber socket and a wake-up pipe; replies are
+ * parsed with hiredis's reply reader. It starts with the first subscription.
+ */
+#define _GNU_SOURCE
+#include "client.h"
+
+#include <hiredis/hiredis.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ------------------------------- async semaphore -------------------------------------- */
+
+typedef struct asem_item {
+    void (*fn)(void *arg);
+    void *arg;
+    struct asem_item *next;
+} asem_item;
+
+typedef struct asem {
+    int permits; /* 1 when idle */
+    asem_item *head, *tail;
+} asem;
+
+/* Runs fn now if the permit is free, else queues it (FIFO). Returns BATON_ENOMEM if it
+ * could not be queued. */
+static int asem_acquire(asem *a, void (*fn)(void *), void *arg)
+{
+    if (a->permits > 0) {
+        a->permits--;
+        fn(arg);
+        return BATON_OK;
+    }
+    asem_item *it = malloc(sizeof *it);
+    if (!it)
+        return BATON_ENOMEM;
+    it->fn = fn;
+    it->arg = arg;
+    it->next = NULL;
+    if (a->tail)
+        a->tail->next = it;
+    else
+        a->head = it;
+    a->tail = it;
+    return BATON_OK;
+}
+
+/* Hands the permit to the next queued callback, or frees it. */
+static void asem_release(asem *a)
+{
+    asem_item *it = a->head;
+    if (!it) {
+        a->permits++;
+        return;
+    }
+    a->head = it->next;
+    if (!a->head)
+        a->tail = NULL;
+    void (*fn)(void *) = it->fn;
+    void *arg = it->arg;
+    free(it);
+    fn(arg);
+}
+
+/* ------------------------------- state ------------------------------------------------ */
+
+typedef enum sub_state { S_UNSUB, S_SUBSCRIBING, S_SUBSCRIBED, S_UNSUBSCRIBING } sub_state;
+
+struct baton__sub {
+    baton__dispatcher *d;
+    char *channel;
+    baton__sub_kind kind;
+    int refs;              /* threads holding a reference */
+    sub_state state;       /* as the server sees it (or will, once confirmed) */
+    bool queued;           /* a reconcile waits in the async semaphore */
+    bool inflight;         /* a (UN)SUBSCRIBE awaits confirmation, holding the permit */
+    bool wake_on_confirm;  /* resubscribed after a reconnect: wake waiters when confirmed */
+    int64_t permits;       /* wake-ups not yet consumed, at most refs */
+    asem sem;
+    pthread_cond_t wake;   /* permits became positive */
+    pthread_cond_t ready;  /* state changed */
+};
+
+struct baton__dispatcher {
+    baton_client *c;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    redisContext *ctx; /* NULL while disconnected */
+    int pipe[2];       /* wakes the thread: new output, closing */
+    bool closing;
+    baton__map subs;   /* channel -> baton__sub */
+    int wanted;        /* subs with refs > 0 */
+    pthread_cond_t unsubscribed; /* an UNSUBSCRIBE was confirmed, or the connection broke */
+};
+
+static void wake_thread(baton__dispatcher *d)
+{
+    char b = 1;
+    ssize_t n = write(d->pipe[1], &b, 1);
+    (void)n; /* full pipe: the thread is already due to wake */
+}
+
+static void free_sub(baton__sub *s)
+{
+    while (s->sem.head) {
+        asem_item *it = s->sem.head;
+        s->sem.head = it->next;
+        free(it);
+    }
+    baton__cond_destroy(&s->wake);
+    baton__cond_destroy(&s->ready);
+    free(s->channel);
+    free(s);
+}
+
+/* Frees s if nothing refers to it any more. Called only at the end of top-level paths. */
+static void maybe_free(baton__dispatcher *d, baton__sub *s)
+{
+    if (s->refs == 0 && s->state == S_UNSUB && !s->inflight && !s->queued &&
+        s->sem.permits == 1 && !s->sem.head) {
+        baton__map_remove(&d->subs, s->channel);
+        free_sub(s);
+    }
+}
+
+static void add_permits(baton__sub *s, int64_t n)
+{
+    if (n <= 0 || s->refs == 0)
+        return;
+    int64_t before = s->permits;
+    s->permits += n;
+    if (s->permits > s->refs)
+        s->permits = s->refs;
+    int64_t added = s->permits - before;
+    if (added >= s->refs)
+        baton__cond_broadcast(&s->wake);
+    else
+        for (int64_t i = 0; i < added; i++)
+            baton__cond_signal(&s->wake);
+}
+
+/* The async semaphore's one callback: make the server's subscription match refs. */
+static void reconcile(void *arg)
+{
+    baton__sub *s = arg;
+    baton__dispatcher *d = s->d;
+    s->queued = false;
+    if (d->ctx) {
+        const char *verb = NULL;
+        if (s->refs > 0 && s->state == S_UNSUB) {
+            verb = "SUBSCRIBE";
+            s->state = S_SUBSCRIBING;
+        } else if (s->refs == 0 && s->state == S_SUBSCRIBED) {
+            verb = "UNSUBSCRIBE";
+            s->state = S_UNSUBSCRIBING;
+        }
+        if (verb) {
+            const char *argv[2] = {verb, s->channel};
+            if (redisAppendCommandArgv(d->ctx, 2, argv, NULL) == REDIS_OK) {
+                s->inflight = true; /* the permit stays taken until the confirmation */
+                wake_thread(d);
+                return;
+            }
+            /* out of memory appending: leave the state as it was */
+            s->state = s->refs > 0 ? S_UNSUB : S_SUBSCRIBED;
+        }
+    }
+    /* Disconnected, or nothing to do: the reconnect pass reconciles again. */
+    asem_release(&s->sem);
+}
+
+static void request_reconcile(baton__dispatcher *d, baton__sub *s)
+{
+    (void)d;
+    if (s->queued)
+        return;
+    s->queued = true;
+    if (asem_acquire(&s->sem, reconcile, s) != BATON_OK)
+        s->queued = false;
+}
+
+/* ------------------------------- the thread ------------------------------------------- */
+
+static void on_confirm(baton__dispatcher *d, const char *kind, const char *channel)
+{
+    baton__sub *s = baton__map_get(&d->subs, channel);
+    if (!s || !s->inflight)
+        return;
+    bool subscribed = strcmp(kind, "subscribe") == 0;
+    if (subscribed && s->state != S_SUBSCRIBING)
+        return;
+    if (!subscribed && s->state != S_UNSUBSCRIBING)
+        return;
+    s->state = subscribed ? S_SUBSCRIBED : S_UNSUB;
+    s->inflight = false;
+    if (!subscribed)
+        baton__cond_broadcast(&d->unsubscribed);
+    if (subscribed && s->wake_on_confirm) {
+        s->wake_on_confirm = false;
+        add_permits(s, s->refs);
+    }
+    baton__cond_broadcast(&s->ready);
+    asem_release(&s->sem);
+    maybe_free(d, s);
+}
+
+static int64_t parse_int(const char *s, size_t len, bool *ok)
+{
+    int64_t v = 0;
+    bool neg = false;
+    size_t i = 0;
+    *ok = false;
+    if (len > 0 && s[0] == '-') {
+        neg = true;
+        i = 1;
+    }
+    if (i >= len || len > 20)
+        return 0;
+    for (; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return 0;
+        v = v * 10 + (s[i] - '0');
+    }
+    *ok = true;
+    return neg ? -v : v;
+}
+
+/* How many waiters a message on a channel of this kind wakes (refs: all of them). */
+static int64_t wakeups_for(baton__sub_kind kind, const char *payload, size_t len, int refs)
+{
+    bool ok;
+    int64_t v = parse_int(payload, len, &ok);
+    switch (kind) {
+    case BATON__SUB_LOCK:
+        return (ok && v == 1) ? refs : 1; /* "0" unlock: one; "1": everyone re-checks */
+    case BATON__SUB_LATCH:
+        return (ok && v == 0) ? refs : 0; /* "0" reached zero; "1" new count: nothing */
+    case BATON__SUB_SEMAPHORE:
+        return ok ? (v < 0 ? 0 : v) : 1; /* new permit count */
+    }
+    return 1;
+}
+
+static void on_message(baton__dispatcher *d, const redisReply *ch, const redisReply *payload)
+{
+    if (ch->type != REDIS_REPLY_STRING || payload->type != REDIS_REPLY_STRING)
+        return;
+    baton__sub *s = baton__map_get(&d->subs, ch->str);
+    if (!s || s->refs == 0)
+        return;
+    add_permits(s, wakeups_for(s->kind, payload->str, payload->len, s->refs));
+}
+
+/* Decodes one reply read from the subscriber connection. Anything not understood is
+ * ignored: a pushed message can never crash or confuse the dispatcher. */
+void baton__dispatch_reply(baton__dispatcher *d, const redisReply *r)
+{
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 3)
+        return;
+    const redisReply *kind = r->element[0];
+    if (!kind || kind->type != REDIS_REPLY_STRING || !r->element[1] || !r->element[2])
+        return;
+    if (strcmp(kind->str, "message") == 0)
+        on_message(d, r->element[1], r->element[2]);
+    else if ((strcmp(kind->str, "subscribe") == 0 || strcmp(kind->str, "unsubscribe") == 0) &&
+             r->element[1]->type == REDIS_REPLY_STRING)
+        on_confirm(d, kind->str, r->element[1]->str);
+}
+
+typedef struct sub_list {
+    baton__sub **items;
+    size_t n, cap;
+} sub_list;
+
+static void collect(const char *key, void *val, void *arg)
+{
+    (void)key;
+    sub_list *l = arg;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        baton__sub **items = realloc(l->items, cap * sizeof *items);
+        if (!items)
+            return;
+        l->items = items;
+        l->cap = cap;
+    }
+    l->items[l->n++] = val;
+}
+
+/* The connection broke: forget the server's state and wake everyone to re-check. */
+static void on_disconnect(baton__dispatcher *d)
+{
+    redisFree(d->ctx);
+    d->ctx = NULL;
+    sub_list l = {0};
+    baton__map_each(&d->subs, collect, &l);
+    for (size_t i = 0; i < l.n; i++) {
+        baton__sub *s = l.items[i];
+        s->state = S_UNSUB;
+        s->wake_on_confirm = true;
+        if (s->inflight) {
+            s->inflight = false;
+            asem_release(&s->sem);
+        }
+        add_permits(s, s->refs);
+        baton__cond_broadcast(&s->ready);
+    }
+    for (size_t i = 0; i < l.n; i++)
+        maybe_free(d, l.items[i]);
+    free(l.items);
+    baton__cond_broadcast(&d->unsubscribed);
+}
+
+static void on_connect(baton__dispatcher *d, redisContext *ctx)
+{
+    int fl = fcntl(ctx->fd, F_GETFL);
+    fcntl(ctx->fd, F_SETFL, fl | O_NONBLOCK);
+    ctx->flags &= ~REDIS_BLOCK; /* hiredis then treats EAGAIN as "try later" */
+    d->ctx = ctx;
+    sub_list l = {0};
+    baton__map_each(&d->subs, collect, &l);
+    for (size_t i = 0; i < l.n; i++)
+        if (l.items[i]->refs > 0)
+            request_reconcile(d, l.items[i]);
+    free(l.items);
+}
+
+static void drain_pipe(int fd)
+{
+    char buf[64];
+    while (read(fd, buf, sizeof buf) > 0) {
+    }
+}
+
+/* Reads what the socket has and dispatches every complete reply. false: broken. */
+static bool read_replies(baton__dispatcher *d)
+{
+    if (redisBufferRead(d->ctx) != REDIS_OK)
+        return false;
+    for (;;) {
+        void *reply = NULL;
+        if (redisGetReplyFromReader(d->ctx, &reply) != REDIS_OK)
+            return false;
+        if (!reply)
+            return true;
+        baton__dispatch_reply(d, reply);
+        freeReplyObject(reply);
+    }
+}
+
+static void *dispatcher_main(void *arg)
+{
+    baton__dispatcher *d = arg;
+    int64_t backoff_ms = 0; /* pause before the next connection attempt; 0: none */
+    bool pausing = false;
+    baton__mutex_lock(&d->mu);
+    while (!d->closing) {
+        if (!d->ctx) {
+            if (d->wanted > 0 && !pausing) {
+                baton__mutex_unlock(&d->mu);
+                redisContext *ctx = NULL;
+                int rc = baton__connect(d->c, &ctx);
+                baton__mutex_lock(&d->mu);
+                if (rc == BATON_OK) {
+                    on_connect(d, ctx);
+                    continue;
+                }
+                /* The server is away: pause 10 ms, doubling up to 1 s, so a restarted
+                 * server is found quickly without hammering a dead one. */
+                backoff_ms = backoff_ms ? (backoff_ms * 2 > 1000 ? 1000 : backoff_ms * 2) : 10;
+                pausing = true;
+            }
+            /* Sleep until somebody needs the connection, or the pause ends. */
+            struct pollfd p = {d->pipe[0], POLLIN, 0};
+            int timeout = d->wanted > 0 ? (int)backoff_ms : -1;
+            baton__mutex_unlock(&d->mu);
+            int n = poll(&p, 1, timeout);
+            baton__mutex_lock(&d->mu);
+            if (n > 0)
+                drain_pipe(d->pipe[0]);
+            if (n == 0)
+                pausing = false;
+            if (d->wanted == 0) {
+                pausing = false;
+                backoff_ms = 0;
+            }
+            continue;
+        }
+        backoff_ms = 0;
+        struct pollfd p[2] = {{d->pipe[0], POLLIN, 0}, {d->ctx->fd, POLLIN, 0}};
+        if (d->ctx->obuf && d->ctx->obuf[0])
+            p[1].events |= POLLOUT;
+        baton__mutex_unlock(&d->mu);
+        int n = poll(p, 2, -1);
+        baton__mutex_lock(&d->mu);
+        if (n < 0)
+            continue; /* EINTR */
+        if (p[0].revents)
+            drain_pipe(d->pipe[0]);
+        if (!d->ctx)
+            continue;
+        bool ok = true;
+        if (p[1].revents & (POLLIN | POLLHUP | POLLERR))
+            ok = read_replies(d);
+        if (ok && d->ctx->obuf && d->ctx->obuf[0]) {
+            int done = 0;
+            ok = redisBufferWrite(d->ctx, &done) == REDIS_OK;
+        }
+        if (!ok)
+            on_disconnect(d);
+    }
+    baton__mutex_unlock(&d->mu);
+    return NULL;
+}
+
+/* ------------------------------- the waiters' side ------------------------------------ */
+
+static int get_dispatcher(baton_client *c, baton__dispatcher **out)
+{
+    baton__mutex_lock(&c->lazy_mu);
+    if (!c->disp) {
+        baton__dispatcher *d = calloc(1, sizeof *d);
+        if (!d) {
+            baton__mutex_unlock(&c->lazy_mu);
+            return baton__fail(c, BATON_ENOMEM, "out of memory");
+        }
+        d->c = c;
+        baton__mutex_init(&d->mu);
+        baton__cond_init(&d->unsubscribed);
+        baton__map_init(&d->subs);
+        if (pipe2(d->pipe, O_NONBLOCK | O_CLOEXEC) != 0) {
+            baton__mutex_destroy(&d->mu);
+            baton__cond_destroy(&d->unsubscribed);
+            free(d);
+            baton__mutex_unlock(&c->lazy_mu);
+            return baton__fail(c, BATON_ENOMEM, "pipe: %s", strerror(errno));
+        }
+        int rc = pthread_create(&d->thread, NULL, dispatcher_main, d);
+        if (rc != 0) {
+            close(d->pipe[0]);
+            close(d->pipe[1]);
+            baton__mutex_destroy(&d->mu);
+            baton__cond_destroy(&d->unsubscribed);
+            free(d);
+            baton__mutex_unlock(&c->lazy_mu);
+            return baton__fail(c, BATON_ENOMEM, "pthread_create: %s", strerror(rc));
+        }
+        c->disp = d;
+    }
+    *out = c->disp;
+    baton__mutex_unlock(&c->lazy_mu);
+    return BATON_OK;
+}
+
+static void release_locked(baton__dispatcher *d, baton__sub *s)
+{
+    s->refs--;
+    if (s->refs > 0)
+        return;
+    d->wanted--;
+    s->permits = 0;
+    if (s->state == S_SUBSCRIBED || s->state == S_SUBSCRIBING)
+        request_reconcile(d, s);
+    maybe_free(d, s);
+}
+
+int baton__sub_acquire(baton_client *c, const char *channel, baton__sub_kind kind,
+                       int64_t deadline_us, baton__sub **out)
+{
+    baton__dispatcher *d;
+    int rc = get_dispatcher(c, &d);
+    if (rc != BATON_OK)
+        return rc;
+    baton__mutex_lock(&d->mu);
+    baton__sub *s = baton__map_get(&d->subs, channel);
+    if (!s) {
+        s = calloc(1, sizeof *s);
+        if (!s || !(s->channel = baton__strdup(channel)) ||
+            baton__map_put(&d->subs, channel, s) != BATON_OK) {
+            if (s)
+                free(s->channel);
+            free(s);
+            baton__mutex_unlock(&d->mu);
+            return baton__fail(c, BATON_ENOMEM, "out of memory");
+        }
+        s->d = d;
+        s->kind = kind;
+        s->sem.permits = 1;
+        baton__cond_init(&s->wake);
+        baton__cond_init(&s->ready);
+    }
+    if (s->refs++ == 0) {
+        d->wanted++;
+        if (!d->ctx)
+            wake_thread(d); /* it may be idle, disconnected: connect now */
+    }
+    if (s->state != S_SUBSCRIBED)
+        request_reconcile(d, s);
+    int64_t timeout_us = c->cfg.command_timeout_ms * 1000;
+    int64_t limit = baton__now_us() + timeout_us;
+    if (deadline_us < limit)
+        limit = deadline_us;
+    while (s->state != S_SUBSCRIBED && !d->closing)
+        if (baton__cond_wait_until(&s->ready, &d->mu, limit) == ETIMEDOUT)
+            break;
+    if (s->state == S_SUBSCRIBED) {
+        baton__mutex_unlock(&d->mu);
+        *out = s;
+        return BATON_OK;
+    }
+    release_locked(d, s);
+    baton__mutex_unlock(&d->mu);
+    if (baton__now_us() >= deadline_us)
+        return baton__fail(c, BATON_ETIMEDOUT, "timed out subscribing to %s", channel);
+    return baton__fail(c, BATON_ECONN, "no confirmation of SUBSCRIBE %s within %lld ms",
+                       channel, (long long)c->cfg.command_timeout_ms);
+}
+
+void baton__sub_release(baton_client *c, baton__sub *s)
+{
+    (void)c;
+    baton__dispatcher *d = s->d;
+    baton__mutex_lock(&d->mu);
+    release_locked(d, s);
+    baton__mutex_unlock(&d->mu);
+}
+
+void baton__sub_release_sync(baton_client *c, baton__sub *s)
+{
+    baton__dispatcher *d = s->d;
+    int64_t limit = baton__now_us() + c->cfg.command_timeout_ms * 1000;
+    baton__mutex_lock(&d->mu);
+    char *channel = baton__strdup(s->channel);
+    release_locked(d, s); /* s may be gone from here on: look it up by name */
+    while (channel && !d->closing) {
+        baton__sub *cur = baton__map_get(&d->subs, channel);
+        if (!cur || cur->refs > 0 || !d->ctx ||
+            (cur->state != S_UNSUBSCRIBING && cur->state != S_SUBSCRIBED))
+            break;
+        if (baton__cond_wait_until(&d->unsubscribed, &d->mu, limit) == ETIMEDOUT)
+            break;
+    }
+    baton__mutex_unlock(&d->mu);
+    free(channel);
+}
+
+int baton__sub_wait(baton_client *c, baton__sub *s, int64_t deadline_us)
+{
+    (void)c;
+    baton__dispatcher *d = s->d;
+    baton__mutex_lock(&d->mu);
+    while (s->permits == 0 && !d->closing)
+        if (baton__cond_wait_until(&s->wake, &d->mu, deadline_us) == ETIMEDOUT)
+            break;
+    int rc = BATON_ETIMEDOUT;
+    if (s->permits > 0) {
+        s->permits--;
+        rc = BATON_OK;
+    }
+    baton__mutex_unlock(&d->mu);
+    return rc;
+}
+
+static void count_subscribed(const char *key, void *val, void *arg)
+{
+    (void)key;
+    if (((baton__sub *)val)->state == S_SUBSCRIBED)
+        (*(int *)arg)++;
+}
+
+int baton__sub_count(baton_client *c)
+{
+    int n = 0;
+    baton__mutex_lock(&c->lazy_mu);
+    baton__dispatcher *d = c->disp;
+    baton__mutex_unlock(&c->lazy_mu);
+    if (!d)
+        return 0;
+    baton__mutex_lock(&d->mu);
+    baton__map_each(&d->subs, count_subscribed, &n);
+    baton__mutex_unlock(&d->mu);
+    return n;
+}
+
+void baton__dispatcher_free(baton__dispatcher *d)
+{
+    baton__mutex_lock(&d->mu);
+    d->closing = true;
+    baton__mutex_unlock(&d->mu);
+    wake_thread(d);
+    pthread_join(d->thread, NULL);
+    sub_list l = {0};
+    baton__map_each(&d->subs, collect, &l);
+    for (size_t i = 0; i < l.n; i++)
+        free_sub(l.items[i]);
+    free(l.items);
+    baton__map_free(&d->subs);
+    if (d->ctx)
+        redisFree(d->ctx);
+    close(d->pipe[0]);
+    close(d->pipe[1]);
+    baton__mutex_destroy(&d->mu);
+    baton__cond_destroy(&d->unsubscribed);
+    free(d);
+}

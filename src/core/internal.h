@@ -1,0 +1,264 @@
+/*
+ * Private to baton: the core's internal interface, shared by every module. Nothing here is
+ * API; nothing here may appear in a public header.
+ */
+#ifndef BATON_CORE_INTERNAL_H
+#define BATON_CORE_INTERNAL_H
+
+#include <baton/baton.h>
+
+#include <pthread.h>
+#include <stdarg.h>
+
+struct redisContext;
+struct redisReply;
+
+/* ------------------------------------------------------------------------------------------
+ * Threads and time
+ * ---------------------------------------------------------------------------------------- */
+
+/* pthread wrappers: a failing mutex or condition call is a bug in baton, so they abort. */
+void baton__mutex_init(pthread_mutex_t *m);
+void baton__mutex_destroy(pthread_mutex_t *m);
+void baton__mutex_lock(pthread_mutex_t *m);
+void baton__mutex_unlock(pthread_mutex_t *m);
+void baton__cond_init(pthread_cond_t *c); /* waits on CLOCK_MONOTONIC */
+void baton__cond_destroy(pthread_cond_t *c);
+void baton__cond_signal(pthread_cond_t *c);
+void baton__cond_broadcast(pthread_cond_t *c);
+/* Waits until signalled or until the monotonic deadline (µs; BATON__NO_DEADLINE: none).
+ * Returns 0, or ETIMEDOUT once the deadline has passed. */
+int baton__cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, int64_t deadline_us);
+
+#define BATON__NO_DEADLINE INT64_MAX
+
+/* Monotonic clock in microseconds. */
+int64_t baton__now_us(void);
+/* now + ms as a deadline; BATON_WAIT_FOREVER (negative) gives BATON__NO_DEADLINE. */
+int64_t baton__deadline_after_ms(int64_t ms);
+
+/* A small integer naming the calling thread, unique in the process, never reused. */
+uint64_t baton__thread_id(void);
+
+/* ------------------------------------------------------------------------------------------
+ * Memory and strings
+ * ---------------------------------------------------------------------------------------- */
+
+char *baton__strdup(const char *s);
+char *baton__strndup(const char *s, size_t n);
+/* printf into a new string; NULL when out of memory. */
+char *baton__asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* A string-keyed hash map of void *; keys are copied. Not thread-safe. */
+typedef struct baton__map_entry {
+    char *key;
+    void *val;
+    struct baton__map_entry *next;
+} baton__map_entry;
+
+typedef struct baton__map {
+    baton__map_entry **buckets;
+    size_t nbuckets;
+    size_t count;
+} baton__map;
+
+void baton__map_init(baton__map *m);
+void baton__map_free(baton__map *m); /* frees entries and keys, not values */
+void *baton__map_get(const baton__map *m, const char *key);
+int baton__map_put(baton__map *m, const char *key, void *val); /* BATON_OK / BATON_ENOMEM */
+void *baton__map_remove(baton__map *m, const char *key);       /* the value, or NULL */
+/* Calls fn for each entry; fn must not change the map. */
+void baton__map_each(const baton__map *m, void (*fn)(const char *key, void *val, void *arg),
+                     void *arg);
+
+/* ------------------------------------------------------------------------------------------
+ * Names (Redisson's rules)
+ * ---------------------------------------------------------------------------------------- */
+
+/* BATON_OK if name is non-NULL, non-empty and at most BATON_MAX_NAME_LEN bytes. */
+int baton__check_name(const char *name);
+/* BATON_OK if ms is a valid wait (BATON_WAIT_FOREVER or 0..BATON_MAX_DURATION_MS). */
+int baton__check_wait(int64_t ms);
+/* BATON_OK if ms is a valid lease (BATON_LEASE_WATCHDOG or 1..BATON_MAX_DURATION_MS). */
+int baton__check_lease(int64_t ms);
+/* "{name}", or name itself if it already contains '{'. New string; NULL when out of memory. */
+char *baton__hash_tag(const char *name);
+/* prefix + hash_tag(name) + suffix (suffix may be NULL). New string or NULL. */
+char *baton__derive_key(const char *prefix, const char *name, const char *suffix);
+
+/* ------------------------------------------------------------------------------------------
+ * URL
+ * ---------------------------------------------------------------------------------------- */
+
+typedef struct baton__endpoint {
+    char *host;      /* TCP host, or NULL for a unix socket */
+    int port;        /* TCP port */
+    char *path;      /* unix socket path, or NULL */
+    char *username;  /* ACL user or NULL */
+    char *password;  /* or NULL */
+    int db;          /* SELECT index, 0 by default */
+} baton__endpoint;
+
+/* Parses a URL (see baton_options.url). On BATON_EINVAL, errbuf says why (no password). */
+int baton__url_parse(const char *url, baton__endpoint *ep, char *errbuf, size_t errlen);
+void baton__endpoint_free(baton__endpoint *ep);
+
+/* ------------------------------------------------------------------------------------------
+ * Errors: codes with a detail recorded per calling thread and client
+ * ---------------------------------------------------------------------------------------- */
+
+/* Records a detail for the calling thread's next baton_client_errmsg(c); returns code. */
+int baton__fail(baton_client *c, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Forgets the calling thread's detail for c (a call that succeeds starts clean). */
+void baton__clear_error(baton_client *c);
+
+/* ------------------------------------------------------------------------------------------
+ * Client, connections, commands and scripts
+ * ---------------------------------------------------------------------------------------- */
+
+typedef struct baton__conn baton__conn;
+
+/* The client's resolved configuration (defaults applied). */
+typedef struct baton__config {
+    baton__endpoint ep;
+    int64_t connect_timeout_ms;
+    int64_t command_timeout_ms;
+    int64_t watchdog_ms;
+    int64_t fair_wait_ms;
+    int64_t recheck_ms;
+    int pool_size;
+} baton__config;
+
+const baton__config *baton__client_config(const baton_client *c);
+
+/* Opens a new connection to the client's server: connect, AUTH, SELECT, timeouts. */
+int baton__connect(baton_client *c, struct redisContext **out);
+
+/* Borrows a command connection from the pool (connecting one if needed); blocks while the
+ * pool is exhausted. Give it back with baton__conn_put; broken = it must be discarded. */
+int baton__conn_get(baton_client *c, baton__conn **out);
+void baton__conn_put(baton_client *c, baton__conn *conn, bool broken);
+struct redisContext *baton__conn_ctx(baton__conn *conn);
+
+/* Runs one command (argv form); *reply is set on BATON_OK and must be freed with
+ * freeReplyObject. A server error reply is mapped to an error code (detail recorded) and
+ * freed. */
+int baton__command_argv(baton_client *c, int argc, const char **argv, const size_t *lens,
+                        struct redisReply **reply);
+/* Convenience: runs a command of NUL-terminated words, NULL-terminated list. */
+int baton__command(baton_client *c, struct redisReply **reply, ...);
+
+/* Maps a reply that is an error to a code (recording the detail), BATON_OK otherwise. */
+int baton__reply_error(baton_client *c, const struct redisReply *r);
+/* Maps a broken connection to BATON_ECONN, recording hiredis's message. */
+int baton__conn_error(baton_client *c, const struct redisContext *ctx, const char *what);
+
+/* The embedded Lua scripts: one per operation, generated from lua/ by the build. */
+typedef struct baton__script {
+    const char *name; /* file name without .lua */
+    const char *body;
+    size_t len;
+    const char *sha1; /* 40 hex digits */
+} baton__script;
+
+const baton__script *baton__script_find(const char *name);
+/* All scripts, terminated by an entry whose name is NULL. */
+const baton__script *baton__scripts(void);
+
+/* EVALSHA with the given keys and arguments; on NOSCRIPT, sends EVAL with the body (which
+ * also loads it) once. Server error replies become codes, as for baton__command_argv. */
+int baton__script_run(baton_client *c, const baton__script *s, int nkeys, const char **keys,
+                      int nargs, const char **args, struct redisReply **reply);
+/* Appends an EVALSHA to a connection's output (pipelining); read with redisGetReply. */
+int baton__script_append(struct redisContext *ctx, const baton__script *s, int nkeys,
+                         const char **keys, int nargs, const char **args);
+
+/* "<uuid>:<thread-id>" of the calling thread for this client, into buf (>= 64 bytes). */
+void baton__owner(const baton_client *c, char *buf, size_t len);
+#define BATON__OWNER_LEN 64
+
+/* ------------------------------------------------------------------------------------------
+ * Pub/sub dispatcher
+ * ---------------------------------------------------------------------------------------- */
+
+/* How a channel's messages release its waiters. */
+typedef enum baton__sub_kind {
+    BATON__SUB_LOCK,      /* "0": one waiter; "1": every waiter */
+    BATON__SUB_LATCH,     /* "0": every waiter */
+    BATON__SUB_SEMAPHORE, /* "<n>": up to n waiters */
+} baton__sub_kind;
+
+typedef struct baton__sub baton__sub;
+
+/* Takes a reference on channel's subscription, subscribing if this is the first, and waits
+ * until the server confirmed it, or until deadline_us or one command timeout, whichever
+ * comes first. Returns BATON_OK, BATON_ETIMEDOUT (deadline passed), BATON_ECONN. */
+int baton__sub_acquire(baton_client *c, const char *channel, baton__sub_kind kind,
+                       int64_t deadline_us, baton__sub **out);
+/* Drops the reference; the last one unsubscribes (after the confirmation of any pending
+ * subscribe: subscribe and unsubscribe of one channel never interleave). */
+void baton__sub_release(baton_client *c, baton__sub *s);
+/* As baton__sub_release, and if that was the last reference, waits (at most one command
+ * timeout) until the server confirmed the UNSUBSCRIBE: for paths that give up (timeout,
+ * error), which promise to leave no subscription behind. */
+void baton__sub_release_sync(baton_client *c, baton__sub *s);
+/* Sleeps until a message (or a reconnection) hands this waiter a wake-up, or until the
+ * deadline. A wake-up that arrived before the call is kept and returns at once.
+ * Returns BATON_OK (woken) or BATON_ETIMEDOUT. */
+int baton__sub_wait(baton_client *c, baton__sub *s, int64_t deadline_us);
+/* Counts of the dispatcher's state, for tests and the benchmark. */
+int baton__sub_count(baton_client *c);
+
+/* ------------------------------------------------------------------------------------------
+ * Watchdog (lease renewal)
+ * ---------------------------------------------------------------------------------------- */
+
+/* Registers (name, owner) for renewal every watchdog_ms / 3; reference-counted, so a
+ * re-entrant hold registers again and its release drops one reference. The lost callback
+ * (may be NULL) runs on the watchdog thread when a renewal finds the owner gone. */
+int baton__watchdog_add(baton_client *c, const char *name, const char *owner,
+                        void (*lost)(void *arg), void *arg);
+/* Drops one reference; the last one stops renewal. Never blocks on the server. */
+void baton__watchdog_remove(baton_client *c, const char *name, const char *owner);
+/* Drops every reference of (name, owner) (force release). */
+void baton__watchdog_forget(baton_client *c, const char *name, const char *owner);
+/* Renewal commands sent so far (EVALSHA round trips), for tests and the benchmark. */
+uint64_t baton__watchdog_rounds(baton_client *c);
+
+/* ------------------------------------------------------------------------------------------
+ * Lock handles: one type and one set of verbs for the plain, fair and multi-lock
+ * ---------------------------------------------------------------------------------------- */
+
+typedef struct baton__lock_ops {
+    /* deadline_us: BATON__NO_DEADLINE or a monotonic deadline; wait_ms == 0 means one try */
+    int (*acquire)(baton_lock *l, int64_t wait_ms, int64_t lease_ms);
+    int (*release)(baton_lock *l);
+    int (*force_release)(baton_lock *l, bool *was_locked);
+    int (*is_locked)(baton_lock *l, bool *out);
+    int (*is_held)(baton_lock *l, bool *out);
+    int (*hold_count)(baton_lock *l, int64_t *out);
+    int (*remaining_ttl)(baton_lock *l, int64_t *out);
+    void (*close)(baton_lock *l); /* frees what the kind added; not the base */
+} baton__lock_ops;
+
+struct baton_lock {
+    const baton__lock_ops *ops;
+    baton_client *client; /* NULL for a multi-lock spanning clients */
+    char *name;           /* the user's name, also the hash's key */
+    char *channel;        /* where unlock messages arrive */
+    pthread_mutex_t mu;   /* guards the hold record below */
+    int64_t lease_ms;     /* lease of the current hold, re-applied by a re-entrant release
+                             (Redisson's internalLockLeaseTime); BATON_LEASE_WATCHDOG */
+    void *impl;           /* kind-specific state */
+};
+
+/* Initializes the base of a lock handle; frees with baton__lock_base_free. */
+int baton__lock_base_init(baton_lock *l, const baton__lock_ops *ops, baton_client *c,
+                          const char *name, const char *channel_prefix);
+void baton__lock_base_free(baton_lock *l);
+
+/* The watchdog lease of a client, in ms. */
+int64_t baton__watchdog_lease(const baton_client *c);
+
+#endif /* BATON_CORE_INTERNAL_H */

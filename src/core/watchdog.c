@@ -1,0 +1,354 @@
+/*
+ * The watchdog: renews the lease of every lock this client holds without an explicit lease,
+ * from one thread and one timer, every watchdog_ms / 3 (Redisson's rule).
+ *
+ * Renewal is batched: up to 100 holds per EVALSHA of lock_renew.lua, every batch pipelined
+ * on one connection, so a period costs one round trip per hundred holds at most. A batch
+ * answers, per hold, whether the owner still held it; a hold found gone is dropped (renewal
+ * stops by itself) and its lost callback runs on this thread. A renewal that fails because
+ * the server cannot be reached is tried again next period; once a hold's last successful
+ * renewal is older than its lease, the lease has surely run out and the hold is reported
+ * lost as well.
+ *
+ * Registration happens before an acquire returns and cancellation before a release is sent,
+ * so a renewal can never outlive the release it belongs to (Redisson #7272).
+ */
+#include "client.h"
+
+#include <hiredis/hiredis.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BATCH 100
+
+typedef struct wd_entry {
+    char *name;
+    char *owner;
+    int refs;
+    void (*lost)(void *arg);
+    void *arg;
+    int64_t last_ok_us; /* last successful renewal (or registration) */
+} wd_entry;
+
+struct baton__watchdog {
+    baton_client *c;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cond;   /* closing, or a callback finished */
+    bool closing;
+    bool in_callback;      /* lost callbacks are running */
+    baton__map entries;    /* key(name, owner) -> wd_entry */
+    uint64_t rounds;       /* renewal EVALSHAs sent */
+};
+
+/* A map key that no two (name, owner) pairs share, whatever bytes the name holds. */
+static char *entry_key(const char *name, const char *owner)
+{
+    return baton__asprintf("%zu:%s%s", strlen(name), name, owner);
+}
+
+static void free_entry(wd_entry *e)
+{
+    free(e->name);
+    free(e->owner);
+    free(e);
+}
+
+typedef struct snapshot {
+    char **names;
+    char **owners;
+    int64_t *registered; /* last_ok_us at snapshot time */
+    size_t n;
+} snapshot;
+
+static void snap_one(const char *key, void *val, void *arg)
+{
+    (void)key;
+    wd_entry *e = val;
+    snapshot *s = arg;
+    s->names[s->n] = baton__strdup(e->name);
+    s->owners[s->n] = baton__strdup(e->owner);
+    s->registered[s->n] = e->last_ok_us;
+    if (s->names[s->n] && s->owners[s->n]) {
+        s->n++;
+    } else {
+        free(s->names[s->n]);
+        free(s->owners[s->n]);
+    }
+}
+
+static void snapshot_free(snapshot *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        free(s->names[i]);
+        free(s->owners[i]);
+    }
+    free(s->names);
+    free(s->owners);
+    free(s->registered);
+}
+
+typedef struct lost_cb {
+    void (*fn)(void *);
+    void *arg;
+} lost_cb;
+
+/* Outcome of one hold's renewal: 1 renewed, 0 gone, -1 unknown (no reply). */
+static void renew_all(baton__watchdog *w, snapshot *s, signed char *result)
+{
+    baton_client *c = w->c;
+    const baton__script *sc = baton__script_find("lock_renew");
+    memset(result, -1, s->n);
+    if (s->n == 0)
+        return;
+    char lease[32];
+    snprintf(lease, sizeof lease, "%lld", (long long)c->cfg.watchdog_ms);
+
+    baton__conn *conn;
+    if (baton__conn_get(c, &conn) != BATON_OK)
+        return;
+    redisContext *ctx = baton__conn_ctx(conn);
+    size_t nbatches = (s->n + BATCH - 1) / BATCH;
+    const char *args[BATCH + 1];
+    args[0] = lease;
+    for (size_t b = 0; b < nbatches; b++) {
+        size_t from = b * BATCH, cnt = s->n - from < BATCH ? s->n - from : BATCH;
+        for (size_t i = 0; i < cnt; i++)
+            args[1 + i] = s->owners[from + i];
+        baton__script_append(ctx, sc, (int)cnt, (const char **)&s->names[from], (int)cnt + 1,
+                             args);
+    }
+    baton__mutex_lock(&w->mu);
+    w->rounds += nbatches;
+    baton__mutex_unlock(&w->mu);
+    bool broken = false;
+    for (size_t b = 0; b < nbatches; b++) {
+        size_t from = b * BATCH, cnt = s->n - from < BATCH ? s->n - from : BATCH;
+        void *rv = NULL;
+        if (redisGetReply(ctx, &rv) != REDIS_OK) {
+            broken = true;
+            break;
+        }
+        redisReply *r = rv;
+        if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
+            /* script cache flushed: this batch again, through the NOSCRIPT-safe path */
+            freeReplyObject(r);
+            r = NULL;
+            for (size_t i = 0; i < cnt; i++)
+                args[1 + i] = s->owners[from + i];
+            if (baton__script_run(c, sc, (int)cnt, (const char **)&s->names[from],
+                                  (int)cnt + 1, args, &r) != BATON_OK)
+                continue;
+        }
+        if (r->type == REDIS_REPLY_ARRAY && r->elements == cnt)
+            for (size_t i = 0; i < cnt; i++)
+                if (r->element[i]->type == REDIS_REPLY_INTEGER)
+                    result[from + i] = r->element[i]->integer ? 1 : 0;
+        freeReplyObject(r);
+    }
+    baton__conn_put(c, conn, broken);
+}
+
+static void *watchdog_main(void *arg)
+{
+    baton__watchdog *w = arg;
+    baton_client *c = w->c;
+    int64_t period_us = c->cfg.watchdog_ms * 1000 / 3;
+    int64_t lease_us = c->cfg.watchdog_ms * 1000;
+    int64_t next = baton__now_us() + period_us;
+    baton__mutex_lock(&w->mu);
+    while (!w->closing) {
+        if (baton__cond_wait_until(&w->cond, &w->mu, next) != ETIMEDOUT)
+            continue;
+        next += period_us;
+        if (next < baton__now_us())
+            next = baton__now_us() + period_us; /* fell behind: don't burst */
+
+        snapshot s = {0};
+        size_t n = w->entries.count;
+        s.names = calloc(n + 1, sizeof *s.names);
+        s.owners = calloc(n + 1, sizeof *s.owners);
+        s.registered = calloc(n + 1, sizeof *s.registered);
+        signed char *result = malloc(n + 1);
+        if (!s.names || !s.owners || !s.registered || !result) {
+            free(result);
+            snapshot_free(&s);
+            continue; /* try next period */
+        }
+        baton__map_each(&w->entries, snap_one, &s);
+        baton__mutex_unlock(&w->mu);
+
+        int64_t started = baton__now_us();
+        renew_all(w, &s, result);
+
+        baton__mutex_lock(&w->mu);
+        lost_cb *cbs = calloc(s.n + 1, sizeof *cbs);
+        size_t ncb = 0;
+        for (size_t i = 0; i < s.n; i++) {
+            char *key = entry_key(s.names[i], s.owners[i]);
+            wd_entry *e = key ? baton__map_get(&w->entries, key) : NULL;
+            if (e && result[i] == 1) {
+                e->last_ok_us = started;
+            } else if (e && (result[i] == 0 || started - e->last_ok_us >= lease_us)) {
+                /* The owner is gone from the hash, or the lease has surely run out while
+                 * the server could not be reached: stop renewing and say so. */
+                baton__map_remove(&w->entries, key);
+                if (e->lost && cbs)
+                    cbs[ncb++] = (lost_cb){e->lost, e->arg};
+                free_entry(e);
+            }
+            free(key);
+        }
+        if (ncb) {
+            w->in_callback = true;
+            baton__mutex_unlock(&w->mu);
+            for (size_t i = 0; i < ncb; i++)
+                cbs[i].fn(cbs[i].arg);
+            baton__mutex_lock(&w->mu);
+            w->in_callback = false;
+            baton__cond_broadcast(&w->cond);
+        }
+        free(cbs);
+        free(result);
+        snapshot_free(&s);
+    }
+    baton__mutex_unlock(&w->mu);
+    return NULL;
+}
+
+static int get_watchdog(baton_client *c, baton__watchdog **out)
+{
+    baton__mutex_lock(&c->lazy_mu);
+    if (!c->wd) {
+        baton__watchdog *w = calloc(1, sizeof *w);
+        if (!w) {
+            baton__mutex_unlock(&c->lazy_mu);
+            return baton__fail(c, BATON_ENOMEM, "out of memory");
+        }
+        w->c = c;
+        baton__mutex_init(&w->mu);
+        baton__cond_init(&w->cond);
+        baton__map_init(&w->entries);
+        int rc = pthread_create(&w->thread, NULL, watchdog_main, w);
+        if (rc != 0) {
+            baton__mutex_destroy(&w->mu);
+            baton__cond_destroy(&w->cond);
+            free(w);
+            baton__mutex_unlock(&c->lazy_mu);
+            return baton__fail(c, BATON_ENOMEM, "pthread_create: %s", strerror(rc));
+        }
+        c->wd = w;
+    }
+    *out = c->wd;
+    baton__mutex_unlock(&c->lazy_mu);
+    return BATON_OK;
+}
+
+int baton__watchdog_add(baton_client *c, const char *name, const char *owner,
+                        void (*lost)(void *arg), void *arg)
+{
+    baton__watchdog *w;
+    int rc = get_watchdog(c, &w);
+    if (rc != BATON_OK)
+        return rc;
+    char *key = entry_key(name, owner);
+    if (!key)
+        return baton__fail(c, BATON_ENOMEM, "out of memory");
+    baton__mutex_lock(&w->mu);
+    wd_entry *e = baton__map_get(&w->entries, key);
+    if (e) {
+        e->refs++;
+    } else {
+        e = calloc(1, sizeof *e);
+        if (e) {
+            e->name = baton__strdup(name);
+            e->owner = baton__strdup(owner);
+        }
+        if (!e || !e->name || !e->owner || baton__map_put(&w->entries, key, e) != BATON_OK) {
+            if (e)
+                free_entry(e);
+            baton__mutex_unlock(&w->mu);
+            free(key);
+            return baton__fail(c, BATON_ENOMEM, "out of memory");
+        }
+        e->refs = 1;
+        e->lost = lost;
+        e->arg = arg;
+        e->last_ok_us = baton__now_us();
+    }
+    baton__mutex_unlock(&w->mu);
+    free(key);
+    return BATON_OK;
+}
+
+/* Drops one reference (all of them if `all`), and waits out a running lost callback so
+ * that none runs for this hold after the call returns (unless called from one). */
+static void drop(baton_client *c, const char *name, const char *owner, bool all)
+{
+    baton__mutex_lock(&c->lazy_mu);
+    baton__watchdog *w = c->wd;
+    baton__mutex_unlock(&c->lazy_mu);
+    if (!w)
+        return;
+    char *key = entry_key(name, owner);
+    if (!key)
+        return;
+    baton__mutex_lock(&w->mu);
+    wd_entry *e = baton__map_get(&w->entries, key);
+    if (e && (all || --e->refs == 0)) {
+        baton__map_remove(&w->entries, key);
+        free_entry(e);
+    }
+    if (!pthread_equal(pthread_self(), w->thread))
+        while (w->in_callback)
+            baton__cond_wait_until(&w->cond, &w->mu, BATON__NO_DEADLINE);
+    baton__mutex_unlock(&w->mu);
+    free(key);
+}
+
+void baton__watchdog_remove(baton_client *c, const char *name, const char *owner)
+{
+    drop(c, name, owner, false);
+}
+
+void baton__watchdog_forget(baton_client *c, const char *name, const char *owner)
+{
+    drop(c, name, owner, true);
+}
+
+uint64_t baton__watchdog_rounds(baton_client *c)
+{
+    baton__mutex_lock(&c->lazy_mu);
+    baton__watchdog *w = c->wd;
+    baton__mutex_unlock(&c->lazy_mu);
+    if (!w)
+        return 0;
+    baton__mutex_lock(&w->mu);
+    uint64_t n = w->rounds;
+    baton__mutex_unlock(&w->mu);
+    return n;
+}
+
+static void free_value(const char *key, void *val, void *arg)
+{
+    (void)key;
+    (void)arg;
+    free_entry(val);
+}
+
+void baton__watchdog_free(baton__watchdog *w)
+{
+    baton__mutex_lock(&w->mu);
+    w->closing = true;
+    baton__cond_broadcast(&w->cond);
+    baton__mutex_unlock(&w->mu);
+    pthread_join(w->thread, NULL);
+    baton__map_each(&w->entries, free_value, NULL);
+    baton__map_free(&w->entries);
+    baton__mutex_destroy(&w->mu);
+    baton__cond_destroy(&w->cond);
+    free(w);
+}

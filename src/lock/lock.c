@@ -1,0 +1,372 @@
+/*
+ * The reentrant lock, with Redisson's semantics and layout: a hash at the lock's name whose
+ * one field, the owner "<client-uuid>:<thread-id>", counts the holds; a PEXPIRE lease;
+ * "0" published on redisson_lock__channel:{name} when the last hold goes.
+ *
+ * An acquire runs lock_acquire.lua once; if another owner holds the lock it subscribes to
+ * the channel, runs the script again (an unlock published before the subscription was
+ * confirmed would otherwise be missed), then sleeps until a wake-up or the holder's
+ * remaining lease, whichever comes first, and tries again. A holder that died without
+ * releasing costs its waiters at most its lease, with no message at all.
+ *
+ * The handle remembers the calling thread's current hold (depth, fencing token, lease,
+ * watchdog registration) so a re-entrant release can re-apply the lease the lock was taken
+ * with, and the watchdog is cancelled before the last release is sent.
+ */
+#define _GNU_SOURCE
+#include "../core/internal.h"
+
+#include <hiredis/hiredis.h>
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHANNEL_PREFIX "redisson_lock__channel:"
+#define TOKEN_PREFIX "redisson_lock_token:"
+#define LATCH_PREFIX "redisson_unlock_latch:"
+#define UNLOCK_MESSAGE "0"
+
+typedef struct plain {
+    char *token_key;   /* redisson_lock_token:{name} */
+    char *latch_pfx;   /* redisson_unlock_latch:{name}: */
+    /* the current hold through this handle, guarded by the base's mu */
+    uint64_t holder;   /* thread id of the holding thread, 0 = none */
+    int64_t depth;     /* re-entrant holds taken through this handle */
+    int64_t token;     /* fencing token of the outer hold */
+    bool watchdog;     /* registered with the client's watchdog */
+} plain;
+
+static const baton__lock_ops plain_ops;
+
+/* ------------------------------- acquire ---------------------------------------------- */
+
+/* One run of the acquire script. BATON_OK: acquired (hold recorded, watchdog registered);
+ * BATON_ETIMEDOUT: another owner holds it, *ttl_ms = its remaining lease. */
+static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, int64_t *ttl_ms)
+{
+    baton_client *c = l->client;
+    plain *p = l->impl;
+    char lease[32];
+    snprintf(lease, sizeof lease, "%lld",
+             (long long)(lease_ms == BATON_LEASE_WATCHDOG ? baton__watchdog_lease(c) : lease_ms));
+    const char *keys[2] = {l->name, p->token_key};
+    const char *args[2] = {lease, owner};
+    redisReply *r;
+    int rc = baton__script_run(c, baton__script_find("lock_acquire"), 2, keys, 2, args, &r);
+    if (rc != BATON_OK)
+        return rc;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER) {
+        freeReplyObject(r);
+        return baton__fail(c, BATON_EPROTO, "lock %s: unexpected reply to lock_acquire", l->name);
+    }
+    long long status = r->element[0]->integer, value = r->element[1]->integer;
+    freeReplyObject(r);
+    if (status == 0) {
+        *ttl_ms = value;
+        return BATON_ETIMEDOUT;
+    }
+
+    uint64_t tid = baton__thread_id();
+    bool stale_watchdog = false;
+    baton__mutex_lock(&l->mu);
+    if (status == 1 || p->holder != tid) {
+        /* A new hold (or one re-entered through another handle of this owner). A
+         * registration left from an earlier hold that was lost is dropped below. */
+        stale_watchdog = status == 1 && p->watchdog;
+        p->watchdog = false;
+        p->holder = tid;
+        p->depth = 1;
+        p->token = value;
+    } else {
+        p->depth++;
+    }
+    l->lease_ms = lease_ms;
+    bool register_wd = lease_ms == BATON_LEASE_WATCHDOG && !p->watchdog;
+    if (register_wd)
+        p->watchdog = true;
+    baton__mutex_unlock(&l->mu);
+    if (stale_watchdog)
+        baton__watchdog_forget(c, l->name, owner);
+    if (register_wd) {
+        rc = baton__watchdog_add(c, l->name, owner, NULL, NULL);
+        if (rc != BATON_OK) {
+            baton__mutex_lock(&l->mu);
+            p->watchdog = false;
+            baton__mutex_unlock(&l->mu);
+            baton_lock_release(l); /* don't leave a hold nobody renews */
+            return rc;
+        }
+    }
+    return BATON_OK;
+}
+
+static int plain_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
+{
+    baton_client *c = l->client;
+    char owner[BATON__OWNER_LEN];
+    baton__owner(c, owner, sizeof owner);
+    int64_t deadline = baton__deadline_after_ms(wait_ms);
+    int64_t ttl = -1;
+    int rc = attempt(l, owner, lease_ms, &ttl);
+    if (rc != BATON_ETIMEDOUT)
+        return rc;
+    if (wait_ms == 0)
+        return baton__fail(c, BATON_ETIMEDOUT, "lock %s is held by another owner", l->name);
+
+    baton__sub *sub;
+    rc = baton__sub_acquire(c, l->channel, BATON__SUB_LOCK, deadline, &sub);
+    if (rc != BATON_OK)
+        return rc;
+    for (;;) {
+        rc = attempt(l, owner, lease_ms, &ttl);
+        if (rc != BATON_ETIMEDOUT)
+            break;
+        int64_t now = baton__now_us();
+        if (now >= deadline) {
+            rc = baton__fail(c, BATON_ETIMEDOUT, "lock %s: not acquired within %lld ms",
+                             l->name, (long long)wait_ms);
+            break;
+        }
+        /* Sleep until the unlock message or the holder's lease runs out. */
+        int64_t until = deadline;
+        if (ttl >= 0 && now + ttl * 1000 < until)
+            until = now + ttl * 1000;
+        baton__sub_wait(c, sub, until);
+    }
+    /* Acquired: unsubscribe in the background. Gave up: leave nothing behind. */
+    if (rc == BATON_OK)
+        baton__sub_release(c, sub);
+    else
+        baton__sub_release_sync(c, sub);
+    return rc;
+}
+
+/* ------------------------------- release ---------------------------------------------- */
+
+static int plain_release(baton_lock *l)
+{
+    static atomic_uint_fast64_t requests;
+    baton_client *c = l->client;
+    plain *p = l->impl;
+    char owner[BATON__OWNER_LEN];
+    baton__owner(c, owner, sizeof owner);
+    uint64_t tid = baton__thread_id();
+
+    baton__mutex_lock(&l->mu);
+    bool mine = p->holder == tid;
+    int64_t lease = l->lease_ms == BATON_LEASE_WATCHDOG ? baton__watchdog_lease(c) : l->lease_ms;
+    /* The watchdog goes before the last release is sent, never after. */
+    bool cancel = mine && p->depth <= 1 && p->watchdog;
+    if (cancel)
+        p->watchdog = false;
+    baton__mutex_unlock(&l->mu);
+    if (cancel)
+        baton__watchdog_remove(c, l->name, owner);
+
+    /* One request id per logical release, reused by the retry below. */
+    char latch[BATON_MAX_NAME_LEN + 160], lease_s[32], latch_px[32];
+    snprintf(latch, sizeof latch, "%s%s:%llu", p->latch_pfx, baton_client_id(c),
+             (unsigned long long)atomic_fetch_add(&requests, 1));
+    snprintf(lease_s, sizeof lease_s, "%lld", (long long)lease);
+    snprintf(latch_px, sizeof latch_px, "%lld",
+             (long long)(4 * baton__client_config(c)->command_timeout_ms));
+    const char *keys[3] = {l->name, l->channel, latch};
+    const char *args[4] = {UNLOCK_MESSAGE, lease_s, owner, latch_px};
+    const baton__script *s = baton__script_find("lock_release");
+    redisReply *r;
+    int rc = baton__script_run(c, s, 3, keys, 4, args, &r);
+    if (rc == BATON_ECONN) /* the reply may be lost after the release ran: the latch
+                              makes the retry return the first outcome */
+        rc = baton__script_run(c, s, 3, keys, 4, args, &r);
+    if (rc != BATON_OK)
+        return rc;
+    int type = r->type;
+    long long v = r->integer;
+    freeReplyObject(r);
+    if (type != REDIS_REPLY_NIL && type != REDIS_REPLY_INTEGER)
+        return baton__fail(c, BATON_EPROTO, "lock %s: unexpected reply to lock_release",
+                           l->name);
+
+    bool forget = false;
+    baton__mutex_lock(&l->mu);
+    if (mine) {
+        if (type == REDIS_REPLY_INTEGER && v == 0 && p->depth > 1) {
+            p->depth--;
+        } else if (type == REDIS_REPLY_NIL || v == 1) {
+            forget = p->watchdog;
+            p->watchdog = false;
+            p->holder = 0;
+            p->depth = 0;
+            p->token = 0;
+            l->lease_ms = BATON_LEASE_WATCHDOG;
+        }
+    }
+    baton__mutex_unlock(&l->mu);
+    if (forget)
+        baton__watchdog_forget(c, l->name, owner);
+    if (type == REDIS_REPLY_NIL)
+        return baton__fail(c, BATON_ENOTHELD,
+                           "lock %s is not held by this thread (never taken, released, or "
+                           "its lease ran out)",
+                           l->name);
+    return BATON_OK;
+}
+
+static int plain_force_release(baton_lock *l, bool *was_locked)
+{
+    baton_client *c = l->client;
+    plain *p = l->impl;
+    const char *keys[2] = {l->name, l->channel};
+    const char *args[1] = {UNLOCK_MESSAGE};
+    redisReply *r;
+    int rc = baton__script_run(c, baton__script_find("lock_force_release"), 2, keys, 1, args,
+                               &r);
+    if (rc != BATON_OK)
+        return rc;
+    bool existed = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    freeReplyObject(r);
+    if (was_locked)
+        *was_locked = existed;
+
+    baton__mutex_lock(&l->mu);
+    uint64_t holder = p->holder;
+    bool wd = p->watchdog;
+    p->holder = 0;
+    p->depth = 0;
+    p->token = 0;
+    p->watchdog = false;
+    l->lease_ms = BATON_LEASE_WATCHDOG;
+    baton__mutex_unlock(&l->mu);
+    if (wd) {
+        char owner[BATON__OWNER_LEN];
+        snprintf(owner, sizeof owner, "%s:%llu", baton_client_id(c), (unsigned long long)holder);
+        baton__watchdog_forget(c, l->name, owner);
+    }
+    return BATON_OK;
+}
+
+/* ------------------------------- queries ---------------------------------------------- */
+
+static int integer_query(baton_lock *l, const char *cmd, bool with_owner, long long *out,
+                         bool *was_nil)
+{
+    char owner[BATON__OWNER_LEN];
+    baton__owner(l->client, owner, sizeof owner);
+    const char *argv[3] = {cmd, l->name, owner};
+    redisReply *r;
+    int rc = baton__command_argv(l->client, with_owner ? 3 : 2, argv, NULL, &r);
+    if (rc != BATON_OK)
+        return rc;
+    *was_nil = r->type == REDIS_REPLY_NIL;
+    if (r->type == REDIS_REPLY_INTEGER)
+        *out = r->integer;
+    else if (r->type == REDIS_REPLY_STRING)
+        *out = strtoll(r->str, NULL, 10);
+    else
+        *out = 0;
+    freeReplyObject(r);
+    return BATON_OK;
+}
+
+static int plain_is_locked(baton_lock *l, bool *out)
+{
+    long long v;
+    bool nil;
+    int rc = integer_query(l, "EXISTS", false, &v, &nil);
+    if (rc == BATON_OK)
+        *out = v > 0;
+    return rc;
+}
+
+static int plain_is_held(baton_lock *l, bool *out)
+{
+    long long v;
+    bool nil;
+    int rc = integer_query(l, "HEXISTS", true, &v, &nil);
+    if (rc == BATON_OK)
+        *out = v > 0;
+    return rc;
+}
+
+static int plain_hold_count(baton_lock *l, int64_t *out)
+{
+    long long v;
+    bool nil;
+    int rc = integer_query(l, "HGET", true, &v, &nil);
+    if (rc == BATON_OK)
+        *out = nil ? 0 : v;
+    return rc;
+}
+
+static int plain_remaining_ttl(baton_lock *l, int64_t *out)
+{
+    long long v;
+    bool nil;
+    int rc = integer_query(l, "PTTL", false, &v, &nil);
+    if (rc == BATON_OK)
+        *out = v;
+    return rc;
+}
+
+/* ------------------------------- open and close --------------------------------------- */
+
+static void plain_close(baton_lock *l)
+{
+    plain *p = l->impl;
+    if (p->watchdog && p->holder) {
+        char owner[BATON__OWNER_LEN];
+        snprintf(owner, sizeof owner, "%s:%llu", baton_client_id(l->client),
+                 (unsigned long long)p->holder);
+        baton__watchdog_forget(l->client, l->name, owner);
+    }
+    free(p->token_key);
+    free(p->latch_pfx);
+    free(p);
+}
+
+static const baton__lock_ops plain_ops = {
+    .acquire = plain_acquire,
+    .release = plain_release,
+    .force_release = plain_force_release,
+    .is_locked = plain_is_locked,
+    .is_held = plain_is_held,
+    .hold_count = plain_hold_count,
+    .remaining_ttl = plain_remaining_ttl,
+    .close = plain_close,
+};
+
+int baton_lock_open(baton_client *c, const char *name, baton_lock **out)
+{
+    if (out)
+        *out = NULL;
+    if (!c || !out)
+        return BATON_EINVAL;
+    baton__clear_error(c);
+    if (baton__check_name(name) != BATON_OK)
+        return baton__fail(c, BATON_EINVAL, "lock name must be 1 to %d bytes",
+                           BATON_MAX_NAME_LEN);
+    baton_lock *l = calloc(1, sizeof *l);
+    plain *p = calloc(1, sizeof *p);
+    if (!l || !p)
+        goto nomem;
+    p->token_key = baton__derive_key(TOKEN_PREFIX, name, NULL);
+    p->latch_pfx = baton__derive_key(LATCH_PREFIX, name, ":");
+    if (!p->token_key || !p->latch_pfx)
+        goto nomem;
+    if (baton__lock_base_init(l, &plain_ops, c, name, CHANNEL_PREFIX) != BATON_OK)
+        goto nomem;
+    l->impl = p;
+    *out = l;
+    return BATON_OK;
+nomem:
+    if (p) {
+        free(p->token_key);
+        free(p->latch_pfx);
+    }
+    free(p);
+    free(l);
+    return baton__fail(c, BATON_ENOMEM, "out of memory");
+}

@@ -1,0 +1,210 @@
+/* The tests' helper; see helper.h. */
+#define _GNU_SOURCE
+#include "helper.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+int th_port(void)
+{
+    const char *p = getenv("BATON_TEST_PORT");
+    cr_assert(p && *p, "BATON_TEST_PORT is not set: run the tests through ctest "
+                       "(tests/with-redis.sh starts the server)");
+    return atoi(p);
+}
+
+const char *th_url(void)
+{
+    static char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", th_port());
+    return url;
+}
+
+baton_client *th_client(baton_options *opts)
+{
+    baton_options o;
+    if (!opts) {
+        baton_options_init(&o);
+        opts = &o;
+    }
+    if (!opts->url)
+        opts->url = th_url();
+    baton_client *c = NULL;
+    int rc = baton_client_open(opts, &c);
+    cr_assert_eq(rc, BATON_OK, "baton_client_open: %s (%s)", baton_err_name(rc),
+                 baton_open_errmsg());
+    return c;
+}
+
+redisContext *th_redis_port(int port)
+{
+    struct timeval tv = {5, 0};
+    redisContext *r = redisConnectWithTimeout("127.0.0.1", port, tv);
+    cr_assert(r && !r->err, "connect to redis on %d: %s", port, r ? r->errstr : "nomem");
+    redisSetTimeout(r, tv);
+    return r;
+}
+
+redisContext *th_redis(void)
+{
+    return th_redis_port(th_port());
+}
+
+redisReply *th_cmd(redisContext *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *rep = redisvCommand(r, fmt, ap);
+    va_end(ap);
+    cr_assert(rep, "redis command %s failed: %s", fmt, r->errstr);
+    return rep;
+}
+
+long long th_cmd_int(redisContext *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *rep = redisvCommand(r, fmt, ap);
+    va_end(ap);
+    cr_assert(rep, "redis command %s failed: %s", fmt, r->errstr);
+    long long v = 0;
+    if (rep->type == REDIS_REPLY_INTEGER)
+        v = rep->integer;
+    else if (rep->type == REDIS_REPLY_STRING)
+        v = atoll(rep->str);
+    else
+        cr_assert(rep->type == REDIS_REPLY_NIL, "%s: unexpected reply type %d (%s)", fmt,
+                  rep->type, rep->type == REDIS_REPLY_ERROR ? rep->str : "");
+    freeReplyObject(rep);
+    return v;
+}
+
+char *th_name(const char *base)
+{
+    static int counter;
+    char *s = NULL;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    cr_assert(asprintf(&s, "%s-%d-%d-%ld", base, (int)getpid(), ++counter, ts.tv_nsec) > 0);
+    return s;
+}
+
+int64_t th_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void th_sleep_ms(int64_t ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+pid_t th_fork(int (*fn)(void *), void *arg)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0)
+        _exit(fn(arg));
+    return pid;
+}
+
+int th_wait(pid_t pid)
+{
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        cr_assert(errno == EINTR, "waitpid: %s", strerror(errno));
+    if (WIFEXITED(st))
+        return WEXITSTATUS(st);
+    return 128 + WTERMSIG(st);
+}
+
+static bool ping(int port)
+{
+    struct timeval tv = {0, 200000};
+    redisContext *r = redisConnectWithTimeout("127.0.0.1", port, tv);
+    bool ok = false;
+    if (r && !r->err) {
+        redisReply *rep = redisCommand(r, "PING");
+        ok = rep != NULL; /* PONG, or NOAUTH from a server with a password */
+        if (rep)
+            freeReplyObject(rep);
+    }
+    if (r)
+        redisFree(r);
+    return ok;
+}
+
+void th_server_start_on(th_server *s, int port, const char *extra_conf)
+{
+    s->port = port;
+    snprintf(s->dir, sizeof s->dir, "/tmp/baton-test-%d-%d", (int)getpid(), port);
+    mkdir(s->dir, 0700);
+    char portbuf[16];
+    snprintf(portbuf, sizeof portbuf, "%d", port);
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr))
+            _exit(127);
+        const char *argv[16] = {"redis-server", "--port", portbuf, "--bind", "127.0.0.1",
+                                "--dir", s->dir, "--save", "", "--appendonly", "no"};
+        int n = 11;
+        char *conf = extra_conf ? strdup(extra_conf) : NULL;
+        for (char *tok = conf ? strtok(conf, " ") : NULL; tok && n < 15; tok = strtok(NULL, " "))
+            argv[n++] = tok;
+        argv[n] = NULL;
+        execvp("redis-server", (char **)argv);
+        _exit(127);
+    }
+    s->pid = pid;
+    for (int i = 0; i < 250; i++) {
+        if (ping(port))
+            return;
+        int st;
+        cr_assert(waitpid(pid, &st, WNOHANG) == 0, "redis-server on port %d exited", port);
+        th_sleep_ms(20);
+    }
+    cr_assert_fail("redis-server on port %d did not answer", port);
+}
+
+void th_server_start(th_server *s, const char *extra_conf)
+{
+    /* A port from a range the shared server's script does not use; retried if taken. */
+    srand((unsigned)(getpid() ^ th_ms()));
+    for (int attempt = 0; attempt < 20; attempt++) {
+        int port = 40000 + rand() % 20000;
+        if (ping(port))
+            continue;
+        th_server_start_on(s, port, extra_conf);
+        return;
+    }
+    cr_assert_fail("no free port for a redis-server");
+}
+
+void th_server_stop(th_server *s)
+{
+    if (s->pid <= 0)
+        return;
+    kill(s->pid, SIGKILL);
+    th_wait(s->pid);
+    s->pid = 0;
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", s->dir);
+    if (system(cmd) != 0) {
+        /* leftover temp dir: harmless */
+    }
+}

@@ -1,0 +1,46 @@
+/*
+ * The tests' small helper: the private redis-server of the run (started by
+ * tests/with-redis.sh, port in BATON_TEST_PORT), clients, a raw hiredis connection for
+ * looking at Redis directly, unique names, time, processes, and servers of a test's own.
+ */
+#ifndef BATON_TEST_HELPER_H
+#define BATON_TEST_HELPER_H
+
+#include <baton/baton.h>
+#include <criterion/criterion.h>
+#include <hiredis/hiredis.h>
+#include <sys/types.h>
+
+/* The shared test server's port. */
+int th_port(void);
+/* "redis://127.0.0.1:<port>" of the shared server. */
+const char *th_url(void);
+/* A client on the shared server (asserts success); options may be NULL. */
+baton_client *th_client(baton_options *opts);
+/* A raw hiredis connection to the shared server (or port), asserting success. */
+redisContext *th_redis(void);
+redisContext *th_redis_port(int port);
+/* Runs a command on a raw connection and asserts it did not fail; caller frees. */
+redisReply *th_cmd(redisContext *r, const char *fmt, ...);
+long long th_cmd_int(redisContext *r, const char *fmt, ...);
+/* A name unique to this run: "<base>-<pid>-<counter>-<random>". Caller frees. */
+char *th_name(const char *base);
+/* Monotonic milliseconds. */
+int64_t th_ms(void);
+void th_sleep_ms(int64_t ms);
+/* Forks a child that runs fn(arg) and exits with its return value. */
+pid_t th_fork(int (*fn)(void *), void *arg);
+/* Waits for a child; returns its exit status, or 128 + signal. */
+int th_wait(pid_t pid);
+
+/* A private redis-server of a test's own, started on a free port and stopped by pid. */
+typedef struct th_server {
+    int port;
+    pid_t pid;
+    char dir[128];
+} th_server;
+void th_server_start(th_server *s, const char *extra_conf);
+void th_server_start_on(th_server *s, int port, const char *extra_conf);
+void th_server_stop(th_server *s);
+
+#endif

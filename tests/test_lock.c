@@ -1,0 +1,741 @@
+/*
+ * The reentrant lock against a real redis-server: mutual exclusion across threads and
+ * processes, expiry, waits, reentrancy, the watchdog, subscriptions, script-cache flushes,
+ * a killed subscriber connection, bad input and server faults.
+ */
+#define _GNU_SOURCE
+#include "helper.h"
+#include "internal.h"
+
+#include <criterion/new/assert.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+TestSuite(lock, .timeout = 60);
+
+/* ---------------------------------------------------------------- mutual exclusion --- */
+
+typedef struct counter_job {
+    const char *name;
+    const char *counter;
+    int iterations;
+    int errors;
+} counter_job;
+
+/* acquire, GET, pause 1 ms, SET + 1, release: lost updates show a broken lock */
+static int count_with_lock(counter_job *j, baton_client *c, redisContext *r)
+{
+    baton_lock *l;
+    if (baton_lock_open(c, j->name, &l) != BATON_OK)
+        return 1;
+    int errors = 0;
+    for (int i = 0; i < j->iterations; i++) {
+        if (baton_lock_acquire(l, BATON_LEASE_WATCHDOG) != BATON_OK) {
+            errors++;
+            continue;
+        }
+        redisReply *rep = redisCommand(r, "GET %s", j->counter);
+        long long v = rep && rep->type == REDIS_REPLY_STRING ? atoll(rep->str) : 0;
+        if (rep)
+            freeReplyObject(rep);
+        th_sleep_ms(1);
+        rep = redisCommand(r, "SET %s %lld", j->counter, v + 1);
+        if (rep)
+            freeReplyObject(rep);
+        if (baton_lock_release(l) != BATON_OK)
+            errors++;
+    }
+    baton_lock_close(l);
+    return errors;
+}
+
+static void *counter_thread(void *arg)
+{
+    counter_job *j = arg;
+    baton_client *c = th_client(NULL);
+    redisContext *r = th_redis();
+    j->errors = count_with_lock(j, c, r);
+    redisFree(r);
+    baton_client_close(c);
+    return NULL;
+}
+
+Test(lock, sixteen_threads_sixteen_clients_no_lost_update)
+{
+    char *name = th_name("lk-threads"), *counter = th_name("ctr");
+    counter_job jobs[16];
+    pthread_t t[16];
+    for (int i = 0; i < 16; i++) {
+        jobs[i] = (counter_job){name, counter, 100, 0};
+        pthread_create(&t[i], NULL, counter_thread, &jobs[i]);
+    }
+    for (int i = 0; i < 16; i++) {
+        pthread_join(t[i], NULL);
+        cr_assert(eq(int, jobs[i].errors, 0), "thread %d", i);
+    }
+    redisContext *r = th_redis();
+    cr_assert(eq(i64, th_cmd_int(r, "GET %s", counter), 1600));
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s", name), 0));
+    redisFree(r);
+}
+
+static int counter_process(void *arg)
+{
+    counter_job *j = arg;
+    baton_client *c;
+    baton_options o;
+    baton_options_init(&o);
+    o.url = th_url();
+    if (baton_client_open(&o, &c) != BATON_OK)
+        return 100;
+    struct timeval tv = {5, 0};
+    redisContext *r = redisConnectWithTimeout("127.0.0.1", th_port(), tv);
+    int errors = count_with_lock(j, c, r);
+    redisFree(r);
+    baton_client_close(c);
+    return errors > 99 ? 99 : errors;
+}
+
+Test(lock, eight_processes_no_lost_update)
+{
+    char *name = th_name("lk-procs"), *counter = th_name("ctr");
+    counter_job job = {name, counter, 200, 0};
+    pid_t pids[8];
+    for (int i = 0; i < 8; i++)
+        pids[i] = th_fork((int (*)(void *))counter_process, &job);
+    for (int i = 0; i < 8; i++)
+        cr_assert(eq(int, th_wait(pids[i]), 0), "process %d", i);
+    redisContext *r = th_redis();
+    cr_assert(eq(i64, th_cmd_int(r, "GET %s", counter), 1600));
+    redisFree(r);
+}
+
+/* ---------------------------------------------------------------- expiry and waits --- */
+
+typedef struct waiter {
+    baton_lock *lock;
+    int64_t wait_ms, lease_ms;
+    int rc;
+    int64_t done_ms;
+} waiter;
+
+static void *try_acquire_thread(void *arg)
+{
+    waiter *w = arg;
+    w->rc = baton_lock_try_acquire(w->lock, w->wait_ms, w->lease_ms);
+    w->done_ms = th_ms();
+    return NULL;
+}
+
+static void *acquire_release_thread(void *arg)
+{
+    waiter *w = arg;
+    w->rc = baton_lock_try_acquire(w->lock, w->wait_ms, w->lease_ms);
+    w->done_ms = th_ms();
+    if (w->rc == BATON_OK)
+        w->rc = baton_lock_release(w->lock);
+    return NULL;
+}
+
+Test(lock, expired_lease_frees_the_lock_without_a_message)
+{
+    baton_client *c = th_client(NULL);
+    char *name = th_name("lk-expiry");
+    baton_lock *l;
+    cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
+    int64_t t0 = th_ms();
+    cr_assert(eq(int, baton_lock_acquire(l, 2000), BATON_OK)); /* "thread A" = this one */
+    waiter b = {l, BATON_WAIT_FOREVER, 10000, -100, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, try_acquire_thread, &b);
+    pthread_join(t, NULL);
+    cr_assert(eq(int, b.rc, BATON_OK));
+    int64_t took = b.done_ms - t0;
+    cr_assert(ge(i64, took, 1990), "B acquired after %lld ms", (long long)took);
+    cr_assert(le(i64, took, 2300), "B acquired after %lld ms", (long long)took);
+    cr_assert(eq(int, baton_lock_release(l), BATON_ENOTHELD));
+    cr_assert(ne(str, (char *)baton_client_errmsg(c), ""));
+    /* B still holds it */
+    bool locked = false;
+    cr_assert(eq(int, baton_lock_is_locked(l, &locked), BATON_OK));
+    cr_assert(locked);
+    baton_lock_close(l);
+    baton_client_close(c);
+}
+
+Test(lock, try_acquire_times_out_on_time)
+{
+    baton_client *holder = th_client(NULL), *other = th_client(NULL);
+    char *name = th_name("lk-timeout");
+    baton_lock *lh, *lo;
+    cr_assert(eq(int, baton_lock_open(holder, name, &lh), BATON_OK));
+    cr_assert(eq(int, baton_lock_open(other, name, &lo), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(lh, BATON_LEASE_WATCHDOG), BATON_OK));
+    int64_t t0 = th_ms();
+    cr_assert(eq(int, baton_lock_try_acquire(lo, 3000, BATON_LEASE_WATCHDOG), BATON_ETIMEDOUT));
+    int64_t took = th_ms() - t0;
+    cr_assert(ge(i64, took, 2990), "%lld ms", (long long)took);
+    cr_assert(le(i64, took, 3350), "%lld ms", (long long)took);
+    /* nothing left behind: no subscription on the waiter's client */
+    cr_assert(eq(int, baton__sub_count(other), 0));
+    redisContext *r = th_redis();
+    redisReply *rep = th_cmd(r, "PUBSUB NUMSUB redisson_lock__channel:{%s}", name);
+    cr_assert(eq(i64, rep->element[1]->integer, 0));
+    freeReplyObject(rep);
+    redisFree(r);
+    cr_assert(eq(int, baton_lock_try_acquire(lo, 0, 1000), BATON_ETIMEDOUT));
+    cr_assert(eq(int, baton_lock_release(lh), BATON_OK));
+    cr_assert(eq(int, baton_lock_try_acquire(lo, 0, 1000), BATON_OK));
+    cr_assert(eq(int, baton_lock_release(lo), BATON_OK));
+    baton_lock_close(lh);
+    baton_lock_close(lo);
+    baton_client_close(holder);
+    baton_client_close(other);
+}
+
+/* ---------------------------------------------------------------- reentrancy --------- */
+
+static void *try_once_thread(void *arg)
+{
+    waiter *w = arg;
+    w->rc = baton_lock_try_acquire(w->lock, 0, 5000);
+    return NULL;
+}
+
+static int other_thread_try(baton_lock *l)
+{
+    waiter w = {l, 0, 5000, -100, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, try_once_thread, &w);
+    pthread_join(t, NULL);
+    return w.rc;
+}
+
+static int64_t holds(baton_lock *l)
+{
+    int64_t n = -1;
+    cr_assert(eq(int, baton_lock_hold_count(l, &n), BATON_OK));
+    return n;
+}
+
+Test(lock, reentrancy_counts_holds)
+{
+    baton_client *c = th_client(NULL);
+    char *name = th_name("lk-reentry");
+    baton_lock *l;
+    cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
+    cr_assert(eq(i64, holds(l), 0));
+    cr_assert(eq(int, baton_lock_acquire(l, BATON_LEASE_WATCHDOG), BATON_OK));
+    cr_assert(eq(i64, holds(l), 1));
+    cr_assert(eq(int, other_thread_try(l), BATON_ETIMEDOUT));
+    cr_assert(eq(int, baton_lock_acquire(l, BATON_LEASE_WATCHDOG), BATON_OK));
+    cr_assert(eq(i64, holds(l), 2));
+    bool held = false;
+    cr_assert(eq(int, baton_lock_is_held_by_current_thread(l, &held), BATON_OK));
+    cr_assert(held);
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    cr_assert(eq(i64, holds(l), 1));
+    cr_assert(eq(int, other_thread_try(l), BATON_ETIMEDOUT));
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    cr_assert(eq(i64, holds(l), 0));
+    cr_assert(eq(int, baton_lock_is_held_by_current_thread(l, &held), BATON_OK));
+    cr_assert(not(held));
+    cr_assert(eq(int, baton_lock_release(l), BATON_ENOTHELD));
+    cr_assert(eq(int, other_thread_try(l), BATON_OK)); /* that thread ended holding it */
+    baton_lock_close(l);
+    baton_client_close(c);
+}
+
+Test(lock, remaining_ttl_follows_the_explicit_lease)
+{
+    baton_options o;
+    baton_options_init(&o);
+    o.watchdog_ms = 3000;
+    baton_client *c = th_client(&o);
+    char *name = th_name("lk-ttl");
+    baton_lock *l;
+    int64_t ttl = 0;
+    cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
+    for (int i = 0; i < 3; i++)
+        cr_assert(eq(int, baton_lock_acquire(l, 10000), BATON_OK));
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    cr_assert(eq(int, baton_lock_remaining_ttl(l, &ttl), BATON_OK));
+    /* the re-entrant releases re-applied the 10 s lease, not the 3 s watchdog lease */
+    cr_assert(ge(i64, ttl, 9000));
+    cr_assert(le(i64, ttl, 10000));
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    cr_assert(eq(int, baton_lock_remaining_ttl(l, &ttl), BATON_OK));
+    cr_assert(eq(i64, ttl, -2));
+    cr_assert(eq(int, baton_lock_acquire(l, BATON_LEASE_WATCHDOG), BATON_OK));
+    cr_assert(eq(int, baton_lock_remaining_ttl(l, &ttl), BATON_OK));
+    cr_assert(gt(i64, ttl, 0));
+    cr_assert(le(i64, ttl, 3000));
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    baton_lock_close(l);
+    baton_client_close(c);
+}
+
+/* ---------------------------------------------------------------- watchdog ----------- */
+
+Test(lock, watchdog_keeps_a_lock_past_its_lease)
+{
+    baton_options o;
+    baton_options_init(&o);
+    o.watchdog_ms = 1500;
+    baton_client *c = th_client(&o);
+    char *name = th_name("lk-watchdog");
+    baton_lock *l;
+    cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(l, BATON_LEASE_WATCHDOG), BATON_OK));
+    uint64_t rounds0 = baton__watchdog_rounds(c);
+    th_sleep_ms(6000);
+    bool held = false;
+    int64_t ttl = 0;
+    cr_assert(eq(int, baton_lock_is_held_by_current_thread(l, &held), BATON_OK));
+    cr_assert(held, "lost after 6 s with a 1.5 s watchdog lease");
+    cr_assert(eq(int, baton_lock_remaining_ttl(l, &ttl), BATON_OK));
+    cr_assert(gt(i64, ttl, 0));
+    cr_assert(le(i64, ttl, 1500));
+    uint64_t rounds = baton__watchdog_rounds(c) - rounds0;
+    cr_assert(ge(u64, rounds, 10), "renewals every 500 ms: %llu in 6 s", (unsigned long long)rounds);
+    cr_assert(le(u64, rounds, 13), "renewals every 500 ms: %llu in 6 s", (unsigned long long)rounds);
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    /* renewal stopped with the release: the key stays gone */
+    th_sleep_ms(700);
+    bool locked = true;
+    cr_assert(eq(int, baton_lock_is_locked(l, &locked), BATON_OK));
+    cr_assert(not(locked));
+    baton_lock_close(l);
+    baton_client_close(c);
+}
+
+typedef struct child_arg {
+    const char *name;
+    int ready_fd;
+} child_arg;
+
+static int hold_forever(void *arg)
+{
+    child_arg *a = arg;
+    baton_options o;
+    baton_options_init(&o);
+    o.url = th_url();
+    o.watchdog_ms = 1500;
+    baton_client *c;
+    baton_lock *l;
+    if (baton_client_open(&o, &c) != BATON_OK || baton_lock_open(c, a->name, &l) != BATON_OK ||
+        baton_lock_acquire(l, BATON_LEASE_WATCHDOG) != BATON_OK)
+        return 1;
+    char b = 1;
+    if (write(a->ready_fd, &b, 1) != 1)
+        return 2;
+    for (;;)
+        pause();
+}
+
+Test(lock, killed_holder_loses_the_lock_within_the_watchdog_lease)
+{
+    char *name = th_name("lk-kill9");
+    int fds[2];
+    cr_assert(eq(int, pipe(fds), 0));
+    child_arg a = {name, fds[1]};
+    pid_t pid = th_fork(hold_forever, &a);
+    char b;
+    cr_assert(eq(sz, (size_t)read(fds[0], &b, 1), 1));
+    th_sleep_ms(2000); /* renewed past its first lease */
+    baton_client *c = th_client(NULL);
+    baton_lock *l;
+    cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
+    cr_assert(eq(int, baton_lock_try_acquire(l, 0, 1000), BATON_ETIMEDOUT));
+    waiter w = {l, 10000, 5000, -100, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, acquire_release_thread, &w);
+    th_sleep_ms(200);
+    kill(pid, SIGKILL);
+    int64_t killed = th_ms();
+    cr_assert(eq(int, th_wait(pid), 128 + SIGKILL));
+    pthread_join(t, NULL);
+    cr_assert(eq(int, w.rc, BATON_OK));
+    int64_t took = w.done_ms - killed;
+    cr_assert(le(i64, took, 1700), "waiter got the lock %lld ms after the kill", (long long)took);
+    baton_lock_close(l);
+    baton_client_close(c);
+}
+
+/* ---------------------------------------------------------------- subscriptions ------ */
+
+typedef struct churn {
+    baton_lock **locks;
+    unsigned seed;
+    int errors;
+    int done;
+} churn;
+
+static void *churn_thread(void *arg)
+{
+    churn *ch = arg;
+    for (int i = 0; i < 200; i++) {
+        baton_lock *l = ch->locks[rand_r(&ch->seed) % 5];
+        int rc = baton_lock_try_acquire(l, 20000, 10000);
+        if (rc != BATON_OK) {
+            ch->errors++;
+            continue;
+        }
+        if (rand_r(&ch->seed) % 2)
+            th_sleep_ms(rand_r(&ch->seed) % 2);
+        if (baton_lock_release(l) != BATON_OK)
+            ch->errors++;
+        ch->done++;
+    }
+    return NULL;
+}
+
+Test(lock, many_threads_many_names_leave_no_subscription, .timeout = 120)
+{
+    baton_client *c = th_client(NULL);
+    baton_lock *locks[5];
+    char *names[5];
+    for (int i = 0; i < 5; i++) {
+        names[i] = th_name("lk-churn");
+        cr_assert(eq(int, baton_lock_open(c, names[i], &locks[i]), BATON_OK));
+    }
+    churn ch[32];
+    pthread_t t[32];
+    for (int i = 0; i < 32; i++) {
+        ch[i] = (churn){locks, (unsigned)i * 7919u + 1, 0, 0};
+        pthread_create(&t[i], NULL, churn_thread, &ch[i]);
+    }
+    int total = 0;
+    for (int i = 0; i < 32; i++) {
+        pthread_join(t[i], NULL);
+        cr_assert(eq(int, ch[i].errors, 0), "thread %d: %s", i, baton_client_errmsg(c));
+        total += ch[i].done;
+    }
+    cr_assert(eq(int, total, 32 * 200));
+    redisContext *r = th_redis();
+    /* unsubscribes are confirmed asynchronously: give them a moment */
+    for (int tries = 0; tries < 100 && baton__sub_count(c) > 0; tries++)
+        th_sleep_ms(10);
+    for (int i = 0; i < 5; i++) {
+        redisReply *rep = th_cmd(r, "PUBSUB NUMSUB redisson_lock__channel:{%s}", names[i]);
+        cr_assert(eq(i64, rep->element[1]->integer, 0), "%s", names[i]);
+        freeReplyObject(rep);
+        baton_lock_close(locks[i]);
+    }
+    cr_assert(eq(int, baton__sub_count(c), 0));
+    redisFree(r);
+    baton_client_close(c);
+}
+
+Test(lock, script_flush_is_invisible)
+{
+    baton_client *c = th_client(NULL);
+    char *name = th_name("lk-flush");
+    baton_lock *l;
+    redisContext *r = th_redis();
+    cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(l, 5000), BATON_OK));
+    freeReplyObject(th_cmd(r, "SCRIPT FLUSH"));
+    cr_assert(eq(int, baton_lock_acquire(l, 5000), BATON_OK));
+    freeReplyObject(th_cmd(r, "SCRIPT FLUSH"));
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    freeReplyObject(th_cmd(r, "SCRIPT FLUSH"));
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    freeReplyObject(th_cmd(r, "SCRIPT FLUSH"));
+    bool was = true;
+    cr_assert(eq(int, baton_lock_force_release(l, &was), BATON_OK));
+    cr_assert(not(was));
+    redisFree(r);
+    baton_lock_close(l);
+    baton_client_close(c);
+}
+
+Test(lock, embedded_sha1_matches_script_load)
+{
+    redisContext *r = th_redis();
+    for (const baton__script *s = baton__scripts(); s->name; s++) {
+        redisReply *rep = th_cmd(r, "SCRIPT LOAD %b", s->body, s->len);
+        cr_assert(eq(int, rep->type, REDIS_REPLY_STRING), "%s: %s", s->name,
+                  rep->type == REDIS_REPLY_ERROR ? rep->str : "");
+        cr_assert(eq(str, rep->str, (char *)s->sha1), "%s", s->name);
+        freeReplyObject(rep);
+    }
+    redisFree(r);
+}
+
+typedef struct turn {
+    baton_lock *lock;
+    atomic_int *inside;
+    int rc;
+    int overlap;
+} turn;
+
+static void *turn_thread(void *arg)
+{
+    turn *t = arg;
+    t->rc = baton_lock_try_acquire(t->lock, 20000, BATON_LEASE_WATCHDOG);
+    if (t->rc != BATON_OK)
+        return NULL;
+    if (atomic_fetch_add(t->inside, 1) != 0)
+        t->overlap = 1;
+    th_sleep_ms(150);
+    atomic_fetch_sub(t->inside, 1);
+    t->rc = baton_lock_release(t->lock);
+    return NULL;
+}
+
+Test(lock, killed_subscriber_connection_does_not_strand_waiters)
+{
+    baton_client *c = th_client(NULL);
+    char *name = th_name("lk-pubsubkill");
+    baton_lock *l;
+    cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(l, BATON_LEASE_WATCHDOG), BATON_OK));
+    atomic_int inside = 0;
+    turn tt[6];
+    pthread_t t[6];
+    for (int i = 0; i < 6; i++) {
+        tt[i] = (turn){l, &inside, -100, 0};
+        pthread_create(&t[i], NULL, turn_thread, &tt[i]);
+    }
+    th_sleep_ms(300); /* all six are waiting on the subscription */
+    redisContext *r = th_redis();
+    cr_assert(ge(i64, th_cmd_int(r, "CLIENT KILL TYPE pubsub"), 1));
+    int64_t t0 = th_ms();
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    for (int i = 0; i < 6; i++) {
+        pthread_join(t[i], NULL);
+        cr_assert(eq(int, tt[i].rc, BATON_OK), "waiter %d", i);
+        cr_assert(eq(int, tt[i].overlap, 0));
+    }
+    int64_t took = th_ms() - t0;
+    /* six holds of 150 ms in turn, plus handoffs: nobody waited for a lease to run out */
+    cr_assert(le(i64, took, 3000), "%lld ms", (long long)took);
+    redisFree(r);
+    baton_lock_close(l);
+    baton_client_close(c);
+}
+
+/* ---------------------------------------------------------------- bad input ---------- */
+
+static long long commands_processed(redisContext *r)
+{
+    redisReply *rep = th_cmd(r, "INFO stats");
+    const char *p = strstr(rep->str, "total_commands_processed:");
+    cr_assert(p != NULL);
+    long long v = atoll(p + strlen("total_commands_processed:"));
+    freeReplyObject(rep);
+    return v;
+}
+
+Test(lock, bad_input_is_rejected_and_nothing_is_sent)
+{
+    baton_client *c = th_client(NULL);
+    baton_lock *l = NULL, *bad = (baton_lock *)0x1;
+    char *name = th_name("lk-bad");
+    char big[BATON_MAX_NAME_LEN + 2];
+    memset(big, 'n', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    redisContext *r = th_redis();
+    long long before = commands_processed(r);
+
+    cr_assert(eq(int, baton_lock_open(NULL, name, &l), BATON_EINVAL));
+    cr_assert(eq(int, baton_lock_open(c, NULL, &l), BATON_EINVAL));
+    cr_assert(eq(int, baton_lock_open(c, "", &l), BATON_EINVAL));
+    cr_assert(eq(int, baton_lock_open(c, big, &bad), BATON_EINVAL));
+    cr_assert(eq(ptr, bad, NULL));
+    cr_assert(eq(int, baton_lock_open(c, name, NULL), BATON_EINVAL));
+    cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
+
+    cr_assert(eq(int, baton_lock_acquire(NULL, 1000), BATON_EINVAL));
+    cr_assert(eq(int, baton_lock_acquire(l, 0), BATON_EINVAL));
+    cr_assert(ne(str, (char *)baton_client_errmsg(c), ""));
+    cr_assert(eq(int, baton_lock_acquire(l, -7), BATON_EINVAL));
+    cr_assert(eq(int, baton_lock_acquire(l, BATON_MAX_DURATION_MS + 1), BATON_EINVAL));
+    cr_assert(eq(int, baton_lock_try_acquire(l, -2, 1000), BATON_EINVAL));
+    cr_assert(eq(int, baton_lock_try_acquire(l, INT64_MAX, 1000), BATON_EINVAL));
+    cr_assert(eq(int, baton_lock_try_acquire(l, 10, INT64_MIN), BATON_EINVAL));
+    cr_assert(eq(int, baton_lock_release(NULL), BATON_EINVAL));
+    cr_assert(eq(int, baton_lock_force_release(NULL, NULL), BATON_EINVAL));
+    cr_assert(eq(int, baton_lock_is_locked(NULL, NULL), BATON_EINVAL));
+    cr_assert(eq(int, baton_lock_is_locked(l, NULL), BATON_EINVAL));
+    cr_assert(eq(int, baton_lock_is_held_by_current_thread(l, NULL), BATON_EINVAL));
+    cr_assert(eq(int, baton_lock_hold_count(l, NULL), BATON_EINVAL));
+    cr_assert(eq(int, baton_lock_remaining_ttl(l, NULL), BATON_EINVAL));
+    cr_assert(eq(int, baton_lock_remaining_ttl(NULL, NULL), BATON_EINVAL));
+    baton_lock_close(NULL);
+    baton_client_close(NULL);
+    cr_assert(eq(str, (char *)baton_client_errmsg(NULL), ""));
+    cr_assert(eq(str, (char *)baton_lock_name(NULL), ""));
+
+    /* only the INFO of `before` itself was processed in between */
+    cr_assert(eq(i64, commands_processed(r) - before, 1));
+
+    baton_client *c2 = (baton_client *)0x1;
+    baton_options o;
+    baton_options_init(&o);
+    o.url = "redis://127.0.0.1:notaport";
+    cr_assert(eq(int, baton_client_open(&o, &c2), BATON_EINVAL));
+    cr_assert(eq(ptr, c2, NULL));
+    cr_assert(ne(str, (char *)baton_open_errmsg(), ""));
+    o.url = th_url();
+    o.command_timeout_ms = -1;
+    cr_assert(eq(int, baton_client_open(&o, &c2), BATON_EINVAL));
+    o.command_timeout_ms = 0;
+    o.watchdog_ms = 5;
+    cr_assert(eq(int, baton_client_open(&o, &c2), BATON_EINVAL));
+    cr_assert(eq(int, baton_client_open(NULL, NULL), BATON_EINVAL));
+    cr_assert(eq(int, baton_client_open_url(NULL, &c2), BATON_EINVAL));
+    redisFree(r);
+    baton_lock_close(l);
+    baton_client_close(c);
+}
+
+static void *release_thread(void *arg)
+{
+    waiter *w = arg;
+    w->rc = baton_lock_release(w->lock);
+    return NULL;
+}
+
+Test(lock, release_by_a_non_holder_is_refused)
+{
+    baton_client *c = th_client(NULL), *c2 = th_client(NULL);
+    char *name = th_name("lk-notheld");
+    baton_lock *l, *l2;
+    cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
+    cr_assert(eq(int, baton_lock_open(c2, name, &l2), BATON_OK));
+    cr_assert(eq(int, baton_lock_release(l), BATON_ENOTHELD)); /* never taken */
+    cr_assert(eq(int, baton_lock_acquire(l, 10000), BATON_OK));
+    cr_assert(eq(int, baton_lock_release(l2), BATON_ENOTHELD)); /* another client */
+    waiter w = {l, 0, 0, -100, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, release_thread, &w); /* another thread, same client and handle */
+    pthread_join(t, NULL);
+    cr_assert(eq(int, w.rc, BATON_ENOTHELD));
+    int64_t n = 0;
+    cr_assert(eq(int, baton_lock_hold_count(l, &n), BATON_OK));
+    cr_assert(eq(i64, n, 1), "the holder keeps its hold");
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    baton_lock_close(l);
+    baton_lock_close(l2);
+    baton_client_close(c);
+    baton_client_close(c2);
+}
+
+/* ---------------------------------------------------------------- faults ------------- */
+
+Test(lock, wrong_type_key_is_an_error_and_left_alone)
+{
+    baton_client *c = th_client(NULL);
+    char *name = th_name("lk-wrongtype");
+    redisContext *r = th_redis();
+    freeReplyObject(th_cmd(r, "SET %s precious", name));
+    baton_lock *l;
+    cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(l, 1000), BATON_EPROTO));
+    cr_assert(strstr(baton_client_errmsg(c), "WRONGTYPE") != NULL, "%s", baton_client_errmsg(c));
+    cr_assert(eq(int, baton_lock_try_acquire(l, 0, BATON_LEASE_WATCHDOG), BATON_EPROTO));
+    cr_assert(eq(int, baton_lock_release(l), BATON_EPROTO));
+    bool was;
+    cr_assert(eq(int, baton_lock_force_release(l, &was), BATON_EPROTO));
+    cr_assert(strstr(baton_client_errmsg(c), "WRONGTYPE") != NULL, "%s", baton_client_errmsg(c));
+    int64_t n;
+    cr_assert(eq(int, baton_lock_hold_count(l, &n), BATON_EPROTO));
+    redisReply *rep = th_cmd(r, "GET %s", name);
+    cr_assert(eq(str, rep->str, "precious"));
+    freeReplyObject(rep);
+    cr_assert(eq(i64, th_cmd_int(r, "PTTL %s", name), -1));
+    redisFree(r);
+    baton_lock_close(l);
+    baton_client_close(c);
+}
+
+Test(lock, server_down_is_econn_in_time_and_recovers)
+{
+    th_server s;
+    th_server_start(&s, NULL);
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", s.port);
+    baton_options o;
+    baton_options_init(&o);
+    o.url = url;
+    o.connect_timeout_ms = 1000;
+    o.command_timeout_ms = 1000;
+    baton_client *c;
+    cr_assert(eq(int, baton_client_open(&o, &c), BATON_OK));
+    baton_lock *l;
+    char *name = th_name("lk-down");
+    cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(l, 5000), BATON_OK));
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    th_server_stop(&s);
+
+    int64_t t0 = th_ms();
+    cr_assert(eq(int, baton_lock_acquire(l, 5000), BATON_ECONN));
+    cr_assert(le(i64, th_ms() - t0, 1500));
+    cr_assert(eq(int, baton_lock_try_acquire(l, 2000, 5000), BATON_ECONN));
+    cr_assert(ne(str, (char *)baton_client_errmsg(c), ""));
+    bool locked;
+    cr_assert(eq(int, baton_lock_is_locked(l, &locked), BATON_ECONN));
+    cr_assert(le(i64, th_ms() - t0, 4000));
+
+    th_server_start_on(&s, s.port, NULL);
+    cr_assert(eq(int, baton_lock_acquire(l, 5000), BATON_OK));
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    baton_lock_close(l);
+    baton_client_close(c);
+    th_server_stop(&s);
+
+    /* nothing listens at all: open fails, in time */
+    t0 = th_ms();
+    baton_client *c2;
+    cr_assert(eq(int, baton_client_open(&o, &c2), BATON_ECONN));
+    cr_assert(le(i64, th_ms() - t0, 1500));
+}
+
+Test(lock, wrong_password_is_eauth_without_the_password)
+{
+    th_server s;
+    th_server_start(&s, "--requirepass right-horse-battery");
+    char url[128];
+    baton_client *c = NULL;
+    snprintf(url, sizeof url, "redis://:wrong-staple-91@127.0.0.1:%d", s.port);
+    cr_assert(eq(int, baton_client_open_url(url, &c), BATON_EAUTH));
+    cr_assert(ne(str, (char *)baton_open_errmsg(), ""));
+    cr_assert(eq(ptr, strstr(baton_open_errmsg(), "wrong-staple-91"), NULL), "%s",
+              baton_open_errmsg());
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", s.port); /* no password at all */
+    cr_assert(eq(int, baton_client_open_url(url, &c), BATON_EAUTH));
+
+    snprintf(url, sizeof url, "redis://:right-horse-battery@127.0.0.1:%d/2", s.port);
+    cr_assert(eq(int, baton_client_open_url(url, &c), BATON_OK));
+    baton_lock *l;
+    cr_assert(eq(int, baton_lock_open(c, "lk-auth", &l), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(l, 5000), BATON_OK));
+    redisContext *r = th_redis_port(s.port);
+    freeReplyObject(th_cmd(r, "AUTH right-horse-battery"));
+    freeReplyObject(th_cmd(r, "SELECT 2"));
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS lk-auth"), 1), "the lock lives in db 2");
+
+    /* an ACL user */
+    freeReplyObject(th_cmd(r, "ACL SETUSER alice on >alice-pw ~* &* +@all"));
+    baton_client *ca;
+    snprintf(url, sizeof url, "redis://alice:alice-pw@127.0.0.1:%d", s.port);
+    cr_assert(eq(int, baton_client_open_url(url, &ca), BATON_OK));
+    baton_client_close(ca);
+    snprintf(url, sizeof url, "redis://alice:not-alice-pw@127.0.0.1:%d", s.port);
+    cr_assert(eq(int, baton_client_open_url(url, &ca), BATON_EAUTH));
+    cr_assert(eq(ptr, strstr(baton_open_errmsg(), "not-alice-pw"), NULL));
+
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    redisFree(r);
+    baton_lock_close(l);
+    baton_client_close(c);
+    th_server_stop(&s);
+}
