@@ -10,5 +10,7 @@
 #include <baton/error.h>
 #include <baton/client.h>
 #include <baton/lock.h>
+#include <baton/latch.h>
+#include <baton/semaphore.h>
 
 #endif /* BATON_H */

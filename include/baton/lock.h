@@ -106,6 +106,60 @@ BATON_API int baton_lock_hold_count(baton_lock *l, int64_t *out);
  */
 BATON_API int baton_lock_remaining_ttl(baton_lock *l, int64_t *ms_out);
 
+/*
+ * Opens a handle on the fair lock NAME: a reentrant lock whose waiters acquire in the order
+ * they first asked (strict FIFO), with Redisson's RFairLock layout (the lock hash at NAME,
+ * the queue redisson_lock_queue:{NAME}, the deadlines redisson_lock_timeout:{NAME}, one
+ * channel per waiter redisson_lock__channel:{NAME}:<owner>). Every baton_lock_* verb works
+ * on it. A waiting client keeps its waiters' places alive; a waiter whose process died is
+ * skipped within the client option fair_wait_ms. Returns as baton_lock_open().
+ */
+BATON_API int baton_fairlock_open(baton_client *c, const char *name, baton_lock **out);
+
+/*
+ * Opens a multi-lock over n member locks (plain or fair, on one or several clients): one
+ * handle whose acquire takes every member or none, whose release releases them all. The
+ * members stay owned by the caller and must outlive the multi-lock; closing the multi-lock
+ * does not close them. Returns BATON_OK; BATON_EINVAL (locks or out NULL, n == 0, a NULL
+ * member, a multi-lock as member, the same name twice on one server); BATON_ENOMEM.
+ */
+BATON_API int baton_multilock_open(baton_lock *const *locks, size_t n, baton_lock **out);
+
+/*
+ * Opens a quorum multi-lock (the Redlock algorithm) over n member locks on independent
+ * servers: acquired when a majority (n / 2 + 1) of members is taken within the wait, with
+ * the time spent subtracted from the lease's validity; otherwise every member taken is
+ * released. Arguments and returns as baton_multilock_open().
+ */
+BATON_API int baton_redlock_open(baton_lock *const *locks, size_t n, baton_lock **out);
+
+/*
+ * *token = the fencing token of the calling thread's current hold: a number that rises with
+ * every new acquisition of this name (redisson_lock_token:{NAME}, never expires), kept by a
+ * re-entrant acquire. A resource that remembers the highest token it has seen can refuse a
+ * stale holder. Asks nothing of the server. Returns BATON_OK; BATON_ENOTHELD (the calling
+ * thread holds nothing through this handle); BATON_EINVAL.
+ */
+BATON_API int baton_lock_fencing_token(baton_lock *l, int64_t *token);
+
+/*
+ * Registers fn(l, arg) to run when a hold of this lock is found lost: a watchdog renewal
+ * finds the owner gone (deleted, expired, taken over), the lease ran out while the server
+ * could not be reached, or the server restarted (its run_id changed). fn runs on a library
+ * thread; it must not block and must not call baton functions on this lock. NULL fn
+ * unregisters. Returns BATON_OK or BATON_EINVAL.
+ */
+BATON_API int baton_lock_set_lost_handler(baton_lock *l, void (*fn)(baton_lock *, void *),
+                                          void *arg);
+
+/*
+ * *fd = a file descriptor, owned by the handle, that becomes readable when a hold of this
+ * lock is found lost (as for the lost handler), for programs built around poll(). Reading
+ * it is not needed; it stays readable until the next successful acquire. Returns BATON_OK,
+ * BATON_EINVAL, BATON_ENOMEM.
+ */
+BATON_API int baton_lock_lost_fd(baton_lock *l, int *fd);
+
 /* Returns the lock's name (borrowed; valid until the handle is closed), or "" for NULL. */
 BATON_API const char *baton_lock_name(const baton_lock *l);
 

@@ -489,7 +489,7 @@ static void release_locked(baton__dispatcher *d, baton__sub *s)
 int baton__sub_acquire(baton_client *c, const char *channel, baton__sub_kind kind,
                        int64_t deadline_us, baton__sub **out)
 {
-    baton__dispatcher *d;
+    baton__dispatcher *d = NULL;
     int rc = get_dispatcher(c, &d);
     if (rc != BATON_OK)
         return rc;

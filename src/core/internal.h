@@ -248,6 +248,11 @@ struct baton_lock {
     char *name;           /* the user's name, also the hash's key */
     char *channel;        /* where unlock messages arrive */
     pthread_mutex_t mu;   /* guards the hold record below */
+    /* the hold of the calling thread through this handle (a lock has one holder) */
+    uint64_t holder;      /* thread id of the holding thread, 0 = none */
+    int64_t depth;        /* re-entrant holds taken through this handle */
+    int64_t token;        /* fencing token of the outer hold */
+    bool watchdog;        /* registered with the client's watchdog */
     int64_t lease_ms;     /* lease of the current hold, re-applied by a re-entrant release
                              (Redisson's internalLockLeaseTime); BATON_LEASE_WATCHDOG */
     void *impl;           /* kind-specific state */
@@ -257,6 +262,23 @@ struct baton_lock {
 int baton__lock_base_init(baton_lock *l, const baton__lock_ops *ops, baton_client *c,
                           const char *name, const char *channel_prefix);
 void baton__lock_base_free(baton_lock *l);
+
+/* Hold bookkeeping shared by the plain and the fair lock.
+ *
+ * After an acquire script succeeded for `owner` (the calling thread): fresh = a new hold
+ * (token is its new fencing token), else a re-entry (token is the current counter, used
+ * only if this handle did not know the hold). Registers the watchdog for a
+ * BATON_LEASE_WATCHDOG hold before returning; on failure the hold is released again. */
+int baton__hold_acquired(baton_lock *l, const char *owner, bool fresh, int64_t token,
+                         int64_t lease_ms);
+/* Before a release script runs: cancels the watchdog if this is the calling thread's last
+ * hold, and gives the lease to re-apply if holds remain. */
+void baton__hold_release_begin(baton_lock *l, const char *owner, int64_t *lease_ms);
+/* After the release script: outcome -1 (the owner held nothing), 0 (holds remain) or 1
+ * (released). */
+void baton__hold_release_end(baton_lock *l, const char *owner, int outcome);
+/* Forgets whatever hold the handle knew of (force release, close). */
+void baton__hold_forget(baton_lock *l);
 
 /* The watchdog lease of a client, in ms. */
 int64_t baton__watchdog_lease(const baton_client *c);

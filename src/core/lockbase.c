@@ -7,6 +7,7 @@
  */
 #include "internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,10 +36,108 @@ void baton__lock_base_free(baton_lock *l)
     free(l->channel);
 }
 
+/* ------------------------------- holds ------------------------------------------------ */
+
+int baton__hold_acquired(baton_lock *l, const char *owner, bool fresh, int64_t token,
+                         int64_t lease_ms)
+{
+    baton_client *c = l->client;
+    uint64_t tid = baton__thread_id();
+    bool stale_watchdog = false;
+    baton__mutex_lock(&l->mu);
+    if (fresh || l->holder != tid) {
+        /* A new hold (or one re-entered through another handle of this owner). A
+         * registration left from an earlier hold that was lost is dropped below. */
+        stale_watchdog = fresh && l->watchdog;
+        l->watchdog = false;
+        l->holder = tid;
+        l->depth = 1;
+        l->token = token;
+    } else {
+        l->depth++;
+    }
+    l->lease_ms = lease_ms;
+    bool register_wd = lease_ms == BATON_LEASE_WATCHDOG && !l->watchdog;
+    if (register_wd)
+        l->watchdog = true;
+    baton__mutex_unlock(&l->mu);
+    if (stale_watchdog)
+        baton__watchdog_forget(c, l->name, owner);
+    if (register_wd) {
+        int rc = baton__watchdog_add(c, l->name, owner, NULL, NULL);
+        if (rc != BATON_OK) {
+            baton__mutex_lock(&l->mu);
+            l->watchdog = false;
+            baton__mutex_unlock(&l->mu);
+            l->ops->release(l); /* don't leave a hold nobody renews */
+            return rc;
+        }
+    }
+    return BATON_OK;
+}
+
+void baton__hold_release_begin(baton_lock *l, const char *owner, int64_t *lease_ms)
+{
+    baton_client *c = l->client;
+    baton__mutex_lock(&l->mu);
+    bool mine = l->holder == baton__thread_id();
+    *lease_ms = l->lease_ms == BATON_LEASE_WATCHDOG ? baton__watchdog_lease(c) : l->lease_ms;
+    /* The watchdog goes before the last release is sent, never after (Redisson #7272). */
+    bool cancel = mine && l->depth <= 1 && l->watchdog;
+    if (cancel)
+        l->watchdog = false;
+    baton__mutex_unlock(&l->mu);
+    if (cancel)
+        baton__watchdog_remove(c, l->name, owner);
+}
+
+void baton__hold_release_end(baton_lock *l, const char *owner, int outcome)
+{
+    bool forget = false;
+    baton__mutex_lock(&l->mu);
+    if (l->holder == baton__thread_id()) {
+        if (outcome == 0 && l->depth > 1) {
+            l->depth--;
+        } else if (outcome != 0) {
+            forget = l->watchdog;
+            l->watchdog = false;
+            l->holder = 0;
+            l->depth = 0;
+            l->token = 0;
+            l->lease_ms = BATON_LEASE_WATCHDOG;
+        }
+    }
+    baton__mutex_unlock(&l->mu);
+    if (forget)
+        baton__watchdog_forget(l->client, l->name, owner);
+}
+
+void baton__hold_forget(baton_lock *l)
+{
+    baton__mutex_lock(&l->mu);
+    uint64_t holder = l->holder;
+    bool wd = l->watchdog;
+    l->holder = 0;
+    l->depth = 0;
+    l->token = 0;
+    l->watchdog = false;
+    l->lease_ms = BATON_LEASE_WATCHDOG;
+    baton__mutex_unlock(&l->mu);
+    if (wd && l->client) {
+        char owner[BATON__OWNER_LEN];
+        snprintf(owner, sizeof owner, "%s:%llu", baton_client_id(l->client),
+                 (unsigned long long)holder);
+        baton__watchdog_forget(l->client, l->name, owner);
+    }
+}
+
+/* ------------------------------- verbs ------------------------------------------------ */
+
 void baton_lock_close(baton_lock *l)
 {
     if (!l)
         return;
+    baton__hold_forget(l);
     l->ops->close(l);
     baton__lock_base_free(l);
     free(l);

@@ -250,7 +250,7 @@ static int get_watchdog(baton_client *c, baton__watchdog **out)
 int baton__watchdog_add(baton_client *c, const char *name, const char *owner,
                         void (*lost)(void *arg), void *arg)
 {
-    baton__watchdog *w;
+    baton__watchdog *w = NULL;
     int rc = get_watchdog(c, &w);
     if (rc != BATON_OK)
         return rc;

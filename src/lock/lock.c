@@ -29,13 +29,8 @@
 #define UNLOCK_MESSAGE "0"
 
 typedef struct plain {
-    char *token_key;   /* redisson_lock_token:{name} */
-    char *latch_pfx;   /* redisson_unlock_latch:{name}: */
-    /* the current hold through this handle, guarded by the base's mu */
-    uint64_t holder;   /* thread id of the holding thread, 0 = none */
-    int64_t depth;     /* re-entrant holds taken through this handle */
-    int64_t token;     /* fencing token of the outer hold */
-    bool watchdog;     /* registered with the client's watchdog */
+    char *token_key; /* redisson_lock_token:{name} */
+    char *latch_pfx; /* redisson_unlock_latch:{name}: */
 } plain;
 
 static const baton__lock_ops plain_ops;
@@ -69,38 +64,7 @@ static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, int64_t *
         return BATON_ETIMEDOUT;
     }
 
-    uint64_t tid = baton__thread_id();
-    bool stale_watchdog = false;
-    baton__mutex_lock(&l->mu);
-    if (status == 1 || p->holder != tid) {
-        /* A new hold (or one re-entered through another handle of this owner). A
-         * registration left from an earlier hold that was lost is dropped below. */
-        stale_watchdog = status == 1 && p->watchdog;
-        p->watchdog = false;
-        p->holder = tid;
-        p->depth = 1;
-        p->token = value;
-    } else {
-        p->depth++;
-    }
-    l->lease_ms = lease_ms;
-    bool register_wd = lease_ms == BATON_LEASE_WATCHDOG && !p->watchdog;
-    if (register_wd)
-        p->watchdog = true;
-    baton__mutex_unlock(&l->mu);
-    if (stale_watchdog)
-        baton__watchdog_forget(c, l->name, owner);
-    if (register_wd) {
-        rc = baton__watchdog_add(c, l->name, owner, NULL, NULL);
-        if (rc != BATON_OK) {
-            baton__mutex_lock(&l->mu);
-            p->watchdog = false;
-            baton__mutex_unlock(&l->mu);
-            baton_lock_release(l); /* don't leave a hold nobody renews */
-            return rc;
-        }
-    }
-    return BATON_OK;
+    return baton__hold_acquired(l, owner, status == 1, value, lease_ms);
 }
 
 static int plain_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
@@ -153,18 +117,8 @@ static int plain_release(baton_lock *l)
     plain *p = l->impl;
     char owner[BATON__OWNER_LEN];
     baton__owner(c, owner, sizeof owner);
-    uint64_t tid = baton__thread_id();
-
-    baton__mutex_lock(&l->mu);
-    bool mine = p->holder == tid;
-    int64_t lease = l->lease_ms == BATON_LEASE_WATCHDOG ? baton__watchdog_lease(c) : l->lease_ms;
-    /* The watchdog goes before the last release is sent, never after. */
-    bool cancel = mine && p->depth <= 1 && p->watchdog;
-    if (cancel)
-        p->watchdog = false;
-    baton__mutex_unlock(&l->mu);
-    if (cancel)
-        baton__watchdog_remove(c, l->name, owner);
+    int64_t lease;
+    baton__hold_release_begin(l, owner, &lease);
 
     /* One request id per logical release, reused by the retry below. */
     char latch[BATON_MAX_NAME_LEN + 160], lease_s[32], latch_px[32];
@@ -190,23 +144,7 @@ static int plain_release(baton_lock *l)
         return baton__fail(c, BATON_EPROTO, "lock %s: unexpected reply to lock_release",
                            l->name);
 
-    bool forget = false;
-    baton__mutex_lock(&l->mu);
-    if (mine) {
-        if (type == REDIS_REPLY_INTEGER && v == 0 && p->depth > 1) {
-            p->depth--;
-        } else if (type == REDIS_REPLY_NIL || v == 1) {
-            forget = p->watchdog;
-            p->watchdog = false;
-            p->holder = 0;
-            p->depth = 0;
-            p->token = 0;
-            l->lease_ms = BATON_LEASE_WATCHDOG;
-        }
-    }
-    baton__mutex_unlock(&l->mu);
-    if (forget)
-        baton__watchdog_forget(c, l->name, owner);
+    baton__hold_release_end(l, owner, type == REDIS_REPLY_NIL ? -1 : (int)v);
     if (type == REDIS_REPLY_NIL)
         return baton__fail(c, BATON_ENOTHELD,
                            "lock %s is not held by this thread (never taken, released, or "
@@ -218,7 +156,6 @@ static int plain_release(baton_lock *l)
 static int plain_force_release(baton_lock *l, bool *was_locked)
 {
     baton_client *c = l->client;
-    plain *p = l->impl;
     const char *keys[2] = {l->name, l->channel};
     const char *args[1] = {UNLOCK_MESSAGE};
     redisReply *r;
@@ -231,20 +168,7 @@ static int plain_force_release(baton_lock *l, bool *was_locked)
     if (was_locked)
         *was_locked = existed;
 
-    baton__mutex_lock(&l->mu);
-    uint64_t holder = p->holder;
-    bool wd = p->watchdog;
-    p->holder = 0;
-    p->depth = 0;
-    p->token = 0;
-    p->watchdog = false;
-    l->lease_ms = BATON_LEASE_WATCHDOG;
-    baton__mutex_unlock(&l->mu);
-    if (wd) {
-        char owner[BATON__OWNER_LEN];
-        snprintf(owner, sizeof owner, "%s:%llu", baton_client_id(c), (unsigned long long)holder);
-        baton__watchdog_forget(c, l->name, owner);
-    }
+    baton__hold_forget(l);
     return BATON_OK;
 }
 
@@ -316,12 +240,6 @@ static int plain_remaining_ttl(baton_lock *l, int64_t *out)
 static void plain_close(baton_lock *l)
 {
     plain *p = l->impl;
-    if (p->watchdog && p->holder) {
-        char owner[BATON__OWNER_LEN];
-        snprintf(owner, sizeof owner, "%s:%llu", baton_client_id(l->client),
-                 (unsigned long long)p->holder);
-        baton__watchdog_forget(l->client, l->name, owner);
-    }
     free(p->token_key);
     free(p->latch_pfx);
     free(p);

@@ -1,0 +1,21 @@
+#!/bin/sh
+# Installs what building, testing and running baton needs, if anything is missing, from
+# Debian's packages (Debian 12). Safe to run again: it installs nothing when all is there.
+set -e
+PKGS="build-essential cmake pkg-config libhiredis-dev redis-server redis-tools libcriterion-dev"
+missing=
+for p in $PKGS; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+        missing="$missing $p"
+    fi
+done
+[ -z "$missing" ] && exit 0
+echo "installing:$missing" >&2
+SUDO=
+[ "$(id -u)" -ne 0 ] && SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+# Debian starts a redis-server service on 6379 when it installs one; baton never uses it
+# (every test, demo and benchmark starts its own), so leave it as the system set it up.
