@@ -1,0 +1,167 @@
+/*
+ * Private to the baton command-line tool (src/cli/): what its files share. The tool is a
+ * client of libbaton's public API like any other program; it includes no library-internal
+ * header. Only `status` and `unlock --force` talk to Redis directly (hiredis), to read
+ * state the public API has no call for.
+ */
+#ifndef BATON_CLI_H
+#define BATON_CLI_H
+
+#include <baton/baton.h>
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/*
+ * Exit codes, documented in docs/baton.1.md and `baton --help`. As with flock(1) and
+ * timeout(1), the wrapper's own outcomes sit in a high block that ordinary commands rarely
+ * use; below it, `lock` and `semaphore` pass COMMAND's status through unchanged.
+ */
+enum {
+    EXIT_OK = 0,
+    EXIT_NO = 1,            /* a query answered "no": latch set found a count already set,
+                               unlock --force found nothing locked */
+    EXIT_USAGE = 2,         /* bad usage: unknown option, missing --, bad duration, ... */
+    EXIT_CONN = 120,        /* cannot reach the server, or lost it while waiting */
+    EXIT_AUTH = 121,        /* the server refused the credentials */
+    EXIT_LOST = 122,        /* the lock was lost while COMMAND ran (COMMAND got SIGTERM) */
+    EXIT_AWAIT_TIMEOUT = 123, /* latch await: the latch did not open within --timeout */
+    EXIT_NOT_ACQUIRED = 124,  /* lock/semaphore: not acquired within --wait; nothing ran */
+    EXIT_FAILED = 125,      /* any other failure of baton itself (server error, wrong type
+                               at the key, out of memory) */
+    EXIT_CANNOT_RUN = 126,  /* COMMAND was found but could not be run */
+    EXIT_NOT_FOUND = 127,   /* COMMAND was not found */
+    EXIT_SIGNAL_BASE = 128, /* COMMAND (or baton, while waiting) was killed by signal N:
+                               128 + N */
+};
+
+/*
+ * Transitional, while the library's modules land one by one: the calls of modules that
+ * may not be in the libbaton this tool links against are weak references, so the tool
+ * links without them and says so at run time (CLI_HAVE(fn) is false) instead of failing to
+ * build. Once every module is in the library this block can go, and CLI_HAVE(fn) with it.
+ */
+#pragma weak baton_fairlock_open
+#pragma weak baton_multilock_open
+#pragma weak baton_lock_fencing_token
+#pragma weak baton_lock_lost_fd
+#pragma weak baton_latch_open
+#pragma weak baton_latch_close
+#pragma weak baton_latch_try_set_count
+#pragma weak baton_latch_count_down
+#pragma weak baton_latch_count
+#pragma weak baton_latch_await
+#pragma weak baton_semaphore_open
+#pragma weak baton_semaphore_close
+#pragma weak baton_semaphore_try_set_permits
+#pragma weak baton_semaphore_acquire
+#pragma weak baton_semaphore_try_acquire
+#pragma weak baton_semaphore_release
+#define CLI_HAVE(fn) ((fn) != NULL)
+
+/* Prints that this libbaton lacks `what` and returns EXIT_FAILED. */
+int cli_missing(const char *what);
+
+/* The global settings every command uses. */
+typedef struct cli_global {
+    const char *url;     /* --url, else $BATON_URL, else the default */
+    int64_t watchdog_ms; /* --watchdog (lock only): client option watchdog_ms; 0 default */
+} cli_global;
+
+#define CLI_DEFAULT_URL "redis://127.0.0.1:6379"
+
+/* ------------------------------- main.c ----------------------------------------------- */
+
+/* Prints "baton: <message>" and the one-line usage of `command` (NULL: all) on stderr;
+ * returns EXIT_USAGE. */
+int cli_usage_error(const char *command, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Prints "baton: <message>\n" on stderr. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Parses a duration: "250ms", "10s", "5m", "1h", or a bare number of seconds, from 0 to
+ * BATON_MAX_DURATION_MS. Returns false (with *ms untouched) if s is not one. */
+bool cli_parse_duration(const char *s, int64_t *ms);
+
+/* Parses a non-negative decimal integer up to max. */
+bool cli_parse_count(const char *s, int64_t max, int64_t *out);
+
+/* The exit code for a failed baton call: EXIT_CONN, EXIT_AUTH, EXIT_USAGE (invalid
+ * argument), or EXIT_FAILED. Prints "baton: <what>: <reason>" first. */
+int cli_fail(baton_client *c, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Opens the client for g (watchdog_ms applied), or prints why not and returns its exit
+ * code (EXIT_CONN, EXIT_AUTH, EXIT_USAGE for a malformed URL). */
+int cli_open_client(const cli_global *g, baton_client **out);
+
+/* ------------------------------- commands.c ------------------------------------------- */
+
+/* Each command takes the arguments after its name (argv[0] is the first of them). */
+int cli_cmd_lock(cli_global *g, int argc, char **argv);
+int cli_cmd_semaphore(cli_global *g, int argc, char **argv);
+int cli_cmd_latch(cli_global *g, int argc, char **argv);
+int cli_cmd_unlock(cli_global *g, int argc, char **argv);
+
+/* ------------------------------- status.c --------------------------------------------- */
+
+int cli_cmd_status(cli_global *g, int argc, char **argv);
+
+/*
+ * Connects a raw hiredis context to the URL (AUTH and SELECT included) for reads the
+ * public API has no call for. Returns NULL after printing why. The caller frees it with
+ * redisFree(); the type is void * so that this header needs no hiredis.
+ */
+void *cli_redis_connect(const char *url);
+
+/* The key of a Redisson auxiliary object: prefix + name wrapped in a hash tag, unless the
+ * name already has a '{' (Redisson's rule). Returns a malloc'd string, or NULL. */
+char *cli_tagged(const char *prefix, const char *name);
+
+/* ------------------------------- run.c ------------------------------------------------ */
+
+/*
+ * Signals. cli_signals_init() runs first in main(): it blocks SIGINT, SIGTERM, SIGHUP and
+ * SIGCHLD in the process (every thread the library starts inherits the mask, so the
+ * signals stay pending for a signalfd), ignores SIGPIPE (a broken connection is an error
+ * return, not a death), and starts the guard: a thread that ends baton with 128 + N when
+ * SIGINT, SIGTERM or SIGHUP arrives while baton waits for a lock, permits or a latch.
+ *
+ * cli_guard_hold() tells the guard that baton now holds something that must be released:
+ * a signal arriving after it is recorded instead, and cli_run() returns 128 + N without
+ * running COMMAND. cli_guard_stop() ends the guard thread before COMMAND is started.
+ */
+int cli_signals_init(void);
+void cli_guard_hold(void);
+/* Ends the guard; returns the signal it recorded while holding, or 0. */
+int cli_guard_stop(void);
+
+/* What cli_run() watches while COMMAND runs. */
+typedef struct cli_watch {
+    const int *lost_fds;    /* readable when a hold is lost; may be NULL */
+    size_t n_lost_fds;
+    int64_t lease_ms;       /* a fixed lease: past it the hold is over; 0 = none */
+    const char *what;       /* "lock NAME" for messages */
+    const char *token_env;  /* "BATON_FENCING_TOKEN=..." to add to the environment, or NULL */
+} cli_watch;
+
+/* The outcome of cli_run(). */
+typedef struct cli_outcome {
+    int status;    /* exit code to pass through: COMMAND's status, 128 + signal, 126, 127 */
+    bool ran;      /* COMMAND was started */
+    bool lost;     /* the hold was lost (lost fd or lease) while COMMAND ran */
+} cli_outcome;
+
+/*
+ * Runs argv[0] (found on PATH) with argv, stdin/stdout/stderr untouched, the environment
+ * plus w->token_env, and the signal state baton was started with. Forwards SIGINT, SIGTERM
+ * and SIGHUP to it (except those the terminal sent to the whole foreground group, which
+ * COMMAND got already). Returns when it has exited. If a lost fd becomes readable or the
+ * lease runs out first, prints why on stderr, sends COMMAND SIGTERM (SIGKILL 10 s later if
+ * it is still running), waits for it and sets out->lost.
+ */
+void cli_run(char **argv, const cli_watch *w, cli_outcome *out);
+
+#endif /* BATON_CLI_H */

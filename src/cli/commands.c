@@ -1,0 +1,539 @@
+/*
+ * The commands that act: lock and semaphore (run COMMAND under a hold), latch (the latch
+ * verbs) and unlock --force. Each parses its own options (which may come in any order
+ * before "--"), opens the client, does one thing through the public API, and maps the
+ * outcome to an exit code.
+ */
+#define _GNU_SOURCE
+#include "cli.h"
+
+#include <hiredis/hiredis.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ------------------------------- option parsing --------------------------------------- */
+
+/*
+ * A small parser over argv: options "--name VALUE" or "--name=VALUE", flags "--name",
+ * positional words, and "--" after which everything is COMMAND.
+ */
+typedef struct args {
+    int argc, i;
+    char **argv;
+    const char *command; /* for usage lines */
+    const char *value;   /* the value of the option just matched */
+    int error;           /* an exit code once a usage error was printed */
+} args;
+
+static bool at_end(const args *a)
+{
+    return a->i >= a->argc;
+}
+
+/* True if argv[i] is the option `name` (with a value if want_value), consuming it. */
+static bool option(args *a, const char *name, bool want_value)
+{
+    const char *s = a->argv[a->i];
+    size_t n = strlen(name);
+    if (strncmp(s, name, n) != 0)
+        return false;
+    if (s[n] == '\0') {
+        a->i++;
+        if (!want_value)
+            return true;
+        if (at_end(a)) {
+            a->error = cli_usage_error(a->command, "%s needs a value", name);
+            a->value = NULL;
+            return true;
+        }
+        a->value = a->argv[a->i++];
+        return true;
+    }
+    if (s[n] == '=' && want_value) {
+        a->value = s + n + 1;
+        a->i++;
+        return true;
+    }
+    return false;
+}
+
+static bool duration_option(args *a, const char *name, int64_t *ms, bool *given)
+{
+    if (!option(a, name, true))
+        return false;
+    if (a->error)
+        return true;
+    if (!cli_parse_duration(a->value, ms)) {
+        a->error = cli_usage_error(a->command,
+                                   "bad duration '%s' for %s (use 250ms, 10s, 5m, 1h, or "
+                                   "seconds)",
+                                   a->value, name);
+        return true;
+    }
+    if (given)
+        *given = true;
+    return true;
+}
+
+static bool count_option(args *a, const char *name, int64_t min, int64_t *v)
+{
+    if (!option(a, name, true))
+        return false;
+    if (a->error)
+        return true;
+    if (!cli_parse_count(a->value, INT64_MAX / 2, v) || *v < min)
+        a->error = cli_usage_error(a->command, "%s needs a whole number from %lld, not '%s'",
+                                   name, (long long)min, a->value);
+    return true;
+}
+
+/* --url is accepted after the command too. */
+static bool url_option(args *a, cli_global *g)
+{
+    if (!option(a, "--url", true))
+        return false;
+    if (!a->error)
+        g->url = a->value;
+    return true;
+}
+
+static int unknown_option(args *a)
+{
+    return cli_usage_error(a->command, "unknown option '%s'", a->argv[a->i]);
+}
+
+/* A duration as the user would write it. */
+static void format_ms(int64_t ms, char *buf, size_t len)
+{
+    if (ms % 1000 != 0 || ms == 0)
+        snprintf(buf, len, "%lldms", (long long)ms);
+    else
+        snprintf(buf, len, "%llds", (long long)(ms / 1000));
+}
+
+/* ------------------------------- lock ------------------------------------------------- */
+
+int cli_cmd_lock(cli_global *g, int argc, char **argv)
+{
+    args a = {argc, 0, argv, "lock", NULL, 0};
+    const char **names = calloc((size_t)argc + 1, sizeof *names);
+    if (!names)
+        return EXIT_FAILED;
+    size_t n = 0;
+    int64_t wait_ms = BATON_WAIT_FOREVER, lease_ms = 0, watchdog_ms = 0;
+    bool has_wait = false, has_lease = false, has_watchdog = false, fair = false;
+    char **command = NULL;
+    while (!at_end(&a) && !a.error) {
+        const char *s = argv[a.i];
+        if (strcmp(s, "--") == 0) {
+            command = argv + a.i + 1;
+            break;
+        }
+        if (duration_option(&a, "--wait", &wait_ms, &has_wait) ||
+            duration_option(&a, "--lease", &lease_ms, &has_lease) ||
+            duration_option(&a, "--watchdog", &watchdog_ms, &has_watchdog) ||
+            url_option(&a, g))
+            continue;
+        if (option(&a, "--fair", false)) {
+            fair = true;
+            continue;
+        }
+        if (s[0] == '-' && s[1] != '\0') {
+            a.error = unknown_option(&a);
+            break;
+        }
+        names[n++] = s;
+        a.i++;
+    }
+    int rc = a.error;
+    if (!rc && n == 0)
+        rc = cli_usage_error("lock", "no lock NAME");
+    else if (!rc && !command)
+        rc = cli_usage_error("lock", "missing '--' before COMMAND");
+    else if (!rc && !command[0])
+        rc = cli_usage_error("lock", "no COMMAND after '--'");
+    else if (!rc && has_lease && has_watchdog)
+        rc = cli_usage_error("lock", "--lease and --watchdog exclude each other");
+    else if (!rc && has_lease && lease_ms == 0)
+        rc = cli_usage_error("lock", "--lease must be more than 0");
+    else if (!rc && has_watchdog && watchdog_ms == 0)
+        rc = cli_usage_error("lock", "--watchdog must be more than 0");
+    if (!rc && fair && !CLI_HAVE(baton_fairlock_open))
+        rc = cli_missing("fair locks");
+    if (!rc && n > 1 && !CLI_HAVE(baton_multilock_open))
+        rc = cli_missing("multi-locks");
+    if (rc) {
+        free(names);
+        return rc;
+    }
+
+    g->watchdog_ms = watchdog_ms;
+    baton_client *c = NULL;
+    baton_lock **members = calloc(n, sizeof *members);
+    baton_lock *l = NULL;
+    char what[300];
+    snprintf(what, sizeof what, "%s %s%s", n > 1 ? "multi-lock" : fair ? "fair lock" : "lock",
+             names[0], n > 1 ? ", ..." : "");
+    if (!members) {
+        rc = EXIT_FAILED;
+        goto done;
+    }
+    rc = cli_open_client(g, &c);
+    if (rc)
+        goto done;
+    for (size_t i = 0; i < n; i++) {
+        int brc = fair ? baton_fairlock_open(c, names[i], &members[i])
+                       : baton_lock_open(c, names[i], &members[i]);
+        if (brc != BATON_OK) {
+            rc = cli_fail(c, brc, "lock %s", names[i]);
+            goto done;
+        }
+    }
+    if (n == 1) {
+        l = members[0];
+    } else {
+        int brc = baton_multilock_open(members, n, &l);
+        if (brc != BATON_OK) {
+            rc = cli_fail(c, brc, "%s", what);
+            goto done;
+        }
+    }
+
+    int64_t lease = has_lease ? lease_ms : BATON_LEASE_WATCHDOG;
+    int brc = has_wait ? baton_lock_try_acquire(l, wait_ms, lease) : baton_lock_acquire(l, lease);
+    if (brc == BATON_ETIMEDOUT) {
+        char shown[32];
+        format_ms(wait_ms, shown, sizeof shown);
+        cli_error("%s: not acquired within %s; %s not run", what, shown, command[0]);
+        rc = EXIT_NOT_ACQUIRED;
+        goto done;
+    }
+    if (brc != BATON_OK) {
+        rc = cli_fail(c, brc, "%s", what);
+        goto done;
+    }
+    cli_guard_hold();
+
+    /* What COMMAND learns (its fencing token) and what baton watches while it runs. */
+    char token_env[32 + 21 * 64] = "BATON_FENCING_TOKEN=";
+    bool tokens = CLI_HAVE(baton_lock_fencing_token);
+    for (size_t i = 0; i < n && tokens; i++) {
+        int64_t t;
+        if (baton_lock_fencing_token(members[i], &t) != BATON_OK) {
+            tokens = false;
+            break;
+        }
+        size_t len = strlen(token_env);
+        if (len + 24 < sizeof token_env)
+            snprintf(token_env + len, sizeof token_env - len, "%s%lld", i ? "," : "",
+                     (long long)t);
+    }
+    int lost_fds[65];
+    size_t n_fds = 0;
+    for (size_t i = 0; i < n && n_fds < 64 && CLI_HAVE(baton_lock_lost_fd); i++) {
+        int fd;
+        if (baton_lock_lost_fd(members[i], &fd) == BATON_OK)
+            lost_fds[n_fds++] = fd;
+    }
+    if (n > 1 && CLI_HAVE(baton_lock_lost_fd)) {
+        int fd;
+        if (baton_lock_lost_fd(l, &fd) == BATON_OK)
+            lost_fds[n_fds++] = fd;
+    }
+    int64_t lease_left = 0;
+    if (has_lease) {
+        /* The lease counts from the server's acquire: take the smallest remaining TTL,
+         * measured from before asking, so that baton's deadline is never the later one. */
+        lease_left = lease_ms;
+        for (size_t i = 0; i < n; i++) {
+            struct timespec t0, t1;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            int64_t ttl;
+            if (baton_lock_remaining_ttl(members[i], &ttl) != BATON_OK)
+                continue;
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            int64_t spent = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+            int64_t left = ttl < 0 ? 1 : ttl - spent; /* -2: already gone */
+            if (left < lease_left)
+                lease_left = left < 1 ? 1 : left;
+        }
+    }
+
+    cli_watch w = {lost_fds, n_fds, lease_left, what, tokens ? token_env : NULL};
+    cli_outcome out;
+    cli_run(command, &w, &out);
+
+    brc = baton_lock_release(l);
+    if (out.lost) {
+        rc = EXIT_LOST;
+    } else if (out.ran && brc == BATON_ENOTHELD) {
+        cli_error("%s was lost before %s finished (found at release)", what, command[0]);
+        rc = EXIT_LOST;
+    } else {
+        if (brc != BATON_OK && brc != BATON_ENOTHELD)
+            cli_fail(c, brc, "releasing %s (it expires by its lease)", what);
+        rc = out.status;
+    }
+
+done:
+    if (l && l != members[0])
+        baton_lock_close(l);
+    for (size_t i = 0; members && i < n; i++)
+        baton_lock_close(members[i]);
+    free(members);
+    free(names);
+    baton_client_close(c);
+    return rc;
+}
+
+/* ------------------------------- semaphore -------------------------------------------- */
+
+int cli_cmd_semaphore(cli_global *g, int argc, char **argv)
+{
+    args a = {argc, 0, argv, "semaphore", NULL, 0};
+    const char *name = NULL;
+    int64_t permits = 0, take = 1, wait_ms = BATON_WAIT_FOREVER;
+    bool has_permits = false, has_wait = false;
+    char **command = NULL;
+    int rc = 0;
+    while (!at_end(&a) && !a.error && !rc) {
+        const char *s = argv[a.i];
+        if (strcmp(s, "--") == 0) {
+            command = argv + a.i + 1;
+            break;
+        }
+        if (count_option(&a, "--permits", 0, &permits)) {
+            has_permits = true;
+            continue;
+        }
+        if (count_option(&a, "--take", 1, &take) ||
+            duration_option(&a, "--wait", &wait_ms, &has_wait) || url_option(&a, g))
+            continue;
+        if (s[0] == '-' && s[1] != '\0')
+            rc = unknown_option(&a);
+        else if (name)
+            rc = cli_usage_error("semaphore", "one semaphore NAME only ('%s' is a second)", s);
+        name = s;
+        a.i++;
+    }
+    if (!rc)
+        rc = a.error;
+    if (!rc && !name)
+        rc = cli_usage_error("semaphore", "no semaphore NAME");
+    else if (!rc && !command)
+        rc = cli_usage_error("semaphore", "missing '--' before COMMAND");
+    else if (!rc && !command[0])
+        rc = cli_usage_error("semaphore", "no COMMAND after '--'");
+    if (!rc && !CLI_HAVE(baton_semaphore_open))
+        rc = cli_missing("semaphores");
+    if (rc)
+        return rc;
+
+    baton_client *c = NULL;
+    baton_semaphore *s = NULL;
+    rc = cli_open_client(g, &c);
+    if (rc)
+        return rc;
+    int brc = baton_semaphore_open(c, name, &s);
+    if (brc == BATON_OK && has_permits)
+        brc = baton_semaphore_try_set_permits(s, permits, NULL);
+    if (brc == BATON_OK)
+        brc = has_wait ? baton_semaphore_try_acquire(s, take, wait_ms)
+                       : baton_semaphore_acquire(s, take);
+    if (brc == BATON_ETIMEDOUT) {
+        char shown[32];
+        format_ms(wait_ms, shown, sizeof shown);
+        cli_error("semaphore %s: %lld permit%s not acquired within %s; %s not run", name,
+                  (long long)take, take == 1 ? "" : "s", shown, command[0]);
+        rc = EXIT_NOT_ACQUIRED;
+    } else if (brc != BATON_OK) {
+        rc = cli_fail(c, brc, "semaphore %s", name);
+    } else {
+        cli_guard_hold();
+        char what[300];
+        snprintf(what, sizeof what, "semaphore %s", name);
+        cli_watch w = {NULL, 0, 0, what, NULL};
+        cli_outcome out;
+        cli_run(command, &w, &out);
+        brc = baton_semaphore_release(s, take);
+        if (brc != BATON_OK)
+            cli_fail(c, brc, "returning %lld permit%s of semaphore %s", (long long)take,
+                     take == 1 ? "" : "s", name);
+        rc = out.status;
+    }
+    baton_semaphore_close(s);
+    baton_client_close(c);
+    return rc;
+}
+
+/* ------------------------------- latch ------------------------------------------------ */
+
+int cli_cmd_latch(cli_global *g, int argc, char **argv)
+{
+    args a = {argc, 0, argv, "latch", NULL, 0};
+    const char *words[3] = {NULL, NULL, NULL}; /* NAME, verb, N */
+    size_t n = 0;
+    int64_t timeout_ms = BATON_WAIT_FOREVER;
+    bool has_timeout = false;
+    int rc = 0;
+    while (!at_end(&a) && !a.error && !rc) {
+        const char *s = argv[a.i];
+        if (duration_option(&a, "--timeout", &timeout_ms, &has_timeout) || url_option(&a, g))
+            continue;
+        if (s[0] == '-' && s[1] != '\0' && !(n == 2 && s[1] >= '0' && s[1] <= '9')) {
+            rc = unknown_option(&a);
+            break;
+        }
+        if (n == 3) {
+            rc = cli_usage_error("latch", "unexpected '%s'", s);
+            break;
+        }
+        words[n++] = s;
+        a.i++;
+    }
+    if (!rc)
+        rc = a.error;
+    if (rc)
+        return rc;
+    if (n < 2)
+        return cli_usage_error("latch", n == 0 ? "no latch NAME" : "no latch verb");
+    const char *name = words[0], *verb = words[1];
+    int64_t count = 0;
+    bool set = strcmp(verb, "set") == 0, await = strcmp(verb, "await") == 0;
+    if (!set && !await && strcmp(verb, "count-down") != 0 && strcmp(verb, "count") != 0)
+        return cli_usage_error("latch", "unknown latch verb '%s'", verb);
+    if (set && (!words[2] || !cli_parse_count(words[2], INT64_MAX / 2, &count) || count < 1))
+        return cli_usage_error("latch", "latch set needs a count from 1%s%s%s",
+                               words[2] ? ", not '" : "", words[2] ? words[2] : "",
+                               words[2] ? "'" : "");
+    if (!set && words[2])
+        return cli_usage_error("latch", "unexpected '%s'", words[2]);
+    if (has_timeout && !await)
+        return cli_usage_error("latch", "--timeout goes with await only");
+    if (!CLI_HAVE(baton_latch_open))
+        return cli_missing("latches");
+
+    baton_client *c = NULL;
+    baton_latch *l = NULL;
+    rc = cli_open_client(g, &c);
+    if (rc)
+        return rc;
+    int brc = baton_latch_open(c, name, &l);
+    if (brc != BATON_OK) {
+        rc = cli_fail(c, brc, "latch %s", name);
+    } else if (set) {
+        bool was_set = false;
+        brc = baton_latch_try_set_count(l, count, &was_set);
+        if (brc != BATON_OK) {
+            rc = cli_fail(c, brc, "latch %s: set", name);
+        } else if (!was_set) {
+            int64_t now = 0;
+            baton_latch_count(l, &now);
+            cli_error("latch %s: a count is already set (%lld); left as it is", name,
+                      (long long)now);
+            rc = EXIT_NO;
+        }
+    } else if (await) {
+        brc = baton_latch_await(l, timeout_ms);
+        if (brc == BATON_ETIMEDOUT) {
+            cli_error("latch %s: not open within --timeout", name);
+            rc = EXIT_AWAIT_TIMEOUT;
+        } else if (brc != BATON_OK) {
+            rc = cli_fail(c, brc, "latch %s: await", name);
+        }
+    } else if (strcmp(verb, "count") == 0) {
+        int64_t v = 0;
+        brc = baton_latch_count(l, &v);
+        if (brc != BATON_OK)
+            rc = cli_fail(c, brc, "latch %s: count", name);
+        else
+            printf("%lld\n", (long long)v);
+    } else {
+        brc = baton_latch_count_down(l);
+        if (brc != BATON_OK)
+            rc = cli_fail(c, brc, "latch %s: count-down", name);
+    }
+    baton_latch_close(l);
+    baton_client_close(c);
+    return rc;
+}
+
+/* ------------------------------- unlock --force --------------------------------------- */
+
+/* Whether NAME has a fair lock's queue or deadline set: then its waiters listen on their
+ * own channels, which only a fair lock's force release wakes. */
+static bool has_fair_queue(const char *url, const char *name)
+{
+    redisContext *r = cli_redis_connect(url);
+    if (!r)
+        return false;
+    char *queue = cli_tagged("redisson_lock_queue:", name);
+    char *timeout = cli_tagged("redisson_lock_timeout:", name);
+    bool fair = false;
+    if (queue && timeout) {
+        redisReply *rep = redisCommand(r, "EXISTS %s %s", queue, timeout);
+        fair = rep && rep->type == REDIS_REPLY_INTEGER && rep->integer > 0;
+        if (rep)
+            freeReplyObject(rep);
+    }
+    free(queue);
+    free(timeout);
+    redisFree(r);
+    return fair;
+}
+
+int cli_cmd_unlock(cli_global *g, int argc, char **argv)
+{
+    args a = {argc, 0, argv, "unlock", NULL, 0};
+    const char *name = NULL;
+    bool force = false;
+    int rc = 0;
+    while (!at_end(&a) && !a.error && !rc) {
+        const char *s = argv[a.i];
+        if (url_option(&a, g))
+            continue;
+        if (option(&a, "--force", false)) {
+            force = true;
+            continue;
+        }
+        if (s[0] == '-' && s[1] != '\0')
+            rc = unknown_option(&a);
+        else if (name)
+            rc = cli_usage_error("unlock", "one lock NAME only ('%s' is a second)", s);
+        name = s;
+        a.i++;
+    }
+    if (!rc)
+        rc = a.error;
+    if (!rc && !force)
+        rc = cli_usage_error("unlock", "unlock deletes the lock whoever holds it: say --force");
+    else if (!rc && !name)
+        rc = cli_usage_error("unlock", "no lock NAME");
+    if (rc)
+        return rc;
+
+    baton_client *c = NULL;
+    baton_lock *l = NULL;
+    rc = cli_open_client(g, &c);
+    if (rc)
+        return rc;
+    bool fair = CLI_HAVE(baton_fairlock_open) && has_fair_queue(g->url, name);
+    int brc = fair ? baton_fairlock_open(c, name, &l) : baton_lock_open(c, name, &l);
+    bool was_locked = false;
+    if (brc == BATON_OK)
+        brc = baton_lock_force_release(l, &was_locked);
+    if (brc != BATON_OK) {
+        rc = cli_fail(c, brc, "unlock %s", name);
+    } else if (!was_locked) {
+        cli_error("%s was not locked", name);
+        rc = EXIT_NO;
+    } else {
+        fprintf(stderr, "baton: %s%s released\n", fair ? "fair lock " : "lock ", name);
+    }
+    baton_lock_close(l);
+    baton_client_close(c);
+    return rc;
+}
