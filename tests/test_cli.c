@@ -1,0 +1,550 @@
+/*
+ * The baton command, run as a program (fork/exec of the built binary) against the test
+ * server: mutual exclusion of concurrent runs, --wait, exit status passthrough, signal
+ * forwarding and release, a lease running out while COMMAND runs, status (text and JSON)
+ * against the real state, unlock --force, bad usage, and servers that cannot be reached
+ * or refuse the password.
+ */
+#define _GNU_SOURCE
+#include "cli_helper.h"
+
+#include <criterion/new/assert.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+TestSuite(cli, .timeout = 60);
+
+#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/* The lock key's existence, read directly. */
+static long long exists(const char *key)
+{
+    redisContext *r = th_redis();
+    long long n = th_cmd_int(r, "EXISTS %s", key);
+    redisFree(r);
+    return n;
+}
+
+/* A client holding `name` (watchdog lease) on this thread. */
+static baton_client *hold(const char *name, baton_lock **out)
+{
+    baton_client *c = th_client(NULL);
+    cr_assert(eq(int, baton_lock_open(c, name, out), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(*out, BATON_LEASE_WATCHDOG), BATON_OK));
+    return c;
+}
+
+/* ---------------------------------------------------------------- mutual exclusion --- */
+
+Test(cli, twenty_concurrent_runs_leave_exactly_twenty)
+{
+    char *name = th_name("cli-count"), *file = cli_path("counter");
+    FILE *f = fopen(file, "w");
+    fputs("0\n", f);
+    fclose(f);
+    /* read, pause, write: without the lock, concurrent runs would lose updates */
+    const char *script = "n=$(cat \"$1\"); sleep 0.02; echo $((n + 1)) > \"$1\"";
+    pid_t pids[20];
+    for (int i = 0; i < 20; i++)
+        pids[i] = cli_spawn(ARGS("lock", name, "--", "sh", "-c", script, "sh", file));
+    for (int i = 0; i < 20; i++) {
+        int st = th_wait(pids[i]);
+        char *err = cli_bg_err(pids[i]);
+        cr_assert(eq(int, st, 0), "run %d: %s", i, err);
+        free(err);
+    }
+    char *content = cli_read_file(file);
+    cr_assert(eq(str, content, "20\n"));
+    cr_assert(eq(i64, exists(name), 0));
+    free(content);
+}
+
+/* ---------------------------------------------------------------- --wait ------------- */
+
+Test(cli, wait_gives_up_after_about_a_second_without_running)
+{
+    char *name = th_name("cli-wait"), *marker = cli_path("marker");
+    baton_lock *l;
+    baton_client *c = hold(name, &l);
+    cli_result r;
+    cli_exec(&r, ARGS("lock", name, "--wait", "1s", "--", "touch", marker));
+    cr_assert(eq(int, r.status, 124), "stderr: %s", r.err);
+    cr_assert(ge(i64, r.ms, 990), "%lld ms", (long long)r.ms);
+    cr_assert(le(i64, r.ms, 1400), "%lld ms", (long long)r.ms);
+    cr_assert(access(marker, F_OK) != 0, "COMMAND ran");
+    cr_assert(strstr(r.err, "not acquired") != NULL, "stderr: %s", r.err);
+    cli_result_free(&r);
+
+    /* --wait 0: one attempt, at once; --wait=250ms form */
+    cli_exec(&r, ARGS("lock", name, "--wait", "0", "--", "touch", marker));
+    cr_assert(eq(int, r.status, 124));
+    cr_assert(le(i64, r.ms, 400), "%lld ms", (long long)r.ms);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("lock", "--wait=250ms", name, "--", "touch", marker));
+    cr_assert(eq(int, r.status, 124));
+    cr_assert(ge(i64, r.ms, 245), "%lld ms", (long long)r.ms);
+    cli_result_free(&r);
+    cr_assert(access(marker, F_OK) != 0, "COMMAND ran");
+
+    /* the holder keeps its lock; once released, the same command runs */
+    bool mine = false;
+    cr_assert(eq(int, baton_lock_is_held_by_current_thread(l, &mine), BATON_OK));
+    cr_assert(mine);
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    cli_exec(&r, ARGS("lock", name, "--wait", "1s", "--", "touch", marker));
+    cr_assert(eq(int, r.status, 0), "stderr: %s", r.err);
+    cr_assert(access(marker, F_OK) == 0);
+    cli_result_free(&r);
+    baton_lock_close(l);
+    baton_client_close(c);
+}
+
+Test(cli, a_waiting_run_gets_the_lock_when_the_holder_releases)
+{
+    char *name = th_name("cli-handover"), *marker = cli_path("marker");
+    baton_lock *l;
+    baton_client *c = hold(name, &l);
+    pid_t pid = cli_spawn(ARGS("lock", name, "--", "touch", marker));
+    th_sleep_ms(300);
+    cr_assert(access(marker, F_OK) != 0, "ran while the lock was held");
+    int64_t t0 = th_ms();
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    cr_assert(eq(int, th_wait(pid), 0));
+    cr_assert(le(i64, th_ms() - t0, 500), "woken after %lld ms", (long long)(th_ms() - t0));
+    cr_assert(access(marker, F_OK) == 0);
+    baton_lock_close(l);
+    baton_client_close(c);
+}
+
+/* ---------------------------------------------------------------- COMMAND ------------ */
+
+Test(cli, exit_status_passes_through)
+{
+    char *name = th_name("cli-status");
+    const char *codes[] = {"0", "1", "42"};
+    for (int i = 0; i < 3; i++) {
+        char script[32];
+        snprintf(script, sizeof script, "exit %s", codes[i]);
+        cli_result r;
+        cli_exec(&r, ARGS("lock", name, "--", "sh", "-c", script));
+        cr_assert(eq(int, r.status, atoi(codes[i])), "exit %s: stderr %s", codes[i], r.err);
+        cr_assert(eq(i64, exists(name), 0), "lock left behind after exit %s", codes[i]);
+        cli_result_free(&r);
+    }
+    cli_result r;
+    cli_exec(&r, ARGS("lock", name, "--", "sh", "-c", "kill -KILL $$"));
+    cr_assert(eq(int, r.status, 128 + SIGKILL));
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("lock", name, "--", "/nonexistent/command"));
+    cr_assert(eq(int, r.status, 127));
+    cr_assert(strstr(r.err, "not found") != NULL, "stderr: %s", r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("lock", name, "--", "/dev/null"));
+    cr_assert(eq(int, r.status, 126));
+    cli_result_free(&r);
+    cr_assert(eq(i64, exists(name), 0));
+}
+
+Test(cli, command_keeps_stdin_stdout_and_inherited_descriptors)
+{
+    char *name = th_name("cli-stdio"), *file = cli_path("fd3");
+    cli_result r;
+    /* stdin and stdout through baton */
+    cli_exec_program(&r, ARGS("/bin/sh", "-c", "echo hello | \"$0\" lock \"$1\" -- cat",
+                              BATON_CLI_PATH, name));
+    cr_assert(eq(int, r.status, 0), "stderr: %s", r.err);
+    cr_assert(eq(str, r.out, "hello\n"));
+    cli_result_free(&r);
+    /* a descriptor the caller opened reaches COMMAND */
+    cli_exec_program(&r, ARGS("/bin/sh", "-c", "\"$0\" lock \"$1\" -- sh -c 'echo three >&3' 3>\"$2\"",
+                              BATON_CLI_PATH, name, file));
+    cr_assert(eq(int, r.status, 0), "stderr: %s", r.err);
+    char *content = cli_read_file(file);
+    cr_assert(eq(str, content, "three\n"));
+    free(content);
+    cli_result_free(&r);
+    /* ...but none of baton's own (its connections to the server) */
+    /* (a builtin and a glob: no pipe or child of the shell's own in the listing) */
+    const char *list = "cd /proc/$$/fd && echo *";
+    cli_exec_program(&r, ARGS("/bin/sh", "-c", list));
+    char *direct = strdup(r.out);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("lock", name, "--", "sh", "-c", list));
+    cr_assert(eq(int, r.status, 0));
+    cr_assert(eq(str, r.out, direct));
+    free(direct);
+    cli_result_free(&r);
+}
+
+Test(cli, sigterm_and_sigint_reach_the_command_and_the_lock_is_released_after)
+{
+    const int sigs[] = {SIGTERM, SIGINT};
+    for (int i = 0; i < 2; i++) {
+        char *name = th_name("cli-signal"), *ready = cli_path("ready"), *got = cli_path("got");
+        char script[512];
+        snprintf(script, sizeof script,
+                 "trap 'echo caught > \"%s\"; exit 7' %s; touch \"%s\"; "
+                 "while :; do sleep 0.05; done",
+                 got, sigs[i] == SIGTERM ? "TERM" : "INT", ready);
+        pid_t pid = cli_spawn(ARGS("lock", name, "--", "sh", "-c", script));
+        cr_assert(cli_wait_file(ready, 5000), "COMMAND did not start");
+        cr_assert(eq(i64, exists(name), 1), "the lock is not held while COMMAND runs");
+        kill(pid, sigs[i]);
+        int st = th_wait(pid);
+        char *err = cli_bg_err(pid);
+        cr_assert(eq(int, st, 7), "signal %d: stderr %s", sigs[i], err);
+        free(err);
+        char *content = cli_read_file(got);
+        cr_assert(content && strcmp(content, "caught\n") == 0, "the trap did not run");
+        free(content);
+        cr_assert(eq(i64, exists(name), 0), "the lock outlived baton");
+    }
+}
+
+Test(cli, command_killed_by_the_forwarded_signal_gives_128_plus_it)
+{
+    char *name = th_name("cli-signal-default"), *ready = cli_path("ready");
+    char script[256];
+    snprintf(script, sizeof script, "touch \"%s\"; exec sleep 30", ready);
+    pid_t pid = cli_spawn(ARGS("lock", name, "--", "sh", "-c", script));
+    cr_assert(cli_wait_file(ready, 5000));
+    th_sleep_ms(50); /* let sh exec sleep */
+    int64_t t0 = th_ms();
+    kill(pid, SIGTERM);
+    cr_assert(eq(int, th_wait(pid), 128 + SIGTERM));
+    cr_assert(le(i64, th_ms() - t0, 1000));
+    cr_assert(eq(i64, exists(name), 0));
+}
+
+Test(cli, a_signal_while_waiting_ends_baton_and_runs_nothing)
+{
+    char *name = th_name("cli-wait-signal"), *marker = cli_path("marker");
+    baton_lock *l;
+    baton_client *c = hold(name, &l);
+    pid_t pid = cli_spawn(ARGS("lock", name, "--wait", "20s", "--", "touch", marker));
+    th_sleep_ms(400);
+    int64_t t0 = th_ms();
+    kill(pid, SIGTERM);
+    cr_assert(eq(int, th_wait(pid), 128 + SIGTERM));
+    cr_assert(le(i64, th_ms() - t0, 1000));
+    cr_assert(access(marker, F_OK) != 0);
+    bool mine = false;
+    cr_assert(eq(int, baton_lock_is_held_by_current_thread(l, &mine), BATON_OK));
+    cr_assert(mine, "the holder lost its lock");
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    baton_lock_close(l);
+    baton_client_close(c);
+}
+
+/* ---------------------------------------------------------------- loss --------------- */
+
+Test(cli, a_lease_running_out_while_command_runs_is_a_loss)
+{
+    char *name = th_name("cli-lease"), *pidfile = cli_path("pid");
+    char script[256];
+    snprintf(script, sizeof script, "echo $$ > \"%s\"; exec sleep 30", pidfile);
+    cli_result r;
+    cli_exec(&r, ARGS("lock", name, "--lease", "1s", "--", "sh", "-c", script));
+    cr_assert(eq(int, r.status, 122), "stderr: %s", r.err);
+    cr_assert(ge(i64, r.ms, 900), "%lld ms", (long long)r.ms);
+    cr_assert(le(i64, r.ms, 1500), "%lld ms", (long long)r.ms);
+    cr_assert(strstr(r.err, "lost") != NULL, "stderr: %s", r.err);
+    char *pid = cli_read_file(pidfile);
+    cr_assert(pid != NULL);
+    /* COMMAND was terminated and reaped: its pid is gone */
+    cr_assert(kill(atoi(pid), 0) != 0 && errno == ESRCH, "COMMAND %s still runs", pid);
+    free(pid);
+    cli_result_free(&r);
+}
+
+/* ---------------------------------------------------------------- status ------------- */
+
+Test(cli, status_json_parses_and_matches_a_held_lock)
+{
+    /* a name that needs escaping: quote, backslash, newline, a byte that is not UTF-8 */
+    char *base = th_name("cli-status"), *absent = th_name("cli-absent");
+    char *name = NULL;
+    cr_assert(asprintf(&name, "%s \"q\" \\ \n \xff", base) > 0);
+    baton_lock *l;
+    baton_client *c = hold(name, &l);
+    cr_assert(eq(int, baton_lock_acquire(l, BATON_LEASE_WATCHDOG), BATON_OK)); /* holds 2 */
+    redisContext *rc = th_redis();
+    long long token = th_cmd_int(rc, "GET redisson_lock_token:{%s}", name);
+    redisFree(rc);
+
+    cli_result r;
+    cli_exec(&r, ARGS("status", name, absent, "--json"));
+    cr_assert(eq(int, r.status, 0), "stderr: %s", r.err);
+    json *j = json_parse(r.out);
+    cr_assert(j != NULL, "not JSON: %s", r.out);
+    cr_assert(eq(int, j->type, JSON_ARRAY));
+    cr_assert(eq(sz, j->n, 2));
+
+    json *lk = json_at(j, 0);
+    char *expected_name = NULL; /* \xff comes back as U+00FF */
+    cr_assert(asprintf(&expected_name, "%s \"q\" \\ \n \xc3\xbf", base) > 0);
+    cr_assert(eq(str, json_get(lk, "name")->string, expected_name));
+    cr_assert(eq(str, json_get(lk, "kind")->string, "lock"));
+    cr_assert(eq(str, json_get(lk, "redis_type")->string, "hash"));
+    double ttl = json_get(lk, "ttl_ms")->number;
+    cr_assert(ttl > 20000 && ttl <= 30000, "ttl %f", ttl);
+    json *holders = json_get(lk, "holders");
+    cr_assert(eq(sz, holders->n, 1));
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "%s:", baton_client_id(c));
+    const char *owner = json_get(json_at(holders, 0), "owner")->string;
+    cr_assert(strncmp(owner, prefix, strlen(prefix)) == 0, "owner %s", owner);
+    cr_assert(eq(int, (int)json_get(json_at(holders, 0), "holds")->number, 2));
+    cr_assert(eq(sz, json_get(lk, "queue")->n, 0));
+    cr_assert(eq(int, json_get(lk, "value")->type, JSON_NULL));
+    cr_assert(eq(i64, (int64_t)json_get(lk, "fencing_token")->number, token));
+
+    json *ab = json_at(j, 1);
+    cr_assert(eq(str, json_get(ab, "kind")->string, "absent"));
+    cr_assert(eq(str, json_get(ab, "redis_type")->string, "none"));
+    cr_assert(eq(int, (int)json_get(ab, "ttl_ms")->number, -2));
+    cr_assert(eq(sz, json_get(ab, "holders")->n, 0));
+    json_free(j);
+    cli_result_free(&r);
+
+    /* the text form says the same */
+    cli_exec(&r, ARGS("status", base));
+    cr_assert(eq(int, r.status, 0));
+    cr_assert(strstr(r.out, "nothing") != NULL, "%s", r.out);
+    cli_result_free(&r);
+
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    baton_lock_close(l);
+    baton_client_close(c);
+    free(expected_name);
+    free(name);
+}
+
+Test(cli, status_text_shows_holder_hold_count_and_ttl)
+{
+    char *name = th_name("cli-status-text");
+    baton_lock *l;
+    baton_client *c = hold(name, &l);
+    cli_result r;
+    cli_exec(&r, ARGS("status", name));
+    cr_assert(eq(int, r.status, 0), "stderr: %s", r.err);
+    cr_assert(strstr(r.out, "lock, held, TTL") != NULL, "%s", r.out);
+    cr_assert(strstr(r.out, baton_client_id(c)) != NULL, "%s", r.out);
+    cr_assert(strstr(r.out, "holds 1") != NULL, "%s", r.out);
+    cli_result_free(&r);
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    baton_lock_close(l);
+    baton_client_close(c);
+}
+
+/* ---------------------------------------------------------------- unlock --force ----- */
+
+Test(cli, unlock_force_frees_a_lock_whoever_holds_it)
+{
+    char *name = th_name("cli-unlock"), *marker = cli_path("marker");
+    baton_lock *l;
+    baton_client *c = hold(name, &l);
+    pid_t waiter = cli_spawn(ARGS("lock", name, "--", "touch", marker));
+    th_sleep_ms(300);
+    cli_result r;
+    cli_exec(&r, ARGS("unlock", "--force", name));
+    cr_assert(eq(int, r.status, 0), "stderr: %s", r.err);
+    cli_result_free(&r);
+    /* the waiting run was woken by the unlock message and ran */
+    int64_t t0 = th_ms();
+    cr_assert(eq(int, th_wait(waiter), 0));
+    cr_assert(le(i64, th_ms() - t0, 1000));
+    cr_assert(access(marker, F_OK) == 0);
+    cr_assert(eq(int, baton_lock_release(l), BATON_ENOTHELD));
+    cli_exec(&r, ARGS("unlock", "--force", name));
+    cr_assert(eq(int, r.status, 1), "stderr: %s", r.err);
+    cr_assert(strstr(r.err, "not locked") != NULL);
+    cli_result_free(&r);
+    /* a key of another type is left alone */
+    redisContext *rc = th_redis();
+    freeReplyObject(th_cmd(rc, "SET %s hello", name));
+    cli_exec(&r, ARGS("unlock", "--force", name));
+    cr_assert(eq(int, r.status, 125), "stderr: %s", r.err);
+    cr_assert(eq(i64, th_cmd_int(rc, "EXISTS %s", name), 1));
+    cli_result_free(&r);
+    redisFree(rc);
+    baton_lock_close(l);
+    baton_client_close(c);
+}
+
+/* ---------------------------------------------------------------- usage -------------- */
+
+Test(cli, bad_usage_exits_2_with_a_usage_line)
+{
+    char *marker = cli_path("marker");
+    const char *const *cases[] = {
+        ARGS("--bogus"),
+        ARGS("frobnicate"),
+        ARGS("--url"),
+        ARGS("lock"),
+        ARGS("lock", "x"),
+        ARGS("lock", "x", "touch", marker),
+        ARGS("lock", "x", "--"),
+        ARGS("lock", "--", "touch", marker),
+        ARGS("lock", "x", "--wait", "5parsecs", "--", "touch", marker),
+        ARGS("lock", "x", "--wait", "-1", "--", "touch", marker),
+        ARGS("lock", "x", "--wait", "1.5s", "--", "touch", marker),
+        ARGS("lock", "x", "--wait", "--", "touch", marker),
+        ARGS("lock", "x", "--lease", "1s", "--watchdog", "3s", "--", "touch", marker),
+        ARGS("lock", "x", "--lease", "0", "--", "touch", marker),
+        ARGS("lock", "x", "--frobnicate", "--", "touch", marker),
+        ARGS("semaphore", "s", "--take", "0", "--", "touch", marker),
+        ARGS("semaphore", "s", "--permits", "many", "--", "touch", marker),
+        ARGS("semaphore", "s", "t", "--", "touch", marker),
+        ARGS("semaphore", "s", "touch", marker),
+        ARGS("latch"),
+        ARGS("latch", "l"),
+        ARGS("latch", "l", "set"),
+        ARGS("latch", "l", "set", "0"),
+        ARGS("latch", "l", "open"),
+        ARGS("latch", "l", "count-down", "--timeout", "1s"),
+        ARGS("latch", "l", "await", "--timeout", "soon"),
+        ARGS("status"),
+        ARGS("status", "x", "--yaml"),
+        ARGS("unlock", "x"),
+        ARGS("unlock", "--force"),
+        ARGS("unlock", "--force", "x", "y"),
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cli_result r;
+        cli_exec(&r, cases[i]);
+        cr_assert(eq(int, r.status, 2), "case %zu (%s %s): status %d, stderr %s", i,
+                  cases[i][0], cases[i][1] ? cases[i][1] : "", r.status, r.err);
+        cr_assert(strstr(r.err, "usage: baton") != NULL, "case %zu: stderr %s", i, r.err);
+        cr_assert(eq(str, r.out, ""), "case %zu printed on stdout", i);
+        cli_result_free(&r);
+    }
+    cr_assert(access(marker, F_OK) != 0, "a COMMAND ran despite bad usage");
+}
+
+Test(cli, help_and_version)
+{
+    cli_result r;
+    cli_exec(&r, ARGS("--help"));
+    cr_assert(eq(int, r.status, 0));
+    const char *must[] = {"lock NAME", "semaphore NAME", "latch NAME", "status NAME",
+                          "unlock --force", "--wait", "--lease", "--watchdog", "--fair",
+                          "--permits", "--take", "--timeout", "--json", "--url", "BATON_URL",
+                          "BATON_FENCING_TOKEN", "122", "124", "128+N"};
+    for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
+        cr_assert(strstr(r.out, must[i]) != NULL, "--help does not mention %s", must[i]);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("--version"));
+    cr_assert(eq(int, r.status, 0));
+    char expected[64];
+    snprintf(expected, sizeof expected, "baton %s", BATON_VERSION_STRING);
+    cr_assert(strncmp(r.out, expected, strlen(expected)) == 0, "%s", r.out);
+    cli_result_free(&r);
+}
+
+/* ---------------------------------------------------------------- servers ------------ */
+
+/* A loopback port nobody listens on. */
+static int closed_port(void)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    cr_assert(bind(s, (struct sockaddr *)&a, sizeof a) == 0);
+    socklen_t len = sizeof a;
+    getsockname(s, (struct sockaddr *)&a, &len);
+    close(s);
+    return ntohs(a.sin_port);
+}
+
+Test(cli, an_unreachable_server_exits_120)
+{
+    char url[64], *marker = cli_path("marker");
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", closed_port());
+    const char *const *cases[] = {
+        ARGS("--url", url, "lock", "x", "--", "touch", marker),
+        ARGS("--url", url, "status", "x"),
+        ARGS("lock", "x", "--url", url, "--", "touch", marker),
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cli_result r;
+        cli_exec(&r, cases[i]);
+        cr_assert(eq(int, r.status, 120), "case %zu: stderr %s", i, r.err);
+        cr_assert(le(i64, r.ms, 1000));
+        cr_assert(strstr(r.err, "baton: ") == r.err && strchr(r.err, '\n') == r.err + strlen(r.err) - 1,
+                  "not one line: %s", r.err);
+        cli_result_free(&r);
+    }
+    /* BATON_URL is used when --url is not given */
+    setenv("BATON_URL", url, 1);
+    cli_result r;
+    cli_exec(&r, ARGS("status", "x"));
+    cr_assert(eq(int, r.status, 120), "stderr %s", r.err);
+    cli_result_free(&r);
+    /* ...and --url wins over it */
+    cli_exec(&r, ARGS("--url", th_url(), "status", "x"));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cli_result_free(&r);
+    unsetenv("BATON_URL");
+    cr_assert(access(marker, F_OK) != 0);
+}
+
+Test(cli, a_silent_server_exits_120_within_the_connect_timeout)
+{
+    /* accepts connections (the kernel does) and never answers */
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    cr_assert(bind(s, (struct sockaddr *)&a, sizeof a) == 0);
+    cr_assert(listen(s, 16) == 0);
+    socklen_t len = sizeof a;
+    getsockname(s, (struct sockaddr *)&a, &len);
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", ntohs(a.sin_port));
+    cli_result r;
+    cli_exec(&r, ARGS("--url", url, "lock", "x", "--", "true"));
+    cr_assert(eq(int, r.status, 120), "stderr %s", r.err);
+    /* the default connect timeout is 5 s */
+    cr_assert(le(i64, r.ms, 5500), "%lld ms", (long long)r.ms);
+    cli_result_free(&r);
+    close(s);
+}
+
+Test(cli, a_refused_password_exits_121_without_showing_it, .timeout = 30)
+{
+    th_server srv;
+    th_server_start(&srv, "--requirepass right-password");
+    char url[128];
+    snprintf(url, sizeof url, "redis://:wrong-password@127.0.0.1:%d", srv.port);
+    cli_result r;
+    cli_exec(&r, ARGS("--url", url, "lock", "x", "--", "true"));
+    cr_assert(eq(int, r.status, 121), "stderr %s", r.err);
+    cr_assert(strstr(r.err, "wrong-password") == NULL, "the password shows: %s", r.err);
+    cli_result_free(&r);
+    /* no password at all: the server says NOAUTH */
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
+    cli_exec(&r, ARGS("--url", url, "status", "x"));
+    cr_assert(eq(int, r.status, 121), "stderr %s", r.err);
+    cli_result_free(&r);
+    /* the right one works, for status's own connection too */
+    snprintf(url, sizeof url, "redis://:right-password@127.0.0.1:%d/3", srv.port);
+    cli_exec(&r, ARGS("--url", url, "lock", "pw", "--", "true"));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("--url", url, "status", "pw", "--json"));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cr_assert(strstr(r.out, "right-password") == NULL);
+    json *j = json_parse(r.out);
+    cr_assert(j != NULL);
+    cr_assert(eq(str, json_get(json_at(j, 0), "kind")->string, "absent"));
+    json_free(j);
+    cli_result_free(&r);
+    th_server_stop(&srv);
+}
