@@ -217,6 +217,7 @@ Test(latch, barrier_across_five_processes)
     close(fds[0]);
     close(fds[1]);
     baton_latch_close(l);
+    free(name);
     baton_client_close(c);
 }
 
@@ -318,6 +319,7 @@ Test(latch, five_processes_and_five_threads_released_by_the_last_count_down)
     close(fds[0]);
     close(fds[1]);
     baton_latch_close(l);
+    free(name);
     baton_client_close(c);
 }
 
@@ -373,6 +375,7 @@ Test(latch, thousand_threads_one_subscription)
     cr_assert(eq(int, baton__sub_count(c), 0));
     redisFree(r);
     baton_latch_close(l);
+    free(name);
     baton_client_close(c);
 }
 
@@ -405,6 +408,7 @@ Test(latch, await_times_out_on_a_closed_latch_and_leaves_nothing)
     cr_assert(eq(int, baton_latch_await(l, BATON_WAIT_FOREVER), BATON_OK)); /* open: at once */
     redisFree(r);
     baton_latch_close(l);
+    free(name);
     baton_client_close(c);
 }
 
@@ -465,6 +469,7 @@ Test(latch, a_lost_message_costs_at_most_the_recheck_interval)
     }
     redisFree(r);
     baton_latch_close(l);
+    free(name);
     baton_client_close(c);
 }
 
@@ -506,6 +511,7 @@ Test(latch, delete_releases_untimed_waiters)
     redisFree(r);
     baton_latch_close(l);
     baton_latch_close(l2);
+    free(name);
     baton_client_close(c);
     baton_client_close(c2);
 }
@@ -568,6 +574,7 @@ Test(latch, count_down_past_zero_never_goes_negative)
     redisFree(sub);
     redisFree(r);
     baton_latch_close(l);
+    free(name);
     baton_client_close(c);
 }
 
@@ -612,6 +619,7 @@ Test(latch, reuse_after_opening)
         cr_assert(le(i64, atomic_load(&w[i].done_ms) - t0, 500));
     }
     baton_latch_close(l);
+    free(name);
     baton_client_close(c);
 }
 
@@ -660,6 +668,7 @@ Test(latch, bad_input_is_rejected_and_nothing_is_sent)
     cr_assert(eq(i64, commands_processed(r) - before, 1));
     redisFree(r);
     baton_latch_close(l);
+    free(name);
     baton_client_close(c);
 }
 
@@ -707,5 +716,7 @@ Test(latch, wrong_type_key_is_an_error_and_left_alone)
     redisFree(r);
     baton_latch_close(l);
     baton_latch_close(l2);
+    free(name);
+    free(name2);
     baton_client_close(c);
 }
