@@ -216,6 +216,10 @@ void baton__sub_release_sync(baton_client *c, baton__sub *s);
  * deadline. A wake-up that arrived before the call is kept and returns at once.
  * Returns BATON_OK (woken) or BATON_ETIMEDOUT. */
 int baton__sub_wait(baton_client *c, baton__sub *s, int64_t deadline_us);
+/* How many messages that woke waiters arrived on this channel since its entry was made: a
+ * waiter that saw a change of this number knows a message came (a latch's "0", say), as
+ * opposed to a timeout or a reconnection's wake-up. */
+uint64_t baton__sub_messages(baton_client *c, baton__sub *s);
 /* Counts of the dispatcher's state, for tests and the benchmark. */
 int baton__sub_count(baton_client *c);
 
