@@ -25,6 +25,10 @@ struct baton_client {
     baton__conn *idle;        /* idle command connections, most recently used first */
     int open_conns;           /* idle + borrowed */
 
+    pthread_mutex_t run_mu;   /* guards the two fields below */
+    char run_id[48];          /* the server's run_id as last seen; "" before the first */
+    uint64_t epoch;           /* distinct server runs seen: 1 after open */
+
     pthread_mutex_t lazy_mu;  /* guards creation of the two threads below */
     baton__dispatcher *disp;  /* created on the first subscription */
     baton__watchdog *wd;      /* created on the first watchdog hold */
