@@ -265,6 +265,158 @@ Test(cli, a_lease_running_out_while_command_runs_is_a_loss)
     cli_result_free(&r);
 }
 
+Test(cli, a_deleted_lock_is_reported_lost_within_one_renewal_period)
+{
+    char *name = th_name("cli-lost"), *pidfile = cli_path("pid");
+    char script[256];
+    snprintf(script, sizeof script, "echo $$ > \"%s.tmp\"; mv \"%s.tmp\" \"%s\"; exec sleep 30",
+             pidfile, pidfile, pidfile);
+    pid_t pid = cli_spawn(ARGS("lock", name, "--watchdog", "1500ms", "--", "sh", "-c", script));
+    cr_assert(cli_wait_file(pidfile, 5000), "COMMAND did not start");
+    char *child = cli_read_file(pidfile);
+    th_sleep_ms(100);
+    redisContext *r = th_redis();
+    int64_t t0 = th_ms();
+    cr_assert(eq(i64, th_cmd_int(r, "DEL %s", name), 1));
+    int st = th_wait(pid);
+    int64_t took = th_ms() - t0;
+    char *err = cli_bg_err(pid);
+    cr_assert(eq(int, st, 122), "stderr: %s", err);
+    /* renewal every 1500 / 3 = 500 ms, plus slack for SIGTERM and exit */
+    cr_assert(le(i64, took, 800), "reported after %lld ms", (long long)took);
+    cr_assert(strstr(err, "lost") != NULL, "stderr: %s", err);
+    cr_assert(kill(atoi(child), 0) != 0 && errno == ESRCH, "COMMAND %s still runs", child);
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s", name), 0));
+    free(err);
+    free(child);
+    redisFree(r);
+}
+
+Test(cli, a_lock_taken_over_is_reported_lost)
+{
+    char *name = th_name("cli-takeover"), *ready = cli_path("ready");
+    char script[256];
+    snprintf(script, sizeof script, "touch \"%s\"; exec sleep 30", ready);
+    pid_t pid = cli_spawn(ARGS("lock", name, "--watchdog", "600ms", "--", "sh", "-c", script));
+    cr_assert(cli_wait_file(ready, 5000));
+    /* another owner in its place */
+    redisContext *r = th_redis();
+    freeReplyObject(th_cmd(r, "DEL %s", name));
+    freeReplyObject(th_cmd(r, "HSET %s someone-else:1 1", name));
+    int64_t t0 = th_ms();
+    cr_assert(eq(int, th_wait(pid), 122));
+    cr_assert(le(i64, th_ms() - t0, 500));
+    /* baton never touched the other owner's hold */
+    cr_assert(eq(i64, th_cmd_int(r, "HGET %s someone-else:1", name), 1));
+    redisFree(r);
+}
+
+Test(cli, command_gets_the_fencing_token)
+{
+    char *name = th_name("cli-token");
+    long long seen[3];
+    for (int i = 0; i < 3; i++) {
+        cli_result r;
+        cli_exec(&r, ARGS("lock", name, "--", "sh", "-c", "echo \"$BATON_FENCING_TOKEN\""));
+        cr_assert(eq(int, r.status, 0), "stderr: %s", r.err);
+        char *end;
+        seen[i] = strtoll(r.out, &end, 10);
+        cr_assert(eq(str, end, "\n"), "not a number: %s", r.out);
+        cr_assert(seen[i] > 0);
+        if (i)
+            cr_assert(gt(i64, seen[i], seen[i - 1]));
+        cli_result_free(&r);
+    }
+    redisContext *r = th_redis();
+    cr_assert(eq(i64, th_cmd_int(r, "GET redisson_lock_token:{%s}", name), seen[2]));
+    redisFree(r);
+    /* a token already in the environment is replaced, not duplicated */
+    setenv("BATON_FENCING_TOKEN", "stale", 1);
+    cli_result res;
+    cli_exec(&res, ARGS("lock", name, "--", "sh", "-c", "env | grep -c ^BATON_FENCING_TOKEN="));
+    unsetenv("BATON_FENCING_TOKEN");
+    cr_assert(eq(str, res.out, "1\n"));
+    cli_result_free(&res);
+}
+
+/* ---------------------------------------------------------------- latch -------------- */
+
+Test(cli, latch_set_count_count_down_and_await)
+{
+    char *name = th_name("cli-latch");
+    cli_result r;
+    cli_exec(&r, ARGS("latch", name, "await"));
+    cr_assert(eq(int, r.status, 0), "an unset latch is open: %s", r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("latch", name, "set", "3"));
+    cr_assert(eq(int, r.status, 0), "stderr: %s", r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("latch", name, "set", "5"));
+    cr_assert(eq(int, r.status, 1));
+    cr_assert(strstr(r.err, "already set (3)") != NULL, "stderr: %s", r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("latch", name, "count"));
+    cr_assert(eq(int, r.status, 0));
+    cr_assert(eq(str, r.out, "3\n"));
+    cli_result_free(&r);
+
+    cli_exec(&r, ARGS("latch", name, "await", "--timeout", "500ms"));
+    cr_assert(eq(int, r.status, 123), "stderr: %s", r.err);
+    cr_assert(ge(i64, r.ms, 490));
+    cr_assert(le(i64, r.ms, 900), "%lld ms", (long long)r.ms);
+    cli_result_free(&r);
+
+    /* a waiter, seen by status; three count-downs open it */
+    pid_t waiter = cli_spawn(ARGS("latch", name, "await", "--timeout", "20s"));
+    th_sleep_ms(300);
+    cli_exec(&r, ARGS("status", name, "--json"));
+    json *j = json_parse(r.out);
+    cr_assert(j != NULL, "not JSON: %s", r.out);
+    json *l = json_at(j, 0);
+    cr_assert(eq(str, json_get(l, "kind")->string, "latch"));
+    cr_assert(eq(str, json_get(l, "redis_type")->string, "string"));
+    cr_assert(eq(int, (int)json_get(l, "value")->number, 3));
+    cr_assert(eq(int, (int)json_get(json_get(l, "subscribers"), "latch")->number, 1));
+    json_free(j);
+    cli_result_free(&r);
+    for (int i = 0; i < 3; i++) {
+        cli_exec(&r, ARGS("latch", name, "count-down"));
+        cr_assert(eq(int, r.status, 0), "stderr: %s", r.err);
+        cli_result_free(&r);
+    }
+    int64_t t0 = th_ms();
+    cr_assert(eq(int, th_wait(waiter), 0));
+    cr_assert(le(i64, th_ms() - t0, 500));
+    cli_exec(&r, ARGS("latch", name, "count"));
+    cr_assert(eq(str, r.out, "0\n"));
+    cli_result_free(&r);
+    /* counting down an open latch does nothing */
+    cli_exec(&r, ARGS("latch", name, "count-down"));
+    cr_assert(eq(int, r.status, 0));
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("status", name, "--json"));
+    j = json_parse(r.out);
+    cr_assert(j != NULL);
+    cr_assert(eq(str, json_get(json_at(j, 0), "kind")->string, "absent"));
+    json_free(j);
+    cli_result_free(&r);
+}
+
+Test(cli, latch_on_a_lock_key_fails_with_125)
+{
+    char *name = th_name("cli-latch-type");
+    baton_lock *l;
+    baton_client *c = hold(name, &l);
+    cli_result r;
+    cli_exec(&r, ARGS("latch", name, "count-down"));
+    cr_assert(eq(int, r.status, 125), "stderr: %s", r.err);
+    cr_assert(strstr(r.err, "WRONGTYPE") != NULL, "stderr: %s", r.err);
+    cli_result_free(&r);
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    baton_lock_close(l);
+    baton_client_close(c);
+}
+
 /* ---------------------------------------------------------------- status ------------- */
 
 Test(cli, status_json_parses_and_matches_a_held_lock)

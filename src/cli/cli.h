@@ -45,14 +45,6 @@ enum {
  */
 #pragma weak baton_fairlock_open
 #pragma weak baton_multilock_open
-#pragma weak baton_lock_fencing_token
-#pragma weak baton_lock_lost_fd
-#pragma weak baton_latch_open
-#pragma weak baton_latch_close
-#pragma weak baton_latch_try_set_count
-#pragma weak baton_latch_count_down
-#pragma weak baton_latch_count
-#pragma weak baton_latch_await
 #pragma weak baton_semaphore_open
 #pragma weak baton_semaphore_close
 #pragma weak baton_semaphore_try_set_permits

@@ -219,7 +219,7 @@ int cli_cmd_lock(cli_global *g, int argc, char **argv)
 
     /* What COMMAND learns (its fencing token) and what baton watches while it runs. */
     char token_env[32 + 21 * 64] = "BATON_FENCING_TOKEN=";
-    bool tokens = CLI_HAVE(baton_lock_fencing_token);
+    bool tokens = true;
     for (size_t i = 0; i < n && tokens; i++) {
         int64_t t;
         if (baton_lock_fencing_token(members[i], &t) != BATON_OK) {
@@ -233,12 +233,12 @@ int cli_cmd_lock(cli_global *g, int argc, char **argv)
     }
     int lost_fds[65];
     size_t n_fds = 0;
-    for (size_t i = 0; i < n && n_fds < 64 && CLI_HAVE(baton_lock_lost_fd); i++) {
+    for (size_t i = 0; i < n && n_fds < 64; i++) {
         int fd;
         if (baton_lock_lost_fd(members[i], &fd) == BATON_OK)
             lost_fds[n_fds++] = fd;
     }
-    if (n > 1 && CLI_HAVE(baton_lock_lost_fd)) {
+    if (n > 1) {
         int fd;
         if (baton_lock_lost_fd(l, &fd) == BATON_OK)
             lost_fds[n_fds++] = fd;
@@ -413,8 +413,6 @@ int cli_cmd_latch(cli_global *g, int argc, char **argv)
         return cli_usage_error("latch", "unexpected '%s'", words[2]);
     if (has_timeout && !await)
         return cli_usage_error("latch", "--timeout goes with await only");
-    if (!CLI_HAVE(baton_latch_open))
-        return cli_missing("latches");
 
     baton_client *c = NULL;
     baton_latch *l = NULL;

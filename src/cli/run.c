@@ -363,7 +363,8 @@ void cli_run(char **argv, const cli_watch *w, cli_outcome *out)
             const char *why = NULL;
             for (size_t i = 1; i < np; i++)
                 if (p[i].revents)
-                    why = "the server no longer has it (deleted, expired or taken over)";
+                    why = "the library reports the hold gone (deleted, expired, taken over, or the "
+                      "server lost or restarted)";
             if (!why && lease_end >= 0 && now >= lease_end)
                 why = "its --lease ran out";
             if (why) {
