@@ -65,6 +65,8 @@ Test(cli, twenty_concurrent_runs_leave_exactly_twenty)
     cr_assert(eq(str, content, "20\n"));
     cr_assert(eq(i64, exists(name), 0));
     free(content);
+    free(name);
+    free(file);
 }
 
 /* ---------------------------------------------------------------- --wait ------------- */
@@ -105,6 +107,8 @@ Test(cli, wait_gives_up_after_about_a_second_without_running)
     cli_result_free(&r);
     baton_lock_close(l);
     baton_client_close(c);
+    free(name);
+    free(marker);
 }
 
 Test(cli, a_waiting_run_gets_the_lock_when_the_holder_releases)
@@ -122,6 +126,8 @@ Test(cli, a_waiting_run_gets_the_lock_when_the_holder_releases)
     cr_assert(access(marker, F_OK) == 0);
     baton_lock_close(l);
     baton_client_close(c);
+    free(name);
+    free(marker);
 }
 
 /* ---------------------------------------------------------------- COMMAND ------------ */
@@ -151,6 +157,7 @@ Test(cli, exit_status_passes_through)
     cr_assert(eq(int, r.status, 126));
     cli_result_free(&r);
     cr_assert(eq(i64, exists(name), 0));
+    free(name);
 }
 
 Test(cli, command_keeps_stdin_stdout_and_inherited_descriptors)
@@ -182,6 +189,8 @@ Test(cli, command_keeps_stdin_stdout_and_inherited_descriptors)
     cr_assert(eq(str, r.out, direct));
     free(direct);
     cli_result_free(&r);
+    free(name);
+    free(file);
 }
 
 Test(cli, sigterm_and_sigint_reach_the_command_and_the_lock_is_released_after)
@@ -206,6 +215,9 @@ Test(cli, sigterm_and_sigint_reach_the_command_and_the_lock_is_released_after)
         cr_assert(content && strcmp(content, "caught\n") == 0, "the trap did not run");
         free(content);
         cr_assert(eq(i64, exists(name), 0), "the lock outlived baton");
+        free(name);
+        free(ready);
+        free(got);
     }
 }
 
@@ -222,6 +234,8 @@ Test(cli, command_killed_by_the_forwarded_signal_gives_128_plus_it)
     cr_assert(eq(int, th_wait(pid), 128 + SIGTERM));
     cr_assert(le(i64, th_ms() - t0, 1000));
     cr_assert(eq(i64, exists(name), 0));
+    free(name);
+    free(ready);
 }
 
 Test(cli, a_signal_while_waiting_ends_baton_and_runs_nothing)
@@ -242,6 +256,8 @@ Test(cli, a_signal_while_waiting_ends_baton_and_runs_nothing)
     cr_assert(eq(int, baton_lock_release(l), BATON_OK));
     baton_lock_close(l);
     baton_client_close(c);
+    free(name);
+    free(marker);
 }
 
 /* ---------------------------------------------------------------- loss --------------- */
@@ -263,6 +279,8 @@ Test(cli, a_lease_running_out_while_command_runs_is_a_loss)
     cr_assert(kill(atoi(pid), 0) != 0 && errno == ESRCH, "COMMAND %s still runs", pid);
     free(pid);
     cli_result_free(&r);
+    free(name);
+    free(pidfile);
 }
 
 Test(cli, a_deleted_lock_is_reported_lost_within_one_renewal_period)
@@ -290,6 +308,8 @@ Test(cli, a_deleted_lock_is_reported_lost_within_one_renewal_period)
     free(err);
     free(child);
     redisFree(r);
+    free(name);
+    free(pidfile);
 }
 
 Test(cli, a_lock_taken_over_is_reported_lost)
@@ -309,6 +329,8 @@ Test(cli, a_lock_taken_over_is_reported_lost)
     /* baton never touched the other owner's hold */
     cr_assert(eq(i64, th_cmd_int(r, "HGET %s someone-else:1", name), 1));
     redisFree(r);
+    free(name);
+    free(ready);
 }
 
 Test(cli, command_gets_the_fencing_token)
@@ -337,6 +359,7 @@ Test(cli, command_gets_the_fencing_token)
     unsetenv("BATON_FENCING_TOKEN");
     cr_assert(eq(str, res.out, "1\n"));
     cli_result_free(&res);
+    free(name);
 }
 
 /* ---------------------------------------------------------------- latch -------------- */
@@ -400,6 +423,7 @@ Test(cli, latch_set_count_count_down_and_await)
     cr_assert(eq(str, json_get(json_at(j, 0), "kind")->string, "absent"));
     json_free(j);
     cli_result_free(&r);
+    free(name);
 }
 
 Test(cli, latch_on_a_lock_key_fails_with_125)
@@ -415,6 +439,7 @@ Test(cli, latch_on_a_lock_key_fails_with_125)
     cr_assert(eq(int, baton_lock_release(l), BATON_OK));
     baton_lock_close(l);
     baton_client_close(c);
+    free(name);
 }
 
 /* ---------------------------------------------------------------- status ------------- */
@@ -479,6 +504,8 @@ Test(cli, status_json_parses_and_matches_a_held_lock)
     baton_client_close(c);
     free(expected_name);
     free(name);
+    free(base);
+    free(absent);
 }
 
 Test(cli, status_text_shows_holder_hold_count_and_ttl)
@@ -496,6 +523,7 @@ Test(cli, status_text_shows_holder_hold_count_and_ttl)
     cr_assert(eq(int, baton_lock_release(l), BATON_OK));
     baton_lock_close(l);
     baton_client_close(c);
+    free(name);
 }
 
 /* ---------------------------------------------------------------- unlock --force ----- */
@@ -531,6 +559,8 @@ Test(cli, unlock_force_frees_a_lock_whoever_holds_it)
     redisFree(rc);
     baton_lock_close(l);
     baton_client_close(c);
+    free(name);
+    free(marker);
 }
 
 /* ---------------------------------------------------------------- usage -------------- */
@@ -581,6 +611,7 @@ Test(cli, bad_usage_exits_2_with_a_usage_line)
         cli_result_free(&r);
     }
     cr_assert(access(marker, F_OK) != 0, "a COMMAND ran despite bad usage");
+    free(marker);
 }
 
 Test(cli, help_and_version)
@@ -647,6 +678,7 @@ Test(cli, an_unreachable_server_exits_120)
     cli_result_free(&r);
     unsetenv("BATON_URL");
     cr_assert(access(marker, F_OK) != 0);
+    free(marker);
 }
 
 Test(cli, a_silent_server_exits_120_within_the_connect_timeout)
