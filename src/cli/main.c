@@ -230,6 +230,16 @@ int cli_open_client(const cli_global *g, baton_client **out)
     }
 }
 
+#if defined(__SANITIZE_THREAD__)
+/* ThreadSanitizer sleeps a second at exit by default (atexit_sleep_ms); baton's exit is
+ * part of what its tests time. */
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void)
+{
+    return "atexit_sleep_ms=0";
+}
+#endif
+
 /* ------------------------------- main ------------------------------------------------- */
 
 static void print_help(void)
