@@ -16,9 +16,25 @@
 #include <string.h>
 #include <unistd.h>
 
-TestSuite(multilock, .timeout = 60);
-
 /* ---------------------------------------------------------------- helpers ------------ */
+
+/* th_name, freed after the test */
+static char *made[32];
+static int nmade;
+
+static char *nm(const char *base)
+{
+    cr_assert(lt(int, nmade, 32));
+    return made[nmade++] = th_name(base);
+}
+
+static void free_names(void)
+{
+    while (nmade > 0)
+        free(made[--nmade]);
+}
+
+TestSuite(multilock, .timeout = 60, .fini = free_names);
 
 static void open_locks(baton_client *c, char **names, size_t n, baton_lock **out)
 {
@@ -54,7 +70,7 @@ static baton_client *client_on(int port)
 Test(multilock, all_or_nothing_leaves_no_partial_hold)
 {
     baton_client *c = th_client(NULL), *other = th_client(NULL);
-    char *names[4] = {th_name("ml-a"), th_name("ml-b"), th_name("ml-c"), th_name("ml-d")};
+    char *names[4] = {nm("ml-a"), nm("ml-b"), nm("ml-c"), nm("ml-d")};
     baton_lock *m[4], *held;
     open_locks(c, names, 4, m);
     cr_assert(eq(int, baton_lock_open(other, names[2], &held), BATON_OK));
@@ -99,7 +115,7 @@ Test(multilock, all_or_nothing_leaves_no_partial_hold)
 Test(multilock, a_failing_member_rolls_back_the_others)
 {
     baton_client *c = th_client(NULL);
-    char *names[3] = {th_name("ml-a"), th_name("ml-b"), th_name("ml-c")};
+    char *names[3] = {nm("ml-a"), nm("ml-b"), nm("ml-c")};
     redisContext *r = th_redis();
     freeReplyObject(th_cmd(r, "SET %s not-a-lock", names[1])); /* B: wrong type */
     baton_lock *m[3], *g;
@@ -175,8 +191,8 @@ static int order_process(void *arg)
 
 Test(multilock, opposite_orders_in_two_processes_never_deadlock)
 {
-    char *counter = th_name("ml-counter");
-    order_job a = {{th_name("ml-a"), th_name("ml-b"), th_name("ml-c")}, false, counter, 200};
+    char *counter = nm("ml-counter");
+    order_job a = {{nm("ml-a"), nm("ml-b"), nm("ml-c")}, false, counter, 200};
     order_job b = a;
     b.reversed = true; /* {C, B, A} */
     int64_t t0 = th_ms();
@@ -184,6 +200,7 @@ Test(multilock, opposite_orders_in_two_processes_never_deadlock)
     cr_assert(eq(int, th_wait(pa), 0));
     cr_assert(eq(int, th_wait(pb), 0));
     int64_t took = th_ms() - t0;
+    cr_log_info("opposite orders: 2 x 200 loops in %lld ms", (long long)took);
     cr_assert(lt(i64, took, 30000), "%lld ms", (long long)took);
     redisContext *r = th_redis();
     cr_assert(eq(i64, th_cmd_int(r, "GET %s", counter), 400));
@@ -214,7 +231,7 @@ static void *race_thread(void *arg)
 static void race(bool quorum)
 {
     baton_client *c = th_client(NULL);
-    char *names[3] = {th_name("ml-a"), th_name("ml-b"), th_name("ml-c")};
+    char *names[3] = {nm("ml-a"), nm("ml-b"), nm("ml-c")};
     baton_lock *m[3], *g;
     open_locks(c, names, 3, m);
     cr_assert(eq(int, (quorum ? baton_redlock_open : baton_multilock_open)(m, 3, &g), BATON_OK));
@@ -262,7 +279,7 @@ Test(multilock, ten_threads_at_once_exactly_one_wins_the_quorum)
 Test(multilock, lease_expires_every_member_on_time)
 {
     baton_client *c = th_client(NULL);
-    char *names[3] = {th_name("ml-a"), th_name("ml-b"), th_name("ml-c")};
+    char *names[3] = {nm("ml-a"), nm("ml-b"), nm("ml-c")};
     baton_lock *m[3], *g;
     open_locks(c, names, 3, m);
     cr_assert(eq(int, baton_multilock_open(m, 3, &g), BATON_OK));
@@ -284,6 +301,8 @@ Test(multilock, lease_expires_every_member_on_time)
         }
         th_sleep_ms(5);
     }
+    cr_log_info("lease 1000 ms: members expired after %lld, %lld, %lld ms", (long long)gone[0],
+                (long long)gone[1], (long long)gone[2]);
     for (int i = 0; i < 3; i++) {
         cr_assert(ge(i64, gone[i], 980), "member %d expired after %lld ms", i,
                   (long long)gone[i]);
@@ -302,7 +321,7 @@ Test(multilock, lease_expires_every_member_on_time)
 Test(multilock, the_wait_budget_is_shared_by_the_members)
 {
     baton_client *c = th_client(NULL), *other = th_client(NULL);
-    char *names[3] = {th_name("ml-a"), th_name("ml-b"), th_name("ml-c")};
+    char *names[3] = {nm("ml-a"), nm("ml-b"), nm("ml-c")};
     baton_lock *m[3], *hb, *hc, *g;
     open_locks(c, names, 3, m);
     cr_assert(eq(int, baton_lock_open(other, names[1], &hb), BATON_OK));
@@ -313,6 +332,7 @@ Test(multilock, the_wait_budget_is_shared_by_the_members)
     int64_t t0 = th_ms();
     cr_assert(eq(int, baton_lock_try_acquire(g, 2000, BATON_LEASE_WATCHDOG), BATON_ETIMEDOUT));
     int64_t took = th_ms() - t0;
+    cr_log_info("try_acquire(wait 2000) of a group: ETIMEDOUT after %lld ms", (long long)took);
     cr_assert(ge(i64, took, 1990), "%lld ms", (long long)took);
     cr_assert(le(i64, took, 2300), "%lld ms", (long long)took); /* not 1.5 s + 2 s */
     redisContext *r = th_redis();
@@ -334,7 +354,7 @@ Test(multilock, the_wait_budget_is_shared_by_the_members)
 Test(multilock, a_lease_shorter_than_the_wait_never_yields_an_expired_member)
 {
     baton_client *c = th_client(NULL), *other = th_client(NULL);
-    char *names[2] = {th_name("ml-a"), th_name("ml-b")};
+    char *names[2] = {nm("ml-a"), nm("ml-b")};
     baton_lock *m[2], *hb, *g;
     open_locks(c, names, 2, m);
     cr_assert(eq(int, baton_lock_open(other, names[1], &hb), BATON_OK));
@@ -384,7 +404,7 @@ static void *wait_thread(void *arg)
 Test(multilock, a_waiting_group_is_woken_by_the_release)
 {
     baton_client *c = th_client(NULL), *other = th_client(NULL);
-    char *names[3] = {th_name("ml-a"), th_name("ml-b"), th_name("ml-c")};
+    char *names[3] = {nm("ml-a"), nm("ml-b"), nm("ml-c")};
     baton_lock *m[3], *hc, *g;
     open_locks(c, names, 3, m);
     cr_assert(eq(int, baton_lock_open(other, names[2], &hc), BATON_OK));
@@ -423,7 +443,7 @@ static void *is_held_thread(void *arg)
 Test(multilock, queries_answer_for_the_group)
 {
     baton_client *c = th_client(NULL), *other = th_client(NULL);
-    char *names[3] = {th_name("ml-a"), th_name("ml-b"), th_name("ml-c")};
+    char *names[3] = {nm("ml-a"), nm("ml-b"), nm("ml-c")};
     baton_lock *m[3], *g, *hb;
     open_locks(c, names, 3, m);
     cr_assert(eq(int, baton_lock_open(other, names[1], &hb), BATON_OK));
@@ -489,7 +509,7 @@ Test(multilock, queries_answer_for_the_group)
 Test(multilock, force_release_frees_every_member)
 {
     baton_client *c = th_client(NULL), *other = th_client(NULL);
-    char *names[2] = {th_name("ml-a"), th_name("ml-b")};
+    char *names[2] = {nm("ml-a"), nm("ml-b")};
     baton_lock *m[2], *mo[2], *g, *go;
     open_locks(c, names, 2, m);
     open_locks(other, names, 2, mo);
@@ -525,8 +545,8 @@ Test(multilock, members_on_two_servers_and_one_going_down)
     baton_client *c1 = client_on(th_port()), *c2 = client_on(s2.port);
     /* group g: its first member (canonical order: by name) on the server that stays, so
      * the failure comes after a member was taken; group h: the other way round */
-    char *n1 = th_name("ml-a"), *n2 = th_name("ml-b"), *n3 = th_name("ml-c"),
-         *n4 = th_name("ml-d");
+    char *n1 = nm("ml-a"), *n2 = nm("ml-b"), *n3 = nm("ml-c"),
+         *n4 = nm("ml-d");
     baton_lock *a1, *b2, *c2l, *d1, *g, *h;
     cr_assert(eq(int, baton_lock_open(c1, n1, &a1), BATON_OK));
     cr_assert(eq(int, baton_lock_open(c2, n2, &b2), BATON_OK));
@@ -563,6 +583,7 @@ Test(multilock, members_on_two_servers_and_one_going_down)
     cr_assert(eq(int, baton_lock_try_acquire(h, 1000, 10000), BATON_ECONN));
     cr_assert(eq(i64, exists(r1, n4), 0)); /* never taken */
     int64_t took = th_ms() - t0;
+    cr_log_info("one of two servers down: two try_acquire ECONN in %lld ms", (long long)took);
     cr_assert(le(i64, took, 4500), "%lld ms", (long long)took);
     bool held = true;
     cr_assert(eq(int, baton_lock_is_held_by_current_thread(a1, &held), BATON_OK));
@@ -594,7 +615,7 @@ Test(multilock, quorum_over_three_servers)
     cr_assert(lt(int, th_port(), s[0].port));
     cr_assert(lt(int, th_port(), s[1].port));
     baton_client *c[3] = {client_on(th_port()), client_on(s[0].port), client_on(s[1].port)};
-    char *name = th_name("rl");
+    char *name = nm("rl");
     baton_lock *m[3], *g;
     for (int i = 0; i < 3; i++)
         cr_assert(eq(int, baton_lock_open(c[i], name, &m[i]), BATON_OK));
@@ -653,7 +674,7 @@ Test(multilock, quorum_over_three_servers)
 Test(multilock, quorum_needs_a_majority_and_releases_what_it_took)
 {
     baton_client *c = th_client(NULL), *other = th_client(NULL);
-    char *names[3] = {th_name("rl-a"), th_name("rl-b"), th_name("rl-c")};
+    char *names[3] = {nm("rl-a"), nm("rl-b"), nm("rl-c")};
     baton_lock *m[3], *mo[3], *g;
     open_locks(c, names, 3, m);
     open_locks(other, names, 3, mo);
@@ -708,7 +729,7 @@ Test(multilock, quorum_needs_a_majority_and_releases_what_it_took)
 Test(multilock, bad_input_is_einval)
 {
     baton_client *c = th_client(NULL), *c_same = th_client(NULL);
-    char *na = th_name("ml-a"), *nb = th_name("ml-b");
+    char *na = nm("ml-a"), *nb = nm("ml-b");
     baton_lock *a, *a2, *a3, *b, *g = (baton_lock *)0x1;
     cr_assert(eq(int, baton_lock_open(c, na, &a), BATON_OK));
     cr_assert(eq(int, baton_lock_open(c, na, &a2), BATON_OK));
