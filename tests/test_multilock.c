@@ -18,23 +18,13 @@
 
 /* ---------------------------------------------------------------- helpers ------------ */
 
-/* th_name, freed after the test */
-static char *made[32];
-static int nmade;
-
+/* a unique name (the helper frees it when the test process exits) */
 static char *nm(const char *base)
 {
-    cr_assert(lt(int, nmade, 32));
-    return made[nmade++] = th_name(base);
+    return th_name(base);
 }
 
-static void free_names(void)
-{
-    while (nmade > 0)
-        free(made[--nmade]);
-}
-
-TestSuite(multilock, .timeout = 60, .fini = free_names);
+TestSuite(multilock, .timeout = 60);
 
 static void open_locks(baton_client *c, char **names, size_t n, baton_lock **out)
 {
