@@ -286,10 +286,22 @@ redisContext *baton__conn_ctx(baton__conn *conn)
 
 /* ------------------------------- commands --------------------------------------------- */
 
+void baton__client_stats(baton_client *c, baton__stats *out)
+{
+    out->commands = atomic_load(&c->round_trips);
+    out->pubsub = atomic_load(&c->pubsub_cmds);
+}
+
+void baton__count_round_trip(baton_client *c)
+{
+    atomic_fetch_add_explicit(&c->round_trips, 1, memory_order_relaxed);
+}
+
 /* Runs a command on a borrowed connection; maps a broken connection and error replies. */
 static int run_on(baton_client *c, baton__conn *conn, int argc, const char **argv,
                   const size_t *lens, redisReply **reply)
 {
+    baton__count_round_trip(c);
     redisReply *r = redisCommandArgv(conn->ctx, argc, argv, lens);
     if (!r)
         return baton__conn_error(c, conn->ctx, argv[0]);

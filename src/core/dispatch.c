@@ -180,6 +180,7 @@ static void reconcile(void *arg)
         if (verb) {
             const char *argv[2] = {verb, s->channel};
             if (redisAppendCommandArgv(d->ctx, 2, argv, NULL) == REDIS_OK) {
+                atomic_fetch_add_explicit(&d->c->pubsub_cmds, 1, memory_order_relaxed);
                 s->inflight = true; /* the permit stays taken until the confirmation */
                 wake_thread(d);
                 return;

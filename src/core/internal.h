@@ -183,6 +183,17 @@ int baton__script_call(baton_client *c, const baton__script *s, int nkeys, const
 int baton__script_append(struct redisContext *ctx, const baton__script *s, int nkeys,
                          const char **keys, int nargs, const char **args);
 
+/* Client-side counters, for tests and the benchmark (BENCH.md's "client round trips"):
+ * commands: request/reply round trips on command connections (a retry or a NOSCRIPT
+ * fallback counts again; a pipelined batch counts once; connection handshakes do not);
+ * pubsub: SUBSCRIBE and UNSUBSCRIBE commands sent. */
+typedef struct baton__stats {
+    uint64_t commands;
+    uint64_t pubsub;
+} baton__stats;
+void baton__client_stats(baton_client *c, baton__stats *out);
+void baton__count_round_trip(baton_client *c);
+
 /* "<uuid>:<thread-id>" of the calling thread for this client, into buf (>= 64 bytes). */
 void baton__owner(const baton_client *c, char *buf, size_t len);
 #define BATON__OWNER_LEN 64

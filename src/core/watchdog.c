@@ -133,6 +133,7 @@ static void renew_all(baton__watchdog *w, snapshot *s, signed char *result)
     baton__mutex_lock(&w->mu);
     w->rounds += nbatches;
     baton__mutex_unlock(&w->mu);
+    baton__count_round_trip(c); /* the batches travel pipelined: one round trip */
     bool broken = false;
     for (size_t b = 0; b < nbatches; b++) {
         size_t from = b * BATCH, cnt = s->n - from < BATCH ? s->n - from : BATCH;
