@@ -29,9 +29,7 @@ const char *cli_tmpdir(void)
 char *cli_path(const char *base)
 {
     char *p = NULL;
-    char *unique = th_name(base);
-    cr_assert(asprintf(&p, "%s/%s", cli_tmpdir(), unique) > 0);
-    free(unique);
+    cr_assert(asprintf(&p, "%s/%s", cli_tmpdir(), th_name(base)) > 0);
     return p;
 }
 

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -65,7 +66,6 @@ Test(cli, twenty_concurrent_runs_leave_exactly_twenty)
     cr_assert(eq(str, content, "20\n"));
     cr_assert(eq(i64, exists(name), 0));
     free(content);
-    free(name);
     free(file);
 }
 
@@ -107,7 +107,6 @@ Test(cli, wait_gives_up_after_about_a_second_without_running)
     cli_result_free(&r);
     baton_lock_close(l);
     baton_client_close(c);
-    free(name);
     free(marker);
 }
 
@@ -126,7 +125,6 @@ Test(cli, a_waiting_run_gets_the_lock_when_the_holder_releases)
     cr_assert(access(marker, F_OK) == 0);
     baton_lock_close(l);
     baton_client_close(c);
-    free(name);
     free(marker);
 }
 
@@ -157,7 +155,6 @@ Test(cli, exit_status_passes_through)
     cr_assert(eq(int, r.status, 126));
     cli_result_free(&r);
     cr_assert(eq(i64, exists(name), 0));
-    free(name);
 }
 
 Test(cli, command_keeps_stdin_stdout_and_inherited_descriptors)
@@ -189,7 +186,6 @@ Test(cli, command_keeps_stdin_stdout_and_inherited_descriptors)
     cr_assert(eq(str, r.out, direct));
     free(direct);
     cli_result_free(&r);
-    free(name);
     free(file);
 }
 
@@ -215,7 +211,6 @@ Test(cli, sigterm_and_sigint_reach_the_command_and_the_lock_is_released_after)
         cr_assert(content && strcmp(content, "caught\n") == 0, "the trap did not run");
         free(content);
         cr_assert(eq(i64, exists(name), 0), "the lock outlived baton");
-        free(name);
         free(ready);
         free(got);
     }
@@ -234,7 +229,6 @@ Test(cli, command_killed_by_the_forwarded_signal_gives_128_plus_it)
     cr_assert(eq(int, th_wait(pid), 128 + SIGTERM));
     cr_assert(le(i64, th_ms() - t0, 1000));
     cr_assert(eq(i64, exists(name), 0));
-    free(name);
     free(ready);
 }
 
@@ -256,7 +250,6 @@ Test(cli, a_signal_while_waiting_ends_baton_and_runs_nothing)
     cr_assert(eq(int, baton_lock_release(l), BATON_OK));
     baton_lock_close(l);
     baton_client_close(c);
-    free(name);
     free(marker);
 }
 
@@ -279,7 +272,6 @@ Test(cli, a_lease_running_out_while_command_runs_is_a_loss)
     cr_assert(kill(atoi(pid), 0) != 0 && errno == ESRCH, "COMMAND %s still runs", pid);
     free(pid);
     cli_result_free(&r);
-    free(name);
     free(pidfile);
 }
 
@@ -308,7 +300,6 @@ Test(cli, a_deleted_lock_is_reported_lost_within_one_renewal_period)
     free(err);
     free(child);
     redisFree(r);
-    free(name);
     free(pidfile);
 }
 
@@ -329,7 +320,6 @@ Test(cli, a_lock_taken_over_is_reported_lost)
     /* baton never touched the other owner's hold */
     cr_assert(eq(i64, th_cmd_int(r, "HGET %s someone-else:1", name), 1));
     redisFree(r);
-    free(name);
     free(ready);
 }
 
@@ -359,7 +349,169 @@ Test(cli, command_gets_the_fencing_token)
     unsetenv("BATON_FENCING_TOKEN");
     cr_assert(eq(str, res.out, "1\n"));
     cli_result_free(&res);
-    free(name);
+}
+
+/* ---------------------------------------------------------------- multi-lock --------- */
+
+Test(cli, several_names_hold_all_of_them_with_a_token_each)
+{
+    char *a = th_name("cli-multi-a"), *b = th_name("cli-multi-b"), *ready = cli_path("ready");
+    char *tokens = cli_path("tokens");
+    char script[512];
+    snprintf(script, sizeof script,
+             "echo \"$BATON_FENCING_TOKEN\" > \"%s\"; touch \"%s\"; sleep 0.5", tokens, ready);
+    pid_t pid = cli_spawn(ARGS("lock", a, b, "--", "sh", "-c", script));
+    cr_assert(cli_wait_file(ready, 5000));
+    cr_assert(eq(i64, exists(a), 1));
+    cr_assert(eq(i64, exists(b), 1));
+    cr_assert(eq(int, th_wait(pid), 0));
+    cr_assert(eq(i64, exists(a), 0));
+    cr_assert(eq(i64, exists(b), 0));
+    /* the tokens, in NAME order */
+    redisContext *r = th_redis();
+    char expected[64];
+    snprintf(expected, sizeof expected, "%lld,%lld\n",
+             th_cmd_int(r, "GET redisson_lock_token:{%s}", a),
+             th_cmd_int(r, "GET redisson_lock_token:{%s}", b));
+    char *got = cli_read_file(tokens);
+    cr_assert(eq(str, got, expected));
+    free(got);
+    redisFree(r);
+    free(ready);
+    free(tokens);
+}
+
+Test(cli, several_names_are_all_or_none)
+{
+    char *a = th_name("cli-multi-a"), *b = th_name("cli-multi-b"), *marker = cli_path("marker");
+    baton_lock *l;
+    baton_client *c = hold(b, &l);
+    cli_result r;
+    cli_exec(&r, ARGS("lock", a, b, "--wait", "500ms", "--", "touch", marker));
+    cr_assert(eq(int, r.status, 124), "stderr: %s", r.err);
+    cr_assert(access(marker, F_OK) != 0);
+    cr_assert(eq(i64, exists(a), 0), "a member was left held");
+    cli_result_free(&r);
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    baton_lock_close(l);
+    baton_client_close(c);
+    free(marker);
+}
+
+Test(cli, overlapping_groups_in_any_order_count_exactly)
+{
+    /* "A B", "B A" and "B" all guard the counter through B; none may deadlock */
+    char *a = th_name("cli-grp-a"), *b = th_name("cli-grp-b"), *file = cli_path("counter");
+    FILE *f = fopen(file, "w");
+    fputs("0\n", f);
+    fclose(f);
+    const char *script = "n=$(cat \"$1\"); sleep 0.02; echo $((n + 1)) > \"$1\"";
+    pid_t pids[12];
+    for (int i = 0; i < 12; i++) {
+        if (i % 3 == 0)
+            pids[i] = cli_spawn(ARGS("lock", a, b, "--", "sh", "-c", script, "sh", file));
+        else if (i % 3 == 1)
+            pids[i] = cli_spawn(ARGS("lock", b, a, "--", "sh", "-c", script, "sh", file));
+        else
+            pids[i] = cli_spawn(ARGS("lock", b, "--", "sh", "-c", script, "sh", file));
+    }
+    for (int i = 0; i < 12; i++)
+        cr_assert(eq(int, th_wait(pids[i]), 0), "run %d", i);
+    char *content = cli_read_file(file);
+    cr_assert(eq(str, content, "12\n"));
+    free(content);
+    free(file);
+}
+
+/* ---------------------------------------------------------------- semaphore ---------- */
+
+Test(cli, semaphore_caps_concurrency_and_returns_its_permits)
+{
+    char *name = th_name("cli-sem"), *dir = cli_path("inside"), *log = cli_path("log");
+    cr_assert(mkdir(dir, 0700) == 0);
+    /* each run: enter, count who is inside, stay a while, leave */
+    const char *script = "touch \"$1/$$\"; ls \"$1\" | wc -l >> \"$2\"; sleep 0.2; "
+                         "rm \"$1/$$\"";
+    pid_t pids[6];
+    for (int i = 0; i < 6; i++)
+        pids[i] = cli_spawn(ARGS("semaphore", name, "--permits", "2", "--", "sh", "-c", script,
+                                 "sh", dir, log));
+    for (int i = 0; i < 6; i++)
+        cr_assert(eq(int, th_wait(pids[i]), 0), "run %d", i);
+    char *seen = cli_read_file(log);
+    int peak = 0, runs = 0;
+    for (char *line = strtok(seen, "\n"); line; line = strtok(NULL, "\n"), runs++)
+        if (atoi(line) > peak)
+            peak = atoi(line);
+    cr_assert(eq(int, runs, 6));
+    cr_assert(eq(int, peak, 2), "peak concurrency %d", peak);
+    free(seen);
+    redisContext *r = th_redis();
+    cr_assert(eq(i64, th_cmd_int(r, "GET %s", name), 2), "permits not returned");
+    redisFree(r);
+    free(dir);
+    free(log);
+}
+
+Test(cli, semaphore_wait_take_and_status)
+{
+    char *name = th_name("cli-sem-wait"), *marker = cli_path("marker");
+    cli_result r;
+    /* --permits sets the count only once */
+    cli_exec(&r, ARGS("semaphore", name, "--permits", "3", "--take", "3", "--", "true"));
+    cr_assert(eq(int, r.status, 0), "stderr: %s", r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("semaphore", name, "--permits", "1", "--take", "3", "--wait", "0", "--",
+                      "true"));
+    cr_assert(eq(int, r.status, 0), "stderr: %s", r.err);
+    cli_result_free(&r);
+
+    /* all 3 taken elsewhere: --wait gives up, nothing runs */
+    baton_client *c = th_client(NULL);
+    baton_semaphore *s;
+    cr_assert(eq(int, baton_semaphore_open(c, name, &s), BATON_OK));
+    cr_assert(eq(int, baton_semaphore_acquire(s, 3), BATON_OK));
+    cli_exec(&r, ARGS("semaphore", name, "--wait", "500ms", "--", "touch", marker));
+    cr_assert(eq(int, r.status, 124), "stderr: %s", r.err);
+    cr_assert(ge(i64, r.ms, 490));
+    cr_assert(le(i64, r.ms, 900), "%lld ms", (long long)r.ms);
+    cr_assert(access(marker, F_OK) != 0);
+    cli_result_free(&r);
+
+    /* status: the count, and a waiter makes the kind certain */
+    cli_exec(&r, ARGS("status", name, "--json"));
+    json *j = json_parse(r.out);
+    cr_assert(j != NULL, "not JSON: %s", r.out);
+    cr_assert(eq(str, json_get(json_at(j, 0), "kind")->string, "semaphore-or-latch"));
+    cr_assert(eq(int, (int)json_get(json_at(j, 0), "value")->number, 0));
+    json_free(j);
+    cli_result_free(&r);
+    pid_t waiter = cli_spawn(ARGS("semaphore", name, "--take", "2", "--", "touch", marker));
+    th_sleep_ms(300);
+    cr_assert(eq(int, baton_semaphore_release(s, 1), BATON_OK));
+    th_sleep_ms(100);
+    cli_exec(&r, ARGS("status", name, "--json"));
+    j = json_parse(r.out);
+    cr_assert(j != NULL, "not JSON: %s", r.out);
+    json *sem = json_at(j, 0);
+    cr_assert(eq(str, json_get(sem, "kind")->string, "semaphore"));
+    cr_assert(eq(str, json_get(sem, "redis_type")->string, "string"));
+    cr_assert(eq(int, (int)json_get(sem, "value")->number, 1));
+    cr_assert(eq(int, (int)json_get(json_get(sem, "subscribers"), "semaphore")->number, 1));
+    json_free(j);
+    cli_result_free(&r);
+    cr_assert(access(marker, F_OK) != 0, "ran with 1 of 2 permits");
+    int64_t t0 = th_ms();
+    cr_assert(eq(int, baton_semaphore_release(s, 2), BATON_OK));
+    cr_assert(eq(int, th_wait(waiter), 0));
+    cr_assert(le(i64, th_ms() - t0, 500));
+    cr_assert(access(marker, F_OK) == 0);
+    int64_t left = 0;
+    cr_assert(eq(int, baton_semaphore_available(s, &left), BATON_OK));
+    cr_assert(eq(i64, left, 3));
+    baton_semaphore_close(s);
+    baton_client_close(c);
+    free(marker);
 }
 
 /* ---------------------------------------------------------------- latch -------------- */
@@ -423,7 +575,6 @@ Test(cli, latch_set_count_count_down_and_await)
     cr_assert(eq(str, json_get(json_at(j, 0), "kind")->string, "absent"));
     json_free(j);
     cli_result_free(&r);
-    free(name);
 }
 
 Test(cli, latch_on_a_lock_key_fails_with_125)
@@ -439,7 +590,6 @@ Test(cli, latch_on_a_lock_key_fails_with_125)
     cr_assert(eq(int, baton_lock_release(l), BATON_OK));
     baton_lock_close(l);
     baton_client_close(c);
-    free(name);
 }
 
 /* ---------------------------------------------------------------- status ------------- */
@@ -504,8 +654,6 @@ Test(cli, status_json_parses_and_matches_a_held_lock)
     baton_client_close(c);
     free(expected_name);
     free(name);
-    free(base);
-    free(absent);
 }
 
 Test(cli, status_text_shows_holder_hold_count_and_ttl)
@@ -523,7 +671,6 @@ Test(cli, status_text_shows_holder_hold_count_and_ttl)
     cr_assert(eq(int, baton_lock_release(l), BATON_OK));
     baton_lock_close(l);
     baton_client_close(c);
-    free(name);
 }
 
 /* ---------------------------------------------------------------- unlock --force ----- */
@@ -559,7 +706,6 @@ Test(cli, unlock_force_frees_a_lock_whoever_holds_it)
     redisFree(rc);
     baton_lock_close(l);
     baton_client_close(c);
-    free(name);
     free(marker);
 }
 

@@ -44,13 +44,6 @@ enum {
  * build. Once every module is in the library this block can go, and CLI_HAVE(fn) with it.
  */
 #pragma weak baton_fairlock_open
-#pragma weak baton_multilock_open
-#pragma weak baton_semaphore_open
-#pragma weak baton_semaphore_close
-#pragma weak baton_semaphore_try_set_permits
-#pragma weak baton_semaphore_acquire
-#pragma weak baton_semaphore_try_acquire
-#pragma weak baton_semaphore_release
 #define CLI_HAVE(fn) ((fn) != NULL)
 
 /* Prints that this libbaton lacks `what` and returns EXIT_FAILED. */

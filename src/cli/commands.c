@@ -163,8 +163,6 @@ int cli_cmd_lock(cli_global *g, int argc, char **argv)
         rc = cli_usage_error("lock", "--watchdog must be more than 0");
     if (!rc && fair && !CLI_HAVE(baton_fairlock_open))
         rc = cli_missing("fair locks");
-    if (!rc && n > 1 && !CLI_HAVE(baton_multilock_open))
-        rc = cli_missing("multi-locks");
     if (rc) {
         free(names);
         return rc;
@@ -327,8 +325,6 @@ int cli_cmd_semaphore(cli_global *g, int argc, char **argv)
         rc = cli_usage_error("semaphore", "missing '--' before COMMAND");
     else if (!rc && !command[0])
         rc = cli_usage_error("semaphore", "no COMMAND after '--'");
-    if (!rc && !CLI_HAVE(baton_semaphore_open))
-        rc = cli_missing("semaphores");
     if (rc)
         return rc;
 
