@@ -87,28 +87,26 @@ long long th_cmd_int(redisContext *r, const char *fmt, ...)
     return v;
 }
 
-/* Names live until the test process exits, freed then, so tests need not free them. */
-static char *names[256];
-static int counter;
-
-static void free_names(void)
-{
-    for (int i = 0; i < counter; i++)
-        free(names[i]);
-    counter = 0;
-}
-
 char *th_name(const char *base)
 {
+    static int counter;
     char *s = NULL;
-    if (counter == 0)
-        atexit(free_names);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    cr_assert(counter < 256, "th_name: too many names in one test");
-    cr_assert(asprintf(&s, "%s-%d-%d-%ld", base, (int)getpid(), counter + 1, ts.tv_nsec) > 0);
-    names[counter++] = s;
+    cr_assert(asprintf(&s, "%s-%d-%d-%ld", base, (int)getpid(), ++counter, ts.tv_nsec) > 0);
     return s;
+}
+
+const char *th_tmpname(const char *base)
+{
+    static char pool[256][200];
+    static int used;
+    cr_assert(used < 256, "th_tmpname: too many names in one test");
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(pool[used], sizeof pool[used], "%s-%d-t%d-%ld", base, (int)getpid(), used,
+             ts.tv_nsec);
+    return pool[used++];
 }
 
 int64_t th_ms(void)

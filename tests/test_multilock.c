@@ -18,10 +18,10 @@
 
 /* ---------------------------------------------------------------- helpers ------------ */
 
-/* a unique name (the helper frees it when the test process exits) */
+/* a unique name, in storage the helper owns */
 static char *nm(const char *base)
 {
-    return th_name(base);
+    return (char *)th_tmpname(base);
 }
 
 TestSuite(multilock, .timeout = 60);
