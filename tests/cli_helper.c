@@ -29,7 +29,7 @@ const char *cli_tmpdir(void)
 char *cli_path(const char *base)
 {
     char *p = NULL;
-    cr_assert(asprintf(&p, "%s/%s", cli_tmpdir(), th_name(base)) > 0);
+    cr_assert(asprintf(&p, "%s/%s", cli_tmpdir(), th_tmpname(base)) > 0);
     return p;
 }
 

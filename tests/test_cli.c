@@ -47,7 +47,8 @@ static baton_client *hold(const char *name, baton_lock **out)
 
 Test(cli, twenty_concurrent_runs_leave_exactly_twenty)
 {
-    char *name = th_name("cli-count"), *file = cli_path("counter");
+    const char *name = th_tmpname("cli-count");
+    char *file = cli_path("counter");
     FILE *f = fopen(file, "w");
     fputs("0\n", f);
     fclose(f);
@@ -73,7 +74,8 @@ Test(cli, twenty_concurrent_runs_leave_exactly_twenty)
 
 Test(cli, wait_gives_up_after_about_a_second_without_running)
 {
-    char *name = th_name("cli-wait"), *marker = cli_path("marker");
+    const char *name = th_tmpname("cli-wait");
+    char *marker = cli_path("marker");
     baton_lock *l;
     baton_client *c = hold(name, &l);
     cli_result r;
@@ -112,7 +114,8 @@ Test(cli, wait_gives_up_after_about_a_second_without_running)
 
 Test(cli, a_waiting_run_gets_the_lock_when_the_holder_releases)
 {
-    char *name = th_name("cli-handover"), *marker = cli_path("marker");
+    const char *name = th_tmpname("cli-handover");
+    char *marker = cli_path("marker");
     baton_lock *l;
     baton_client *c = hold(name, &l);
     pid_t pid = cli_spawn(ARGS("lock", name, "--", "touch", marker));
@@ -132,7 +135,7 @@ Test(cli, a_waiting_run_gets_the_lock_when_the_holder_releases)
 
 Test(cli, exit_status_passes_through)
 {
-    char *name = th_name("cli-status");
+    const char *name = th_tmpname("cli-status");
     const char *codes[] = {"0", "1", "42"};
     for (int i = 0; i < 3; i++) {
         char script[32];
@@ -159,7 +162,8 @@ Test(cli, exit_status_passes_through)
 
 Test(cli, command_keeps_stdin_stdout_and_inherited_descriptors)
 {
-    char *name = th_name("cli-stdio"), *file = cli_path("fd3");
+    const char *name = th_tmpname("cli-stdio");
+    char *file = cli_path("fd3");
     cli_result r;
     /* stdin and stdout through baton */
     cli_exec_program(&r, ARGS("/bin/sh", "-c", "echo hello | \"$0\" lock \"$1\" -- cat",
@@ -193,7 +197,9 @@ Test(cli, sigterm_and_sigint_reach_the_command_and_the_lock_is_released_after)
 {
     const int sigs[] = {SIGTERM, SIGINT};
     for (int i = 0; i < 2; i++) {
-        char *name = th_name("cli-signal"), *ready = cli_path("ready"), *got = cli_path("got");
+        const char *name = th_tmpname("cli-signal");
+        char *ready = cli_path("ready");
+        char *got = cli_path("got");
         char script[512];
         snprintf(script, sizeof script,
                  "trap 'echo caught > \"%s\"; exit 7' %s; touch \"%s\"; "
@@ -218,7 +224,8 @@ Test(cli, sigterm_and_sigint_reach_the_command_and_the_lock_is_released_after)
 
 Test(cli, command_killed_by_the_forwarded_signal_gives_128_plus_it)
 {
-    char *name = th_name("cli-signal-default"), *ready = cli_path("ready");
+    const char *name = th_tmpname("cli-signal-default");
+    char *ready = cli_path("ready");
     char script[256];
     snprintf(script, sizeof script, "touch \"%s\"; exec sleep 30", ready);
     pid_t pid = cli_spawn(ARGS("lock", name, "--", "sh", "-c", script));
@@ -234,7 +241,8 @@ Test(cli, command_killed_by_the_forwarded_signal_gives_128_plus_it)
 
 Test(cli, a_signal_while_waiting_ends_baton_and_runs_nothing)
 {
-    char *name = th_name("cli-wait-signal"), *marker = cli_path("marker");
+    const char *name = th_tmpname("cli-wait-signal");
+    char *marker = cli_path("marker");
     baton_lock *l;
     baton_client *c = hold(name, &l);
     pid_t pid = cli_spawn(ARGS("lock", name, "--wait", "20s", "--", "touch", marker));
@@ -257,7 +265,8 @@ Test(cli, a_signal_while_waiting_ends_baton_and_runs_nothing)
 
 Test(cli, a_lease_running_out_while_command_runs_is_a_loss)
 {
-    char *name = th_name("cli-lease"), *pidfile = cli_path("pid");
+    const char *name = th_tmpname("cli-lease");
+    char *pidfile = cli_path("pid");
     char script[256];
     snprintf(script, sizeof script, "echo $$ > \"%s\"; exec sleep 30", pidfile);
     cli_result r;
@@ -277,7 +286,8 @@ Test(cli, a_lease_running_out_while_command_runs_is_a_loss)
 
 Test(cli, a_deleted_lock_is_reported_lost_within_one_renewal_period)
 {
-    char *name = th_name("cli-lost"), *pidfile = cli_path("pid");
+    const char *name = th_tmpname("cli-lost");
+    char *pidfile = cli_path("pid");
     char script[256];
     snprintf(script, sizeof script, "echo $$ > \"%s.tmp\"; mv \"%s.tmp\" \"%s\"; exec sleep 30",
              pidfile, pidfile, pidfile);
@@ -305,7 +315,8 @@ Test(cli, a_deleted_lock_is_reported_lost_within_one_renewal_period)
 
 Test(cli, a_lock_taken_over_is_reported_lost)
 {
-    char *name = th_name("cli-takeover"), *ready = cli_path("ready");
+    const char *name = th_tmpname("cli-takeover");
+    char *ready = cli_path("ready");
     char script[256];
     snprintf(script, sizeof script, "touch \"%s\"; exec sleep 30", ready);
     pid_t pid = cli_spawn(ARGS("lock", name, "--watchdog", "600ms", "--", "sh", "-c", script));
@@ -325,7 +336,7 @@ Test(cli, a_lock_taken_over_is_reported_lost)
 
 Test(cli, command_gets_the_fencing_token)
 {
-    char *name = th_name("cli-token");
+    const char *name = th_tmpname("cli-token");
     long long seen[3];
     for (int i = 0; i < 3; i++) {
         cli_result r;
@@ -355,7 +366,9 @@ Test(cli, command_gets_the_fencing_token)
 
 Test(cli, several_names_hold_all_of_them_with_a_token_each)
 {
-    char *a = th_name("cli-multi-a"), *b = th_name("cli-multi-b"), *ready = cli_path("ready");
+    const char *a = th_tmpname("cli-multi-a");
+    const char *b = th_tmpname("cli-multi-b");
+    char *ready = cli_path("ready");
     char *tokens = cli_path("tokens");
     char script[512];
     snprintf(script, sizeof script,
@@ -383,7 +396,9 @@ Test(cli, several_names_hold_all_of_them_with_a_token_each)
 
 Test(cli, several_names_are_all_or_none)
 {
-    char *a = th_name("cli-multi-a"), *b = th_name("cli-multi-b"), *marker = cli_path("marker");
+    const char *a = th_tmpname("cli-multi-a");
+    const char *b = th_tmpname("cli-multi-b");
+    char *marker = cli_path("marker");
     baton_lock *l;
     baton_client *c = hold(b, &l);
     cli_result r;
@@ -401,7 +416,9 @@ Test(cli, several_names_are_all_or_none)
 Test(cli, overlapping_groups_in_any_order_count_exactly)
 {
     /* "A B", "B A" and "B" all guard the counter through B; none may deadlock */
-    char *a = th_name("cli-grp-a"), *b = th_name("cli-grp-b"), *file = cli_path("counter");
+    const char *a = th_tmpname("cli-grp-a");
+    const char *b = th_tmpname("cli-grp-b");
+    char *file = cli_path("counter");
     FILE *f = fopen(file, "w");
     fputs("0\n", f);
     fclose(f);
@@ -427,7 +444,9 @@ Test(cli, overlapping_groups_in_any_order_count_exactly)
 
 Test(cli, semaphore_caps_concurrency_and_returns_its_permits)
 {
-    char *name = th_name("cli-sem"), *dir = cli_path("inside"), *log = cli_path("log");
+    const char *name = th_tmpname("cli-sem");
+    char *dir = cli_path("inside");
+    char *log = cli_path("log");
     cr_assert(mkdir(dir, 0700) == 0);
     /* each run: enter, count who is inside, stay a while, leave */
     const char *script = "touch \"$1/$$\"; ls \"$1\" | wc -l >> \"$2\"; sleep 0.2; "
@@ -455,7 +474,8 @@ Test(cli, semaphore_caps_concurrency_and_returns_its_permits)
 
 Test(cli, semaphore_wait_take_and_status)
 {
-    char *name = th_name("cli-sem-wait"), *marker = cli_path("marker");
+    const char *name = th_tmpname("cli-sem-wait");
+    char *marker = cli_path("marker");
     cli_result r;
     /* --permits sets the count only once */
     cli_exec(&r, ARGS("semaphore", name, "--permits", "3", "--take", "3", "--", "true"));
@@ -518,7 +538,7 @@ Test(cli, semaphore_wait_take_and_status)
 
 Test(cli, latch_set_count_count_down_and_await)
 {
-    char *name = th_name("cli-latch");
+    const char *name = th_tmpname("cli-latch");
     cli_result r;
     cli_exec(&r, ARGS("latch", name, "await"));
     cr_assert(eq(int, r.status, 0), "an unset latch is open: %s", r.err);
@@ -579,7 +599,7 @@ Test(cli, latch_set_count_count_down_and_await)
 
 Test(cli, latch_on_a_lock_key_fails_with_125)
 {
-    char *name = th_name("cli-latch-type");
+    const char *name = th_tmpname("cli-latch-type");
     baton_lock *l;
     baton_client *c = hold(name, &l);
     cli_result r;
@@ -597,7 +617,8 @@ Test(cli, latch_on_a_lock_key_fails_with_125)
 Test(cli, status_json_parses_and_matches_a_held_lock)
 {
     /* a name that needs escaping: quote, backslash, newline, a byte that is not UTF-8 */
-    char *base = th_name("cli-status"), *absent = th_name("cli-absent");
+    const char *base = th_tmpname("cli-status");
+    const char *absent = th_tmpname("cli-absent");
     char *name = NULL;
     cr_assert(asprintf(&name, "%s \"q\" \\ \n \xff", base) > 0);
     baton_lock *l;
@@ -658,7 +679,7 @@ Test(cli, status_json_parses_and_matches_a_held_lock)
 
 Test(cli, status_text_shows_holder_hold_count_and_ttl)
 {
-    char *name = th_name("cli-status-text");
+    const char *name = th_tmpname("cli-status-text");
     baton_lock *l;
     baton_client *c = hold(name, &l);
     cli_result r;
@@ -677,7 +698,8 @@ Test(cli, status_text_shows_holder_hold_count_and_ttl)
 
 Test(cli, unlock_force_frees_a_lock_whoever_holds_it)
 {
-    char *name = th_name("cli-unlock"), *marker = cli_path("marker");
+    const char *name = th_tmpname("cli-unlock");
+    char *marker = cli_path("marker");
     baton_lock *l;
     baton_client *c = hold(name, &l);
     pid_t waiter = cli_spawn(ARGS("lock", name, "--", "touch", marker));
