@@ -15,10 +15,10 @@
 
 /* One finished run of baton. */
 typedef struct cli_result {
-    int status;   /* exit status, or 128 + signal */
-    char *out;    /* stdout, NUL-terminated; free with cli_result_free */
-    char *err;    /* stderr */
-    int64_t ms;   /* wall time from start to exit */
+    int status; /* exit status, or 128 + signal */
+    char *out;  /* stdout, NUL-terminated; free with cli_result_free */
+    char *err;  /* stderr */
+    int64_t ms; /* wall time from start to exit */
 } cli_result;
 
 /* Runs baton with the NULL-terminated arguments (not counting "baton") against the test
@@ -50,9 +50,9 @@ typedef struct json {
     json_type type;
     bool boolean;
     double number;
-    char *string;         /* JSON_STRING: decoded (UTF-8) */
-    struct json **items;  /* JSON_ARRAY and JSON_OBJECT values */
-    char **keys;          /* JSON_OBJECT keys */
+    char *string;        /* JSON_STRING: decoded (UTF-8) */
+    struct json **items; /* JSON_ARRAY and JSON_OBJECT values */
+    char **keys;         /* JSON_OBJECT keys */
     size_t n;
 } json;
 

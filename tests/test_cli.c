@@ -166,14 +166,15 @@ Test(cli, command_keeps_stdin_stdout_and_inherited_descriptors)
     char *file = cli_path("fd3");
     cli_result r;
     /* stdin and stdout through baton */
-    cli_exec_program(&r, ARGS("/bin/sh", "-c", "echo hello | \"$0\" lock \"$1\" -- cat",
-                              BATON_CLI_PATH, name));
+    cli_exec_program(
+        &r, ARGS("/bin/sh", "-c", "echo hello | \"$0\" lock \"$1\" -- cat", BATON_CLI_PATH, name));
     cr_assert(eq(int, r.status, 0), "stderr: %s", r.err);
     cr_assert(eq(str, r.out, "hello\n"));
     cli_result_free(&r);
     /* a descriptor the caller opened reaches COMMAND */
-    cli_exec_program(&r, ARGS("/bin/sh", "-c", "\"$0\" lock \"$1\" -- sh -c 'echo three >&3' 3>\"$2\"",
-                              BATON_CLI_PATH, name, file));
+    cli_exec_program(&r,
+                     ARGS("/bin/sh", "-c", "\"$0\" lock \"$1\" -- sh -c 'echo three >&3' 3>\"$2\"",
+                          BATON_CLI_PATH, name, file));
     cr_assert(eq(int, r.status, 0), "stderr: %s", r.err);
     char *content = cli_read_file(file);
     cr_assert(eq(str, content, "three\n"));
@@ -453,8 +454,8 @@ Test(cli, semaphore_caps_concurrency_and_returns_its_permits)
                          "rm \"$1/$$\"";
     pid_t pids[6];
     for (int i = 0; i < 6; i++)
-        pids[i] = cli_spawn(ARGS("semaphore", name, "--permits", "2", "--", "sh", "-c", script,
-                                 "sh", dir, log));
+        pids[i] = cli_spawn(
+            ARGS("semaphore", name, "--permits", "2", "--", "sh", "-c", script, "sh", dir, log));
     for (int i = 0; i < 6; i++)
         cr_assert(eq(int, th_wait(pids[i]), 0), "run %d", i);
     char *seen = cli_read_file(log);
@@ -481,8 +482,8 @@ Test(cli, semaphore_wait_take_and_status)
     cli_exec(&r, ARGS("semaphore", name, "--permits", "3", "--take", "3", "--", "true"));
     cr_assert(eq(int, r.status, 0), "stderr: %s", r.err);
     cli_result_free(&r);
-    cli_exec(&r, ARGS("semaphore", name, "--permits", "1", "--take", "3", "--wait", "0", "--",
-                      "true"));
+    cli_exec(&r,
+             ARGS("semaphore", name, "--permits", "1", "--take", "3", "--wait", "0", "--", "true"));
     cr_assert(eq(int, r.status, 0), "stderr: %s", r.err);
     cli_result_free(&r);
 
@@ -502,7 +503,8 @@ Test(cli, semaphore_wait_take_and_status)
     cli_exec(&r, ARGS("status", name, "--json"));
     json *j = json_parse(r.out);
     cr_assert(j != NULL, "not JSON: %s", r.out);
-    cr_assert(eq(str, json_get(json_at(j, 0), "kind")->string, "semaphore-or-latch"));
+    /* 0 permits: a latch would have no key at 0, so this is a semaphore */
+    cr_assert(eq(str, json_get(json_at(j, 0), "kind")->string, "semaphore"));
     cr_assert(eq(int, (int)json_get(json_at(j, 0), "value")->number, 0));
     json_free(j);
     cli_result_free(&r);
@@ -751,6 +753,7 @@ Test(cli, bad_usage_exits_2_with_a_usage_line)
         ARGS("lock", "x", "--wait", "--", "touch", marker),
         ARGS("lock", "x", "--lease", "1s", "--watchdog", "3s", "--", "touch", marker),
         ARGS("lock", "x", "--lease", "0", "--", "touch", marker),
+        ARGS("lock", "x", "--watchdog", "10ms", "--", "touch", marker),
         ARGS("lock", "x", "--frobnicate", "--", "touch", marker),
         ARGS("semaphore", "s", "--take", "0", "--", "touch", marker),
         ARGS("semaphore", "s", "--permits", "many", "--", "touch", marker),
@@ -772,8 +775,8 @@ Test(cli, bad_usage_exits_2_with_a_usage_line)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         cli_result r;
         cli_exec(&r, cases[i]);
-        cr_assert(eq(int, r.status, 2), "case %zu (%s %s): status %d, stderr %s", i,
-                  cases[i][0], cases[i][1] ? cases[i][1] : "", r.status, r.err);
+        cr_assert(eq(int, r.status, 2), "case %zu (%s %s): status %d, stderr %s", i, cases[i][0],
+                  cases[i][1] ? cases[i][1] : "", r.status, r.err);
         cr_assert(strstr(r.err, "usage: baton") != NULL, "case %zu: stderr %s", i, r.err);
         cr_assert(eq(str, r.out, ""), "case %zu printed on stdout", i);
         cli_result_free(&r);
@@ -787,10 +790,25 @@ Test(cli, help_and_version)
     cli_result r;
     cli_exec(&r, ARGS("--help"));
     cr_assert(eq(int, r.status, 0));
-    const char *must[] = {"lock NAME", "semaphore NAME", "latch NAME", "status NAME",
-                          "unlock --force", "--wait", "--lease", "--watchdog", "--fair",
-                          "--permits", "--take", "--timeout", "--json", "--url", "BATON_URL",
-                          "BATON_FENCING_TOKEN", "122", "124", "128+N"};
+    const char *must[] = {"lock NAME",
+                          "semaphore NAME",
+                          "latch NAME",
+                          "status NAME",
+                          "unlock --force",
+                          "--wait",
+                          "--lease",
+                          "--watchdog",
+                          "--fair",
+                          "--permits",
+                          "--take",
+                          "--timeout",
+                          "--json",
+                          "--url",
+                          "BATON_URL",
+                          "BATON_FENCING_TOKEN",
+                          "122",
+                          "124",
+                          "128+N"};
     for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
         cr_assert(strstr(r.out, must[i]) != NULL, "--help does not mention %s", must[i]);
     cli_result_free(&r);
@@ -830,7 +848,8 @@ Test(cli, an_unreachable_server_exits_120)
         cli_exec(&r, cases[i]);
         cr_assert(eq(int, r.status, 120), "case %zu: stderr %s", i, r.err);
         cr_assert(le(i64, r.ms, 1000));
-        cr_assert(strstr(r.err, "baton: ") == r.err && strchr(r.err, '\n') == r.err + strlen(r.err) - 1,
+        cr_assert(strstr(r.err, "baton: ") == r.err &&
+                      strchr(r.err, '\n') == r.err + strlen(r.err) - 1,
                   "not one line: %s", r.err);
         cli_result_free(&r);
     }

@@ -21,20 +21,20 @@
  */
 enum {
     EXIT_OK = 0,
-    EXIT_NO = 1,            /* a query answered "no": latch set found a count already set,
-                               unlock --force found nothing locked */
-    EXIT_USAGE = 2,         /* bad usage: unknown option, missing --, bad duration, ... */
-    EXIT_CONN = 120,        /* cannot reach the server, or lost it while waiting */
-    EXIT_AUTH = 121,        /* the server refused the credentials */
-    EXIT_LOST = 122,        /* the lock was lost while COMMAND ran (COMMAND got SIGTERM) */
+    EXIT_NO = 1,              /* a query answered "no": latch set found a count already set,
+                                 unlock --force found nothing locked */
+    EXIT_USAGE = 2,           /* bad usage: unknown option, missing --, bad duration, ... */
+    EXIT_CONN = 120,          /* cannot reach the server, or lost it while waiting */
+    EXIT_AUTH = 121,          /* the server refused the credentials */
+    EXIT_LOST = 122,          /* the lock was lost while COMMAND ran (COMMAND got SIGTERM) */
     EXIT_AWAIT_TIMEOUT = 123, /* latch await: the latch did not open within --timeout */
     EXIT_NOT_ACQUIRED = 124,  /* lock/semaphore: not acquired within --wait; nothing ran */
-    EXIT_FAILED = 125,      /* any other failure of baton itself (server error, wrong type
-                               at the key, out of memory) */
-    EXIT_CANNOT_RUN = 126,  /* COMMAND was found but could not be run */
-    EXIT_NOT_FOUND = 127,   /* COMMAND was not found */
-    EXIT_SIGNAL_BASE = 128, /* COMMAND (or baton, while waiting) was killed by signal N:
-                               128 + N */
+    EXIT_FAILED = 125,        /* any other failure of baton itself (server error, wrong type
+                                 at the key, out of memory) */
+    EXIT_CANNOT_RUN = 126,    /* COMMAND was found but could not be run */
+    EXIT_NOT_FOUND = 127,     /* COMMAND was not found */
+    EXIT_SIGNAL_BASE = 128,   /* COMMAND (or baton, while waiting) was killed by signal N:
+                                 128 + N */
 };
 
 /*
@@ -125,18 +125,18 @@ int cli_guard_stop(void);
 
 /* What cli_run() watches while COMMAND runs. */
 typedef struct cli_watch {
-    const int *lost_fds;    /* readable when a hold is lost; may be NULL */
+    const int *lost_fds; /* readable when a hold is lost; may be NULL */
     size_t n_lost_fds;
-    int64_t lease_ms;       /* a fixed lease: past it the hold is over; 0 = none */
-    const char *what;       /* "lock NAME" for messages */
-    const char *token_env;  /* "BATON_FENCING_TOKEN=..." to add to the environment, or NULL */
+    int64_t lease_end_ms;  /* a fixed lease ends at this cli_now_ms(); 0 = no such lease */
+    const char *what;      /* "lock NAME" for messages */
+    const char *token_env; /* "BATON_FENCING_TOKEN=..." to add to the environment, or NULL */
 } cli_watch;
 
 /* The outcome of cli_run(). */
 typedef struct cli_outcome {
-    int status;    /* exit code to pass through: COMMAND's status, 128 + signal, 126, 127 */
-    bool ran;      /* COMMAND was started */
-    bool lost;     /* the hold was lost (lost fd or lease) while COMMAND ran */
+    int status; /* exit code to pass through: COMMAND's status, 128 + signal, 126, 127 */
+    bool ran;   /* COMMAND was started */
+    bool lost;  /* the hold was lost (lost fd or lease) while COMMAND ran */
 } cli_outcome;
 
 /*
@@ -148,5 +148,8 @@ typedef struct cli_outcome {
  * it is still running), waits for it and sets out->lost.
  */
 void cli_run(char **argv, const cli_watch *w, cli_outcome *out);
+
+/* CLOCK_MONOTONIC in milliseconds. */
+int64_t cli_now_ms(void);
 
 #endif /* BATON_CLI_H */

@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* ------------------------------- option parsing --------------------------------------- */
 
@@ -85,8 +84,8 @@ static bool count_option(args *a, const char *name, int64_t min, int64_t *v)
     if (a->error)
         return true;
     if (!cli_parse_count(a->value, INT64_MAX / 2, v) || *v < min)
-        a->error = cli_usage_error(a->command, "%s needs a whole number from %lld, not '%s'",
-                                   name, (long long)min, a->value);
+        a->error = cli_usage_error(a->command, "%s needs a whole number from %lld, not '%s'", name,
+                                   (long long)min, a->value);
     return true;
 }
 
@@ -114,6 +113,27 @@ static void format_ms(int64_t ms, char *buf, size_t len)
         snprintf(buf, len, "%llds", (long long)(ms / 1000));
 }
 
+/* "BATON_FENCING_TOKEN=<t1>[,<t2>...]" for the calling thread's holds of the members, or
+ * NULL if a token is not available. */
+static char *fencing_env(baton_lock **members, size_t n)
+{
+    static const char var[] = "BATON_FENCING_TOKEN=";
+    size_t cap = sizeof var + 21 * n, len = sizeof var - 1;
+    char *env = malloc(cap);
+    if (!env)
+        return NULL;
+    memcpy(env, var, sizeof var);
+    for (size_t i = 0; i < n; i++) {
+        int64_t t;
+        if (baton_lock_fencing_token(members[i], &t) != BATON_OK) {
+            free(env);
+            return NULL;
+        }
+        len += (size_t)snprintf(env + len, cap - len, "%s%lld", i ? "," : "", (long long)t);
+    }
+    return env;
+}
+
 /* ------------------------------- lock ------------------------------------------------- */
 
 int cli_cmd_lock(cli_global *g, int argc, char **argv)
@@ -134,8 +154,7 @@ int cli_cmd_lock(cli_global *g, int argc, char **argv)
         }
         if (duration_option(&a, "--wait", &wait_ms, &has_wait) ||
             duration_option(&a, "--lease", &lease_ms, &has_lease) ||
-            duration_option(&a, "--watchdog", &watchdog_ms, &has_watchdog) ||
-            url_option(&a, g))
+            duration_option(&a, "--watchdog", &watchdog_ms, &has_watchdog) || url_option(&a, g))
             continue;
         if (option(&a, "--fair", false)) {
             fair = true;
@@ -159,8 +178,8 @@ int cli_cmd_lock(cli_global *g, int argc, char **argv)
         rc = cli_usage_error("lock", "--lease and --watchdog exclude each other");
     else if (!rc && has_lease && lease_ms == 0)
         rc = cli_usage_error("lock", "--lease must be more than 0");
-    else if (!rc && has_watchdog && watchdog_ms == 0)
-        rc = cli_usage_error("lock", "--watchdog must be more than 0");
+    else if (!rc && has_watchdog && watchdog_ms < 30)
+        rc = cli_usage_error("lock", "--watchdog must be at least 30ms");
     if (!rc && fair && !CLI_HAVE(baton_fairlock_open))
         rc = cli_missing("fair locks");
     if (rc) {
@@ -172,8 +191,13 @@ int cli_cmd_lock(cli_global *g, int argc, char **argv)
     baton_client *c = NULL;
     baton_lock **members = calloc(n, sizeof *members);
     baton_lock *l = NULL;
+    char *token_env = NULL;
+    int *lost_fds = NULL;
     char what[300];
-    snprintf(what, sizeof what, "%s %s%s", n > 1 ? "multi-lock" : fair ? "fair lock" : "lock",
+    snprintf(what, sizeof what, "%s %s%s",
+             n > 1  ? "multi-lock"
+             : fair ? "fair lock"
+                    : "lock",
              names[0], n > 1 ? ", ..." : "");
     if (!members) {
         rc = EXIT_FAILED;
@@ -215,52 +239,32 @@ int cli_cmd_lock(cli_global *g, int argc, char **argv)
     }
     cli_guard_hold();
 
-    /* What COMMAND learns (its fencing token) and what baton watches while it runs. */
-    char token_env[32 + 21 * 64] = "BATON_FENCING_TOKEN=";
-    bool tokens = true;
-    for (size_t i = 0; i < n && tokens; i++) {
-        int64_t t;
-        if (baton_lock_fencing_token(members[i], &t) != BATON_OK) {
-            tokens = false;
-            break;
-        }
-        size_t len = strlen(token_env);
-        if (len + 24 < sizeof token_env)
-            snprintf(token_env + len, sizeof token_env - len, "%s%lld", i ? "," : "",
-                     (long long)t);
-    }
-    int lost_fds[65];
+    /* What COMMAND learns (its fencing tokens) and what baton watches while it runs: the
+     * members' lost descriptors (a multi-lock's signals are its members'). */
+    token_env = fencing_env(members, n);
+    lost_fds = calloc(n, sizeof *lost_fds);
     size_t n_fds = 0;
-    for (size_t i = 0; i < n && n_fds < 64; i++) {
-        int fd;
-        if (baton_lock_lost_fd(members[i], &fd) == BATON_OK)
-            lost_fds[n_fds++] = fd;
-    }
-    if (n > 1) {
-        int fd;
-        if (baton_lock_lost_fd(l, &fd) == BATON_OK)
-            lost_fds[n_fds++] = fd;
-    }
-    int64_t lease_left = 0;
+    for (size_t i = 0; lost_fds && i < n; i++)
+        if (baton_lock_lost_fd(members[i], &lost_fds[n_fds]) == BATON_OK)
+            n_fds++;
+    int64_t lease_end = 0;
     if (has_lease) {
-        /* The lease counts from the server's acquire: take the smallest remaining TTL,
-         * measured from before asking, so that baton's deadline is never the later one. */
-        lease_left = lease_ms;
+        /* The lease runs from the server's acquire: end it at the earliest member's
+         * remaining TTL, counted from before asking, so baton's end is never the later. */
+        lease_end = cli_now_ms() + lease_ms;
         for (size_t i = 0; i < n; i++) {
-            struct timespec t0, t1;
-            clock_gettime(CLOCK_MONOTONIC, &t0);
-            int64_t ttl;
+            int64_t t0 = cli_now_ms(), ttl;
             if (baton_lock_remaining_ttl(members[i], &ttl) != BATON_OK)
                 continue;
-            clock_gettime(CLOCK_MONOTONIC, &t1);
-            int64_t spent = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
-            int64_t left = ttl < 0 ? 1 : ttl - spent; /* -2: already gone */
-            if (left < lease_left)
-                lease_left = left < 1 ? 1 : left;
+            if (ttl == -1)
+                continue;                           /* no expiry: nothing to watch */
+            int64_t end = t0 + (ttl < 0 ? 0 : ttl); /* -2: gone already */
+            if (end < lease_end)
+                lease_end = end;
         }
     }
 
-    cli_watch w = {lost_fds, n_fds, lease_left, what, tokens ? token_env : NULL};
+    cli_watch w = {lost_fds, n_fds, lease_end, what, token_env};
     cli_outcome out;
     cli_run(command, &w, &out);
 
@@ -277,7 +281,9 @@ int cli_cmd_lock(cli_global *g, int argc, char **argv)
     }
 
 done:
-    if (l && l != members[0])
+    free(token_env);
+    free(lost_fds);
+    if (n > 1)
         baton_lock_close(l);
     for (size_t i = 0; members && i < n; i++)
         baton_lock_close(members[i]);

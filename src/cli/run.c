@@ -33,29 +33,28 @@
 extern char **environ;
 
 #define KILL_AFTER_MS 10000 /* after a loss: SIGTERM, then SIGKILL this much later */
-#define MAX_LOST_FDS 64
 
 /* The signals baton forwards; SIGCHLD is watched too. */
 static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP};
 
 static struct {
-    sigset_t orig_mask;   /* the mask baton was started with: COMMAND gets it back */
-    bool orig_ignored[NSIG]; /* signals baton was started with ignored: not forwarded */
-    bool pipe_was_default;   /* SIGPIPE had its default action (baton ignores it) */
-    int sfd;              /* signalfd for SIGINT, SIGTERM, SIGHUP, SIGCHLD */
+    sigset_t orig_mask;       /* the mask baton was started with: COMMAND gets it back */
+    bool orig_ignored[NSIG];  /* signals baton was started with ignored: not forwarded */
+    bool pipe_was_default;    /* SIGPIPE had its default action (baton ignores it) */
+    int sfd;                  /* signalfd for SIGINT, SIGTERM, SIGHUP, SIGCHLD */
     unsigned char *inherited; /* bitmap of the descriptors open when baton started */
     int n_inherited;
 
     /* the guard */
     pthread_t thread;
     bool running;
-    int stop[2];          /* pipe: the main thread writes to end the guard */
-    pthread_mutex_t mu;   /* protects holding and pending */
+    int stop[2];        /* pipe: the main thread writes to end the guard */
+    pthread_mutex_t mu; /* protects holding and pending */
     bool holding;
     int pending;
 } sig = {.sfd = -1, .stop = {-1, -1}, .mu = PTHREAD_MUTEX_INITIALIZER};
 
-static int64_t now_ms(void)
+int64_t cli_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -307,29 +306,33 @@ void cli_run(char **argv, const cli_watch *w, cli_outcome *out)
         return;
     }
 
-    int64_t t0 = now_ms();
-    int64_t lease_end = w->lease_ms > 0 ? t0 + w->lease_ms : -1;
+    struct pollfd *p = calloc(1 + w->n_lost_fds, sizeof *p);
+    if (!p) {
+        cli_error("out of memory");
+        return;
+    }
+    int64_t lease_end = w->lease_end_ms > 0 ? w->lease_end_ms : -1;
     pid_t pid;
     int rc = spawn(argv, w->token_env, &pid);
     if (rc != 0) {
         cli_error("%s: %s", argv[0], rc == ENOENT ? "command not found" : strerror(rc));
         out->status = rc == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_RUN;
+        free(p);
         return;
     }
     out->ran = true;
 
-    size_t nl = w->n_lost_fds < MAX_LOST_FDS ? w->n_lost_fds : MAX_LOST_FDS;
+    size_t nl = w->n_lost_fds;
     int64_t kill_at = -1; /* when to send SIGKILL after a loss */
     int st = 0;
     bool reaped = false;
     for (;;) {
-        struct pollfd p[1 + MAX_LOST_FDS];
         p[0] = (struct pollfd){sig.sfd, POLLIN, 0};
         size_t np = 1;
         if (!out->lost)
             for (size_t i = 0; i < nl; i++)
                 p[np++] = (struct pollfd){w->lost_fds[i], POLLIN, 0};
-        int64_t until = -1, now = now_ms();
+        int64_t until = -1, now = cli_now_ms();
         if (!out->lost && lease_end >= 0)
             until = lease_end;
         if (kill_at >= 0)
@@ -342,7 +345,7 @@ void cli_run(char **argv, const cli_watch *w, cli_outcome *out)
             cli_error("poll: %s", strerror(errno));
             break; /* cannot watch: wait for COMMAND below */
         }
-        now = now_ms();
+        now = cli_now_ms();
 
         /* signals: COMMAND's exit, and the ones to forward */
         struct signalfd_siginfo si;
@@ -363,8 +366,8 @@ void cli_run(char **argv, const cli_watch *w, cli_outcome *out)
             const char *why = NULL;
             for (size_t i = 1; i < np; i++)
                 if (p[i].revents)
-                    why = "the library reports the hold gone (deleted, expired, taken over, or the "
-                      "server lost or restarted)";
+                    why = "the library reports the hold gone (deleted, expired, taken over, "
+                          "or the server lost or restarted)";
             if (!why && lease_end >= 0 && now >= lease_end)
                 why = "its --lease ran out";
             if (why) {
@@ -382,6 +385,7 @@ void cli_run(char **argv, const cli_watch *w, cli_outcome *out)
             kill_at = -1;
         }
     }
+    free(p);
     if (!reaped) {
         /* only after a poll failure: wait without watching */
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {

@@ -179,10 +179,10 @@ typedef struct waiter {
 } waiter;
 
 typedef struct snapshot {
-    redisReply *exec;   /* owns every string below */
-    const char *type;   /* "none", "hash", "string", ... */
-    const char *kind;   /* for people and for JSON: see docs/baton.1.md */
-    long long ttl_ms;   /* PTTL: -2 absent, -1 no expiry */
+    redisReply *exec; /* owns every string below */
+    const char *type; /* "none", "hash", "string", ... */
+    const char *kind; /* for people and for JSON: see docs/baton.1.md */
+    long long ttl_ms; /* PTTL: -2 absent, -1 no expiry */
     holder *holders;
     size_t n_holders;
     waiter *queue;
@@ -190,8 +190,8 @@ typedef struct snapshot {
     bool has_value;
     long long value;
     bool has_token;
-    long long token;    /* the last fencing token handed out for the name */
-    long long now_ms;   /* server time */
+    long long token;  /* the last fencing token handed out for the name */
+    long long now_ms; /* server time */
     long long subs_lock, subs_semaphore, subs_latch;
 } snapshot;
 
@@ -319,10 +319,11 @@ static int read_name(redisContext *r, const char *name, snapshot *s)
         reply_ll(el[8]->element[5], &s->subs_latch);
     }
 
-    bool fair_keys = s->n_queue > 0 ||
-                     (el[5]->type == REDIS_REPLY_ARRAY && el[5]->elements > 0);
+    bool fair_keys = s->n_queue > 0 || (el[5]->type == REDIS_REPLY_ARRAY && el[5]->elements > 0);
     if (strcmp(s->type, "hash") == 0)
         s->kind = fair_keys ? "fairlock" : "lock";
+    else if (strcmp(s->type, "string") == 0 && s->has_value && s->value <= 0)
+        s->kind = "semaphore"; /* a latch's key is gone when its count reaches zero */
     else if (strcmp(s->type, "string") == 0 && s->has_value)
         s->kind = s->subs_semaphore && !s->subs_latch   ? "semaphore"
                   : s->subs_latch && !s->subs_semaphore ? "latch"
@@ -392,8 +393,8 @@ static void print_text(const char *name, const snapshot *s)
         printf("%s: semaphore, %lld permit%s available, %lld client%s waiting\n", name, s->value,
                s->value == 1 ? "" : "s", s->subs_semaphore, s->subs_semaphore == 1 ? "" : "s");
     } else if (strcmp(s->kind, "latch") == 0) {
-        printf("%s: latch, count %lld, %lld client%s waiting\n", name, s->value,
-               s->subs_latch, s->subs_latch == 1 ? "" : "s");
+        printf("%s: latch, count %lld, %lld client%s waiting\n", name, s->value, s->subs_latch,
+               s->subs_latch == 1 ? "" : "s");
     } else if (strcmp(s->kind, "semaphore-or-latch") == 0) {
         printf("%s: semaphore or latch, value %lld (a semaphore's available permits or a "
                "latch's count)\n",
@@ -416,7 +417,10 @@ static size_t utf8_len(const unsigned char *s)
 {
     if (s[0] < 0x80)
         return 1;
-    size_t n = (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3 : (s[0] & 0xf8) == 0xf0 ? 4 : 0;
+    size_t n = (s[0] & 0xe0) == 0xc0   ? 2
+               : (s[0] & 0xf0) == 0xe0 ? 3
+               : (s[0] & 0xf8) == 0xf0 ? 4
+                                       : 0;
     if (n == 0 || (n == 2 && s[0] < 0xc2) || (n == 4 && s[0] > 0xf4))
         return 0;
     for (size_t i = 1; i < n; i++)
