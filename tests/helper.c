@@ -87,14 +87,22 @@ long long th_cmd_int(redisContext *r, const char *fmt, ...)
     return v;
 }
 
-/* Names stay reachable from here until the test process exits, so tests need not free
- * them (and LeakSanitizer does not count them). */
+/* Names live until the test process exits, freed then, so tests need not free them. */
 static char *names[256];
 static int counter;
+
+static void free_names(void)
+{
+    for (int i = 0; i < counter; i++)
+        free(names[i]);
+    counter = 0;
+}
 
 char *th_name(const char *base)
 {
     char *s = NULL;
+    if (counter == 0)
+        atexit(free_names);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     cr_assert(counter < 256, "th_name: too many names in one test");

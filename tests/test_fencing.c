@@ -60,7 +60,9 @@ static int token_child(void *arg)
         if (baton_lock_release(l) != BATON_OK)
             return 4;
     }
-    if (write(j->fd, log, 300 * sizeof *log) != (ssize_t)(300 * sizeof *log))
+    ssize_t n = write(j->fd, log, 300 * sizeof *log);
+    free(log);
+    if (n != (ssize_t)(300 * sizeof *log))
         return 5;
     baton_lock_close(l);
     baton_client_close(c);
