@@ -47,6 +47,7 @@
 
 #define MAX_WORKERS 4096
 #define MAX_SAMPLES_PER_WORKER 200000
+#define MAX_SECONDS 600 /* of the per-second timeline */
 
 enum scenario { S1, S1M, S2, S2F, S3, S4, S5 };
 static const char *const scenario_ids[] = {"s1", "s1m", "s2", "s2f", "s3", "s4", "s5"};
@@ -95,6 +96,8 @@ typedef struct shared {
     _Atomic int holders;                 /* workers between acquire and release now */
     _Atomic int max_holders;
     _Atomic int entered;                 /* s4: waiters that called await */
+    _Atomic int64_t sec_max_ns[MAX_SECONDS]; /* longest wait that ended in second i */
+    _Atomic uint64_t sec_ops[MAX_SECONDS];   /* acquisitions in second i */
     worker_out w[];
 } shared;
 
@@ -243,6 +246,18 @@ static void update_max(_Atomic int *m, int v)
         ;
 }
 
+/* Files a wait that ended at `end` in the per-second timeline. */
+static void timeline(int64_t end, int64_t wait)
+{
+    int64_t sec = (end - sh->start_ns) / 1000000000;
+    if (sec < 0 || sec >= MAX_SECONDS)
+        return;
+    atomic_fetch_add(&sh->sec_ops[sec], 1);
+    int64_t cur = atomic_load(&sh->sec_max_ns[sec]);
+    while (wait > cur && !atomic_compare_exchange_weak(&sh->sec_max_ns[sec], &cur, wait))
+        ;
+}
+
 /* Waits (at most 1 s) until the client's background UNSUBSCRIBEs went out, so that they
  * are counted with the run that caused them. */
 static void settle(baton_client *c)
@@ -372,6 +387,9 @@ static void lock_worker(worker *w)
             note_error(w, "release", rc);
         o->ops++;
         record(wait_samples, w, &o->nwait, contended ? t1 - t0 : t2 - t0);
+        if (!contended) /* s1, s1m: the acquire's share of the pair */
+            record(hand_samples, w, &o->nhand, t1 - t0);
+        timeline(t1, t1 - t0);
         if (opt.think_ms > 0)
             sleep_ms(opt.think_ms);
     }
@@ -427,6 +445,7 @@ static void semaphore_worker(worker *w)
             note_error(w, "release", rc);
         o->ops++;
         record(wait_samples, w, &o->nwait, t1 - t0);
+        timeline(t1, t1 - t0);
         if (opt.think_ms > 0)
             sleep_ms(opt.think_ms);
     }
@@ -872,6 +891,12 @@ static void run_workers(void)
         free(all);
         r.self_pct = 100.0 * (double)self / ops;
     }
+    double acq_p50 = NAN, pair_p50 = r.lat_p50;
+    if (!contended && opt.sc != S3) {
+        all = gather(hand_samples, nw, true, &n);
+        acq_p50 = pct_ms(all, n, 50);
+        free(all);
+    }
     if (contended || opt.sc == S3) {
         r.counter = (double)raw_get_int(ctl, counter);
         r.expected = (double)r.ops;
@@ -900,9 +925,35 @@ static void run_workers(void)
     }
 #endif
 
-    char extra[900];
-    snprintf(extra, sizeof extra,
-             "client_cmds=%llu client_pubsub=%llu cs_cmds=%llu server_scripts_per_op=%.3f "
+    /* The per-second timeline: seconds whose longest wait reached 50 ms, and in a
+     * --duration run the whole of it. */
+    int nsec = (int)ceil(r.seconds);
+    if (nsec > MAX_SECONDS)
+        nsec = MAX_SECONDS;
+    while (nsec > 0 && atomic_load(&sh->sec_ops[nsec - 1]) == 0)
+        nsec--;
+    int slow = 0;
+    char tl[MAX_SECONDS * 16] = "";
+    size_t tlo = 0;
+    for (int i = 0; i < nsec; i++) {
+        double m = (double)atomic_load(&sh->sec_max_ns[i]) / 1e6;
+        slow += m >= 50;
+        if (opt.duration > 0)
+            tlo += (size_t)snprintf(tl + tlo, sizeof tl - tlo, "%s%llu:%.0f", i ? "," : "",
+                                    (unsigned long long)atomic_load(&sh->sec_ops[i]), m);
+    }
+
+    char extra[900 + sizeof tl];
+    int eo = snprintf(extra, sizeof extra, "seconds_with_wait_over_50ms=%d", slow);
+    if (!isnan(acq_p50))
+        eo += snprintf(extra + eo, sizeof extra - (size_t)eo,
+                       " acquire_p50_ms=%.3f release_p50_ms=%.3f", acq_p50,
+                       pair_p50 - acq_p50);
+    if (opt.duration > 0)
+        eo += snprintf(extra + eo, sizeof extra - (size_t)eo, " per_second_ops:max_wait_ms=[%s]",
+                       tl);
+    snprintf(extra + eo, sizeof extra - (size_t)eo,
+             " client_cmds=%llu client_pubsub=%llu cs_cmds=%llu server_scripts_per_op=%.3f "
              "server_calls=[%s]",
              (unsigned long long)cmds, (unsigned long long)pubsub, (unsigned long long)cs,
              (double)(s1.scripts - s0.scripts) / ops, s1.breakdown);
@@ -1100,16 +1151,16 @@ static void run_renewal(void)
         held++;
     }
 
-    /* Hold them for exactly `periods` renewal periods, from just after one round of
-     * renewals to just after the periods-th next one, counting what renewal costs. The
-     * watchdog sends a round as ceil(held / 100) pipelined EVALSHAs at once. Polling every
-     * 10 ms costs the client next to no CPU. */
-    uint64_t per_round = (uint64_t)(held + 99) / 100;
+    /* Hold them for exactly `periods` renewal periods, counting what renewal costs. The
+     * window starts 0.3 period after a round of renewals began (the round is over by then:
+     * the watchdog sends ceil(held / 100) pipelined EVALSHAs at once) and lasts `periods`
+     * periods, so it holds exactly that many whole rounds. Polling every 10 ms costs the
+     * client next to no CPU. */
     int64_t limit = now_ns() + 2 * period_ms * 1000000 + 1000000000;
     uint64_t w0 = baton__watchdog_rounds(c);
     while (baton__watchdog_rounds(c) == w0 && now_ns() < limit && held > 0)
         sleep_ms(10);
-    sleep_ms(20); /* let that round's replies be read */
+    sleep_ms(0.3 * (double)period_ms);
     baton__stats st0, st1;
     struct rusage ru0, ru1;
     server_snap s0, s1;
@@ -1119,13 +1170,11 @@ static void run_renewal(void)
     w0 = baton__watchdog_rounds(c);
     getrusage(RUSAGE_SELF, &ru0);
     int64_t t0 = now_ns();
-    limit = t0 + ((int64_t)opt.periods + 1) * period_ms * 1000000;
-    if (limit > sh->stop_ns - 5000000000LL)
-        limit = sh->stop_ns - 5000000000LL; /* room for the releases */
-    while (baton__watchdog_rounds(c) < w0 + per_round * (uint64_t)opt.periods &&
-           now_ns() < limit)
-        sleep_ms(10);
-    sleep_ms(20);
+    double hold_ms = (double)period_ms * opt.periods;
+    double left_ms = (double)(sh->stop_ns - t0) / 1e6 - 5000; /* room for the releases */
+    if (hold_ms > left_ms)
+        hold_ms = left_ms > 0 ? left_ms : 0;
+    sleep_ms(hold_ms);
     int64_t t1 = now_ns();
     getrusage(RUSAGE_SELF, &ru1);
     uint64_t w1 = baton__watchdog_rounds(c);
