@@ -23,9 +23,10 @@ redisContext *th_redis_port(int port);
 /* Runs a command on a raw connection and asserts it did not fail; caller frees. */
 redisReply *th_cmd(redisContext *r, const char *fmt, ...);
 long long th_cmd_int(redisContext *r, const char *fmt, ...);
-/* A name unique to this run: "<base>-<pid>-<counter>-<random>". The helper owns it and
- * frees it when the test process exits: do not free it. */
+/* A name unique to this run: "<base>-<pid>-<counter>-<random>". Caller frees. */
 char *th_name(const char *base);
+/* The same in storage the helper owns for the test process's life: do not free. */
+const char *th_tmpname(const char *base);
 /* Monotonic milliseconds. */
 int64_t th_ms(void);
 void th_sleep_ms(int64_t ms);

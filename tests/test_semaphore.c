@@ -167,6 +167,8 @@ Test(semaphore, pool_of_sixteen_threads_never_exceeds_four_permits)
     redisFree(r);
     baton_semaphore_close(s);
     baton_client_close(c);
+    free(name);
+    free(holders);
 }
 
 typedef struct proc_arg {
@@ -247,6 +249,8 @@ Test(semaphore, pool_of_eight_processes_never_exceeds_four_permits, .timeout = 1
             done, (long long)took);
     baton_semaphore_close(s);
     baton_client_close(c);
+    free(name);
+    free(holders);
 }
 
 /* ---------------------------------------------------------------- waits -------------- */
@@ -297,6 +301,7 @@ Test(semaphore, acquire_two_waits_for_the_second_permit)
     baton_semaphore_close(sb);
     baton_client_close(a);
     baton_client_close(b);
+    free(name);
 }
 
 Test(semaphore, try_acquire_times_out_on_time_taking_nothing)
@@ -335,6 +340,8 @@ Test(semaphore, try_acquire_times_out_on_time_taking_nothing)
     baton_semaphore_close(sa);
     baton_semaphore_close(s);
     baton_client_close(c);
+    free(name);
+    free(absent);
 }
 
 static void start_waiters(waiter *w, pthread_t *t, int n, baton_semaphore *s, atomic_int *count)
@@ -382,6 +389,7 @@ Test(semaphore, release_wakes_as_many_waiters_as_it_has_permits)
     baton_semaphore_close(so);
     baton_client_close(c);
     baton_client_close(other);
+    free(name);
 }
 
 Test(semaphore, killed_subscriber_connection_loses_no_waiter)
@@ -414,6 +422,7 @@ Test(semaphore, killed_subscriber_connection_loses_no_waiter)
     baton_semaphore_close(so);
     baton_client_close(c);
     baton_client_close(other);
+    free(name);
 }
 
 Test(semaphore, a_count_written_without_a_message_is_seen_within_recheck)
@@ -439,6 +448,7 @@ Test(semaphore, a_count_written_without_a_message_is_seen_within_recheck)
     redisFree(r);
     baton_semaphore_close(s);
     baton_client_close(c);
+    free(name);
 }
 
 /* ---------------------------------------------------------------- administration ----- */
@@ -468,6 +478,7 @@ Test(semaphore, try_set_permits_sets_only_an_absent_count)
     cr_assert(eq(i64, available(s), 0));
     baton_semaphore_close(s);
     baton_client_close(c);
+    free(name);
 }
 
 Test(semaphore, drain_takes_every_permit)
@@ -498,6 +509,8 @@ Test(semaphore, drain_takes_every_permit)
     baton_semaphore_close(s);
     baton_semaphore_close(sa);
     baton_client_close(c);
+    free(name);
+    free(absent);
 }
 
 Test(semaphore, release_on_an_absent_semaphore_creates_it)
@@ -526,6 +539,7 @@ Test(semaphore, release_on_an_absent_semaphore_creates_it)
     baton_semaphore_close(sw);
     baton_client_close(c);
     baton_client_close(w);
+    free(name);
 }
 
 Test(semaphore, add_permits_adds_and_removes_never_below_zero)
@@ -564,6 +578,8 @@ Test(semaphore, add_permits_adds_and_removes_never_below_zero)
     baton_semaphore_close(s);
     baton_semaphore_close(sa);
     baton_client_close(c);
+    free(name);
+    free(absent);
 }
 
 Test(semaphore, layout_is_redissons)
@@ -606,6 +622,7 @@ Test(semaphore, layout_is_redissons)
     baton_semaphore_close(tagged);
     baton_semaphore_close(s);
     baton_client_close(c);
+    free(name);
 }
 
 /* ---------------------------------------------------------------- bad input ---------- */
@@ -665,6 +682,7 @@ Test(semaphore, bad_input_is_rejected_and_nothing_is_sent)
     redisFree(r);
     baton_semaphore_close(s);
     baton_client_close(c);
+    free(name);
 }
 
 static void assert_refused(baton_client *c, int rc, const char *what, const char *expect)
