@@ -294,15 +294,20 @@ static void finish_line(worker *w)
     }
 }
 
-/* Whether the worker should start another round: K not reached, time left. */
-static bool more(uint64_t done, long k)
+/* Whether the worker should start another round: K not reached, time left. A worker cut
+ * short by --max-seconds counts an error. */
+static bool more(worker *w, long k)
 {
     int64_t t = now_ns();
-    if (t >= sh->stop_ns)
+    bool want = opt.duration > 0 ? t < sh->until_ns : (long)w->out->ops < k;
+    if (want && t >= sh->stop_ns) {
+        if (w->out->errors++ == 0)
+            snprintf(w->out->errmsg, sizeof w->out->errmsg,
+                     "stopped by --max-seconds after %llu of %ld",
+                     (unsigned long long)w->out->ops, k);
         return false;
-    if (opt.duration > 0)
-        return t < sh->until_ns;
-    return (long)done < k;
+    }
+    return want;
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -346,10 +351,8 @@ static void lock_worker(worker *w)
 
     start_line(w);
     worker_out *o = w->out;
-    while (more(o->ops, opt.k)) {
+    while (more(w, opt.k)) {
         int64_t wait = remaining_ms();
-        if (wait == 0)
-            break;
         atomic_fetch_add(&sh->waiting, 1);
         int64_t t0 = now_ns();
         rc = baton_lock_try_acquire(l, wait, opt.lease_ms);
@@ -421,10 +424,8 @@ static void semaphore_worker(worker *w)
 
     start_line(w);
     worker_out *o = w->out;
-    while (more(o->ops, opt.k)) {
+    while (more(w, opt.k)) {
         int64_t wait = remaining_ms();
-        if (wait == 0)
-            break;
         atomic_fetch_add(&sh->waiting, 1);
         int64_t t0 = now_ns();
         rc = baton_semaphore_try_acquire(s, 1, wait);
