@@ -81,6 +81,7 @@ typedef struct worker_out {
     int64_t end_ns;      /* when the worker finished */
     uint64_t nwait;      /* latency samples recorded */
     uint64_t nhand;      /* handoff samples recorded */
+    uint64_t nrel;       /* release samples recorded */
     char errmsg[200];    /* the first error */
 } worker_out;
 
@@ -103,7 +104,8 @@ typedef struct shared {
 
 static shared *sh;
 static int64_t *wait_samples; /* [worker][cap] nanoseconds */
-static int64_t *hand_samples;
+static int64_t *hand_samples; /* handoffs; for s1/s1m, the acquire alone */
+static int64_t *rel_samples;  /* s1/s1m: the release alone */
 static size_t sample_cap;
 
 typedef struct worker {
@@ -390,8 +392,10 @@ static void lock_worker(worker *w)
             note_error(w, "release", rc);
         o->ops++;
         record(wait_samples, w, &o->nwait, contended ? t1 - t0 : t2 - t0);
-        if (!contended) /* s1, s1m: the acquire's share of the pair */
+        if (!contended) { /* s1, s1m: the pair's two halves */
             record(hand_samples, w, &o->nhand, t1 - t0);
+            record(rel_samples, w, &o->nrel, t2 - t1);
+        }
         timeline(t1, t1 - t0);
         if (opt.think_ms > 0)
             sleep_ms(opt.think_ms);
@@ -581,18 +585,25 @@ static double pct_ms(const int64_t *v, size_t n, double p)
     return (double)v[i] / 1e6;
 }
 
+static uint64_t count_of(const int64_t *base, int i)
+{
+    return base == hand_samples ? sh->w[i].nhand
+           : base == rel_samples ? sh->w[i].nrel
+                                 : sh->w[i].nwait;
+}
+
 /* Gathers every worker's samples of one kind, sorted. */
-static int64_t *gather(const int64_t *base, int nworkers, bool hand, size_t *n)
+static int64_t *gather(const int64_t *base, int nworkers, size_t *n)
 {
     size_t total = 0;
     for (int i = 0; i < nworkers; i++)
-        total += hand ? sh->w[i].nhand : sh->w[i].nwait;
+        total += count_of(base, i);
     int64_t *all = malloc((total ? total : 1) * sizeof *all);
     if (!all)
         die("out of memory");
     size_t off = 0;
     for (int i = 0; i < nworkers; i++) {
-        size_t m = hand ? sh->w[i].nhand : sh->w[i].nwait;
+        size_t m = count_of(base, i);
         memcpy(all + off, base + (size_t)i * sample_cap, m * sizeof *all);
         off += m;
     }
@@ -732,7 +743,10 @@ static void setup_shared(int nworkers, size_t cap)
                         MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     hand_samples = mmap(NULL, ssz, PROT_READ | PROT_WRITE,
                         MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (sh == MAP_FAILED || wait_samples == MAP_FAILED || hand_samples == MAP_FAILED)
+    rel_samples = mmap(NULL, ssz, PROT_READ | PROT_WRITE,
+                       MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (sh == MAP_FAILED || wait_samples == MAP_FAILED || hand_samples == MAP_FAILED ||
+        rel_samples == MAP_FAILED)
         die("mmap: %s", strerror(errno));
     memset(sh, 0, sz);
     pthread_barrierattr_t ba;
@@ -880,22 +894,25 @@ static void run_workers(void)
     r.ops_per_s = (double)r.ops / r.seconds;
     r.lat_kind = (opt.sc == S1 || opt.sc == S1M) ? "lock+unlock" : "acquire-wait";
     size_t n;
-    int64_t *all = gather(wait_samples, nw, false, &n);
+    int64_t *all = gather(wait_samples, nw, &n);
     r.lat_p50 = pct_ms(all, n, 50);
     r.lat_p99 = pct_ms(all, n, 99);
     r.lat_max = n ? (double)all[n - 1] / 1e6 : NAN;
     free(all);
     if (contended) {
-        all = gather(hand_samples, nw, true, &n);
+        all = gather(hand_samples, nw, &n);
         r.hand_p50 = pct_ms(all, n, 50);
         r.hand_p99 = pct_ms(all, n, 99);
         free(all);
         r.self_pct = 100.0 * (double)self / ops;
     }
-    double acq_p50 = NAN, pair_p50 = r.lat_p50;
+    double acq_p50 = NAN, rel_p50 = NAN;
     if (!contended && opt.sc != S3) {
-        all = gather(hand_samples, nw, true, &n);
+        all = gather(hand_samples, nw, &n);
         acq_p50 = pct_ms(all, n, 50);
+        free(all);
+        all = gather(rel_samples, nw, &n);
+        rel_p50 = pct_ms(all, n, 50);
         free(all);
     }
     if (contended || opt.sc == S3) {
@@ -948,8 +965,7 @@ static void run_workers(void)
     int eo = snprintf(extra, sizeof extra, "seconds_with_wait_over_50ms=%d", slow);
     if (!isnan(acq_p50))
         eo += snprintf(extra + eo, sizeof extra - (size_t)eo,
-                       " acquire_p50_ms=%.3f release_p50_ms=%.3f", acq_p50,
-                       pair_p50 - acq_p50);
+                       " acquire_p50_ms=%.3f release_p50_ms=%.3f", acq_p50, rel_p50);
     if (opt.duration > 0)
         eo += snprintf(extra + eo, sizeof extra - (size_t)eo, " per_second_ops:max_wait_ms=[%s]",
                        tl);
