@@ -105,7 +105,7 @@ typedef struct shared {
 static shared *sh;
 static int64_t *wait_samples; /* [worker][cap] nanoseconds */
 static int64_t *hand_samples; /* handoffs; for s1/s1m, the acquire alone */
-static int64_t *rel_samples;  /* s1/s1m: the release alone */
+static int64_t *rel_samples;  /* the release call alone */
 static size_t sample_cap;
 
 typedef struct worker {
@@ -384,18 +384,19 @@ static void lock_worker(worker *w)
 
             atomic_fetch_sub(&sh->holders, 1);
             atomic_store(&sh->waiters_at_release, atomic_load(&sh->waiting));
-            atomic_store(&sh->release_start_ns, now_ns());
         }
+        int64_t tr = now_ns();
+        if (contended)
+            atomic_store(&sh->release_start_ns, tr);
         rc = baton_lock_release(l);
         int64_t t2 = now_ns();
+        record(rel_samples, w, &o->nrel, t2 - tr);
         if (rc != BATON_OK)
             note_error(w, "release", rc);
         o->ops++;
         record(wait_samples, w, &o->nwait, contended ? t1 - t0 : t2 - t0);
-        if (!contended) { /* s1, s1m: the pair's two halves */
+        if (!contended) /* s1, s1m: the acquire's half of the pair */
             record(hand_samples, w, &o->nhand, t1 - t0);
-            record(rel_samples, w, &o->nrel, t2 - t1);
-        }
         timeline(t1, t1 - t0);
         if (opt.think_ms > 0)
             sleep_ms(opt.think_ms);
@@ -911,6 +912,8 @@ static void run_workers(void)
         all = gather(hand_samples, nw, &n);
         acq_p50 = pct_ms(all, n, 50);
         free(all);
+    }
+    if (opt.sc != S3) {
         all = gather(rel_samples, nw, &n);
         rel_p50 = pct_ms(all, n, 50);
         free(all);
@@ -964,8 +967,9 @@ static void run_workers(void)
     char extra[900 + sizeof tl];
     int eo = snprintf(extra, sizeof extra, "seconds_with_wait_over_50ms=%d", slow);
     if (!isnan(acq_p50))
-        eo += snprintf(extra + eo, sizeof extra - (size_t)eo,
-                       " acquire_p50_ms=%.3f release_p50_ms=%.3f", acq_p50, rel_p50);
+        eo += snprintf(extra + eo, sizeof extra - (size_t)eo, " acquire_p50_ms=%.3f", acq_p50);
+    if (!isnan(rel_p50))
+        eo += snprintf(extra + eo, sizeof extra - (size_t)eo, " release_p50_ms=%.3f", rel_p50);
     if (opt.duration > 0)
         eo += snprintf(extra + eo, sizeof extra - (size_t)eo, " per_second_ops:max_wait_ms=[%s]",
                        tl);
