@@ -8,7 +8,8 @@ san=${BATON_SANITIZER:-}
 dir="$top/build${san:+-$san}"
 werror=OFF
 [ -n "${CI:-}" ] && werror=ON
+# Build output goes to stderr: stdout carries only the directory, for the callers.
 cmake -S "$top" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBATON_SANITIZER="$san" \
-    -DBATON_WERROR=$werror >/dev/null
-cmake --build "$dir" -j "$(nproc)" >/dev/null || cmake --build "$dir" -j 1
+    -DBATON_WERROR=$werror >&2
+cmake --build "$dir" -j "$(nproc)" >&2
 echo "$dir"

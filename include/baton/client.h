@@ -90,6 +90,15 @@ BATON_API const char *baton_client_errmsg(const baton_client *c);
  */
 BATON_API const char *baton_client_id(const baton_client *c);
 
+/*
+ * Returns how many distinct runs of the server this client has seen: 1 after open, one more
+ * each time a reconnection finds a new run_id (the server restarted and may have lost every
+ * lock; every hold this client had is then reported lost, see baton_lock_set_lost_handler).
+ * Fencing tokens restart only if the server lost its data: compare epochs to notice. 0 for
+ * NULL, or when the server does not allow INFO.
+ */
+BATON_API uint64_t baton_client_epoch(const baton_client *c);
+
 #ifdef __cplusplus
 }
 #endif

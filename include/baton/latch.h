@@ -49,7 +49,8 @@ BATON_API int baton_latch_count(baton_latch *l, int64_t *out);
 BATON_API int baton_latch_await(baton_latch *l, int64_t timeout_ms);
 
 /* Deletes the latch and wakes every waiter (they see 0 and return BATON_OK). *existed
- * (may be NULL) tells whether it existed. Returns BATON_OK, BATON_EINVAL, BATON_ECONN. */
+ * (may be NULL) tells whether it existed. Returns BATON_OK, BATON_EINVAL, BATON_ECONN,
+ * BATON_EPROTO (the key holds another type; left untouched). */
 BATON_API int baton_latch_delete(baton_latch *l, bool *existed);
 
 #ifdef __cplusplus

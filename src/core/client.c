@@ -116,6 +116,49 @@ static void describe_endpoint(const baton__endpoint *ep, char *buf, size_t len)
         snprintf(buf, len, "%s:%d", ep->host, ep->port);
 }
 
+/* Records the server's run_id. A new one on a later connection means the server restarted
+ * and may have lost every key: the epoch rises and every hold is reported lost. A server
+ * that refuses INFO (an ACL without it) is simply not watched. */
+static void note_run_id(baton_client *c, redisContext *ctx)
+{
+    redisReply *r = redisCommand(ctx, "INFO server");
+    if (!r)
+        return;
+    const char *p = r->type == REDIS_REPLY_STRING ? strstr(r->str, "run_id:") : NULL;
+    char id[48] = "";
+    if (p) {
+        p += strlen("run_id:");
+        size_t n = strcspn(p, "\r\n");
+        if (n < sizeof id) {
+            memcpy(id, p, n);
+            id[n] = '\0';
+        }
+    }
+    freeReplyObject(r);
+    if (!id[0])
+        return;
+    bool changed = false;
+    baton__mutex_lock(&c->run_mu);
+    if (strcmp(c->run_id, id) != 0) {
+        changed = c->run_id[0] != '\0';
+        memcpy(c->run_id, id, sizeof id);
+        c->epoch++;
+    }
+    baton__mutex_unlock(&c->run_mu);
+    if (changed)
+        baton__watchdog_epoch_changed(c);
+}
+
+uint64_t baton_client_epoch(const baton_client *c)
+{
+    if (!c)
+        return 0;
+    baton__mutex_lock((pthread_mutex_t *)&c->run_mu);
+    uint64_t e = c->epoch;
+    baton__mutex_unlock((pthread_mutex_t *)&c->run_mu);
+    return e;
+}
+
 /* Runs one handshake command; any error reply is mapped with `code_for_error`. */
 static int handshake(baton_client *c, redisContext *ctx, int code_for_error, const char *what,
                      int argc, const char **argv)
@@ -175,6 +218,8 @@ int baton__connect(baton_client *c, redisContext **out)
         const char *argv[1] = {"PING"};
         rc = handshake(c, ctx, BATON_EPROTO, "PING", 1, argv);
     }
+    if (rc == BATON_OK)
+        note_run_id(c, ctx);
     if (rc != BATON_OK) {
         redisFree(ctx);
         return rc;
@@ -241,10 +286,22 @@ redisContext *baton__conn_ctx(baton__conn *conn)
 
 /* ------------------------------- commands --------------------------------------------- */
 
+void baton__client_stats(baton_client *c, baton__stats *out)
+{
+    out->commands = atomic_load(&c->round_trips);
+    out->pubsub = atomic_load(&c->pubsub_cmds);
+}
+
+void baton__count_round_trip(baton_client *c)
+{
+    atomic_fetch_add_explicit(&c->round_trips, 1, memory_order_relaxed);
+}
+
 /* Runs a command on a borrowed connection; maps a broken connection and error replies. */
 static int run_on(baton_client *c, baton__conn *conn, int argc, const char **argv,
                   const size_t *lens, redisReply **reply)
 {
+    baton__count_round_trip(c);
     redisReply *r = redisCommandArgv(conn->ctx, argc, argv, lens);
     if (!r)
         return baton__conn_error(c, conn->ctx, argv[0]);
@@ -272,6 +329,15 @@ int baton__command_argv(baton_client *c, int argc, const char **argv, const size
     }
     *reply = r;
     return BATON_OK;
+}
+
+int baton__query_argv(baton_client *c, int argc, const char **argv, const size_t *lens,
+                      redisReply **reply)
+{
+    int rc = baton__command_argv(c, argc, argv, lens, reply);
+    if (rc == BATON_ECONN) /* a stale pooled connection: once more on a fresh one */
+        rc = baton__command_argv(c, argc, argv, lens, reply);
+    return rc;
 }
 
 int baton__command(baton_client *c, redisReply **reply, ...)
@@ -337,7 +403,15 @@ int baton__script_append(redisContext *ctx, const baton__script *s, int nkeys,
 int baton__script_run(baton_client *c, const baton__script *s, int nkeys, const char **keys,
                       int nargs, const char **args, redisReply **reply)
 {
+    return baton__script_call(c, s, nkeys, keys, nargs, args, reply, NULL);
+}
+
+int baton__script_call(baton_client *c, const baton__script *s, int nkeys, const char **keys,
+                       int nargs, const char **args, redisReply **reply, bool *maybe_ran)
+{
     *reply = NULL;
+    if (maybe_ran)
+        *maybe_ran = false;
     script_argv a;
     if (build_argv(&a, "EVALSHA", nkeys, keys, nargs, args) != BATON_OK)
         return baton__fail(c, BATON_ENOMEM, "out of memory");
@@ -350,6 +424,8 @@ int baton__script_run(baton_client *c, const baton__script *s, int nkeys, const 
         return rc;
     }
     redisReply *r = NULL;
+    if (maybe_ran)
+        *maybe_ran = true; /* from here on, a lost reply leaves the outcome unknown */
     rc = run_on(c, conn, a.argc, a.argv, NULL, &r);
     if (rc == BATON_OK && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
         /* The script cache was flushed (or this is a new server): EVAL sends the body
@@ -453,6 +529,7 @@ static void free_client(baton_client *c)
     baton__mutex_destroy(&c->pool_mu);
     baton__cond_destroy(&c->pool_cond);
     baton__mutex_destroy(&c->lazy_mu);
+    baton__mutex_destroy(&c->run_mu);
     free(c);
 }
 
@@ -483,6 +560,7 @@ int baton_client_open(const baton_options *opts, baton_client **out)
     baton__mutex_init(&c->pool_mu);
     baton__cond_init(&c->pool_cond);
     baton__mutex_init(&c->lazy_mu);
+    baton__mutex_init(&c->run_mu);
 
     /* One connection now, so a wrong address or password is reported by open. */
     baton__conn *conn;

@@ -7,6 +7,8 @@
 
 #include "internal.h"
 
+#include <stdatomic.h>
+
 typedef struct baton__dispatcher baton__dispatcher;
 typedef struct baton__watchdog baton__watchdog;
 
@@ -24,6 +26,13 @@ struct baton_client {
     pthread_cond_t pool_cond; /* a connection was returned */
     baton__conn *idle;        /* idle command connections, most recently used first */
     int open_conns;           /* idle + borrowed */
+
+    atomic_uint_fast64_t round_trips; /* commands sent and answered (or not): see stats */
+    atomic_uint_fast64_t pubsub_cmds; /* SUBSCRIBE/UNSUBSCRIBE sent by the dispatcher */
+
+    pthread_mutex_t run_mu;   /* guards the two fields below */
+    char run_id[48];          /* the server's run_id as last seen; "" before the first */
+    uint64_t epoch;           /* distinct server runs seen: 1 after open */
 
     pthread_mutex_t lazy_mu;  /* guards creation of the two threads below */
     baton__dispatcher *disp;  /* created on the first subscription */

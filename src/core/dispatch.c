@@ -98,6 +98,7 @@ struct baton__sub {
     bool inflight;         /* a (UN)SUBSCRIBE awaits confirmation, holding the permit */
     bool wake_on_confirm;  /* resubscribed after a reconnect: wake waiters when confirmed */
     int64_t permits;       /* wake-ups not yet consumed, at most refs */
+    uint64_t messages;     /* messages that woke waiters, since the entry was made */
     asem sem;
     pthread_cond_t wake;   /* permits became positive */
     pthread_cond_t ready;  /* state changed */
@@ -179,6 +180,7 @@ static void reconcile(void *arg)
         if (verb) {
             const char *argv[2] = {verb, s->channel};
             if (redisAppendCommandArgv(d->ctx, 2, argv, NULL) == REDIS_OK) {
+                atomic_fetch_add_explicit(&d->c->pubsub_cmds, 1, memory_order_relaxed);
                 s->inflight = true; /* the permit stays taken until the confirmation */
                 wake_thread(d);
                 return;
@@ -270,7 +272,10 @@ static void on_message(baton__dispatcher *d, const redisReply *ch, const redisRe
     baton__sub *s = baton__map_get(&d->subs, ch->str);
     if (!s || s->refs == 0)
         return;
-    add_permits(s, wakeups_for(s->kind, payload->str, payload->len, s->refs));
+    int64_t n = wakeups_for(s->kind, payload->str, payload->len, s->refs);
+    if (n > 0)
+        s->messages++;
+    add_permits(s, n);
 }
 
 /* Decodes one reply read from the subscriber connection. Anything not understood is
@@ -486,6 +491,23 @@ static void release_locked(baton__dispatcher *d, baton__sub *s)
     maybe_free(d, s);
 }
 
+/* Drops a reference (under d->mu) and, if it was the last, waits until the server has
+ * confirmed the UNSUBSCRIBE, at most until limit. */
+static void release_locked_sync(baton__dispatcher *d, baton__sub *s, int64_t limit)
+{
+    char *channel = baton__strdup(s->channel);
+    release_locked(d, s); /* s may be gone from here on: look it up by name */
+    while (channel && !d->closing) {
+        baton__sub *cur = baton__map_get(&d->subs, channel);
+        if (!cur || cur->refs > 0 || !d->ctx ||
+            (cur->state != S_UNSUBSCRIBING && cur->state != S_SUBSCRIBED))
+            break;
+        if (baton__cond_wait_until(&d->unsubscribed, &d->mu, limit) == ETIMEDOUT)
+            break;
+    }
+    free(channel);
+}
+
 int baton__sub_acquire(baton_client *c, const char *channel, baton__sub_kind kind,
                        int64_t deadline_us, baton__sub **out)
 {
@@ -530,7 +552,9 @@ int baton__sub_acquire(baton_client *c, const char *channel, baton__sub_kind kin
         *out = s;
         return BATON_OK;
     }
-    release_locked(d, s);
+    /* Gave up: a SUBSCRIBE still unconfirmed is undone before returning, so nothing is
+     * left behind (bounded by one command timeout). */
+    release_locked_sync(d, s, baton__now_us() + timeout_us);
     baton__mutex_unlock(&d->mu);
     if (baton__now_us() >= deadline_us)
         return baton__fail(c, BATON_ETIMEDOUT, "timed out subscribing to %s", channel);
@@ -552,18 +576,17 @@ void baton__sub_release_sync(baton_client *c, baton__sub *s)
     baton__dispatcher *d = s->d;
     int64_t limit = baton__now_us() + c->cfg.command_timeout_ms * 1000;
     baton__mutex_lock(&d->mu);
-    char *channel = baton__strdup(s->channel);
-    release_locked(d, s); /* s may be gone from here on: look it up by name */
-    while (channel && !d->closing) {
-        baton__sub *cur = baton__map_get(&d->subs, channel);
-        if (!cur || cur->refs > 0 || !d->ctx ||
-            (cur->state != S_UNSUBSCRIBING && cur->state != S_SUBSCRIBED))
-            break;
-        if (baton__cond_wait_until(&d->unsubscribed, &d->mu, limit) == ETIMEDOUT)
-            break;
-    }
+    release_locked_sync(d, s, limit);
     baton__mutex_unlock(&d->mu);
-    free(channel);
+}
+
+uint64_t baton__sub_messages(baton_client *c, baton__sub *s)
+{
+    (void)c;
+    baton__mutex_lock(&s->d->mu);
+    uint64_t n = s->messages;
+    baton__mutex_unlock(&s->d->mu);
+    return n;
 }
 
 int baton__sub_wait(baton_client *c, baton__sub *s, int64_t deadline_us)

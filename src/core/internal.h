@@ -146,6 +146,10 @@ struct redisContext *baton__conn_ctx(baton__conn *conn);
  * freed. */
 int baton__command_argv(baton_client *c, int argc, const char **argv, const size_t *lens,
                         struct redisReply **reply);
+/* As baton__command_argv, for a command that is safe to run twice (a read, or an
+ * idempotent write): retried once on a fresh connection after BATON_ECONN. */
+int baton__query_argv(baton_client *c, int argc, const char **argv, const size_t *lens,
+                      struct redisReply **reply);
 /* Convenience: runs a command of NUL-terminated words, NULL-terminated list. */
 int baton__command(baton_client *c, struct redisReply **reply, ...);
 
@@ -170,9 +174,25 @@ const baton__script *baton__scripts(void);
  * also loads it) once. Server error replies become codes, as for baton__command_argv. */
 int baton__script_run(baton_client *c, const baton__script *s, int nkeys, const char **keys,
                       int nargs, const char **args, struct redisReply **reply);
+/* As baton__script_run; *maybe_ran (may be NULL) tells whether the script was sent, so
+ * that a BATON_ECONN may have happened after it ran (its reply lost). */
+int baton__script_call(baton_client *c, const baton__script *s, int nkeys, const char **keys,
+                       int nargs, const char **args, struct redisReply **reply,
+                       bool *maybe_ran);
 /* Appends an EVALSHA to a connection's output (pipelining); read with redisGetReply. */
 int baton__script_append(struct redisContext *ctx, const baton__script *s, int nkeys,
                          const char **keys, int nargs, const char **args);
+
+/* Client-side counters, for tests and the benchmark (BENCH.md's "client round trips"):
+ * commands: request/reply round trips on command connections (a retry or a NOSCRIPT
+ * fallback counts again; a pipelined batch counts once; connection handshakes do not);
+ * pubsub: SUBSCRIBE and UNSUBSCRIBE commands sent. */
+typedef struct baton__stats {
+    uint64_t commands;
+    uint64_t pubsub;
+} baton__stats;
+void baton__client_stats(baton_client *c, baton__stats *out);
+void baton__count_round_trip(baton_client *c);
 
 /* "<uuid>:<thread-id>" of the calling thread for this client, into buf (>= 64 bytes). */
 void baton__owner(const baton_client *c, char *buf, size_t len);
@@ -207,6 +227,10 @@ void baton__sub_release_sync(baton_client *c, baton__sub *s);
  * deadline. A wake-up that arrived before the call is kept and returns at once.
  * Returns BATON_OK (woken) or BATON_ETIMEDOUT. */
 int baton__sub_wait(baton_client *c, baton__sub *s, int64_t deadline_us);
+/* How many messages that woke waiters arrived on this channel since its entry was made: a
+ * waiter that saw a change of this number knows a message came (a latch's "0", say), as
+ * opposed to a timeout or a reconnection's wake-up. */
+uint64_t baton__sub_messages(baton_client *c, baton__sub *s);
 /* Counts of the dispatcher's state, for tests and the benchmark. */
 int baton__sub_count(baton_client *c);
 
@@ -214,11 +238,17 @@ int baton__sub_count(baton_client *c);
  * Watchdog (lease renewal)
  * ---------------------------------------------------------------------------------------- */
 
-/* Registers (name, owner) for renewal every watchdog_ms / 3; reference-counted, so a
- * re-entrant hold registers again and its release drops one reference. The lost callback
- * (may be NULL) runs on the watchdog thread when a renewal finds the owner gone. */
-int baton__watchdog_add(baton_client *c, const char *name, const char *owner,
+/* Registers a hold (name, owner) in the client's registry; renew = renew its lease every
+ * watchdog_ms / 3 (a hold without an explicit lease). Reference-counted. The lost callback
+ * (may be NULL) runs on the watchdog thread when a renewal finds the owner gone, when the
+ * lease ran out while the server could not be reached, or when the server restarted; the
+ * registration is gone by then. */
+int baton__watchdog_add(baton_client *c, const char *name, const char *owner, bool renew,
                         void (*lost)(void *arg), void *arg);
+/* Starts renewing an existing registration (a re-entrant hold without a lease). */
+void baton__watchdog_renew(baton_client *c, const char *name, const char *owner);
+/* The server's run_id changed: report every registered hold lost. */
+void baton__watchdog_epoch_changed(baton_client *c);
 /* Drops one reference; the last one stops renewal. Never blocks on the server. */
 void baton__watchdog_remove(baton_client *c, const char *name, const char *owner);
 /* Drops every reference of (name, owner) (force release). */
@@ -240,6 +270,8 @@ typedef struct baton__lock_ops {
     int (*hold_count)(baton_lock *l, int64_t *out);
     int (*remaining_ttl)(baton_lock *l, int64_t *out);
     void (*close)(baton_lock *l); /* frees what the kind added; not the base */
+    /* optional: kinds without a single hold record (the multi-lock) answer themselves */
+    int (*fencing_token)(baton_lock *l, int64_t *out);
 } baton__lock_ops;
 
 struct baton_lock {
@@ -252,7 +284,12 @@ struct baton_lock {
     uint64_t holder;      /* thread id of the holding thread, 0 = none */
     int64_t depth;        /* re-entrant holds taken through this handle */
     int64_t token;        /* fencing token of the outer hold */
-    bool watchdog;        /* registered with the client's watchdog */
+    bool registered;      /* in the client's hold registry (watchdog) */
+    bool renewing;        /* ... and renewed by it (no explicit lease) */
+    bool lost;            /* the hold was found lost (see baton_lock_set_lost_handler) */
+    void (*lost_fn)(baton_lock *, void *);
+    void *lost_arg;
+    int lost_pipe[2];     /* readable once lost; -1 until baton_lock_lost_fd */
     int64_t lease_ms;     /* lease of the current hold, re-applied by a re-entrant release
                              (Redisson's internalLockLeaseTime); BATON_LEASE_WATCHDOG */
     void *impl;           /* kind-specific state */

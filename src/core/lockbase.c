@@ -5,11 +5,15 @@
  * functions here validate their arguments, so no kind sees a NULL handle or an absurd time,
  * then dispatch.
  */
+#define _GNU_SOURCE
 #include "internal.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int baton__lock_base_init(baton_lock *l, const baton__lock_ops *ops, baton_client *c,
                           const char *name, const char *channel_prefix)
@@ -26,11 +30,16 @@ int baton__lock_base_init(baton_lock *l, const baton__lock_ops *ops, baton_clien
         return BATON_ENOMEM;
     }
     baton__mutex_init(&l->mu);
+    l->lost_pipe[0] = l->lost_pipe[1] = -1;
     return BATON_OK;
 }
 
 void baton__lock_base_free(baton_lock *l)
 {
+    if (l->lost_pipe[0] >= 0) {
+        close(l->lost_pipe[0]);
+        close(l->lost_pipe[1]);
+    }
     baton__mutex_destroy(&l->mu);
     free(l->name);
     free(l->channel);
@@ -38,36 +47,70 @@ void baton__lock_base_free(baton_lock *l)
 
 /* ------------------------------- holds ------------------------------------------------ */
 
+/* Runs on the watchdog thread when a hold of this handle was found lost. */
+static void on_lost(void *arg)
+{
+    baton_lock *l = arg;
+    baton__mutex_lock(&l->mu);
+    l->lost = true;
+    l->registered = false; /* the registry dropped it before calling */
+    l->renewing = false;
+    void (*fn)(baton_lock *, void *) = l->lost_fn;
+    void *fn_arg = l->lost_arg;
+    if (l->lost_pipe[1] >= 0) {
+        char b = 1;
+        ssize_t n = write(l->lost_pipe[1], &b, 1);
+        (void)n; /* a full pipe is readable already */
+    }
+    baton__mutex_unlock(&l->mu);
+    if (fn)
+        fn(l, fn_arg);
+}
+
+static void drain_lost_pipe(baton_lock *l)
+{
+    char buf[16];
+    if (l->lost_pipe[0] >= 0)
+        while (read(l->lost_pipe[0], buf, sizeof buf) > 0) {
+        }
+}
+
 int baton__hold_acquired(baton_lock *l, const char *owner, bool fresh, int64_t token,
                          int64_t lease_ms)
 {
     baton_client *c = l->client;
     uint64_t tid = baton__thread_id();
-    bool stale_watchdog = false;
+    bool stale = false, do_register = false, do_renew = false;
+    bool renew = lease_ms == BATON_LEASE_WATCHDOG;
     baton__mutex_lock(&l->mu);
-    if (fresh || l->holder != tid) {
+    if (fresh || l->holder != tid || l->lost) {
         /* A new hold (or one re-entered through another handle of this owner). A
          * registration left from an earlier hold that was lost is dropped below. */
-        stale_watchdog = fresh && l->watchdog;
-        l->watchdog = false;
+        stale = l->registered;
+        l->registered = true;
+        l->renewing = renew;
         l->holder = tid;
         l->depth = 1;
         l->token = token;
+        l->lost = false;
+        drain_lost_pipe(l);
+        do_register = true;
     } else {
         l->depth++;
+        if (renew && !l->renewing)
+            l->renewing = do_renew = true;
     }
     l->lease_ms = lease_ms;
-    bool register_wd = lease_ms == BATON_LEASE_WATCHDOG && !l->watchdog;
-    if (register_wd)
-        l->watchdog = true;
     baton__mutex_unlock(&l->mu);
-    if (stale_watchdog)
+    if (stale)
         baton__watchdog_forget(c, l->name, owner);
-    if (register_wd) {
-        int rc = baton__watchdog_add(c, l->name, owner, NULL, NULL);
+    if (do_renew)
+        baton__watchdog_renew(c, l->name, owner);
+    if (do_register) {
+        int rc = baton__watchdog_add(c, l->name, owner, renew, on_lost, l);
         if (rc != BATON_OK) {
             baton__mutex_lock(&l->mu);
-            l->watchdog = false;
+            l->registered = l->renewing = false;
             baton__mutex_unlock(&l->mu);
             l->ops->release(l); /* don't leave a hold nobody renews */
             return rc;
@@ -83,9 +126,9 @@ void baton__hold_release_begin(baton_lock *l, const char *owner, int64_t *lease_
     bool mine = l->holder == baton__thread_id();
     *lease_ms = l->lease_ms == BATON_LEASE_WATCHDOG ? baton__watchdog_lease(c) : l->lease_ms;
     /* The watchdog goes before the last release is sent, never after (Redisson #7272). */
-    bool cancel = mine && l->depth <= 1 && l->watchdog;
+    bool cancel = mine && l->depth <= 1 && l->registered;
     if (cancel)
-        l->watchdog = false;
+        l->registered = l->renewing = false;
     baton__mutex_unlock(&l->mu);
     if (cancel)
         baton__watchdog_remove(c, l->name, owner);
@@ -99,8 +142,8 @@ void baton__hold_release_end(baton_lock *l, const char *owner, int outcome)
         if (outcome == 0 && l->depth > 1) {
             l->depth--;
         } else if (outcome != 0) {
-            forget = l->watchdog;
-            l->watchdog = false;
+            forget = l->registered;
+            l->registered = l->renewing = false;
             l->holder = 0;
             l->depth = 0;
             l->token = 0;
@@ -116,14 +159,14 @@ void baton__hold_forget(baton_lock *l)
 {
     baton__mutex_lock(&l->mu);
     uint64_t holder = l->holder;
-    bool wd = l->watchdog;
+    bool registered = l->registered;
     l->holder = 0;
     l->depth = 0;
     l->token = 0;
-    l->watchdog = false;
+    l->registered = l->renewing = false;
     l->lease_ms = BATON_LEASE_WATCHDOG;
     baton__mutex_unlock(&l->mu);
-    if (wd && l->client) {
+    if (registered && l->client) {
         char owner[BATON__OWNER_LEN];
         snprintf(owner, sizeof owner, "%s:%llu", baton_client_id(l->client),
                  (unsigned long long)holder);
@@ -220,4 +263,61 @@ int baton_lock_remaining_ttl(baton_lock *l, int64_t *ms_out)
     if (rc == BATON_OK && !ms_out)
         rc = baton__fail(l->client, BATON_EINVAL, "ms_out is NULL");
     return rc != BATON_OK ? rc : l->ops->remaining_ttl(l, ms_out);
+}
+
+int baton_lock_fencing_token(baton_lock *l, int64_t *token)
+{
+    int rc = enter(l);
+    if (rc == BATON_OK && !token)
+        rc = baton__fail(l->client, BATON_EINVAL, "token is NULL");
+    if (rc != BATON_OK)
+        return rc;
+    if (l->ops->fencing_token)
+        return l->ops->fencing_token(l, token);
+    baton__mutex_lock(&l->mu);
+    bool held = l->holder == baton__thread_id() && !l->lost && l->depth > 0;
+    *token = held ? l->token : 0;
+    baton__mutex_unlock(&l->mu);
+    if (!held)
+        return baton__fail(l->client, BATON_ENOTHELD,
+                           "lock %s: the calling thread holds no hold through this handle",
+                           l->name);
+    return BATON_OK;
+}
+
+int baton_lock_set_lost_handler(baton_lock *l, void (*fn)(baton_lock *, void *), void *arg)
+{
+    int rc = enter(l);
+    if (rc != BATON_OK)
+        return rc;
+    baton__mutex_lock(&l->mu);
+    l->lost_fn = fn;
+    l->lost_arg = fn ? arg : NULL;
+    baton__mutex_unlock(&l->mu);
+    return BATON_OK;
+}
+
+int baton_lock_lost_fd(baton_lock *l, int *fd)
+{
+    int rc = enter(l);
+    if (rc == BATON_OK && !fd)
+        rc = baton__fail(l->client, BATON_EINVAL, "fd is NULL");
+    if (rc != BATON_OK)
+        return rc;
+    baton__mutex_lock(&l->mu);
+    if (l->lost_pipe[0] < 0) {
+        if (pipe2(l->lost_pipe, O_NONBLOCK | O_CLOEXEC) != 0) {
+            l->lost_pipe[0] = l->lost_pipe[1] = -1;
+            baton__mutex_unlock(&l->mu);
+            return baton__fail(l->client, BATON_ENOMEM, "pipe: %s", strerror(errno));
+        }
+        if (l->lost) {
+            char b = 1;
+            ssize_t n = write(l->lost_pipe[1], &b, 1);
+            (void)n;
+        }
+    }
+    *fd = l->lost_pipe[0];
+    baton__mutex_unlock(&l->mu);
+    return BATON_OK;
 }

@@ -1,6 +1,7 @@
 /*
- * The watchdog: renews the lease of every lock this client holds without an explicit lease,
- * from one thread and one timer, every watchdog_ms / 3 (Redisson's rule).
+ * The watchdog: the registry of every hold this client has, and the renewal of those held
+ * without an explicit lease, from one thread and one timer, every watchdog_ms / 3
+ * (Redisson's rule).
  *
  * Renewal is batched: up to 100 holds per EVALSHA of lock_renew.lua, every batch pipelined
  * on one connection, so a period costs one round trip per hundred holds at most. A batch
@@ -9,6 +10,10 @@
  * the server cannot be reached is tried again next period; once a hold's last successful
  * renewal is older than its lease, the lease has surely run out and the hold is reported
  * lost as well.
+ *
+ * Holds with an explicit lease are registered too, without renewal: when the client finds
+ * that the server restarted (its run_id changed, see client.c), every registered hold may
+ * have been wiped, and all of them are reported lost.
  *
  * Registration happens before an acquire returns and cancellation before a release is sent,
  * so a renewal can never outlive the release it belongs to (Redisson #7272).
@@ -28,6 +33,7 @@ typedef struct wd_entry {
     char *name;
     char *owner;
     int refs;
+    bool renew;         /* renewed every period (a hold without an explicit lease) */
     void (*lost)(void *arg);
     void *arg;
     int64_t last_ok_us; /* last successful renewal (or registration) */
@@ -40,6 +46,7 @@ struct baton__watchdog {
     pthread_cond_t cond;   /* closing, or a callback finished */
     bool closing;
     bool in_callback;      /* lost callbacks are running */
+    bool epoch_changed;    /* the server restarted: report every hold lost */
     baton__map entries;    /* key(name, owner) -> wd_entry */
     uint64_t rounds;       /* renewal EVALSHAs sent */
 };
@@ -69,6 +76,8 @@ static void snap_one(const char *key, void *val, void *arg)
     (void)key;
     wd_entry *e = val;
     snapshot *s = arg;
+    if (!e->renew)
+        return;
     s->names[s->n] = baton__strdup(e->name);
     s->owners[s->n] = baton__strdup(e->owner);
     s->registered[s->n] = e->last_ok_us;
@@ -124,6 +133,7 @@ static void renew_all(baton__watchdog *w, snapshot *s, signed char *result)
     baton__mutex_lock(&w->mu);
     w->rounds += nbatches;
     baton__mutex_unlock(&w->mu);
+    baton__count_round_trip(c); /* the batches travel pipelined: one round trip */
     bool broken = false;
     for (size_t b = 0; b < nbatches; b++) {
         size_t from = b * BATCH, cnt = s->n - from < BATCH ? s->n - from : BATCH;
@@ -152,6 +162,61 @@ static void renew_all(baton__watchdog *w, snapshot *s, signed char *result)
     baton__conn_put(c, conn, broken);
 }
 
+/* Runs lost callbacks with the mutex released; drop() waits for them to finish. */
+static void run_callbacks(baton__watchdog *w, lost_cb *cbs, size_t ncb)
+{
+    if (!ncb)
+        return;
+    w->in_callback = true;
+    baton__mutex_unlock(&w->mu);
+    for (size_t i = 0; i < ncb; i++)
+        cbs[i].fn(cbs[i].arg);
+    baton__mutex_lock(&w->mu);
+    w->in_callback = false;
+    baton__cond_broadcast(&w->cond);
+}
+
+typedef struct lost_list {
+    lost_cb *cbs;
+    size_t n;
+    char **keys;
+} lost_list;
+
+static void collect_lost(const char *key, void *val, void *arg)
+{
+    wd_entry *e = val;
+    lost_list *l = arg;
+    l->keys[l->n] = baton__strdup(key);
+    l->cbs[l->n] = (lost_cb){e->lost, e->arg};
+    l->n++;
+}
+
+/* The server restarted without (perhaps) keeping its data: every hold is reported lost. */
+static void report_all_lost(baton__watchdog *w)
+{
+    w->epoch_changed = false;
+    size_t n = w->entries.count;
+    lost_list l = {calloc(n + 1, sizeof(lost_cb)), 0, calloc(n + 1, sizeof(char *))};
+    if (!l.cbs || !l.keys) {
+        free(l.cbs);
+        free(l.keys);
+        return;
+    }
+    baton__map_each(&w->entries, collect_lost, &l);
+    size_t ncb = 0;
+    for (size_t i = 0; i < l.n; i++) {
+        wd_entry *e = l.keys[i] ? baton__map_remove(&w->entries, l.keys[i]) : NULL;
+        if (e)
+            free_entry(e);
+        if (l.cbs[i].fn)
+            l.cbs[ncb++] = l.cbs[i];
+        free(l.keys[i]);
+    }
+    run_callbacks(w, l.cbs, ncb);
+    free(l.cbs);
+    free(l.keys);
+}
+
 static void *watchdog_main(void *arg)
 {
     baton__watchdog *w = arg;
@@ -161,6 +226,10 @@ static void *watchdog_main(void *arg)
     int64_t next = baton__now_us() + period_us;
     baton__mutex_lock(&w->mu);
     while (!w->closing) {
+        if (w->epoch_changed) {
+            report_all_lost(w);
+            continue;
+        }
         if (baton__cond_wait_until(&w->cond, &w->mu, next) != ETIMEDOUT)
             continue;
         next += period_us;
@@ -202,15 +271,7 @@ static void *watchdog_main(void *arg)
             }
             free(key);
         }
-        if (ncb) {
-            w->in_callback = true;
-            baton__mutex_unlock(&w->mu);
-            for (size_t i = 0; i < ncb; i++)
-                cbs[i].fn(cbs[i].arg);
-            baton__mutex_lock(&w->mu);
-            w->in_callback = false;
-            baton__cond_broadcast(&w->cond);
-        }
+        run_callbacks(w, cbs, ncb);
         free(cbs);
         free(result);
         snapshot_free(&s);
@@ -247,7 +308,7 @@ static int get_watchdog(baton_client *c, baton__watchdog **out)
     return BATON_OK;
 }
 
-int baton__watchdog_add(baton_client *c, const char *name, const char *owner,
+int baton__watchdog_add(baton_client *c, const char *name, const char *owner, bool renew,
                         void (*lost)(void *arg), void *arg)
 {
     baton__watchdog *w = NULL;
@@ -261,6 +322,10 @@ int baton__watchdog_add(baton_client *c, const char *name, const char *owner,
     wd_entry *e = baton__map_get(&w->entries, key);
     if (e) {
         e->refs++;
+        if (renew && !e->renew) {
+            e->renew = true;
+            e->last_ok_us = baton__now_us();
+        }
     } else {
         e = calloc(1, sizeof *e);
         if (e) {
@@ -275,6 +340,7 @@ int baton__watchdog_add(baton_client *c, const char *name, const char *owner,
             return baton__fail(c, BATON_ENOMEM, "out of memory");
         }
         e->refs = 1;
+        e->renew = renew;
         e->lost = lost;
         e->arg = arg;
         e->last_ok_us = baton__now_us();
@@ -317,6 +383,37 @@ void baton__watchdog_remove(baton_client *c, const char *name, const char *owner
 void baton__watchdog_forget(baton_client *c, const char *name, const char *owner)
 {
     drop(c, name, owner, true);
+}
+
+void baton__watchdog_renew(baton_client *c, const char *name, const char *owner)
+{
+    baton__mutex_lock(&c->lazy_mu);
+    baton__watchdog *w = c->wd;
+    baton__mutex_unlock(&c->lazy_mu);
+    char *key = w ? entry_key(name, owner) : NULL;
+    if (!key)
+        return;
+    baton__mutex_lock(&w->mu);
+    wd_entry *e = baton__map_get(&w->entries, key);
+    if (e && !e->renew) {
+        e->renew = true;
+        e->last_ok_us = baton__now_us();
+    }
+    baton__mutex_unlock(&w->mu);
+    free(key);
+}
+
+void baton__watchdog_epoch_changed(baton_client *c)
+{
+    baton__mutex_lock(&c->lazy_mu);
+    baton__watchdog *w = c->wd;
+    baton__mutex_unlock(&c->lazy_mu);
+    if (!w)
+        return;
+    baton__mutex_lock(&w->mu);
+    w->epoch_changed = true;
+    baton__cond_broadcast(&w->cond);
+    baton__mutex_unlock(&w->mu);
 }
 
 uint64_t baton__watchdog_rounds(baton_client *c)

@@ -37,6 +37,38 @@ static const baton__lock_ops plain_ops;
 
 /* ------------------------------- acquire ---------------------------------------------- */
 
+/* The acquire script's reply was lost (timeout, cut connection): it may or may not have
+ * run. Ask the server, as the same owner, how many holds it has; one more than this handle
+ * knows of means the acquire went through, and it is recorded (watchdog included) rather
+ * than left behind unknown. Returns BATON_OK (acquired after all) or BATON_ECONN. */
+static int resolve_lost_acquire(baton_lock *l, const char *owner, int64_t lease_ms)
+{
+    baton_client *c = l->client;
+    plain *p = l->impl;
+    baton__mutex_lock(&l->mu);
+    int64_t known = (l->holder == baton__thread_id() && !l->lost) ? l->depth : 0;
+    baton__mutex_unlock(&l->mu);
+    const char *hget[3] = {"HGET", l->name, owner};
+    redisReply *r;
+    if (baton__query_argv(c, 3, hget, NULL, &r) != BATON_OK)
+        return baton__fail(c, BATON_ECONN, "lock %s: the acquire's reply was lost and the "
+                                           "server could not be asked whether it ran",
+                                           l->name);
+    long long held = r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
+    freeReplyObject(r);
+    if (held <= known)
+        return baton__fail(c, BATON_ECONN, "lock %s: the acquire's reply was lost; it did "
+                                           "not run",
+                                           l->name);
+    const char *get[2] = {"GET", p->token_key};
+    int64_t token = 0;
+    if (baton__query_argv(c, 2, get, NULL, &r) == BATON_OK) {
+        token = r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
+        freeReplyObject(r);
+    }
+    return baton__hold_acquired(l, owner, known == 0, token, lease_ms);
+}
+
 /* One run of the acquire script. BATON_OK: acquired (hold recorded, watchdog registered);
  * BATON_ETIMEDOUT: another owner holds it, *ttl_ms = its remaining lease. */
 static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, int64_t *ttl_ms)
@@ -49,7 +81,11 @@ static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, int64_t *
     const char *keys[2] = {l->name, p->token_key};
     const char *args[2] = {lease, owner};
     redisReply *r;
-    int rc = baton__script_run(c, baton__script_find("lock_acquire"), 2, keys, 2, args, &r);
+    bool maybe_ran;
+    int rc = baton__script_call(c, baton__script_find("lock_acquire"), 2, keys, 2, args, &r,
+                                &maybe_ran);
+    if (rc == BATON_ECONN && maybe_ran)
+        return resolve_lost_acquire(l, owner, lease_ms);
     if (rc != BATON_OK)
         return rc;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
@@ -159,8 +195,10 @@ static int plain_force_release(baton_lock *l, bool *was_locked)
     const char *keys[2] = {l->name, l->channel};
     const char *args[1] = {UNLOCK_MESSAGE};
     redisReply *r;
-    int rc = baton__script_run(c, baton__script_find("lock_force_release"), 2, keys, 1, args,
-                               &r);
+    const baton__script *s = baton__script_find("lock_force_release");
+    int rc = baton__script_run(c, s, 2, keys, 1, args, &r);
+    if (rc == BATON_ECONN) /* deleting twice is harmless */
+        rc = baton__script_run(c, s, 2, keys, 1, args, &r);
     if (rc != BATON_OK)
         return rc;
     bool existed = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
@@ -181,7 +219,7 @@ static int integer_query(baton_lock *l, const char *cmd, bool with_owner, long l
     baton__owner(l->client, owner, sizeof owner);
     const char *argv[3] = {cmd, l->name, owner};
     redisReply *r;
-    int rc = baton__command_argv(l->client, with_owner ? 3 : 2, argv, NULL, &r);
+    int rc = baton__query_argv(l->client, with_owner ? 3 : 2, argv, NULL, &r);
     if (rc != BATON_OK)
         return rc;
     *was_nil = r->type == REDIS_REPLY_NIL;

@@ -1,0 +1,26 @@
+-- latch_count_down: decrement a count-down latch; at zero delete it and wake the waiters.
+-- KEYS[1]  the latch: a string at the latch's name holding the count
+-- KEYS[2]  the latch's channel, redisson_countdownlatch__channel__{name}
+-- ARGV[1]  the "reached zero" message, "0"
+-- Returns  the count after the call: 0 when the latch is (now) open. An absent latch is
+--          left absent (the count never goes negative); the count that reaches 0 deletes
+--          the key and publishes "0", once.
+--          A key of another type, or a string that is not an integer, fails (WRONGTYPE, or
+--          ERR) before anything is written.
+local t = redis.call('type', KEYS[1]).ok
+if t == 'none' then
+    return 0
+end
+if t ~= 'string' then
+    return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
+end
+if tonumber(redis.call('get', KEYS[1])) == nil then
+    return redis.error_reply('ERR the latch holds a value that is not a count')
+end
+local v = redis.call('decr', KEYS[1])
+if v <= 0 then
+    redis.call('del', KEYS[1])
+    redis.call('publish', KEYS[2], ARGV[1])
+    return 0
+end
+return v

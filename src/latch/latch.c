@@ -1,0 +1,257 @@
+/*
+ * The count-down latch, with Redisson's layout: the count is a string at the latch's name;
+ * "0" (reached zero) and "1" (new count) are published on
+ * redisson_countdownlatch__channel__{name}. A latch that reached zero has no key, so an
+ * absent key reads as a count of 0 and try_set_count can arm it again.
+ *
+ * Two of Redisson's hangs are fixed here. Delete publishes "0", not "new count": the key is
+ * gone, the count is 0, so waiters return instead of waiting for a message that never
+ * comes. And a waiter never depends on a message alone: it re-reads the count at least every
+ * recheck_ms (a client option), so a "0" lost with a dropped connection costs at most that.
+ *
+ * await reads the count; if it is not 0 it takes a reference on the channel's subscription
+ * (one per client, however many threads wait), reads again (a "0" published before the
+ * subscription was confirmed would otherwise be missed), then sleeps until a wake-up, the
+ * re-check interval or the deadline, and reads again. The dispatcher wakes every waiter of
+ * a latch channel on "0" and on a reconnection. A waiter that gives up (timeout, error)
+ * drops its reference synchronously, so it leaves no subscription behind.
+ */
+#define _GNU_SOURCE
+#include "../core/internal.h"
+
+#include <hiredis/hiredis.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHANNEL_PREFIX "redisson_countdownlatch__channel__"
+#define ZERO_COUNT_MESSAGE "0"
+#define NEW_COUNT_MESSAGE "1"
+
+struct baton_latch {
+    baton_client *client;
+    char *name;    /* the user's name, also the key holding the count */
+    char *channel; /* redisson_countdownlatch__channel__{name} */
+};
+
+/* ------------------------------- open and close --------------------------------------- */
+
+int baton_latch_open(baton_client *c, const char *name, baton_latch **out)
+{
+    if (out)
+        *out = NULL;
+    if (!c || !out)
+        return BATON_EINVAL;
+    baton__clear_error(c);
+    if (baton__check_name(name) != BATON_OK)
+        return baton__fail(c, BATON_EINVAL, "latch name must be 1 to %d bytes",
+                           BATON_MAX_NAME_LEN);
+    baton_latch *l = calloc(1, sizeof *l);
+    if (!l)
+        return baton__fail(c, BATON_ENOMEM, "out of memory");
+    l->client = c;
+    l->name = baton__strdup(name);
+    l->channel = baton__derive_key(CHANNEL_PREFIX, name, NULL);
+    if (!l->name || !l->channel) {
+        baton_latch_close(l);
+        return baton__fail(c, BATON_ENOMEM, "out of memory");
+    }
+    *out = l;
+    return BATON_OK;
+}
+
+void baton_latch_close(baton_latch *l)
+{
+    if (!l)
+        return;
+    free(l->name);
+    free(l->channel);
+    free(l);
+}
+
+/* Validation shared by every verb. */
+static int enter(baton_latch *l)
+{
+    if (!l)
+        return BATON_EINVAL;
+    baton__clear_error(l->client);
+    return BATON_OK;
+}
+
+/* ------------------------------- scripts ---------------------------------------------- */
+
+/* Runs one of the latch's scripts (KEYS: name, channel; ARGV: message [, arg]) and stores
+ * its integer reply in *out. */
+static int run(baton_latch *l, const char *script, const char *message, const char *arg,
+               long long *out)
+{
+    baton_client *c = l->client;
+    const char *keys[2] = {l->name, l->channel};
+    const char *args[2] = {message, arg};
+    redisReply *r;
+    int rc = baton__script_run(c, baton__script_find(script), 2, keys, arg ? 2 : 1, args, &r);
+    if (rc != BATON_OK)
+        return rc;
+    int type = r->type;
+    *out = r->integer;
+    freeReplyObject(r);
+    if (type != REDIS_REPLY_INTEGER)
+        return baton__fail(c, BATON_EPROTO, "latch %s: unexpected reply to %s", l->name,
+                           script);
+    return BATON_OK;
+}
+
+int baton_latch_try_set_count(baton_latch *l, int64_t count, bool *was_set)
+{
+    int rc = enter(l);
+    if (rc != BATON_OK)
+        return rc;
+    if (count < 1)
+        return baton__fail(l->client, BATON_EINVAL, "latch %s: count %lld: must be >= 1",
+                           l->name, (long long)count);
+    char n[32];
+    snprintf(n, sizeof n, "%lld", (long long)count);
+    long long set = 0;
+    rc = run(l, "latch_try_set_count", NEW_COUNT_MESSAGE, n, &set);
+    if (rc == BATON_OK && was_set)
+        *was_set = set == 1;
+    return rc;
+}
+
+int baton_latch_count_down(baton_latch *l)
+{
+    int rc = enter(l);
+    if (rc != BATON_OK)
+        return rc;
+    long long left;
+    /* Not retried on a lost reply: a second decrement is not idempotent. */
+    return run(l, "latch_count_down", ZERO_COUNT_MESSAGE, NULL, &left);
+}
+
+int baton_latch_delete(baton_latch *l, bool *existed)
+{
+    int rc = enter(l);
+    if (rc != BATON_OK)
+        return rc;
+    long long was = 0;
+    rc = run(l, "latch_delete", ZERO_COUNT_MESSAGE, NULL, &was);
+    if (rc == BATON_OK && existed)
+        *existed = was == 1;
+    return rc;
+}
+
+/* ------------------------------- count ------------------------------------------------ */
+
+/* GET, not a script: waiters read the count on every wake-up, and a key of another type
+ * already fails with WRONGTYPE. */
+static int read_count(baton_latch *l, int64_t *out)
+{
+    baton_client *c = l->client;
+    const char *argv[2] = {"GET", l->name};
+    redisReply *r;
+    int rc = baton__command_argv(c, 2, argv, NULL, &r);
+    if (rc != BATON_OK)
+        return rc;
+    if (r->type == REDIS_REPLY_NIL) {
+        freeReplyObject(r);
+        *out = 0;
+        return BATON_OK;
+    }
+    if (r->type != REDIS_REPLY_STRING) {
+        freeReplyObject(r);
+        return baton__fail(c, BATON_EPROTO, "latch %s: unexpected reply to GET", l->name);
+    }
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(r->str, &end, 10);
+    bool ok = r->len > 0 && end == r->str + r->len && errno == 0;
+    freeReplyObject(r);
+    if (!ok)
+        return baton__fail(c, BATON_EPROTO, "latch %s holds a value that is not a count",
+                           l->name);
+    *out = v;
+    return BATON_OK;
+}
+
+int baton_latch_count(baton_latch *l, int64_t *out)
+{
+    int rc = enter(l);
+    if (rc != BATON_OK)
+        return rc;
+    if (!out)
+        return baton__fail(l->client, BATON_EINVAL, "out is NULL");
+    int64_t v = 0;
+    rc = read_count(l, &v);
+    if (rc == BATON_OK)
+        *out = v > 0 ? v : 0; /* a count written below 1 by someone else is an open latch */
+    return rc;
+}
+
+/* ------------------------------- await ------------------------------------------------ */
+
+/* Reads the count: BATON_OK when the latch is open, BATON_ETIMEDOUT (quietly: the caller
+ * decides whether that is a failure) while it is closed, or an error. */
+static int is_open(baton_latch *l)
+{
+    int64_t n = 0;
+    int rc = read_count(l, &n);
+    if (rc != BATON_OK)
+        return rc;
+    return n <= 0 ? BATON_OK : BATON_ETIMEDOUT;
+}
+
+int baton_latch_await(baton_latch *l, int64_t timeout_ms)
+{
+    int rc = enter(l);
+    if (rc != BATON_OK)
+        return rc;
+    baton_client *c = l->client;
+    if (baton__check_wait(timeout_ms) != BATON_OK)
+        return baton__fail(c, BATON_EINVAL,
+                           "timeout_ms %lld: use BATON_WAIT_FOREVER or 0..%lld ms",
+                           (long long)timeout_ms, (long long)BATON_MAX_DURATION_MS);
+    int64_t deadline = baton__deadline_after_ms(timeout_ms);
+    rc = is_open(l);
+    if (rc != BATON_ETIMEDOUT)
+        return rc;
+    if (timeout_ms == 0)
+        return baton__fail(c, BATON_ETIMEDOUT, "latch %s is closed", l->name);
+
+    baton__sub *sub;
+    rc = baton__sub_acquire(c, l->channel, BATON__SUB_LATCH, deadline, &sub);
+    if (rc != BATON_OK)
+        return rc;
+    int64_t recheck_us = baton__client_config(c)->recheck_ms * 1000;
+    uint64_t seen = baton__sub_messages(c, sub);
+    for (;;) {
+        /* A "0" that arrived after this waiter saw the latch closed means it opened: no
+         * need to ask the server (with a thousand waiters, a thousand GETs saved). */
+        if (baton__sub_messages(c, sub) != seen) {
+            rc = BATON_OK;
+            break;
+        }
+        rc = is_open(l);
+        if (rc != BATON_ETIMEDOUT)
+            break;
+        int64_t now = baton__now_us();
+        if (now >= deadline) {
+            rc = baton__fail(c, BATON_ETIMEDOUT, "latch %s: still closed after %lld ms",
+                             l->name, (long long)timeout_ms);
+            break;
+        }
+        /* Sleep until "0" (or a reconnection) wakes us, the deadline, or the re-check: a
+         * message lost with a dropped connection costs at most recheck_ms. */
+        int64_t until = deadline;
+        if (now + recheck_us < until)
+            until = now + recheck_us;
+        baton__sub_wait(c, sub, until);
+    }
+    /* Open: unsubscribe in the background. Gave up: leave nothing behind. */
+    if (rc == BATON_OK)
+        baton__sub_release(c, sub);
+    else
+        baton__sub_release_sync(c, sub);
+    return rc;
+}
