@@ -19,7 +19,9 @@
 --                      free, and fair_wait_ms / 3
 -- Time is the server's (TIME), never a client's. Queued owners whose deadline has passed
 -- are dropped from the head of the queue first; if that leaves the lock free with a new
--- head, "0" is published on the new head's channel. A key of another type fails with
+-- head, "0" is published on the new head's channel. When the head takes the lock with a
+-- lease shorter than fair_wait_ms, "0" goes to the next waiter, the new head, so that it
+-- sleeps no longer than that lease. A key of another type fails with
 -- WRONGTYPE before anything is written.
 local function kind(key, want)
     local t = redis.call('type', key).ok
@@ -53,12 +55,19 @@ end
 local locked = redis.call('exists', KEYS[1]) == 1
 if not locked and (head == false or head == owner) then
     local token = redis.call('incr', KEYS[4])
+    redis.call('hincrby', KEYS[1], owner, 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
     if head == owner then
         redis.call('lpop', KEYS[2])
         redis.call('zrem', KEYS[3], owner)
+        -- The next waiter is now the head. It learns the new holder's lease at its next
+        -- renewal (at most fair_wait_ms / 3 away); a lease shorter than that could run out
+        -- first, unannounced, so it is told to look now.
+        local second = redis.call('lindex', KEYS[2], 0)
+        if second ~= false and tonumber(ARGV[1]) < fair_wait then
+            redis.call('publish', KEYS[5] .. ':' .. second, '0')
+        end
     end
-    redis.call('hincrby', KEYS[1], owner, 1)
-    redis.call('pexpire', KEYS[1], ARGV[1])
     return {1, token}
 end
 if locked and redis.call('hexists', KEYS[1], owner) == 1 then

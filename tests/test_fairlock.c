@@ -17,6 +17,7 @@
 
 #include <criterion/new/assert.h>
 #include <ctype.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -114,45 +115,38 @@ static void await_queue_len(redisContext *r, const char *name, long long n)
     }
 }
 
-/* The queue, as owners joined by spaces. */
-static char *queue_string(redisContext *r, const char *name)
+/* Asserts the queue holds exactly these owners, head first, joined by spaces. */
+static void assert_queue(redisContext *r, const char *name, const char *expect)
 {
     redisReply *rep = th_cmd(r, "LRANGE redisson_lock_queue:{%s} 0 -1", name);
     cr_assert(eq(int, rep->type, REDIS_REPLY_ARRAY));
     size_t len = 1;
     for (size_t i = 0; i < rep->elements; i++)
         len += rep->element[i]->len + 1;
-    char *s = calloc(1, len);
+    char *got = calloc(1, len);
     for (size_t i = 0; i < rep->elements; i++) {
         if (i)
-            strcat(s, " ");
-        strcat(s, rep->element[i]->str);
+            strcat(got, " ");
+        strcat(got, rep->element[i]->str);
     }
     freeReplyObject(rep);
-    return s;
+    cr_assert(eq(str, got, (char *)expect));
+    free(got);
 }
 
-/* A list of small integers (the order in which owners acquired), as "0 1 2 ...". */
-static char *int_list(redisContext *r, const char *key)
+/* Asserts the list at key is "0", "1", ... "n-1": the order in which owners acquired. */
+static void assert_order(redisContext *r, const char *key, int n)
 {
     redisReply *rep = th_cmd(r, "LRANGE %s 0 -1", key);
     cr_assert(eq(int, rep->type, REDIS_REPLY_ARRAY));
-    char *s = calloc(1, rep->elements * 12 + 1);
-    for (size_t i = 0; i < rep->elements; i++) {
-        if (i)
-            strcat(s, " ");
-        strcat(s, rep->element[i]->str);
-    }
-    freeReplyObject(rep);
-    return s;
-}
-
-static char *range_string(int n)
-{
-    char *s = calloc(1, (size_t)n * 12 + 1);
+    char got[256] = "", want[256] = "";
+    for (size_t i = 0; i < rep->elements && strlen(got) < sizeof got - 16; i++)
+        snprintf(got + strlen(got), sizeof got - strlen(got), i ? " %s" : "%s",
+                 rep->element[i]->str);
     for (int i = 0; i < n; i++)
-        sprintf(s + strlen(s), i ? " %d" : "%d", i);
-    return s;
+        snprintf(want + strlen(want), sizeof want - strlen(want), i ? " %d" : "%d", i);
+    freeReplyObject(rep);
+    cr_assert(eq(str, got, want));
 }
 
 static void assert_queue_keys_gone(redisContext *r, const char *name)
@@ -177,12 +171,14 @@ typedef struct orderer {
     atomic_int *next; /* acquisition counter shared by the test's threads */
     int rank;         /* this thread's place in the order of acquisition */
     int rc;
+    int64_t at_ms;    /* when it acquired */
 } orderer;
 
 static void *order_thread(void *arg)
 {
     orderer *o = arg;
     o->rc = baton_lock_try_acquire(o->lock, o->wait_ms, o->lease_ms);
+    o->at_ms = th_ms();
     if (o->rc == BATON_OK)
         o->rank = atomic_fetch_add(o->next, 1);
     return NULL;
@@ -197,7 +193,7 @@ Test(fairlock, eight_threads_acquire_in_the_order_they_asked)
     orderer o[8];
     pthread_t t[8];
     for (int i = 0; i < 8; i++) {
-        o[i] = (orderer){l, 10000, 1000, &next, -1, -100};
+        o[i] = (orderer){l, 10000, 1000, &next, -1, -100, 0};
         pthread_create(&t[i], NULL, order_thread, &o[i]);
         th_sleep_ms(100);
     }
@@ -205,12 +201,19 @@ Test(fairlock, eight_threads_acquire_in_the_order_they_asked)
         pthread_join(t[i], NULL);
         cr_assert(eq(int, o[i].rc, BATON_OK), "thread %d: %s", i, baton_err_name(o[i].rc));
         cr_assert(eq(int, o[i].rank, i), "thread %d acquired as number %d", i, o[i].rank);
+        /* each took over when its predecessor's 1 s lease ran out, told by no message */
+        int64_t gap = i ? o[i].at_ms - o[i - 1].at_ms : 0;
+        if (i) {
+            cr_assert(ge(i64, gap, 990), "thread %d took over after %lld ms", i, (long long)gap);
+            cr_assert(le(i64, gap, 1300), "thread %d took over after %lld ms", i, (long long)gap);
+        }
     }
     redisContext *r = th_redis();
     assert_queue_keys_gone(r, name);
     redisFree(r);
     baton_lock_close(l);
     baton_client_close(c);
+    free(name);
 }
 
 typedef struct proc_arg {
@@ -255,9 +258,11 @@ Test(fairlock, eight_processes_acquire_in_the_order_they_asked)
     for (int i = 0; i < 8; i++)
         cr_assert(eq(int, th_wait(pids[i]), 0), "process %d", i);
     redisContext *r = th_redis();
-    cr_assert(eq(str, int_list(r, order), range_string(8)));
+    assert_order(r, order, 8);
     assert_queue_keys_gone(r, name);
     redisFree(r);
+    free(name);
+    free(order);
 }
 
 /* ---------------------------------------------------------------- contention --------- */
@@ -455,6 +460,7 @@ Test(fairlock, constant_contention_takes_strict_turns, .timeout = 180)
     for (int i = 0; i < 2; i++)
         baton_client_close(c[i]);
     baton_client_close(gate);
+    free(name);
 }
 
 /* ---------------------------------------------------------------- dead and live waiters */
@@ -496,12 +502,19 @@ typedef struct queued_child {
     int index;
     int64_t fair_wait_ms;
     long skew_s;           /* wall clock skew of this process */
-    int fd;                /* the owner is written here before the child queues */
+    int go[2];             /* the child waits for a byte here before it starts */
+    int out[2];            /* the child writes its owner here before it queues */
+    pid_t pid;
 } queued_child;
 
 static int queue_process(void *arg)
 {
     queued_child *q = arg;
+    char go;
+    close(q->go[1]);
+    close(q->out[0]);
+    if (read(q->go[0], &go, 1) != 1)
+        return 98;
     wall_skew_s = q->skew_s;
     if (q->skew_s) {
         /* the hook is active: this process's wall clock disagrees with the real one */
@@ -517,7 +530,7 @@ static int queue_process(void *arg)
         return 100;
     char owner[BATON__OWNER_LEN] = {0};
     baton__owner(c, owner, sizeof owner);
-    if (write(q->fd, owner, sizeof owner) != (ssize_t)sizeof owner)
+    if (write(q->out[1], owner, sizeof owner) != (ssize_t)sizeof owner)
         return 101;
     if (baton_lock_try_acquire(l, 60000, BATON_LEASE_WATCHDOG) != BATON_OK)
         return 102;
@@ -538,31 +551,43 @@ static int queue_process(void *arg)
     return 0;
 }
 
-static pid_t start_queued_child(queued_child *q, char owner[BATON__OWNER_LEN])
+/* Forks a queued_child, waiting for its start. Children are forked before the test starts
+ * any thread (ThreadSanitizer cannot follow a child that starts threads after a fork of a
+ * multi-threaded process). */
+static void fork_queued_child(queued_child *q)
 {
-    int fds[2];
-    cr_assert(eq(int, pipe(fds), 0));
-    q->fd = fds[1];
-    pid_t pid = th_fork(queue_process, q);
-    close(fds[1]);
-    cr_assert(eq(sz, (size_t)read(fds[0], owner, BATON__OWNER_LEN), BATON__OWNER_LEN));
-    close(fds[0]);
-    return pid;
+    cr_assert(eq(int, pipe(q->go), 0));
+    cr_assert(eq(int, pipe(q->out), 0));
+    q->pid = th_fork(queue_process, q);
+    close(q->go[0]);
+    close(q->out[1]);
+}
+
+/* Lets the child go and reads its owner: it queues next. */
+static void start_queued_child(queued_child *q, char owner[BATON__OWNER_LEN])
+{
+    char go = 1;
+    cr_assert(eq(sz, (size_t)write(q->go[1], &go, 1), 1));
+    close(q->go[1]);
+    cr_assert(eq(sz, (size_t)read(q->out[0], owner, BATON__OWNER_LEN), BATON__OWNER_LEN));
+    close(q->out[0]);
 }
 
 #define FAIR_WAIT 1500
 
 Test(fairlock, killed_waiter_is_skipped_within_fair_wait)
 {
-    baton_client *hc = fair_client(FAIR_WAIT, 0), *wc = fair_client(FAIR_WAIT, 0);
     char *name = th_name("fl-kill9");
+    queued_child q = {.name = name, .fair_wait_ms = FAIR_WAIT};
+    fork_queued_child(&q);
+    baton_client *hc = fair_client(FAIR_WAIT, 0), *wc = fair_client(FAIR_WAIT, 0);
     baton_lock *holder = fair_open(hc, name), *l = fair_open(wc, name);
     redisContext *r = th_redis();
     cr_assert(eq(int, baton_lock_acquire(holder, BATON_LEASE_WATCHDOG), BATON_OK));
 
     char child_owner[BATON__OWNER_LEN];
-    queued_child q = {name, NULL, 0, FAIR_WAIT, 0, -1};
-    pid_t pid = start_queued_child(&q, child_owner);
+    start_queued_child(&q, child_owner);
+    pid_t pid = q.pid;
     await_queue_len(r, name, 1);
     timed w = {.lock = l, .wait_ms = 30000, .hold_ms = 0, .rc = -100};
     pthread_t t;
@@ -570,10 +595,10 @@ Test(fairlock, killed_waiter_is_skipped_within_fair_wait)
     await_queue_len(r, name, 2);
     char *expect = NULL;
     cr_assert(asprintf(&expect, "%s %s", child_owner, w.owner) > 0);
-    cr_assert(eq(str, queue_string(r, name), expect));
+    assert_queue(r, name, expect);
 
     th_sleep_ms(FAIR_WAIT); /* the child renewed its place meanwhile */
-    cr_assert(eq(str, queue_string(r, name), expect));
+    assert_queue(r, name, expect);
     kill(pid, SIGKILL);
     cr_assert(eq(int, th_wait(pid), 128 + SIGKILL));
     int64_t released = th_ms();
@@ -592,24 +617,30 @@ Test(fairlock, killed_waiter_is_skipped_within_fair_wait)
     baton_lock_close(l);
     baton_client_close(hc);
     baton_client_close(wc);
+    free(name);
+    free(expect);
 }
 
 Test(fairlock, live_waiters_keep_their_places_behind_a_long_holder)
 {
-    baton_client *hc = fair_client(FAIR_WAIT, 1500);
     char *name = th_name("fl-longhold"), *order = th_name("fl-longhold-order");
+    /* five waiters: threads (each on its own client) and processes, alternating */
+    enum { N = 5 };
+    queued_child q[N];
+    for (int i = 1; i < N; i += 2) {
+        q[i] = (queued_child){.name = name, .order_key = order, .index = i,
+                              .fair_wait_ms = FAIR_WAIT};
+        fork_queued_child(&q[i]);
+    }
+    baton_client *hc = fair_client(FAIR_WAIT, 1500);
     baton_lock *holder = fair_open(hc, name);
     redisContext *r = th_redis();
     cr_assert(eq(int, baton_lock_acquire(holder, BATON_LEASE_WATCHDOG), BATON_OK));
 
-    /* five waiters: threads (each on its own client) and processes, alternating */
-    enum { N = 5 };
     baton_client *wc[N] = {0};
     baton_lock *wl[N] = {0};
     timed w[N];
     pthread_t t[N];
-    queued_child q[N];
-    pid_t pid[N] = {0};
     char owners[N][BATON__OWNER_LEN];
     for (int i = 0; i < N; i++) {
         if (i % 2 == 0) {
@@ -622,8 +653,7 @@ Test(fairlock, live_waiters_keep_their_places_behind_a_long_holder)
                 th_sleep_ms(1);
             strcpy(owners[i], w[i].owner);
         } else {
-            q[i] = (queued_child){name, order, i, FAIR_WAIT, 0, -1};
-            pid[i] = start_queued_child(&q[i], owners[i]);
+            start_queued_child(&q[i], owners[i]);
         }
         await_queue_len(r, name, i + 1);
     }
@@ -637,7 +667,7 @@ Test(fairlock, live_waiters_keep_their_places_behind_a_long_holder)
     /* 4 x fair_wait_ms held (the watchdog renews a 1.5 s lease): nobody loses a place */
     int64_t until = th_ms() + 4 * FAIR_WAIT;
     while (th_ms() < until) {
-        cr_assert(eq(str, queue_string(r, name), expect));
+        assert_queue(r, name, expect);
         cr_assert(eq(i64, timeout_card(r, name), N));
         th_sleep_ms(250);
     }
@@ -657,10 +687,10 @@ Test(fairlock, live_waiters_keep_their_places_behind_a_long_holder)
             pthread_join(t[i], NULL);
             cr_assert(eq(int, w[i].rc, BATON_OK), "waiter %d", i);
         } else {
-            cr_assert(eq(int, th_wait(pid[i]), 0), "waiter %d", i);
+            cr_assert(eq(int, th_wait(q[i].pid), 0), "waiter %d", i);
         }
     }
-    cr_assert(eq(str, int_list(r, order), range_string(N)));
+    assert_order(r, order, N);
     assert_queue_keys_gone(r, name);
     redisFree(r);
     for (int i = 0; i < N; i++) {
@@ -669,6 +699,8 @@ Test(fairlock, live_waiters_keep_their_places_behind_a_long_holder)
     }
     baton_lock_close(holder);
     baton_client_close(hc);
+    free(name);
+    free(order);
 }
 
 /* ---------------------------------------------------------------- giving up ---------- */
@@ -722,12 +754,12 @@ Test(fairlock, timed_out_waiter_leaves_the_queue_as_it_was)
     await_queue_len(r, name, 3);
     char *expect = NULL;
     cr_assert(asprintf(&expect, "%s %s %s", a.owner, m.owner, cw.owner) > 0);
-    cr_assert(eq(str, queue_string(r, name), expect));
+    assert_queue(r, name, expect);
     pthread_join(tm, NULL);
     cr_assert(eq(int, m.rc, BATON_ETIMEDOUT));
     free(expect);
     cr_assert(asprintf(&expect, "%s %s", a.owner, cw.owner) > 0);
-    cr_assert(eq(str, queue_string(r, name), expect));
+    assert_queue(r, name, expect);
     cr_assert(eq(i64, timeout_card(r, name), 2));
 
     cr_assert(eq(int, baton_lock_release(holder), BATON_OK));
@@ -735,7 +767,7 @@ Test(fairlock, timed_out_waiter_leaves_the_queue_as_it_was)
     pthread_join(tc, NULL);
     cr_assert(eq(int, a.rc, BATON_OK));
     cr_assert(eq(int, cw.rc, BATON_OK));
-    cr_assert(eq(str, int_list(r, order), "0 1"));
+    assert_order(r, order, 2);
     assert_queue_keys_gone(r, name);
     cr_assert(eq(int, baton_lock_try_acquire(lm, 0, 1000), BATON_OK));
     cr_assert(eq(int, baton_lock_release(lm), BATON_OK));
@@ -748,6 +780,9 @@ Test(fairlock, timed_out_waiter_leaves_the_queue_as_it_was)
     baton_client_close(ac);
     baton_client_close(mc);
     baton_client_close(cc);
+    free(name);
+    free(order);
+    free(expect);
 }
 
 Test(fairlock, force_release_wakes_the_head_and_keeps_the_queue)
@@ -779,6 +814,7 @@ Test(fairlock, force_release_wakes_the_head_and_keeps_the_queue)
     baton_client_close(hc);
     baton_client_close(wc);
     baton_client_close(fc);
+    free(name);
 }
 
 /* ---------------------------------------------------------------- the lock verbs ----- */
@@ -841,6 +877,7 @@ Test(fairlock, reentrancy_counts_holds_and_keeps_the_token)
     redisFree(r);
     baton_lock_close(l);
     baton_client_close(c);
+    free(name);
 }
 
 Test(fairlock, remaining_ttl_follows_the_explicit_lease)
@@ -873,6 +910,77 @@ Test(fairlock, remaining_ttl_follows_the_explicit_lease)
     cr_assert(eq(i64, ttl, -2));
     baton_lock_close(l);
     baton_client_close(c);
+    free(name);
+}
+
+typedef struct lost_probe {
+    atomic_int calls;
+    _Atomic int64_t at_ms;
+} lost_probe;
+
+static void on_lost(baton_lock *l, void *arg)
+{
+    (void)l;
+    lost_probe *p = arg;
+    atomic_store(&p->at_ms, th_ms());
+    atomic_fetch_add(&p->calls, 1);
+}
+
+Test(fairlock, fencing_tokens_and_lost_signals_work_as_for_the_plain_lock)
+{
+    baton_client *c = fair_client(FAIR_WAIT, 1500), *other = th_client(NULL);
+    char *name = th_name("fl-fencing");
+    baton_lock *l = fair_open(c, name), *o = fair_open(other, name);
+    redisContext *r = th_redis();
+    int64_t t1 = 0, t2 = 0, t3 = 0;
+    cr_assert(eq(int, baton_lock_fencing_token(l, &t1), BATON_ENOTHELD));
+    cr_assert(eq(int, baton_lock_acquire(l, BATON_LEASE_WATCHDOG), BATON_OK));
+    cr_assert(eq(int, baton_lock_fencing_token(l, &t1), BATON_OK));
+    cr_assert(eq(i64, th_cmd_int(r, "GET redisson_lock_token:{%s}", name), t1));
+    cr_assert(eq(int, baton_lock_acquire(l, BATON_LEASE_WATCHDOG), BATON_OK));
+    cr_assert(eq(int, baton_lock_fencing_token(l, &t2), BATON_OK));
+    cr_assert(eq(i64, t2, t1));
+
+    /* a queued waiter takes over with a higher token */
+    timed w = {.lock = o, .wait_ms = 10000, .hold_ms = 0, .rc = -100};
+    pthread_t t;
+    pthread_create(&t, NULL, timed_thread, &w);
+    await_queue_len(r, name, 1);
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    pthread_join(t, NULL);
+    cr_assert(eq(int, w.rc, BATON_OK));
+    cr_assert(gt(i64, th_cmd_int(r, "GET redisson_lock_token:{%s}", name), t1));
+
+    /* the hold is deleted behind the holder's back: reported lost within a renewal */
+    lost_probe probe = {0};
+    int fd = -1;
+    cr_assert(eq(int, baton_lock_set_lost_handler(l, on_lost, &probe), BATON_OK));
+    cr_assert(eq(int, baton_lock_lost_fd(l, &fd), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(l, BATON_LEASE_WATCHDOG), BATON_OK));
+    cr_assert(eq(int, baton_lock_fencing_token(l, &t3), BATON_OK));
+    cr_assert(gt(i64, t3, t1 + 1));
+    bool was = false;
+    int64_t forced = th_ms();
+    cr_assert(eq(int, baton_lock_force_release(o, &was), BATON_OK));
+    cr_assert(was);
+    struct pollfd pf = {fd, POLLIN, 0};
+    cr_assert(eq(int, poll(&pf, 1, 2000), 1), "the lost fd never became readable");
+    for (int i = 0; i < 100 && atomic_load(&probe.calls) == 0; i++)
+        th_sleep_ms(5);
+    cr_assert(eq(int, atomic_load(&probe.calls), 1));
+    cr_assert(le(i64, atomic_load(&probe.at_ms) - forced, 650),
+              "reported %lld ms after the force release (renewal every 500 ms)",
+              (long long)(atomic_load(&probe.at_ms) - forced));
+    cr_assert(eq(int, baton_lock_fencing_token(l, &t3), BATON_ENOTHELD));
+    cr_assert(eq(int, baton_lock_release(l), BATON_ENOTHELD));
+    assert_queue_keys_gone(r, name);
+    redisFree(r);
+    baton_lock_close(l);
+    baton_lock_close(o);
+    baton_client_close(c);
+    baton_client_close(other);
+    free(name);
 }
 
 static void *release_thread(void *arg)
@@ -908,6 +1016,7 @@ Test(fairlock, release_by_a_non_holder_is_refused)
     baton_lock_close(l2);
     baton_client_close(c);
     baton_client_close(c2);
+    free(name);
 }
 
 static long long commands_processed(redisContext *r)
@@ -958,6 +1067,7 @@ Test(fairlock, bad_input_is_rejected_and_nothing_is_sent)
     redisFree(r);
     baton_lock_close(l);
     baton_client_close(c);
+    free(name);
 }
 
 Test(fairlock, wrong_type_keys_are_an_error_and_left_alone)
@@ -996,6 +1106,8 @@ Test(fairlock, wrong_type_keys_are_an_error_and_left_alone)
     baton_lock_close(l);
     baton_lock_close(l2);
     baton_client_close(c);
+    free(name);
+    free(name2);
 }
 
 /* ---------------------------------------------------------------- skewed clocks ------ */
@@ -1049,32 +1161,35 @@ Test(fairlock, skewed_client_clocks_still_queue_in_order)
     const char *shas[] = {baton__script_find("fairlock_acquire")->sha1,
                           baton__script_find("fairlock_release")->sha1,
                           baton__script_find("fairlock_cancel")->sha1, NULL};
+    char *name = th_name("fl-skew"), *order = th_name("fl-skew-order");
+    /* wall clocks one hour ahead, one hour behind, ahead, behind */
+    enum { N = 4 };
+    queued_child q[N];
+    for (int i = 0; i < N; i++) {
+        q[i] = (queued_child){.name = name, .order_key = order, .index = i,
+                              .fair_wait_ms = FAIR_WAIT, .skew_s = i % 2 ? -3600 : 3600};
+        fork_queued_child(&q[i]);
+    }
     redisContext *mon = th_redis();
     redisReply *rep = th_cmd(mon, "MONITOR");
     freeReplyObject(rep);
 
     baton_client *hc = fair_client(FAIR_WAIT, 0);
-    char *name = th_name("fl-skew"), *order = th_name("fl-skew-order");
     baton_lock *holder = fair_open(hc, name);
     redisContext *r = th_redis();
     cr_assert(eq(int, baton_lock_acquire(holder, BATON_LEASE_WATCHDOG), BATON_OK));
 
-    /* wall clocks one hour ahead, one hour behind, ahead, behind */
-    enum { N = 4 };
-    queued_child q[N];
-    pid_t pid[N];
     char owners[N][BATON__OWNER_LEN];
     for (int i = 0; i < N; i++) {
-        q[i] = (queued_child){name, order, i, FAIR_WAIT, i % 2 ? -3600 : 3600, -1};
-        pid[i] = start_queued_child(&q[i], owners[i]);
+        start_queued_child(&q[i], owners[i]);
         await_queue_len(r, name, i + 1);
     }
     th_sleep_ms(2 * FAIR_WAIT); /* places are renewed by clients whose clocks disagree */
     cr_assert(eq(i64, queue_len(r, name), N));
     cr_assert(eq(int, baton_lock_release(holder), BATON_OK));
     for (int i = 0; i < N; i++)
-        cr_assert(eq(int, th_wait(pid[i]), 0), "process %d", i);
-    cr_assert(eq(str, int_list(r, order), range_string(N)));
+        cr_assert(eq(int, th_wait(q[i].pid), 0), "process %d", i);
+    assert_order(r, order, N);
     assert_queue_keys_gone(r, name);
 
     /* and the server never saw a client's time: read what MONITOR recorded */
@@ -1099,4 +1214,6 @@ Test(fairlock, skewed_client_clocks_still_queue_in_order)
     redisFree(r);
     baton_lock_close(holder);
     baton_client_close(hc);
+    free(name);
+    free(order);
 }

@@ -45,6 +45,39 @@ typedef struct fair {
 
 /* ------------------------------- acquire ---------------------------------------------- */
 
+/* The acquire script's reply was lost (timeout, cut connection): it may or may not have
+ * run. As the plain lock does, ask the server how many holds this owner has; one more than
+ * the handle knows of means the acquire went through, and it is recorded (watchdog
+ * included). Otherwise the run at most queued this owner, and the caller gives up, which
+ * takes it out of the queue. Returns BATON_OK (acquired after all) or BATON_ECONN. */
+static int resolve_lost_acquire(baton_lock *l, const char *owner, int64_t lease_ms)
+{
+    baton_client *c = l->client;
+    fair *f = l->impl;
+    baton__mutex_lock(&l->mu);
+    int64_t known = (l->holder == baton__thread_id() && !l->lost) ? l->depth : 0;
+    baton__mutex_unlock(&l->mu);
+    const char *hget[3] = {"HGET", l->name, owner};
+    redisReply *r;
+    if (baton__query_argv(c, 3, hget, NULL, &r) != BATON_OK)
+        return baton__fail(c, BATON_ECONN, "fair lock %s: the acquire's reply was lost and "
+                                           "the server could not be asked whether it ran",
+                                           l->name);
+    long long held = r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
+    freeReplyObject(r);
+    if (held <= known)
+        return baton__fail(c, BATON_ECONN, "fair lock %s: the acquire's reply was lost; it "
+                                           "did not take the lock",
+                           l->name);
+    const char *get[2] = {"GET", f->token_key};
+    int64_t token = 0;
+    if (baton__query_argv(c, 2, get, NULL, &r) == BATON_OK) {
+        token = r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
+        freeReplyObject(r);
+    }
+    return baton__hold_acquired(l, owner, known == 0, token, lease_ms);
+}
+
 /* One run of the acquire script; queue: join the queue (or renew this owner's place) if
  * not acquired. BATON_OK: acquired (hold recorded, watchdog registered); BATON_ETIMEDOUT:
  * not acquired, *wait_ms = how long to sleep at most before the next run. */
@@ -61,7 +94,11 @@ static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, bool queu
     const char *keys[5] = {l->name, f->queue_key, f->timeout_key, f->token_key, l->channel};
     const char *args[4] = {lease, owner, fair_wait, queue ? "1" : "0"};
     redisReply *r;
-    int rc = baton__script_run(c, baton__script_find("fairlock_acquire"), 5, keys, 4, args, &r);
+    bool maybe_ran;
+    int rc = baton__script_call(c, baton__script_find("fairlock_acquire"), 5, keys, 4, args, &r,
+                                &maybe_ran);
+    if (rc == BATON_ECONN && maybe_ran)
+        return resolve_lost_acquire(l, owner, lease_ms);
     if (rc != BATON_OK)
         return rc;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
@@ -90,9 +127,12 @@ static void give_up(baton_lock *l, const char *owner, int rc)
     char *detail = baton__strdup(baton_client_errmsg(c));
     const char *keys[4] = {l->name, f->queue_key, f->timeout_key, l->channel};
     const char *args[1] = {owner};
+    const baton__script *s = baton__script_find("fairlock_cancel");
     redisReply *r;
-    if (baton__script_run(c, baton__script_find("fairlock_cancel"), 4, keys, 1, args, &r) ==
-        BATON_OK)
+    int crc = baton__script_run(c, s, 4, keys, 1, args, &r);
+    if (crc == BATON_ECONN) /* leaving the queue twice is harmless */
+        crc = baton__script_run(c, s, 4, keys, 1, args, &r);
+    if (crc == BATON_OK)
         freeReplyObject(r);
     if (detail)
         baton__fail(c, rc, "%s", detail);
@@ -215,8 +255,10 @@ static int fair_force_release(baton_lock *l, bool *was_locked)
     const char *keys[4] = {l->name, f->queue_key, f->timeout_key, l->channel};
     const char *args[1] = {UNLOCK_MESSAGE};
     redisReply *r;
-    int rc = baton__script_run(c, baton__script_find("fairlock_force_release"), 4, keys, 1, args,
-                               &r);
+    const baton__script *s = baton__script_find("fairlock_force_release");
+    int rc = baton__script_run(c, s, 4, keys, 1, args, &r);
+    if (rc == BATON_ECONN) /* deleting twice is harmless */
+        rc = baton__script_run(c, s, 4, keys, 1, args, &r);
     if (rc != BATON_OK)
         return rc;
     bool existed = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
@@ -238,7 +280,7 @@ static int integer_query(baton_lock *l, const char *cmd, bool with_owner, long l
     baton__owner(l->client, owner, sizeof owner);
     const char *argv[3] = {cmd, l->name, owner};
     redisReply *r;
-    int rc = baton__command_argv(l->client, with_owner ? 3 : 2, argv, NULL, &r);
+    int rc = baton__query_argv(l->client, with_owner ? 3 : 2, argv, NULL, &r);
     if (rc != BATON_OK)
         return rc;
     *was_nil = r->type == REDIS_REPLY_NIL;
