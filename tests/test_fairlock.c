@@ -171,7 +171,7 @@ typedef struct orderer {
     atomic_int *next; /* acquisition counter shared by the test's threads */
     int rank;         /* this thread's place in the order of acquisition */
     int rc;
-    int64_t at_ms;    /* when it acquired */
+    int64_t at_ms; /* when it acquired */
 } orderer;
 
 static void *order_thread(void *arg)
@@ -436,7 +436,7 @@ Test(fairlock, constant_contention_takes_strict_turns, .timeout = 180)
         if (a.count[i] > max)
             max = a.count[i];
     }
-    cr_assert(eq(int, a.total, CONTENDERS * ROUNDS));
+    cr_assert(eq(int, a.total, CONTENDERS *ROUNDS));
     cr_assert(le(int, max - min, 1), "per-thread counts from %d to %d", min, max);
     for (int n = 1; n < a.total; n++)
         cr_assert(ne(int, a.seq[n], a.seq[n - 1]), "thread %d acquired twice in a row at %d",
@@ -468,13 +468,13 @@ Test(fairlock, constant_contention_takes_strict_turns, .timeout = 180)
 typedef struct timed {
     baton_lock *lock;
     int64_t wait_ms;
-    int64_t hold_ms;         /* hold this long after acquiring, then release */
-    const char *order_key;   /* if set: RPUSH index there once acquired */
+    int64_t hold_ms;       /* hold this long after acquiring, then release */
+    const char *order_key; /* if set: RPUSH index there once acquired */
     int index;
     char owner[BATON__OWNER_LEN];
-    atomic_bool started;     /* owner is known */
+    atomic_bool started; /* owner is known */
     int rc;
-    int64_t at_ms;           /* when acquired */
+    int64_t at_ms; /* when acquired */
 } timed;
 
 static void *timed_thread(void *arg)
@@ -501,9 +501,9 @@ typedef struct queued_child {
     const char *order_key; /* RPUSH index there once acquired, then release */
     int index;
     int64_t fair_wait_ms;
-    long skew_s;           /* wall clock skew of this process */
-    int go[2];             /* the child waits for a byte here before it starts */
-    int out[2];            /* the child writes its owner here before it queues */
+    long skew_s; /* wall clock skew of this process */
+    int go[2];   /* the child waits for a byte here before it starts */
+    int out[2];  /* the child writes its owner here before it queues */
     pid_t pid;
 } queued_child;
 
@@ -606,8 +606,9 @@ Test(fairlock, killed_waiter_is_skipped_within_fair_wait)
     pthread_join(t, NULL);
     cr_assert(eq(int, w.rc, BATON_OK));
     int64_t took = w.at_ms - released;
-    fprintf(stderr, "fairlock: killed waiter skipped, next waiter held the lock %lld ms after "
-                    "the release (fair_wait_ms %d)\n",
+    fprintf(stderr,
+            "fairlock: killed waiter skipped, next waiter held the lock %lld ms after "
+            "the release (fair_wait_ms %d)\n",
             (long long)took, FAIR_WAIT);
     cr_assert(le(i64, took, FAIR_WAIT + 1000), "next waiter got the lock %lld ms after release",
               (long long)took);
@@ -628,8 +629,8 @@ Test(fairlock, live_waiters_keep_their_places_behind_a_long_holder)
     enum { N = 5 };
     queued_child q[N];
     for (int i = 1; i < N; i += 2) {
-        q[i] = (queued_child){.name = name, .order_key = order, .index = i,
-                              .fair_wait_ms = FAIR_WAIT};
+        q[i] =
+            (queued_child){.name = name, .order_key = order, .index = i, .fair_wait_ms = FAIR_WAIT};
         fork_queued_child(&q[i]);
     }
     baton_client *hc = fair_client(FAIR_WAIT, 1500);
@@ -646,8 +647,12 @@ Test(fairlock, live_waiters_keep_their_places_behind_a_long_holder)
         if (i % 2 == 0) {
             wc[i] = fair_client(FAIR_WAIT, 0);
             wl[i] = fair_open(wc[i], name);
-            w[i] = (timed){.lock = wl[i], .wait_ms = 60000, .hold_ms = 50, .order_key = order,
-                           .index = i, .rc = -100};
+            w[i] = (timed){.lock = wl[i],
+                           .wait_ms = 60000,
+                           .hold_ms = 50,
+                           .order_key = order,
+                           .index = i,
+                           .rc = -100};
             pthread_create(&t[i], NULL, timed_thread, &w[i]);
             while (!atomic_load(&w[i].started))
                 th_sleep_ms(1);
@@ -710,8 +715,8 @@ Test(fairlock, timed_out_waiter_leaves_the_queue_as_it_was)
     baton_client *hc = fair_client(FAIR_WAIT, 0), *ac = fair_client(FAIR_WAIT, 0),
                  *mc = fair_client(FAIR_WAIT, 0), *cc = fair_client(FAIR_WAIT, 0);
     char *name = th_name("fl-giveup"), *order = th_name("fl-giveup-order");
-    baton_lock *holder = fair_open(hc, name), *la = fair_open(ac, name),
-               *lm = fair_open(mc, name), *lc = fair_open(cc, name);
+    baton_lock *holder = fair_open(hc, name), *la = fair_open(ac, name), *lm = fair_open(mc, name),
+               *lc = fair_open(cc, name);
     redisContext *r = th_redis();
     cr_assert(eq(int, baton_lock_acquire(holder, BATON_LEASE_WATCHDOG), BATON_OK));
 
@@ -720,8 +725,8 @@ Test(fairlock, timed_out_waiter_leaves_the_queue_as_it_was)
     cr_assert(eq(i64, queue_len(r, name), 0));
     cr_assert(eq(i64, timeout_card(r, name), 0));
 
-    timed a = {.lock = la, .wait_ms = 30000, .hold_ms = 50, .order_key = order, .index = 0,
-               .rc = -100};
+    timed a = {
+        .lock = la, .wait_ms = 30000, .hold_ms = 50, .order_key = order, .index = 0, .rc = -100};
     pthread_t ta, tc;
     pthread_create(&ta, NULL, timed_thread, &a);
     await_queue_len(r, name, 1);
@@ -748,8 +753,8 @@ Test(fairlock, timed_out_waiter_leaves_the_queue_as_it_was)
     pthread_t tm;
     pthread_create(&tm, NULL, timed_thread, &m);
     await_queue_len(r, name, 2);
-    timed cw = {.lock = lc, .wait_ms = 30000, .hold_ms = 50, .order_key = order, .index = 1,
-                .rc = -100};
+    timed cw = {
+        .lock = lc, .wait_ms = 30000, .hold_ms = 50, .order_key = order, .index = 1, .rc = -100};
     pthread_create(&tc, NULL, timed_thread, &cw);
     await_queue_len(r, name, 3);
     char *expect = NULL;
@@ -814,6 +819,103 @@ Test(fairlock, force_release_wakes_the_head_and_keeps_the_queue)
     baton_client_close(hc);
     baton_client_close(wc);
     baton_client_close(fc);
+    free(name);
+}
+
+/* ---------------------------------------------------------------- wake-ups ---------- */
+
+Test(fairlock, each_release_wakes_the_head_only)
+{
+    baton_client *hc = th_client(NULL);
+    char *name = th_name("fl-herd");
+    baton_lock *holder = fair_open(hc, name);
+    redisContext *r = th_redis(), *sub = th_redis();
+    freeReplyObject(th_cmd(sub, "PSUBSCRIBE redisson_lock__channel:{%s}:*", name));
+    cr_assert(eq(int, baton_lock_acquire(holder, BATON_LEASE_WATCHDOG), BATON_OK));
+    enum { N = 3 };
+    baton_client *wc[N];
+    baton_lock *wl[N];
+    timed w[N];
+    pthread_t t[N];
+    for (int i = 0; i < N; i++) {
+        wc[i] = th_client(NULL);
+        wl[i] = fair_open(wc[i], name);
+        w[i] = (timed){.lock = wl[i], .wait_ms = 20000, .hold_ms = 50, .rc = -100};
+        pthread_create(&t[i], NULL, timed_thread, &w[i]);
+        await_queue_len(r, name, i + 1);
+    }
+    cr_assert(eq(int, baton_lock_release(holder), BATON_OK));
+    for (int i = 0; i < N; i++) {
+        pthread_join(t[i], NULL);
+        cr_assert(eq(int, w[i].rc, BATON_OK));
+    }
+    /* one message per handoff, each on the channel of the waiter whose turn it was */
+    for (int i = 0; i < N; i++) {
+        void *v = NULL;
+        cr_assert(eq(int, redisGetReply(sub, &v), REDIS_OK), "%s", sub->errstr);
+        redisReply *m = v;
+        cr_assert(eq(sz, m->elements, 4));
+        char *want = NULL;
+        cr_assert(asprintf(&want, "redisson_lock__channel:{%s}:%s", name, w[i].owner) > 0);
+        cr_assert(eq(str, m->element[2]->str, want), "message %d", i);
+        cr_assert(eq(str, m->element[3]->str, "0"));
+        free(want);
+        freeReplyObject(m);
+    }
+    struct timeval tv = {0, 300000};
+    redisSetTimeout(sub, tv);
+    void *v = NULL;
+    cr_assert(eq(int, redisGetReply(sub, &v), REDIS_ERR), "a message beyond the handoffs");
+    redisFree(sub);
+    redisFree(r);
+    for (int i = 0; i < N; i++) {
+        baton_lock_close(wl[i]);
+        baton_client_close(wc[i]);
+    }
+    baton_lock_close(holder);
+    baton_client_close(hc);
+    free(name);
+}
+
+Test(fairlock, a_head_that_gives_up_hands_over_at_once)
+{
+    baton_client *c = th_client(NULL); /* fair_wait 5 s: renewals every 1.67 s */
+    char *name = th_name("fl-handover");
+    baton_lock *l = fair_open(c, name);
+    redisContext *r = th_redis();
+    /* a head that holds its place but does not take the free lock (a slow client) */
+    freeReplyObject(th_cmd(r, "RPUSH redisson_lock_queue:{%s} ghost", name));
+    freeReplyObject(th_cmd(r, "ZADD redisson_lock_timeout:{%s} %lld ghost", name,
+                           (long long)server_ms(r) + 60000));
+    timed w = {.lock = l, .wait_ms = 10000, .hold_ms = 0, .rc = -100};
+    pthread_t t;
+    pthread_create(&t, NULL, timed_thread, &w);
+    await_queue_len(r, name, 2);
+    th_sleep_ms(100); /* the waiter is asleep: the lock is free, but it is not its turn */
+    cr_assert(eq(int, w.rc, -100));
+
+    /* the head gives up, as fairlock_cancel does for a timed-out waiter */
+    const baton__script *s = baton__script_find("fairlock_cancel");
+    char *queue = NULL, *timeouts = NULL, *channel = NULL;
+    cr_assert(asprintf(&queue, "redisson_lock_queue:{%s}", name) > 0);
+    cr_assert(asprintf(&timeouts, "redisson_lock_timeout:{%s}", name) > 0);
+    cr_assert(asprintf(&channel, "redisson_lock__channel:{%s}", name) > 0);
+    int64_t t0 = th_ms();
+    cr_assert(eq(i64,
+                 th_cmd_int(r, "EVAL %b 4 %s %s %s %s ghost", s->body, s->len, name, queue,
+                            timeouts, channel),
+                 1));
+    pthread_join(t, NULL);
+    cr_assert(eq(int, w.rc, BATON_OK));
+    cr_assert(le(i64, w.at_ms - t0, 300), "the next waiter took %lld ms",
+              (long long)(w.at_ms - t0));
+    assert_queue_keys_gone(r, name);
+    redisFree(r);
+    baton_lock_close(l);
+    baton_client_close(c);
+    free(queue);
+    free(timeouts);
+    free(channel);
     free(name);
 }
 
@@ -1166,8 +1268,11 @@ Test(fairlock, skewed_client_clocks_still_queue_in_order)
     enum { N = 4 };
     queued_child q[N];
     for (int i = 0; i < N; i++) {
-        q[i] = (queued_child){.name = name, .order_key = order, .index = i,
-                              .fair_wait_ms = FAIR_WAIT, .skew_s = i % 2 ? -3600 : 3600};
+        q[i] = (queued_child){.name = name,
+                              .order_key = order,
+                              .index = i,
+                              .fair_wait_ms = FAIR_WAIT,
+                              .skew_s = i % 2 ? -3600 : 3600};
         fork_queued_child(&q[i]);
     }
     redisContext *mon = th_redis();

@@ -60,14 +60,16 @@ static int resolve_lost_acquire(baton_lock *l, const char *owner, int64_t lease_
     const char *hget[3] = {"HGET", l->name, owner};
     redisReply *r;
     if (baton__query_argv(c, 3, hget, NULL, &r) != BATON_OK)
-        return baton__fail(c, BATON_ECONN, "fair lock %s: the acquire's reply was lost and "
-                                           "the server could not be asked whether it ran",
-                                           l->name);
+        return baton__fail(c, BATON_ECONN,
+                           "fair lock %s: the acquire's reply was lost and "
+                           "the server could not be asked whether it ran",
+                           l->name);
     long long held = r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
     freeReplyObject(r);
     if (held <= known)
-        return baton__fail(c, BATON_ECONN, "fair lock %s: the acquire's reply was lost; it "
-                                           "did not take the lock",
+        return baton__fail(c, BATON_ECONN,
+                           "fair lock %s: the acquire's reply was lost; it "
+                           "did not take the lock",
                            l->name);
     const char *get[2] = {"GET", f->token_key};
     int64_t token = 0;
@@ -81,16 +83,14 @@ static int resolve_lost_acquire(baton_lock *l, const char *owner, int64_t lease_
 /* One run of the acquire script; queue: join the queue (or renew this owner's place) if
  * not acquired. BATON_OK: acquired (hold recorded, watchdog registered); BATON_ETIMEDOUT:
  * not acquired, *wait_ms = how long to sleep at most before the next run. */
-static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, bool queue,
-                   int64_t *wait_ms)
+static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, bool queue, int64_t *wait_ms)
 {
     baton_client *c = l->client;
     fair *f = l->impl;
     char lease[32], fair_wait[32];
     snprintf(lease, sizeof lease, "%lld",
              (long long)(lease_ms == BATON_LEASE_WATCHDOG ? baton__watchdog_lease(c) : lease_ms));
-    snprintf(fair_wait, sizeof fair_wait, "%lld",
-             (long long)baton__client_config(c)->fair_wait_ms);
+    snprintf(fair_wait, sizeof fair_wait, "%lld", (long long)baton__client_config(c)->fair_wait_ms);
     const char *keys[5] = {l->name, f->queue_key, f->timeout_key, f->token_key, l->channel};
     const char *args[4] = {lease, owner, fair_wait, queue ? "1" : "0"};
     redisReply *r;
