@@ -87,20 +87,26 @@ long long th_cmd_int(redisContext *r, const char *fmt, ...)
     return v;
 }
 
-/* Names stay reachable from here until the test process exits, so tests need not free
- * them (and LeakSanitizer does not count them). */
-static char *names[256];
-static int counter;
-
 char *th_name(const char *base)
 {
+    static int counter;
     char *s = NULL;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    cr_assert(counter < 256, "th_name: too many names in one test");
-    cr_assert(asprintf(&s, "%s-%d-%d-%ld", base, (int)getpid(), counter + 1, ts.tv_nsec) > 0);
-    names[counter++] = s;
+    cr_assert(asprintf(&s, "%s-%d-%d-%ld", base, (int)getpid(), ++counter, ts.tv_nsec) > 0);
     return s;
+}
+
+const char *th_tmpname(const char *base)
+{
+    static char pool[256][200];
+    static int used;
+    cr_assert(used < 256, "th_tmpname: too many names in one test");
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(pool[used], sizeof pool[used], "%s-%d-t%d-%ld", base, (int)getpid(), used,
+             ts.tv_nsec);
+    return pool[used++];
 }
 
 int64_t th_ms(void)
@@ -153,7 +159,8 @@ static bool ping(int port)
     return ok;
 }
 
-void th_server_start_on(th_server *s, int port, const char *extra_conf)
+/* Starts a server on port; false if it exited at once (the port was taken). */
+static bool try_start(th_server *s, int port, const char *extra_conf)
 {
     s->port = port;
     snprintf(s->dir, sizeof s->dir, "/tmp/baton-test-%d-%d", (int)getpid(), port);
@@ -178,13 +185,28 @@ void th_server_start_on(th_server *s, int port, const char *extra_conf)
     }
     s->pid = pid;
     for (int i = 0; i < 250; i++) {
-        if (ping(port))
-            return;
         int st;
-        cr_assert(waitpid(pid, &st, WNOHANG) == 0, "redis-server on port %d exited", port);
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            s->pid = 0;
+            return false;
+        }
+        if (ping(port))
+            return true;
         th_sleep_ms(20);
     }
     cr_assert_fail("redis-server on port %d did not answer", port);
+    return false;
+}
+
+void th_server_start_on(th_server *s, int port, const char *extra_conf)
+{
+    /* a restart on the same port may race the old socket's release: try a few times */
+    for (int attempt = 0; attempt < 25; attempt++) {
+        if (try_start(s, port, extra_conf))
+            return;
+        th_sleep_ms(100);
+    }
+    cr_assert_fail("redis-server on port %d exited at once (port taken?)", port);
 }
 
 void th_server_start(th_server *s, const char *extra_conf)
@@ -195,8 +217,8 @@ void th_server_start(th_server *s, const char *extra_conf)
         int port = 40000 + rand() % 20000;
         if (ping(port))
             continue;
-        th_server_start_on(s, port, extra_conf);
-        return;
+        if (try_start(s, port, extra_conf))
+            return;
     }
     cr_assert_fail("no free port for a redis-server");
 }

@@ -25,6 +25,8 @@ redisReply *th_cmd(redisContext *r, const char *fmt, ...);
 long long th_cmd_int(redisContext *r, const char *fmt, ...);
 /* A name unique to this run: "<base>-<pid>-<counter>-<random>". Caller frees. */
 char *th_name(const char *base);
+/* The same in storage the helper owns for the test process's life: do not free. */
+const char *th_tmpname(const char *base);
 /* Monotonic milliseconds. */
 int64_t th_ms(void);
 void th_sleep_ms(int64_t ms);

@@ -60,7 +60,9 @@ static int token_child(void *arg)
         if (baton_lock_release(l) != BATON_OK)
             return 4;
     }
-    if (write(j->fd, log, 300 * sizeof *log) != (ssize_t)(300 * sizeof *log))
+    ssize_t n = write(j->fd, log, 300 * sizeof *log);
+    free(log);
+    if (n != (ssize_t)(300 * sizeof *log))
         return 5;
     baton_lock_close(l);
     baton_client_close(c);
@@ -75,7 +77,7 @@ static int by_time(const void *a, const void *b)
 
 Test(fencing, tokens_rise_in_acquisition_order_across_processes)
 {
-    char *name = th_name("fc-order");
+    const char *name = th_tmpname("fc-order");
     stamp *all = calloc(8 * 300, sizeof *all);
     int fds[8][2];
     pid_t pids[8];
@@ -106,7 +108,7 @@ Test(fencing, tokens_rise_in_acquisition_order_across_processes)
 Test(fencing, reentry_keeps_the_token_and_release_forgets_it)
 {
     baton_client *c = th_client(NULL);
-    char *name = th_name("fc-reentry");
+    const char *name = th_tmpname("fc-reentry");
     baton_lock *l;
     int64_t t1 = 0, t2 = 0, t3 = 0;
     cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
@@ -192,7 +194,7 @@ static int stale_child(void *arg)
 
 Test(fencing, paused_holder_is_fenced_off_and_cannot_release)
 {
-    char *name = th_name("fc-stale"), *store = th_name("fc-store");
+    const char *name = th_tmpname("fc-stale"), *store = th_tmpname("fc-store");
     int up[2], down[2];
     cr_assert(eq(int, pipe(up), 0));
     cr_assert(eq(int, pipe(down), 0));
@@ -260,7 +262,7 @@ Test(fencing, deleted_key_is_reported_lost_within_a_renewal_period)
     baton_options_init(&o);
     o.watchdog_ms = 1500;
     baton_client *c = th_client(&o);
-    char *name = th_name("fc-lost");
+    const char *name = th_tmpname("fc-lost");
     baton_lock *l;
     lost_probe probe = {0};
     int fd = -1;

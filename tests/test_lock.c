@@ -66,7 +66,7 @@ static void *counter_thread(void *arg)
 
 Test(lock, sixteen_threads_sixteen_clients_no_lost_update)
 {
-    char *name = th_name("lk-threads"), *counter = th_name("ctr");
+    const char *name = th_tmpname("lk-threads"), *counter = th_tmpname("ctr");
     counter_job jobs[16];
     pthread_t t[16];
     for (int i = 0; i < 16; i++) {
@@ -102,7 +102,7 @@ static int counter_process(void *arg)
 
 Test(lock, eight_processes_no_lost_update)
 {
-    char *name = th_name("lk-procs"), *counter = th_name("ctr");
+    const char *name = th_tmpname("lk-procs"), *counter = th_tmpname("ctr");
     counter_job job = {name, counter, 200, 0};
     pid_t pids[8];
     for (int i = 0; i < 8; i++)
@@ -144,7 +144,7 @@ static void *acquire_release_thread(void *arg)
 Test(lock, expired_lease_frees_the_lock_without_a_message)
 {
     baton_client *c = th_client(NULL);
-    char *name = th_name("lk-expiry");
+    const char *name = th_tmpname("lk-expiry");
     baton_lock *l;
     cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
     int64_t t0 = th_ms();
@@ -170,7 +170,7 @@ Test(lock, expired_lease_frees_the_lock_without_a_message)
 Test(lock, try_acquire_times_out_on_time)
 {
     baton_client *holder = th_client(NULL), *other = th_client(NULL);
-    char *name = th_name("lk-timeout");
+    const char *name = th_tmpname("lk-timeout");
     baton_lock *lh, *lo;
     cr_assert(eq(int, baton_lock_open(holder, name, &lh), BATON_OK));
     cr_assert(eq(int, baton_lock_open(other, name, &lo), BATON_OK));
@@ -225,7 +225,7 @@ static int64_t holds(baton_lock *l)
 Test(lock, reentrancy_counts_holds)
 {
     baton_client *c = th_client(NULL);
-    char *name = th_name("lk-reentry");
+    const char *name = th_tmpname("lk-reentry");
     baton_lock *l;
     cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
     cr_assert(eq(i64, holds(l), 0));
@@ -256,7 +256,7 @@ Test(lock, remaining_ttl_follows_the_explicit_lease)
     baton_options_init(&o);
     o.watchdog_ms = 3000;
     baton_client *c = th_client(&o);
-    char *name = th_name("lk-ttl");
+    const char *name = th_tmpname("lk-ttl");
     baton_lock *l;
     int64_t ttl = 0;
     cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
@@ -288,7 +288,7 @@ Test(lock, watchdog_keeps_a_lock_past_its_lease)
     baton_options_init(&o);
     o.watchdog_ms = 1500;
     baton_client *c = th_client(&o);
-    char *name = th_name("lk-watchdog");
+    const char *name = th_tmpname("lk-watchdog");
     baton_lock *l;
     cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
     cr_assert(eq(int, baton_lock_acquire(l, BATON_LEASE_WATCHDOG), BATON_OK));
@@ -340,7 +340,7 @@ static int hold_forever(void *arg)
 
 Test(lock, killed_holder_loses_the_lock_within_the_watchdog_lease)
 {
-    char *name = th_name("lk-kill9");
+    const char *name = th_tmpname("lk-kill9");
     int fds[2];
     cr_assert(eq(int, pipe(fds), 0));
     child_arg a = {name, fds[1]};
@@ -399,9 +399,9 @@ Test(lock, many_threads_many_names_leave_no_subscription, .timeout = 120)
 {
     baton_client *c = th_client(NULL);
     baton_lock *locks[5];
-    char *names[5];
+    const char *names[5];
     for (int i = 0; i < 5; i++) {
-        names[i] = th_name("lk-churn");
+        names[i] = th_tmpname("lk-churn");
         cr_assert(eq(int, baton_lock_open(c, names[i], &locks[i]), BATON_OK));
     }
     churn ch[32];
@@ -435,7 +435,7 @@ Test(lock, many_threads_many_names_leave_no_subscription, .timeout = 120)
 Test(lock, script_flush_is_invisible)
 {
     baton_client *c = th_client(NULL);
-    char *name = th_name("lk-flush");
+    const char *name = th_tmpname("lk-flush");
     baton_lock *l;
     redisContext *r = th_redis();
     cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
@@ -492,7 +492,7 @@ static void *turn_thread(void *arg)
 Test(lock, killed_subscriber_connection_does_not_strand_waiters)
 {
     baton_client *c = th_client(NULL);
-    char *name = th_name("lk-pubsubkill");
+    const char *name = th_tmpname("lk-pubsubkill");
     baton_lock *l;
     cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
     cr_assert(eq(int, baton_lock_acquire(l, BATON_LEASE_WATCHDOG), BATON_OK));
@@ -537,7 +537,7 @@ Test(lock, bad_input_is_rejected_and_nothing_is_sent)
 {
     baton_client *c = th_client(NULL);
     baton_lock *l = NULL, *bad = (baton_lock *)0x1;
-    char *name = th_name("lk-bad");
+    const char *name = th_tmpname("lk-bad");
     char big[BATON_MAX_NAME_LEN + 2];
     memset(big, 'n', sizeof big - 1);
     big[sizeof big - 1] = '\0';
@@ -606,7 +606,7 @@ static void *release_thread(void *arg)
 Test(lock, release_by_a_non_holder_is_refused)
 {
     baton_client *c = th_client(NULL), *c2 = th_client(NULL);
-    char *name = th_name("lk-notheld");
+    const char *name = th_tmpname("lk-notheld");
     baton_lock *l, *l2;
     cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
     cr_assert(eq(int, baton_lock_open(c2, name, &l2), BATON_OK));
@@ -633,7 +633,7 @@ Test(lock, release_by_a_non_holder_is_refused)
 Test(lock, wrong_type_key_is_an_error_and_left_alone)
 {
     baton_client *c = th_client(NULL);
-    char *name = th_name("lk-wrongtype");
+    const char *name = th_tmpname("lk-wrongtype");
     redisContext *r = th_redis();
     freeReplyObject(th_cmd(r, "SET %s precious", name));
     baton_lock *l;
@@ -670,7 +670,7 @@ Test(lock, server_down_is_econn_in_time_and_recovers)
     baton_client *c;
     cr_assert(eq(int, baton_client_open(&o, &c), BATON_OK));
     baton_lock *l;
-    char *name = th_name("lk-down");
+    const char *name = th_tmpname("lk-down");
     cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
     cr_assert(eq(int, baton_lock_acquire(l, 5000), BATON_OK));
     cr_assert(eq(int, baton_lock_release(l), BATON_OK));

@@ -125,16 +125,35 @@ BATON_API int baton_fairlock_open(baton_client *c, const char *name, baton_lock 
  * Opens a multi-lock over n member locks (plain or fair, on one or several clients): one
  * handle whose acquire takes every member or none, whose release releases them all. The
  * members stay owned by the caller and must outlive the multi-lock; closing the multi-lock
- * does not close them. Returns BATON_OK; BATON_EINVAL (locks or out NULL, n == 0, a NULL
- * member, a multi-lock as member, the same name twice on one server); BATON_ENOMEM.
+ * does not close them. Sends nothing to the server.
+ *
+ * The members are taken in one canonical order (by name, then by server) whatever order
+ * they are passed in, so groups that share members never deadlock. An acquire gives each
+ * member what is left of the caller's wait (the budget is shared by the whole group); when
+ * a member cannot be taken, every member taken in this attempt is released before the call
+ * returns. A lease applies to every member; without one each member's client watchdog
+ * renews it. Release releases every member and returns the first error after trying all.
+ * For the group, is_locked = every member locked, is_held_by_current_thread = every member
+ * held by the calling thread, hold_count = the smallest member hold count, remaining_ttl =
+ * the shortest member lease (-2 if a member is not locked). Failure details are on the
+ * failing member's client (baton_client_errmsg). See docs/multilock.md.
+ *
+ * Returns BATON_OK; BATON_EINVAL (locks or out NULL, n == 0, a NULL member, a multi-lock as
+ * member, the same name twice on one server); BATON_ENOMEM.
  */
 BATON_API int baton_multilock_open(baton_lock *const *locks, size_t n, baton_lock **out);
 
 /*
  * Opens a quorum multi-lock (the Redlock algorithm) over n member locks on independent
- * servers: acquired when a majority (n / 2 + 1) of members is taken within the wait, with
- * the time spent subtracted from the lease's validity; otherwise every member taken is
- * released. Arguments and returns as baton_multilock_open().
+ * servers: acquired when a majority (n / 2 + 1) of members is taken within the wait and
+ * the lease's validity left after the time spent (minus Redlock's clock-drift allowance,
+ * lease / 100 + 2 ms) is positive; otherwise every member taken is released and, within
+ * the wait, the attempt is retried after a short random back-off. A member whose server
+ * is unreachable counts as not taken; when errors alone leave no majority the acquire
+ * returns the first error (BATON_ECONN). Release releases the members the calling
+ * thread's hold took through this handle (BATON_OK when a majority of them was released).
+ * Queries answer with what a majority of members reaches. Arguments and returns as
+ * baton_multilock_open().
  */
 BATON_API int baton_redlock_open(baton_lock *const *locks, size_t n, baton_lock **out);
 

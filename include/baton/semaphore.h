@@ -21,42 +21,69 @@ extern "C" {
 
 typedef struct baton_semaphore baton_semaphore;
 
-/* Opens a handle on the semaphore NAME; sends nothing. Returns BATON_OK, BATON_EINVAL,
- * BATON_ENOMEM. */
+/*
+ * Every function below that takes a handle returns BATON_EINVAL for a NULL handle or an
+ * invalid argument, before anything is sent. A key at NAME that is not a semaphore (another
+ * type, or a string that is not an integer) makes every call that reaches the server fail
+ * with BATON_EPROTO ("WRONGTYPE ..." or "... not an integer" in baton_client_errmsg()) and
+ * leaves the key untouched. BATON_ECONN: the server could not be reached or did not answer
+ * within the command timeout; BATON_EAUTH / BATON_ENOMEM as for any command.
+ */
+
+/* Opens a handle on the semaphore NAME; sends nothing. Returns BATON_OK, BATON_EINVAL (NULL
+ * argument, name empty or over BATON_MAX_NAME_LEN bytes), BATON_ENOMEM. */
 BATON_API int baton_semaphore_open(baton_client *c, const char *name, baton_semaphore **out);
 
 /* Closes the handle (permits taken through it stay taken). NULL is a no-op. */
 BATON_API void baton_semaphore_close(baton_semaphore *s);
 
-/* Sets the permit count to `permits` (>= 0) only if none is set; *was_set (may be NULL)
- * tells which. Returns BATON_OK, BATON_EINVAL, BATON_ECONN, BATON_EPROTO. */
+/* Sets the permit count to `permits` (>= 0) only if none is set (the key is absent: never
+ * set, or deleted); *was_set (may be NULL) tells which. Setting a positive count wakes
+ * waiters. One round trip. Returns BATON_OK, BATON_EINVAL, BATON_ECONN, BATON_EPROTO. */
 BATON_API int baton_semaphore_try_set_permits(baton_semaphore *s, int64_t permits,
                                               bool *was_set);
 
-/* Takes `permits` (>= 1) at once, waiting as long as it takes. Returns BATON_OK,
- * BATON_EINVAL, BATON_ECONN, BATON_EPROTO. */
+/* Takes `permits` (>= 1) at once, all or none, waiting as long as it takes. Blocks; the wait
+ * is woken by releases and re-reads the count at least every recheck_ms (client option).
+ * Returns BATON_OK, BATON_EINVAL, BATON_ECONN, BATON_EPROTO. */
 BATON_API int baton_semaphore_acquire(baton_semaphore *s, int64_t permits);
 
-/* As acquire, giving up after wait_ms (0: one attempt; BATON_WAIT_FOREVER: no limit) with
- * BATON_ETIMEDOUT, holding nothing. */
+/* As acquire, giving up after wait_ms (0: one attempt, no subscription; BATON_WAIT_FOREVER:
+ * no limit) with BATON_ETIMEDOUT, holding nothing and leaving no subscription behind. A
+ * missing semaphore has 0 permits. Returns BATON_OK, BATON_ETIMEDOUT, BATON_EINVAL
+ * (permits < 1, wait_ms not BATON_WAIT_FOREVER or 0..BATON_MAX_DURATION_MS), BATON_ECONN,
+ * BATON_EPROTO. */
 BATON_API int baton_semaphore_try_acquire(baton_semaphore *s, int64_t permits,
                                           int64_t wait_ms);
 
-/* Returns `permits` (>= 1) and wakes waiters. An absent semaphore is created with that many
- * permits (Redisson's behaviour). Returns BATON_OK, BATON_EINVAL, BATON_ECONN,
- * BATON_EPROTO. */
+/* Returns `permits` (>= 1), publishes the new count and so wakes as many waiters as it can
+ * serve. There is no ownership check: any caller may release, also permits it never took.
+ * An absent semaphore is created with that many permits (Redisson's behaviour). Not
+ * retried after a lost connection (a permit returned twice would admit one holder too
+ * many). Returns BATON_OK, BATON_EINVAL, BATON_ECONN, BATON_EPROTO (also when the count
+ * would overflow). */
 BATON_API int baton_semaphore_release(baton_semaphore *s, int64_t permits);
 
-/* *out = the available permits (0 if absent). */
+/* *out = the available permits (0 if absent). A count below zero can only have been written
+ * by another program (Redisson's addPermits with a negative delta); it is returned as is.
+ * Returns BATON_OK, BATON_EINVAL (out NULL), BATON_ECONN, BATON_EPROTO. */
 BATON_API int baton_semaphore_available(baton_semaphore *s, int64_t *out);
 
-/* Takes every available permit; *drained (may be NULL) = how many. Leaves 0. */
+/* Takes every available permit; *drained (may be NULL) = how many (0 if absent or none).
+ * Leaves 0; an absent semaphore stays absent. Wakes nobody. Returns BATON_OK, BATON_EINVAL,
+ * BATON_ECONN, BATON_EPROTO. */
 BATON_API int baton_semaphore_drain(baton_semaphore *s, int64_t *drained);
 
-/* Adds delta permits (negative: removes, never below zero), waking waiters when it adds. */
+/* Adds delta permits. delta > 0: adds (creating the semaphore if absent), publishes the new
+ * count and wakes waiters. delta < 0: removes up to -delta permits, stopping at 0 (the
+ * count never goes below zero; Redisson would let it); an absent semaphore stays absent.
+ * delta == 0 changes nothing. Returns BATON_OK, BATON_EINVAL (delta == INT64_MIN),
+ * BATON_ECONN, BATON_EPROTO (also when the count would overflow). */
 BATON_API int baton_semaphore_add_permits(baton_semaphore *s, int64_t delta);
 
-/* Deletes the semaphore; *existed (may be NULL) tells whether it existed. */
+/* Deletes the semaphore; *existed (may be NULL) tells whether it existed. Permits held are
+ * forgotten; waiters keep waiting (an absent semaphore has 0 permits). Returns BATON_OK,
+ * BATON_EINVAL, BATON_ECONN, BATON_EPROTO. */
 BATON_API int baton_semaphore_delete(baton_semaphore *s, bool *existed);
 
 #ifdef __cplusplus

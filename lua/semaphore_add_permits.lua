@@ -1,0 +1,37 @@
+-- semaphore_add_permits: add ARGV[1] permits, or remove them when negative, never going
+-- below zero.
+-- KEYS[1]  the semaphore: a string holding the permit count (absent = 0 permits)
+-- KEYS[2]  its channel, redisson_sc:{name}
+-- ARGV[1]  delta: > 0 adds (creating the key if absent) and publishes the new count;
+--          < 0 removes what there is, down to 0 at most (an absent key stays absent);
+--          0 changes nothing
+-- Returns  the new permit count.
+--          A key of another type, or a string that is not an integer, fails with an error
+--          reply (WRONGTYPE / ERR) and is left untouched; so does an overflow (INCRBY's).
+local t = redis.call('type', KEYS[1]).ok
+if t ~= 'none' and t ~= 'string' then
+    return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
+end
+local value = 0
+if t == 'string' then
+    local raw = redis.call('get', KEYS[1])
+    if not string.match(raw, '^-?%d+$') then
+        return redis.error_reply('ERR semaphore permit count is not an integer')
+    end
+    value = tonumber(raw)
+end
+local delta = tonumber(ARGV[1])
+if delta > 0 then
+    value = redis.call('incrby', KEYS[1], ARGV[1])
+    redis.call('publish', KEYS[2], value)
+    return value
+end
+if delta < 0 and t == 'string' and value > 0 then
+    -- take min(-delta, value): the count stops at 0; DECRBY keeps a TTL on the key
+    local take = -delta
+    if take > value then
+        take = value
+    end
+    return redis.call('decrby', KEYS[1], take)
+end
+return value

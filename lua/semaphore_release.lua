@@ -1,0 +1,18 @@
+-- semaphore_release: return ARGV[1] permits and publish the new count (Redisson's layout:
+-- waiters wake as many of themselves as the new count can serve).
+-- KEYS[1]  the semaphore: a string holding the permit count; created if absent (Redisson)
+-- KEYS[2]  its channel, redisson_sc:{name}
+-- ARGV[1]  permits to return (>= 1)
+-- Returns  the new permit count.
+--          A key of another type, or a string that is not an integer, fails with an error
+--          reply (WRONGTYPE / ERR) and is left untouched; so does an overflow (INCRBY's).
+local t = redis.call('type', KEYS[1]).ok
+if t ~= 'none' and t ~= 'string' then
+    return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
+end
+if t == 'string' and not string.match(redis.call('get', KEYS[1]), '^-?%d+$') then
+    return redis.error_reply('ERR semaphore permit count is not an integer')
+end
+local value = redis.call('incrby', KEYS[1], ARGV[1])
+redis.call('publish', KEYS[2], value)
+return value

@@ -1,0 +1,19 @@
+-- semaphore_try_set_permits: set the permit count only if none is set (Redisson's RSemaphore).
+-- KEYS[1]  the semaphore: a string at the semaphore's name holding the permit count
+-- KEYS[2]  its channel, redisson_sc:{name}
+-- ARGV[1]  the permit count to set (>= 0)
+-- Returns  1  the count was absent and is now ARGV[1] (published when > 0, to wake waiters)
+--          0  a count was already set; nothing changed
+--          A key of another type fails with WRONGTYPE and is left untouched.
+local t = redis.call('type', KEYS[1]).ok
+if t == 'string' then
+    return 0
+end
+if t ~= 'none' then
+    return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
+end
+redis.call('set', KEYS[1], ARGV[1])
+if tonumber(ARGV[1]) > 0 then
+    redis.call('publish', KEYS[2], ARGV[1])
+end
+return 1

@@ -1,0 +1,306 @@
+/*
+ * The counting semaphore, with Redisson's RSemaphore semantics and layout: the permit count
+ * is a string at the semaphore's name; returning or adding permits publishes the new count
+ * on redisson_sc:{name}. Every operation that writes is one Lua script, so a count read and
+ * the write that depends on it are atomic, and every script checks the key's type first, so
+ * a key that is not a semaphore is reported and left untouched.
+ *
+ * An acquire runs semaphore_acquire.lua once; if too few permits are free it subscribes to
+ * the channel (one subscription per client, shared by every waiting thread), runs the
+ * script again (a release published before the subscription was confirmed would otherwise
+ * be missed), then sleeps until a wake-up, at most recheck_ms, and tries again. The
+ * dispatcher wakes min(new count, local waiters) threads per message and every waiter when
+ * the subscriber connection comes back, and a wake-up is only a hint: the woken thread
+ * re-runs the script and may go back to sleep. A semaphore has no lease that could bound
+ * the sleep the way a lock's TTL does, so the recheck interval is what bounds the cost of a
+ * message lost in any way the dispatcher cannot see (a count written by something that
+ * does not publish, a woken waiter that needed more permits than the message offered).
+ *
+ * The semaphore has no owners: releasing permits never taken is allowed (Redisson's rule),
+ * and no permit count written by baton goes below zero.
+ */
+#define _GNU_SOURCE
+#include "../core/internal.h"
+
+#include <hiredis/hiredis.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHANNEL_PREFIX "redisson_sc:"
+
+struct baton_semaphore {
+    baton_client *client;
+    char *name;    /* the user's name, also the key holding the count */
+    char *channel; /* redisson_sc:{name}: new counts are published here */
+};
+
+/* ------------------------------- helpers ---------------------------------------------- */
+
+/* Validation shared by every verb: a handle, and a clean error slot. */
+static int enter(baton_semaphore *s)
+{
+    if (!s)
+        return BATON_EINVAL;
+    baton__clear_error(s->client);
+    return BATON_OK;
+}
+
+/* An integer from an integer reply or from a bulk string holding one (GET). */
+static bool reply_int(const redisReply *r, int64_t *out)
+{
+    if (r->type == REDIS_REPLY_INTEGER) {
+        *out = r->integer;
+        return true;
+    }
+    if (r->type != REDIS_REPLY_STRING || r->len == 0)
+        return false;
+    errno = 0;
+    char *end;
+    long long v = strtoll(r->str, &end, 10);
+    if (errno != 0 || *end != '\0')
+        return false;
+    *out = v;
+    return true;
+}
+
+/* Runs a script whose reply is one integer. */
+static int run_int(baton_semaphore *s, const char *script, bool with_channel, int64_t arg,
+                   bool has_arg, int64_t *out)
+{
+    baton_client *c = s->client;
+    char arg_s[32];
+    snprintf(arg_s, sizeof arg_s, "%lld", (long long)arg);
+    const char *keys[2] = {s->name, s->channel};
+    const char *args[1] = {arg_s};
+    redisReply *r;
+    int rc = baton__script_run(c, baton__script_find(script), with_channel ? 2 : 1, keys,
+                               has_arg ? 1 : 0, args, &r);
+    if (rc != BATON_OK)
+        return rc;
+    int64_t v;
+    bool ok = reply_int(r, &v);
+    freeReplyObject(r);
+    if (!ok)
+        return baton__fail(c, BATON_EPROTO, "semaphore %s: unexpected reply to %s", s->name,
+                           script);
+    if (out)
+        *out = v;
+    return BATON_OK;
+}
+
+static int check_permits(baton_semaphore *s, int64_t permits, const char *what)
+{
+    if (permits < 1)
+        return baton__fail(s->client, BATON_EINVAL, "semaphore %s: %s %lld permits: must be >= 1",
+                           s->name, what, (long long)permits);
+    return BATON_OK;
+}
+
+/* ------------------------------- open and close --------------------------------------- */
+
+int baton_semaphore_open(baton_client *c, const char *name, baton_semaphore **out)
+{
+    if (out)
+        *out = NULL;
+    if (!c || !out)
+        return BATON_EINVAL;
+    baton__clear_error(c);
+    if (baton__check_name(name) != BATON_OK)
+        return baton__fail(c, BATON_EINVAL, "semaphore name must be 1 to %d bytes",
+                           BATON_MAX_NAME_LEN);
+    baton_semaphore *s = calloc(1, sizeof *s);
+    if (!s)
+        return baton__fail(c, BATON_ENOMEM, "out of memory");
+    s->client = c;
+    s->name = baton__strdup(name);
+    s->channel = baton__derive_key(CHANNEL_PREFIX, name, NULL);
+    if (!s->name || !s->channel) {
+        baton_semaphore_close(s);
+        return baton__fail(c, BATON_ENOMEM, "out of memory");
+    }
+    *out = s;
+    return BATON_OK;
+}
+
+void baton_semaphore_close(baton_semaphore *s)
+{
+    if (!s)
+        return;
+    free(s->name);
+    free(s->channel);
+    free(s);
+}
+
+/* ------------------------------- acquire ---------------------------------------------- */
+
+/* One run of the acquire script: BATON_OK (taken) or BATON_ETIMEDOUT (too few free). */
+static int attempt(baton_semaphore *s, const char *permits)
+{
+    baton_client *c = s->client;
+    const char *keys[1] = {s->name};
+    const char *args[1] = {permits};
+    redisReply *r;
+    int rc = baton__script_run(c, baton__script_find("semaphore_acquire"), 1, keys, 1, args,
+                               &r);
+    if (rc != BATON_OK)
+        return rc;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER) {
+        freeReplyObject(r);
+        return baton__fail(c, BATON_EPROTO, "semaphore %s: unexpected reply to semaphore_acquire",
+                           s->name);
+    }
+    bool taken = r->element[0]->integer == 1;
+    freeReplyObject(r);
+    return taken ? BATON_OK : BATON_ETIMEDOUT;
+}
+
+int baton_semaphore_acquire(baton_semaphore *s, int64_t permits)
+{
+    return baton_semaphore_try_acquire(s, permits, BATON_WAIT_FOREVER);
+}
+
+int baton_semaphore_try_acquire(baton_semaphore *s, int64_t permits, int64_t wait_ms)
+{
+    int rc = enter(s);
+    if (rc != BATON_OK)
+        return rc;
+    baton_client *c = s->client;
+    if ((rc = check_permits(s, permits, "acquiring")) != BATON_OK)
+        return rc;
+    if (baton__check_wait(wait_ms) != BATON_OK)
+        return baton__fail(c, BATON_EINVAL, "wait_ms %lld: use BATON_WAIT_FOREVER or 0..%lld ms",
+                           (long long)wait_ms, (long long)BATON_MAX_DURATION_MS);
+
+    char permits_s[32];
+    snprintf(permits_s, sizeof permits_s, "%lld", (long long)permits);
+    int64_t deadline = baton__deadline_after_ms(wait_ms);
+    /* Others already wait on this semaphore: listen from before the first attempt on. */
+    baton__sub *sub = wait_ms != 0 ? baton__sub_try_acquire(c, s->channel) : NULL;
+    rc = attempt(s, permits_s);
+    if (rc != BATON_ETIMEDOUT || wait_ms == 0) {
+        if (sub)
+            baton__sub_release(c, sub);
+        if (rc == BATON_ETIMEDOUT)
+            return baton__fail(c, BATON_ETIMEDOUT,
+                               "semaphore %s: fewer than %lld permits free", s->name,
+                               (long long)permits);
+        return rc;
+    }
+    if (!sub) {
+        rc = baton__sub_acquire(c, s->channel, BATON__SUB_SEMAPHORE, deadline, &sub);
+        if (rc != BATON_OK)
+            return rc;
+        /* A release published before the subscription was confirmed went unheard. */
+        rc = attempt(s, permits_s);
+    }
+    int64_t recheck_us = baton__client_config(c)->recheck_ms * 1000;
+    while (rc == BATON_ETIMEDOUT) {
+        int64_t now = baton__now_us();
+        if (now >= deadline) {
+            rc = baton__fail(c, BATON_ETIMEDOUT,
+                             "semaphore %s: %lld permits not acquired within %lld ms", s->name,
+                             (long long)permits, (long long)wait_ms);
+            break;
+        }
+        /* Sleep until a release wakes us, or re-read anyway after recheck_ms. */
+        int64_t until = deadline;
+        if (deadline - now > recheck_us)
+            until = now + recheck_us;
+        baton__sub_wait(c, sub, until);
+        rc = attempt(s, permits_s);
+    }
+    /* Acquired: unsubscribe in the background. Gave up: leave nothing behind. */
+    if (rc == BATON_OK)
+        baton__sub_release(c, sub);
+    else
+        baton__sub_release_sync(c, sub);
+    return rc;
+}
+
+/* ------------------------------- release and administration --------------------------- */
+
+int baton_semaphore_release(baton_semaphore *s, int64_t permits)
+{
+    int rc = enter(s);
+    if (rc != BATON_OK)
+        return rc;
+    if ((rc = check_permits(s, permits, "releasing")) != BATON_OK)
+        return rc;
+    /* Not retried on a lost connection: INCRBY is not idempotent, and a permit returned
+     * twice would let one holder too many in. */
+    return run_int(s, "semaphore_release", true, permits, true, NULL);
+}
+
+int baton_semaphore_try_set_permits(baton_semaphore *s, int64_t permits, bool *was_set)
+{
+    int rc = enter(s);
+    if (rc != BATON_OK)
+        return rc;
+    if (permits < 0)
+        return baton__fail(s->client, BATON_EINVAL,
+                           "semaphore %s: %lld permits: the count must be >= 0", s->name,
+                           (long long)permits);
+    int64_t set = 0;
+    rc = run_int(s, "semaphore_try_set_permits", true, permits, true, &set);
+    if (rc == BATON_OK && was_set)
+        *was_set = set == 1;
+    return rc;
+}
+
+int baton_semaphore_add_permits(baton_semaphore *s, int64_t delta)
+{
+    int rc = enter(s);
+    if (rc != BATON_OK)
+        return rc;
+    if (delta == INT64_MIN)
+        return baton__fail(s->client, BATON_EINVAL, "semaphore %s: delta out of range",
+                           s->name);
+    return run_int(s, "semaphore_add_permits", true, delta, true, NULL);
+}
+
+int baton_semaphore_drain(baton_semaphore *s, int64_t *drained)
+{
+    int rc = enter(s);
+    if (rc != BATON_OK)
+        return rc;
+    return run_int(s, "semaphore_drain", false, 0, false, drained);
+}
+
+int baton_semaphore_delete(baton_semaphore *s, bool *existed)
+{
+    int rc = enter(s);
+    if (rc != BATON_OK)
+        return rc;
+    int64_t v = 0;
+    rc = run_int(s, "semaphore_delete", false, 0, false, &v);
+    if (rc == BATON_OK && existed)
+        *existed = v == 1;
+    return rc;
+}
+
+int baton_semaphore_available(baton_semaphore *s, int64_t *out)
+{
+    int rc = enter(s);
+    if (rc != BATON_OK)
+        return rc;
+    baton_client *c = s->client;
+    if (!out)
+        return baton__fail(c, BATON_EINVAL, "out is NULL");
+    /* A plain GET: a key of another type makes the server reply WRONGTYPE by itself. */
+    const char *argv[2] = {"GET", s->name};
+    redisReply *r;
+    if ((rc = baton__command_argv(c, 2, argv, NULL, &r)) != BATON_OK)
+        return rc;
+    int64_t v = 0;
+    bool ok = r->type == REDIS_REPLY_NIL || reply_int(r, &v);
+    freeReplyObject(r);
+    if (!ok)
+        return baton__fail(c, BATON_EPROTO, "semaphore %s: the key does not hold an integer",
+                           s->name);
+    *out = v;
+    return BATON_OK;
+}
