@@ -919,6 +919,39 @@ Test(fairlock, a_head_that_gives_up_hands_over_at_once)
     free(name);
 }
 
+Test(fairlock, a_multilock_takes_fair_members)
+{
+    baton_client *c = th_client(NULL), *wc = th_client(NULL);
+    char *na = th_name("fl-multi-a"), *nb = th_name("fl-multi-b");
+    baton_lock *fa = fair_open(c, na), *fb = fair_open(c, nb), *wa = fair_open(wc, na);
+    baton_lock *members[2] = {fa, fb}, *m = NULL;
+    redisContext *r = th_redis();
+    cr_assert(eq(int, baton_multilock_open(members, 2, &m), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(m, BATON_LEASE_WATCHDOG), BATON_OK));
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s %s", na, nb), 2));
+    timed w = {.lock = wa, .wait_ms = 10000, .hold_ms = 0, .rc = -100};
+    pthread_t t;
+    pthread_create(&t, NULL, timed_thread, &w);
+    await_queue_len(r, na, 1);
+    int64_t t0 = th_ms();
+    cr_assert(eq(int, baton_lock_release(m), BATON_OK));
+    pthread_join(t, NULL);
+    cr_assert(eq(int, w.rc, BATON_OK));
+    cr_assert(le(i64, w.at_ms - t0, 500), "the queued waiter took %lld ms",
+              (long long)(w.at_ms - t0));
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s %s", na, nb), 0));
+    assert_queue_keys_gone(r, na);
+    redisFree(r);
+    baton_lock_close(m);
+    baton_lock_close(fa);
+    baton_lock_close(fb);
+    baton_lock_close(wa);
+    baton_client_close(c);
+    baton_client_close(wc);
+    free(na);
+    free(nb);
+}
+
 /* ---------------------------------------------------------------- the lock verbs ----- */
 
 static void *try_once_thread(void *arg)
