@@ -951,6 +951,8 @@ static void run_workers(void)
     int nsec = (int)ceil(r.seconds);
     if (nsec > MAX_SECONDS)
         nsec = MAX_SECONDS;
+    if (opt.duration > 0 && nsec > (int)opt.duration) /* the last, partial second */
+        nsec = (int)opt.duration;
     while (nsec > 0 && atomic_load(&sh->sec_ops[nsec - 1]) == 0)
         nsec--;
     int slow = 0;
