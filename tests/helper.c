@@ -159,7 +159,8 @@ static bool ping(int port)
     return ok;
 }
 
-void th_server_start_on(th_server *s, int port, const char *extra_conf)
+/* Starts a server on port; false if it exited at once (the port was taken). */
+static bool try_start(th_server *s, int port, const char *extra_conf)
 {
     s->port = port;
     snprintf(s->dir, sizeof s->dir, "/tmp/baton-test-%d-%d", (int)getpid(), port);
@@ -184,13 +185,28 @@ void th_server_start_on(th_server *s, int port, const char *extra_conf)
     }
     s->pid = pid;
     for (int i = 0; i < 250; i++) {
-        if (ping(port))
-            return;
         int st;
-        cr_assert(waitpid(pid, &st, WNOHANG) == 0, "redis-server on port %d exited", port);
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            s->pid = 0;
+            return false;
+        }
+        if (ping(port))
+            return true;
         th_sleep_ms(20);
     }
     cr_assert_fail("redis-server on port %d did not answer", port);
+    return false;
+}
+
+void th_server_start_on(th_server *s, int port, const char *extra_conf)
+{
+    /* a restart on the same port may race the old socket's release: try a few times */
+    for (int attempt = 0; attempt < 25; attempt++) {
+        if (try_start(s, port, extra_conf))
+            return;
+        th_sleep_ms(100);
+    }
+    cr_assert_fail("redis-server on port %d exited at once (port taken?)", port);
 }
 
 void th_server_start(th_server *s, const char *extra_conf)
@@ -201,8 +217,8 @@ void th_server_start(th_server *s, const char *extra_conf)
         int port = 40000 + rand() % 20000;
         if (ping(port))
             continue;
-        th_server_start_on(s, port, extra_conf);
-        return;
+        if (try_start(s, port, extra_conf))
+            return;
     }
     cr_assert_fail("no free port for a redis-server");
 }

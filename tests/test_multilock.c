@@ -767,3 +767,24 @@ Test(multilock, bad_input_is_einval)
     baton_client_close(c);
     baton_client_close(c_same);
 }
+
+Test(multilock, a_group_has_no_single_fencing_token)
+{
+    baton_client *c = th_client(NULL);
+    char *names[2] = {nm("ml-tok-a"), nm("ml-tok-b")};
+    baton_lock *m[2], *g;
+    open_locks(c, names, 2, m);
+    cr_assert(eq(int, baton_multilock_open(m, 2, &g), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(g, 5000), BATON_OK));
+    int64_t t = -1, t0 = 0, t1 = 0;
+    cr_assert(eq(int, baton_lock_fencing_token(g, &t), BATON_ENOTSUP));
+    cr_assert(eq(int, baton_lock_fencing_token(m[0], &t0), BATON_OK), "members have theirs");
+    cr_assert(eq(int, baton_lock_fencing_token(m[1], &t1), BATON_OK));
+    cr_assert(gt(i64, t0, 0));
+    cr_assert(gt(i64, t1, 0));
+    cr_assert(eq(int, baton_lock_release(g), BATON_OK));
+    baton_lock_close(g);
+    baton_lock_close(m[0]);
+    baton_lock_close(m[1]);
+    baton_client_close(c);
+}

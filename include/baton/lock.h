@@ -111,8 +111,13 @@ BATON_API int baton_lock_remaining_ttl(baton_lock *l, int64_t *ms_out);
  * they first asked (strict FIFO), with Redisson's RFairLock layout (the lock hash at NAME,
  * the queue redisson_lock_queue:{NAME}, the deadlines redisson_lock_timeout:{NAME}, one
  * channel per waiter redisson_lock__channel:{NAME}:<owner>). Every baton_lock_* verb works
- * on it. A waiting client keeps its waiters' places alive; a waiter whose process died is
- * skipped within the client option fair_wait_ms. Returns as baton_lock_open().
+ * on it. A waiting client keeps its waiters' places alive (it renews them at least every
+ * fair_wait_ms / 3); a waiter whose process died is skipped within the client option
+ * fair_wait_ms. A release wakes the head of the queue only. baton_lock_try_acquire() with
+ * wait_ms 0 never joins the queue: it fails (BATON_ETIMEDOUT) while the lock is held or
+ * other owners are queued. A waiter that times out leaves the queue before returning.
+ * Times are the server's (TIME), so client clocks need not agree. Sends nothing; returns as
+ * baton_lock_open().
  */
 BATON_API int baton_fairlock_open(baton_client *c, const char *name, baton_lock **out);
 

@@ -562,6 +562,25 @@ int baton__sub_acquire(baton_client *c, const char *channel, baton__sub_kind kin
                        channel, (long long)c->cfg.command_timeout_ms);
 }
 
+baton__sub *baton__sub_try_acquire(baton_client *c, const char *channel)
+{
+    baton__mutex_lock(&c->lazy_mu);
+    baton__dispatcher *d = c->disp;
+    baton__mutex_unlock(&c->lazy_mu);
+    if (!d)
+        return NULL;
+    baton__sub *s = NULL;
+    baton__mutex_lock(&d->mu);
+    baton__sub *cur = baton__map_get(&d->subs, channel);
+    if (cur && cur->state == S_SUBSCRIBED && d->ctx) {
+        s = cur;
+        if (s->refs++ == 0)
+            d->wanted++;
+    }
+    baton__mutex_unlock(&d->mu);
+    return s;
+}
+
 void baton__sub_release(baton_client *c, baton__sub *s)
 {
     (void)c;

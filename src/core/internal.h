@@ -216,6 +216,11 @@ typedef struct baton__sub baton__sub;
  * comes first. Returns BATON_OK, BATON_ETIMEDOUT (deadline passed), BATON_ECONN. */
 int baton__sub_acquire(baton_client *c, const char *channel, baton__sub_kind kind,
                        int64_t deadline_us, baton__sub **out);
+/* Takes a reference on channel's subscription only if it is live already (confirmed, other
+ * waiters hold it); NULL otherwise, without subscribing. A waiter that takes it before its
+ * first attempt misses no message after that attempt, so it need not try again after
+ * subscribing: one round trip less per contended acquisition. Never blocks on the server. */
+baton__sub *baton__sub_try_acquire(baton_client *c, const char *channel);
 /* Drops the reference; the last one unsubscribes (after the confirmation of any pending
  * subscribe: subscribe and unsubscribe of one channel never interleave). */
 void baton__sub_release(baton_client *c, baton__sub *s);

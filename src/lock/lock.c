@@ -110,20 +110,25 @@ static int plain_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
     baton__owner(c, owner, sizeof owner);
     int64_t deadline = baton__deadline_after_ms(wait_ms);
     int64_t ttl = -1;
+    /* Others already wait on this lock: listen from before the first attempt on. */
+    baton__sub *sub = wait_ms != 0 ? baton__sub_try_acquire(c, l->channel) : NULL;
     int rc = attempt(l, owner, lease_ms, &ttl);
-    if (rc != BATON_ETIMEDOUT)
+    if (rc != BATON_ETIMEDOUT || wait_ms == 0) {
+        if (sub)
+            baton__sub_release(c, sub);
+        if (rc == BATON_ETIMEDOUT)
+            return baton__fail(c, BATON_ETIMEDOUT, "lock %s is held by another owner",
+                               l->name);
         return rc;
-    if (wait_ms == 0)
-        return baton__fail(c, BATON_ETIMEDOUT, "lock %s is held by another owner", l->name);
-
-    baton__sub *sub;
-    rc = baton__sub_acquire(c, l->channel, BATON__SUB_LOCK, deadline, &sub);
-    if (rc != BATON_OK)
-        return rc;
-    for (;;) {
+    }
+    if (!sub) {
+        rc = baton__sub_acquire(c, l->channel, BATON__SUB_LOCK, deadline, &sub);
+        if (rc != BATON_OK)
+            return rc;
+        /* An unlock published before the subscription was confirmed went unheard. */
         rc = attempt(l, owner, lease_ms, &ttl);
-        if (rc != BATON_ETIMEDOUT)
-            break;
+    }
+    while (rc == BATON_ETIMEDOUT) {
         int64_t now = baton__now_us();
         if (now >= deadline) {
             rc = baton__fail(c, BATON_ETIMEDOUT, "lock %s: not acquired within %lld ms",
@@ -135,6 +140,7 @@ static int plain_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
         if (ttl >= 0 && now + ttl * 1000 < until)
             until = now + ttl * 1000;
         baton__sub_wait(c, sub, until);
+        rc = attempt(l, owner, lease_ms, &ttl);
     }
     /* Acquired: unsubscribe in the background. Gave up: leave nothing behind. */
     if (rc == BATON_OK)

@@ -530,6 +530,15 @@ static void group_close(baton_lock *l)
     free(g);
 }
 
+/* Each member has its own token (its own counter, perhaps on its own server): a group has
+ * no single one. Ask the members. */
+static int group_fencing_token(baton_lock *l, int64_t *out)
+{
+    *out = 0;
+    return baton__fail(l->client, BATON_ENOTSUP,
+                       "a multi-lock has no single fencing token: ask each member");
+}
+
 static const baton__lock_ops multi_ops = {
     .acquire = multi_acquire,
     .release = multi_release,
@@ -539,6 +548,7 @@ static const baton__lock_ops multi_ops = {
     .hold_count = group_hold_count,
     .remaining_ttl = group_remaining_ttl,
     .close = group_close,
+    .fencing_token = group_fencing_token,
 };
 
 static const baton__lock_ops redlock_ops = {
@@ -550,6 +560,7 @@ static const baton__lock_ops redlock_ops = {
     .hold_count = group_hold_count,
     .remaining_ttl = group_remaining_ttl,
     .close = group_close,
+    .fencing_token = group_fencing_token,
 };
 
 static int cmp_str(const char *a, const char *b)

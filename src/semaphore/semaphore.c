@@ -178,22 +178,27 @@ int baton_semaphore_try_acquire(baton_semaphore *s, int64_t permits, int64_t wai
     char permits_s[32];
     snprintf(permits_s, sizeof permits_s, "%lld", (long long)permits);
     int64_t deadline = baton__deadline_after_ms(wait_ms);
+    /* Others already wait on this semaphore: listen from before the first attempt on. */
+    baton__sub *sub = wait_ms != 0 ? baton__sub_try_acquire(c, s->channel) : NULL;
     rc = attempt(s, permits_s);
-    if (rc != BATON_ETIMEDOUT)
+    if (rc != BATON_ETIMEDOUT || wait_ms == 0) {
+        if (sub)
+            baton__sub_release(c, sub);
+        if (rc == BATON_ETIMEDOUT)
+            return baton__fail(c, BATON_ETIMEDOUT,
+                               "semaphore %s: fewer than %lld permits free", s->name,
+                               (long long)permits);
         return rc;
-    if (wait_ms == 0)
-        return baton__fail(c, BATON_ETIMEDOUT, "semaphore %s: fewer than %lld permits free",
-                           s->name, (long long)permits);
-
-    baton__sub *sub;
-    rc = baton__sub_acquire(c, s->channel, BATON__SUB_SEMAPHORE, deadline, &sub);
-    if (rc != BATON_OK)
-        return rc;
-    int64_t recheck_us = baton__client_config(c)->recheck_ms * 1000;
-    for (;;) {
+    }
+    if (!sub) {
+        rc = baton__sub_acquire(c, s->channel, BATON__SUB_SEMAPHORE, deadline, &sub);
+        if (rc != BATON_OK)
+            return rc;
+        /* A release published before the subscription was confirmed went unheard. */
         rc = attempt(s, permits_s);
-        if (rc != BATON_ETIMEDOUT)
-            break;
+    }
+    int64_t recheck_us = baton__client_config(c)->recheck_ms * 1000;
+    while (rc == BATON_ETIMEDOUT) {
         int64_t now = baton__now_us();
         if (now >= deadline) {
             rc = baton__fail(c, BATON_ETIMEDOUT,
@@ -206,6 +211,7 @@ int baton_semaphore_try_acquire(baton_semaphore *s, int64_t permits, int64_t wai
         if (deadline - now > recheck_us)
             until = now + recheck_us;
         baton__sub_wait(c, sub, until);
+        rc = attempt(s, permits_s);
     }
     /* Acquired: unsubscribe in the background. Gave up: leave nothing behind. */
     if (rc == BATON_OK)

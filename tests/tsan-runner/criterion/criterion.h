@@ -82,6 +82,7 @@ bool th_cmp_ptr(const void *a, const void *b, int op, const char *ea, const char
 #define cr_assert_str_neq(a, b, ...) cr_assert(th_cmp_str((a), (b), 1, #a, #b), __VA_ARGS__)
 #define cr_expect_eq cr_assert_eq
 #define cr_log_info(...) th_log(__VA_ARGS__)
+
 #define cr_log_warn(...) th_log(__VA_ARGS__)
 
 #endif

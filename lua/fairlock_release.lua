@@ -1,0 +1,64 @@
+-- fairlock_release: release one hold of a fair lock, idempotently per request id, and wake
+-- the head of the queue.
+-- KEYS[1]  the lock hash
+-- KEYS[2]  the queue, redisson_lock_queue:{name}
+-- KEYS[3]  the deadlines, redisson_lock_timeout:{name}
+-- KEYS[4]  the waiters' channel prefix, redisson_lock__channel:{name}
+-- KEYS[5]  the unlock latch, redisson_unlock_latch:{name}:<request-id>: remembers this
+--          request's outcome, so a retry after a lost reply returns the first result
+-- ARGV[1]  the unlock message, "0"
+-- ARGV[2]  lease in ms re-applied when holds remain (the lease the lock was taken with)
+-- ARGV[3]  owner field, "<client-uuid>:<thread-id>"
+-- ARGV[4]  how long the latch remembers the outcome, in ms
+-- Returns  nil  the owner holds nothing (never held, released, or expired)
+--          0    one hold released, holds remain (lease re-applied)
+--          1    the last hold released: the key is deleted and "0" published on the
+--               channel of the queue's head, <prefix>:<head>, only
+-- Queued owners whose deadline (server time) has passed are dropped from the head of the
+-- queue first. Whenever the lock ends up free with a head in the queue, the head is told.
+local done = redis.call('get', KEYS[5])
+if done ~= false then
+    return tonumber(done)
+end
+local function kind(key, want)
+    local t = redis.call('type', key).ok
+    return t == 'none' or t == want
+end
+if not (kind(KEYS[1], 'hash') and kind(KEYS[2], 'list') and kind(KEYS[3], 'zset')) then
+    return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
+end
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local head
+while true do
+    head = redis.call('lindex', KEYS[2], 0)
+    if head == false then
+        break
+    end
+    local deadline = redis.call('zscore', KEYS[3], head)
+    if deadline ~= false and tonumber(deadline) >= now then
+        break
+    end
+    redis.call('lpop', KEYS[2])
+    redis.call('zrem', KEYS[3], head)
+end
+
+if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+    if head ~= false and redis.call('exists', KEYS[1]) == 0 then
+        redis.call('publish', KEYS[4] .. ':' .. head, ARGV[1])
+    end
+    return nil
+end
+local holds = redis.call('hincrby', KEYS[1], ARGV[3], -1)
+if holds > 0 then
+    redis.call('pexpire', KEYS[1], ARGV[2])
+    redis.call('set', KEYS[5], 0, 'px', ARGV[4])
+    return 0
+end
+redis.call('del', KEYS[1])
+if head ~= false then
+    redis.call('publish', KEYS[4] .. ':' .. head, ARGV[1])
+end
+redis.call('set', KEYS[5], 1, 'px', ARGV[4])
+return 1

@@ -1,0 +1,396 @@
+/*
+ * The fair lock: a reentrant lock whose waiters acquire in the order they first asked, with
+ * Redisson's RFairLock layout. Beside the lock hash at the name, Redis keeps the queue of
+ * waiting owners (redisson_lock_queue:{name}, a list) and each waiter's deadline
+ * (redisson_lock_timeout:{name}, a zset); each waiter listens on a channel of its own,
+ * redisson_lock__channel:{name}:<owner>, and a release publishes "0" on the head's channel
+ * only, so one release wakes one thread in one process.
+ *
+ * Where it parts from Redisson: a waiter's deadline is the server's time plus fair_wait_ms,
+ * and the waiting thread keeps it alive by running the acquire script again at least every
+ * fair_wait_ms / 3 (the script returns how long it may sleep). That run is a renewal of its
+ * place, as the watchdog renews a holder's lease, not a poll for the lock: the lock itself
+ * arrives by message. A live waiter therefore never loses its place, however long the lock
+ * is held, and a waiter whose process died stops renewing and is dropped by the next script
+ * that finds it at the head, within fair_wait_ms. Every script reads the time from the
+ * server (TIME), so clients with skewed clocks queue correctly: no client time is sent.
+ *
+ * A waiter that gives up (timeout, error) runs the cancel script, which takes it out of the
+ * queue and the deadline set and, if it was the head of a free lock, wakes the next head.
+ * The hold bookkeeping (depth, token, lease, watchdog) is the core's, as for the plain lock.
+ */
+#define _GNU_SOURCE
+#include "../core/internal.h"
+
+#include <hiredis/hiredis.h>
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHANNEL_PREFIX "redisson_lock__channel:"
+#define QUEUE_PREFIX "redisson_lock_queue:"
+#define TIMEOUT_PREFIX "redisson_lock_timeout:"
+#define TOKEN_PREFIX "redisson_lock_token:"
+#define LATCH_PREFIX "redisson_unlock_latch:"
+#define UNLOCK_MESSAGE "0"
+
+typedef struct fair {
+    char *queue_key;   /* redisson_lock_queue:{name} */
+    char *timeout_key; /* redisson_lock_timeout:{name} */
+    char *token_key;   /* redisson_lock_token:{name} */
+    char *latch_pfx;   /* redisson_unlock_latch:{name}: */
+} fair;
+
+/* ------------------------------- acquire ---------------------------------------------- */
+
+/* The acquire script's reply was lost (timeout, cut connection): it may or may not have
+ * run. As the plain lock does, ask the server how many holds this owner has; one more than
+ * the handle knows of means the acquire went through, and it is recorded (watchdog
+ * included). Otherwise the run at most queued this owner, and the caller gives up, which
+ * takes it out of the queue. Returns BATON_OK (acquired after all) or BATON_ECONN. */
+static int resolve_lost_acquire(baton_lock *l, const char *owner, int64_t lease_ms)
+{
+    baton_client *c = l->client;
+    fair *f = l->impl;
+    baton__mutex_lock(&l->mu);
+    int64_t known = (l->holder == baton__thread_id() && !l->lost) ? l->depth : 0;
+    baton__mutex_unlock(&l->mu);
+    const char *hget[3] = {"HGET", l->name, owner};
+    redisReply *r;
+    if (baton__query_argv(c, 3, hget, NULL, &r) != BATON_OK)
+        return baton__fail(c, BATON_ECONN,
+                           "fair lock %s: the acquire's reply was lost and "
+                           "the server could not be asked whether it ran",
+                           l->name);
+    long long held = r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
+    freeReplyObject(r);
+    if (held <= known)
+        return baton__fail(c, BATON_ECONN,
+                           "fair lock %s: the acquire's reply was lost; it "
+                           "did not take the lock",
+                           l->name);
+    const char *get[2] = {"GET", f->token_key};
+    int64_t token = 0;
+    if (baton__query_argv(c, 2, get, NULL, &r) == BATON_OK) {
+        token = r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
+        freeReplyObject(r);
+    }
+    return baton__hold_acquired(l, owner, known == 0, token, lease_ms);
+}
+
+/* One run of the acquire script; queue: join the queue (or renew this owner's place) if
+ * not acquired. BATON_OK: acquired (hold recorded, watchdog registered); BATON_ETIMEDOUT:
+ * not acquired, *wait_ms = how long to sleep at most before the next run. */
+static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, bool queue, int64_t *wait_ms)
+{
+    baton_client *c = l->client;
+    fair *f = l->impl;
+    char lease[32], fair_wait[32];
+    snprintf(lease, sizeof lease, "%lld",
+             (long long)(lease_ms == BATON_LEASE_WATCHDOG ? baton__watchdog_lease(c) : lease_ms));
+    snprintf(fair_wait, sizeof fair_wait, "%lld", (long long)baton__client_config(c)->fair_wait_ms);
+    const char *keys[5] = {l->name, f->queue_key, f->timeout_key, f->token_key, l->channel};
+    const char *args[4] = {lease, owner, fair_wait, queue ? "1" : "0"};
+    redisReply *r;
+    bool maybe_ran;
+    int rc = baton__script_call(c, baton__script_find("fairlock_acquire"), 5, keys, 4, args, &r,
+                                &maybe_ran);
+    if (rc == BATON_ECONN && maybe_ran)
+        return resolve_lost_acquire(l, owner, lease_ms);
+    if (rc != BATON_OK)
+        return rc;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER) {
+        freeReplyObject(r);
+        return baton__fail(c, BATON_EPROTO, "fair lock %s: unexpected reply to fairlock_acquire",
+                           l->name);
+    }
+    long long status = r->element[0]->integer, value = r->element[1]->integer;
+    freeReplyObject(r);
+    if (status == 0) {
+        *wait_ms = value;
+        return BATON_ETIMEDOUT;
+    }
+
+    return baton__hold_acquired(l, owner, status == 1, value, lease_ms);
+}
+
+/* Leaves the queue (best effort: if the server cannot be reached, the place lapses by
+ * itself within fair_wait_ms since nobody renews it). Keeps the calling thread's error
+ * detail of the failure that made it give up. */
+static void give_up(baton_lock *l, const char *owner, int rc)
+{
+    baton_client *c = l->client;
+    fair *f = l->impl;
+    char *detail = baton__strdup(baton_client_errmsg(c));
+    const char *keys[4] = {l->name, f->queue_key, f->timeout_key, l->channel};
+    const char *args[1] = {owner};
+    const baton__script *s = baton__script_find("fairlock_cancel");
+    redisReply *r;
+    int crc = baton__script_run(c, s, 4, keys, 1, args, &r);
+    if (crc == BATON_ECONN) /* leaving the queue twice is harmless */
+        crc = baton__script_run(c, s, 4, keys, 1, args, &r);
+    if (crc == BATON_OK)
+        freeReplyObject(r);
+    if (detail)
+        baton__fail(c, rc, "%s", detail);
+    free(detail);
+}
+
+static int fair_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
+{
+    baton_client *c = l->client;
+    char owner[BATON__OWNER_LEN];
+    baton__owner(c, owner, sizeof owner);
+    int64_t deadline = baton__deadline_after_ms(wait_ms);
+    int64_t wait = 0;
+    /* One try never joins the queue; a wait takes its place with the first try. */
+    int rc = attempt(l, owner, lease_ms, wait_ms != 0, &wait);
+    if (rc == BATON_ETIMEDOUT && wait_ms == 0)
+        return baton__fail(c, BATON_ETIMEDOUT,
+                           "fair lock %s is held, or other owners are queued first", l->name);
+    if (rc != BATON_ETIMEDOUT) {
+        if (rc != BATON_OK && wait_ms != 0)
+            give_up(l, owner, rc);
+        return rc;
+    }
+
+    /* This waiter's own channel: a release wakes the head of the queue only. */
+    char *channel = baton__asprintf("%s:%s", l->channel, owner);
+    if (!channel) {
+        rc = baton__fail(c, BATON_ENOMEM, "out of memory");
+        give_up(l, owner, rc);
+        return rc;
+    }
+    baton__sub *sub;
+    rc = baton__sub_acquire(c, channel, BATON__SUB_LOCK, deadline, &sub);
+    free(channel);
+    if (rc != BATON_OK) {
+        if (rc == BATON_ETIMEDOUT)
+            rc = baton__fail(c, BATON_ETIMEDOUT, "fair lock %s: not acquired within %lld ms",
+                             l->name, (long long)wait_ms);
+        give_up(l, owner, rc);
+        return rc;
+    }
+    for (;;) {
+        /* Also renews this waiter's place; the first run after subscribing closes the
+         * window in which a wake-up could have been published unheard. */
+        rc = attempt(l, owner, lease_ms, true, &wait);
+        if (rc != BATON_ETIMEDOUT)
+            break;
+        int64_t now = baton__now_us();
+        if (now >= deadline) {
+            rc = baton__fail(c, BATON_ETIMEDOUT, "fair lock %s: not acquired within %lld ms",
+                             l->name, (long long)wait_ms);
+            break;
+        }
+        /* Sleep until the wake-up, or until the script's bound: the holder's lease running
+         * out, the head's place lapsing, or this waiter's place needing renewal. */
+        int64_t until = deadline;
+        if (now + wait * 1000 < until)
+            until = now + wait * 1000;
+        baton__sub_wait(c, sub, until);
+    }
+    /* Acquired: unsubscribe in the background. Gave up: leave nothing behind. */
+    if (rc == BATON_OK) {
+        baton__sub_release(c, sub);
+    } else {
+        give_up(l, owner, rc);
+        baton__sub_release_sync(c, sub);
+    }
+    return rc;
+}
+
+/* ------------------------------- release ---------------------------------------------- */
+
+static int fair_release(baton_lock *l)
+{
+    static atomic_uint_fast64_t requests;
+    baton_client *c = l->client;
+    fair *f = l->impl;
+    char owner[BATON__OWNER_LEN];
+    baton__owner(c, owner, sizeof owner);
+    int64_t lease;
+    baton__hold_release_begin(l, owner, &lease);
+
+    /* One request id per logical release, reused by the retry below. */
+    char latch[BATON_MAX_NAME_LEN + 160], lease_s[32], latch_px[32];
+    snprintf(latch, sizeof latch, "%s%s:%llu", f->latch_pfx, baton_client_id(c),
+             (unsigned long long)atomic_fetch_add(&requests, 1));
+    snprintf(lease_s, sizeof lease_s, "%lld", (long long)lease);
+    snprintf(latch_px, sizeof latch_px, "%lld",
+             (long long)(4 * baton__client_config(c)->command_timeout_ms));
+    const char *keys[5] = {l->name, f->queue_key, f->timeout_key, l->channel, latch};
+    const char *args[4] = {UNLOCK_MESSAGE, lease_s, owner, latch_px};
+    const baton__script *s = baton__script_find("fairlock_release");
+    redisReply *r;
+    int rc = baton__script_run(c, s, 5, keys, 4, args, &r);
+    if (rc == BATON_ECONN) /* the reply may be lost after the release ran: the latch
+                              makes the retry return the first outcome */
+        rc = baton__script_run(c, s, 5, keys, 4, args, &r);
+    if (rc != BATON_OK)
+        return rc;
+    int type = r->type;
+    long long v = r->integer;
+    freeReplyObject(r);
+    if (type != REDIS_REPLY_NIL && type != REDIS_REPLY_INTEGER)
+        return baton__fail(c, BATON_EPROTO, "fair lock %s: unexpected reply to fairlock_release",
+                           l->name);
+
+    baton__hold_release_end(l, owner, type == REDIS_REPLY_NIL ? -1 : (int)v);
+    if (type == REDIS_REPLY_NIL)
+        return baton__fail(c, BATON_ENOTHELD,
+                           "fair lock %s is not held by this thread (never taken, released, or "
+                           "its lease ran out)",
+                           l->name);
+    return BATON_OK;
+}
+
+static int fair_force_release(baton_lock *l, bool *was_locked)
+{
+    baton_client *c = l->client;
+    fair *f = l->impl;
+    const char *keys[4] = {l->name, f->queue_key, f->timeout_key, l->channel};
+    const char *args[1] = {UNLOCK_MESSAGE};
+    redisReply *r;
+    const baton__script *s = baton__script_find("fairlock_force_release");
+    int rc = baton__script_run(c, s, 4, keys, 1, args, &r);
+    if (rc == BATON_ECONN) /* deleting twice is harmless */
+        rc = baton__script_run(c, s, 4, keys, 1, args, &r);
+    if (rc != BATON_OK)
+        return rc;
+    bool existed = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    freeReplyObject(r);
+    if (was_locked)
+        *was_locked = existed;
+
+    baton__hold_forget(l);
+    return BATON_OK;
+}
+
+/* ------------------------------- queries ---------------------------------------------- */
+
+/* The lock hash is the plain lock's, so the queries are the plain lock's commands. */
+static int integer_query(baton_lock *l, const char *cmd, bool with_owner, long long *out,
+                         bool *was_nil)
+{
+    char owner[BATON__OWNER_LEN];
+    baton__owner(l->client, owner, sizeof owner);
+    const char *argv[3] = {cmd, l->name, owner};
+    redisReply *r;
+    int rc = baton__query_argv(l->client, with_owner ? 3 : 2, argv, NULL, &r);
+    if (rc != BATON_OK)
+        return rc;
+    *was_nil = r->type == REDIS_REPLY_NIL;
+    if (r->type == REDIS_REPLY_INTEGER)
+        *out = r->integer;
+    else if (r->type == REDIS_REPLY_STRING)
+        *out = strtoll(r->str, NULL, 10);
+    else
+        *out = 0;
+    freeReplyObject(r);
+    return BATON_OK;
+}
+
+static int fair_is_locked(baton_lock *l, bool *out)
+{
+    long long v;
+    bool nil;
+    int rc = integer_query(l, "EXISTS", false, &v, &nil);
+    if (rc == BATON_OK)
+        *out = v > 0;
+    return rc;
+}
+
+static int fair_is_held(baton_lock *l, bool *out)
+{
+    long long v;
+    bool nil;
+    int rc = integer_query(l, "HEXISTS", true, &v, &nil);
+    if (rc == BATON_OK)
+        *out = v > 0;
+    return rc;
+}
+
+static int fair_hold_count(baton_lock *l, int64_t *out)
+{
+    long long v;
+    bool nil;
+    int rc = integer_query(l, "HGET", true, &v, &nil);
+    if (rc == BATON_OK)
+        *out = nil ? 0 : v;
+    return rc;
+}
+
+static int fair_remaining_ttl(baton_lock *l, int64_t *out)
+{
+    long long v;
+    bool nil;
+    int rc = integer_query(l, "PTTL", false, &v, &nil);
+    if (rc == BATON_OK)
+        *out = v;
+    return rc;
+}
+
+/* ------------------------------- open and close --------------------------------------- */
+
+static void fair_free(fair *f)
+{
+    if (!f)
+        return;
+    free(f->queue_key);
+    free(f->timeout_key);
+    free(f->token_key);
+    free(f->latch_pfx);
+    free(f);
+}
+
+static void fair_close(baton_lock *l)
+{
+    fair_free(l->impl);
+}
+
+static const baton__lock_ops fair_ops = {
+    .acquire = fair_acquire,
+    .release = fair_release,
+    .force_release = fair_force_release,
+    .is_locked = fair_is_locked,
+    .is_held = fair_is_held,
+    .hold_count = fair_hold_count,
+    .remaining_ttl = fair_remaining_ttl,
+    .close = fair_close,
+};
+
+int baton_fairlock_open(baton_client *c, const char *name, baton_lock **out)
+{
+    if (out)
+        *out = NULL;
+    if (!c || !out)
+        return BATON_EINVAL;
+    baton__clear_error(c);
+    if (baton__check_name(name) != BATON_OK)
+        return baton__fail(c, BATON_EINVAL, "fair lock name must be 1 to %d bytes",
+                           BATON_MAX_NAME_LEN);
+    baton_lock *l = calloc(1, sizeof *l);
+    fair *f = calloc(1, sizeof *f);
+    if (!l || !f)
+        goto nomem;
+    f->queue_key = baton__derive_key(QUEUE_PREFIX, name, NULL);
+    f->timeout_key = baton__derive_key(TIMEOUT_PREFIX, name, NULL);
+    f->token_key = baton__derive_key(TOKEN_PREFIX, name, NULL);
+    f->latch_pfx = baton__derive_key(LATCH_PREFIX, name, ":");
+    if (!f->queue_key || !f->timeout_key || !f->token_key || !f->latch_pfx)
+        goto nomem;
+    /* l->channel is the waiters' channel prefix; each waiter appends ":<owner>". */
+    if (baton__lock_base_init(l, &fair_ops, c, name, CHANNEL_PREFIX) != BATON_OK)
+        goto nomem;
+    l->impl = f;
+    *out = l;
+    return BATON_OK;
+nomem:
+    fair_free(f);
+    free(l);
+    return baton__fail(c, BATON_ENOMEM, "out of memory");
+}
