@@ -37,18 +37,6 @@ enum {
                                  128 + N */
 };
 
-/*
- * Transitional, while the library's modules land one by one: the calls of modules that
- * may not be in the libbaton this tool links against are weak references, so the tool
- * links without them and says so at run time (CLI_HAVE(fn) is false) instead of failing to
- * build. Once every module is in the library this block can go, and CLI_HAVE(fn) with it.
- */
-#pragma weak baton_fairlock_open
-#define CLI_HAVE(fn) ((fn) != NULL)
-
-/* Prints that this libbaton lacks `what` and returns EXIT_FAILED. */
-int cli_missing(const char *what);
-
 /* The global settings every command uses. */
 typedef struct cli_global {
     const char *url;     /* --url, else $BATON_URL, else the default */

@@ -180,8 +180,6 @@ int cli_cmd_lock(cli_global *g, int argc, char **argv)
         rc = cli_usage_error("lock", "--lease must be more than 0");
     else if (!rc && has_watchdog && watchdog_ms < 30)
         rc = cli_usage_error("lock", "--watchdog must be at least 30ms");
-    if (!rc && fair && !CLI_HAVE(baton_fairlock_open))
-        rc = cli_missing("fair locks");
     if (rc) {
         free(names);
         return rc;
@@ -520,7 +518,7 @@ int cli_cmd_unlock(cli_global *g, int argc, char **argv)
     rc = cli_open_client(g, &c);
     if (rc)
         return rc;
-    bool fair = CLI_HAVE(baton_fairlock_open) && has_fair_queue(g->url, name);
+    bool fair = has_fair_queue(g->url, name);
     int brc = fair ? baton_fairlock_open(c, name, &l) : baton_lock_open(c, name, &l);
     bool was_locked = false;
     if (brc == BATON_OK)

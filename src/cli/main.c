@@ -136,12 +136,6 @@ int cli_fail(baton_client *c, int rc, const char *fmt, ...)
     }
 }
 
-int cli_missing(const char *what)
-{
-    cli_error("this build of libbaton (%s) has no %s yet", baton_version(), what);
-    return EXIT_FAILED;
-}
-
 /* ------------------------------- values ----------------------------------------------- */
 
 bool cli_parse_count(const char *s, int64_t max, int64_t *out)
