@@ -16,14 +16,30 @@
 #error "BATON_CLI_PATH must name the built baton binary"
 #endif
 
+static char tmpdir[64];
+static pid_t tmpdir_owner;
+
+/* Removes the directory when the process that made it exits (not its forked children). */
+static void remove_tmpdir(void)
+{
+    if (getpid() != tmpdir_owner)
+        return;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0) {
+        /* a leftover temporary directory: harmless */
+    }
+}
+
 const char *cli_tmpdir(void)
 {
-    static char dir[64];
-    if (!dir[0]) {
-        snprintf(dir, sizeof dir, "/tmp/baton-cli-test-%d-XXXXXX", (int)getpid());
-        cr_assert(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
+    if (!tmpdir[0]) {
+        snprintf(tmpdir, sizeof tmpdir, "/tmp/baton-cli-test-%d-XXXXXX", (int)getpid());
+        cr_assert(mkdtemp(tmpdir), "mkdtemp: %s", strerror(errno));
+        tmpdir_owner = getpid();
+        atexit(remove_tmpdir);
     }
-    return dir;
+    return tmpdir;
 }
 
 char *cli_path(const char *base)
@@ -148,6 +164,7 @@ void cli_result_free(cli_result *r)
 
 pid_t cli_spawn(const char *const *args)
 {
+    cli_tmpdir(); /* made by this process, which removes it at exit */
     char **argv = make_argv(args);
     child_env();
     fflush(NULL);
