@@ -101,18 +101,18 @@ struct baton__sub {
     baton__dispatcher *d;
     char *channel;
     baton__sub_kind kind;
-    int refs;              /* threads holding a reference */
-    sub_state state;       /* as the server sees it (or will, once confirmed) */
-    bool queued;           /* a reconcile waits in the async semaphore */
-    bool inflight;         /* a (UN)SUBSCRIBE awaits confirmation, holding the permit */
-    bool wake_on_confirm;  /* resubscribed after a reconnect: wake waiters when confirmed */
-    bool lingering;        /* refs == 0 but kept subscribed until linger_until */
-    int64_t linger_until;  /* monotonic µs */
-    int64_t permits;       /* wake-ups not yet consumed, at most refs */
-    uint64_t messages;     /* messages that woke waiters, since the entry was made */
+    int refs;             /* threads holding a reference */
+    sub_state state;      /* as the server sees it (or will, once confirmed) */
+    bool queued;          /* a reconcile waits in the async semaphore */
+    bool inflight;        /* a (UN)SUBSCRIBE awaits confirmation, holding the permit */
+    bool wake_on_confirm; /* resubscribed after a reconnect: wake waiters when confirmed */
+    bool lingering;       /* refs == 0 but kept subscribed until linger_until */
+    int64_t linger_until; /* monotonic µs */
+    int64_t permits;      /* wake-ups not yet consumed, at most refs */
+    uint64_t messages;    /* messages that woke waiters, since the entry was made */
     asem sem;
-    pthread_cond_t wake;   /* permits became positive */
-    pthread_cond_t ready;  /* state changed */
+    pthread_cond_t wake;  /* permits became positive */
+    pthread_cond_t ready; /* state changed */
 };
 
 struct baton__dispatcher {
@@ -122,9 +122,9 @@ struct baton__dispatcher {
     redisContext *ctx; /* NULL while disconnected */
     int pipe[2];       /* wakes the thread: new output, closing */
     bool closing;
-    baton__map subs;   /* channel -> baton__sub */
-    int wanted;        /* subs with refs > 0 */
-    int lingering;     /* subs lingering (refs == 0, still subscribed) */
+    baton__map subs;             /* channel -> baton__sub */
+    int wanted;                  /* subs with refs > 0 */
+    int lingering;               /* subs lingering (refs == 0, still subscribed) */
     pthread_cond_t unsubscribed; /* an UNSUBSCRIBE was confirmed, or the connection broke */
 };
 
@@ -151,8 +151,8 @@ static void free_sub(baton__sub *s)
 /* Frees s if nothing refers to it any more. Called only at the end of top-level paths. */
 static void maybe_free(baton__dispatcher *d, baton__sub *s)
 {
-    if (s->refs == 0 && s->state == S_UNSUB && !s->inflight && !s->queued &&
-        s->sem.permits == 1 && !s->sem.head) {
+    if (s->refs == 0 && s->state == S_UNSUB && !s->inflight && !s->queued && s->sem.permits == 1 &&
+        !s->sem.head) {
         baton__map_remove(&d->subs, s->channel);
         free_sub(s);
     }
@@ -550,8 +550,8 @@ static void release_locked(baton__dispatcher *d, baton__sub *s, bool linger)
         return;
     d->wanted--;
     s->permits = 0;
-    if (linger && s->kind != BATON__SUB_LATCH && s->state == S_SUBSCRIBED && d->ctx &&
-        !s->queued && !s->inflight) {
+    if (linger && s->kind != BATON__SUB_LATCH && s->state == S_SUBSCRIBED && d->ctx && !s->queued &&
+        !s->inflight) {
         if (!s->lingering) {
             s->lingering = true;
             d->lingering++;
@@ -634,8 +634,8 @@ int baton__sub_acquire(baton_client *c, const char *channel, baton__sub_kind kin
     baton__mutex_unlock(&d->mu);
     if (baton__now_us() >= deadline_us)
         return baton__fail(c, BATON_ETIMEDOUT, "timed out subscribing to %s", channel);
-    return baton__fail(c, BATON_ECONN, "no confirmation of SUBSCRIBE %s within %lld ms",
-                       channel, (long long)c->cfg.command_timeout_ms);
+    return baton__fail(c, BATON_ECONN, "no confirmation of SUBSCRIBE %s within %lld ms", channel,
+                       (long long)c->cfg.command_timeout_ms);
 }
 
 baton__sub *baton__sub_try_acquire(baton_client *c, const char *channel)
