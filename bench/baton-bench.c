@@ -62,8 +62,15 @@ static struct {
     int64_t lease_ms, watchdog_ms;
     double duration; /* > 0: run until this many seconds passed instead of K each */
     char prefix[64]; /* every key of this run starts with it */
-} opt = {.port = 0, .n = -1, .k = -1, .workers = -1, .permits = -1, .think_ms = -1,
-         .max_seconds = 60, .periods = 3, .lease_ms = BATON_LEASE_WATCHDOG,
+} opt = {.port = 0,
+         .n = -1,
+         .k = -1,
+         .workers = -1,
+         .permits = -1,
+         .think_ms = -1,
+         .max_seconds = 60,
+         .periods = 3,
+         .lease_ms = BATON_LEASE_WATCHDOG,
          .watchdog_ms = -1};
 
 /* ------------------------------------------------------------------------------------------
@@ -86,17 +93,17 @@ typedef struct worker_out {
 } worker_out;
 
 typedef struct shared {
-    pthread_barrier_t barrier;           /* workers + main: ready, then go */
-    int64_t start_ns;                    /* measured phase began (set before "go") */
-    int64_t stop_ns;                     /* --max-seconds: nothing waits past this */
-    int64_t until_ns;                    /* --duration: no new acquisition after this */
-    _Atomic int64_t release_start_ns;    /* when the last holder started its release */
-    _Atomic int last_holder;             /* worker id of the last acquirer, -1: none */
-    _Atomic int waiters_at_release;      /* workers inside acquire when it started */
-    _Atomic int waiting;                 /* workers inside acquire now */
-    _Atomic int holders;                 /* workers between acquire and release now */
+    pthread_barrier_t barrier;        /* workers + main: ready, then go */
+    int64_t start_ns;                 /* measured phase began (set before "go") */
+    int64_t stop_ns;                  /* --max-seconds: nothing waits past this */
+    int64_t until_ns;                 /* --duration: no new acquisition after this */
+    _Atomic int64_t release_start_ns; /* when the last holder started its release */
+    _Atomic int last_holder;          /* worker id of the last acquirer, -1: none */
+    _Atomic int waiters_at_release;   /* workers inside acquire when it started */
+    _Atomic int waiting;              /* workers inside acquire now */
+    _Atomic int holders;              /* workers between acquire and release now */
     _Atomic int max_holders;
-    _Atomic int entered;                 /* s4: waiters that called await */
+    _Atomic int entered;                     /* s4: waiters that called await */
     _Atomic int64_t sec_max_ns[MAX_SECONDS]; /* longest wait that ended in second i */
     _Atomic uint64_t sec_ops[MAX_SECONDS];   /* acquisitions in second i */
     worker_out w[];
@@ -111,9 +118,9 @@ static size_t sample_cap;
 typedef struct worker {
     int id;
     baton_client *c;
-    redisContext *raw;  /* critical section, not counted */
+    redisContext *raw; /* critical section, not counted */
     worker_out *out;
-    baton__stats st0;   /* --processes: client counters at the start line */
+    baton__stats st0; /* --processes: client counters at the start line */
     struct rusage ru0;
     pthread_t thread;
 } worker;
@@ -163,8 +170,7 @@ static redisContext *raw_connect(void)
     struct timeval tv = {10, 0};
     redisContext *r = redisConnectWithTimeout("127.0.0.1", opt.port, tv);
     if (!r || r->err)
-        die("cannot reach redis on 127.0.0.1:%d%s%s", opt.port, r ? ": " : "",
-            r ? r->errstr : "");
+        die("cannot reach redis on 127.0.0.1:%d%s%s", opt.port, r ? ": " : "", r ? r->errstr : "");
     redisSetTimeout(r, tv);
     return r;
 }
@@ -305,8 +311,8 @@ static bool more(worker *w, long k)
     if (want && t >= sh->stop_ns) {
         if (w->out->errors++ == 0)
             snprintf(w->out->errmsg, sizeof w->out->errmsg,
-                     "stopped by --max-seconds after %llu of %ld",
-                     (unsigned long long)w->out->ops, k);
+                     "stopped by --max-seconds after %llu of %ld", (unsigned long long)w->out->ops,
+                     k);
         return false;
     }
     return want;
@@ -588,7 +594,7 @@ static double pct_ms(const int64_t *v, size_t n, double p)
 
 static uint64_t count_of(const int64_t *base, int i)
 {
-    return base == hand_samples ? sh->w[i].nhand
+    return base == hand_samples  ? sh->w[i].nhand
            : base == rel_samples ? sh->w[i].nrel
                                  : sh->w[i].nwait;
 }
@@ -704,19 +710,32 @@ static void print_human(const result *r, const char *extra)
            "lost_updates=%s max_holders=%s errors=%llu client_rtts_per_op=%s "
            "server_cmds_per_op=%s server_cpu_us_per_op=%s client_cpu_us_per_op=%s%s%s\n",
            scenario_ids[opt.sc], r->workers, opt.processes ? " processes" : " threads", b[14],
-           (unsigned long long)r->ops, b[13], r->seconds, b[0],
-           r->lat_kind ? r->lat_kind : "-", b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8],
-           (unsigned long long)r->errors, b[9], b[10], b[11], b[12], extra ? " " : "",
-           extra ? extra : "");
+           (unsigned long long)r->ops, b[13], r->seconds, b[0], r->lat_kind ? r->lat_kind : "-",
+           b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], (unsigned long long)r->errors, b[9],
+           b[10], b[11], b[12], extra ? " " : "", extra ? extra : "");
 }
 
 static void result_init(result *r)
 {
-    *r = (result){.permits = NAN, .think_ms = NAN, .target_ops = NAN, .seconds = NAN,
-                  .ops_per_s = NAN, .lat_p50 = NAN, .lat_p99 = NAN, .lat_max = NAN,
-                  .hand_p50 = NAN, .hand_p99 = NAN, .self_pct = NAN, .counter = NAN,
-                  .expected = NAN, .lost = NAN, .max_holders = NAN, .server_cmds = NAN,
-                  .client_rtts = NAN, .server_cpu = NAN, .client_cpu = NAN};
+    *r = (result){.permits = NAN,
+                  .think_ms = NAN,
+                  .target_ops = NAN,
+                  .seconds = NAN,
+                  .ops_per_s = NAN,
+                  .lat_p50 = NAN,
+                  .lat_p99 = NAN,
+                  .lat_max = NAN,
+                  .hand_p50 = NAN,
+                  .hand_p99 = NAN,
+                  .self_pct = NAN,
+                  .counter = NAN,
+                  .expected = NAN,
+                  .lost = NAN,
+                  .max_holders = NAN,
+                  .server_cmds = NAN,
+                  .client_rtts = NAN,
+                  .server_cpu = NAN,
+                  .client_cpu = NAN};
 }
 
 static void print_errors(int nworkers)
@@ -740,12 +759,12 @@ static void setup_shared(int nworkers, size_t cap)
     sh = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     sample_cap = cap ? cap : 1;
     size_t ssz = (size_t)nworkers * sample_cap * sizeof(int64_t);
-    wait_samples = mmap(NULL, ssz, PROT_READ | PROT_WRITE,
-                        MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    hand_samples = mmap(NULL, ssz, PROT_READ | PROT_WRITE,
-                        MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    rel_samples = mmap(NULL, ssz, PROT_READ | PROT_WRITE,
-                       MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    wait_samples =
+        mmap(NULL, ssz, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    hand_samples =
+        mmap(NULL, ssz, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    rel_samples =
+        mmap(NULL, ssz, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (sh == MAP_FAILED || wait_samples == MAP_FAILED || hand_samples == MAP_FAILED ||
         rel_samples == MAP_FAILED)
         die("mmap: %s", strerror(errno));
@@ -973,8 +992,8 @@ static void run_workers(void)
     if (!isnan(rel_p50))
         eo += snprintf(extra + eo, sizeof extra - (size_t)eo, " release_p50_ms=%.3f", rel_p50);
     if (opt.duration > 0)
-        eo += snprintf(extra + eo, sizeof extra - (size_t)eo, " per_second_ops:max_wait_ms=[%s]",
-                       tl);
+        eo +=
+            snprintf(extra + eo, sizeof extra - (size_t)eo, " per_second_ops:max_wait_ms=[%s]", tl);
     snprintf(extra + eo, sizeof extra - (size_t)eo,
              " client_cmds=%llu client_pubsub=%llu cs_cmds=%llu server_scripts_per_op=%.3f "
              "server_calls=[%s]",
@@ -1209,8 +1228,8 @@ static void run_renewal(void)
         if (got[i]) {
             int rc = baton_lock_release(locks[i]);
             if (rc != BATON_OK && errors++ == 0)
-                snprintf(first_err, sizeof first_err, "release %ld: %s: %s", i,
-                         baton_err_name(rc), baton_client_errmsg(c));
+                snprintf(first_err, sizeof first_err, "release %ld: %s: %s", i, baton_err_name(rc),
+                         baton_client_errmsg(c));
         }
         baton_lock_close(locks[i]);
     }
@@ -1268,13 +1287,12 @@ static void on_alarm(int sig)
 
 static void usage(void)
 {
-    fprintf(stderr,
-            "usage: baton-bench --port P --scenario s1|s1m|s2|s2f|s3|s4|s5 [--n N]\n"
-            "       [--workers W] [--k K] [--permits P] [--think-ms T] [--processes]\n"
-            "       [--max-seconds S] [--lease-ms L] [--watchdog-ms W] [--duration S]\n"
-            "       [--periods N]\n"
-            "       baton-bench --list   (the scenarios this build can run)\n"
-            "Appends one JSON line to $RESULTS_JSONL (if set) and prints a summary.\n");
+    fprintf(stderr, "usage: baton-bench --port P --scenario s1|s1m|s2|s2f|s3|s4|s5 [--n N]\n"
+                    "       [--workers W] [--k K] [--permits P] [--think-ms T] [--processes]\n"
+                    "       [--max-seconds S] [--lease-ms L] [--watchdog-ms W] [--duration S]\n"
+                    "       [--periods N]\n"
+                    "       baton-bench --list   (the scenarios this build can run)\n"
+                    "Appends one JSON line to $RESULTS_JSONL (if set) and prints a summary.\n");
     exit(2);
 }
 
@@ -1303,35 +1321,70 @@ static long arg_long(const char *s, const char *what, long min)
 
 int main(int argc, char **argv)
 {
-    static const struct option longs[] = {
-        {"port", required_argument, NULL, 'p'},       {"scenario", required_argument, NULL, 's'},
-        {"n", required_argument, NULL, 'n'},          {"workers", required_argument, NULL, 'w'},
-        {"k", required_argument, NULL, 'k'},          {"permits", required_argument, NULL, 'P'},
-        {"think-ms", required_argument, NULL, 't'},   {"processes", no_argument, NULL, 'x'},
-        {"max-seconds", required_argument, NULL, 'm'}, {"lease-ms", required_argument, NULL, 'l'},
-        {"watchdog-ms", required_argument, NULL, 'W'}, {"duration", required_argument, NULL, 'd'},
-        {"periods", required_argument, NULL, 'r'},    {"help", no_argument, NULL, 'h'},
-        {"list", no_argument, NULL, 'L'},
-        {NULL, 0, NULL, 0}};
+    static const struct option longs[] = {{"port", required_argument, NULL, 'p'},
+                                          {"scenario", required_argument, NULL, 's'},
+                                          {"n", required_argument, NULL, 'n'},
+                                          {"workers", required_argument, NULL, 'w'},
+                                          {"k", required_argument, NULL, 'k'},
+                                          {"permits", required_argument, NULL, 'P'},
+                                          {"think-ms", required_argument, NULL, 't'},
+                                          {"processes", no_argument, NULL, 'x'},
+                                          {"max-seconds", required_argument, NULL, 'm'},
+                                          {"lease-ms", required_argument, NULL, 'l'},
+                                          {"watchdog-ms", required_argument, NULL, 'W'},
+                                          {"duration", required_argument, NULL, 'd'},
+                                          {"periods", required_argument, NULL, 'r'},
+                                          {"help", no_argument, NULL, 'h'},
+                                          {"list", no_argument, NULL, 'L'},
+                                          {NULL, 0, NULL, 0}};
     const char *sc = NULL;
     int ch;
     while ((ch = getopt_long(argc, argv, "", longs, NULL)) != -1) {
         switch (ch) {
-        case 'p': opt.port = (int)arg_long(optarg, "--port", 1); break;
-        case 's': sc = optarg; break;
-        case 'n': opt.n = arg_long(optarg, "--n", 1); break;
-        case 'w': opt.workers = (int)arg_long(optarg, "--workers", 1); break;
-        case 'k': opt.k = arg_long(optarg, "--k", 1); break;
-        case 'P': opt.permits = (int)arg_long(optarg, "--permits", 1); break;
-        case 't': opt.think_ms = (int)arg_long(optarg, "--think-ms", 0); break;
-        case 'x': opt.processes = true; break;
-        case 'm': opt.max_seconds = (int)arg_long(optarg, "--max-seconds", 2); break;
-        case 'l': opt.lease_ms = arg_long(optarg, "--lease-ms", 1); break;
-        case 'W': opt.watchdog_ms = arg_long(optarg, "--watchdog-ms", 3); break;
-        case 'd': opt.duration = (double)arg_long(optarg, "--duration", 1); break;
-        case 'r': opt.periods = (int)arg_long(optarg, "--periods", 1); break;
-        case 'L': list_scenarios(); return 0;
-        default: usage();
+        case 'p':
+            opt.port = (int)arg_long(optarg, "--port", 1);
+            break;
+        case 's':
+            sc = optarg;
+            break;
+        case 'n':
+            opt.n = arg_long(optarg, "--n", 1);
+            break;
+        case 'w':
+            opt.workers = (int)arg_long(optarg, "--workers", 1);
+            break;
+        case 'k':
+            opt.k = arg_long(optarg, "--k", 1);
+            break;
+        case 'P':
+            opt.permits = (int)arg_long(optarg, "--permits", 1);
+            break;
+        case 't':
+            opt.think_ms = (int)arg_long(optarg, "--think-ms", 0);
+            break;
+        case 'x':
+            opt.processes = true;
+            break;
+        case 'm':
+            opt.max_seconds = (int)arg_long(optarg, "--max-seconds", 2);
+            break;
+        case 'l':
+            opt.lease_ms = arg_long(optarg, "--lease-ms", 1);
+            break;
+        case 'W':
+            opt.watchdog_ms = arg_long(optarg, "--watchdog-ms", 3);
+            break;
+        case 'd':
+            opt.duration = (double)arg_long(optarg, "--duration", 1);
+            break;
+        case 'r':
+            opt.periods = (int)arg_long(optarg, "--periods", 1);
+            break;
+        case 'L':
+            list_scenarios();
+            return 0;
+        default:
+            usage();
         }
     }
     if (!opt.port || !sc || optind != argc)

@@ -104,7 +104,7 @@ int main(int argc, char **argv)
     }
     printf("%d jobs in %d processes, latch %s set to %d\n", jobs, jobs, LATCH, jobs);
 
-    int (*pipes)[2] = calloc((size_t)jobs, sizeof *pipes);
+    int(*pipes)[2] = calloc((size_t)jobs, sizeof *pipes);
     pid_t *pids = calloc((size_t)jobs, sizeof *pids);
     result *res = calloc((size_t)jobs, sizeof *res);
     if (!pipes || !pids || !res)

@@ -27,8 +27,7 @@
 
 #define ITEMS 6
 
-static const char *const catalogue[ITEMS] = {"anvil", "bell", "candle", "drum", "easel",
-                                             "flute"};
+static const char *const catalogue[ITEMS] = {"anvil", "bell", "candle", "drum", "easel", "flute"};
 static int port = 6379, procs = 6, orders = 400, stock = 250;
 
 typedef struct tally {
@@ -115,7 +114,7 @@ static void customer(int count, tally *t)
         }
         if (enough) {
             for (int k = 0; k < n; k++) {
-                usleep(50);                               /* ... think ... */
+                usleep(50);                              /* ... think ... */
                 set_stock(r, item[k], left[k] - qty[k]); /* ... write: racy without the lock */
                 t->sold[item[k]] += qty[k];
             }
@@ -159,7 +158,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < ITEMS; i++)
         set_stock(r, i, stock);
 
-    int (*pipes)[2] = calloc((size_t)procs, sizeof *pipes);
+    int(*pipes)[2] = calloc((size_t)procs, sizeof *pipes);
     pid_t *pids = calloc((size_t)procs, sizeof *pids);
     if (!pipes || !pids)
         return 2;
@@ -215,8 +214,7 @@ int main(int argc, char **argv)
         printf("%-7s sold %4lld  left %4lld  %s\n", catalogue[i], all.sold[i], left,
                ok ? "" : "<- does not add up");
     }
-    bool pass = !failed && all.errors == 0 && never_negative && add_up &&
-                all.placed == orders;
+    bool pass = !failed && all.errors == 0 && never_negative && add_up && all.placed == orders;
     printf("orders: %d orders by %d processes (%d filled, %d refused), %lld items sold, "
            "%s, %s [%s]\n",
            all.placed, procs, all.filled, all.refused, sold,

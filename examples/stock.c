@@ -71,8 +71,8 @@ static int work(void)
         }
         long long left = get_stock(r); /* read ...           */
         if (left > 0) {
-            usleep(100);                /* ... think ...       */
-            set_stock(r, left - 1);     /* ... write: a race without the lock */
+            usleep(100);            /* ... think ...       */
+            set_stock(r, left - 1); /* ... write: a race without the lock */
             sold++;
         }
         if (use_lock && (rc = baton_lock_release(lock)) != BATON_OK) {
@@ -111,7 +111,7 @@ int main(int argc, char **argv)
     redisContext *r = connect_raw();
     set_stock(r, stock);
 
-    int (*pipes)[2] = calloc((size_t)workers, sizeof *pipes);
+    int(*pipes)[2] = calloc((size_t)workers, sizeof *pipes);
     pid_t *pids = calloc((size_t)workers, sizeof *pids);
     for (int w = 0; w < workers; w++) {
         if (pipe(pipes[w]) != 0)
@@ -142,10 +142,10 @@ int main(int argc, char **argv)
     }
     long long left = get_stock(r);
     long long oversells = total > stock ? total - stock : 0;
-    printf("stock: total sales %lld, final stock %lld, oversells %lld  [%s]\n", total, left,
-           oversells,
-           use_lock ? (oversells == 0 && left == 0 ? "OK" : "BROKEN")
-                    : (oversells > 0 ? "oversold, as expected without a lock" : "no race this time"));
+    printf(
+        "stock: total sales %lld, final stock %lld, oversells %lld  [%s]\n", total, left, oversells,
+        use_lock ? (oversells == 0 && left == 0 ? "OK" : "BROKEN")
+                 : (oversells > 0 ? "oversold, as expected without a lock" : "no race this time"));
     redisFree(r);
     free(pipes);
     free(pids);

@@ -118,8 +118,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--jobs") && i + 1 < argc)
             jobs = atoi(argv[++i]);
         else {
-            fprintf(stderr,
-                    "usage: worker_pool --port P [--workers W] [--cap N] [--jobs J]\n");
+            fprintf(stderr, "usage: worker_pool --port P [--workers W] [--cap N] [--jobs J]\n");
             return 2;
         }
     }
@@ -144,7 +143,7 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    int (*pipes)[2] = calloc((size_t)workers, sizeof *pipes);
+    int(*pipes)[2] = calloc((size_t)workers, sizeof *pipes);
     pid_t *pids = calloc((size_t)workers, sizeof *pids);
     for (int w = 0; w < workers; w++) {
         if (pipe(pipes[w]) != 0)

@@ -81,8 +81,8 @@ long long th_cmd_int(redisContext *r, const char *fmt, ...)
     else if (rep->type == REDIS_REPLY_STRING)
         v = atoll(rep->str);
     else
-        cr_assert(rep->type == REDIS_REPLY_NIL, "%s: unexpected reply type %d (%s)", fmt,
-                  rep->type, rep->type == REDIS_REPLY_ERROR ? rep->str : "");
+        cr_assert(rep->type == REDIS_REPLY_NIL, "%s: unexpected reply type %d (%s)", fmt, rep->type,
+                  rep->type == REDIS_REPLY_ERROR ? rep->str : "");
     freeReplyObject(rep);
     return v;
 }
@@ -104,8 +104,7 @@ const char *th_tmpname(const char *base)
     cr_assert(used < 256, "th_tmpname: too many names in one test");
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    snprintf(pool[used], sizeof pool[used], "%s-%d-t%d-%ld", base, (int)getpid(), used,
-             ts.tv_nsec);
+    snprintf(pool[used], sizeof pool[used], "%s-%d-t%d-%ld", base, (int)getpid(), used, ts.tv_nsec);
     return pool[used++];
 }
 
@@ -173,8 +172,9 @@ static bool try_start(th_server *s, int port, const char *extra_conf)
     if (pid == 0) {
         if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr))
             _exit(127);
-        const char *argv[16] = {"redis-server", "--port", portbuf, "--bind", "127.0.0.1",
-                                "--dir", s->dir, "--save", "", "--appendonly", "no"};
+        const char *argv[16] = {
+            "redis-server", "--port", portbuf, "--bind",       "127.0.0.1", "--dir",
+            s->dir,         "--save", "",      "--appendonly", "no"};
         int n = 11;
         char *conf = extra_conf ? strdup(extra_conf) : NULL;
         for (char *tok = conf ? strtok(conf, " ") : NULL; tok && n < 15; tok = strtok(NULL, " "))

@@ -325,8 +325,7 @@ Test(fencing, server_restart_is_reported_lost_and_the_client_carries_on)
     th_server_stop(&s);
     th_server_start_on(&s, s.port, NULL); /* no persistence: every key is gone */
     /* the watchdog's next renewals reconnect, see a new run_id and report both holds */
-    for (int i = 0; i < 400 && (atomic_load(&p1.calls) == 0 || atomic_load(&p2.calls) == 0);
-         i++)
+    for (int i = 0; i < 400 && (atomic_load(&p1.calls) == 0 || atomic_load(&p2.calls) == 0); i++)
         th_sleep_ms(10);
     cr_assert(eq(int, atomic_load(&p1.calls), 1), "the watchdog hold was not reported lost");
     cr_assert(eq(int, atomic_load(&p2.calls), 1), "the leased hold was not reported lost");
@@ -356,12 +355,12 @@ static void *block_server(void *arg)
 {
     blocker *b = arg;
     redisContext *r = th_redis_port(b->port);
-    redisReply *rep = redisCommand(
-        r, "EVAL %s 0 %d",
-        "local t = redis.call('TIME') local start = t[1] * 1000 + t[2] / 1000 "
-        "local now = start while now - start < tonumber(ARGV[1]) do "
-        "t = redis.call('TIME') now = t[1] * 1000 + t[2] / 1000 end return 1",
-        b->ms);
+    redisReply *rep =
+        redisCommand(r, "EVAL %s 0 %d",
+                     "local t = redis.call('TIME') local start = t[1] * 1000 + t[2] / 1000 "
+                     "local now = start while now - start < tonumber(ARGV[1]) do "
+                     "t = redis.call('TIME') now = t[1] * 1000 + t[2] / 1000 end return 1",
+                     b->ms);
     if (rep)
         freeReplyObject(rep);
     redisFree(r);

@@ -309,8 +309,7 @@ Test(latch, five_processes_and_five_threads_released_by_the_last_count_down)
         cr_assert(eq(int, rp.rc, BATON_OK), "waiter %d", rp.who);
         cr_assert(ge(i64, rp.ms, t0), "waiter %d returned before the last count_down", rp.who);
         /* each client re-checks every 30 s: only the "0" message can release them this fast */
-        cr_assert(le(i64, rp.ms - t0, 1000), "waiter %d: %lld ms", rp.who,
-                  (long long)(rp.ms - t0));
+        cr_assert(le(i64, rp.ms - t0, 1000), "waiter %d: %lld ms", rp.who, (long long)(rp.ms - t0));
     }
     for (int i = 0; i < 6; i++)
         cr_assert(eq(int, th_wait(pids[i]), 0), "process %d", i);

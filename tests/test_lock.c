@@ -302,8 +302,10 @@ Test(lock, watchdog_keeps_a_lock_past_its_lease)
     cr_assert(gt(i64, ttl, 0));
     cr_assert(le(i64, ttl, 1500));
     uint64_t rounds = baton__watchdog_rounds(c) - rounds0;
-    cr_assert(ge(u64, rounds, 10), "renewals every 500 ms: %llu in 6 s", (unsigned long long)rounds);
-    cr_assert(le(u64, rounds, 13), "renewals every 500 ms: %llu in 6 s", (unsigned long long)rounds);
+    cr_assert(ge(u64, rounds, 10), "renewals every 500 ms: %llu in 6 s",
+              (unsigned long long)rounds);
+    cr_assert(le(u64, rounds, 13), "renewals every 500 ms: %llu in 6 s",
+              (unsigned long long)rounds);
     cr_assert(eq(int, baton_lock_release(l), BATON_OK));
     /* renewal stopped with the release: the key stays gone */
     th_sleep_ms(700);

@@ -294,10 +294,8 @@ Test(multilock, lease_expires_every_member_on_time)
     cr_log_info("lease 1000 ms: members expired after %lld, %lld, %lld ms", (long long)gone[0],
                 (long long)gone[1], (long long)gone[2]);
     for (int i = 0; i < 3; i++) {
-        cr_assert(ge(i64, gone[i], 980), "member %d expired after %lld ms", i,
-                  (long long)gone[i]);
-        cr_assert(le(i64, gone[i], 1150), "member %d expired after %lld ms", i,
-                  (long long)gone[i]);
+        cr_assert(ge(i64, gone[i], 980), "member %d expired after %lld ms", i, (long long)gone[i]);
+        cr_assert(le(i64, gone[i], 1150), "member %d expired after %lld ms", i, (long long)gone[i]);
     }
     cr_assert(eq(int, baton_lock_remaining_ttl(g, &ttl), BATON_OK));
     cr_assert(eq(i64, ttl, -2));
@@ -535,8 +533,7 @@ Test(multilock, members_on_two_servers_and_one_going_down)
     baton_client *c1 = client_on(th_port()), *c2 = client_on(s2.port);
     /* group g: its first member (canonical order: by name) on the server that stays, so
      * the failure comes after a member was taken; group h: the other way round */
-    char *n1 = nm("ml-a"), *n2 = nm("ml-b"), *n3 = nm("ml-c"),
-         *n4 = nm("ml-d");
+    char *n1 = nm("ml-a"), *n2 = nm("ml-b"), *n3 = nm("ml-c"), *n4 = nm("ml-d");
     baton_lock *a1, *b2, *c2l, *d1, *g, *h;
     cr_assert(eq(int, baton_lock_open(c1, n1, &a1), BATON_OK));
     cr_assert(eq(int, baton_lock_open(c2, n2, &b2), BATON_OK));

@@ -658,8 +658,7 @@ Test(semaphore, bad_input_is_rejected_and_nothing_is_sent)
     cr_assert(eq(int, baton_semaphore_try_acquire(s, 0, 100), BATON_EINVAL));
     cr_assert(eq(int, baton_semaphore_try_acquire(s, -5, 100), BATON_EINVAL));
     cr_assert(eq(int, baton_semaphore_try_acquire(s, 1, -2), BATON_EINVAL));
-    cr_assert(eq(int, baton_semaphore_try_acquire(s, 1, BATON_MAX_DURATION_MS + 1),
-                 BATON_EINVAL));
+    cr_assert(eq(int, baton_semaphore_try_acquire(s, 1, BATON_MAX_DURATION_MS + 1), BATON_EINVAL));
     cr_assert(eq(int, baton_semaphore_try_acquire(s, 1, INT64_MIN), BATON_EINVAL));
     cr_assert(eq(int, baton_semaphore_release(NULL, 1), BATON_EINVAL));
     cr_assert(eq(int, baton_semaphore_release(s, 0), BATON_EINVAL));
@@ -707,18 +706,16 @@ Test(semaphore, key_of_another_type_is_refused_and_left_alone)
         int64_t n = -1;
         assert_refused(c, baton_semaphore_acquire(s, 1), "acquire", expect[i]);
         assert_refused(c, baton_semaphore_try_acquire(s, 1, 0), "try_acquire", expect[i]);
-        assert_refused(c, baton_semaphore_try_acquire(s, 1, 500), "try_acquire 500",
-                       expect[i]);
+        assert_refused(c, baton_semaphore_try_acquire(s, 1, 500), "try_acquire 500", expect[i]);
         assert_refused(c, baton_semaphore_release(s, 1), "release", expect[i]);
         assert_refused(c, baton_semaphore_add_permits(s, 2), "add_permits +", expect[i]);
         assert_refused(c, baton_semaphore_add_permits(s, -2), "add_permits -", expect[i]);
         assert_refused(c, baton_semaphore_drain(s, &n), "drain", expect[i]);
         assert_refused(c, baton_semaphore_delete(s, &flag), "delete", expect[i]);
-        assert_refused(c, baton_semaphore_available(s, &n),
-                       "available", i == 0 ? "WRONGTYPE" : "integer");
+        assert_refused(c, baton_semaphore_available(s, &n), "available",
+                       i == 0 ? "WRONGTYPE" : "integer");
         if (i == 0)
-            assert_refused(c, baton_semaphore_try_set_permits(s, 1, &flag), "try_set",
-                           "WRONGTYPE");
+            assert_refused(c, baton_semaphore_try_set_permits(s, 1, &flag), "try_set", "WRONGTYPE");
         else {
             /* a string is where a count lives: it is set, so nothing is written */
             cr_assert(eq(int, baton_semaphore_try_set_permits(s, 1, &flag), BATON_OK));

@@ -152,8 +152,8 @@ Test(unit, argument_checks)
 
 Test(unit, error_tables)
 {
-    int codes[] = {BATON_OK, BATON_ETIMEDOUT, BATON_ENOTHELD, BATON_EINVAL, BATON_ECONN,
-                   BATON_EPROTO, BATON_EAUTH, BATON_ENOMEM, BATON_ECANCELED, BATON_ENOTSUP};
+    int codes[] = {BATON_OK,     BATON_ETIMEDOUT, BATON_ENOTHELD, BATON_EINVAL,    BATON_ECONN,
+                   BATON_EPROTO, BATON_EAUTH,     BATON_ENOMEM,   BATON_ECANCELED, BATON_ENOTSUP};
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
         cr_assert(ne(str, (char *)baton_strerror(codes[i]), "unknown error"));
         cr_assert(eq(int, strncmp(baton_err_name(codes[i]), "BATON_", 6), 0));
@@ -171,8 +171,7 @@ Test(unit, scripts_are_embedded)
     for (const baton__script *s = baton__scripts(); s->name; s++, n++) {
         cr_assert(eq(sz, strlen(s->body), s->len), "%s", s->name);
         cr_assert(eq(sz, strlen(s->sha1), 40), "%s", s->name);
-        cr_assert(eq(int, strncmp(s->body, "-- ", 3), 0), "%s must open with a comment",
-                  s->name);
+        cr_assert(eq(int, strncmp(s->body, "-- ", 3), 0), "%s must open with a comment", s->name);
     }
     cr_assert(ge(int, n, 4));
     cr_assert(not(eq(ptr, (void *)baton__script_find("lock_acquire"), NULL)));

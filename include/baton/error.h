@@ -13,15 +13,15 @@ extern "C" {
 #endif
 
 /* XX(name, value, message) */
-#define BATON_ERRNO_MAP(XX)                                                                       \
-    XX(ETIMEDOUT, -1, "timed out")                                                                \
-    XX(ENOTHELD, -2, "not held by the calling thread")                                            \
-    XX(EINVAL, -3, "invalid argument")                                                            \
-    XX(ECONN, -4, "connection to the server failed")                                              \
-    XX(EPROTO, -5, "protocol or script error reported by the server")                            \
-    XX(EAUTH, -6, "authentication failed")                                                        \
-    XX(ENOMEM, -7, "out of memory")                                                               \
-    XX(ECANCELED, -8, "operation canceled")                                                       \
+#define BATON_ERRNO_MAP(XX)                                                                        \
+    XX(ETIMEDOUT, -1, "timed out")                                                                 \
+    XX(ENOTHELD, -2, "not held by the calling thread")                                             \
+    XX(EINVAL, -3, "invalid argument")                                                             \
+    XX(ECONN, -4, "connection to the server failed")                                               \
+    XX(EPROTO, -5, "protocol or script error reported by the server")                              \
+    XX(EAUTH, -6, "authentication failed")                                                         \
+    XX(ENOMEM, -7, "out of memory")                                                                \
+    XX(ECANCELED, -8, "operation canceled")                                                        \
     XX(ENOTSUP, -9, "operation not supported by this object")
 
 typedef enum baton_errno {

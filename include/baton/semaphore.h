@@ -40,8 +40,7 @@ BATON_API void baton_semaphore_close(baton_semaphore *s);
 /* Sets the permit count to `permits` (>= 0) only if none is set (the key is absent: never
  * set, or deleted); *was_set (may be NULL) tells which. Setting a positive count wakes
  * waiters. One round trip. Returns BATON_OK, BATON_EINVAL, BATON_ECONN, BATON_EPROTO. */
-BATON_API int baton_semaphore_try_set_permits(baton_semaphore *s, int64_t permits,
-                                              bool *was_set);
+BATON_API int baton_semaphore_try_set_permits(baton_semaphore *s, int64_t permits, bool *was_set);
 
 /* Takes `permits` (>= 1) at once, all or none, waiting as long as it takes. Blocks; the wait
  * is woken by releases and re-reads the count at least every recheck_ms (client option).
@@ -53,8 +52,7 @@ BATON_API int baton_semaphore_acquire(baton_semaphore *s, int64_t permits);
  * missing semaphore has 0 permits. Returns BATON_OK, BATON_ETIMEDOUT, BATON_EINVAL
  * (permits < 1, wait_ms not BATON_WAIT_FOREVER or 0..BATON_MAX_DURATION_MS), BATON_ECONN,
  * BATON_EPROTO. */
-BATON_API int baton_semaphore_try_acquire(baton_semaphore *s, int64_t permits,
-                                          int64_t wait_ms);
+BATON_API int baton_semaphore_try_acquire(baton_semaphore *s, int64_t permits, int64_t wait_ms);
 
 /* Returns `permits` (>= 1), publishes the new count and so wakes as many waiters as it can
  * serve. There is no ownership check: any caller may release, also permits it never took.

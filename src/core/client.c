@@ -68,8 +68,7 @@ static void make_uuid(char out[40])
     }
     b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
     b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
-    snprintf(out, 40,
-             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+    snprintf(out, 40, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
              b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
              b[14], b[15]);
 }
@@ -364,8 +363,8 @@ typedef struct script_argv {
 } script_argv;
 
 /* Builds "<verb> <sha|body> nkeys keys... args..."; argv[1] is filled by the caller. */
-static int build_argv(script_argv *a, const char *verb, int nkeys, const char **keys,
-                      int nargs, const char **args)
+static int build_argv(script_argv *a, const char *verb, int nkeys, const char **keys, int nargs,
+                      const char **args)
 {
     a->argc = 3 + nkeys + nargs;
     a->argv = a->argc <= SMALL_ARGV ? a->small : malloc(sizeof(char *) * (size_t)a->argc);
@@ -387,15 +386,15 @@ static void free_argv(script_argv *a)
         free(a->argv);
 }
 
-int baton__script_append(redisContext *ctx, const baton__script *s, int nkeys,
-                         const char **keys, int nargs, const char **args)
+int baton__script_append(redisContext *ctx, const baton__script *s, int nkeys, const char **keys,
+                         int nargs, const char **args)
 {
     script_argv a;
     if (build_argv(&a, "EVALSHA", nkeys, keys, nargs, args) != BATON_OK)
         return BATON_ENOMEM;
     a.argv[1] = s->sha1;
-    int rc = redisAppendCommandArgv(ctx, a.argc, a.argv, NULL) == REDIS_OK ? BATON_OK
-                                                                             : BATON_ENOMEM;
+    int rc =
+        redisAppendCommandArgv(ctx, a.argc, a.argv, NULL) == REDIS_OK ? BATON_OK : BATON_ENOMEM;
     free_argv(&a);
     return rc;
 }
@@ -463,8 +462,8 @@ int baton__script_call(baton_client *c, const baton__script *s, int nkeys, const
 static int check_timeout(int64_t v, const char *what, char *err, size_t errlen)
 {
     if (v < 0 || v > BATON_MAX_DURATION_MS) {
-        snprintf(err, errlen, "%s must be 0 (default) or a positive number of ms, up to %lld",
-                 what, (long long)BATON_MAX_DURATION_MS);
+        snprintf(err, errlen, "%s must be 0 (default) or a positive number of ms, up to %lld", what,
+                 (long long)BATON_MAX_DURATION_MS);
         return BATON_EINVAL;
     }
     return BATON_OK;
@@ -506,10 +505,10 @@ static int configure(baton__config *cfg, const baton_options *o, char *err, size
         if (!cfg->ep.password)
             return BATON_ENOMEM;
     }
-    cfg->connect_timeout_ms = o->connect_timeout_ms ? o->connect_timeout_ms
-                                                    : DEFAULT_CONNECT_TIMEOUT_MS;
-    cfg->command_timeout_ms = o->command_timeout_ms ? o->command_timeout_ms
-                                                    : DEFAULT_COMMAND_TIMEOUT_MS;
+    cfg->connect_timeout_ms =
+        o->connect_timeout_ms ? o->connect_timeout_ms : DEFAULT_CONNECT_TIMEOUT_MS;
+    cfg->command_timeout_ms =
+        o->command_timeout_ms ? o->command_timeout_ms : DEFAULT_COMMAND_TIMEOUT_MS;
     cfg->watchdog_ms = o->watchdog_ms ? o->watchdog_ms : DEFAULT_WATCHDOG_MS;
     cfg->fair_wait_ms = o->fair_wait_ms ? o->fair_wait_ms : DEFAULT_FAIR_WAIT_MS;
     cfg->recheck_ms = o->recheck_ms ? o->recheck_ms : DEFAULT_RECHECK_MS;

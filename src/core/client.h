@@ -30,13 +30,13 @@ struct baton_client {
     atomic_uint_fast64_t round_trips; /* commands sent and answered (or not): see stats */
     atomic_uint_fast64_t pubsub_cmds; /* SUBSCRIBE/UNSUBSCRIBE sent by the dispatcher */
 
-    pthread_mutex_t run_mu;   /* guards the two fields below */
-    char run_id[48];          /* the server's run_id as last seen; "" before the first */
-    uint64_t epoch;           /* distinct server runs seen: 1 after open */
+    pthread_mutex_t run_mu; /* guards the two fields below */
+    char run_id[48];        /* the server's run_id as last seen; "" before the first */
+    uint64_t epoch;         /* distinct server runs seen: 1 after open */
 
-    pthread_mutex_t lazy_mu;  /* guards creation of the two threads below */
-    baton__dispatcher *disp;  /* created on the first subscription */
-    baton__watchdog *wd;      /* created on the first watchdog hold */
+    pthread_mutex_t lazy_mu; /* guards creation of the two threads below */
+    baton__dispatcher *disp; /* created on the first subscription */
+    baton__watchdog *wd;     /* created on the first watchdog hold */
 };
 
 void baton__dispatcher_free(baton__dispatcher *d);

@@ -16,6 +16,12 @@
  * and, on each confirmation, wakes that channel's waiters once more (a message may have been
  * published while nobody listened).
  *
+ * A subscription whose last waiter leaves with what it waited for (not one that gave up)
+ * lingers, still subscribed, for LINGER_MS: under contention the same process usually waits
+ * on the same channel again within milliseconds, and re-joining a live subscription costs no
+ * SUBSCRIBE, no UNSUBSCRIBE and no extra attempt. Latches, waited on once, do not linger;
+ * a waiter that gives up unsubscribes at once and waits for the confirmation.
+ *
  * The thread is a poll() loop over the subscriber socket and a wake-up pipe; replies are
  * parsed with hiredis's reply reader. It starts with the first subscription.
  */
@@ -30,6 +36,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* How long a subscription outlives its last waiter (see above). */
+#define LINGER_MS 100
 
 /* ------------------------------- async semaphore -------------------------------------- */
 
@@ -92,16 +101,18 @@ struct baton__sub {
     baton__dispatcher *d;
     char *channel;
     baton__sub_kind kind;
-    int refs;              /* threads holding a reference */
-    sub_state state;       /* as the server sees it (or will, once confirmed) */
-    bool queued;           /* a reconcile waits in the async semaphore */
-    bool inflight;         /* a (UN)SUBSCRIBE awaits confirmation, holding the permit */
-    bool wake_on_confirm;  /* resubscribed after a reconnect: wake waiters when confirmed */
-    int64_t permits;       /* wake-ups not yet consumed, at most refs */
-    uint64_t messages;     /* messages that woke waiters, since the entry was made */
+    int refs;             /* threads holding a reference */
+    sub_state state;      /* as the server sees it (or will, once confirmed) */
+    bool queued;          /* a reconcile waits in the async semaphore */
+    bool inflight;        /* a (UN)SUBSCRIBE awaits confirmation, holding the permit */
+    bool wake_on_confirm; /* resubscribed after a reconnect: wake waiters when confirmed */
+    bool lingering;       /* refs == 0 but kept subscribed until linger_until */
+    int64_t linger_until; /* monotonic µs */
+    int64_t permits;      /* wake-ups not yet consumed, at most refs */
+    uint64_t messages;    /* messages that woke waiters, since the entry was made */
     asem sem;
-    pthread_cond_t wake;   /* permits became positive */
-    pthread_cond_t ready;  /* state changed */
+    pthread_cond_t wake;  /* permits became positive */
+    pthread_cond_t ready; /* state changed */
 };
 
 struct baton__dispatcher {
@@ -111,8 +122,9 @@ struct baton__dispatcher {
     redisContext *ctx; /* NULL while disconnected */
     int pipe[2];       /* wakes the thread: new output, closing */
     bool closing;
-    baton__map subs;   /* channel -> baton__sub */
-    int wanted;        /* subs with refs > 0 */
+    baton__map subs;             /* channel -> baton__sub */
+    int wanted;                  /* subs with refs > 0 */
+    int lingering;               /* subs lingering (refs == 0, still subscribed) */
     pthread_cond_t unsubscribed; /* an UNSUBSCRIBE was confirmed, or the connection broke */
 };
 
@@ -139,10 +151,18 @@ static void free_sub(baton__sub *s)
 /* Frees s if nothing refers to it any more. Called only at the end of top-level paths. */
 static void maybe_free(baton__dispatcher *d, baton__sub *s)
 {
-    if (s->refs == 0 && s->state == S_UNSUB && !s->inflight && !s->queued &&
-        s->sem.permits == 1 && !s->sem.head) {
+    if (s->refs == 0 && s->state == S_UNSUB && !s->inflight && !s->queued && s->sem.permits == 1 &&
+        !s->sem.head) {
         baton__map_remove(&d->subs, s->channel);
         free_sub(s);
+    }
+}
+
+static void stop_lingering(baton__dispatcher *d, baton__sub *s)
+{
+    if (s->lingering) {
+        s->lingering = false;
+        d->lingering--;
     }
 }
 
@@ -323,6 +343,7 @@ static void on_disconnect(baton__dispatcher *d)
     baton__map_each(&d->subs, collect, &l);
     for (size_t i = 0; i < l.n; i++) {
         baton__sub *s = l.items[i];
+        stop_lingering(d, s);
         s->state = S_UNSUB;
         s->wake_on_confirm = true;
         if (s->inflight) {
@@ -350,6 +371,46 @@ static void on_connect(baton__dispatcher *d, redisContext *ctx)
         if (l.items[i]->refs > 0)
             request_reconcile(d, l.items[i]);
     free(l.items);
+}
+
+typedef struct linger_scan {
+    baton__dispatcher *d;
+    int64_t now, earliest;
+    sub_list due;
+} linger_scan;
+
+static void scan_linger(const char *key, void *val, void *arg)
+{
+    (void)key;
+    baton__sub *s = val;
+    linger_scan *ls = arg;
+    if (!s->lingering)
+        return;
+    if (s->linger_until <= ls->now)
+        collect(key, s, &ls->due);
+    else if (s->linger_until < ls->earliest)
+        ls->earliest = s->linger_until;
+}
+
+/* Unsubscribes lingering subscriptions whose time is up; returns the poll timeout (ms) until
+ * the next one, or -1 if none lingers. */
+static int expire_lingering(baton__dispatcher *d)
+{
+    if (d->lingering == 0)
+        return -1;
+    linger_scan ls = {d, baton__now_us(), INT64_MAX, {0}};
+    baton__map_each(&d->subs, scan_linger, &ls);
+    for (size_t i = 0; i < ls.due.n; i++) {
+        baton__sub *s = ls.due.items[i];
+        stop_lingering(d, s);
+        if (s->refs == 0)
+            request_reconcile(d, s);
+    }
+    free(ls.due.items);
+    if (ls.earliest == INT64_MAX)
+        return -1;
+    int64_t ms = (ls.earliest - baton__now_us() + 999) / 1000;
+    return ms < 0 ? 0 : (int)ms;
 }
 
 static void drain_pipe(int fd)
@@ -414,11 +475,12 @@ static void *dispatcher_main(void *arg)
             continue;
         }
         backoff_ms = 0;
+        int timeout = expire_lingering(d);
         struct pollfd p[2] = {{d->pipe[0], POLLIN, 0}, {d->ctx->fd, POLLIN, 0}};
         if (d->ctx->obuf && d->ctx->obuf[0])
             p[1].events |= POLLOUT;
         baton__mutex_unlock(&d->mu);
-        int n = poll(p, 2, -1);
+        int n = poll(p, 2, timeout);
         baton__mutex_lock(&d->mu);
         if (n < 0)
             continue; /* EINTR */
@@ -479,13 +541,26 @@ static int get_dispatcher(baton_client *c, baton__dispatcher **out)
     return BATON_OK;
 }
 
-static void release_locked(baton__dispatcher *d, baton__sub *s)
+/* Drops a reference; the last one unsubscribes, or (linger) keeps a live subscription for
+ * LINGER_MS in case this process waits on the channel again soon. */
+static void release_locked(baton__dispatcher *d, baton__sub *s, bool linger)
 {
     s->refs--;
     if (s->refs > 0)
         return;
     d->wanted--;
     s->permits = 0;
+    if (linger && s->kind != BATON__SUB_LATCH && s->state == S_SUBSCRIBED && d->ctx && !s->queued &&
+        !s->inflight) {
+        if (!s->lingering) {
+            s->lingering = true;
+            d->lingering++;
+        }
+        s->linger_until = baton__now_us() + LINGER_MS * 1000;
+        wake_thread(d); /* its poll timeout must cover the new deadline */
+        return;
+    }
+    stop_lingering(d, s);
     if (s->state == S_SUBSCRIBED || s->state == S_SUBSCRIBING)
         request_reconcile(d, s);
     maybe_free(d, s);
@@ -496,7 +571,7 @@ static void release_locked(baton__dispatcher *d, baton__sub *s)
 static void release_locked_sync(baton__dispatcher *d, baton__sub *s, int64_t limit)
 {
     char *channel = baton__strdup(s->channel);
-    release_locked(d, s); /* s may be gone from here on: look it up by name */
+    release_locked(d, s, false); /* s may be gone from here on: look it up by name */
     while (channel && !d->closing) {
         baton__sub *cur = baton__map_get(&d->subs, channel);
         if (!cur || cur->refs > 0 || !d->ctx ||
@@ -535,6 +610,7 @@ int baton__sub_acquire(baton_client *c, const char *channel, baton__sub_kind kin
     }
     if (s->refs++ == 0) {
         d->wanted++;
+        stop_lingering(d, s);
         if (!d->ctx)
             wake_thread(d); /* it may be idle, disconnected: connect now */
     }
@@ -558,8 +634,8 @@ int baton__sub_acquire(baton_client *c, const char *channel, baton__sub_kind kin
     baton__mutex_unlock(&d->mu);
     if (baton__now_us() >= deadline_us)
         return baton__fail(c, BATON_ETIMEDOUT, "timed out subscribing to %s", channel);
-    return baton__fail(c, BATON_ECONN, "no confirmation of SUBSCRIBE %s within %lld ms",
-                       channel, (long long)c->cfg.command_timeout_ms);
+    return baton__fail(c, BATON_ECONN, "no confirmation of SUBSCRIBE %s within %lld ms", channel,
+                       (long long)c->cfg.command_timeout_ms);
 }
 
 baton__sub *baton__sub_try_acquire(baton_client *c, const char *channel)
@@ -572,10 +648,12 @@ baton__sub *baton__sub_try_acquire(baton_client *c, const char *channel)
     baton__sub *s = NULL;
     baton__mutex_lock(&d->mu);
     baton__sub *cur = baton__map_get(&d->subs, channel);
-    if (cur && cur->state == S_SUBSCRIBED && d->ctx) {
+    if (cur && cur->state == S_SUBSCRIBED && d->ctx && !cur->queued && !cur->inflight) {
         s = cur;
-        if (s->refs++ == 0)
+        if (s->refs++ == 0) {
             d->wanted++;
+            stop_lingering(d, s);
+        }
     }
     baton__mutex_unlock(&d->mu);
     return s;
@@ -586,7 +664,7 @@ void baton__sub_release(baton_client *c, baton__sub *s)
     (void)c;
     baton__dispatcher *d = s->d;
     baton__mutex_lock(&d->mu);
-    release_locked(d, s);
+    release_locked(d, s, true);
     baton__mutex_unlock(&d->mu);
 }
 

@@ -15,8 +15,8 @@ const char *baton_strerror(int code)
     switch ((baton_errno)code) {
     case BATON_OK:
         return "success";
-#define BATON_STRERROR_CASE_(name, value, msg)                                                    \
-    case BATON_##name:                                                                            \
+#define BATON_STRERROR_CASE_(name, value, msg)                                                     \
+    case BATON_##name:                                                                             \
         return msg;
         BATON_ERRNO_MAP(BATON_STRERROR_CASE_)
 #undef BATON_STRERROR_CASE_
@@ -29,8 +29,8 @@ const char *baton_err_name(int code)
     switch ((baton_errno)code) {
     case BATON_OK:
         return "BATON_OK";
-#define BATON_ERRNAME_CASE_(name, value, msg)                                                     \
-    case BATON_##name:                                                                            \
+#define BATON_ERRNAME_CASE_(name, value, msg)                                                      \
+    case BATON_##name:                                                                             \
         return "BATON_" #name;
         BATON_ERRNO_MAP(BATON_ERRNAME_CASE_)
 #undef BATON_ERRNAME_CASE_

@@ -91,12 +91,12 @@ char *baton__derive_key(const char *prefix, const char *name, const char *suffix
  * ---------------------------------------------------------------------------------------- */
 
 typedef struct baton__endpoint {
-    char *host;      /* TCP host, or NULL for a unix socket */
-    int port;        /* TCP port */
-    char *path;      /* unix socket path, or NULL */
-    char *username;  /* ACL user or NULL */
-    char *password;  /* or NULL */
-    int db;          /* SELECT index, 0 by default */
+    char *host;     /* TCP host, or NULL for a unix socket */
+    int port;       /* TCP port */
+    char *path;     /* unix socket path, or NULL */
+    char *username; /* ACL user or NULL */
+    char *password; /* or NULL */
+    int db;         /* SELECT index, 0 by default */
 } baton__endpoint;
 
 /* Parses a URL (see baton_options.url). On BATON_EINVAL, errbuf says why (no password). */
@@ -177,8 +177,7 @@ int baton__script_run(baton_client *c, const baton__script *s, int nkeys, const 
 /* As baton__script_run; *maybe_ran (may be NULL) tells whether the script was sent, so
  * that a BATON_ECONN may have happened after it ran (its reply lost). */
 int baton__script_call(baton_client *c, const baton__script *s, int nkeys, const char **keys,
-                       int nargs, const char **args, struct redisReply **reply,
-                       bool *maybe_ran);
+                       int nargs, const char **args, struct redisReply **reply, bool *maybe_ran);
 /* Appends an EVALSHA to a connection's output (pipelining); read with redisGetReply. */
 int baton__script_append(struct redisContext *ctx, const baton__script *s, int nkeys,
                          const char **keys, int nargs, const char **args);
@@ -286,18 +285,18 @@ struct baton_lock {
     char *channel;        /* where unlock messages arrive */
     pthread_mutex_t mu;   /* guards the hold record below */
     /* the hold of the calling thread through this handle (a lock has one holder) */
-    uint64_t holder;      /* thread id of the holding thread, 0 = none */
-    int64_t depth;        /* re-entrant holds taken through this handle */
-    int64_t token;        /* fencing token of the outer hold */
-    bool registered;      /* in the client's hold registry (watchdog) */
-    bool renewing;        /* ... and renewed by it (no explicit lease) */
-    bool lost;            /* the hold was found lost (see baton_lock_set_lost_handler) */
+    uint64_t holder; /* thread id of the holding thread, 0 = none */
+    int64_t depth;   /* re-entrant holds taken through this handle */
+    int64_t token;   /* fencing token of the outer hold */
+    bool registered; /* in the client's hold registry (watchdog) */
+    bool renewing;   /* ... and renewed by it (no explicit lease) */
+    bool lost;       /* the hold was found lost (see baton_lock_set_lost_handler) */
     void (*lost_fn)(baton_lock *, void *);
     void *lost_arg;
-    int lost_pipe[2];     /* readable once lost; -1 until baton_lock_lost_fd */
-    int64_t lease_ms;     /* lease of the current hold, re-applied by a re-entrant release
-                             (Redisson's internalLockLeaseTime); BATON_LEASE_WATCHDOG */
-    void *impl;           /* kind-specific state */
+    int lost_pipe[2]; /* readable once lost; -1 until baton_lock_lost_fd */
+    int64_t lease_ms; /* lease of the current hold, re-applied by a re-entrant release
+                         (Redisson's internalLockLeaseTime); BATON_LEASE_WATCHDOG */
+    void *impl;       /* kind-specific state */
 };
 
 /* Initializes the base of a lock handle; frees with baton__lock_base_free. */
@@ -319,6 +318,18 @@ void baton__hold_release_begin(baton_lock *l, const char *owner, int64_t *lease_
 /* After the release script: outcome -1 (the owner held nothing), 0 (holds remain) or 1
  * (released). */
 void baton__hold_release_end(baton_lock *l, const char *owner, int outcome);
+/* An acquire script's reply was lost (timeout, cut connection) after it was sent: ask the
+ * server, as the same owner, how many holds it has; one more than the handle knows of means
+ * the acquire went through, and it is recorded (watchdog included, token read from
+ * token_key) rather than left behind unknown. BATON_OK (acquired after all) or ECONN. */
+int baton__hold_resolve_lost(baton_lock *l, const char *owner, const char *token_key,
+                             int64_t lease_ms);
+/* The queries of a lock kept in Redisson's hash (plain and fair lock alike): EXISTS,
+ * HEXISTS/HGET of the calling thread's owner field, PTTL. */
+int baton__hash_is_locked(baton_lock *l, bool *out);
+int baton__hash_is_held(baton_lock *l, bool *out);
+int baton__hash_hold_count(baton_lock *l, int64_t *out);
+int baton__hash_remaining_ttl(baton_lock *l, int64_t *out);
 /* Forgets whatever hold the handle knew of (force release, close). */
 void baton__hold_forget(baton_lock *l);
 

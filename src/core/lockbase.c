@@ -8,6 +8,8 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
+#include <hiredis/hiredis.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -174,6 +176,98 @@ void baton__hold_forget(baton_lock *l)
     }
 }
 
+int baton__hold_resolve_lost(baton_lock *l, const char *owner, const char *token_key,
+                             int64_t lease_ms)
+{
+    baton_client *c = l->client;
+    baton__mutex_lock(&l->mu);
+    int64_t known = (l->holder == baton__thread_id() && !l->lost) ? l->depth : 0;
+    baton__mutex_unlock(&l->mu);
+    const char *hget[3] = {"HGET", l->name, owner};
+    struct redisReply *r;
+    if (baton__query_argv(c, 3, hget, NULL, &r) != BATON_OK)
+        return baton__fail(c, BATON_ECONN,
+                           "lock %s: the acquire's reply was lost and the "
+                           "server could not be asked whether it ran",
+                           l->name);
+    long long held = r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
+    freeReplyObject(r);
+    if (held <= known)
+        return baton__fail(c, BATON_ECONN,
+                           "lock %s: the acquire's reply was lost; it did not take the lock",
+                           l->name);
+    const char *get[2] = {"GET", token_key};
+    int64_t token = 0;
+    if (baton__query_argv(c, 2, get, NULL, &r) == BATON_OK) {
+        token = r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
+        freeReplyObject(r);
+    }
+    return baton__hold_acquired(l, owner, known == 0, token, lease_ms);
+}
+
+/* ------------------------------- queries on Redisson's lock hash ---------------------- */
+
+/* One read of the lock hash: cmd NAME [owner]; *nil tells an absent field. */
+static int hash_query(baton_lock *l, const char *cmd, bool with_owner, long long *out, bool *nil)
+{
+    char owner[BATON__OWNER_LEN];
+    baton__owner(l->client, owner, sizeof owner);
+    const char *argv[3] = {cmd, l->name, owner};
+    struct redisReply *r;
+    int rc = baton__query_argv(l->client, with_owner ? 3 : 2, argv, NULL, &r);
+    if (rc != BATON_OK)
+        return rc;
+    *nil = r->type == REDIS_REPLY_NIL;
+    if (r->type == REDIS_REPLY_INTEGER)
+        *out = r->integer;
+    else if (r->type == REDIS_REPLY_STRING)
+        *out = strtoll(r->str, NULL, 10);
+    else
+        *out = 0;
+    freeReplyObject(r);
+    return BATON_OK;
+}
+
+int baton__hash_is_locked(baton_lock *l, bool *out)
+{
+    long long v;
+    bool nil;
+    int rc = hash_query(l, "EXISTS", false, &v, &nil);
+    if (rc == BATON_OK)
+        *out = v > 0;
+    return rc;
+}
+
+int baton__hash_is_held(baton_lock *l, bool *out)
+{
+    long long v;
+    bool nil;
+    int rc = hash_query(l, "HEXISTS", true, &v, &nil);
+    if (rc == BATON_OK)
+        *out = v > 0;
+    return rc;
+}
+
+int baton__hash_hold_count(baton_lock *l, int64_t *out)
+{
+    long long v;
+    bool nil;
+    int rc = hash_query(l, "HGET", true, &v, &nil);
+    if (rc == BATON_OK)
+        *out = nil ? 0 : v;
+    return rc;
+}
+
+int baton__hash_remaining_ttl(baton_lock *l, int64_t *out)
+{
+    long long v;
+    bool nil;
+    int rc = hash_query(l, "PTTL", false, &v, &nil);
+    if (rc == BATON_OK)
+        *out = v;
+    return rc;
+}
+
 /* ------------------------------- verbs ------------------------------------------------ */
 
 void baton_lock_close(baton_lock *l)
@@ -212,8 +306,8 @@ int baton_lock_try_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
         return rc;
     if (baton__check_wait(wait_ms) != BATON_OK)
         return baton__fail(l->client, BATON_EINVAL,
-                           "wait_ms %lld: use BATON_WAIT_FOREVER or 0..%lld ms",
-                           (long long)wait_ms, (long long)BATON_MAX_DURATION_MS);
+                           "wait_ms %lld: use BATON_WAIT_FOREVER or 0..%lld ms", (long long)wait_ms,
+                           (long long)BATON_MAX_DURATION_MS);
     if (baton__check_lease(lease_ms) != BATON_OK)
         return baton__fail(l->client, BATON_EINVAL,
                            "lease_ms %lld: use BATON_LEASE_WATCHDOG or 1..%lld ms",

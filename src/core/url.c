@@ -78,10 +78,10 @@ static int fail(baton__endpoint *ep, char *errbuf, size_t errlen, const char *wh
 }
 
 #define FAIL(why) return fail(ep, errbuf, errlen, why)
-#define NOMEM()                                                                                   \
-    do {                                                                                          \
-        baton__endpoint_free(ep);                                                                 \
-        return BATON_ENOMEM;                                                                      \
+#define NOMEM()                                                                                    \
+    do {                                                                                           \
+        baton__endpoint_free(ep);                                                                  \
+        return BATON_ENOMEM;                                                                       \
     } while (0)
 
 static int parse_unix(const char *rest, baton__endpoint *ep, char *errbuf, size_t errlen)

@@ -33,7 +33,7 @@ typedef struct wd_entry {
     char *name;
     char *owner;
     int refs;
-    bool renew;         /* renewed every period (a hold without an explicit lease) */
+    bool renew; /* renewed every period (a hold without an explicit lease) */
     void (*lost)(void *arg);
     void *arg;
     int64_t last_ok_us; /* last successful renewal (or registration) */
@@ -43,12 +43,12 @@ struct baton__watchdog {
     baton_client *c;
     pthread_t thread;
     pthread_mutex_t mu;
-    pthread_cond_t cond;   /* closing, or a callback finished */
+    pthread_cond_t cond; /* closing, or a callback finished */
     bool closing;
-    bool in_callback;      /* lost callbacks are running */
-    bool epoch_changed;    /* the server restarted: report every hold lost */
-    baton__map entries;    /* key(name, owner) -> wd_entry */
-    uint64_t rounds;       /* renewal EVALSHAs sent */
+    bool in_callback;   /* lost callbacks are running */
+    bool epoch_changed; /* the server restarted: report every hold lost */
+    baton__map entries; /* key(name, owner) -> wd_entry */
+    uint64_t rounds;    /* renewal EVALSHAs sent */
 };
 
 /* A map key that no two (name, owner) pairs share, whatever bytes the name holds. */
@@ -127,8 +127,7 @@ static void renew_all(baton__watchdog *w, snapshot *s, signed char *result)
         size_t from = b * BATCH, cnt = s->n - from < BATCH ? s->n - from : BATCH;
         for (size_t i = 0; i < cnt; i++)
             args[1 + i] = s->owners[from + i];
-        baton__script_append(ctx, sc, (int)cnt, (const char **)&s->names[from], (int)cnt + 1,
-                             args);
+        baton__script_append(ctx, sc, (int)cnt, (const char **)&s->names[from], (int)cnt + 1, args);
     }
     baton__mutex_lock(&w->mu);
     w->rounds += nbatches;
@@ -149,8 +148,8 @@ static void renew_all(baton__watchdog *w, snapshot *s, signed char *result)
             r = NULL;
             for (size_t i = 0; i < cnt; i++)
                 args[1 + i] = s->owners[from + i];
-            if (baton__script_run(c, sc, (int)cnt, (const char **)&s->names[from],
-                                  (int)cnt + 1, args, &r) != BATON_OK)
+            if (baton__script_run(c, sc, (int)cnt, (const char **)&s->names[from], (int)cnt + 1,
+                                  args, &r) != BATON_OK)
                 continue;
         }
         if (r->type == REDIS_REPLY_ARRAY && r->elements == cnt)

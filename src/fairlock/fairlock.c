@@ -45,41 +45,6 @@ typedef struct fair {
 
 /* ------------------------------- acquire ---------------------------------------------- */
 
-/* The acquire script's reply was lost (timeout, cut connection): it may or may not have
- * run. As the plain lock does, ask the server how many holds this owner has; one more than
- * the handle knows of means the acquire went through, and it is recorded (watchdog
- * included). Otherwise the run at most queued this owner, and the caller gives up, which
- * takes it out of the queue. Returns BATON_OK (acquired after all) or BATON_ECONN. */
-static int resolve_lost_acquire(baton_lock *l, const char *owner, int64_t lease_ms)
-{
-    baton_client *c = l->client;
-    fair *f = l->impl;
-    baton__mutex_lock(&l->mu);
-    int64_t known = (l->holder == baton__thread_id() && !l->lost) ? l->depth : 0;
-    baton__mutex_unlock(&l->mu);
-    const char *hget[3] = {"HGET", l->name, owner};
-    redisReply *r;
-    if (baton__query_argv(c, 3, hget, NULL, &r) != BATON_OK)
-        return baton__fail(c, BATON_ECONN,
-                           "fair lock %s: the acquire's reply was lost and "
-                           "the server could not be asked whether it ran",
-                           l->name);
-    long long held = r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
-    freeReplyObject(r);
-    if (held <= known)
-        return baton__fail(c, BATON_ECONN,
-                           "fair lock %s: the acquire's reply was lost; it "
-                           "did not take the lock",
-                           l->name);
-    const char *get[2] = {"GET", f->token_key};
-    int64_t token = 0;
-    if (baton__query_argv(c, 2, get, NULL, &r) == BATON_OK) {
-        token = r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
-        freeReplyObject(r);
-    }
-    return baton__hold_acquired(l, owner, known == 0, token, lease_ms);
-}
-
 /* One run of the acquire script; queue: join the queue (or renew this owner's place) if
  * not acquired. BATON_OK: acquired (hold recorded, watchdog registered); BATON_ETIMEDOUT:
  * not acquired, *wait_ms = how long to sleep at most before the next run. */
@@ -98,7 +63,7 @@ static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, bool queu
     int rc = baton__script_call(c, baton__script_find("fairlock_acquire"), 5, keys, 4, args, &r,
                                 &maybe_ran);
     if (rc == BATON_ECONN && maybe_ran)
-        return resolve_lost_acquire(l, owner, lease_ms);
+        return baton__hold_resolve_lost(l, owner, f->token_key, lease_ms);
     if (rc != BATON_OK)
         return rc;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
@@ -272,68 +237,6 @@ static int fair_force_release(baton_lock *l, bool *was_locked)
 
 /* ------------------------------- queries ---------------------------------------------- */
 
-/* The lock hash is the plain lock's, so the queries are the plain lock's commands. */
-static int integer_query(baton_lock *l, const char *cmd, bool with_owner, long long *out,
-                         bool *was_nil)
-{
-    char owner[BATON__OWNER_LEN];
-    baton__owner(l->client, owner, sizeof owner);
-    const char *argv[3] = {cmd, l->name, owner};
-    redisReply *r;
-    int rc = baton__query_argv(l->client, with_owner ? 3 : 2, argv, NULL, &r);
-    if (rc != BATON_OK)
-        return rc;
-    *was_nil = r->type == REDIS_REPLY_NIL;
-    if (r->type == REDIS_REPLY_INTEGER)
-        *out = r->integer;
-    else if (r->type == REDIS_REPLY_STRING)
-        *out = strtoll(r->str, NULL, 10);
-    else
-        *out = 0;
-    freeReplyObject(r);
-    return BATON_OK;
-}
-
-static int fair_is_locked(baton_lock *l, bool *out)
-{
-    long long v;
-    bool nil;
-    int rc = integer_query(l, "EXISTS", false, &v, &nil);
-    if (rc == BATON_OK)
-        *out = v > 0;
-    return rc;
-}
-
-static int fair_is_held(baton_lock *l, bool *out)
-{
-    long long v;
-    bool nil;
-    int rc = integer_query(l, "HEXISTS", true, &v, &nil);
-    if (rc == BATON_OK)
-        *out = v > 0;
-    return rc;
-}
-
-static int fair_hold_count(baton_lock *l, int64_t *out)
-{
-    long long v;
-    bool nil;
-    int rc = integer_query(l, "HGET", true, &v, &nil);
-    if (rc == BATON_OK)
-        *out = nil ? 0 : v;
-    return rc;
-}
-
-static int fair_remaining_ttl(baton_lock *l, int64_t *out)
-{
-    long long v;
-    bool nil;
-    int rc = integer_query(l, "PTTL", false, &v, &nil);
-    if (rc == BATON_OK)
-        *out = v;
-    return rc;
-}
-
 /* ------------------------------- open and close --------------------------------------- */
 
 static void fair_free(fair *f)
@@ -356,10 +259,10 @@ static const baton__lock_ops fair_ops = {
     .acquire = fair_acquire,
     .release = fair_release,
     .force_release = fair_force_release,
-    .is_locked = fair_is_locked,
-    .is_held = fair_is_held,
-    .hold_count = fair_hold_count,
-    .remaining_ttl = fair_remaining_ttl,
+    .is_locked = baton__hash_is_locked,
+    .is_held = baton__hash_is_held,
+    .hold_count = baton__hash_hold_count,
+    .remaining_ttl = baton__hash_remaining_ttl,
     .close = fair_close,
 };
 

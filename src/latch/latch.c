@@ -46,8 +46,7 @@ int baton_latch_open(baton_client *c, const char *name, baton_latch **out)
         return BATON_EINVAL;
     baton__clear_error(c);
     if (baton__check_name(name) != BATON_OK)
-        return baton__fail(c, BATON_EINVAL, "latch name must be 1 to %d bytes",
-                           BATON_MAX_NAME_LEN);
+        return baton__fail(c, BATON_EINVAL, "latch name must be 1 to %d bytes", BATON_MAX_NAME_LEN);
     baton_latch *l = calloc(1, sizeof *l);
     if (!l)
         return baton__fail(c, BATON_ENOMEM, "out of memory");
@@ -98,8 +97,7 @@ static int run(baton_latch *l, const char *script, const char *message, const ch
     *out = r->integer;
     freeReplyObject(r);
     if (type != REDIS_REPLY_INTEGER)
-        return baton__fail(c, BATON_EPROTO, "latch %s: unexpected reply to %s", l->name,
-                           script);
+        return baton__fail(c, BATON_EPROTO, "latch %s: unexpected reply to %s", l->name, script);
     return BATON_OK;
 }
 
@@ -109,8 +107,8 @@ int baton_latch_try_set_count(baton_latch *l, int64_t count, bool *was_set)
     if (rc != BATON_OK)
         return rc;
     if (count < 1)
-        return baton__fail(l->client, BATON_EINVAL, "latch %s: count %lld: must be >= 1",
-                           l->name, (long long)count);
+        return baton__fail(l->client, BATON_EINVAL, "latch %s: count %lld: must be >= 1", l->name,
+                           (long long)count);
     char n[32];
     snprintf(n, sizeof n, "%lld", (long long)count);
     long long set = 0;
@@ -169,8 +167,7 @@ static int read_count(baton_latch *l, int64_t *out)
     bool ok = r->len > 0 && end == r->str + r->len && errno == 0;
     freeReplyObject(r);
     if (!ok)
-        return baton__fail(c, BATON_EPROTO, "latch %s holds a value that is not a count",
-                           l->name);
+        return baton__fail(c, BATON_EPROTO, "latch %s holds a value that is not a count", l->name);
     *out = v;
     return BATON_OK;
 }
@@ -209,8 +206,7 @@ int baton_latch_await(baton_latch *l, int64_t timeout_ms)
         return rc;
     baton_client *c = l->client;
     if (baton__check_wait(timeout_ms) != BATON_OK)
-        return baton__fail(c, BATON_EINVAL,
-                           "timeout_ms %lld: use BATON_WAIT_FOREVER or 0..%lld ms",
+        return baton__fail(c, BATON_EINVAL, "timeout_ms %lld: use BATON_WAIT_FOREVER or 0..%lld ms",
                            (long long)timeout_ms, (long long)BATON_MAX_DURATION_MS);
     int64_t deadline = baton__deadline_after_ms(timeout_ms);
     rc = is_open(l);
@@ -237,8 +233,8 @@ int baton_latch_await(baton_latch *l, int64_t timeout_ms)
             break;
         int64_t now = baton__now_us();
         if (now >= deadline) {
-            rc = baton__fail(c, BATON_ETIMEDOUT, "latch %s: still closed after %lld ms",
-                             l->name, (long long)timeout_ms);
+            rc = baton__fail(c, BATON_ETIMEDOUT, "latch %s: still closed after %lld ms", l->name,
+                             (long long)timeout_ms);
             break;
         }
         /* Sleep until "0" (or a reconnection) wakes us, the deadline, or the re-check: a

@@ -37,38 +37,6 @@ static const baton__lock_ops plain_ops;
 
 /* ------------------------------- acquire ---------------------------------------------- */
 
-/* The acquire script's reply was lost (timeout, cut connection): it may or may not have
- * run. Ask the server, as the same owner, how many holds it has; one more than this handle
- * knows of means the acquire went through, and it is recorded (watchdog included) rather
- * than left behind unknown. Returns BATON_OK (acquired after all) or BATON_ECONN. */
-static int resolve_lost_acquire(baton_lock *l, const char *owner, int64_t lease_ms)
-{
-    baton_client *c = l->client;
-    plain *p = l->impl;
-    baton__mutex_lock(&l->mu);
-    int64_t known = (l->holder == baton__thread_id() && !l->lost) ? l->depth : 0;
-    baton__mutex_unlock(&l->mu);
-    const char *hget[3] = {"HGET", l->name, owner};
-    redisReply *r;
-    if (baton__query_argv(c, 3, hget, NULL, &r) != BATON_OK)
-        return baton__fail(c, BATON_ECONN, "lock %s: the acquire's reply was lost and the "
-                                           "server could not be asked whether it ran",
-                                           l->name);
-    long long held = r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
-    freeReplyObject(r);
-    if (held <= known)
-        return baton__fail(c, BATON_ECONN, "lock %s: the acquire's reply was lost; it did "
-                                           "not run",
-                                           l->name);
-    const char *get[2] = {"GET", p->token_key};
-    int64_t token = 0;
-    if (baton__query_argv(c, 2, get, NULL, &r) == BATON_OK) {
-        token = r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
-        freeReplyObject(r);
-    }
-    return baton__hold_acquired(l, owner, known == 0, token, lease_ms);
-}
-
 /* One run of the acquire script. BATON_OK: acquired (hold recorded, watchdog registered);
  * BATON_ETIMEDOUT: another owner holds it, *ttl_ms = its remaining lease. */
 static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, int64_t *ttl_ms)
@@ -82,10 +50,10 @@ static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, int64_t *
     const char *args[2] = {lease, owner};
     redisReply *r;
     bool maybe_ran;
-    int rc = baton__script_call(c, baton__script_find("lock_acquire"), 2, keys, 2, args, &r,
-                                &maybe_ran);
+    int rc =
+        baton__script_call(c, baton__script_find("lock_acquire"), 2, keys, 2, args, &r, &maybe_ran);
     if (rc == BATON_ECONN && maybe_ran)
-        return resolve_lost_acquire(l, owner, lease_ms);
+        return baton__hold_resolve_lost(l, owner, p->token_key, lease_ms);
     if (rc != BATON_OK)
         return rc;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
@@ -117,8 +85,7 @@ static int plain_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
         if (sub)
             baton__sub_release(c, sub);
         if (rc == BATON_ETIMEDOUT)
-            return baton__fail(c, BATON_ETIMEDOUT, "lock %s is held by another owner",
-                               l->name);
+            return baton__fail(c, BATON_ETIMEDOUT, "lock %s is held by another owner", l->name);
         return rc;
     }
     if (!sub) {
@@ -131,8 +98,8 @@ static int plain_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
     while (rc == BATON_ETIMEDOUT) {
         int64_t now = baton__now_us();
         if (now >= deadline) {
-            rc = baton__fail(c, BATON_ETIMEDOUT, "lock %s: not acquired within %lld ms",
-                             l->name, (long long)wait_ms);
+            rc = baton__fail(c, BATON_ETIMEDOUT, "lock %s: not acquired within %lld ms", l->name,
+                             (long long)wait_ms);
             break;
         }
         /* Sleep until the unlock message or the holder's lease runs out. */
@@ -183,8 +150,7 @@ static int plain_release(baton_lock *l)
     long long v = r->integer;
     freeReplyObject(r);
     if (type != REDIS_REPLY_NIL && type != REDIS_REPLY_INTEGER)
-        return baton__fail(c, BATON_EPROTO, "lock %s: unexpected reply to lock_release",
-                           l->name);
+        return baton__fail(c, BATON_EPROTO, "lock %s: unexpected reply to lock_release", l->name);
 
     baton__hold_release_end(l, owner, type == REDIS_REPLY_NIL ? -1 : (int)v);
     if (type == REDIS_REPLY_NIL)
@@ -218,67 +184,6 @@ static int plain_force_release(baton_lock *l, bool *was_locked)
 
 /* ------------------------------- queries ---------------------------------------------- */
 
-static int integer_query(baton_lock *l, const char *cmd, bool with_owner, long long *out,
-                         bool *was_nil)
-{
-    char owner[BATON__OWNER_LEN];
-    baton__owner(l->client, owner, sizeof owner);
-    const char *argv[3] = {cmd, l->name, owner};
-    redisReply *r;
-    int rc = baton__query_argv(l->client, with_owner ? 3 : 2, argv, NULL, &r);
-    if (rc != BATON_OK)
-        return rc;
-    *was_nil = r->type == REDIS_REPLY_NIL;
-    if (r->type == REDIS_REPLY_INTEGER)
-        *out = r->integer;
-    else if (r->type == REDIS_REPLY_STRING)
-        *out = strtoll(r->str, NULL, 10);
-    else
-        *out = 0;
-    freeReplyObject(r);
-    return BATON_OK;
-}
-
-static int plain_is_locked(baton_lock *l, bool *out)
-{
-    long long v;
-    bool nil;
-    int rc = integer_query(l, "EXISTS", false, &v, &nil);
-    if (rc == BATON_OK)
-        *out = v > 0;
-    return rc;
-}
-
-static int plain_is_held(baton_lock *l, bool *out)
-{
-    long long v;
-    bool nil;
-    int rc = integer_query(l, "HEXISTS", true, &v, &nil);
-    if (rc == BATON_OK)
-        *out = v > 0;
-    return rc;
-}
-
-static int plain_hold_count(baton_lock *l, int64_t *out)
-{
-    long long v;
-    bool nil;
-    int rc = integer_query(l, "HGET", true, &v, &nil);
-    if (rc == BATON_OK)
-        *out = nil ? 0 : v;
-    return rc;
-}
-
-static int plain_remaining_ttl(baton_lock *l, int64_t *out)
-{
-    long long v;
-    bool nil;
-    int rc = integer_query(l, "PTTL", false, &v, &nil);
-    if (rc == BATON_OK)
-        *out = v;
-    return rc;
-}
-
 /* ------------------------------- open and close --------------------------------------- */
 
 static void plain_close(baton_lock *l)
@@ -293,10 +198,10 @@ static const baton__lock_ops plain_ops = {
     .acquire = plain_acquire,
     .release = plain_release,
     .force_release = plain_force_release,
-    .is_locked = plain_is_locked,
-    .is_held = plain_is_held,
-    .hold_count = plain_hold_count,
-    .remaining_ttl = plain_remaining_ttl,
+    .is_locked = baton__hash_is_locked,
+    .is_held = baton__hash_is_held,
+    .hold_count = baton__hash_hold_count,
+    .remaining_ttl = baton__hash_remaining_ttl,
     .close = plain_close,
 };
 
@@ -308,8 +213,7 @@ int baton_lock_open(baton_client *c, const char *name, baton_lock **out)
         return BATON_EINVAL;
     baton__clear_error(c);
     if (baton__check_name(name) != BATON_OK)
-        return baton__fail(c, BATON_EINVAL, "lock name must be 1 to %d bytes",
-                           BATON_MAX_NAME_LEN);
+        return baton__fail(c, BATON_EINVAL, "lock name must be 1 to %d bytes", BATON_MAX_NAME_LEN);
     baton_lock *l = calloc(1, sizeof *l);
     plain *p = calloc(1, sizeof *p);
     if (!l || !p)

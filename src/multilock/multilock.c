@@ -53,7 +53,7 @@ typedef struct multi {
     pthread_cond_t cv;  /* never signalled: the back-off is a bounded wait on it */
     /* Redlock: the holds of the holding thread, outermost first, each n flags saying which
      * members that hold took (a hold may take any majority). */
-    uint64_t holder;        /* thread id, 0 = none */
+    uint64_t holder; /* thread id, 0 = none */
     unsigned char **holds;
     size_t nholds, capholds;
 } multi;
@@ -349,11 +349,12 @@ static int redlock_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
                          (long long)lease);
             else
                 snprintf(why, sizeof why,
-                         "redlock: %zu of %zu members taken, %zu needed, within %lld ms (%s)",
-                         ok, n, need, (long long)wait_ms,
-                         timeout_member ? detail : err_member ? err_detail : "");
-            return report(l, timeout_member ? timeout_member : err_member, BATON_ETIMEDOUT,
-                          why);
+                         "redlock: %zu of %zu members taken, %zu needed, within %lld ms (%s)", ok,
+                         n, need, (long long)wait_ms,
+                         timeout_member ? detail
+                         : err_member   ? err_detail
+                                        : "");
+            return report(l, timeout_member ? timeout_member : err_member, BATON_ETIMEDOUT, why);
         }
         backoff(g, deadline, &seed);
     }
@@ -648,8 +649,8 @@ static int group_open(baton_lock *const *locks, size_t n, baton_lock **out, bool
         p += len;
     }
     *p = '\0';
-    if (baton__lock_base_init(l, quorum ? &redlock_ops : &multi_ops, one_client ? c0 : NULL,
-                              name, NULL) != BATON_OK)
+    if (baton__lock_base_init(l, quorum ? &redlock_ops : &multi_ops, one_client ? c0 : NULL, name,
+                              NULL) != BATON_OK)
         goto nomem;
     free(name);
     g->quorum = quorum;

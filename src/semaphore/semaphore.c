@@ -143,8 +143,7 @@ static int attempt(baton_semaphore *s, const char *permits)
     const char *keys[1] = {s->name};
     const char *args[1] = {permits};
     redisReply *r;
-    int rc = baton__script_run(c, baton__script_find("semaphore_acquire"), 1, keys, 1, args,
-                               &r);
+    int rc = baton__script_run(c, baton__script_find("semaphore_acquire"), 1, keys, 1, args, &r);
     if (rc != BATON_OK)
         return rc;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
@@ -185,9 +184,8 @@ int baton_semaphore_try_acquire(baton_semaphore *s, int64_t permits, int64_t wai
         if (sub)
             baton__sub_release(c, sub);
         if (rc == BATON_ETIMEDOUT)
-            return baton__fail(c, BATON_ETIMEDOUT,
-                               "semaphore %s: fewer than %lld permits free", s->name,
-                               (long long)permits);
+            return baton__fail(c, BATON_ETIMEDOUT, "semaphore %s: fewer than %lld permits free",
+                               s->name, (long long)permits);
         return rc;
     }
     if (!sub) {
@@ -257,8 +255,7 @@ int baton_semaphore_add_permits(baton_semaphore *s, int64_t delta)
     if (rc != BATON_OK)
         return rc;
     if (delta == INT64_MIN)
-        return baton__fail(s->client, BATON_EINVAL, "semaphore %s: delta out of range",
-                           s->name);
+        return baton__fail(s->client, BATON_EINVAL, "semaphore %s: delta out of range", s->name);
     return run_int(s, "semaphore_add_permits", true, delta, true, NULL);
 }
 

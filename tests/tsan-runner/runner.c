@@ -65,12 +65,18 @@ static const char *ops[] = {"==", "!=", "<", "<=", ">", ">="};
 static bool holds(int c, int op)
 {
     switch (op) {
-    case 0: return c == 0;
-    case 1: return c != 0;
-    case 2: return c < 0;
-    case 3: return c <= 0;
-    case 4: return c > 0;
-    default: return c >= 0;
+    case 0:
+        return c == 0;
+    case 1:
+        return c != 0;
+    case 2:
+        return c < 0;
+    case 3:
+        return c <= 0;
+    case 4:
+        return c > 0;
+    default:
+        return c >= 0;
     }
 }
 
@@ -78,8 +84,8 @@ bool th_cmp_i64(int64_t a, int64_t b, int op, const char *ea, const char *eb)
 {
     bool ok = holds((a > b) - (a < b), op);
     if (!ok)
-        snprintf(cmp_msg, sizeof cmp_msg, "%s %s %s: %lld vs %lld", ea, ops[op], eb,
-                 (long long)a, (long long)b);
+        snprintf(cmp_msg, sizeof cmp_msg, "%s %s %s: %lld vs %lld", ea, ops[op], eb, (long long)a,
+                 (long long)b);
     return ok;
 }
 
