@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -170,6 +171,8 @@ static bool try_start(th_server *s, int port, const char *extra_conf)
     pid_t pid = fork();
     cr_assert(pid >= 0);
     if (pid == 0) {
+        /* A test that fails (aborts) must not leave its server behind. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr))
             _exit(127);
         const char *argv[16] = {
