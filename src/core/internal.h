@@ -312,12 +312,14 @@ void baton__lock_base_free(baton_lock *l);
  * BATON_LEASE_WATCHDOG hold before returning; on failure the hold is released again. */
 int baton__hold_acquired(baton_lock *l, const char *owner, bool fresh, int64_t token,
                          int64_t lease_ms);
-/* Before a release script runs: cancels the watchdog if this is the calling thread's last
- * hold, and gives the lease to re-apply if holds remain. */
-void baton__hold_release_begin(baton_lock *l, const char *owner, int64_t *lease_ms);
-/* After the release script: outcome -1 (the owner held nothing), 0 (holds remain) or 1
- * (released). */
-void baton__hold_release_end(baton_lock *l, const char *owner, int outcome);
+/* One release of the calling thread's hold, the protocol every hash lock shares: cancels
+ * the watchdog first if this is the last hold, then runs `script` with KEYS = keys[0..nkeys)
+ * followed by the unlock latch <latch_prefix><client-id>:<n> (one request id per logical
+ * release, so the one retry after a lost reply returns the first outcome), and ARGV = {"0",
+ * lease to re-apply, owner, latch lifetime}. The script answers nil (not held), 0 (holds
+ * remain) or 1 (released). Returns BATON_OK, BATON_ENOTHELD, or the script's error. */
+int baton__hold_release(baton_lock *l, const char *script, const char *latch_prefix, int nkeys,
+                        const char **keys);
 /* An acquire script's reply was lost (timeout, cut connection) after it was sent: ask the
  * server, as the same owner, how many holds it has; one more than the handle knows of means
  * the acquire went through, and it is recorded (watchdog included, token read from

@@ -11,6 +11,7 @@
 #include <hiredis/hiredis.h>
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,7 +122,7 @@ int baton__hold_acquired(baton_lock *l, const char *owner, bool fresh, int64_t t
     return BATON_OK;
 }
 
-void baton__hold_release_begin(baton_lock *l, const char *owner, int64_t *lease_ms)
+static void hold_release_begin(baton_lock *l, const char *owner, int64_t *lease_ms)
 {
     baton_client *c = l->client;
     baton__mutex_lock(&l->mu);
@@ -136,7 +137,7 @@ void baton__hold_release_begin(baton_lock *l, const char *owner, int64_t *lease_
         baton__watchdog_remove(c, l->name, owner);
 }
 
-void baton__hold_release_end(baton_lock *l, const char *owner, int outcome)
+static void hold_release_end(baton_lock *l, const char *owner, int outcome)
 {
     bool forget = false;
     baton__mutex_lock(&l->mu);
@@ -155,6 +156,51 @@ void baton__hold_release_end(baton_lock *l, const char *owner, int outcome)
     baton__mutex_unlock(&l->mu);
     if (forget)
         baton__watchdog_forget(l->client, l->name, owner);
+}
+
+int baton__hold_release(baton_lock *l, const char *script, const char *latch_prefix, int nkeys,
+                        const char **keys)
+{
+    static atomic_uint_fast64_t requests;
+    baton_client *c = l->client;
+    char owner[BATON__OWNER_LEN];
+    baton__owner(c, owner, sizeof owner);
+    int64_t lease;
+    hold_release_begin(l, owner, &lease);
+
+    /* One request id per logical release, reused by the retry below. */
+    char latch[BATON_MAX_NAME_LEN + 160], lease_s[32], latch_px[32];
+    snprintf(latch, sizeof latch, "%s%s:%llu", latch_prefix, baton_client_id(c),
+             (unsigned long long)atomic_fetch_add(&requests, 1));
+    snprintf(lease_s, sizeof lease_s, "%lld", (long long)lease);
+    snprintf(latch_px, sizeof latch_px, "%lld",
+             (long long)(4 * baton__client_config(c)->command_timeout_ms));
+    const char *all[8];
+    for (int i = 0; i < nkeys && i < 7; i++)
+        all[i] = keys[i];
+    all[nkeys] = latch;
+    const char *args[4] = {"0", lease_s, owner, latch_px};
+    const baton__script *s = baton__script_find(script);
+    struct redisReply *r;
+    int rc = baton__script_run(c, s, nkeys + 1, all, 4, args, &r);
+    if (rc == BATON_ECONN) /* the reply may be lost after the release ran: the latch
+                              makes the retry return the first outcome */
+        rc = baton__script_run(c, s, nkeys + 1, all, 4, args, &r);
+    if (rc != BATON_OK)
+        return rc;
+    int type = r->type;
+    long long v = r->integer;
+    freeReplyObject(r);
+    if (type != REDIS_REPLY_NIL && type != REDIS_REPLY_INTEGER)
+        return baton__fail(c, BATON_EPROTO, "lock %s: unexpected reply to %s", l->name, script);
+
+    hold_release_end(l, owner, type == REDIS_REPLY_NIL ? -1 : (int)v);
+    if (type == REDIS_REPLY_NIL)
+        return baton__fail(c, BATON_ENOTHELD,
+                           "lock %s is not held by this thread (never taken, released, or "
+                           "its lease ran out)",
+                           l->name);
+    return BATON_OK;
 }
 
 void baton__hold_forget(baton_lock *l)

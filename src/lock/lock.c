@@ -121,44 +121,9 @@ static int plain_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
 
 static int plain_release(baton_lock *l)
 {
-    static atomic_uint_fast64_t requests;
-    baton_client *c = l->client;
     plain *p = l->impl;
-    char owner[BATON__OWNER_LEN];
-    baton__owner(c, owner, sizeof owner);
-    int64_t lease;
-    baton__hold_release_begin(l, owner, &lease);
-
-    /* One request id per logical release, reused by the retry below. */
-    char latch[BATON_MAX_NAME_LEN + 160], lease_s[32], latch_px[32];
-    snprintf(latch, sizeof latch, "%s%s:%llu", p->latch_pfx, baton_client_id(c),
-             (unsigned long long)atomic_fetch_add(&requests, 1));
-    snprintf(lease_s, sizeof lease_s, "%lld", (long long)lease);
-    snprintf(latch_px, sizeof latch_px, "%lld",
-             (long long)(4 * baton__client_config(c)->command_timeout_ms));
-    const char *keys[3] = {l->name, l->channel, latch};
-    const char *args[4] = {UNLOCK_MESSAGE, lease_s, owner, latch_px};
-    const baton__script *s = baton__script_find("lock_release");
-    redisReply *r;
-    int rc = baton__script_run(c, s, 3, keys, 4, args, &r);
-    if (rc == BATON_ECONN) /* the reply may be lost after the release ran: the latch
-                              makes the retry return the first outcome */
-        rc = baton__script_run(c, s, 3, keys, 4, args, &r);
-    if (rc != BATON_OK)
-        return rc;
-    int type = r->type;
-    long long v = r->integer;
-    freeReplyObject(r);
-    if (type != REDIS_REPLY_NIL && type != REDIS_REPLY_INTEGER)
-        return baton__fail(c, BATON_EPROTO, "lock %s: unexpected reply to lock_release", l->name);
-
-    baton__hold_release_end(l, owner, type == REDIS_REPLY_NIL ? -1 : (int)v);
-    if (type == REDIS_REPLY_NIL)
-        return baton__fail(c, BATON_ENOTHELD,
-                           "lock %s is not held by this thread (never taken, released, or "
-                           "its lease ran out)",
-                           l->name);
-    return BATON_OK;
+    const char *keys[2] = {l->name, l->channel};
+    return baton__hold_release(l, "lock_release", p->latch_pfx, 2, keys);
 }
 
 static int plain_force_release(baton_lock *l, bool *was_locked)
