@@ -297,6 +297,7 @@ int main(int argc, char **argv)
     if (cli_signals_init() != 0)
         return EXIT_FAILED;
     int rc = fn(&g, argc - i - 1, argv + i + 1);
+    cli_guard_stop(); /* join the signal thread on every path (a usage error included) */
     if (fflush(stdout) != 0 && rc == EXIT_OK) {
         cli_error("writing the output: %s", strerror(errno));
         rc = EXIT_FAILED;
