@@ -332,6 +332,11 @@ int baton__hash_is_locked(baton_lock *l, bool *out);
 int baton__hash_is_held(baton_lock *l, bool *out);
 int baton__hash_hold_count(baton_lock *l, int64_t *out);
 int baton__hash_remaining_ttl(baton_lock *l, int64_t *out);
+/* Deletes the lock whoever holds it: runs `script` (KEYS = keys, ARGV = {"0"}; it answers 1
+ * if the lock was held), retried once (deleting twice is harmless), then forgets the
+ * handle's hold. *was_locked may be NULL. */
+int baton__hold_force_release(baton_lock *l, const char *script, int nkeys, const char **keys,
+                              bool *was_locked);
 /* Forgets whatever hold the handle knew of (force release, close). */
 void baton__hold_forget(baton_lock *l);
 

@@ -203,6 +203,26 @@ int baton__hold_release(baton_lock *l, const char *script, const char *latch_pre
     return BATON_OK;
 }
 
+int baton__hold_force_release(baton_lock *l, const char *script, int nkeys, const char **keys,
+                              bool *was_locked)
+{
+    baton_client *c = l->client;
+    const char *args[1] = {"0"};
+    const baton__script *s = baton__script_find(script);
+    struct redisReply *r;
+    int rc = baton__script_run(c, s, nkeys, keys, 1, args, &r);
+    if (rc == BATON_ECONN) /* deleting twice is harmless */
+        rc = baton__script_run(c, s, nkeys, keys, 1, args, &r);
+    if (rc != BATON_OK)
+        return rc;
+    bool existed = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    freeReplyObject(r);
+    if (was_locked)
+        *was_locked = existed;
+    baton__hold_forget(l);
+    return BATON_OK;
+}
+
 void baton__hold_forget(baton_lock *l)
 {
     baton__mutex_lock(&l->mu);

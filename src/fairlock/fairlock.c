@@ -24,7 +24,6 @@
 
 #include <hiredis/hiredis.h>
 
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +33,6 @@
 #define TIMEOUT_PREFIX "redisson_lock_timeout:"
 #define TOKEN_PREFIX "redisson_lock_token:"
 #define LATCH_PREFIX "redisson_unlock_latch:"
-#define UNLOCK_MESSAGE "0"
 
 typedef struct fair {
     char *queue_key;   /* redisson_lock_queue:{name} */
@@ -179,27 +177,10 @@ static int fair_release(baton_lock *l)
 
 static int fair_force_release(baton_lock *l, bool *was_locked)
 {
-    baton_client *c = l->client;
     fair *f = l->impl;
     const char *keys[4] = {l->name, f->queue_key, f->timeout_key, l->channel};
-    const char *args[1] = {UNLOCK_MESSAGE};
-    redisReply *r;
-    const baton__script *s = baton__script_find("fairlock_force_release");
-    int rc = baton__script_run(c, s, 4, keys, 1, args, &r);
-    if (rc == BATON_ECONN) /* deleting twice is harmless */
-        rc = baton__script_run(c, s, 4, keys, 1, args, &r);
-    if (rc != BATON_OK)
-        return rc;
-    bool existed = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
-    freeReplyObject(r);
-    if (was_locked)
-        *was_locked = existed;
-
-    baton__hold_forget(l);
-    return BATON_OK;
+    return baton__hold_force_release(l, "fairlock_force_release", 4, keys, was_locked);
 }
-
-/* ------------------------------- queries ---------------------------------------------- */
 
 /* ------------------------------- open and close --------------------------------------- */
 

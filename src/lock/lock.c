@@ -18,7 +18,6 @@
 
 #include <hiredis/hiredis.h>
 
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +25,6 @@
 #define CHANNEL_PREFIX "redisson_lock__channel:"
 #define TOKEN_PREFIX "redisson_lock_token:"
 #define LATCH_PREFIX "redisson_unlock_latch:"
-#define UNLOCK_MESSAGE "0"
 
 typedef struct plain {
     char *token_key; /* redisson_lock_token:{name} */
@@ -128,26 +126,9 @@ static int plain_release(baton_lock *l)
 
 static int plain_force_release(baton_lock *l, bool *was_locked)
 {
-    baton_client *c = l->client;
     const char *keys[2] = {l->name, l->channel};
-    const char *args[1] = {UNLOCK_MESSAGE};
-    redisReply *r;
-    const baton__script *s = baton__script_find("lock_force_release");
-    int rc = baton__script_run(c, s, 2, keys, 1, args, &r);
-    if (rc == BATON_ECONN) /* deleting twice is harmless */
-        rc = baton__script_run(c, s, 2, keys, 1, args, &r);
-    if (rc != BATON_OK)
-        return rc;
-    bool existed = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
-    freeReplyObject(r);
-    if (was_locked)
-        *was_locked = existed;
-
-    baton__hold_forget(l);
-    return BATON_OK;
+    return baton__hold_force_release(l, "lock_force_release", 2, keys, was_locked);
 }
-
-/* ------------------------------- queries ---------------------------------------------- */
 
 /* ------------------------------- open and close --------------------------------------- */
 
