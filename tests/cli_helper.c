@@ -204,7 +204,7 @@ typedef struct reader {
 
 static json *parse_value(reader *r);
 
-static void skip_ws(reader *r)
+static void eat_space(reader *r)
 {
     while (*r->s == ' ' || *r->s == '\t' || *r->s == '\n' || *r->s == '\r')
         r->s++;
@@ -365,17 +365,17 @@ static json *parse_container(reader *r, json_type t)
     char close = t == JSON_ARRAY ? ']' : '}';
     json *j = new_json(t);
     r->s++;
-    skip_ws(r);
+    eat_space(r);
     if (*r->s == close) {
         r->s++;
         return j;
     }
     for (;;) {
         char *key = NULL;
-        skip_ws(r);
+        eat_space(r);
         if (t == JSON_OBJECT) {
             key = parse_string(r);
-            skip_ws(r);
+            eat_space(r);
             if (!key || *r->s != ':') {
                 free(key);
                 json_free(j);
@@ -390,7 +390,7 @@ static json *parse_container(reader *r, json_type t)
             return NULL;
         }
         push(j, v, key);
-        skip_ws(r);
+        eat_space(r);
         if (*r->s == ',') {
             r->s++;
             continue;
@@ -408,7 +408,7 @@ static json *parse_value(reader *r)
 {
     if (++r->depth > 64)
         return NULL;
-    skip_ws(r);
+    eat_space(r);
     json *j = NULL;
     char c = *r->s;
     if (c == '{' || c == '[') {
@@ -441,7 +441,7 @@ json *json_parse(const char *text)
     json *j = parse_value(&r);
     if (!j)
         return NULL;
-    skip_ws(&r);
+    eat_space(&r);
     if (*r.s != '\0') {
         json_free(j);
         return NULL;
