@@ -88,6 +88,46 @@ long long th_cmd_int(redisContext *r, const char *fmt, ...)
     return v;
 }
 
+/* The integer after `field` in an INFO section's text, or 0 if the field is absent. */
+static long long info_int(redisContext *r, const char *section, const char *field)
+{
+    redisReply *rep = th_cmd(r, "INFO %s", section);
+    cr_assert(rep->type == REDIS_REPLY_STRING, "INFO %s: unexpected reply type %d", section,
+              rep->type);
+    const char *p = strstr(rep->str, field);
+    long long v = p ? atoll(p + strlen(field)) : 0;
+    freeReplyObject(rep);
+    return v;
+}
+
+long long th_commands_processed(redisContext *r)
+{
+    long long v = info_int(r, "stats", "total_commands_processed:");
+    cr_assert(v > 0, "INFO stats has no total_commands_processed");
+    return v;
+}
+
+long long th_cmdstat(redisContext *r, const char *cmd)
+{
+    char field[80];
+    snprintf(field, sizeof field, "cmdstat_%s:calls=", cmd);
+    return info_int(r, "commandstats", field);
+}
+
+long long th_numsub(redisContext *r, const char *fmt, ...)
+{
+    char channel[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(channel, sizeof channel, fmt, ap);
+    va_end(ap);
+    redisReply *rep = th_cmd(r, "PUBSUB NUMSUB %s", channel);
+    cr_assert(rep->type == REDIS_REPLY_ARRAY && rep->elements == 2, "PUBSUB NUMSUB %s", channel);
+    long long n = rep->element[1]->integer;
+    freeReplyObject(rep);
+    return n;
+}
+
 char *th_name(const char *base)
 {
     static int counter;

@@ -23,6 +23,14 @@ redisContext *th_redis_port(int port);
 /* Runs a command on a raw connection and asserts it did not fail; caller frees. */
 redisReply *th_cmd(redisContext *r, const char *fmt, ...);
 long long th_cmd_int(redisContext *r, const char *fmt, ...);
+/* Commands the server has processed (INFO stats): with a count before and after, a test
+ * proves that a call sent nothing (the second INFO itself counts one). */
+long long th_commands_processed(redisContext *r);
+/* Calls of one command (lower case, "evalsha") since the server started or the last
+ * CONFIG RESETSTAT (INFO commandstats); 0 if it never ran. */
+long long th_cmdstat(redisContext *r, const char *cmd);
+/* Subscribers of a channel (PUBSUB NUMSUB), the channel given printf-style. */
+long long th_numsub(redisContext *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A name unique to this run: "<base>-<pid>-<counter>-<random>". Caller frees. */
 char *th_name(const char *base);
 /* The same in storage the helper owns for the test process's life: do not free. */

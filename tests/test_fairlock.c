@@ -746,9 +746,7 @@ Test(fairlock, timed_out_waiter_leaves_the_queue_as_it_was)
     cr_assert(eq(i64, queue_len(r, name), 1));
     cr_assert(eq(i64, timeout_card(r, name), 1));
     cr_assert(eq(int, baton__sub_count(mc), 0));
-    redisReply *rep = th_cmd(r, "PUBSUB NUMSUB redisson_lock__channel:{%s}:%s", name, mine);
-    cr_assert(eq(i64, rep->element[1]->integer, 0));
-    freeReplyObject(rep);
+    cr_assert(eq(i64, th_numsub(r, "redisson_lock__channel:{%s}:%s", name, mine), 0));
 
     /* a waiter in the middle times out: the one behind it keeps its place */
     timed m = {.lock = lm, .wait_ms = 1500, .rc = -100};
@@ -1156,16 +1154,6 @@ Test(fairlock, release_by_a_non_holder_is_refused)
     free(name);
 }
 
-static long long commands_processed(redisContext *r)
-{
-    redisReply *rep = th_cmd(r, "INFO stats");
-    const char *p = strstr(rep->str, "total_commands_processed:");
-    cr_assert(p != NULL);
-    long long v = atoll(p + strlen("total_commands_processed:"));
-    freeReplyObject(rep);
-    return v;
-}
-
 Test(fairlock, bad_input_is_rejected_and_nothing_is_sent)
 {
     baton_client *c = th_client(NULL);
@@ -1175,7 +1163,7 @@ Test(fairlock, bad_input_is_rejected_and_nothing_is_sent)
     memset(big, 'n', sizeof big - 1);
     big[sizeof big - 1] = '\0';
     redisContext *r = th_redis();
-    long long before = commands_processed(r);
+    long long before = th_commands_processed(r);
 
     cr_assert(eq(int, baton_fairlock_open(NULL, name, &l), BATON_EINVAL));
     cr_assert(eq(int, baton_fairlock_open(c, NULL, &l), BATON_EINVAL));
@@ -1200,7 +1188,7 @@ Test(fairlock, bad_input_is_rejected_and_nothing_is_sent)
     cr_assert(eq(str, (char *)baton_lock_name(l), name));
 
     /* only the INFO of `before` itself was processed in between */
-    cr_assert(eq(i64, commands_processed(r) - before, 1));
+    cr_assert(eq(i64, th_commands_processed(r) - before, 1));
     redisFree(r);
     baton_lock_close(l);
     baton_client_close(c);

@@ -23,11 +23,7 @@ TestSuite(latch, .timeout = 60);
 
 static long long numsub(redisContext *r, const char *name)
 {
-    redisReply *rep = th_cmd(r, "PUBSUB NUMSUB redisson_countdownlatch__channel__{%s}", name);
-    cr_assert(eq(int, rep->type, REDIS_REPLY_ARRAY));
-    long long n = rep->element[1]->integer;
-    freeReplyObject(rep);
-    return n;
+    return th_numsub(r, "redisson_countdownlatch__channel__{%s}", name);
 }
 
 /* Waits (at most 5 s) until the channel has `want` subscribers; returns the last count. */
@@ -43,11 +39,7 @@ static long long await_numsub(redisContext *r, const char *name, long long want)
  * and once after, so this tells when they all sleep. */
 static long long get_calls(redisContext *r)
 {
-    redisReply *rep = th_cmd(r, "INFO commandstats");
-    const char *p = strstr(rep->str, "cmdstat_get:calls=");
-    long long v = p ? atoll(p + strlen("cmdstat_get:calls=")) : 0;
-    freeReplyObject(rep);
-    return v;
+    return th_cmdstat(r, "get");
 }
 
 /* Waits (at most 20 s) until the server has run `n` GETs since `base`. */
@@ -56,16 +48,6 @@ static void await_gets(redisContext *r, long long base, long long n)
     for (int i = 0; i < 2000 && get_calls(r) - base < n; i++)
         th_sleep_ms(10);
     cr_assert(ge(i64, get_calls(r) - base, n), "the waiters never all read the count");
-}
-
-static long long commands_processed(redisContext *r)
-{
-    redisReply *rep = th_cmd(r, "INFO stats");
-    const char *p = strstr(rep->str, "total_commands_processed:");
-    cr_assert(p != NULL);
-    long long v = atoll(p + strlen("total_commands_processed:"));
-    freeReplyObject(rep);
-    return v;
 }
 
 static baton_client *client_with_recheck(int64_t recheck_ms)
@@ -633,7 +615,7 @@ Test(latch, bad_input_is_rejected_and_nothing_is_sent)
     memset(big, 'n', sizeof big - 1);
     big[sizeof big - 1] = '\0';
     redisContext *r = th_redis();
-    long long before = commands_processed(r);
+    long long before = th_commands_processed(r);
 
     cr_assert(eq(int, baton_latch_open(NULL, name, &l), BATON_EINVAL));
     cr_assert(eq(int, baton_latch_open(c, NULL, &l), BATON_EINVAL));
@@ -664,7 +646,7 @@ Test(latch, bad_input_is_rejected_and_nothing_is_sent)
     baton_latch_close(NULL);
 
     /* only the INFO of `before` itself was processed in between */
-    cr_assert(eq(i64, commands_processed(r) - before, 1));
+    cr_assert(eq(i64, th_commands_processed(r) - before, 1));
     redisFree(r);
     baton_latch_close(l);
     free(name);

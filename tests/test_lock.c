@@ -183,9 +183,7 @@ Test(lock, try_acquire_times_out_on_time)
     /* nothing left behind: no subscription on the waiter's client */
     cr_assert(eq(int, baton__sub_count(other), 0));
     redisContext *r = th_redis();
-    redisReply *rep = th_cmd(r, "PUBSUB NUMSUB redisson_lock__channel:{%s}", name);
-    cr_assert(eq(i64, rep->element[1]->integer, 0));
-    freeReplyObject(rep);
+    cr_assert(eq(i64, th_numsub(r, "redisson_lock__channel:{%s}", name), 0));
     redisFree(r);
     cr_assert(eq(int, baton_lock_try_acquire(lo, 0, 1000), BATON_ETIMEDOUT));
     cr_assert(eq(int, baton_lock_release(lh), BATON_OK));
@@ -424,9 +422,8 @@ Test(lock, many_threads_many_names_leave_no_subscription, .timeout = 120)
     for (int tries = 0; tries < 100 && baton__sub_count(c) > 0; tries++)
         th_sleep_ms(10);
     for (int i = 0; i < 5; i++) {
-        redisReply *rep = th_cmd(r, "PUBSUB NUMSUB redisson_lock__channel:{%s}", names[i]);
-        cr_assert(eq(i64, rep->element[1]->integer, 0), "%s", names[i]);
-        freeReplyObject(rep);
+        cr_assert(eq(i64, th_numsub(r, "redisson_lock__channel:{%s}", names[i]), 0), "%s",
+                  names[i]);
         baton_lock_close(locks[i]);
     }
     cr_assert(eq(int, baton__sub_count(c), 0));
@@ -525,16 +522,6 @@ Test(lock, killed_subscriber_connection_does_not_strand_waiters)
 
 /* ---------------------------------------------------------------- bad input ---------- */
 
-static long long commands_processed(redisContext *r)
-{
-    redisReply *rep = th_cmd(r, "INFO stats");
-    const char *p = strstr(rep->str, "total_commands_processed:");
-    cr_assert(p != NULL);
-    long long v = atoll(p + strlen("total_commands_processed:"));
-    freeReplyObject(rep);
-    return v;
-}
-
 Test(lock, bad_input_is_rejected_and_nothing_is_sent)
 {
     baton_client *c = th_client(NULL);
@@ -544,7 +531,7 @@ Test(lock, bad_input_is_rejected_and_nothing_is_sent)
     memset(big, 'n', sizeof big - 1);
     big[sizeof big - 1] = '\0';
     redisContext *r = th_redis();
-    long long before = commands_processed(r);
+    long long before = th_commands_processed(r);
 
     cr_assert(eq(int, baton_lock_open(NULL, name, &l), BATON_EINVAL));
     cr_assert(eq(int, baton_lock_open(c, NULL, &l), BATON_EINVAL));
@@ -576,7 +563,7 @@ Test(lock, bad_input_is_rejected_and_nothing_is_sent)
     cr_assert(eq(str, (char *)baton_lock_name(NULL), ""));
 
     /* only the INFO of `before` itself was processed in between */
-    cr_assert(eq(i64, commands_processed(r) - before, 1));
+    cr_assert(eq(i64, th_commands_processed(r) - before, 1));
 
     baton_client *c2 = (baton_client *)0x1;
     baton_options o;

@@ -40,28 +40,6 @@ static baton_client *client_with_recheck(int64_t recheck_ms)
     return th_client(&o);
 }
 
-/* Calls of one command since the last CONFIG RESETSTAT (INFO commandstats). */
-static long long cmdstat(redisContext *r, const char *cmd)
-{
-    redisReply *rep = th_cmd(r, "INFO commandstats");
-    char key[64];
-    snprintf(key, sizeof key, "cmdstat_%s:calls=", cmd);
-    const char *p = strstr(rep->str, key);
-    long long v = p ? atoll(p + strlen(key)) : 0;
-    freeReplyObject(rep);
-    return v;
-}
-
-static long long commands_processed(redisContext *r)
-{
-    redisReply *rep = th_cmd(r, "INFO stats");
-    const char *p = strstr(rep->str, "total_commands_processed:");
-    cr_assert(p != NULL);
-    long long v = atoll(p + strlen("total_commands_processed:"));
-    freeReplyObject(rep);
-    return v;
-}
-
 /* ---------------------------------------------------------------- worker pool -------- */
 
 typedef struct pool_job {
@@ -127,7 +105,7 @@ Test(semaphore, pool_of_sixteen_threads_never_exceeds_four_permits)
     cr_assert(set);
     redisContext *r = th_redis();
     freeReplyObject(th_cmd(r, "CONFIG RESETSTAT"));
-    long long cmds0 = commands_processed(r);
+    long long cmds0 = th_commands_processed(r);
 
     pool_job jobs[16];
     pthread_t t[16];
@@ -154,9 +132,9 @@ Test(semaphore, pool_of_sixteen_threads_never_exceeds_four_permits)
     /* The figures the issue asks for: throughput and server work per acquisition. The
      * pool's own INCR and DECR (2 per acquisition), the first INFO and the two GETs above
      * are not counted. */
-    long long cmds = commands_processed(r) - cmds0 - 2LL * done - 3;
-    long long evalsha = cmdstat(r, "evalsha") + cmdstat(r, "eval");
-    long long subs = cmdstat(r, "subscribe") + cmdstat(r, "unsubscribe");
+    long long cmds = th_commands_processed(r) - cmds0 - 2LL * done - 3;
+    long long evalsha = th_cmdstat(r, "evalsha") + th_cmdstat(r, "eval");
+    long long subs = th_cmdstat(r, "subscribe") + th_cmdstat(r, "unsubscribe");
     fprintf(stderr,
             "semaphore pool: %d acquire+release by 16 threads, 4 permits, 0.3 ms work: "
             "%lld ms, %.0f per second; per acquisition %.2f script runs (acquire attempts "
@@ -320,10 +298,8 @@ Test(semaphore, try_acquire_times_out_on_time_taking_nothing)
     /* nothing left behind: no subscription, the count untouched */
     cr_assert(eq(int, baton__sub_count(c), 0));
     redisContext *r = th_redis();
-    redisReply *rep = th_cmd(r, "PUBSUB NUMSUB redisson_sc:{%s}", name);
-    cr_assert(eq(i64, rep->element[1]->integer, 0));
-    freeReplyObject(rep);
-    rep = th_cmd(r, "GET %s", name);
+    cr_assert(eq(i64, th_numsub(r, "redisson_sc:{%s}", name), 0));
+    redisReply *rep = th_cmd(r, "GET %s", name);
     cr_assert(eq(str, rep->str, "0"));
     freeReplyObject(rep);
     /* a single attempt: immediate, and it never subscribes */
@@ -372,7 +348,7 @@ Test(semaphore, release_wakes_as_many_waiters_as_it_has_permits)
     cr_assert(eq(int, atomic_load(&acquired), 2), "release(2) let %d waiters in",
               atomic_load(&acquired));
     /* not one waiter woken, not all four: the release plus exactly two attempts */
-    cr_assert(eq(i64, cmdstat(r, "evalsha"), 3));
+    cr_assert(eq(i64, th_cmdstat(r, "evalsha"), 3));
     int promptly = 0;
     for (int i = 0; i < 4; i++)
         if (atomic_load(&w[i].finished) && w[i].done_ms - t0 < 100)
@@ -636,7 +612,7 @@ Test(semaphore, bad_input_is_rejected_and_nothing_is_sent)
     memset(big, 'n', sizeof big - 1);
     big[sizeof big - 1] = '\0';
     redisContext *r = th_redis();
-    long long before = commands_processed(r);
+    long long before = th_commands_processed(r);
 
     cr_assert(eq(int, baton_semaphore_open(NULL, name, &bad), BATON_EINVAL));
     cr_assert(eq(ptr, bad, NULL));
@@ -676,7 +652,7 @@ Test(semaphore, bad_input_is_rejected_and_nothing_is_sent)
     baton_semaphore_close(NULL);
 
     /* only the INFO of `before` itself was processed in between */
-    cr_assert(eq(i64, commands_processed(r) - before, 1));
+    cr_assert(eq(i64, th_commands_processed(r) - before, 1));
     cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s", name), 0));
     redisFree(r);
     baton_semaphore_close(s);
