@@ -308,8 +308,8 @@ static int run_on(baton_client *c, baton__conn *conn, int argc, const char **arg
     return BATON_OK;
 }
 
-int baton__command_argv(baton_client *c, int argc, const char **argv, const size_t *lens,
-                        redisReply **reply)
+/* One command on a pooled connection; error replies become codes (detail recorded). */
+static int command(baton_client *c, int argc, const char **argv, redisReply **reply)
 {
     baton__conn *conn;
     *reply = NULL;
@@ -317,7 +317,7 @@ int baton__command_argv(baton_client *c, int argc, const char **argv, const size
     if (rc != BATON_OK)
         return rc;
     redisReply *r = NULL;
-    rc = run_on(c, conn, argc, argv, lens, &r);
+    rc = run_on(c, conn, argc, argv, NULL, &r);
     baton__conn_put(c, conn, rc != BATON_OK);
     if (rc != BATON_OK)
         return rc;
@@ -330,25 +330,12 @@ int baton__command_argv(baton_client *c, int argc, const char **argv, const size
     return BATON_OK;
 }
 
-int baton__query_argv(baton_client *c, int argc, const char **argv, const size_t *lens,
-                      redisReply **reply)
+int baton__query_argv(baton_client *c, int argc, const char **argv, redisReply **reply)
 {
-    int rc = baton__command_argv(c, argc, argv, lens, reply);
+    int rc = command(c, argc, argv, reply);
     if (rc == BATON_ECONN) /* a stale pooled connection: once more on a fresh one */
-        rc = baton__command_argv(c, argc, argv, lens, reply);
+        rc = command(c, argc, argv, reply);
     return rc;
-}
-
-int baton__command(baton_client *c, redisReply **reply, ...)
-{
-    const char *argv[16];
-    int argc = 0;
-    va_list ap;
-    va_start(ap, reply);
-    for (const char *a; argc < 16 && (a = va_arg(ap, const char *)) != NULL;)
-        argv[argc++] = a;
-    va_end(ap);
-    return baton__command_argv(c, argc, argv, NULL, reply);
 }
 
 /* ------------------------------- scripts ---------------------------------------------- */

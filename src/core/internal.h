@@ -141,17 +141,12 @@ int baton__conn_get(baton_client *c, baton__conn **out);
 void baton__conn_put(baton_client *c, baton__conn *conn, bool broken);
 struct redisContext *baton__conn_ctx(baton__conn *conn);
 
-/* Runs one command (argv form); *reply is set on BATON_OK and must be freed with
- * freeReplyObject. A server error reply is mapped to an error code (detail recorded) and
- * freed. */
-int baton__command_argv(baton_client *c, int argc, const char **argv, const size_t *lens,
-                        struct redisReply **reply);
-/* As baton__command_argv, for a command that is safe to run twice (a read, or an
- * idempotent write): retried once on a fresh connection after BATON_ECONN. */
-int baton__query_argv(baton_client *c, int argc, const char **argv, const size_t *lens,
-                      struct redisReply **reply);
-/* Convenience: runs a command of NUL-terminated words, NULL-terminated list. */
-int baton__command(baton_client *c, struct redisReply **reply, ...);
+/* Runs a command that is safe to run twice (a read, or an idempotent write) on a pooled
+ * connection, once more on a fresh one after BATON_ECONN (a stale connection). *reply is
+ * set on BATON_OK and must be freed with freeReplyObject; a server error reply is mapped to
+ * a code (detail recorded) and freed. Scripts that change state go through
+ * baton__script_run instead, which never retries. */
+int baton__query_argv(baton_client *c, int argc, const char **argv, struct redisReply **reply);
 
 /* Maps a reply that is an error to a code (recording the detail), BATON_OK otherwise. */
 int baton__reply_error(baton_client *c, const struct redisReply *r);
@@ -171,7 +166,8 @@ const baton__script *baton__script_find(const char *name);
 const baton__script *baton__scripts(void);
 
 /* EVALSHA with the given keys and arguments; on NOSCRIPT, sends EVAL with the body (which
- * also loads it) once. Server error replies become codes, as for baton__command_argv. */
+ * also loads it) once. Server error replies become codes, as for baton__query_argv; never retried.
+ */
 int baton__script_run(baton_client *c, const baton__script *s, int nkeys, const char **keys,
                       int nargs, const char **args, struct redisReply **reply);
 /* As baton__script_run; *maybe_ran (may be NULL) tells whether the script was sent, so

@@ -251,7 +251,7 @@ int baton__hold_resolve_lost(baton_lock *l, const char *owner, const char *token
     baton__mutex_unlock(&l->mu);
     const char *hget[3] = {"HGET", l->name, owner};
     struct redisReply *r;
-    if (baton__query_argv(c, 3, hget, NULL, &r) != BATON_OK)
+    if (baton__query_argv(c, 3, hget, &r) != BATON_OK)
         return baton__fail(c, BATON_ECONN,
                            "lock %s: the acquire's reply was lost and the "
                            "server could not be asked whether it ran",
@@ -264,7 +264,7 @@ int baton__hold_resolve_lost(baton_lock *l, const char *owner, const char *token
                            l->name);
     const char *get[2] = {"GET", token_key};
     int64_t token = 0;
-    if (baton__query_argv(c, 2, get, NULL, &r) == BATON_OK) {
+    if (baton__query_argv(c, 2, get, &r) == BATON_OK) {
         token = r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
         freeReplyObject(r);
     }
@@ -280,7 +280,7 @@ static int hash_query(baton_lock *l, const char *cmd, bool with_owner, long long
     baton__owner(l->client, owner, sizeof owner);
     const char *argv[3] = {cmd, l->name, owner};
     struct redisReply *r;
-    int rc = baton__query_argv(l->client, with_owner ? 3 : 2, argv, NULL, &r);
+    int rc = baton__query_argv(l->client, with_owner ? 3 : 2, argv, &r);
     if (rc != BATON_OK)
         return rc;
     *nil = r->type == REDIS_REPLY_NIL;

@@ -149,7 +149,7 @@ static int read_count(baton_latch *l, int64_t *out)
     baton_client *c = l->client;
     const char *argv[2] = {"GET", l->name};
     redisReply *r;
-    int rc = baton__command_argv(c, 2, argv, NULL, &r);
+    int rc = baton__query_argv(c, 2, argv, &r);
     if (rc != BATON_OK)
         return rc;
     if (r->type == REDIS_REPLY_NIL) {

@@ -290,7 +290,7 @@ int baton_semaphore_available(baton_semaphore *s, int64_t *out)
     /* A plain GET: a key of another type makes the server reply WRONGTYPE by itself. */
     const char *argv[2] = {"GET", s->name};
     redisReply *r;
-    if ((rc = baton__command_argv(c, 2, argv, NULL, &r)) != BATON_OK)
+    if ((rc = baton__query_argv(c, 2, argv, &r)) != BATON_OK)
         return rc;
     int64_t v = 0;
     bool ok = r->type == REDIS_REPLY_NIL || reply_int(r, &v);
