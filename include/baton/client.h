@@ -40,6 +40,15 @@ typedef struct baton_options {
     int64_t recheck_ms;         /* latch and semaphore waiters re-read the server at least
                                    this often, so a lost message costs at most this; 0: 1000 */
     int pool_size;              /* most command connections at once; 0: 16 */
+    /* TLS (rediss:// URLs). NULL or 0 in each means the default beside it. */
+    const char *tls_ca;          /* CA certificate file (PEM) or directory of them that
+                                    verifies the server; NULL: the system's store */
+    const char *tls_cert;        /* client certificate (PEM) for mutual TLS; NULL: none */
+    const char *tls_key;         /* the client certificate's private key (PEM); NULL: none */
+    const char *tls_sni;         /* server name sent as SNI and checked against the server's
+                                    certificate; NULL: the URL's host */
+    bool tls_insecure_skip_verify; /* true: accept any server certificate and name (tests
+                                      only: it gives up TLS's protection); false: verify */
 } baton_options;
 
 /* Fills *opts with zeroes, that is, every default. Safe to call with NULL (does nothing). */
