@@ -4,7 +4,7 @@
  * client's slot arithmetic and topology decoding agree with what the cluster itself says.
  * The cluster client (routing every primitive by slot) builds on exactly these pieces.
  */
-#include "cluster_helper.h"
+#include "ha_helper.h"
 #include "slots.h"
 
 #include <criterion/new/assert.h>

@@ -339,3 +339,72 @@ Test(unit, redirections_decode)
                      BATON_EPROTO),
                   "%s", bad[i]);
 }
+
+/* ------------------------------------------------------------ sentinel replies -------- */
+
+#include "sentinel.h"
+
+Test(unit, sentinel_master_address_and_roles_decode)
+{
+    baton__addr a;
+    redisReply *r = resp("*2\r\n$9\r\n127.0.0.1\r\n$4\r\n6380\r\n");
+    cr_assert(eq(int, baton__sentinel_master_addr(r, &a), BATON_OK));
+    cr_assert(eq(str, a.host, "127.0.0.1"));
+    cr_assert(eq(int, a.port, 6380));
+    freeReplyObject(r);
+    r = resp("*-1\r\n");
+    cr_assert(eq(int, baton__sentinel_master_addr(r, &a), BATON_ENOTHELD), "unknown master");
+    freeReplyObject(r);
+    const char *bad[] = {"*1\r\n$1\r\nh\r\n", "*2\r\n$1\r\nh\r\n$1\r\nx\r\n",
+                         "*2\r\n$0\r\n\r\n$2\r\n10\r\n", "*2\r\n$1\r\nh\r\n$5\r\n65536\r\n",
+                         "-ERR no\r\n"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        r = resp(bad[i]);
+        cr_assert(eq(int, baton__sentinel_master_addr(r, &a), BATON_EPROTO), "case %zu", i);
+        freeReplyObject(r);
+    }
+
+    r = resp("*3\r\n$6\r\nmaster\r\n:3129659\r\n*0\r\n");
+    cr_assert(eq(int, baton__role_of(r, NULL), BATON__ROLE_MASTER));
+    freeReplyObject(r);
+    r = resp("*5\r\n$5\r\nslave\r\n$9\r\n127.0.0.1\r\n:9753\r\n$9\r\nconnected\r\n:3167038\r\n");
+    memset(&a, 0, sizeof a);
+    cr_assert(eq(int, baton__role_of(r, &a), BATON__ROLE_REPLICA));
+    cr_assert(eq(int, a.port, 9753));
+    freeReplyObject(r);
+    r = resp("*2\r\n$8\r\nsentinel\r\n*1\r\n$8\r\nmymaster\r\n");
+    cr_assert(eq(int, baton__role_of(r, NULL), BATON__ROLE_SENTINEL));
+    freeReplyObject(r);
+    r = resp("*2\r\n$5\r\nslave\r\n$1\r\nh\r\n");
+    cr_assert(eq(int, baton__role_of(r, NULL), BATON__ROLE_UNKNOWN));
+    freeReplyObject(r);
+}
+
+Test(unit, sentinel_switch_master_and_peers_decode)
+{
+    baton__addr to;
+    const char *msg = "mymaster 127.0.0.1 6379 ::1 6380";
+    cr_assert(eq(int, baton__sentinel_switch(msg, strlen(msg), "mymaster", &to), BATON_OK));
+    cr_assert(eq(str, to.host, "::1"));
+    cr_assert(eq(int, to.port, 6380));
+    cr_assert(eq(int, baton__sentinel_switch(msg, strlen(msg), "other", &to), BATON_EINVAL));
+    cr_assert(eq(int, baton__sentinel_switch(msg, strlen(msg), "mymaste", &to), BATON_EINVAL));
+    const char *bad[] = {"mymaster 1 2 3", "mymaster h 1 h2 x", "mymaster h 1 h2 2 extra", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        cr_assert(
+            eq(int, baton__sentinel_switch(bad[i], strlen(bad[i]), "mymaster", &to), BATON_EPROTO),
+            "%s", bad[i]);
+
+    baton__addr peers[4];
+    redisReply *r = resp("*2\r\n"
+                         "*4\r\n$2\r\nip\r\n$9\r\n127.0.0.1\r\n$4\r\nport\r\n$5\r\n26380\r\n"
+                         "*4\r\n$4\r\nport\r\n$5\r\n26381\r\n$2\r\nip\r\n$3\r\n::1\r\n");
+    cr_assert(eq(int, baton__sentinel_peers(r, peers, 4), 2));
+    cr_assert(eq(int, peers[1].port, 26381));
+    cr_assert(eq(str, peers[1].host, "::1"));
+    cr_assert(eq(int, baton__sentinel_peers(r, peers, 1), 1), "at most max");
+    freeReplyObject(r);
+    r = resp("*1\r\n*2\r\n$2\r\nip\r\n$1\r\nh\r\n");
+    cr_assert(eq(int, baton__sentinel_peers(r, peers, 4), -1));
+    freeReplyObject(r);
+}

@@ -1,8 +1,8 @@
 /*
- * The cluster fixture's C side (see cluster_helper.h): the nodes' ports from the
+ * The C side of the cluster and Sentinel fixtures (see ha_helper.h): their ports from the
  * environment, and who serves a slot, asked of the cluster itself.
  */
-#include "cluster_helper.h"
+#include "ha_helper.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,4 +54,25 @@ int th_cluster_master_of(const th_cluster *cl, int slot)
             return found;
     }
     return -1;
+}
+
+static int env_port(const char *name)
+{
+    const char *v = getenv(name);
+    cr_assert(v && *v, "%s is not set: run under with-sentinel.sh", name);
+    return atoi(v);
+}
+
+void th_sentinel_attach(th_sentinel *s)
+{
+    memset(s, 0, sizeof *s);
+    s->master = env_port("BATON_TEST_SENTINEL_MASTER");
+    s->replica = env_port("BATON_TEST_SENTINEL_REPLICA");
+    const char *ports = getenv("BATON_TEST_SENTINEL_PORTS");
+    cr_assert(ports && sscanf(ports, "%d %d %d", &s->sentinels[0], &s->sentinels[1],
+                              &s->sentinels[2]) == 3,
+              "BATON_TEST_SENTINEL_PORTS is not three ports");
+    snprintf(s->url, sizeof s->url,
+             "redis+sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/mymaster", s->sentinels[0],
+             s->sentinels[1], s->sentinels[2]);
 }
