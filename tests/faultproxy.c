@@ -40,6 +40,8 @@ typedef struct conn {
                                  server's side; -1 while not connected upstream */
     chunk *head[2], *tail[2]; /* queued to be written: [TH_UP] to the server, [TH_DOWN] to
                                  the client */
+    long nth;                 /* accepted as the proxy's nth connection (from 1) */
+    bool held;                /* this connection alone is held (th_proxy_hold_conn) */
 } conn;
 
 struct th_proxy {
@@ -51,6 +53,7 @@ struct th_proxy {
     pthread_t thread;
     pthread_mutex_t mu;
     bool stopping, hold, cut_now;
+    long cut_nth; /* reset that connection (th_proxy_cut_conn); 0: none */
     int delay_ms[2];
     long cut_after[2]; /* bytes still allowed through before a reset; -1: off */
     long accepted;
@@ -184,6 +187,10 @@ static void *proxy_main(void *arg)
             while (p->nconns)
                 drop_conn(p, 0, true);
         }
+        for (int i = 0; p->cut_nth && i < p->nconns; i++)
+            if (p->conns[i].nth == p->cut_nth)
+                drop_conn(p, i, true);
+        p->cut_nth = 0;
         if (!p->hold) /* connections accepted during a hold are connected now */
             for (int i = 0; i < p->nconns; i++)
                 if (p->conns[i].fd[TH_DOWN] < 0 &&
@@ -195,19 +202,20 @@ static void *proxy_main(void *arg)
         int64_t next_due = INT64_MAX;
         for (int i = 0; i < p->nconns; i++) {
             conn *c = &p->conns[i];
+            bool held = p->hold || c->held;
             for (int d = 0; d < 2; d++) {
                 short ev = 0;
-                if (!p->hold && c->fd[d] >= 0)
+                if (!held && c->fd[d] >= 0)
                     ev |= POLLIN;
                 int to = d == TH_UP ? TH_DOWN : TH_UP;
-                if (!p->hold && c->head[to] && c->fd[d] >= 0) {
+                if (!held && c->head[to] && c->fd[d] >= 0) {
                     if (c->head[to]->due_us <= now_us())
                         ev |= POLLOUT;
                     else if (c->head[to]->due_us < next_due)
                         next_due = c->head[to]->due_us;
                 }
                 /* held: not even a hang-up is looked at until the heal */
-                fds[n++] = (struct pollfd){p->hold ? -1 : c->fd[d], ev, 0};
+                fds[n++] = (struct pollfd){held ? -1 : c->fd[d], ev, 0};
             }
         }
         int timeout = -1;
@@ -229,14 +237,14 @@ static void *proxy_main(void *arg)
         }
         for (int i = nconns - 1; i >= 0; i--) {
             conn *c = &p->conns[i];
-            bool ok = true, reset = false;
+            bool ok = true, reset = false, held = p->hold || c->held;
             for (int d = 0; d < 2 && ok; d++) {
                 short rev = fds[2 + 2 * i + d].revents;
-                if (!p->hold && (rev & (POLLIN | POLLHUP | POLLERR)))
+                if (!held && (rev & (POLLIN | POLLHUP | POLLERR)))
                     ok = pump_in(p, c, (th_dir)d);
             }
             for (int d = 0; d < 2 && ok; d++)
-                if (!p->hold && c->head[d] && c->fd[d == TH_UP ? TH_DOWN : TH_UP] >= 0)
+                if (!held && c->head[d] && c->fd[d == TH_UP ? TH_DOWN : TH_UP] >= 0)
                     ok = pump_out(p, c, (th_dir)d, &reset);
             if (!ok)
                 drop_conn(p, i, reset);
@@ -250,7 +258,7 @@ static void *proxy_main(void *arg)
                 memset(c, 0, sizeof *c);
                 c->fd[TH_UP] = fd;
                 c->fd[TH_DOWN] = p->hold ? -1 : connect_upstream(p->upstream);
-                p->accepted++;
+                c->nth = ++p->accepted;
                 if (!p->hold && c->fd[TH_DOWN] < 0)
                     drop_conn(p, p->nconns - 1, true);
             } else if (fd >= 0) {
@@ -312,6 +320,32 @@ void th_proxy_hold(th_proxy *p, bool on)
     poke(p);
 }
 
+void th_proxy_hold_conn(th_proxy *p, long nth, bool on)
+{
+    pthread_mutex_lock(&p->mu);
+    for (int i = 0; i < p->nconns; i++)
+        if (p->conns[i].nth == nth)
+            p->conns[i].held = on;
+    pthread_mutex_unlock(&p->mu);
+    poke(p);
+}
+
+void th_proxy_cut_conn(th_proxy *p, long nth)
+{
+    pthread_mutex_lock(&p->mu);
+    p->cut_nth = nth;
+    pthread_mutex_unlock(&p->mu);
+    poke(p);
+    for (int i = 0; i < 500; i++) {
+        pthread_mutex_lock(&p->mu);
+        bool done = p->cut_nth == 0;
+        pthread_mutex_unlock(&p->mu);
+        if (done)
+            return;
+        th_sleep_ms(2);
+    }
+}
+
 void th_proxy_delay(th_proxy *p, th_dir dir, int ms)
 {
     pthread_mutex_lock(&p->mu);
@@ -365,6 +399,8 @@ void th_proxy_heal(th_proxy *p)
 {
     pthread_mutex_lock(&p->mu);
     p->hold = false;
+    for (int i = 0; i < p->nconns; i++)
+        p->conns[i].held = false;
     p->delay_ms[0] = p->delay_ms[1] = 0;
     p->cut_after[0] = p->cut_after[1] = -1;
     pthread_mutex_unlock(&p->mu);

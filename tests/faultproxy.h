@@ -27,6 +27,10 @@ const char *th_proxy_url(const th_proxy *p);
 /* Holds every byte from now on, both ways, on every connection, and accepts new ones
  * without connecting them upstream (on: a partition) or lets them flow again (off). */
 void th_proxy_hold(th_proxy *p, bool on);
+/* Holds (on) or releases one connection: the nth the proxy accepted, counting from 1. */
+void th_proxy_hold_conn(th_proxy *p, long nth, bool on);
+/* Resets the nth accepted connection, both sides, now (nothing if it is gone). */
+void th_proxy_cut_conn(th_proxy *p, long nth);
 /* Every byte in dir waits ms before it is passed on (0: none). */
 void th_proxy_delay(th_proxy *p, th_dir dir, int ms);
 /* Resets (RST) every open connection, both sides, now. */
