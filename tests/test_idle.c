@@ -10,6 +10,7 @@
 #include "internal.h"
 
 #include <criterion/new/assert.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +26,8 @@ typedef struct rig {
     idle_kind kind;
 } rig;
 
-/* One integer (or integer string; nil: 0) reply to a command of space-separated words, on a connection of its own
+/* One integer (or integer string; nil: 0; a pair such as PUBSUB NUMSUB's: its second) reply
+ * to a command of space-separated words, on a connection of its own
  * (the server's timeout closes idle ones). */
 static long long q(rig *g, const char *cmd)
 {
@@ -38,9 +40,11 @@ static long long q(rig *g, const char *cmd)
     redisContext *r = th_redis_port(g->server.port);
     redisReply *rep = redisCommandArgv(r, argc, argv, NULL);
     cr_assert(rep && (rep->type == REDIS_REPLY_INTEGER || rep->type == REDIS_REPLY_STRING ||
-                      rep->type == REDIS_REPLY_NIL),
+                      rep->type == REDIS_REPLY_NIL ||
+                      (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2)),
               "%s: %s", cmd, rep && rep->str ? rep->str : "no reply");
-    long long v = rep->type == REDIS_REPLY_STRING ? atoll(rep->str) : rep->integer;
+    const redisReply *e = rep->type == REDIS_REPLY_ARRAY ? rep->element[1] : rep;
+    long long v = e->type == REDIS_REPLY_STRING ? atoll(e->str) : e->integer;
     freeReplyObject(rep);
     redisFree(r);
     return v;
@@ -197,5 +201,62 @@ Test(idle, watchdog_renewals_outlive_the_servers_idle_timeout)
     cr_assert(eq(int, baton_lock_release(l), BATON_OK), "%s", baton_client_errmsg(g.c));
     cr_assert(eq(i64, q(&g, "EXISTS idle-wd"), 0));
     baton_lock_close(l);
+    rig_down(&g);
+}
+
+typedef struct idle_waiter {
+    baton_lock *l;
+    int rc, release_rc;
+    _Atomic int64_t done_ms;
+} idle_waiter;
+
+static void *wait_then_release(void *arg)
+{
+    idle_waiter *w = arg;
+    w->rc = baton_lock_try_acquire(w->l, 5000, 30000);
+    atomic_store(&w->done_ms, th_ms());
+    w->release_rc = w->rc == BATON_OK ? baton_lock_release(w->l) : w->rc;
+    return NULL;
+}
+
+/* Waits on the lock from a thread while another client holds it, and returns how long
+ * after the holder's release the waiter had it. */
+static int64_t wake_after_release(rig *g, baton_lock *holder, baton_lock *wanted)
+{
+    cr_assert(eq(int, baton_lock_acquire(holder, 30000), BATON_OK));
+    idle_waiter w = {wanted, -1, -1, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, wait_then_release, &w);
+    for (int i = 0; q(g, "PUBSUB NUMSUB redisson_lock__channel:{idle-wake}") == 0; i++) {
+        cr_assert(lt(int, i, 400), "the waiter never subscribed");
+        th_sleep_ms(5);
+    }
+    int64_t released = th_ms();
+    cr_assert(eq(int, baton_lock_release(holder), BATON_OK));
+    pthread_join(t, NULL);
+    cr_assert(eq(int, w.rc, BATON_OK), "%s", baton_client_errmsg(g->c));
+    cr_assert(eq(int, w.release_rc, BATON_OK));
+    return atomic_load(&w.done_ms) - released;
+}
+
+Test(idle, a_subscriber_connection_closed_while_idle_serves_the_next_waiter)
+{
+    rig g;
+    rig_up(&g, 4, BY_TIMEOUT);
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", g.server.port);
+    baton_client *other;
+    cr_assert(eq(int, baton_client_open_url(url, &other), BATON_OK));
+    baton_lock *holder, *wanted;
+    cr_assert(eq(int, baton_lock_open(other, "idle-wake", &holder), BATON_OK));
+    cr_assert(eq(int, baton_lock_open(g.c, "idle-wake", &wanted), BATON_OK));
+    cr_assert(le(i64, wake_after_release(&g, holder, wanted), 500));
+    /* the subscription is gone; the server closes the subscriber connection, now idle */
+    go_idle(&g);
+    int64_t late = wake_after_release(&g, holder, wanted);
+    cr_assert(le(i64, late, 500), "woken %lld ms after the release", (long long)late);
+    baton_lock_close(holder);
+    baton_lock_close(wanted);
+    baton_client_close(other);
     rig_down(&g);
 }
