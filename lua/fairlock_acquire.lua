@@ -45,6 +45,18 @@ local function server_now()
     return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- Not acquired: {0, wait}, wait = fair_wait_ms / 3 or the limit if less, at least 1 ms.
+local function bound(limit)
+    local wait = third
+    if limit ~= nil and limit < wait then
+        wait = limit
+    end
+    if wait < 1 then
+        wait = 1
+    end
+    return {0, wait}
+end
+
 -- The general path: every case, with every key's type checked first.
 local function general()
     local function kind(key, want)
@@ -55,8 +67,7 @@ local function general()
             kind(KEYS[4], 'string')) then
         return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
     end
-    local t = redis.call('time')
-    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    local now = server_now()
     local owner = ARGV[2]
     local fair_wait = tonumber(ARGV[3])
 
@@ -124,10 +135,7 @@ local function general()
             wait = left
         end
     end
-    if wait < 1 then
-        wait = 1
-    end
-    return {0, wait}
+    return bound(wait)
 end
 
 -- A new hold, the lock being free (PTTL -2: no key, so no type to check). The token's INCR
@@ -190,14 +198,10 @@ if head == false or head == owner then
     if head == false then
         redis.call('rpush', KEYS[2], owner)
     end
-    local wait = third
-    if pttl >= 0 and pttl < wait then
-        wait = pttl
+    if pttl >= 0 then
+        return bound(pttl)
     end
-    if wait < 1 then
-        wait = 1
-    end
-    return {0, wait}
+    return bound(nil)
 end
 
 -- Another owner is at the head: not the owner's turn, whatever the lock's state.
@@ -212,14 +216,7 @@ if mode == '2' then
         if own_deadline - now < fair_wait - math.floor(fair_wait / 20) then
             redis.call('zadd', KEYS[3], now + fair_wait, owner)
         end
-        local wait = third
-        if head_deadline - now < wait then
-            wait = head_deadline - now
-        end
-        if wait < 1 then
-            wait = 1
-        end
-        return {0, wait}
+        return bound(head_deadline - now)
     end
 else
     if redis.call('hexists', KEYS[1], owner) == 1 then
@@ -229,7 +226,7 @@ else
     -- run that follows at once, after subscribing.
     if mode == '1' and redis.call('zadd', KEYS[3], 'nx', server_now() + fair_wait, owner) == 1 then
         redis.call('rpush', KEYS[2], owner)
-        return {0, third}
+        return bound(nil)
     end
 end
 return general()
