@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -260,6 +261,66 @@ Test(cli, a_signal_while_waiting_ends_baton_and_runs_nothing)
     baton_lock_close(l);
     baton_client_close(c);
     free(marker);
+}
+
+/* ---------------------------------------------------------------- baton killed ------- */
+
+/*
+ * Runs `baton lock` with COMMAND `script` (which writes its pid to the file "cmdpid"), kills
+ * baton with SIGKILL once COMMAND started, and returns the ms until COMMAND was gone. The
+ * test process is a child subreaper, so COMMAND becomes its child and can be reaped here.
+ */
+static int64_t ms_until_command_ends_after_kill9(const char *const *args, const char *pidfile)
+{
+    cr_assert(eq(int, prctl(PR_SET_CHILD_SUBREAPER, 1), 0));
+    pid_t pid = cli_spawn(args);
+    cr_assert(cli_wait_file(pidfile, 5000), "COMMAND did not start");
+    th_sleep_ms(100); /* let sh set its trap or exec */
+    char *text = cli_read_file(pidfile);
+    pid_t cmd = (pid_t)atoi(text);
+    free(text);
+    int64_t t0 = th_ms();
+    kill(pid, SIGKILL);
+    cr_assert(eq(int, th_wait(pid), 128 + SIGKILL));
+    int64_t gone = -1;
+    while (gone < 0 && th_ms() - t0 < 10000) {
+        int st;
+        pid_t r = waitpid(cmd, &st, WNOHANG);
+        if (r == cmd || (r < 0 && errno == ECHILD && kill(cmd, 0) != 0))
+            gone = th_ms() - t0;
+        else
+            th_sleep_ms(10);
+    }
+    while (waitpid(-1, NULL, WNOHANG) > 0) {
+    } /* baton's reaper, once done */
+    cr_assert(ge(i64, gone, 0), "COMMAND %d outlived baton by 10 s", (int)cmd);
+    return gone;
+}
+
+Test(cli, kill_9_of_baton_ends_command_within_a_second)
+{
+    const char *name = th_tmpname("cli-kill9");
+    char *pidfile = cli_path("cmdpid");
+    char script[256];
+    snprintf(script, sizeof script, "echo $$ > \"%s\"; exec sleep 30", pidfile);
+    int64_t ms =
+        ms_until_command_ends_after_kill9(ARGS("lock", name, "--", "sh", "-c", script), pidfile);
+    cr_assert(le(i64, ms, 1000), "COMMAND ended %lld ms after baton", (long long)ms);
+    free(pidfile);
+}
+
+Test(cli, kill_9_of_baton_sigkills_a_command_ignoring_sigterm_after_kill_after)
+{
+    const char *name = th_tmpname("cli-kill9-term");
+    char *pidfile = cli_path("cmdpid");
+    char script[256];
+    snprintf(script, sizeof script, "trap '' TERM; echo $$ > \"%s\"; while :; do sleep 0.05; done",
+             pidfile);
+    int64_t ms = ms_until_command_ends_after_kill9(
+        ARGS("lock", name, "--kill-after", "500ms", "--", "sh", "-c", script), pidfile);
+    cr_assert(ge(i64, ms, 450), "COMMAND ended %lld ms after baton", (long long)ms);
+    cr_assert(le(i64, ms, 1500), "COMMAND ended %lld ms after baton", (long long)ms);
+    free(pidfile);
 }
 
 /* ---------------------------------------------------------------- loss --------------- */
@@ -897,6 +958,10 @@ Test(cli, bad_usage_exits_2_with_a_usage_line)
         ARGS("unlock", "x"),
         ARGS("unlock", "--force"),
         ARGS("unlock", "--force", "x", "y"),
+        ARGS("--url", "", "status", "x"),
+        ARGS("--url=", "status", "x"),
+        ARGS("status", "x", "--url", ""),
+        ARGS("--url", "redis://127.0.0.1:1", "status", "x", "--url", "redis://127.0.0.1:2"),
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         cli_result r;
@@ -909,6 +974,28 @@ Test(cli, bad_usage_exits_2_with_a_usage_line)
     }
     cr_assert(access(marker, F_OK) != 0, "a COMMAND ran despite bad usage");
     free(marker);
+}
+
+/* An empty BATON_URL is a usage error, not the default server (issue 16). */
+Test(cli, an_empty_baton_url_exits_2)
+{
+    setenv("BATON_URL", "", 1);
+    cli_result r;
+    cli_exec(&r, ARGS("status", "x"));
+    cr_assert(eq(int, r.status, 2), "stderr: %s", r.err);
+    cr_assert(strstr(r.err, "BATON_URL") != NULL, "stderr: %s", r.err);
+    cli_result_free(&r);
+}
+
+/* %00 in a URL's credentials is refused, not silently cut short. */
+Test(cli, a_nul_escape_in_the_url_password_exits_2)
+{
+    cli_result r;
+    cli_exec(&r, ARGS("--url", "redis://u:topsecret%00x@127.0.0.1:1", "status", "x"));
+    cr_assert(eq(int, r.status, 2), "stderr: %s", r.err);
+    cr_assert(strstr(r.err, "%00") != NULL, "stderr: %s", r.err);
+    cr_assert(strstr(r.err, "topsecret") == NULL, "stderr: %s", r.err);
+    cli_result_free(&r);
 }
 
 Test(cli, help_and_version)

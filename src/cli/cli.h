@@ -39,7 +39,7 @@ enum {
 
 /* The global settings every command uses. */
 typedef struct cli_global {
-    const char *url;     /* --url, else $BATON_URL, else the default */
+    const char *url;     /* --url (given once, before or after the command); NULL if not */
     int64_t watchdog_ms; /* --watchdog (lock only): client option watchdog_ms; 0 default */
 } cli_global;
 
@@ -65,6 +65,13 @@ bool cli_parse_count(const char *s, int64_t max, int64_t *out);
 /* The exit code for a failed baton call: EXIT_CONN, EXIT_AUTH, EXIT_USAGE (invalid
  * argument), or EXIT_FAILED. Prints "baton: <what>: <reason>" first. */
 int cli_fail(baton_client *c, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Sets g->url from --url: a usage error (EXIT_USAGE, printed) if it is empty or a URL was
+ * given already; EXIT_OK otherwise. */
+int cli_set_url(cli_global *g, const char *url);
+
+/* The server's URL: --url, else $BATON_URL, else CLI_DEFAULT_URL. */
+const char *cli_url(const cli_global *g);
 
 /* Opens the client for g (watchdog_ms applied), or prints why not and returns its exit
  * code (EXIT_CONN, EXIT_AUTH, EXIT_USAGE for a malformed URL). */
@@ -118,7 +125,10 @@ typedef struct cli_watch {
     int64_t lease_end_ms;  /* a fixed lease ends at this cli_now_ms(); 0 = no such lease */
     const char *what;      /* "lock NAME" for messages */
     const char *token_env; /* "BATON_FENCING_TOKEN=..." to add to the environment, or NULL */
+    int64_t kill_after_ms; /* SIGTERM, then SIGKILL this much later (--kill-after) */
 } cli_watch;
+
+#define CLI_DEFAULT_KILL_AFTER_MS 10000
 
 /* The outcome of cli_run(). */
 typedef struct cli_outcome {
@@ -132,8 +142,10 @@ typedef struct cli_outcome {
  * plus w->token_env, and the signal state baton was started with. Forwards SIGINT, SIGTERM
  * and SIGHUP to it (except those the terminal sent to the whole foreground group, which
  * COMMAND got already). Returns when it has exited. If a lost fd becomes readable or the
- * lease runs out first, prints why on stderr, sends COMMAND SIGTERM (SIGKILL 10 s later if
- * it is still running), waits for it and sets out->lost.
+ * lease runs out first, prints why on stderr, sends COMMAND SIGTERM (SIGKILL
+ * w->kill_after_ms later if it is still running), waits for it and sets out->lost. COMMAND
+ * does not outlive baton: if baton dies (even by SIGKILL) it gets SIGTERM at once and SIGKILL
+ * w->kill_after_ms later.
  */
 void cli_run(char **argv, const cli_watch *w, cli_outcome *out);
 

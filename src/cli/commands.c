@@ -95,7 +95,7 @@ static bool url_option(args *a, cli_global *g)
     if (!option(a, "--url", true))
         return false;
     if (!a->error)
-        g->url = a->value;
+        a->error = cli_set_url(g, a->value);
     return true;
 }
 
@@ -144,6 +144,7 @@ int cli_cmd_lock(cli_global *g, int argc, char **argv)
         return EXIT_FAILED;
     size_t n = 0;
     int64_t wait_ms = BATON_WAIT_FOREVER, lease_ms = 0, watchdog_ms = 0;
+    int64_t kill_after_ms = CLI_DEFAULT_KILL_AFTER_MS;
     bool has_wait = false, has_lease = false, has_watchdog = false, fair = false;
     char **command = NULL;
     while (!at_end(&a) && !a.error) {
@@ -154,7 +155,8 @@ int cli_cmd_lock(cli_global *g, int argc, char **argv)
         }
         if (duration_option(&a, "--wait", &wait_ms, &has_wait) ||
             duration_option(&a, "--lease", &lease_ms, &has_lease) ||
-            duration_option(&a, "--watchdog", &watchdog_ms, &has_watchdog) || url_option(&a, g))
+            duration_option(&a, "--watchdog", &watchdog_ms, &has_watchdog) ||
+            duration_option(&a, "--kill-after", &kill_after_ms, NULL) || url_option(&a, g))
             continue;
         if (option(&a, "--fair", false)) {
             fair = true;
@@ -262,7 +264,7 @@ int cli_cmd_lock(cli_global *g, int argc, char **argv)
         }
     }
 
-    cli_watch w = {lost_fds, n_fds, lease_end, what, token_env};
+    cli_watch w = {lost_fds, n_fds, lease_end, what, token_env, kill_after_ms};
     cli_outcome out;
     cli_run(command, &w, &out);
 
@@ -298,6 +300,7 @@ int cli_cmd_semaphore(cli_global *g, int argc, char **argv)
     args a = {argc, 0, argv, "semaphore", NULL, 0};
     const char *name = NULL;
     int64_t permits = 0, take = 1, wait_ms = BATON_WAIT_FOREVER;
+    int64_t kill_after_ms = CLI_DEFAULT_KILL_AFTER_MS;
     bool has_permits = false, has_wait = false;
     char **command = NULL;
     int rc = 0;
@@ -312,7 +315,8 @@ int cli_cmd_semaphore(cli_global *g, int argc, char **argv)
             continue;
         }
         if (count_option(&a, "--take", 1, &take) ||
-            duration_option(&a, "--wait", &wait_ms, &has_wait) || url_option(&a, g))
+            duration_option(&a, "--wait", &wait_ms, &has_wait) ||
+            duration_option(&a, "--kill-after", &kill_after_ms, NULL) || url_option(&a, g))
             continue;
         if (s[0] == '-' && s[1] != '\0')
             rc = unknown_option(&a);
@@ -355,7 +359,7 @@ int cli_cmd_semaphore(cli_global *g, int argc, char **argv)
         cli_guard_hold();
         char what[300];
         snprintf(what, sizeof what, "semaphore %s", name);
-        cli_watch w = {NULL, 0, 0, what, NULL};
+        cli_watch w = {NULL, 0, 0, what, NULL, kill_after_ms};
         cli_outcome out;
         cli_run(command, &w, &out);
         brc = baton_semaphore_release(s, take);
@@ -518,7 +522,7 @@ int cli_cmd_unlock(cli_global *g, int argc, char **argv)
     rc = cli_open_client(g, &c);
     if (rc)
         return rc;
-    bool fair = has_fair_queue(g->url, name);
+    bool fair = has_fair_queue(cli_url(g), name);
     int brc = fair ? baton_fairlock_open(c, name, &l) : baton_lock_open(c, name, &l);
     bool was_locked = false;
     if (brc == BATON_OK)

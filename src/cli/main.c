@@ -18,7 +18,7 @@ static const char *const usage_lines[][2] = {
     {"lock", "baton [--url URL] lock NAME... [--wait DUR] [--lease DUR | --watchdog DUR] [--fair]"
              " -- COMMAND [ARG...]"},
     {"semaphore", "baton [--url URL] semaphore NAME [--permits N] [--take K] [--wait DUR]"
-                  " -- COMMAND [ARG...]"},
+                  " [--kill-after DUR] -- COMMAND [ARG...]"},
     {"latch", "baton [--url URL] latch NAME set N | count-down | count | await [--timeout DUR]"},
     {"status", "baton [--url URL] status NAME... [--json]"},
     {"unlock", "baton [--url URL] unlock --force NAME"},
@@ -42,10 +42,13 @@ static const char help_text[] =
     "      --watchdog DUR         renewed lease: the lock expires DUR after baton stops\n"
     "                             renewing it; renewed every DUR/3 (default 30s)\n"
     "      --fair                 fair locks: waiters acquire in the order they asked\n"
+    "      --kill-after DUR       when the lock is lost or baton dies (even by kill -9),\n"
+    "                             COMMAND gets SIGTERM, and SIGKILL DUR later (10s)\n"
     "  semaphore NAME -- COMMAND  Run COMMAND holding K permits of the semaphore NAME.\n"
     "      --permits N            set the semaphore to N permits if it has no count yet\n"
     "      --take K               permits to take (default 1)\n"
     "      --wait DUR             give up after DUR (default: wait forever)\n"
+    "      --kill-after DUR       as for lock\n"
     "  latch NAME set N           set the count to N if none is set (exit 1 if one is)\n"
     "  latch NAME count-down      count down by one (at zero the latch opens)\n"
     "  latch NAME count           print the count (0: open or never set)\n"
@@ -187,6 +190,16 @@ bool cli_parse_duration(const char *s, int64_t *ms)
 
 /* ------------------------------- the client ------------------------------------------- */
 
+int cli_set_url(cli_global *g, const char *url)
+{
+    if (g->url)
+        return cli_usage_error(NULL, "--url given twice");
+    if (!*url)
+        return cli_usage_error(NULL, "--url is empty");
+    g->url = url;
+    return EXIT_OK;
+}
+
 /* The URL without its password, for messages. */
 static void redact_url(const char *url, char *buf, size_t len)
 {
@@ -199,17 +212,28 @@ static void redact_url(const char *url, char *buf, size_t len)
         snprintf(buf, len, "%s", url);
 }
 
+const char *cli_url(const cli_global *g)
+{
+    const char *env = getenv("BATON_URL");
+    return g->url ? g->url : env && *env ? env : CLI_DEFAULT_URL;
+}
+
 int cli_open_client(const cli_global *g, baton_client **out)
 {
     baton_options o;
     baton_options_init(&o);
-    o.url = g->url;
+    o.url = cli_url(g);
     o.watchdog_ms = g->watchdog_ms;
     int rc = baton_client_open(&o, out);
-    if (rc == BATON_OK)
+    if (rc == BATON_OK) {
+        /* an open that succeeded may leave a warning (an evicting maxmemory-policy) */
+        const char *warning = baton_client_errmsg(*out);
+        if (warning[0])
+            fprintf(stderr, "baton: warning: %s\n", warning);
         return EXIT_OK;
+    }
     char shown[512];
-    redact_url(g->url, shown, sizeof shown);
+    redact_url(o.url, shown, sizeof shown);
     const char *detail = baton_open_errmsg();
     cli_error("%s: %s%s%s", shown, baton_strerror(rc), detail[0] ? ": " : "", detail);
     switch (rc) {
@@ -262,22 +286,22 @@ int main(int argc, char **argv)
             printf("baton %s (libbaton %s)\n", BATON_VERSION_STRING, baton_version());
             return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAILED;
         }
-        if (strcmp(a, "--url") == 0) {
-            if (i + 1 >= argc)
+        if (strcmp(a, "--url") == 0 || strncmp(a, "--url=", 6) == 0) {
+            if (a[5] == '\0' && i + 1 >= argc)
                 return cli_usage_error(NULL, "--url needs a URL");
-            g.url = argv[++i];
-        } else if (strncmp(a, "--url=", 6) == 0) {
-            g.url = a + 6;
+            int rc = cli_set_url(&g, a[5] == '=' ? a + 6 : argv[++i]);
+            if (rc)
+                return rc;
         } else {
             return cli_usage_error(NULL, "unknown option '%s'", a);
         }
     }
     if (i >= argc)
         return cli_usage_error(NULL, "no command");
-    if (!g.url || !*g.url) {
-        const char *env = getenv("BATON_URL");
-        g.url = env && *env ? env : CLI_DEFAULT_URL;
-    }
+    const char *env = getenv("BATON_URL");
+    if (env && !*env)
+        return cli_usage_error(NULL, "BATON_URL is set but empty (unset it for the default "
+                                     "server)");
 
     const char *cmd = argv[i];
     int (*fn)(cli_global *, int, char **) = NULL;

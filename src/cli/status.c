@@ -517,9 +517,9 @@ int cli_cmd_status(cli_global *g, int argc, char **argv)
             if (i + 1 >= argc)
                 rc = cli_usage_error("status", "--url needs a value");
             else
-                g->url = argv[++i];
+                rc = cli_set_url(g, argv[++i]);
         } else if (strncmp(a, "--url=", 6) == 0) {
-            g->url = a + 6;
+            rc = cli_set_url(g, a + 6);
         } else if (a[0] == '-' && a[1] != '\0') {
             rc = cli_usage_error("status", "unknown option '%s'", a);
         } else {
@@ -542,7 +542,7 @@ int cli_cmd_status(cli_global *g, int argc, char **argv)
     rc = cli_open_client(g, &c);
     redisContext *r = NULL;
     if (!rc) {
-        r = cli_redis_connect(g->url);
+        r = cli_redis_connect(cli_url(g));
         if (!r)
             rc = EXIT_CONN;
     }
