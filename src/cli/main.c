@@ -83,7 +83,7 @@ static const char help_text[] =
     "  126, 127              COMMAND could not be run, was not found\n"
     "  128+N                 COMMAND (or baton while waiting) was ended by signal N\n"
     "\n"
-    "See docs/baton.1.md for the full reference.\n";
+    "See man baton (docs/baton.1.md in baton's source) for the full reference.\n";
 
 /* ------------------------------- messages --------------------------------------------- */
 
