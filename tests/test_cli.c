@@ -936,7 +936,11 @@ Test(cli, bad_usage_exits_2_with_a_usage_line)
         ARGS("lock", "--", "touch", marker),
         ARGS("lock", "x", "--wait", "5parsecs", "--", "touch", marker),
         ARGS("lock", "x", "--wait", "-1", "--", "touch", marker),
-        ARGS("lock", "x", "--wait", "1.5s", "--", "touch", marker),
+        ARGS("lock", "x", "--wait", "1.5 s", "--", "touch", marker),
+        ARGS("lock", "x", "--wait", "1m30", "--", "touch", marker),
+        ARGS("lock", "x", "--wait", ".5s", "--", "touch", marker),
+        ARGS("lock", "x", "-E", "256", "--", "touch", marker),
+        ARGS("lock", "x", "-w", "--", "touch", marker),
         ARGS("lock", "x", "--wait", "--", "touch", marker),
         ARGS("lock", "x", "--lease", "1s", "--watchdog", "3s", "--", "touch", marker),
         ARGS("lock", "x", "--lease", "0", "--", "touch", marker),
@@ -1129,6 +1133,137 @@ Test(cli, a_refused_password_exits_121_without_showing_it, .timeout = 30)
     cr_assert(j != NULL);
     cr_assert(eq(str, json_get(json_at(j, 0), "kind")->string, "absent"));
     json_free(j);
+    cli_result_free(&r);
+    th_server_stop(&srv);
+}
+
+/* ---------------------------------------------------------------- issue 22 ----------- */
+
+Test(cli, every_subcommand_has_its_own_help)
+{
+    const char *cmds[] = {"lock", "semaphore", "latch", "status", "unlock"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        for (int form = 0; form < 2; form++) {
+            cli_result r;
+            cli_exec(&r, ARGS(cmds[i], "NAME", form ? "-h" : "--help"));
+            cr_assert(eq(int, r.status, 0), "%s --help: %d, stderr %s", cmds[i], r.status, r.err);
+            char want[64];
+            snprintf(want, sizeof want, "usage: baton [--url URL] %s ", cmds[i]);
+            cr_assert(strstr(r.out, want) != NULL, "%s --help: %s", cmds[i], r.out);
+            cr_assert(strstr(r.out, "Exit status") != NULL, "%s --help: %s", cmds[i], r.out);
+            cr_assert(eq(str, r.err, ""));
+            cli_result_free(&r);
+        }
+    }
+}
+
+Test(cli, flock_idioms_n_w_E_q)
+{
+    const char *name = th_tmpname("cli-flock");
+    char *marker = cli_path("marker");
+    baton_lock *l;
+    baton_client *c = hold(name, &l);
+    cli_result r;
+    /* -n: one attempt, exit 124 and a message */
+    cli_exec(&r, ARGS("lock", name, "-n", "--", "touch", marker));
+    cr_assert(eq(int, r.status, 124), "stderr: %s", r.err);
+    cr_assert(le(i64, r.ms, 400), "%lld ms", (long long)r.ms);
+    cr_assert(strstr(r.err, "not acquired") != NULL, "stderr: %s", r.err);
+    cli_result_free(&r);
+    /* -E 3 -q: exit 3, silent */
+    cli_exec(&r, ARGS("lock", "-n", "-E", "3", "-q", name, "--", "touch", marker));
+    cr_assert(eq(int, r.status, 3), "stderr: %s", r.err);
+    cr_assert(eq(str, r.err, ""));
+    cli_result_free(&r);
+    /* -w with a fractional duration */
+    cli_exec(&r, ARGS("lock", name, "-w", "0.3", "--", "touch", marker));
+    cr_assert(eq(int, r.status, 124), "stderr: %s", r.err);
+    cr_assert(ge(i64, r.ms, 295), "%lld ms", (long long)r.ms);
+    cr_assert(le(i64, r.ms, 800), "%lld ms", (long long)r.ms);
+    cli_result_free(&r);
+    /* the semaphore too */
+    cli_exec(&r, ARGS("semaphore", name, "-n", "-q", "-E", "9", "--", "touch", marker));
+    cr_assert(eq(int, r.status, 125), "a lock key is not a semaphore: %s", r.err);
+    cli_result_free(&r);
+    cr_assert(access(marker, F_OK) != 0, "COMMAND ran");
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    /* free: -n runs COMMAND */
+    cli_exec(&r, ARGS("lock", name, "-n", "--", "touch", marker));
+    cr_assert(eq(int, r.status, 0), "stderr: %s", r.err);
+    cr_assert(access(marker, F_OK) == 0, "COMMAND did not run");
+    cli_result_free(&r);
+    baton_lock_close(l);
+    baton_client_close(c);
+    free(marker);
+}
+
+Test(cli, fractional_and_compound_durations)
+{
+    const char *name = th_tmpname("cli-dur");
+    baton_lock *l;
+    baton_client *c = hold(name, &l);
+    const char *forms[][2] = {{"1.5s", "1500"}, {"0m1.2s", "1200"}, {"1s250ms", "1250"}};
+    for (size_t i = 0; i < 3; i++) {
+        cli_result r;
+        cli_exec(&r, ARGS("lock", name, "--wait", forms[i][0], "--", "true"));
+        int64_t want = atoll(forms[i][1]);
+        cr_assert(eq(int, r.status, 124), "%s: stderr %s", forms[i][0], r.err);
+        cr_assert(ge(i64, r.ms, want - 5), "%s: %lld ms", forms[i][0], (long long)r.ms);
+        cr_assert(le(i64, r.ms, want + 400), "%s: %lld ms", forms[i][0], (long long)r.ms);
+        cli_result_free(&r);
+    }
+    /* 1m30s is accepted as a lease (the key's TTL shows it) */
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    char *ready = cli_path("ready");
+    char script[256];
+    snprintf(script, sizeof script, "touch \"%s\"; sleep 0.5", ready);
+    pid_t pid = cli_spawn(ARGS("lock", name, "--lease", "1m30s", "--", "sh", "-c", script));
+    cr_assert(cli_wait_file(ready, 5000));
+    redisContext *rc = th_redis();
+    long long ttl = th_cmd_int(rc, "PTTL %s", name);
+    redisFree(rc);
+    cr_assert(ge(i64, ttl, 85000), "PTTL %lld", ttl);
+    cr_assert(le(i64, ttl, 90000), "PTTL %lld", ttl);
+    cr_assert(eq(int, th_wait(pid), 0));
+    free(ready);
+    baton_lock_close(l);
+    baton_client_close(c);
+}
+
+Test(cli, passwords_from_the_environment_and_askpass, .timeout = 30)
+{
+    th_server srv;
+    th_server_start(&srv, "--requirepass right-password");
+    char url[128];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
+    const char *vars[] = {"BATON_PASSWORD", "REDISCLI_AUTH"};
+    for (size_t i = 0; i < 2; i++) {
+        setenv(vars[i], "right-password", 1);
+        cli_result r;
+        cli_exec(&r, ARGS("--url", url, "lock", "pw", "--", "true"));
+        cr_assert(eq(int, r.status, 0), "%s: stderr %s", vars[i], r.err);
+        cli_result_free(&r);
+        cli_exec(&r, ARGS("--url", url, "status", "pw", "--json"));
+        cr_assert(eq(int, r.status, 0), "%s: stderr %s", vars[i], r.err);
+        cli_result_free(&r);
+        setenv(vars[i], "wrong-password", 1);
+        cli_exec(&r, ARGS("--url", url, "lock", "pw", "--", "true"));
+        cr_assert(eq(int, r.status, 121), "%s: stderr %s", vars[i], r.err);
+        cr_assert(strstr(r.err, "wrong-password") == NULL, "%s", r.err);
+        cli_result_free(&r);
+        unsetenv(vars[i]);
+    }
+    /* --askpass reads it from stdin; --user names the ACL user */
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "echo right-password | \"$0\" --askpass --user default --url %s lock pw -- true", url);
+    cli_result r;
+    cli_exec_program(&r, ARGS("/bin/sh", "-c", cmd, BATON_CLI_PATH));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cli_result_free(&r);
+    snprintf(cmd, sizeof cmd, "echo nope | \"$0\" --askpass --url %s lock pw -- true", url);
+    cli_exec_program(&r, ARGS("/bin/sh", "-c", cmd, BATON_CLI_PATH));
+    cr_assert(eq(int, r.status, 121), "stderr %s", r.err);
     cli_result_free(&r);
     th_server_stop(&srv);
 }

@@ -118,10 +118,10 @@ static bool parse_url(const char *url, endpoint *ep)
     return ep->host != NULL;
 }
 
-void *cli_redis_connect(const char *url)
+void *cli_redis_connect(const cli_global *g)
 {
     endpoint ep;
-    if (!parse_url(url, &ep)) {
+    if (!parse_url(cli_url(g), &ep)) {
         endpoint_free(&ep);
         cli_error("cannot read the URL");
         return NULL;
@@ -135,6 +135,14 @@ void *cli_redis_connect(const char *url)
         goto fail;
     }
     redisSetTimeout(r, tv);
+    if (g->user) {
+        free(ep.user);
+        ep.user = strdup(g->user);
+    }
+    if (g->password && *g->password) {
+        free(ep.pass);
+        ep.pass = strdup(g->password);
+    }
     if (ep.pass) {
         rep = ep.user ? redisCommand(r, "AUTH %s %s", ep.user, ep.pass)
                       : redisCommand(r, "AUTH %s", ep.pass);
@@ -542,7 +550,7 @@ int cli_cmd_status(cli_global *g, int argc, char **argv)
     rc = cli_open_client(g, &c);
     redisContext *r = NULL;
     if (!rc) {
-        r = cli_redis_connect(cli_url(g));
+        r = cli_redis_connect(g);
         if (!r)
             rc = EXIT_CONN;
     }
