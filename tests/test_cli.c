@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -260,6 +261,66 @@ Test(cli, a_signal_while_waiting_ends_baton_and_runs_nothing)
     baton_lock_close(l);
     baton_client_close(c);
     free(marker);
+}
+
+/* ---------------------------------------------------------------- baton killed ------- */
+
+/*
+ * Runs `baton lock` with COMMAND `script` (which writes its pid to the file "cmdpid"), kills
+ * baton with SIGKILL once COMMAND started, and returns the ms until COMMAND was gone. The
+ * test process is a child subreaper, so COMMAND becomes its child and can be reaped here.
+ */
+static int64_t ms_until_command_ends_after_kill9(const char *const *args, const char *pidfile)
+{
+    cr_assert(eq(int, prctl(PR_SET_CHILD_SUBREAPER, 1), 0));
+    pid_t pid = cli_spawn(args);
+    cr_assert(cli_wait_file(pidfile, 5000), "COMMAND did not start");
+    th_sleep_ms(100); /* let sh set its trap or exec */
+    char *text = cli_read_file(pidfile);
+    pid_t cmd = (pid_t)atoi(text);
+    free(text);
+    int64_t t0 = th_ms();
+    kill(pid, SIGKILL);
+    cr_assert(eq(int, th_wait(pid), 128 + SIGKILL));
+    int64_t gone = -1;
+    while (gone < 0 && th_ms() - t0 < 10000) {
+        int st;
+        pid_t r = waitpid(cmd, &st, WNOHANG);
+        if (r == cmd || (r < 0 && errno == ECHILD && kill(cmd, 0) != 0))
+            gone = th_ms() - t0;
+        else
+            th_sleep_ms(10);
+    }
+    while (waitpid(-1, NULL, WNOHANG) > 0) {
+    } /* baton's reaper, once done */
+    cr_assert(ge(i64, gone, 0), "COMMAND %d outlived baton by 10 s", (int)cmd);
+    return gone;
+}
+
+Test(cli, kill_9_of_baton_ends_command_within_a_second)
+{
+    const char *name = th_tmpname("cli-kill9");
+    char *pidfile = cli_path("cmdpid");
+    char script[256];
+    snprintf(script, sizeof script, "echo $$ > \"%s\"; exec sleep 30", pidfile);
+    int64_t ms =
+        ms_until_command_ends_after_kill9(ARGS("lock", name, "--", "sh", "-c", script), pidfile);
+    cr_assert(le(i64, ms, 1000), "COMMAND ended %lld ms after baton", (long long)ms);
+    free(pidfile);
+}
+
+Test(cli, kill_9_of_baton_sigkills_a_command_ignoring_sigterm_after_kill_after)
+{
+    const char *name = th_tmpname("cli-kill9-term");
+    char *pidfile = cli_path("cmdpid");
+    char script[256];
+    snprintf(script, sizeof script, "trap '' TERM; echo $$ > \"%s\"; while :; do sleep 0.05; done",
+             pidfile);
+    int64_t ms = ms_until_command_ends_after_kill9(
+        ARGS("lock", name, "--kill-after", "500ms", "--", "sh", "-c", script), pidfile);
+    cr_assert(ge(i64, ms, 450), "COMMAND ended %lld ms after baton", (long long)ms);
+    cr_assert(le(i64, ms, 1500), "COMMAND ended %lld ms after baton", (long long)ms);
+    free(pidfile);
 }
 
 /* ---------------------------------------------------------------- loss --------------- */
@@ -875,7 +936,11 @@ Test(cli, bad_usage_exits_2_with_a_usage_line)
         ARGS("lock", "--", "touch", marker),
         ARGS("lock", "x", "--wait", "5parsecs", "--", "touch", marker),
         ARGS("lock", "x", "--wait", "-1", "--", "touch", marker),
-        ARGS("lock", "x", "--wait", "1.5s", "--", "touch", marker),
+        ARGS("lock", "x", "--wait", "1.5 s", "--", "touch", marker),
+        ARGS("lock", "x", "--wait", "1m30", "--", "touch", marker),
+        ARGS("lock", "x", "--wait", ".5s", "--", "touch", marker),
+        ARGS("lock", "x", "-E", "256", "--", "touch", marker),
+        ARGS("lock", "x", "-w", "--", "touch", marker),
         ARGS("lock", "x", "--wait", "--", "touch", marker),
         ARGS("lock", "x", "--lease", "1s", "--watchdog", "3s", "--", "touch", marker),
         ARGS("lock", "x", "--lease", "0", "--", "touch", marker),
@@ -897,6 +962,10 @@ Test(cli, bad_usage_exits_2_with_a_usage_line)
         ARGS("unlock", "x"),
         ARGS("unlock", "--force"),
         ARGS("unlock", "--force", "x", "y"),
+        ARGS("--url", "", "status", "x"),
+        ARGS("--url=", "status", "x"),
+        ARGS("status", "x", "--url", ""),
+        ARGS("--url", "redis://127.0.0.1:1", "status", "x", "--url", "redis://127.0.0.1:2"),
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         cli_result r;
@@ -909,6 +978,28 @@ Test(cli, bad_usage_exits_2_with_a_usage_line)
     }
     cr_assert(access(marker, F_OK) != 0, "a COMMAND ran despite bad usage");
     free(marker);
+}
+
+/* An empty BATON_URL is a usage error, not the default server (issue 16). */
+Test(cli, an_empty_baton_url_exits_2)
+{
+    setenv("BATON_URL", "", 1);
+    cli_result r;
+    cli_exec(&r, ARGS("status", "x"));
+    cr_assert(eq(int, r.status, 2), "stderr: %s", r.err);
+    cr_assert(strstr(r.err, "BATON_URL") != NULL, "stderr: %s", r.err);
+    cli_result_free(&r);
+}
+
+/* %00 in a URL's credentials is refused, not silently cut short. */
+Test(cli, a_nul_escape_in_the_url_password_exits_2)
+{
+    cli_result r;
+    cli_exec(&r, ARGS("--url", "redis://u:topsecret%00x@127.0.0.1:1", "status", "x"));
+    cr_assert(eq(int, r.status, 2), "stderr: %s", r.err);
+    cr_assert(strstr(r.err, "%00") != NULL, "stderr: %s", r.err);
+    cr_assert(strstr(r.err, "topsecret") == NULL, "stderr: %s", r.err);
+    cli_result_free(&r);
 }
 
 Test(cli, help_and_version)
@@ -1043,6 +1134,137 @@ Test(cli, a_refused_password_exits_121_without_showing_it, .timeout = 30)
     cr_assert(j != NULL);
     cr_assert(eq(str, json_get(json_at(j, 0), "kind")->string, "absent"));
     json_free(j);
+    cli_result_free(&r);
+    th_server_stop(&srv);
+}
+
+/* ---------------------------------------------------------------- issue 22 ----------- */
+
+Test(cli, every_subcommand_has_its_own_help)
+{
+    const char *cmds[] = {"lock", "semaphore", "latch", "status", "unlock"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        for (int form = 0; form < 2; form++) {
+            cli_result r;
+            cli_exec(&r, ARGS(cmds[i], "NAME", form ? "-h" : "--help"));
+            cr_assert(eq(int, r.status, 0), "%s --help: %d, stderr %s", cmds[i], r.status, r.err);
+            char want[64];
+            snprintf(want, sizeof want, "usage: baton [--url URL] %s ", cmds[i]);
+            cr_assert(strstr(r.out, want) != NULL, "%s --help: %s", cmds[i], r.out);
+            cr_assert(strstr(r.out, "Exit status") != NULL, "%s --help: %s", cmds[i], r.out);
+            cr_assert(eq(str, r.err, ""));
+            cli_result_free(&r);
+        }
+    }
+}
+
+Test(cli, flock_idioms_n_w_E_q)
+{
+    const char *name = th_tmpname("cli-flock");
+    char *marker = cli_path("marker");
+    baton_lock *l;
+    baton_client *c = hold(name, &l);
+    cli_result r;
+    /* -n: one attempt, exit 124 and a message */
+    cli_exec(&r, ARGS("lock", name, "-n", "--", "touch", marker));
+    cr_assert(eq(int, r.status, 124), "stderr: %s", r.err);
+    cr_assert(le(i64, r.ms, 400), "%lld ms", (long long)r.ms);
+    cr_assert(strstr(r.err, "not acquired") != NULL, "stderr: %s", r.err);
+    cli_result_free(&r);
+    /* -E 3 -q: exit 3, silent */
+    cli_exec(&r, ARGS("lock", "-n", "-E", "3", "-q", name, "--", "touch", marker));
+    cr_assert(eq(int, r.status, 3), "stderr: %s", r.err);
+    cr_assert(eq(str, r.err, ""));
+    cli_result_free(&r);
+    /* -w with a fractional duration */
+    cli_exec(&r, ARGS("lock", name, "-w", "0.3", "--", "touch", marker));
+    cr_assert(eq(int, r.status, 124), "stderr: %s", r.err);
+    cr_assert(ge(i64, r.ms, 295), "%lld ms", (long long)r.ms);
+    cr_assert(le(i64, r.ms, 800), "%lld ms", (long long)r.ms);
+    cli_result_free(&r);
+    /* the semaphore too */
+    cli_exec(&r, ARGS("semaphore", name, "-n", "-q", "-E", "9", "--", "touch", marker));
+    cr_assert(eq(int, r.status, 125), "a lock key is not a semaphore: %s", r.err);
+    cli_result_free(&r);
+    cr_assert(access(marker, F_OK) != 0, "COMMAND ran");
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    /* free: -n runs COMMAND */
+    cli_exec(&r, ARGS("lock", name, "-n", "--", "touch", marker));
+    cr_assert(eq(int, r.status, 0), "stderr: %s", r.err);
+    cr_assert(access(marker, F_OK) == 0, "COMMAND did not run");
+    cli_result_free(&r);
+    baton_lock_close(l);
+    baton_client_close(c);
+    free(marker);
+}
+
+Test(cli, fractional_and_compound_durations)
+{
+    const char *name = th_tmpname("cli-dur");
+    baton_lock *l;
+    baton_client *c = hold(name, &l);
+    const char *forms[][2] = {{"1.5s", "1500"}, {"0m1.2s", "1200"}, {"1s250ms", "1250"}};
+    for (size_t i = 0; i < 3; i++) {
+        cli_result r;
+        cli_exec(&r, ARGS("lock", name, "--wait", forms[i][0], "--", "true"));
+        int64_t want = atoll(forms[i][1]);
+        cr_assert(eq(int, r.status, 124), "%s: stderr %s", forms[i][0], r.err);
+        cr_assert(ge(i64, r.ms, want - 5), "%s: %lld ms", forms[i][0], (long long)r.ms);
+        cr_assert(le(i64, r.ms, want + 400), "%s: %lld ms", forms[i][0], (long long)r.ms);
+        cli_result_free(&r);
+    }
+    /* 1m30s is accepted as a lease (the key's TTL shows it) */
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    char *ready = cli_path("ready");
+    char script[256];
+    snprintf(script, sizeof script, "touch \"%s\"; sleep 0.5", ready);
+    pid_t pid = cli_spawn(ARGS("lock", name, "--lease", "1m30s", "--", "sh", "-c", script));
+    cr_assert(cli_wait_file(ready, 5000));
+    redisContext *rc = th_redis();
+    long long ttl = th_cmd_int(rc, "PTTL %s", name);
+    redisFree(rc);
+    cr_assert(ge(i64, ttl, 85000), "PTTL %lld", ttl);
+    cr_assert(le(i64, ttl, 90000), "PTTL %lld", ttl);
+    cr_assert(eq(int, th_wait(pid), 0));
+    free(ready);
+    baton_lock_close(l);
+    baton_client_close(c);
+}
+
+Test(cli, passwords_from_the_environment_and_askpass, .timeout = 30)
+{
+    th_server srv;
+    th_server_start(&srv, "--requirepass right-password");
+    char url[128];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
+    const char *vars[] = {"BATON_PASSWORD", "REDISCLI_AUTH"};
+    for (size_t i = 0; i < 2; i++) {
+        setenv(vars[i], "right-password", 1);
+        cli_result r;
+        cli_exec(&r, ARGS("--url", url, "lock", "pw", "--", "true"));
+        cr_assert(eq(int, r.status, 0), "%s: stderr %s", vars[i], r.err);
+        cli_result_free(&r);
+        cli_exec(&r, ARGS("--url", url, "status", "pw", "--json"));
+        cr_assert(eq(int, r.status, 0), "%s: stderr %s", vars[i], r.err);
+        cli_result_free(&r);
+        setenv(vars[i], "wrong-password", 1);
+        cli_exec(&r, ARGS("--url", url, "lock", "pw", "--", "true"));
+        cr_assert(eq(int, r.status, 121), "%s: stderr %s", vars[i], r.err);
+        cr_assert(strstr(r.err, "wrong-password") == NULL, "%s", r.err);
+        cli_result_free(&r);
+        unsetenv(vars[i]);
+    }
+    /* --askpass reads it from stdin; --user names the ACL user */
+    char cmd[512];
+    snprintf(cmd, sizeof cmd,
+             "echo right-password | \"$0\" --askpass --user default --url %s lock pw -- true", url);
+    cli_result r;
+    cli_exec_program(&r, ARGS("/bin/sh", "-c", cmd, BATON_CLI_PATH));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cli_result_free(&r);
+    snprintf(cmd, sizeof cmd, "echo nope | \"$0\" --askpass --url %s lock pw -- true", url);
+    cli_exec_program(&r, ARGS("/bin/sh", "-c", cmd, BATON_CLI_PATH));
+    cr_assert(eq(int, r.status, 121), "stderr %s", r.err);
     cli_result_free(&r);
     th_server_stop(&srv);
 }

@@ -105,6 +105,8 @@ Test(unit, url_rejects)
     parse_bad("redis://u:topsecret@h:99999", "topsecret");
     parse_bad("redis://u:topsecret@:1", "topsecret");
     parse_bad("redis://u:hunter%zz2@h", "hunter");
+    parse_bad("redis://u:hunter%002@h", "hunter");
+    parse_bad("redis://u%00x:pw@h", NULL);
     parse_bad("redis://[::1", NULL);
     parse_bad("unix://relative.sock", NULL);
     parse_bad("unix:///s.sock?db=x", NULL);
@@ -126,6 +128,21 @@ Test(unit, names_and_keys)
     k = baton__derive_key("redisson_countdownlatch__channel__", "L", NULL);
     cr_assert(eq(str, k, "redisson_countdownlatch__channel__{L}"));
     free(k);
+}
+
+/* An empty URL is an error, not the default server (issue 16). */
+Test(unit, an_empty_url_is_einval)
+{
+    baton_options o;
+    baton_options_init(&o);
+    o.url = "";
+    baton_client *c = NULL;
+    cr_assert(eq(int, baton_client_open(&o, &c), BATON_EINVAL));
+    cr_assert(c == NULL);
+    cr_assert(strstr(baton_open_errmsg(), "empty") != NULL, "%s", baton_open_errmsg());
+    cr_assert(eq(int, baton_client_open_url("", &c), BATON_EINVAL));
+    o.url = "redis://u:pw%00x@127.0.0.1:1";
+    cr_assert(eq(int, baton_client_open(&o, &c), BATON_EINVAL));
 }
 
 Test(unit, argument_checks)

@@ -23,7 +23,15 @@ typedef struct baton_client baton_client;
 
 /*
  * Options for baton_client_open(). Zero (or NULL) in any field means "the default" written
- * beside it, so a zeroed struct is a valid configuration. New fields are only ever appended.
+ * beside it, so a zeroed struct is a valid configuration.
+ *
+ * ABI: new fields are only ever appended, and the existing ones never change order, type or
+ * meaning. A library reads the whole struct as its own header declares it, so it must never
+ * run with a program compiled against a shorter one: before 1.0, each minor release that
+ * appends a field has its own SONAME (libbaton.so.0.MINOR); from 1.0, fields are appended
+ * in a new major release only (libbaton.so.MAJOR). Source compatibility is kept throughout:
+ * a program that zeroes the struct or calls baton_options_init() and then sets the fields
+ * it knows builds and behaves the same against a newer header.
  */
 typedef struct baton_options {
     const char *url;            /* where to connect; NULL: "redis://127.0.0.1:6379". Forms:

@@ -39,8 +39,10 @@ enum {
 
 /* The global settings every command uses. */
 typedef struct cli_global {
-    const char *url;     /* --url, else $BATON_URL, else the default */
-    int64_t watchdog_ms; /* --watchdog (lock only): client option watchdog_ms; 0 default */
+    const char *url;      /* --url (given once, before or after the command); NULL if not */
+    int64_t watchdog_ms;  /* --watchdog (lock only): client option watchdog_ms; 0 default */
+    const char *user;     /* --user, or NULL: the URL's */
+    const char *password; /* --askpass, $BATON_PASSWORD, $REDISCLI_AUTH, or NULL: the URL's */
 } cli_global;
 
 #define CLI_DEFAULT_URL "redis://127.0.0.1:6379"
@@ -55,8 +57,10 @@ int cli_usage_error(const char *command, const char *fmt, ...)
 /* Prints "baton: <message>\n" on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Parses a duration: "250ms", "10s", "5m", "1h", or a bare number of seconds, from 0 to
- * BATON_MAX_DURATION_MS. Returns false (with *ms untouched) if s is not one. */
+/* Parses a duration: numbers with units ms, s, m, h, fractions and sums allowed ("250ms",
+ * "1.5s", "1m30s"), or a bare number of seconds ("3", "0.25"), from 0 to
+ * BATON_MAX_DURATION_MS, rounded down to whole ms. Returns false (with *ms untouched) if s is
+ * not one. */
 bool cli_parse_duration(const char *s, int64_t *ms);
 
 /* Parses a non-negative decimal integer up to max. */
@@ -65,6 +69,17 @@ bool cli_parse_count(const char *s, int64_t max, int64_t *out);
 /* The exit code for a failed baton call: EXIT_CONN, EXIT_AUTH, EXIT_USAGE (invalid
  * argument), or EXIT_FAILED. Prints "baton: <what>: <reason>" first. */
 int cli_fail(baton_client *c, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Sets g->url from --url: a usage error (EXIT_USAGE, printed) if it is empty or a URL was
+ * given already; EXIT_OK otherwise. */
+int cli_set_url(cli_global *g, const char *url);
+
+/* --askpass: reads one line from stdin (no echo on a terminal) into g->password; -1 (printed)
+ * if there is none. */
+int cli_askpass(cli_global *g);
+
+/* The server's URL: --url, else $BATON_URL, else CLI_DEFAULT_URL. */
+const char *cli_url(const cli_global *g);
 
 /* Opens the client for g (watchdog_ms applied), or prints why not and returns its exit
  * code (EXIT_CONN, EXIT_AUTH, EXIT_USAGE for a malformed URL). */
@@ -83,11 +98,12 @@ int cli_cmd_unlock(cli_global *g, int argc, char **argv);
 int cli_cmd_status(cli_global *g, int argc, char **argv);
 
 /*
- * Connects a raw hiredis context to the URL (AUTH and SELECT included) for reads the
+ * Connects a raw hiredis context to cli_url(g) (AUTH with g's user and password, else the
+ * URL's, and SELECT included) for reads the
  * public API has no call for. Returns NULL after printing why. The caller frees it with
  * redisFree(); the type is void * so that this header needs no hiredis.
  */
-void *cli_redis_connect(const char *url);
+void *cli_redis_connect(const cli_global *g);
 
 /* The key of a Redisson auxiliary object: prefix + name wrapped in a hash tag, unless the
  * name already has a '{' (Redisson's rule). Returns a malloc'd string, or NULL. */
@@ -118,7 +134,10 @@ typedef struct cli_watch {
     int64_t lease_end_ms;  /* a fixed lease ends at this cli_now_ms(); 0 = no such lease */
     const char *what;      /* "lock NAME" for messages */
     const char *token_env; /* "BATON_FENCING_TOKEN=..." to add to the environment, or NULL */
+    int64_t kill_after_ms; /* SIGTERM, then SIGKILL this much later (--kill-after) */
 } cli_watch;
+
+#define CLI_DEFAULT_KILL_AFTER_MS 10000
 
 /* The outcome of cli_run(). */
 typedef struct cli_outcome {
@@ -132,8 +151,10 @@ typedef struct cli_outcome {
  * plus w->token_env, and the signal state baton was started with. Forwards SIGINT, SIGTERM
  * and SIGHUP to it (except those the terminal sent to the whole foreground group, which
  * COMMAND got already). Returns when it has exited. If a lost fd becomes readable or the
- * lease runs out first, prints why on stderr, sends COMMAND SIGTERM (SIGKILL 10 s later if
- * it is still running), waits for it and sets out->lost.
+ * lease runs out first, prints why on stderr, sends COMMAND SIGTERM (SIGKILL
+ * w->kill_after_ms later if it is still running), waits for it and sets out->lost. COMMAND
+ * does not outlive baton: if baton dies (even by SIGKILL) it gets SIGTERM at once and SIGKILL
+ * w->kill_after_ms later.
  */
 void cli_run(char **argv, const cli_watch *w, cli_outcome *out);
 

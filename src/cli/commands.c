@@ -89,13 +89,49 @@ static bool count_option(args *a, const char *name, int64_t min, int64_t *v)
     return true;
 }
 
+/* What lock and semaphore do when busy: flock(1)'s -n, -w, -E and -q. */
+typedef struct busy {
+    int64_t wait_ms; /* --wait / -w; -n is 0 */
+    bool has_wait;
+    int64_t code; /* -E: the exit code when not acquired (EXIT_NOT_ACQUIRED) */
+    bool quiet;   /* -q: nothing on stderr when not acquired */
+} busy;
+
+#define BUSY_INIT                                                                                  \
+    {                                                                                              \
+        BATON_WAIT_FOREVER, false, EXIT_NOT_ACQUIRED, false                                        \
+    }
+
+static bool busy_option(args *a, busy *b)
+{
+    if (duration_option(a, "--wait", &b->wait_ms, &b->has_wait) ||
+        duration_option(a, "-w", &b->wait_ms, &b->has_wait))
+        return true;
+    if (option(a, "-n", false) || option(a, "--nonblock", false)) {
+        b->wait_ms = 0;
+        b->has_wait = true;
+        return true;
+    }
+    if (option(a, "-q", false) || option(a, "--quiet", false)) {
+        b->quiet = true;
+        return true;
+    }
+    if (option(a, "-E", true) || option(a, "--conflict-exit-code", true)) {
+        if (!a->error && (!cli_parse_count(a->value, 255, &b->code)))
+            a->error = cli_usage_error(a->command, "-E needs an exit code from 0 to 255, not '%s'",
+                                       a->value);
+        return true;
+    }
+    return false;
+}
+
 /* --url is accepted after the command too. */
 static bool url_option(args *a, cli_global *g)
 {
     if (!option(a, "--url", true))
         return false;
     if (!a->error)
-        g->url = a->value;
+        a->error = cli_set_url(g, a->value);
     return true;
 }
 
@@ -143,8 +179,10 @@ int cli_cmd_lock(cli_global *g, int argc, char **argv)
     if (!names)
         return EXIT_FAILED;
     size_t n = 0;
-    int64_t wait_ms = BATON_WAIT_FOREVER, lease_ms = 0, watchdog_ms = 0;
-    bool has_wait = false, has_lease = false, has_watchdog = false, fair = false;
+    int64_t lease_ms = 0, watchdog_ms = 0;
+    int64_t kill_after_ms = CLI_DEFAULT_KILL_AFTER_MS;
+    busy b = BUSY_INIT;
+    bool has_lease = false, has_watchdog = false, fair = false;
     char **command = NULL;
     while (!at_end(&a) && !a.error) {
         const char *s = argv[a.i];
@@ -152,9 +190,9 @@ int cli_cmd_lock(cli_global *g, int argc, char **argv)
             command = argv + a.i + 1;
             break;
         }
-        if (duration_option(&a, "--wait", &wait_ms, &has_wait) ||
-            duration_option(&a, "--lease", &lease_ms, &has_lease) ||
-            duration_option(&a, "--watchdog", &watchdog_ms, &has_watchdog) || url_option(&a, g))
+        if (busy_option(&a, &b) || duration_option(&a, "--lease", &lease_ms, &has_lease) ||
+            duration_option(&a, "--watchdog", &watchdog_ms, &has_watchdog) ||
+            duration_option(&a, "--kill-after", &kill_after_ms, NULL) || url_option(&a, g))
             continue;
         if (option(&a, "--fair", false)) {
             fair = true;
@@ -223,12 +261,14 @@ int cli_cmd_lock(cli_global *g, int argc, char **argv)
     }
 
     int64_t lease = has_lease ? lease_ms : BATON_LEASE_WATCHDOG;
-    int brc = has_wait ? baton_lock_try_acquire(l, wait_ms, lease) : baton_lock_acquire(l, lease);
+    int brc =
+        b.has_wait ? baton_lock_try_acquire(l, b.wait_ms, lease) : baton_lock_acquire(l, lease);
     if (brc == BATON_ETIMEDOUT) {
         char shown[32];
-        format_ms(wait_ms, shown, sizeof shown);
-        cli_error("%s: not acquired within %s; %s not run", what, shown, command[0]);
-        rc = EXIT_NOT_ACQUIRED;
+        format_ms(b.wait_ms, shown, sizeof shown);
+        if (!b.quiet)
+            cli_error("%s: not acquired within %s; %s not run", what, shown, command[0]);
+        rc = (int)b.code;
         goto done;
     }
     if (brc != BATON_OK) {
@@ -262,7 +302,7 @@ int cli_cmd_lock(cli_global *g, int argc, char **argv)
         }
     }
 
-    cli_watch w = {lost_fds, n_fds, lease_end, what, token_env};
+    cli_watch w = {lost_fds, n_fds, lease_end, what, token_env, kill_after_ms};
     cli_outcome out;
     cli_run(command, &w, &out);
 
@@ -297,8 +337,10 @@ int cli_cmd_semaphore(cli_global *g, int argc, char **argv)
 {
     args a = {argc, 0, argv, "semaphore", NULL, 0};
     const char *name = NULL;
-    int64_t permits = 0, take = 1, wait_ms = BATON_WAIT_FOREVER;
-    bool has_permits = false, has_wait = false;
+    int64_t permits = 0, take = 1;
+    int64_t kill_after_ms = CLI_DEFAULT_KILL_AFTER_MS;
+    busy b = BUSY_INIT;
+    bool has_permits = false;
     char **command = NULL;
     int rc = 0;
     while (!at_end(&a) && !a.error && !rc) {
@@ -311,8 +353,8 @@ int cli_cmd_semaphore(cli_global *g, int argc, char **argv)
             has_permits = true;
             continue;
         }
-        if (count_option(&a, "--take", 1, &take) ||
-            duration_option(&a, "--wait", &wait_ms, &has_wait) || url_option(&a, g))
+        if (count_option(&a, "--take", 1, &take) || busy_option(&a, &b) ||
+            duration_option(&a, "--kill-after", &kill_after_ms, NULL) || url_option(&a, g))
             continue;
         if (s[0] == '-' && s[1] != '\0')
             rc = unknown_option(&a);
@@ -341,21 +383,22 @@ int cli_cmd_semaphore(cli_global *g, int argc, char **argv)
     if (brc == BATON_OK && has_permits)
         brc = baton_semaphore_try_set_permits(s, permits, NULL);
     if (brc == BATON_OK)
-        brc = has_wait ? baton_semaphore_try_acquire(s, take, wait_ms)
-                       : baton_semaphore_acquire(s, take);
+        brc = b.has_wait ? baton_semaphore_try_acquire(s, take, b.wait_ms)
+                         : baton_semaphore_acquire(s, take);
     if (brc == BATON_ETIMEDOUT) {
         char shown[32];
-        format_ms(wait_ms, shown, sizeof shown);
-        cli_error("semaphore %s: %lld permit%s not acquired within %s; %s not run", name,
-                  (long long)take, take == 1 ? "" : "s", shown, command[0]);
-        rc = EXIT_NOT_ACQUIRED;
+        format_ms(b.wait_ms, shown, sizeof shown);
+        if (!b.quiet)
+            cli_error("semaphore %s: %lld permit%s not acquired within %s; %s not run", name,
+                      (long long)take, take == 1 ? "" : "s", shown, command[0]);
+        rc = (int)b.code;
     } else if (brc != BATON_OK) {
         rc = cli_fail(c, brc, "semaphore %s", name);
     } else {
         cli_guard_hold();
         char what[300];
         snprintf(what, sizeof what, "semaphore %s", name);
-        cli_watch w = {NULL, 0, 0, what, NULL};
+        cli_watch w = {NULL, 0, 0, what, NULL, kill_after_ms};
         cli_outcome out;
         cli_run(command, &w, &out);
         brc = baton_semaphore_release(s, take);
@@ -463,9 +506,9 @@ int cli_cmd_latch(cli_global *g, int argc, char **argv)
 
 /* Whether NAME has a fair lock's queue or deadline set: then its waiters listen on their
  * own channels, which only a fair lock's force release wakes. */
-static bool has_fair_queue(const char *url, const char *name)
+static bool has_fair_queue(const cli_global *g, const char *name)
 {
-    redisContext *r = cli_redis_connect(url);
+    redisContext *r = cli_redis_connect(g);
     if (!r)
         return false;
     char *queue = cli_tagged("redisson_lock_queue:", name);
@@ -518,7 +561,7 @@ int cli_cmd_unlock(cli_global *g, int argc, char **argv)
     rc = cli_open_client(g, &c);
     if (rc)
         return rc;
-    bool fair = has_fair_queue(g->url, name);
+    bool fair = has_fair_queue(g, name);
     int brc = fair ? baton_fairlock_open(c, name, &l) : baton_lock_open(c, name, &l);
     bool was_locked = false;
     if (brc == BATON_OK)

@@ -13,56 +13,84 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <termios.h>
+#include <unistd.h>
 
-static const char *const usage_lines[][2] = {
-    {"lock", "baton [--url URL] lock NAME... [--wait DUR] [--lease DUR | --watchdog DUR] [--fair]"
-             " -- COMMAND [ARG...]"},
-    {"semaphore", "baton [--url URL] semaphore NAME [--permits N] [--take K] [--wait DUR]"
-                  " -- COMMAND [ARG...]"},
-    {"latch", "baton [--url URL] latch NAME set N | count-down | count | await [--timeout DUR]"},
-    {"status", "baton [--url URL] status NAME... [--json]"},
-    {"unlock", "baton [--url URL] unlock --force NAME"},
-    {"", "baton --help | --version"},
+/*
+ * The subcommands: name, usage line, the lines of `baton --help` (and `baton NAME --help`),
+ * and the function. A new subcommand is one more row.
+ */
+typedef struct cli_command {
+    const char *name;
+    const char *usage;
+    const char *help;
+    int (*fn)(cli_global *, int, char **);
+} cli_command;
+
+#define WAIT_HELP                                                                                  \
+    "      -w, --wait DUR         give up after DUR if busy (default: wait forever)\n"             \
+    "      -n, --nonblock         one attempt: the same as --wait 0\n"                             \
+    "      -E, --conflict-exit-code CODE  exit with CODE when busy (default 124)\n"                \
+    "      -q, --quiet            say nothing when busy\n"                                         \
+    "      --kill-after DUR       when the hold is lost or baton dies (even by kill -9),\n"        \
+    "                             COMMAND gets SIGTERM, and SIGKILL DUR later (10s)\n"
+
+static const cli_command commands[] = {
+    {"lock",
+     "baton [--url URL] lock NAME... [-n | -w DUR] [-E CODE] [-q] [--lease DUR | --watchdog DUR]"
+     " [--fair] [--kill-after DUR] -- COMMAND [ARG...]",
+     "  lock NAME... -- COMMAND    Run COMMAND while holding the lock NAME (several names:\n"
+     "                             all of them or none, a multi-lock); exit with its "
+     "status.\n" WAIT_HELP
+     "      --lease DUR            hold for at most DUR, no renewal (COMMAND still running\n"
+     "                             then counts as the lock lost)\n"
+     "      --watchdog DUR         renewed lease: the lock expires DUR after baton stops\n"
+     "                             renewing it; renewed every DUR/3 (default 30s)\n"
+     "      --fair                 fair locks: waiters acquire in the order they asked\n",
+     cli_cmd_lock},
+    {"semaphore",
+     "baton [--url URL] semaphore NAME [--permits N] [--take K] [-n | -w DUR] [-E CODE] [-q]"
+     " [--kill-after DUR] -- COMMAND [ARG...]",
+     "  semaphore NAME -- COMMAND  Run COMMAND holding K permits of the semaphore NAME.\n"
+     "      --permits N            set the semaphore to N permits if it has no count yet\n"
+     "      --take K               permits to take (default 1)\n" WAIT_HELP,
+     cli_cmd_semaphore},
+    {"latch", "baton [--url URL] latch NAME set N | count-down | count | await [--timeout DUR]",
+     "  latch NAME set N           set the count to N if none is set (exit 1 if one is)\n"
+     "  latch NAME count-down      count down by one (at zero the latch opens)\n"
+     "  latch NAME count           print the count (0: open or never set)\n"
+     "  latch NAME await           wait until the count is zero\n"
+     "      --timeout DUR          give up after DUR (default: wait forever)\n",
+     cli_cmd_latch},
+    {"status", "baton [--url URL] status NAME... [--json]",
+     "  status NAME...             show what lives at each NAME: lock holders, hold counts\n"
+     "                             and TTL, a fair lock's queue, a semaphore's permits or a\n"
+     "                             latch's count\n"
+     "      --json                 the same as JSON\n",
+     cli_cmd_status},
+    {"unlock", "baton [--url URL] unlock --force NAME",
+     "  unlock --force NAME        delete the lock NAME whoever holds it (exit 1 if it was\n"
+     "                             not locked)\n",
+     cli_cmd_unlock},
 };
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
 
-static const char help_text[] =
+static const char help_head[] =
     "baton: distributed locks, semaphores and latches for shell scripts, over Redis\n"
     "(Redisson-compatible: a Java service using Redisson can share the same locks).\n"
     "\n"
-    "Usage:\n"
-    "%s"
-    "\n"
-    "Commands:\n"
-    "  lock NAME... -- COMMAND    Run COMMAND while holding the lock NAME (several names:\n"
-    "                             all of them or none, a multi-lock); exit with its status.\n"
-    "      --wait DUR             give up after DUR if the lock is held (default: wait\n"
-    "                             forever; 0: one attempt)\n"
-    "      --lease DUR            hold for at most DUR, no renewal (COMMAND still running\n"
-    "                             then counts as the lock lost)\n"
-    "      --watchdog DUR         renewed lease: the lock expires DUR after baton stops\n"
-    "                             renewing it; renewed every DUR/3 (default 30s)\n"
-    "      --fair                 fair locks: waiters acquire in the order they asked\n"
-    "  semaphore NAME -- COMMAND  Run COMMAND holding K permits of the semaphore NAME.\n"
-    "      --permits N            set the semaphore to N permits if it has no count yet\n"
-    "      --take K               permits to take (default 1)\n"
-    "      --wait DUR             give up after DUR (default: wait forever)\n"
-    "  latch NAME set N           set the count to N if none is set (exit 1 if one is)\n"
-    "  latch NAME count-down      count down by one (at zero the latch opens)\n"
-    "  latch NAME count           print the count (0: open or never set)\n"
-    "  latch NAME await           wait until the count is zero\n"
-    "      --timeout DUR          give up after DUR (default: wait forever)\n"
-    "  status NAME...             show what lives at each NAME: lock holders, hold counts\n"
-    "                             and TTL, a fair lock's queue, a semaphore's permits or a\n"
-    "                             latch's count\n"
-    "      --json                 the same as JSON\n"
-    "  unlock --force NAME        delete the lock NAME whoever holds it (exit 1 if it was\n"
-    "                             not locked)\n"
+    "Usage:\n";
+
+static const char help_tail[] =
     "\n"
     "Options:\n"
     "  --url URL   the server: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] or\n"
     "              unix:///PATH[?db=N]; default $BATON_URL, else " CLI_DEFAULT_URL "\n"
-    "  --help      print this help;  --version  print the version\n"
-    "DUR is 250ms, 10s, 5m, 1h, or a bare number of seconds.\n"
+    "  --user USER the user name for AUTH (Redis 6 ACL)\n"
+    "  --askpass   read the password from stdin (without echo on a terminal); else\n"
+    "              $BATON_PASSWORD, else $REDISCLI_AUTH, else the URL's\n"
+    "  --help      print this help (also after a command);  --version  the version\n"
+    "DUR is 250ms, 10s, 1.5s, 5m, 1m30s, 1h, or a bare number of seconds.\n"
     "COMMAND gets BATON_FENCING_TOKEN (the lock's fencing token) in its environment;\n"
     "SIGINT, SIGTERM and SIGHUP sent to baton are forwarded to it.\n"
     "\n"
@@ -80,7 +108,7 @@ static const char help_text[] =
     "  126, 127              COMMAND could not be run, was not found\n"
     "  128+N                 COMMAND (or baton while waiting) was ended by signal N\n"
     "\n"
-    "See docs/baton.1.md for the full reference.\n";
+    "See man baton (docs/baton.1.md in baton's source) for the full reference.\n";
 
 /* ------------------------------- messages --------------------------------------------- */
 
@@ -102,12 +130,13 @@ int cli_usage_error(const char *command, const char *fmt, ...)
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     fprintf(stderr, "baton: %s\n", buf);
-    size_t n = sizeof usage_lines / sizeof usage_lines[0];
-    for (size_t i = 0; i < n; i++) {
-        if (command && strcmp(command, usage_lines[i][0]) != 0)
+    for (size_t i = 0; i < N_COMMANDS; i++) {
+        if (command && strcmp(command, commands[i].name) != 0)
             continue;
-        fprintf(stderr, "%s %s\n", i == 0 || command ? "usage:" : "      ", usage_lines[i][1]);
+        fprintf(stderr, "%s %s\n", i == 0 || command ? "usage:" : "      ", commands[i].usage);
     }
+    if (!command)
+        fprintf(stderr, "       baton --help | --version\n");
     fprintf(stderr, "Try 'baton --help' for more information.\n");
     return EXIT_USAGE;
 }
@@ -154,38 +183,110 @@ bool cli_parse_count(const char *s, int64_t max, int64_t *out)
     return true;
 }
 
+/* One "<digits>[.<digits>]" at *p, in microunits (value * 10^6); advances *p. */
+static bool parse_decimal(const char **p, int64_t *micro)
+{
+    const char *s = *p;
+    size_t n = strspn(s, "0123456789");
+    if (n == 0 || n > 12)
+        return false;
+    int64_t v = 0;
+    for (size_t i = 0; i < n; i++)
+        v = v * 10 + (s[i] - '0');
+    s += n;
+    int64_t frac = 0, scale = 1000000;
+    if (*s == '.') {
+        s++;
+        size_t f = strspn(s, "0123456789");
+        if (f == 0 || f > 6)
+            return false;
+        for (size_t i = 0; i < f; i++) {
+            scale /= 10;
+            frac += (s[i] - '0') * scale;
+        }
+        s += f;
+    }
+    *micro = v * 1000000 + frac;
+    *p = s;
+    return true;
+}
+
 bool cli_parse_duration(const char *s, int64_t *ms)
 {
-    if (!s)
+    static const struct {
+        const char *name;
+        int64_t ms;
+    } units[] = {{"ms", 1}, {"h", 3600000}, {"m", 60000}, {"s", 1000}};
+    if (!s || !*s)
         return false;
-    size_t n = strspn(s, "0123456789");
-    if (n == 0 || n > 15)
-        return false;
-    char digits[16];
-    memcpy(digits, s, n);
-    digits[n] = '\0';
-    int64_t v;
-    if (!cli_parse_count(digits, BATON_MAX_DURATION_MS, &v))
-        return false;
-    const char *unit = s + n;
-    int64_t scale;
-    if (strcmp(unit, "ms") == 0)
-        scale = 1;
-    else if (strcmp(unit, "s") == 0 || strcmp(unit, "") == 0)
-        scale = 1000;
-    else if (strcmp(unit, "m") == 0)
-        scale = 60 * 1000;
-    else if (strcmp(unit, "h") == 0)
-        scale = 3600 * 1000;
-    else
-        return false;
-    if (v > BATON_MAX_DURATION_MS / scale)
-        return false;
-    *ms = v * scale;
+    const char *p = s;
+    int64_t total_us = 0; /* microseconds */
+    while (*p) {
+        const char *start = p;
+        int64_t micro;
+        if (!parse_decimal(&p, &micro))
+            return false;
+        int64_t unit = -1;
+        for (size_t i = 0; i < sizeof units / sizeof units[0] && unit < 0; i++) {
+            size_t n = strlen(units[i].name);
+            if (strncmp(p, units[i].name, n) == 0) {
+                unit = units[i].ms;
+                p += n;
+            }
+        }
+        if (unit < 0 && *p == '\0' && start == s)
+            unit = 1000; /* a bare number, alone, is seconds */
+        if (unit < 0)
+            return false;
+        /* micro / 10^6 units of `unit` ms: in microseconds, micro * unit / 1000 */
+        if (micro > (BATON_MAX_DURATION_MS + 1) * (int64_t)1000 / unit * 1000)
+            return false;
+        total_us += micro / 1000 * unit + micro % 1000 * unit / 1000;
+        if (total_us > BATON_MAX_DURATION_MS * (int64_t)1000)
+            return false;
+    }
+    *ms = total_us / 1000;
     return true;
 }
 
 /* ------------------------------- the client ------------------------------------------- */
+
+int cli_askpass(cli_global *g)
+{
+    static char buf[1024];
+    bool tty = isatty(STDIN_FILENO);
+    struct termios old, quiet;
+    if (tty && tcgetattr(STDIN_FILENO, &old) == 0) {
+        quiet = old;
+        quiet.c_lflag &= ~(tcflag_t)ECHO;
+        fputs("Password: ", stderr);
+        tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet);
+    } else {
+        tty = false;
+    }
+    bool ok = fgets(buf, sizeof buf, stdin) != NULL;
+    if (tty) {
+        tcsetattr(STDIN_FILENO, TCSAFLUSH, &old);
+        fputs("\n", stderr);
+    }
+    if (!ok) {
+        cli_error("--askpass: no password on standard input");
+        return -1;
+    }
+    buf[strcspn(buf, "\r\n")] = '\0';
+    g->password = buf;
+    return 0;
+}
+
+int cli_set_url(cli_global *g, const char *url)
+{
+    if (g->url)
+        return cli_usage_error(NULL, "--url given twice");
+    if (!*url)
+        return cli_usage_error(NULL, "--url is empty");
+    g->url = url;
+    return EXIT_OK;
+}
 
 /* The URL without its password, for messages. */
 static void redact_url(const char *url, char *buf, size_t len)
@@ -199,17 +300,30 @@ static void redact_url(const char *url, char *buf, size_t len)
         snprintf(buf, len, "%s", url);
 }
 
+const char *cli_url(const cli_global *g)
+{
+    const char *env = getenv("BATON_URL");
+    return g->url ? g->url : env && *env ? env : CLI_DEFAULT_URL;
+}
+
 int cli_open_client(const cli_global *g, baton_client **out)
 {
     baton_options o;
     baton_options_init(&o);
-    o.url = g->url;
+    o.url = cli_url(g);
+    o.username = g->user;
+    o.password = g->password && *g->password ? g->password : NULL;
     o.watchdog_ms = g->watchdog_ms;
     int rc = baton_client_open(&o, out);
-    if (rc == BATON_OK)
+    if (rc == BATON_OK) {
+        /* an open that succeeded may leave a warning (an evicting maxmemory-policy) */
+        const char *warning = baton_client_errmsg(*out);
+        if (warning[0])
+            fprintf(stderr, "baton: warning: %s\n", warning);
         return EXIT_OK;
+    }
     char shown[512];
-    redact_url(g->url, shown, sizeof shown);
+    redact_url(o.url, shown, sizeof shown);
     const char *detail = baton_open_errmsg();
     cli_error("%s: %s%s%s", shown, baton_strerror(rc), detail[0] ? ": " : "", detail);
     switch (rc) {
@@ -236,16 +350,30 @@ const char *__tsan_default_options(void)
 
 /* ------------------------------- main ------------------------------------------------- */
 
-static void print_help(void)
+/* `baton --help` (cmd NULL) or `baton CMD --help`, on stdout. */
+static void print_help(const cli_command *cmd)
 {
-    char usage[2048] = "";
-    size_t n = sizeof usage_lines / sizeof usage_lines[0];
-    for (size_t i = 0; i < n; i++) {
-        strncat(usage, "  ", sizeof usage - strlen(usage) - 1);
-        strncat(usage, usage_lines[i][1], sizeof usage - strlen(usage) - 1);
-        strncat(usage, "\n", sizeof usage - strlen(usage) - 1);
-    }
-    printf(help_text, usage);
+    fputs(cmd ? "" : help_head, stdout);
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (!cmd || cmd == &commands[i])
+            printf("%s%s\n", cmd ? "usage: " : "  ", commands[i].usage);
+    if (!cmd)
+        printf("  baton --help | --version\n\nCommands:\n");
+    else
+        printf("\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (!cmd || cmd == &commands[i])
+            fputs(commands[i].help, stdout);
+    fputs(help_tail, stdout);
+}
+
+/* True if args (up to "--") ask for help. */
+static bool wants_help(int argc, char **argv)
+{
+    for (int i = 0; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return true;
+    return false;
 }
 
 int main(int argc, char **argv)
@@ -255,48 +383,56 @@ int main(int argc, char **argv)
     for (; i < argc && strncmp(argv[i], "-", 1) == 0; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            print_help();
+            print_help(NULL);
             return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAILED;
         }
         if (strcmp(a, "--version") == 0 || strcmp(a, "-V") == 0) {
             printf("baton %s (libbaton %s)\n", BATON_VERSION_STRING, baton_version());
             return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAILED;
         }
-        if (strcmp(a, "--url") == 0) {
-            if (i + 1 >= argc)
+        if (strcmp(a, "--askpass") == 0) {
+            if (cli_askpass(&g) != 0)
+                return EXIT_FAILED;
+        } else if (strcmp(a, "--user") == 0 || strncmp(a, "--user=", 7) == 0) {
+            if (a[6] == '\0' && i + 1 >= argc)
+                return cli_usage_error(NULL, "--user needs a user name");
+            g.user = a[6] == '=' ? a + 7 : argv[++i];
+        } else if (strcmp(a, "--url") == 0 || strncmp(a, "--url=", 6) == 0) {
+            if (a[5] == '\0' && i + 1 >= argc)
                 return cli_usage_error(NULL, "--url needs a URL");
-            g.url = argv[++i];
-        } else if (strncmp(a, "--url=", 6) == 0) {
-            g.url = a + 6;
+            int rc = cli_set_url(&g, a[5] == '=' ? a + 6 : argv[++i]);
+            if (rc)
+                return rc;
         } else {
             return cli_usage_error(NULL, "unknown option '%s'", a);
         }
     }
     if (i >= argc)
         return cli_usage_error(NULL, "no command");
-    if (!g.url || !*g.url) {
-        const char *env = getenv("BATON_URL");
-        g.url = env && *env ? env : CLI_DEFAULT_URL;
+    if (!g.password) {
+        const char *pw = getenv("BATON_PASSWORD");
+        g.password = pw && *pw ? pw : getenv("REDISCLI_AUTH");
     }
+    const char *env = getenv("BATON_URL");
+    if (env && !*env)
+        return cli_usage_error(NULL, "BATON_URL is set but empty (unset it for the default "
+                                     "server)");
 
     const char *cmd = argv[i];
-    int (*fn)(cli_global *, int, char **) = NULL;
-    if (strcmp(cmd, "lock") == 0)
-        fn = cli_cmd_lock;
-    else if (strcmp(cmd, "semaphore") == 0)
-        fn = cli_cmd_semaphore;
-    else if (strcmp(cmd, "latch") == 0)
-        fn = cli_cmd_latch;
-    else if (strcmp(cmd, "status") == 0)
-        fn = cli_cmd_status;
-    else if (strcmp(cmd, "unlock") == 0)
-        fn = cli_cmd_unlock;
-    else
+    const cli_command *found = NULL;
+    for (size_t k = 0; k < N_COMMANDS && !found; k++)
+        if (strcmp(cmd, commands[k].name) == 0)
+            found = &commands[k];
+    if (!found)
         return cli_usage_error(NULL, "unknown command '%s'", cmd);
+    if (wants_help(argc - i - 1, argv + i + 1)) {
+        print_help(found);
+        return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAILED;
+    }
 
     if (cli_signals_init() != 0)
         return EXIT_FAILED;
-    int rc = fn(&g, argc - i - 1, argv + i + 1);
+    int rc = found->fn(&g, argc - i - 1, argv + i + 1);
     cli_guard_stop(); /* join the signal thread on every path (a usage error included) */
     if (fflush(stdout) != 0 && rc == EXIT_OK) {
         cli_error("writing the output: %s", strerror(errno));

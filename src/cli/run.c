@@ -11,7 +11,9 @@
  * While COMMAND runs, the main thread poll()s the signalfd (SIGCHLD: COMMAND exited;
  * SIGINT/SIGTERM/SIGHUP: forward them), the lock-lost descriptors the library gives, and
  * the end of a fixed lease. On a loss it stops COMMAND: a job must not go on believing it
- * is protected.
+ * is protected. Nor may COMMAND outlive baton: it is started with PR_SET_PDEATHSIG
+ * (SIGTERM when baton dies, even by SIGKILL), and a small reaper process sends it SIGKILL
+ * if it is still running --kill-after later.
  */
 #define _GNU_SOURCE
 #include "cli.h"
@@ -21,18 +23,17 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 extern char **environ;
-
-#define KILL_AFTER_MS 10000 /* after a loss: SIGTERM, then SIGKILL this much later */
 
 /* The signals baton forwards; SIGCHLD is watched too. */
 static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP};
@@ -242,30 +243,130 @@ static char **make_env(const char *add)
     return env;
 }
 
+/*
+ * In the child between fork and exec (only async-signal-safe calls): ask for SIGTERM when
+ * baton dies, and close the race with a baton that died before the request was made (the
+ * child was then reparented: getppid() is no longer the pid recorded before fork). Then
+ * restore the signal state baton was started with and run COMMAND; if exec fails, its errno
+ * goes back through err_fd.
+ */
+static void exec_command(char **argv, char **env, pid_t parent, int err_fd)
+{
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent)
+        _exit(EXIT_SIGNAL_BASE + SIGTERM);
+    if (sig.pipe_was_default) {
+        struct sigaction dfl = {0};
+        dfl.sa_handler = SIG_DFL;
+        sigaction(SIGPIPE, &dfl, NULL);
+    }
+    sigprocmask(SIG_SETMASK, &sig.orig_mask, NULL);
+    execvpe(argv[0], argv, env);
+    int e = errno;
+    ssize_t w = write(err_fd, &e, sizeof e);
+    (void)w;
+    _exit(EXIT_CANNOT_RUN);
+}
+
+/* Starts COMMAND; 0 and *pid, or the errno of the failed fork or exec. */
 static int spawn(char **argv, const char *token_env, pid_t *pid)
 {
-    posix_spawnattr_t attr;
-    int rc = posix_spawnattr_init(&attr);
-    if (rc != 0)
-        return rc;
-    sigset_t def;
-    sigemptyset(&def);
-    if (sig.pipe_was_default)
-        sigaddset(&def, SIGPIPE);
-    posix_spawnattr_setsigmask(&attr, &sig.orig_mask);
-    posix_spawnattr_setsigdefault(&attr, &def);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
     char **env = make_env(token_env);
-    if (!env) {
-        posix_spawnattr_destroy(&attr);
+    if (!env)
         return ENOMEM;
+    int ep[2];
+    if (pipe2(ep, O_CLOEXEC) != 0) {
+        int e = errno;
+        free(env);
+        return e;
     }
     cloexec_new_fds();
     fflush(NULL);
-    rc = posix_spawnp(pid, argv[0], NULL, &attr, argv, env);
+    pid_t parent = getpid();
+    pid_t child = fork();
+    if (child == 0) {
+        close(ep[0]);
+        exec_command(argv, env, parent, ep[1]);
+    }
+    int err = child < 0 ? errno : 0;
+    close(ep[1]);
     free(env);
-    posix_spawnattr_destroy(&attr);
-    return rc;
+    if (child > 0) {
+        ssize_t r;
+        do
+            r = read(ep[0], &err, sizeof err);
+        while (r < 0 && errno == EINTR);
+        if (r == (ssize_t)sizeof err) {
+            while (waitpid(child, NULL, 0) < 0 && errno == EINTR) {
+            }
+        } else {
+            err = 0;
+            *pid = child;
+        }
+    }
+    close(ep[0]);
+    return err;
+}
+
+/*
+ * COMMAND's SIGKILL if baton dies: a small process that outlives baton. It waits on a pipe
+ * whose write end only baton holds; a byte means baton finished normally, end of file means
+ * baton died (COMMAND got its SIGTERM from the kernel then). It gives COMMAND kill_after_ms
+ * to exit and then SIGKILLs it through a pidfd, which cannot hit a recycled pid. Returns its
+ * pid (or -1: no pidfd or no fork; COMMAND still gets the SIGTERM) and *done_fd.
+ */
+static pid_t start_reaper(pid_t command, int64_t kill_after_ms, int *done_fd)
+{
+    int pfd = (int)syscall(SYS_pidfd_open, command, 0);
+    if (pfd < 0)
+        return -1;
+    int pp[2];
+    if (pipe2(pp, O_CLOEXEC) != 0) {
+        close(pfd);
+        return -1;
+    }
+    pid_t r = fork();
+    if (r == 0) {
+        /* keep only the pipe (as 0) and the pidfd (as 1) */
+        if (dup2(pp[0], 0) < 0 || dup2(pfd, 1) < 0)
+            _exit(1);
+        syscall(SYS_close_range, 2, ~0U, 0);
+        char c;
+        ssize_t n;
+        do
+            n = read(0, &c, 1);
+        while (n < 0 && errno == EINTR);
+        if (n != 0)
+            _exit(0);
+        struct pollfd p = {1, POLLIN, 0}; /* readable when COMMAND has exited */
+        int left = kill_after_ms > INT32_MAX ? INT32_MAX : (int)kill_after_ms;
+        while (poll(&p, 1, left) < 0 && errno == EINTR) {
+        }
+        if (!p.revents)
+            syscall(SYS_pidfd_send_signal, 1, SIGKILL, NULL, 0);
+        _exit(0);
+    }
+    close(pp[0]);
+    close(pfd);
+    if (r < 0) {
+        close(pp[1]);
+        return -1;
+    }
+    *done_fd = pp[1];
+    return r;
+}
+
+/* Tells the reaper baton is done and reaps it. */
+static void stop_reaper(pid_t reaper, int done_fd)
+{
+    if (reaper < 0)
+        return;
+    ssize_t w;
+    do
+        w = write(done_fd, "x", 1);
+    while (w < 0 && errno == EINTR);
+    close(done_fd);
+    while (waitpid(reaper, NULL, 0) < 0 && errno == EINTR) {
+    }
 }
 
 static int status_code(int st)
@@ -321,6 +422,8 @@ void cli_run(char **argv, const cli_watch *w, cli_outcome *out)
         return;
     }
     out->ran = true;
+    int done_fd = -1;
+    pid_t reaper = start_reaper(pid, w->kill_after_ms, &done_fd);
 
     size_t nl = w->n_lost_fds;
     int64_t kill_at = -1; /* when to send SIGKILL after a loss */
@@ -375,12 +478,12 @@ void cli_run(char **argv, const cli_watch *w, cli_outcome *out)
                           argv[0], why, argv[0]);
                 out->lost = true;
                 kill(pid, SIGTERM);
-                kill_at = now + KILL_AFTER_MS;
+                kill_at = now + w->kill_after_ms;
             }
         }
         if (kill_at >= 0 && now >= kill_at) {
-            cli_error("%s still running %d s after SIGTERM: sending SIGKILL", argv[0],
-                      KILL_AFTER_MS / 1000);
+            cli_error("%s still running %lld ms after SIGTERM: sending SIGKILL", argv[0],
+                      (long long)w->kill_after_ms);
             kill(pid, SIGKILL);
             kill_at = -1;
         }
@@ -391,5 +494,6 @@ void cli_run(char **argv, const cli_watch *w, cli_outcome *out)
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
         }
     }
+    stop_reaper(reaper, done_fd);
     out->status = status_code(st);
 }

@@ -118,10 +118,10 @@ static bool parse_url(const char *url, endpoint *ep)
     return ep->host != NULL;
 }
 
-void *cli_redis_connect(const char *url)
+void *cli_redis_connect(const cli_global *g)
 {
     endpoint ep;
-    if (!parse_url(url, &ep)) {
+    if (!parse_url(cli_url(g), &ep)) {
         endpoint_free(&ep);
         cli_error("cannot read the URL");
         return NULL;
@@ -135,6 +135,14 @@ void *cli_redis_connect(const char *url)
         goto fail;
     }
     redisSetTimeout(r, tv);
+    if (g->user) {
+        free(ep.user);
+        ep.user = strdup(g->user);
+    }
+    if (g->password && *g->password) {
+        free(ep.pass);
+        ep.pass = strdup(g->password);
+    }
     if (ep.pass) {
         rep = ep.user ? redisCommand(r, "AUTH %s %s", ep.user, ep.pass)
                       : redisCommand(r, "AUTH %s", ep.pass);
@@ -517,9 +525,9 @@ int cli_cmd_status(cli_global *g, int argc, char **argv)
             if (i + 1 >= argc)
                 rc = cli_usage_error("status", "--url needs a value");
             else
-                g->url = argv[++i];
+                rc = cli_set_url(g, argv[++i]);
         } else if (strncmp(a, "--url=", 6) == 0) {
-            g->url = a + 6;
+            rc = cli_set_url(g, a + 6);
         } else if (a[0] == '-' && a[1] != '\0') {
             rc = cli_usage_error("status", "unknown option '%s'", a);
         } else {
@@ -542,7 +550,7 @@ int cli_cmd_status(cli_global *g, int argc, char **argv)
     rc = cli_open_client(g, &c);
     redisContext *r = NULL;
     if (!rc) {
-        r = cli_redis_connect(g->url);
+        r = cli_redis_connect(g);
         if (!r)
             rc = EXIT_CONN;
     }

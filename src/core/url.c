@@ -24,7 +24,8 @@ void baton__endpoint_free(baton__endpoint *ep)
     memset(ep, 0, sizeof *ep);
 }
 
-/* Decodes %XX escapes (userinfo may carry '@' or ':' that way). NULL on a bad escape. */
+/* Decodes %XX escapes (userinfo may carry '@' or ':' that way). NULL on a bad escape, and
+ * on %00: a NUL would silently cut the credential short. */
 static char *decode(const char *s, size_t n)
 {
     char *out = malloc(n + 1);
@@ -42,7 +43,12 @@ static char *decode(const char *s, size_t n)
                 return NULL;
             }
             char hex[3] = {s[i + 1], s[i + 2], 0};
-            out[j++] = (char)strtol(hex, NULL, 16);
+            long v = strtol(hex, NULL, 16);
+            if (v == 0) {
+                free(out);
+                return NULL;
+            }
+            out[j++] = (char)v;
             i += 2;
         } else {
             out[j++] = s[i];
@@ -111,6 +117,8 @@ int baton__url_parse(const char *url, baton__endpoint *ep, char *errbuf, size_t 
     memset(ep, 0, sizeof *ep);
     if (!url)
         FAIL("URL is NULL");
+    if (!*url)
+        FAIL("URL is empty");
     if (strncmp(url, "unix://", 7) == 0)
         return parse_unix(url + 7, ep, errbuf, errlen);
     if (strncmp(url, "redis://", 8) != 0)
@@ -133,11 +141,11 @@ int baton__url_parse(const char *url, baton__endpoint *ep, char *errbuf, size_t 
             if (colon > p) {
                 ep->username = decode(p, (size_t)(colon - p));
                 if (!ep->username)
-                    FAIL("bad %-escape in the user name");
+                    FAIL("bad %-escape (or %00) in the user name");
             }
             ep->password = decode(colon + 1, (size_t)(at - colon - 1));
             if (!ep->password)
-                FAIL("bad %-escape in the password");
+                FAIL("bad %-escape (or %00) in the password");
             if (ep->password[0] == '\0') {
                 free(ep->password);
                 ep->password = NULL;
@@ -146,7 +154,7 @@ int baton__url_parse(const char *url, baton__endpoint *ep, char *errbuf, size_t 
             /* redis://secret@host: Redis URLs put a lone word before '@' as the password */
             ep->password = decode(p, (size_t)(at - p));
             if (!ep->password)
-                FAIL("bad %-escape in the password");
+                FAIL("bad %-escape (or %00) in the password");
         }
         p = at + 1;
     }
