@@ -6,9 +6,16 @@
 #  2. installed: `cmake --install BUILD --prefix P`; `pkg-config --libs baton` (not --static)
 #     names no hiredis, a program compiled with pkg-config's flags links and runs, and
 #     tests/vendor/ built with find_package(baton) from P links and runs.
-#   tests/packaging.sh BUILD_DIR SOURCE_DIR
+#   tests/packaging.sh BUILD_DIR SOURCE_DIR [SANITIZER]
+# A sanitizer build's installed library needs its consumers built with the same sanitizer
+# (its runtime must come first), so they get the same flag.
 set -eu
-build=$1 src=$2
+build=$1 src=$2 san=${3:-}
+case "$san" in
+    address) sanflag="-fsanitize=address,undefined" ;;
+    undefined | thread) sanflag="-fsanitize=$san" ;;
+    *) sanflag= ;;
+esac
 work=$(mktemp -d /tmp/baton-packaging.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 fail() {
@@ -36,9 +43,10 @@ libs=$(pkg-config --libs baton)
 case "$libs" in *hiredis*) fail "pkg-config --libs baton names hiredis: $libs" ;; esac
 cflags=$(pkg-config --cflags baton) # Requires.private adds hiredis's -I: pkg-config's rule
 # shellcheck disable=SC2086
-quiet cc -o "$work/pc-consumer" "$src/tests/vendor/main.c" $cflags $libs
+quiet cc $sanflag -o "$work/pc-consumer" "$src/tests/vendor/main.c" $cflags $libs
 LD_LIBRARY_PATH="$libdir" "$work/pc-consumer" >/dev/null || fail "pkg-config consumer"
-quiet cmake -S "$src/tests/vendor" -B "$work/found" -DCMAKE_PREFIX_PATH="$prefix"
+quiet cmake -S "$src/tests/vendor" -B "$work/found" -DCMAKE_PREFIX_PATH="$prefix" \
+    -DCMAKE_C_FLAGS="$sanflag" -DCMAKE_EXE_LINKER_FLAGS="$sanflag"
 grep -rq hiredis "$work/found/CMakeFiles/consumer.dir/flags.make" &&
     fail "find_package(baton) gives consumers hiredis's include path"
 quiet cmake --build "$work/found"
