@@ -158,6 +158,12 @@ typedef struct cli_outcome {
  */
 void cli_run(char **argv, const cli_watch *w, cli_outcome *out);
 
+/*
+ * `lock --hold`: holds until SIGINT, SIGTERM or SIGHUP arrives (EXIT_OK then; the caller
+ * releases) or the hold is lost (a lost fd or the lease end of w: prints why, EXIT_LOST).
+ */
+int cli_hold(const cli_watch *w);
+
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t cli_now_ms(void);
 

@@ -38,7 +38,8 @@ typedef struct cli_command {
 static const cli_command commands[] = {
     {"lock",
      "baton [--url URL] lock NAME... [-n | -w DUR] [-E CODE] [-q] [--lease DUR | --watchdog DUR]"
-     " [--fair] [--kill-after DUR] -- COMMAND [ARG...]",
+     " [--fair] [--kill-after DUR] -- COMMAND [ARG...]\n"
+     "       baton [--url URL] lock NAME... --hold [-n | -w DUR] [-E CODE] [-q] [--lease DUR]",
      "  lock NAME... -- COMMAND    Run COMMAND while holding the lock NAME (several names:\n"
      "                             all of them or none, a multi-lock); exit with its "
      "status.\n" WAIT_HELP
@@ -46,21 +47,30 @@ static const cli_command commands[] = {
      "                             then counts as the lock lost)\n"
      "      --watchdog DUR         renewed lease: the lock expires DUR after baton stops\n"
      "                             renewing it; renewed every DUR/3 (default 30s)\n"
-     "      --fair                 fair locks: waiters acquire in the order they asked\n",
+     "      --fair                 fair locks: waiters acquire in the order they asked\n"
+     "      --hold                 no COMMAND: hold the lock until SIGINT, SIGTERM or SIGHUP,\n"
+     "                             then release it and exit 0 (like etcdctl lock)\n",
      cli_cmd_lock},
     {"semaphore",
      "baton [--url URL] semaphore NAME [--permits N] [--take K] [-n | -w DUR] [-E CODE] [-q]"
-     " [--kill-after DUR] -- COMMAND [ARG...]",
+     " [--kill-after DUR] -- COMMAND [ARG...]\n"
+     "       baton [--url URL] semaphore NAME set N | add [-]N | drain | delete",
      "  semaphore NAME -- COMMAND  Run COMMAND holding K permits of the semaphore NAME.\n"
      "      --permits N            set the semaphore to N permits if it has no count yet\n"
-     "      --take K               permits to take (default 1)\n" WAIT_HELP,
+     "      --take K               permits to take (default 1)\n" WAIT_HELP
+     "  semaphore NAME set N       set the permits to N if no count is set (exit 1 if one is)\n"
+     "  semaphore NAME add [-]N    add N permits (or take them away)\n"
+     "  semaphore NAME drain       take every available permit; print how many\n"
+     "  semaphore NAME delete      delete the semaphore (exit 1 if absent)\n",
      cli_cmd_semaphore},
-    {"latch", "baton [--url URL] latch NAME set N | count-down | count | await [--timeout DUR]",
+    {"latch",
+     "baton [--url URL] latch NAME set N | count-down | count | await [--timeout DUR] | delete",
      "  latch NAME set N           set the count to N if none is set (exit 1 if one is)\n"
      "  latch NAME count-down      count down by one (at zero the latch opens)\n"
      "  latch NAME count           print the count (0: open or never set)\n"
      "  latch NAME await           wait until the count is zero\n"
-     "      --timeout DUR          give up after DUR (default: wait forever)\n",
+     "      --timeout DUR          give up after DUR (default: wait forever)\n"
+     "  latch NAME delete          delete the latch, waking its waiters (exit 1 if absent)\n",
      cli_cmd_latch},
     {"status", "baton [--url URL] status NAME... [--json]",
      "  status NAME...             show what lives at each NAME: lock holders, hold counts\n"
