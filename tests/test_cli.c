@@ -964,6 +964,7 @@ Test(cli, bad_usage_exits_2_with_a_usage_line)
         ARGS("unlock", "--force", "x", "y"),
         ARGS("--url", "", "status", "x"),
         ARGS("--url=", "status", "x"),
+        ARGS("--tls-ca"),
         ARGS("status", "x", "--url", ""),
         ARGS("--url", "redis://127.0.0.1:1", "status", "x", "--url", "redis://127.0.0.1:2"),
     };
@@ -1343,4 +1344,16 @@ Test(cli, hold_keeps_the_lock_until_sigint_then_releases_and_exits_0)
     cli_exec(&r, ARGS("lock", name, "--hold", "--", "true"));
     cr_assert(eq(int, r.status, 2), "--hold with a COMMAND: stderr %s", r.err);
     cli_result_free(&r);
+}
+
+/* The TLS flags and variables are accepted and passed on; they act on rediss:// URLs only. */
+Test(cli, tls_flags_are_accepted)
+{
+    setenv("BATON_TLS_CERT", "/nonexistent/cert.pem", 1);
+    cli_result r;
+    cli_exec(&r, ARGS("--tls-ca", "/nonexistent/ca.pem", "--tls-key=/nonexistent/key.pem",
+                      "--tls-sni", "redis.example", "--tls-insecure", "status", "x"));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cli_result_free(&r);
+    unsetenv("BATON_TLS_CERT");
 }

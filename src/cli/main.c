@@ -99,6 +99,9 @@ static const char help_tail[] =
     "  --user USER the user name for AUTH (Redis 6 ACL)\n"
     "  --askpass   read the password from stdin (without echo on a terminal); else\n"
     "              $BATON_PASSWORD, else $REDISCLI_AUTH, else the URL's\n"
+    "  --tls-ca FILE, --tls-cert FILE, --tls-key FILE, --tls-sni NAME, --tls-insecure\n"
+    "              TLS settings ($BATON_TLS_CA, $BATON_TLS_CERT, $BATON_TLS_KEY); they take\n"
+    "              effect with rediss:// URLs, which this version does not accept yet\n"
     "  --help      print this help (also after a command);  --version  the version\n"
     "DUR is 250ms, 10s, 1.5s, 5m, 1m30s, 1h, or a bare number of seconds.\n"
     "COMMAND gets BATON_FENCING_TOKEN (the lock's fencing token) in its environment;\n"
@@ -322,6 +325,11 @@ int cli_open_client(const cli_global *g, baton_client **out)
     baton_options_init(&o);
     o.url = cli_url(g);
     o.username = g->user;
+    o.tls_ca = g->tls_ca;
+    o.tls_cert = g->tls_cert;
+    o.tls_key = g->tls_key;
+    o.tls_sni = g->tls_sni;
+    o.tls_insecure_skip_verify = g->tls_insecure;
     o.password = g->password && *g->password ? g->password : NULL;
     o.watchdog_ms = g->watchdog_ms;
     int rc = baton_client_open(&o, out);
@@ -377,6 +385,19 @@ static void print_help(const cli_command *cmd)
     fputs(help_tail, stdout);
 }
 
+/* The field of g that the TLS option a ("--tls-ca FILE" or "--tls-ca=FILE") sets, or NULL. */
+static const char **tls_option(cli_global *g, const char *a)
+{
+    static const char *const names[] = {"--tls-ca", "--tls-cert", "--tls-key", "--tls-sni"};
+    const char **fields[] = {&g->tls_ca, &g->tls_cert, &g->tls_key, &g->tls_sni};
+    for (size_t k = 0; k < 4; k++) {
+        size_t n = strlen(names[k]);
+        if (strncmp(a, names[k], n) == 0 && (a[n] == '\0' || a[n] == '='))
+            return fields[k];
+    }
+    return NULL;
+}
+
 /* True if args (up to "--") ask for help. */
 static bool wants_help(int argc, char **argv)
 {
@@ -400,7 +421,15 @@ int main(int argc, char **argv)
             printf("baton %s (libbaton %s)\n", BATON_VERSION_STRING, baton_version());
             return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAILED;
         }
-        if (strcmp(a, "--askpass") == 0) {
+        const char **tls = tls_option(&g, a);
+        if (tls) {
+            const char *eq = strchr(a, '=');
+            if (!eq && i + 1 >= argc)
+                return cli_usage_error(NULL, "%s needs a value", a);
+            *tls = eq ? eq + 1 : argv[++i];
+        } else if (strcmp(a, "--tls-insecure") == 0) {
+            g.tls_insecure = true;
+        } else if (strcmp(a, "--askpass") == 0) {
             if (cli_askpass(&g) != 0)
                 return EXIT_FAILED;
         } else if (strcmp(a, "--user") == 0 || strncmp(a, "--user=", 7) == 0) {
@@ -419,6 +448,11 @@ int main(int argc, char **argv)
     }
     if (i >= argc)
         return cli_usage_error(NULL, "no command");
+    const char *tls_env[] = {"BATON_TLS_CA", "BATON_TLS_CERT", "BATON_TLS_KEY"};
+    const char **tls_field[] = {&g.tls_ca, &g.tls_cert, &g.tls_key};
+    for (size_t k = 0; k < 3; k++)
+        if (!*tls_field[k] && getenv(tls_env[k]) && *getenv(tls_env[k]))
+            *tls_field[k] = getenv(tls_env[k]);
     if (!g.password) {
         const char *pw = getenv("BATON_PASSWORD");
         g.password = pw && *pw ? pw : getenv("REDISCLI_AUTH");
