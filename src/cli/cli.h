@@ -43,6 +43,11 @@ typedef struct cli_global {
     int64_t watchdog_ms;  /* --watchdog (lock only): client option watchdog_ms; 0 default */
     const char *user;     /* --user, or NULL: the URL's */
     const char *password; /* --askpass, $BATON_PASSWORD, $REDISCLI_AUTH, or NULL: the URL's */
+    const char *tls_ca;   /* --tls-ca or $BATON_TLS_CA: client option tls_ca */
+    const char *tls_cert; /* --tls-cert or $BATON_TLS_CERT */
+    const char *tls_key;  /* --tls-key or $BATON_TLS_KEY */
+    const char *tls_sni;  /* --tls-sni */
+    bool tls_insecure;    /* --tls-insecure: tls_insecure_skip_verify */
 } cli_global;
 
 #define CLI_DEFAULT_URL "redis://127.0.0.1:6379"
@@ -157,6 +162,12 @@ typedef struct cli_outcome {
  * w->kill_after_ms later.
  */
 void cli_run(char **argv, const cli_watch *w, cli_outcome *out);
+
+/*
+ * `lock --hold`: holds until SIGINT, SIGTERM or SIGHUP arrives (EXIT_OK then; the caller
+ * releases) or the hold is lost (a lost fd or the lease end of w: prints why, EXIT_LOST).
+ */
+int cli_hold(const cli_watch *w);
 
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t cli_now_ms(void);

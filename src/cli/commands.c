@@ -182,6 +182,7 @@ int cli_cmd_lock(cli_global *g, int argc, char **argv)
     int64_t lease_ms = 0, watchdog_ms = 0;
     int64_t kill_after_ms = CLI_DEFAULT_KILL_AFTER_MS;
     busy b = BUSY_INIT;
+    bool hold = false;
     bool has_lease = false, has_watchdog = false, fair = false;
     char **command = NULL;
     while (!at_end(&a) && !a.error) {
@@ -198,6 +199,10 @@ int cli_cmd_lock(cli_global *g, int argc, char **argv)
             fair = true;
             continue;
         }
+        if (option(&a, "--hold", false)) {
+            hold = true;
+            continue;
+        }
         if (s[0] == '-' && s[1] != '\0') {
             a.error = unknown_option(&a);
             break;
@@ -208,9 +213,11 @@ int cli_cmd_lock(cli_global *g, int argc, char **argv)
     int rc = a.error;
     if (!rc && n == 0)
         rc = cli_usage_error("lock", "no lock NAME");
-    else if (!rc && !command)
-        rc = cli_usage_error("lock", "missing '--' before COMMAND");
-    else if (!rc && !command[0])
+    else if (!rc && hold && command)
+        rc = cli_usage_error("lock", "--hold runs no COMMAND");
+    else if (!rc && !hold && !command)
+        rc = cli_usage_error("lock", "missing '--' before COMMAND (or --hold)");
+    else if (!rc && !hold && !command[0])
         rc = cli_usage_error("lock", "no COMMAND after '--'");
     else if (!rc && has_lease && has_watchdog)
         rc = cli_usage_error("lock", "--lease and --watchdog exclude each other");
@@ -267,7 +274,8 @@ int cli_cmd_lock(cli_global *g, int argc, char **argv)
         char shown[32];
         format_ms(b.wait_ms, shown, sizeof shown);
         if (!b.quiet)
-            cli_error("%s: not acquired within %s; %s not run", what, shown, command[0]);
+            cli_error("%s: not acquired within %s%s%s", what, shown,
+                      hold ? "" : "; not run: ", hold ? "" : command[0]);
         rc = (int)b.code;
         goto done;
     }
@@ -303,14 +311,22 @@ int cli_cmd_lock(cli_global *g, int argc, char **argv)
     }
 
     cli_watch w = {lost_fds, n_fds, lease_end, what, token_env, kill_after_ms};
-    cli_outcome out;
-    cli_run(command, &w, &out);
+    cli_outcome out = {0, false, false};
+    if (hold) {
+        fprintf(stderr, "baton: holding %s until interrupted\n", what);
+        out.status = cli_hold(&w);
+        out.lost = out.status == EXIT_LOST;
+        out.ran = true;
+    } else {
+        cli_run(command, &w, &out);
+    }
 
     brc = baton_lock_release(l);
     if (out.lost) {
         rc = EXIT_LOST;
     } else if (out.ran && brc == BATON_ENOTHELD) {
-        cli_error("%s was lost before %s finished (found at release)", what, command[0]);
+        cli_error("%s was lost before %s finished (found at release)", what,
+                  hold ? "the hold" : command[0]);
         rc = EXIT_LOST;
     } else {
         if (brc != BATON_OK && brc != BATON_ENOTHELD)
@@ -333,6 +349,58 @@ done:
 
 /* ------------------------------- semaphore -------------------------------------------- */
 
+static bool is_semaphore_verb(const char *s)
+{
+    return strcmp(s, "set") == 0 || strcmp(s, "add") == 0 || strcmp(s, "drain") == 0 ||
+           strcmp(s, "delete") == 0;
+}
+
+/* `semaphore NAME set N | add [-]N | drain | delete`: the library's admin calls. set: exit 1
+ * if a count was set already; drain: prints the permits taken; delete: exit 1 if absent. */
+static int semaphore_admin(cli_global *g, const char *name, const char *verb, const char *number)
+{
+    bool set = strcmp(verb, "set") == 0, add = strcmp(verb, "add") == 0;
+    int64_t n = 0;
+    bool neg = add && number && number[0] == '-';
+    if ((set || add) &&
+        (!number || !cli_parse_count(number + neg, INT64_MAX / 2, &n) || (add && n == 0)))
+        return cli_usage_error("semaphore", "semaphore %s needs a %s, not '%s'", verb,
+                               set ? "count from 0" : "non-zero whole number",
+                               number ? number : "");
+    if (!set && !add && number)
+        return cli_usage_error("semaphore", "unexpected '%s'", number);
+    baton_client *c = NULL;
+    baton_semaphore *s = NULL;
+    int rc = cli_open_client(g, &c);
+    if (rc)
+        return rc;
+    int brc = baton_semaphore_open(c, name, &s);
+    bool yes = true;
+    int64_t drained = 0;
+    if (brc == BATON_OK) {
+        if (set)
+            brc = baton_semaphore_try_set_permits(s, n, &yes);
+        else if (add)
+            brc = baton_semaphore_add_permits(s, neg ? -n : n);
+        else if (strcmp(verb, "drain") == 0)
+            brc = baton_semaphore_drain(s, &drained);
+        else
+            brc = baton_semaphore_delete(s, &yes);
+    }
+    if (brc != BATON_OK) {
+        rc = cli_fail(c, brc, "semaphore %s: %s", name, verb);
+    } else if (!yes) {
+        cli_error("semaphore %s: %s", name,
+                  set ? "a count is already set; left as it is" : "does not exist");
+        rc = EXIT_NO;
+    } else if (strcmp(verb, "drain") == 0) {
+        printf("%lld\n", (long long)drained);
+    }
+    baton_semaphore_close(s);
+    baton_client_close(c);
+    return rc;
+}
+
 int cli_cmd_semaphore(cli_global *g, int argc, char **argv)
 {
     args a = {argc, 0, argv, "semaphore", NULL, 0};
@@ -342,6 +410,7 @@ int cli_cmd_semaphore(cli_global *g, int argc, char **argv)
     busy b = BUSY_INIT;
     bool has_permits = false;
     char **command = NULL;
+    const char *verb = NULL, *number = NULL;
     int rc = 0;
     while (!at_end(&a) && !a.error && !rc) {
         const char *s = argv[a.i];
@@ -356,6 +425,13 @@ int cli_cmd_semaphore(cli_global *g, int argc, char **argv)
         if (count_option(&a, "--take", 1, &take) || busy_option(&a, &b) ||
             duration_option(&a, "--kill-after", &kill_after_ms, NULL) || url_option(&a, g))
             continue;
+        if (name && !verb && is_semaphore_verb(s)) {
+            verb = s;
+            a.i++;
+            if ((strcmp(verb, "set") == 0 || strcmp(verb, "add") == 0) && !at_end(&a))
+                number = argv[a.i++]; /* add's may be negative */
+            continue;
+        }
         if (s[0] == '-' && s[1] != '\0')
             rc = unknown_option(&a);
         else if (name)
@@ -365,6 +441,8 @@ int cli_cmd_semaphore(cli_global *g, int argc, char **argv)
     }
     if (!rc)
         rc = a.error;
+    if (!rc && name && verb && !command)
+        return semaphore_admin(g, name, verb, number);
     if (!rc && !name)
         rc = cli_usage_error("semaphore", "no semaphore NAME");
     else if (!rc && !command)
@@ -446,7 +524,8 @@ int cli_cmd_latch(cli_global *g, int argc, char **argv)
     const char *name = words[0], *verb = words[1];
     int64_t count = 0;
     bool set = strcmp(verb, "set") == 0, await = strcmp(verb, "await") == 0;
-    if (!set && !await && strcmp(verb, "count-down") != 0 && strcmp(verb, "count") != 0)
+    if (!set && !await && strcmp(verb, "count-down") != 0 && strcmp(verb, "count") != 0 &&
+        strcmp(verb, "delete") != 0)
         return cli_usage_error("latch", "unknown latch verb '%s'", verb);
     if (set && (!words[2] || !cli_parse_count(words[2], INT64_MAX / 2, &count) || count < 1))
         return cli_usage_error("latch", "latch set needs a count from 1%s%s%s",
@@ -492,6 +571,15 @@ int cli_cmd_latch(cli_global *g, int argc, char **argv)
             rc = cli_fail(c, brc, "latch %s: count", name);
         else
             printf("%lld\n", (long long)v);
+    } else if (strcmp(verb, "delete") == 0) {
+        bool existed = false;
+        brc = baton_latch_delete(l, &existed);
+        if (brc != BATON_OK) {
+            rc = cli_fail(c, brc, "latch %s: delete", name);
+        } else if (!existed) {
+            cli_error("latch %s does not exist", name);
+            rc = EXIT_NO;
+        }
     } else {
         brc = baton_latch_count_down(l);
         if (brc != BATON_OK)

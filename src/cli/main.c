@@ -38,7 +38,8 @@ typedef struct cli_command {
 static const cli_command commands[] = {
     {"lock",
      "baton [--url URL] lock NAME... [-n | -w DUR] [-E CODE] [-q] [--lease DUR | --watchdog DUR]"
-     " [--fair] [--kill-after DUR] -- COMMAND [ARG...]",
+     " [--fair] [--kill-after DUR] -- COMMAND [ARG...]\n"
+     "       baton [--url URL] lock NAME... --hold [-n | -w DUR] [-E CODE] [-q] [--lease DUR]",
      "  lock NAME... -- COMMAND    Run COMMAND while holding the lock NAME (several names:\n"
      "                             all of them or none, a multi-lock); exit with its "
      "status.\n" WAIT_HELP
@@ -46,21 +47,30 @@ static const cli_command commands[] = {
      "                             then counts as the lock lost)\n"
      "      --watchdog DUR         renewed lease: the lock expires DUR after baton stops\n"
      "                             renewing it; renewed every DUR/3 (default 30s)\n"
-     "      --fair                 fair locks: waiters acquire in the order they asked\n",
+     "      --fair                 fair locks: waiters acquire in the order they asked\n"
+     "      --hold                 no COMMAND: hold the lock until SIGINT, SIGTERM or SIGHUP,\n"
+     "                             then release it and exit 0 (like etcdctl lock)\n",
      cli_cmd_lock},
     {"semaphore",
      "baton [--url URL] semaphore NAME [--permits N] [--take K] [-n | -w DUR] [-E CODE] [-q]"
-     " [--kill-after DUR] -- COMMAND [ARG...]",
+     " [--kill-after DUR] -- COMMAND [ARG...]\n"
+     "       baton [--url URL] semaphore NAME set N | add [-]N | drain | delete",
      "  semaphore NAME -- COMMAND  Run COMMAND holding K permits of the semaphore NAME.\n"
      "      --permits N            set the semaphore to N permits if it has no count yet\n"
-     "      --take K               permits to take (default 1)\n" WAIT_HELP,
+     "      --take K               permits to take (default 1)\n" WAIT_HELP
+     "  semaphore NAME set N       set the permits to N if no count is set (exit 1 if one is)\n"
+     "  semaphore NAME add [-]N    add N permits (or take them away)\n"
+     "  semaphore NAME drain       take every available permit; print how many\n"
+     "  semaphore NAME delete      delete the semaphore (exit 1 if absent)\n",
      cli_cmd_semaphore},
-    {"latch", "baton [--url URL] latch NAME set N | count-down | count | await [--timeout DUR]",
+    {"latch",
+     "baton [--url URL] latch NAME set N | count-down | count | await [--timeout DUR] | delete",
      "  latch NAME set N           set the count to N if none is set (exit 1 if one is)\n"
      "  latch NAME count-down      count down by one (at zero the latch opens)\n"
      "  latch NAME count           print the count (0: open or never set)\n"
      "  latch NAME await           wait until the count is zero\n"
-     "      --timeout DUR          give up after DUR (default: wait forever)\n",
+     "      --timeout DUR          give up after DUR (default: wait forever)\n"
+     "  latch NAME delete          delete the latch, waking its waiters (exit 1 if absent)\n",
      cli_cmd_latch},
     {"status", "baton [--url URL] status NAME... [--json]",
      "  status NAME...             show what lives at each NAME: lock holders, hold counts\n"
@@ -89,6 +99,9 @@ static const char help_tail[] =
     "  --user USER the user name for AUTH (Redis 6 ACL)\n"
     "  --askpass   read the password from stdin (without echo on a terminal); else\n"
     "              $BATON_PASSWORD, else $REDISCLI_AUTH, else the URL's\n"
+    "  --tls-ca FILE, --tls-cert FILE, --tls-key FILE, --tls-sni NAME, --tls-insecure\n"
+    "              TLS settings ($BATON_TLS_CA, $BATON_TLS_CERT, $BATON_TLS_KEY); they take\n"
+    "              effect with rediss:// URLs, which this version does not accept yet\n"
     "  --help      print this help (also after a command);  --version  the version\n"
     "DUR is 250ms, 10s, 1.5s, 5m, 1m30s, 1h, or a bare number of seconds.\n"
     "COMMAND gets BATON_FENCING_TOKEN (the lock's fencing token) in its environment;\n"
@@ -312,6 +325,11 @@ int cli_open_client(const cli_global *g, baton_client **out)
     baton_options_init(&o);
     o.url = cli_url(g);
     o.username = g->user;
+    o.tls_ca = g->tls_ca;
+    o.tls_cert = g->tls_cert;
+    o.tls_key = g->tls_key;
+    o.tls_sni = g->tls_sni;
+    o.tls_insecure_skip_verify = g->tls_insecure;
     o.password = g->password && *g->password ? g->password : NULL;
     o.watchdog_ms = g->watchdog_ms;
     int rc = baton_client_open(&o, out);
@@ -367,6 +385,19 @@ static void print_help(const cli_command *cmd)
     fputs(help_tail, stdout);
 }
 
+/* The field of g that the TLS option a ("--tls-ca FILE" or "--tls-ca=FILE") sets, or NULL. */
+static const char **tls_option(cli_global *g, const char *a)
+{
+    static const char *const names[] = {"--tls-ca", "--tls-cert", "--tls-key", "--tls-sni"};
+    const char **fields[] = {&g->tls_ca, &g->tls_cert, &g->tls_key, &g->tls_sni};
+    for (size_t k = 0; k < 4; k++) {
+        size_t n = strlen(names[k]);
+        if (strncmp(a, names[k], n) == 0 && (a[n] == '\0' || a[n] == '='))
+            return fields[k];
+    }
+    return NULL;
+}
+
 /* True if args (up to "--") ask for help. */
 static bool wants_help(int argc, char **argv)
 {
@@ -390,7 +421,15 @@ int main(int argc, char **argv)
             printf("baton %s (libbaton %s)\n", BATON_VERSION_STRING, baton_version());
             return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAILED;
         }
-        if (strcmp(a, "--askpass") == 0) {
+        const char **tls = tls_option(&g, a);
+        if (tls) {
+            const char *eq = strchr(a, '=');
+            if (!eq && i + 1 >= argc)
+                return cli_usage_error(NULL, "%s needs a value", a);
+            *tls = eq ? eq + 1 : argv[++i];
+        } else if (strcmp(a, "--tls-insecure") == 0) {
+            g.tls_insecure = true;
+        } else if (strcmp(a, "--askpass") == 0) {
             if (cli_askpass(&g) != 0)
                 return EXIT_FAILED;
         } else if (strcmp(a, "--user") == 0 || strncmp(a, "--user=", 7) == 0) {
@@ -409,6 +448,11 @@ int main(int argc, char **argv)
     }
     if (i >= argc)
         return cli_usage_error(NULL, "no command");
+    const char *tls_env[] = {"BATON_TLS_CA", "BATON_TLS_CERT", "BATON_TLS_KEY"};
+    const char **tls_field[] = {&g.tls_ca, &g.tls_cert, &g.tls_key};
+    for (size_t k = 0; k < 3; k++)
+        if (!*tls_field[k] && getenv(tls_env[k]) && *getenv(tls_env[k]))
+            *tls_field[k] = getenv(tls_env[k]);
     if (!g.password) {
         const char *pw = getenv("BATON_PASSWORD");
         g.password = pw && *pw ? pw : getenv("REDISCLI_AUTH");

@@ -224,6 +224,40 @@ int cli_guard_stop(void)
 
 /* ------------------------------- COMMAND ---------------------------------------------- */
 
+int cli_hold(const cli_watch *w)
+{
+    int pending = cli_guard_stop();
+    if (pending)
+        return EXIT_OK;
+    struct pollfd p[1 + 64];
+    size_t np = 1;
+    p[0] = (struct pollfd){sig.sfd, POLLIN, 0};
+    for (size_t i = 0; i < w->n_lost_fds && np < 65; i++)
+        p[np++] = (struct pollfd){w->lost_fds[i], POLLIN, 0};
+    for (;;) {
+        int64_t now = cli_now_ms(), timeout = -1;
+        if (w->lease_end_ms > 0)
+            timeout = w->lease_end_ms <= now ? 0 : w->lease_end_ms - now;
+        if (timeout > 60000)
+            timeout = 60000;
+        if (poll(p, (nfds_t)np, (int)timeout) < 0 && errno != EINTR) {
+            cli_error("poll: %s", strerror(errno));
+            return EXIT_FAILED;
+        }
+        struct signalfd_siginfo si;
+        while (read(sig.sfd, &si, sizeof si) == (ssize_t)sizeof si)
+            if (is_forwarded((int)si.ssi_signo) && !sig.orig_ignored[si.ssi_signo])
+                return EXIT_OK;
+        bool lost = w->lease_end_ms > 0 && cli_now_ms() >= w->lease_end_ms;
+        for (size_t i = 1; i < np; i++)
+            lost = lost || p[i].revents;
+        if (lost) {
+            cli_error("%s was lost while held", w->what);
+            return EXIT_LOST;
+        }
+    }
+}
+
 /* environ with `add` ("NAME=value") in place of any NAME= already there. */
 static char **make_env(const char *add)
 {
