@@ -204,6 +204,45 @@ Test(idle, watchdog_renewals_outlive_the_servers_idle_timeout)
     rig_down(&g);
 }
 
+/* A pool of one on a new server: the first renewal meets NOSCRIPT and loads the script
+ * without waiting on the connection it holds itself; then renewals on connections the
+ * server keeps closing, and (killed) ones killed every 700 ms, mid-pipeline included. */
+static void watchdog_keeps_renewing(int pool, idle_kind kind)
+{
+    rig g;
+    rig_up(&g, pool, kind);
+    atomic_store(&lost_calls, 0);
+    baton_lock *l;
+    cr_assert(eq(int, baton_lock_open(g.c, "idle-wd1", &l), BATON_OK));
+    cr_assert(eq(int, baton_lock_set_lost_handler(l, on_lost, NULL), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(l, BATON_LEASE_WATCHDOG), BATON_OK));
+    int64_t start = th_ms();
+    while (th_ms() - start < 7000) {
+        if (kind == BY_KILL)
+            q(&g, "CLIENT KILL TYPE normal SKIPME yes");
+        th_sleep_ms(700);
+        /* renewed every 2 s with a 6 s lease: never below 4 s, less slack */
+        long long pttl = q(&g, "PTTL idle-wd1");
+        cr_assert(gt(i64, pttl, 3000), "pttl %lld after %lld ms", pttl,
+                  (long long)(th_ms() - start));
+    }
+    cr_assert(eq(int, atomic_load(&lost_calls), 0));
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK), "%s", baton_client_errmsg(g.c));
+    cr_assert(eq(i64, q(&g, "EXISTS idle-wd1"), 0));
+    baton_lock_close(l);
+    rig_down(&g);
+}
+
+Test(idle, watchdog_renews_with_one_pooled_connection)
+{
+    watchdog_keeps_renewing(1, BY_TIMEOUT);
+}
+
+Test(idle, watchdog_renews_while_connections_are_killed)
+{
+    watchdog_keeps_renewing(16, BY_KILL);
+}
+
 typedef struct idle_waiter {
     baton_lock *l;
     int rc, release_rc;

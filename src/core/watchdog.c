@@ -109,20 +109,26 @@ typedef struct lost_cb {
     void *arg;
 } lost_cb;
 
-/* Outcome of one hold's renewal: 1 renewed, 0 gone, -1 unknown (no reply). */
-static void renew_all(baton__watchdog *w, snapshot *s, signed char *result)
+/* A batch's reply: one 1/0 per hold, in order; anything else leaves them unknown. */
+static void take_results(const redisReply *r, size_t cnt, signed char *result)
+{
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == cnt)
+        for (size_t i = 0; i < cnt; i++)
+            if (r->element[i]->type == REDIS_REPLY_INTEGER)
+                result[i] = r->element[i]->integer ? 1 : 0;
+}
+
+/* One pipelined pass of every batch on one pooled connection: fills result (1 renewed,
+ * 0 gone) and flags the batches the server answered NOSCRIPT. false: the connection broke
+ * (it took the idle ones with it; the batches not answered stay unknown). */
+static bool renew_pass(baton__watchdog *w, snapshot *s, const char *lease, signed char *result,
+                       bool *noscript)
 {
     baton_client *c = w->c;
     const baton__script *sc = baton__script_find("lock_renew");
-    memset(result, -1, s->n);
-    if (s->n == 0)
-        return;
-    char lease[32];
-    snprintf(lease, sizeof lease, "%lld", (long long)c->cfg.watchdog_ms);
-
     baton__conn *conn;
     if (baton__conn_get(c, &conn) != BATON_OK)
-        return;
+        return false;
     redisContext *ctx = baton__conn_ctx(conn);
     size_t nbatches = (s->n + BATCH - 1) / BATCH;
     const char *args[BATCH + 1];
@@ -138,31 +144,57 @@ static void renew_all(baton__watchdog *w, snapshot *s, signed char *result)
     baton__mutex_unlock(&w->mu);
     baton__count_round_trip(c); /* the batches travel pipelined: one round trip */
     bool broken = false;
-    for (size_t b = 0; b < nbatches; b++) {
+    for (size_t b = 0; b < nbatches && !broken; b++) {
         size_t from = b * BATCH, cnt = s->n - from < BATCH ? s->n - from : BATCH;
         void *rv = NULL;
-        if (redisGetReply(ctx, &rv) != REDIS_OK) {
+        if (redisGetReply(ctx, &rv) != REDIS_OK || !rv) {
             broken = true;
             break;
         }
         redisReply *r = rv;
-        if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
-            /* script cache flushed: this batch again, through the NOSCRIPT-safe path */
-            freeReplyObject(r);
-            r = NULL;
-            for (size_t i = 0; i < cnt; i++)
-                args[1 + i] = s->owners[from + i];
-            if (baton__script_run(c, sc, (int)cnt, (const char **)&s->names[from], (int)cnt + 1,
-                                  args, &r) != BATON_OK)
-                continue;
-        }
-        if (r->type == REDIS_REPLY_ARRAY && r->elements == cnt)
-            for (size_t i = 0; i < cnt; i++)
-                if (r->element[i]->type == REDIS_REPLY_INTEGER)
-                    result[from + i] = r->element[i]->integer ? 1 : 0;
+        noscript[b] = r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
+        take_results(r, cnt, &result[from]);
         freeReplyObject(r);
     }
     baton__conn_put(c, conn, broken);
+    return !broken;
+}
+
+/* Outcome of one hold's renewal: 1 renewed, 0 gone, -1 unknown (no reply). A renewal is
+ * idempotent (it only extends a lease the owner still has), so a pass whose connection
+ * broke is sent once more on a new connection. */
+static void renew_all(baton__watchdog *w, snapshot *s, signed char *result)
+{
+    baton_client *c = w->c;
+    memset(result, -1, s->n);
+    if (s->n == 0)
+        return;
+    char lease[32];
+    snprintf(lease, sizeof lease, "%lld", (long long)c->cfg.watchdog_ms);
+    size_t nbatches = (s->n + BATCH - 1) / BATCH;
+    bool *noscript = calloc(nbatches, sizeof *noscript);
+    if (!noscript)
+        return;
+    if (!renew_pass(w, s, lease, result, noscript))
+        renew_pass(w, s, lease, result, noscript); /* on a new connection */
+    /* Script cache flushed: those batches again through the NOSCRIPT-safe path, after the
+     * pipeline's connection went back (a pool of one must not wait on itself). */
+    const char *args[BATCH + 1];
+    args[0] = lease;
+    for (size_t b = 0; b < nbatches; b++) {
+        if (!noscript[b])
+            continue;
+        size_t from = b * BATCH, cnt = s->n - from < BATCH ? s->n - from : BATCH;
+        for (size_t i = 0; i < cnt; i++)
+            args[1 + i] = s->owners[from + i];
+        redisReply *r = NULL;
+        if (baton__script_run(c, baton__script_find("lock_renew"), (int)cnt,
+                              (const char **)&s->names[from], (int)cnt + 1, args, &r) != BATON_OK)
+            continue;
+        take_results(r, cnt, &result[from]);
+        freeReplyObject(r);
+    }
+    free(noscript);
 }
 
 /* Runs lost callbacks with the mutex released; drop() waits for them to finish. */
