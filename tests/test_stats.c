@@ -53,7 +53,9 @@ static int logged(log_book *b, int level, const char *text)
     return n;
 }
 
-static baton_client *logged_client(log_book *b, int level, const char *url, int64_t watchdog_ms)
+/* A client whose log hook records into b (url NULL: the shared server). */
+static baton_client *logged_client(log_book *b, int level, const char *url, int64_t watchdog_ms,
+                                   int64_t slow_acquire_ms)
 {
     pthread_mutex_init(&b->mu, NULL);
     b->n = 0;
@@ -64,6 +66,7 @@ static baton_client *logged_client(log_book *b, int level, const char *url, int6
     o.log_arg = b;
     o.log_level = level;
     o.watchdog_ms = watchdog_ms;
+    o.slow_acquire_ms = slow_acquire_ms;
     return th_client(&o);
 }
 
@@ -212,7 +215,7 @@ Test(stats, semaphore_fairlock_and_latch_count_as_their_kind)
 Test(stats, force_release_while_watched_is_one_deleted_hold)
 {
     log_book b;
-    baton_client *c = logged_client(&b, BATON_LOG_WARN, NULL, 300);
+    baton_client *c = logged_client(&b, BATON_LOG_WARN, NULL, 300, 0);
     baton_client *other = th_client(NULL);
     const char *name = th_tmpname("st-lost");
     baton_lock *l, *ol;
@@ -246,7 +249,7 @@ Test(stats, server_restart_is_one_restart_loss_and_a_new_epoch)
     char url[64];
     snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
     log_book b;
-    baton_client *c = logged_client(&b, BATON_LOG_INFO, url, 0);
+    baton_client *c = logged_client(&b, BATON_LOG_INFO, url, 0, 0);
     baton_lock *l;
     const char *name = th_tmpname("st-restart");
     cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
@@ -296,15 +299,7 @@ static void *hold_150ms(void *arg)
 /* One acquisition that waits ~150 ms, on a client with slow_acquire_ms = 50. */
 static baton_stats slow_acquire(int level, log_book *b)
 {
-    pthread_mutex_init(&b->mu, NULL);
-    b->n = 0;
-    baton_options o;
-    baton_options_init(&o);
-    o.log_fn = record;
-    o.log_arg = b;
-    o.log_level = level;
-    o.slow_acquire_ms = 50;
-    baton_client *c = th_client(&o);
+    baton_client *c = logged_client(b, level, NULL, 0, 50);
     holder h = {th_tmpname("st-slow"), -1};
     redisContext *r = th_redis();
     pthread_t t;
@@ -395,7 +390,7 @@ static char *format(baton_client *c, int fmt)
 /* A family declared by # TYPE: its name and type. */
 typedef struct family {
     char name[128];
-    char type[16];
+    char type[128];
     bool help;
 } family;
 
