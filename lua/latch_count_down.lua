@@ -1,12 +1,19 @@
 -- latch_count_down: decrement a count-down latch; at zero delete it and wake the waiters.
 -- KEYS[1]  the latch: a string at the latch's name holding the count
 -- KEYS[2]  the latch's channel, redisson_countdownlatch__channel__{name}
+-- KEYS[3]  the request latch, baton_request:{name}:<request-id>: remembers this request's
+--          outcome, so a re-send after a lost reply returns it instead of counting twice
 -- ARGV[1]  the "reached zero" message, "0"
+-- ARGV[2]  how long the request latch lives, in ms
 -- Returns  the count after the call: 0 when the latch is (now) open. An absent latch is
 --          left absent (the count never goes negative); the count that reaches 0 deletes
 --          the key and publishes "0", once.
 --          A key of another type, or a string that is not an integer, fails (WRONGTYPE, or
 --          ERR) before anything is written.
+local done = redis.call('get', KEYS[3])
+if done ~= false then
+    return tonumber(done)
+end
 local t = redis.call('type', KEYS[1]).ok
 if t == 'none' then
     return 0
@@ -21,6 +28,8 @@ local v = redis.call('decr', KEYS[1])
 if v <= 0 then
     redis.call('del', KEYS[1])
     redis.call('publish', KEYS[2], ARGV[1])
+    redis.call('set', KEYS[3], 0, 'px', ARGV[2])
     return 0
 end
+redis.call('set', KEYS[3], v, 'px', ARGV[2])
 return v

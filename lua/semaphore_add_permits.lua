@@ -2,12 +2,19 @@
 -- below zero.
 -- KEYS[1]  the semaphore: a string holding the permit count (absent = 0 permits)
 -- KEYS[2]  its channel, redisson_sc:{name}
+-- KEYS[3]  the request latch, baton_request:{name}:<request-id>: remembers this request's
+--          outcome, so a re-send after a lost reply returns it instead of adding twice
 -- ARGV[1]  delta: > 0 adds (creating the key if absent) and publishes the new count;
 --          < 0 removes what there is, down to 0 at most (an absent key stays absent);
 --          0 changes nothing
--- Returns  the new permit count.
+-- ARGV[2]  how long the request latch lives, in ms
+-- Returns  the new permit count (a re-sent request: the count its first run returned).
 --          A key of another type, or a string that is not an integer, fails with an error
 --          reply (WRONGTYPE / ERR) and is left untouched; so does an overflow (INCRBY's).
+local done = redis.call('get', KEYS[3])
+if done ~= false then
+    return tonumber(done)
+end
 local t = redis.call('type', KEYS[1]).ok
 if t ~= 'none' and t ~= 'string' then
     return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
@@ -24,6 +31,7 @@ local delta = tonumber(ARGV[1])
 if delta > 0 then
     value = redis.call('incrby', KEYS[1], ARGV[1])
     redis.call('publish', KEYS[2], value)
+    redis.call('set', KEYS[3], value, 'px', ARGV[2])
     return value
 end
 if delta < 0 and t == 'string' and value > 0 then
@@ -32,6 +40,8 @@ if delta < 0 and t == 'string' and value > 0 then
     if take > value then
         take = value
     end
-    return redis.call('decrby', KEYS[1], take)
+    value = redis.call('decrby', KEYS[1], take)
+    redis.call('set', KEYS[3], value, 'px', ARGV[2])
+    return value
 end
 return value

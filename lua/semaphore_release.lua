@@ -2,10 +2,17 @@
 -- waiters wake as many of themselves as the new count can serve).
 -- KEYS[1]  the semaphore: a string holding the permit count; created if absent (Redisson)
 -- KEYS[2]  its channel, redisson_sc:{name}
+-- KEYS[3]  the request latch, baton_request:{name}:<request-id>: remembers this request's
+--          outcome, so a re-send after a lost reply returns it instead of releasing twice
 -- ARGV[1]  permits to return (>= 1)
--- Returns  the new permit count.
+-- ARGV[2]  how long the request latch lives, in ms
+-- Returns  the new permit count (a re-sent request: the count its first run returned).
 --          A key of another type, or a string that is not an integer, fails with an error
 --          reply (WRONGTYPE / ERR) and is left untouched; so does an overflow (INCRBY's).
+local done = redis.call('get', KEYS[3])
+if done ~= false then
+    return tonumber(done)
+end
 local t = redis.call('type', KEYS[1]).ok
 if t ~= 'none' and t ~= 'string' then
     return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
@@ -15,4 +22,5 @@ if t == 'string' and not string.match(redis.call('get', KEYS[1]), '^-?%d+$') the
 end
 local value = redis.call('incrby', KEYS[1], ARGV[1])
 redis.call('publish', KEYS[2], value)
+redis.call('set', KEYS[3], value, 'px', ARGV[2])
 return value

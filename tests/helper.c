@@ -199,6 +199,27 @@ static bool ping(int port)
     return ok;
 }
 
+/* The pid of the server answering on port: >0 its process_id, 0 it answers but will not
+ * say (NOAUTH: a server with a password), -1 nothing answers. */
+static long served_by(int port)
+{
+    struct timeval tv = {0, 200000};
+    redisContext *r = redisConnectWithTimeout("127.0.0.1", port, tv);
+    long pid = -1;
+    if (r && !r->err) {
+        redisReply *rep = redisCommand(r, "INFO server");
+        if (rep && rep->type == REDIS_REPLY_STRING && strstr(rep->str, "process_id:"))
+            pid = atol(strstr(rep->str, "process_id:") + strlen("process_id:"));
+        else if (rep)
+            pid = 0;
+        if (rep)
+            freeReplyObject(rep);
+    }
+    if (r)
+        redisFree(r);
+    return pid;
+}
+
 /* Starts a server on port; false if it exited at once (the port was taken). */
 static bool try_start(th_server *s, int port, const char *extra_conf)
 {
@@ -215,12 +236,12 @@ static bool try_start(th_server *s, int port, const char *extra_conf)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr))
             _exit(127);
-        const char *argv[16] = {
+        const char *argv[40] = {
             "redis-server", "--port", portbuf, "--bind",       "127.0.0.1", "--dir",
             s->dir,         "--save", "",      "--appendonly", "no"};
         int n = 11;
         char *conf = extra_conf ? strdup(extra_conf) : NULL;
-        for (char *tok = conf ? strtok(conf, " ") : NULL; tok && n < 15; tok = strtok(NULL, " "))
+        for (char *tok = conf ? strtok(conf, " ") : NULL; tok && n < 39; tok = strtok(NULL, " "))
             argv[n++] = tok;
         argv[n] = NULL;
         execvp("redis-server", (char **)argv);
@@ -233,8 +254,15 @@ static bool try_start(th_server *s, int port, const char *extra_conf)
             s->pid = 0;
             return false;
         }
-        if (ping(port))
+        long who = served_by(port);
+        if (who == pid || who == 0)
             return true;
+        if (who > 0) { /* another program's server took the port first: ours will exit */
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            s->pid = 0;
+            return false;
+        }
         th_sleep_ms(20);
     }
     cr_assert_fail("redis-server on port %d did not answer", port);

@@ -177,3 +177,234 @@ Test(unit, scripts_are_embedded)
     cr_assert(not(eq(ptr, (void *)baton__script_find("lock_acquire"), NULL)));
     cr_assert(eq(ptr, (void *)baton__script_find("nope"), NULL));
 }
+
+/* ------------------------------------------------------------ cluster slots ----------- */
+
+#include "slots.h"
+
+/* Parses RESP text into a reply, as hiredis's reader does with what the server sends. */
+static redisReply *resp(const char *text)
+{
+    redisReader *rd = redisReaderCreate();
+    redisReaderFeed(rd, text, strlen(text));
+    void *r = NULL;
+    cr_assert(eq(int, redisReaderGetReply(rd, &r), REDIS_OK));
+    cr_assert(r != NULL, "incomplete RESP in the test");
+    redisReaderFree(rd);
+    return r;
+}
+
+Test(unit, crc16_and_key_slots_match_redis)
+{
+    cr_assert(eq(u16, baton__crc16("123456789", 9), 0x31C3)); /* CRC16/XMODEM check value */
+    cr_assert(eq(int, baton__key_slot("foo", 3), 12182));
+    cr_assert(eq(int, baton__key_slot("bar", 3), 5061));
+    cr_assert(eq(int, baton__key_slot("hello", 5), 866));
+    cr_assert(eq(int, baton__key_slot("somekey", 7), 11058));
+    /* hash tags: the first '{' and the next '}', when not empty */
+    cr_assert(eq(int, baton__key_slot("{user1000}.following", 20), baton__key_slot("user1000", 8)));
+    cr_assert(eq(int, baton__key_slot("foo{}{bar}", 10), baton__key_slot("foo{}{bar}", 10)));
+    cr_assert(ne(int, baton__key_slot("foo{}{bar}", 10), baton__key_slot("bar", 3)));
+    cr_assert(eq(int, baton__key_slot("foo{{bar}}zap", 13), baton__key_slot("{bar", 4)));
+    cr_assert(eq(int, baton__key_slot("foo{bar}{zap}", 13), baton__key_slot("bar", 3)));
+    /* every key baton derives from a name shares the name's slot */
+    char *a = baton__derive_key("redisson_lock__channel:", "job7", NULL);
+    char *b = baton__derive_key("redisson_unlock_latch:", "job7", ":uuid:1");
+    char *k = baton__hash_tag("job7");
+    cr_assert(eq(int, baton__key_slot(a, strlen(a)), baton__key_slot(k, strlen(k))));
+    cr_assert(eq(int, baton__key_slot(b, strlen(b)), baton__key_slot("job7", 4)));
+    free(a);
+    free(b);
+    free(k);
+}
+
+Test(unit, cluster_names_need_a_valid_hash_tag)
+{
+    cr_assert(eq(int, baton__check_cluster_name("plain"), BATON_OK));
+    cr_assert(eq(int, baton__check_cluster_name("a{b}c"), BATON_OK));
+    cr_assert(eq(int, baton__check_cluster_name("{a}"), BATON_OK));
+    cr_assert(eq(int, baton__check_cluster_name("a{b"), BATON_EINVAL));
+    cr_assert(eq(int, baton__check_cluster_name("{}x"), BATON_EINVAL));
+    cr_assert(eq(int, baton__check_cluster_name("x}{"), BATON_EINVAL));
+}
+
+Test(unit, cluster_slots_reply_decodes_to_a_slot_map)
+{
+    redisReply *r = resp("*2\r\n"
+                         "*4\r\n:0\r\n:8191\r\n"
+                         "*3\r\n$9\r\n127.0.0.1\r\n:7000\r\n$3\r\nid1\r\n"
+                         "*3\r\n$9\r\n127.0.0.1\r\n:7003\r\n$3\r\nid4\r\n"
+                         "*3\r\n:8192\r\n:16383\r\n"
+                         "*2\r\n$0\r\n\r\n:7001\r\n");
+    baton__slot_map m;
+    char err[128] = "";
+    cr_assert(eq(int, baton__slot_map_from_slots(r, "10.9.9.9", &m, err, sizeof err), BATON_OK),
+              "%s", err);
+    cr_assert(eq(sz, m.nnodes, 3));
+    const baton__cluster_node *n0 = &m.nodes[m.owner[0]], *n1 = &m.nodes[m.owner[16383]];
+    cr_assert(eq(str, n0->host, "127.0.0.1"));
+    cr_assert(eq(int, n0->port, 7000));
+    cr_assert(eq(str, n0->id, "id1"));
+    cr_assert(n0->master);
+    cr_assert(eq(u16, m.owner[8191], m.owner[0]));
+    cr_assert(eq(str, n1->host, "10.9.9.9"), "an empty address is the asked node's host");
+    cr_assert(eq(int, n1->port, 7001));
+    cr_assert(not(m.nodes[1].master), "the replica");
+    baton__slot_map_free(&m);
+    freeReplyObject(r);
+
+    const char *bad[] = {
+        "+OK\r\n",
+        "*1\r\n*2\r\n:0\r\n:1\r\n",
+        "*1\r\n*3\r\n:5\r\n:2\r\n*2\r\n$1\r\nh\r\n:1\r\n",     /* end before start */
+        "*1\r\n*3\r\n:0\r\n:16384\r\n*2\r\n$1\r\nh\r\n:1\r\n", /* past the last slot */
+        "*1\r\n*3\r\n:0\r\n:1\r\n*2\r\n$1\r\nh\r\n:70000\r\n", /* not a port */
+        "*1\r\n*3\r\n:0\r\n:1\r\n*1\r\n$1\r\nh\r\n",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        r = resp(bad[i]);
+        cr_assert(eq(int, baton__slot_map_from_slots(r, "h", &m, err, sizeof err), BATON_EPROTO),
+                  "case %zu", i);
+        cr_assert(eq(sz, m.nnodes, 0));
+        freeReplyObject(r);
+    }
+}
+
+Test(unit, cluster_shards_reply_decodes_to_a_slot_map)
+{
+    /* one shard: slots 0-99 and 200-16383, a master (TLS port 8000) and a failed replica;
+     * a second shard whose only node is failed leaves 100-199 uncovered */
+    redisReply *r = resp("*2\r\n"
+                         "*4\r\n$5\r\nslots\r\n*4\r\n:0\r\n:99\r\n:200\r\n:16383\r\n"
+                         "$5\r\nnodes\r\n*2\r\n"
+                         "*12\r\n$2\r\nid\r\n$2\r\nm1\r\n$4\r\nport\r\n:7000\r\n"
+                         "$8\r\ntls-port\r\n:8000\r\n$2\r\nip\r\n$9\r\n127.0.0.1\r\n"
+                         "$8\r\nendpoint\r\n$1\r\n?\r\n$4\r\nrole\r\n$6\r\nmaster\r\n"
+                         "*8\r\n$2\r\nid\r\n$2\r\nr1\r\n$4\r\nport\r\n:7003\r\n"
+                         "$4\r\nrole\r\n$7\r\nreplica\r\n$6\r\nhealth\r\n$4\r\nfail\r\n"
+                         "*4\r\n$5\r\nslots\r\n*2\r\n:100\r\n:199\r\n"
+                         "$5\r\nnodes\r\n*1\r\n"
+                         "*8\r\n$2\r\nid\r\n$2\r\nm2\r\n$4\r\nport\r\n:7001\r\n"
+                         "$4\r\nrole\r\n$6\r\nmaster\r\n$6\r\nhealth\r\n$4\r\nfail\r\n");
+    baton__slot_map m;
+    char err[128] = "";
+    cr_assert(eq(int, baton__slot_map_from_shards(r, "seed", true, &m, err, sizeof err), BATON_OK),
+              "%s", err);
+    cr_assert(eq(sz, m.nnodes, 1));
+    cr_assert(eq(str, m.nodes[0].host, "127.0.0.1"), "an unknown endpoint falls back to ip");
+    cr_assert(eq(int, m.nodes[0].port, 8000), "TLS: the tls-port");
+    cr_assert(eq(u16, m.owner[0], 0));
+    cr_assert(eq(u16, m.owner[16383], 0));
+    cr_assert(eq(u16, m.owner[150], BATON__NO_NODE));
+    baton__slot_map_free(&m);
+    cr_assert(
+        eq(int, baton__slot_map_from_shards(r, "seed", false, &m, err, sizeof err), BATON_OK));
+    cr_assert(eq(int, m.nodes[0].port, 7000));
+    baton__slot_map_free(&m);
+    freeReplyObject(r);
+}
+
+Test(unit, redirections_decode)
+{
+    bool ask = true;
+    int slot = -1, port = -1;
+    char host[64];
+    cr_assert(eq(
+        int,
+        baton__parse_redirect("MOVED 3999 127.0.0.1:6381", &ask, &slot, host, sizeof host, &port),
+        BATON_OK));
+    cr_assert(not(ask));
+    cr_assert(eq(int, slot, 3999));
+    cr_assert(eq(str, host, "127.0.0.1"));
+    cr_assert(eq(int, port, 6381));
+    cr_assert(eq(int,
+                 baton__parse_redirect("ASK 1 [::1]:7000", &ask, &slot, host, sizeof host, &port),
+                 BATON_OK));
+    cr_assert(ask);
+    cr_assert(eq(str, host, "::1"));
+    cr_assert(eq(int,
+                 baton__parse_redirect("MOVED 2 ::1:7000", &ask, &slot, host, sizeof host, &port),
+                 BATON_OK));
+    cr_assert(eq(str, host, "::1"));
+    cr_assert(eq(int,
+                 baton__parse_redirect("MOVED 3999 :6380", &ask, &slot, host, sizeof host, &port),
+                 BATON_OK));
+    cr_assert(eq(str, host, ""), "an unknown endpoint: the answering node");
+    cr_assert(eq(int, baton__parse_redirect("ERR nope", &ask, &slot, host, sizeof host, &port),
+                 BATON_EINVAL));
+    const char *bad[] = {"MOVED x 1:2",     "MOVED 16384 h:1", "MOVED 1 h",   "MOVED 1 h:0",
+                         "MOVED 1 h:99999", "ASK 1 h:12x",     "MOVED -1 h:1"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        cr_assert(eq(int, baton__parse_redirect(bad[i], &ask, &slot, host, sizeof host, &port),
+                     BATON_EPROTO),
+                  "%s", bad[i]);
+}
+
+/* ------------------------------------------------------------ sentinel replies -------- */
+
+#include "sentinel.h"
+
+Test(unit, sentinel_master_address_and_roles_decode)
+{
+    baton__addr a;
+    redisReply *r = resp("*2\r\n$9\r\n127.0.0.1\r\n$4\r\n6380\r\n");
+    cr_assert(eq(int, baton__sentinel_master_addr(r, &a), BATON_OK));
+    cr_assert(eq(str, a.host, "127.0.0.1"));
+    cr_assert(eq(int, a.port, 6380));
+    freeReplyObject(r);
+    r = resp("*-1\r\n");
+    cr_assert(eq(int, baton__sentinel_master_addr(r, &a), BATON_ENOTHELD), "unknown master");
+    freeReplyObject(r);
+    const char *bad[] = {"*1\r\n$1\r\nh\r\n", "*2\r\n$1\r\nh\r\n$1\r\nx\r\n",
+                         "*2\r\n$0\r\n\r\n$2\r\n10\r\n", "*2\r\n$1\r\nh\r\n$5\r\n65536\r\n",
+                         "-ERR no\r\n"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        r = resp(bad[i]);
+        cr_assert(eq(int, baton__sentinel_master_addr(r, &a), BATON_EPROTO), "case %zu", i);
+        freeReplyObject(r);
+    }
+
+    r = resp("*3\r\n$6\r\nmaster\r\n:3129659\r\n*0\r\n");
+    cr_assert(eq(int, baton__role_of(r, NULL), BATON__ROLE_MASTER));
+    freeReplyObject(r);
+    r = resp("*5\r\n$5\r\nslave\r\n$9\r\n127.0.0.1\r\n:9753\r\n$9\r\nconnected\r\n:3167038\r\n");
+    memset(&a, 0, sizeof a);
+    cr_assert(eq(int, baton__role_of(r, &a), BATON__ROLE_REPLICA));
+    cr_assert(eq(int, a.port, 9753));
+    freeReplyObject(r);
+    r = resp("*2\r\n$8\r\nsentinel\r\n*1\r\n$8\r\nmymaster\r\n");
+    cr_assert(eq(int, baton__role_of(r, NULL), BATON__ROLE_SENTINEL));
+    freeReplyObject(r);
+    r = resp("*2\r\n$5\r\nslave\r\n$1\r\nh\r\n");
+    cr_assert(eq(int, baton__role_of(r, NULL), BATON__ROLE_UNKNOWN));
+    freeReplyObject(r);
+}
+
+Test(unit, sentinel_switch_master_and_peers_decode)
+{
+    baton__addr to;
+    const char *msg = "mymaster 127.0.0.1 6379 ::1 6380";
+    cr_assert(eq(int, baton__sentinel_switch(msg, strlen(msg), "mymaster", &to), BATON_OK));
+    cr_assert(eq(str, to.host, "::1"));
+    cr_assert(eq(int, to.port, 6380));
+    cr_assert(eq(int, baton__sentinel_switch(msg, strlen(msg), "other", &to), BATON_EINVAL));
+    cr_assert(eq(int, baton__sentinel_switch(msg, strlen(msg), "mymaste", &to), BATON_EINVAL));
+    const char *bad[] = {"mymaster 1 2 3", "mymaster h 1 h2 x", "mymaster h 1 h2 2 extra", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        cr_assert(
+            eq(int, baton__sentinel_switch(bad[i], strlen(bad[i]), "mymaster", &to), BATON_EPROTO),
+            "%s", bad[i]);
+
+    baton__addr peers[4];
+    redisReply *r = resp("*2\r\n"
+                         "*4\r\n$2\r\nip\r\n$9\r\n127.0.0.1\r\n$4\r\nport\r\n$5\r\n26380\r\n"
+                         "*4\r\n$4\r\nport\r\n$5\r\n26381\r\n$2\r\nip\r\n$3\r\n::1\r\n");
+    cr_assert(eq(int, baton__sentinel_peers(r, peers, 4), 2));
+    cr_assert(eq(int, peers[1].port, 26381));
+    cr_assert(eq(str, peers[1].host, "::1"));
+    cr_assert(eq(int, baton__sentinel_peers(r, peers, 1), 1), "at most max");
+    freeReplyObject(r);
+    r = resp("*1\r\n*2\r\n$2\r\nip\r\n$1\r\nh\r\n");
+    cr_assert(eq(int, baton__sentinel_peers(r, peers, 4), -1));
+    freeReplyObject(r);
+}

@@ -83,7 +83,10 @@ BATON_API void baton_options_init(baton_options *opts);
  * Returns BATON_OK; BATON_EINVAL (out is NULL, a malformed URL, a negative or absurd
  * timeout); BATON_ECONN (server unreachable); BATON_EAUTH (AUTH refused); BATON_EPROTO
  * (SELECT refused, or an unexpected reply); BATON_ENOMEM. On failure *out is set to NULL and
- * nothing is left to close. The detail of a failure to open cannot be read with
+ * nothing is left to close. On success baton_client_errmsg(*out) is "" or, once, a warning
+ * about the server's configuration: an evicting maxmemory-policy (allkeys-* may evict held
+ * locks, counts and fencing counters; volatile-* held locks), since baton's guarantees need
+ * noeviction. The detail of a failure to open cannot be read with
  * baton_client_errmsg() (there is no client): use baton_open_errmsg().
  */
 BATON_API int baton_client_open(const baton_options *opts, baton_client **out);
@@ -98,6 +101,12 @@ BATON_API int baton_client_open_url(const char *url, baton_client **out);
 BATON_API const char *baton_open_errmsg(void);
 
 /*
+ * A client serves the process that opened it. In a child made by fork() every call on a
+ * copied client and its objects returns BATON_ENOTSUP without sending anything (the child
+ * would otherwise act on the parent's holds under the parent's owner ids); closing it there
+ * frees the child's copy and closes only the child's descriptors. Open a new client in the
+ * child.
+ *
  * Closes the client: stops its threads, closes its connections and frees it. Locks still
  * held are not released (their leases run out on the server; their watchdog stops). Every
  * object opened from the client must be closed first. NULL is a no-op.

@@ -34,8 +34,12 @@ BATON_API void baton_latch_close(baton_latch *l);
 BATON_API int baton_latch_try_set_count(baton_latch *l, int64_t count, bool *was_set);
 
 /* Decrements the count; at zero deletes the key and publishes "zero" once. Counting down
- * an absent latch does nothing; the count never goes negative. Returns BATON_OK,
- * BATON_EINVAL, BATON_ECONN, BATON_EPROTO. */
+ * an absent latch does nothing; the count never goes negative. Counted exactly once: each
+ * call carries a request id (baton_request:{NAME}:<id>), so when its reply is lost it is
+ * sent again, up to 3 attempts in all, and a run that already happened is not repeated.
+ * Blocks at most 3 × (connect + command timeout). Returns BATON_OK, BATON_EINVAL,
+ * BATON_ECONN (no attempt was answered: the count may or may not have gone down),
+ * BATON_EPROTO. */
 BATON_API int baton_latch_count_down(baton_latch *l);
 
 /* *out = the count (0 if absent). Returns BATON_OK, BATON_EINVAL, BATON_ECONN,

@@ -169,9 +169,12 @@ BATON_API int baton_lock_fencing_token(baton_lock *l, int64_t *token);
 /*
  * Registers fn(l, arg) to run when a hold of this lock is found lost: a watchdog renewal
  * finds the owner gone (deleted, expired, taken over), the lease ran out while the server
- * could not be reached, or the server restarted (its run_id changed). fn runs on a library
- * thread; it must not block and must not call baton functions on this lock. NULL fn
- * unregisters. Returns BATON_OK or BATON_EINVAL.
+ * could not be reached, or the server restarted (its run_id changed). A restart reaches
+ * every hold, with a fixed lease or the watchdog, within about a quarter of a second of the
+ * server accepting connections again: while the client holds anything it keeps its
+ * subscriber connection open, and the restart closes it. fn runs on a library thread; it
+ * must not block, must not call baton functions on this lock, and must not close the
+ * client. NULL fn unregisters. Returns BATON_OK or BATON_EINVAL.
  */
 BATON_API int baton_lock_set_lost_handler(baton_lock *l, void (*fn)(baton_lock *, void *),
                                           void *arg);

@@ -56,10 +56,14 @@ BATON_API int baton_semaphore_try_acquire(baton_semaphore *s, int64_t permits, i
 
 /* Returns `permits` (>= 1), publishes the new count and so wakes as many waiters as it can
  * serve. There is no ownership check: any caller may release, also permits it never took.
- * An absent semaphore is created with that many permits (Redisson's behaviour). Not
- * retried after a lost connection (a permit returned twice would admit one holder too
- * many). Returns BATON_OK, BATON_EINVAL, BATON_ECONN, BATON_EPROTO (also when the count
- * would overflow). */
+ * An absent semaphore is created with that many permits (Redisson's behaviour). Counted
+ * exactly once: each call carries a request id (baton_request:{NAME}:<id>), so when its
+ * reply is lost (a timeout, a cut connection, a server paused past the command timeout) it
+ * is sent again, up to 3 attempts in all, and a run that already happened is not repeated.
+ * Blocks at most 3 × (connect + command timeout). Returns BATON_OK, BATON_EINVAL,
+ * BATON_ECONN (no attempt was answered: the permits may or may not have been returned),
+ * BATON_EPROTO (also when the count would overflow), BATON_ENOTSUP (a client copied by
+ * fork(), as for every call). */
 BATON_API int baton_semaphore_release(baton_semaphore *s, int64_t permits);
 
 /* *out = the available permits (0 if absent). A count below zero can only have been written
@@ -75,7 +79,8 @@ BATON_API int baton_semaphore_drain(baton_semaphore *s, int64_t *drained);
 /* Adds delta permits. delta > 0: adds (creating the semaphore if absent), publishes the new
  * count and wakes waiters. delta < 0: removes up to -delta permits, stopping at 0 (the
  * count never goes below zero; Redisson would let it); an absent semaphore stays absent.
- * delta == 0 changes nothing. Returns BATON_OK, BATON_EINVAL (delta == INT64_MIN),
+ * delta == 0 changes nothing. Counted exactly once, re-sent after a lost reply, as
+ * baton_semaphore_release. Returns BATON_OK, BATON_EINVAL (delta == INT64_MIN),
  * BATON_ECONN, BATON_EPROTO (also when the count would overflow). */
 BATON_API int baton_semaphore_add_permits(baton_semaphore *s, int64_t delta);
 

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #define DEFAULT_URL "redis://127.0.0.1:6379"
 #define DEFAULT_CONNECT_TIMEOUT_MS 5000
@@ -115,25 +116,52 @@ static void describe_endpoint(const baton__endpoint *ep, char *buf, size_t len)
         snprintf(buf, len, "%s:%d", ep->host, ep->port);
 }
 
-/* Records the server's run_id. A new one on a later connection means the server restarted
- * and may have lost every key: the epoch rises and every hold is reported lost. A server
- * that refuses INFO (an ACL without it) is simply not watched. */
-static void note_run_id(baton_client *c, redisContext *ctx)
+/* Copies the value of "field:" in an INFO reply into buf ("" when absent or too long). */
+static void info_field(const char *info, const char *field, char *buf, size_t len)
 {
-    redisReply *r = redisCommand(ctx, "INFO server");
+    buf[0] = '\0';
+    size_t flen = strlen(field);
+    for (const char *p = info; (p = strstr(p, field)) != NULL; p += flen) {
+        if ((p != info && p[-1] != '\n') || p[flen] != ':')
+            continue; /* a longer field that ends with this name, or a value */
+        p += flen + 1;
+        size_t n = strcspn(p, "\r\n");
+        if (n < len) {
+            memcpy(buf, p, n);
+            buf[n] = '\0';
+        }
+        return;
+    }
+}
+
+/* What an eviction policy does to baton's keys, or NULL when it evicts nothing. */
+static const char *eviction_risk(const char *policy)
+{
+    if (!policy[0] || strcmp(policy, "noeviction") == 0)
+        return NULL;
+    if (strncmp(policy, "volatile-", 9) == 0)
+        return "it may evict keys with a TTL, that is held locks and fair-lock queues, and "
+               "their holders learn it only at their next renewal or release";
+    return "it may evict any key: held locks, semaphore and latch counts, and the fencing "
+           "token counters, whose tokens then repeat";
+}
+
+/* Records the server's run_id, and warns once about an eviction policy. A new run_id on a
+ * later connection means the server restarted and may have lost every key: the epoch rises
+ * and every hold is reported lost. A server that refuses INFO (an ACL without it) is simply
+ * not watched. */
+static void note_server(baton_client *c, redisContext *ctx)
+{
+    redisReply *r = redisCommand(ctx, "INFO");
     if (!r)
         return;
-    const char *p = r->type == REDIS_REPLY_STRING ? strstr(r->str, "run_id:") : NULL;
-    char id[48] = "";
-    if (p) {
-        p += strlen("run_id:");
-        size_t n = strcspn(p, "\r\n");
-        if (n < sizeof id) {
-            memcpy(id, p, n);
-            id[n] = '\0';
-        }
+    char id[48] = "", policy[32] = "";
+    if (r->type == REDIS_REPLY_STRING) {
+        info_field(r->str, "run_id", id, sizeof id);
+        info_field(r->str, "maxmemory_policy", policy, sizeof policy);
     }
     freeReplyObject(r);
+    const char *risk = eviction_risk(policy);
     if (!id[0])
         return;
     bool changed = false;
@@ -143,6 +171,11 @@ static void note_run_id(baton_client *c, redisContext *ctx)
         memcpy(c->run_id, id, sizeof id);
         c->epoch++;
     }
+    if (risk && !c->warning[0])
+        snprintf(c->warning, sizeof c->warning,
+                 "warning: the server's maxmemory-policy is %s: %s; baton's exclusion and "
+                 "fencing guarantees need noeviction",
+                 policy, risk);
     baton__mutex_unlock(&c->run_mu);
     if (changed)
         baton__stat_epoch_changed(c);
@@ -220,7 +253,7 @@ int baton__connect(baton_client *c, redisContext **out)
         rc = handshake(c, ctx, BATON_EPROTO, "PING", 1, argv);
     }
     if (rc == BATON_OK)
-        note_run_id(c, ctx);
+        note_server(c, ctx);
     if (rc != BATON_OK) {
         redisFree(ctx);
         return rc;
@@ -497,7 +530,7 @@ static int configure(baton__config *cfg, const baton_options *o, char *err, size
     return BATON_OK;
 }
 
-static void free_client(baton_client *c)
+static void free_client(baton_client *c, bool forked)
 {
     while (c->idle) {
         baton__conn *conn = c->idle;
@@ -506,10 +539,12 @@ static void free_client(baton_client *c)
         free(conn);
     }
     baton__endpoint_free(&c->cfg.ep);
-    baton__mutex_destroy(&c->pool_mu);
-    baton__cond_destroy(&c->pool_cond);
-    baton__mutex_destroy(&c->lazy_mu);
-    baton__mutex_destroy(&c->run_mu);
+    if (!forked) {
+        baton__mutex_destroy(&c->pool_mu);
+        baton__cond_destroy(&c->pool_cond);
+        baton__mutex_destroy(&c->lazy_mu);
+        baton__mutex_destroy(&c->run_mu);
+    }
     free(c);
 }
 
@@ -536,6 +571,8 @@ int baton_client_open(const baton_options *opts, baton_client **out)
         return rc;
     }
     c->serial = atomic_fetch_add(&serials, 1);
+    c->generation = baton__process_generation();
+    c->pid = (long)getpid();
     make_uuid(c->id);
     baton__stats_configure(c, opts);
     baton__mutex_init(&c->pool_mu);
@@ -549,10 +586,12 @@ int baton_client_open(const baton_options *opts, baton_client **out)
     if (rc != BATON_OK) {
         baton__set_open_errmsg(baton_client_errmsg(c));
         baton__forget_errors(c);
-        free_client(c);
+        free_client(c, false);
         return rc;
     }
     baton__conn_put(c, conn, false);
+    if (c->warning[0]) /* told once, as the detail of the open that found it */
+        baton__fail(c, BATON_OK, "%s", c->warning);
     *out = c;
     return BATON_OK;
 }
@@ -575,12 +614,13 @@ void baton_client_close(baton_client *c)
 {
     if (!c)
         return;
+    bool forked = baton__client_forked(c);
     if (c->wd)
-        baton__watchdog_free(c->wd);
+        baton__watchdog_free(c->wd, forked);
     if (c->disp)
-        baton__dispatcher_free(c->disp);
+        baton__dispatcher_free(c->disp, forked);
     baton__forget_errors(c);
-    free_client(c);
+    free_client(c, forked);
 }
 
 const baton__script *baton__script_find(const char *name)

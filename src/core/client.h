@@ -18,8 +18,10 @@ struct baton__conn {
 };
 
 struct baton_client {
-    uint64_t serial; /* unique per client in this process: keys the error details */
-    char id[40];     /* random UUID, the owner prefix */
+    uint64_t serial;     /* unique per client in this process: keys the error details */
+    char id[40];         /* random UUID, the owner prefix */
+    unsigned generation; /* baton__process_generation() at open: see process.c */
+    long pid;            /* the process that opened it, for messages */
     baton__config cfg;
 
     pthread_mutex_t pool_mu;
@@ -29,17 +31,22 @@ struct baton_client {
 
     baton__counters stats; /* counters, wait histograms, log hook (stats.c) */
 
-    pthread_mutex_t run_mu; /* guards the two fields below */
+    pthread_mutex_t run_mu; /* guards the three fields below */
     char run_id[48];        /* the server's run_id as last seen; "" before the first */
     uint64_t epoch;         /* distinct server runs seen: 1 after open */
+    char warning[320];      /* the server's configuration endangers baton (eviction); "" */
 
     pthread_mutex_t lazy_mu; /* guards creation of the two threads below */
     baton__dispatcher *disp; /* created on the first subscription */
     baton__watchdog *wd;     /* created on the first watchdog hold */
 };
 
-void baton__dispatcher_free(baton__dispatcher *d);
-void baton__watchdog_free(baton__watchdog *w);
+/* Stop the thread and free; forked: c was copied into a child by fork(), whose copy has no
+ * thread to stop and mutexes that may be copied locked: only descriptors and memory go. */
+void baton__dispatcher_free(baton__dispatcher *d, bool forked);
+void baton__watchdog_free(baton__watchdog *w, bool forked);
+/* fork()s this process came out of (see process.c); installs the fork handler. */
+unsigned baton__process_generation(void);
 void baton__forget_errors(baton_client *c);
 void baton__set_open_errmsg(const char *msg);
 

@@ -40,6 +40,12 @@
 /* How long a subscription outlives its last waiter (see above). */
 #define LINGER_MS 100
 
+/* The longest pause between two attempts to reconnect the subscriber connection. It bounds
+ * how late, after a restarted server is back, its waiters are woken and its holders told
+ * their holds are gone (the reconnection reads the new run_id): at most this much. Four
+ * connection attempts a second cost a dead server nothing. */
+#define MAX_BACKOFF_MS 250
+
 /* ------------------------------- async semaphore -------------------------------------- */
 
 typedef struct asem_item {
@@ -124,9 +130,17 @@ struct baton__dispatcher {
     bool closing;
     baton__map subs;             /* channel -> baton__sub */
     int wanted;                  /* subs with refs > 0 */
+    int pinned;                  /* baton__sub_pin() calls not yet undone */
     int lingering;               /* subs lingering (refs == 0, still subscribed) */
     pthread_cond_t unsubscribed; /* an UNSUBSCRIBE was confirmed, or the connection broke */
 };
+
+/* Whether the subscriber connection must be kept up: somebody waits, or the client holds
+ * something whose loss a server restart would cause (the watchdog pins it). */
+static bool needed(const baton__dispatcher *d)
+{
+    return d->wanted > 0 || d->pinned > 0;
+}
 
 static void wake_thread(baton__dispatcher *d)
 {
@@ -135,15 +149,17 @@ static void wake_thread(baton__dispatcher *d)
     (void)n; /* full pipe: the thread is already due to wake */
 }
 
-static void free_sub(baton__sub *s)
+static void free_sub(baton__sub *s, bool forked)
 {
     while (s->sem.head) {
         asem_item *it = s->sem.head;
         s->sem.head = it->next;
         free(it);
     }
-    baton__cond_destroy(&s->wake);
-    baton__cond_destroy(&s->ready);
+    if (!forked) {
+        baton__cond_destroy(&s->wake);
+        baton__cond_destroy(&s->ready);
+    }
     free(s->channel);
     free(s);
 }
@@ -154,7 +170,7 @@ static void maybe_free(baton__dispatcher *d, baton__sub *s)
     if (s->refs == 0 && s->state == S_UNSUB && !s->inflight && !s->queued && s->sem.permits == 1 &&
         !s->sem.head) {
         baton__map_remove(&d->subs, s->channel);
-        free_sub(s);
+        free_sub(s, false);
     }
 }
 
@@ -445,7 +461,7 @@ static void *dispatcher_main(void *arg)
     baton__mutex_lock(&d->mu);
     while (!d->closing) {
         if (!d->ctx) {
-            if (d->wanted > 0 && !pausing) {
+            if (needed(d) && !pausing) {
                 baton__mutex_unlock(&d->mu);
                 redisContext *ctx = NULL;
                 int rc = baton__connect(d->c, &ctx);
@@ -455,14 +471,16 @@ static void *dispatcher_main(void *arg)
                     on_connect(d, ctx);
                     continue;
                 }
-                /* The server is away: pause 10 ms, doubling up to 1 s, so a restarted
-                 * server is found quickly without hammering a dead one. */
-                backoff_ms = backoff_ms ? (backoff_ms * 2 > 1000 ? 1000 : backoff_ms * 2) : 10;
+                /* The server is away: pause 10 ms, doubling up to MAX_BACKOFF_MS, so a
+                 * restarted server is found quickly without hammering a dead one. */
+                backoff_ms =
+                    backoff_ms ? (backoff_ms * 2 > MAX_BACKOFF_MS ? MAX_BACKOFF_MS : backoff_ms * 2)
+                               : 10;
                 pausing = true;
             }
             /* Sleep until somebody needs the connection, or the pause ends. */
             struct pollfd p = {d->pipe[0], POLLIN, 0};
-            int timeout = d->wanted > 0 ? (int)backoff_ms : -1;
+            int timeout = needed(d) ? (int)backoff_ms : -1;
             baton__mutex_unlock(&d->mu);
             int n = poll(&p, 1, timeout);
             baton__mutex_lock(&d->mu);
@@ -470,7 +488,7 @@ static void *dispatcher_main(void *arg)
                 drain_pipe(d->pipe[0]);
             if (n == 0)
                 pausing = false;
-            if (d->wanted == 0) {
+            if (!needed(d)) {
                 pausing = false;
                 backoff_ms = 0;
             }
@@ -705,6 +723,18 @@ int baton__sub_wait(baton_client *c, baton__sub *s, int64_t deadline_us)
     return rc;
 }
 
+void baton__sub_pin(baton_client *c, bool pin)
+{
+    baton__dispatcher *d = NULL;
+    if (get_dispatcher(c, &d) != BATON_OK)
+        return; /* out of memory or threads: restarts are then noticed at the next command */
+    baton__mutex_lock(&d->mu);
+    d->pinned += pin ? 1 : -1;
+    if (pin && !d->ctx)
+        wake_thread(d); /* connect now, so that the server's run is known */
+    baton__mutex_unlock(&d->mu);
+}
+
 static void count_subscribed(const char *key, void *val, void *arg)
 {
     (void)key;
@@ -726,24 +756,28 @@ int baton__sub_count(baton_client *c)
     return n;
 }
 
-void baton__dispatcher_free(baton__dispatcher *d)
+void baton__dispatcher_free(baton__dispatcher *d, bool forked)
 {
-    baton__mutex_lock(&d->mu);
-    d->closing = true;
-    baton__mutex_unlock(&d->mu);
-    wake_thread(d);
-    pthread_join(d->thread, NULL);
+    if (!forked) {
+        baton__mutex_lock(&d->mu);
+        d->closing = true;
+        baton__mutex_unlock(&d->mu);
+        wake_thread(d);
+        pthread_join(d->thread, NULL);
+    }
     sub_list l = {0};
     baton__map_each(&d->subs, collect, &l);
     for (size_t i = 0; i < l.n; i++)
-        free_sub(l.items[i]);
+        free_sub(l.items[i], forked);
     free(l.items);
     baton__map_free(&d->subs);
     if (d->ctx)
         redisFree(d->ctx);
     close(d->pipe[0]);
     close(d->pipe[1]);
-    baton__mutex_destroy(&d->mu);
-    baton__cond_destroy(&d->unsubscribed);
+    if (!forked) {
+        baton__mutex_destroy(&d->mu);
+        baton__cond_destroy(&d->unsubscribed);
+    }
     free(d);
 }

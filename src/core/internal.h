@@ -115,6 +115,12 @@ int baton__fail(baton_client *c, int code, const char *fmt, ...)
 /* Forgets the calling thread's detail for c (a call that succeeds starts clean). */
 void baton__clear_error(baton_client *c);
 
+/* What every verb on a client's objects does first: forgets the calling thread's detail,
+ * and refuses (BATON_ENOTSUP) a client that a fork() copied into this process (process.c). */
+int baton__client_enter(baton_client *c);
+/* True when c was opened by an ancestor of this process (fork()); false for NULL. */
+bool baton__client_forked(const baton_client *c);
+
 /* ------------------------------------------------------------------------------------------
  * Client, connections, commands and scripts
  * ---------------------------------------------------------------------------------------- */
@@ -176,6 +182,20 @@ int baton__script_run(baton_client *c, const baton__script *s, int nkeys, const 
  * that a BATON_ECONN may have happened after it ran (its reply lost). */
 int baton__script_call(baton_client *c, const baton__script *s, int nkeys, const char **keys,
                        int nargs, const char **args, struct redisReply **reply, bool *maybe_ran);
+/* The prefix of the request latches of baton's own writes that must count once (semaphore
+ * release and add_permits, latch count_down): baton_request:{name}:<client-id>:<n>. The
+ * locks use Redisson's redisson_unlock_latch:{name}: instead. */
+#define BATON__REQUEST_PREFIX "baton_request:"
+
+/* Runs a script whose effect must apply once per call although the call may send it more
+ * than once (see once.c): KEYS = keys plus a request latch <latch_prefix><client-id>:<n>,
+ * ARGV = args plus the latch's lifetime in ms. The script must return the latch's value when
+ * the latch exists, and otherwise store its integer outcome there (SET key value PX life).
+ * After BATON_ECONN the same request is sent again on a fresh connection, up to 3 attempts.
+ * At most 7 keys and 7 arguments. Returns as baton__script_run. */
+int baton__script_run_once(baton_client *c, const baton__script *s, const char *latch_prefix,
+                           int nkeys, const char **keys, int nargs, const char **args,
+                           struct redisReply **reply);
 /* Appends an EVALSHA to a connection's output (pipelining); read with redisGetReply. */
 int baton__script_append(struct redisContext *ctx, const baton__script *s, int nkeys,
                          const char **keys, int nargs, const char **args);
@@ -233,6 +253,12 @@ int baton__sub_wait(baton_client *c, baton__sub *s, int64_t deadline_us);
  * waiter that saw a change of this number knows a message came (a latch's "0", say), as
  * opposed to a timeout or a reconnection's wake-up. */
 uint64_t baton__sub_messages(baton_client *c, baton__sub *s);
+/* Keeps the subscriber connection up (pin) or stops requiring it (unpin), whether or not
+ * anyone waits. A server restart closes it at once, and its reconnection reads the new
+ * run_id: that is how a client that only holds (fixed-lease holds included, which send
+ * nothing until their release) learns within a moment that its holds are gone. Calls nest.
+ * Never blocks on the server. */
+void baton__sub_pin(baton_client *c, bool pin);
 /* Counts of the dispatcher's state, for tests and the benchmark. */
 int baton__sub_count(baton_client *c);
 
@@ -312,11 +338,11 @@ void baton__lock_base_free(baton_lock *l);
 int baton__hold_acquired(baton_lock *l, const char *owner, bool fresh, int64_t token,
                          int64_t lease_ms);
 /* One release of the calling thread's hold, the protocol every hash lock shares: cancels
- * the watchdog first if this is the last hold, then runs `script` with KEYS = keys[0..nkeys)
- * followed by the unlock latch <latch_prefix><client-id>:<n> (one request id per logical
- * release, so the one retry after a lost reply returns the first outcome), and ARGV = {"0",
- * lease to re-apply, owner, latch lifetime}. The script answers nil (not held), 0 (holds
- * remain) or 1 (released). Returns BATON_OK, BATON_ENOTHELD, or the script's error. */
+ * the watchdog first if this is the last hold, then runs `script` through
+ * baton__script_run_once with KEYS = keys[0..nkeys) followed by the unlock latch
+ * <latch_prefix><client-id>:<n>, and ARGV = {"0", lease to re-apply, owner, latch lifetime}. The
+ * script answers nil (not held), 0 (holds remain) or 1 (released). Returns BATON_OK,
+ * BATON_ENOTHELD, or the script's error. */
 int baton__hold_release(baton_lock *l, const char *script, const char *latch_prefix, int nkeys,
                         const char **keys);
 /* An acquire script's reply was lost (timeout, cut connection) after it was sent: ask the

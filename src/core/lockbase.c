@@ -11,7 +11,6 @@
 #include <hiredis/hiredis.h>
 
 #include <errno.h>
-#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +42,8 @@ void baton__lock_base_free(baton_lock *l)
         close(l->lost_pipe[0]);
         close(l->lost_pipe[1]);
     }
-    baton__mutex_destroy(&l->mu);
+    if (!baton__client_forked(l->client)) /* a fork may have copied it locked */
+        baton__mutex_destroy(&l->mu);
     free(l->name);
     free(l->channel);
 }
@@ -161,31 +161,20 @@ static void hold_release_end(baton_lock *l, const char *owner, int outcome)
 int baton__hold_release(baton_lock *l, const char *script, const char *latch_prefix, int nkeys,
                         const char **keys)
 {
-    static atomic_uint_fast64_t requests;
     baton_client *c = l->client;
     char owner[BATON__OWNER_LEN];
     baton__owner(c, owner, sizeof owner);
     int64_t lease;
     hold_release_begin(l, owner, &lease);
 
-    /* One request id per logical release, reused by the retry below. */
-    char latch[BATON_MAX_NAME_LEN + 160], lease_s[32], latch_px[32];
-    snprintf(latch, sizeof latch, "%s%s:%llu", latch_prefix, baton_client_id(c),
-             (unsigned long long)atomic_fetch_add(&requests, 1));
+    char lease_s[32];
     snprintf(lease_s, sizeof lease_s, "%lld", (long long)lease);
-    snprintf(latch_px, sizeof latch_px, "%lld",
-             (long long)(4 * baton__client_config(c)->command_timeout_ms));
-    const char *all[8];
-    for (int i = 0; i < nkeys && i < 7; i++)
-        all[i] = keys[i];
-    all[nkeys] = latch;
-    const char *args[4] = {"0", lease_s, owner, latch_px};
-    const baton__script *s = baton__script_find(script);
+    const char *args[3] = {"0", lease_s, owner};
     struct redisReply *r;
-    int rc = baton__script_run(c, s, nkeys + 1, all, 4, args, &r);
-    if (rc == BATON_ECONN) /* the reply may be lost after the release ran: the latch
-                              makes the retry return the first outcome */
-        rc = baton__script_run(c, s, nkeys + 1, all, 4, args, &r);
+    /* A lost reply is followed by the same request again: the unlock latch makes the
+     * retry return the first outcome (Redisson's unlockLatch). */
+    int rc = baton__script_run_once(c, baton__script_find(script), latch_prefix, nkeys, keys, 3,
+                                    args, &r);
     if (rc != BATON_OK)
         return rc;
     int type = r->type;
@@ -225,6 +214,10 @@ int baton__hold_force_release(baton_lock *l, const char *script, int nkeys, cons
 
 void baton__hold_forget(baton_lock *l)
 {
+    /* A copy of the client in a forked child holds nothing and has no watchdog to tell;
+     * the handle's mutex may even have been copied locked. */
+    if (baton__client_forked(l->client))
+        return;
     baton__mutex_lock(&l->mu);
     uint64_t holder = l->holder;
     bool registered = l->registered;
@@ -356,8 +349,7 @@ static int enter(baton_lock *l)
 {
     if (!l)
         return BATON_EINVAL;
-    baton__clear_error(l->client);
-    return BATON_OK;
+    return baton__client_enter(l->client);
 }
 
 int baton_lock_acquire(baton_lock *l, int64_t lease_ms)

@@ -13,7 +13,10 @@
  *
  * Holds with an explicit lease are registered too, without renewal: when the client finds
  * that the server restarted (its run_id changed, see client.c), every registered hold may
- * have been wiped, and all of them are reported lost.
+ * have been wiped, and all of them are reported lost. A leased hold sends nothing until its
+ * release, so while the registry holds anything it pins the dispatcher's subscriber
+ * connection: a restart closes that connection at once, and its reconnection reads the new
+ * run_id within the dispatcher's reconnect pause.
  *
  * Registration happens before an acquire returns and cancellation before a release is sent,
  * so a renewal can never outlive the release it belongs to (Redisson #7272).
@@ -47,6 +50,7 @@ struct baton__watchdog {
     bool closing;
     bool in_callback;   /* lost callbacks are running */
     bool epoch_changed; /* the server restarted: report every hold lost */
+    bool pinned;        /* the subscriber connection is pinned for the holds (see sync_pin) */
     baton__map entries; /* key(name, owner) -> wd_entry */
     uint64_t rounds;    /* renewal EVALSHAs sent */
 };
@@ -191,6 +195,19 @@ static void collect_lost(const char *key, void *val, void *arg)
     l->n++;
 }
 
+/* Called with w->mu held after the registry changed: while it holds anything, the
+ * subscriber connection is kept up, so a server restart is noticed at once and reported to
+ * every hold, leased or renewed (the dispatcher never calls into the watchdog with its own
+ * mutex held, so taking it here cannot deadlock). */
+static void sync_pin(baton__watchdog *w)
+{
+    bool want = w->entries.count > 0;
+    if (want != w->pinned) {
+        w->pinned = want;
+        baton__sub_pin(w->c, want);
+    }
+}
+
 /* The server restarted without (perhaps) keeping its data: every hold is reported lost. */
 static void report_all_lost(baton__watchdog *w)
 {
@@ -213,6 +230,7 @@ static void report_all_lost(baton__watchdog *w)
             l.cbs[ncb++] = l.cbs[i];
         free(l.keys[i]);
     }
+    sync_pin(w);
     run_callbacks(w, l.cbs, ncb);
     free(l.cbs);
     free(l.keys);
@@ -279,6 +297,7 @@ static void *watchdog_main(void *arg)
             }
             free(key);
         }
+        sync_pin(w);
         run_callbacks(w, cbs, ncb);
         free(cbs);
         free(result);
@@ -352,6 +371,7 @@ int baton__watchdog_add(baton_client *c, const char *name, const char *owner, bo
         e->lost = lost;
         e->arg = arg;
         e->last_ok_us = baton__now_us();
+        sync_pin(w);
     }
     baton__mutex_unlock(&w->mu);
     free(key);
@@ -375,6 +395,7 @@ static void drop(baton_client *c, const char *name, const char *owner, bool all)
     if (e && (all || --e->refs == 0)) {
         baton__map_remove(&w->entries, key);
         free_entry(e);
+        sync_pin(w);
     }
     if (!pthread_equal(pthread_self(), w->thread))
         while (w->in_callback)
@@ -444,16 +465,20 @@ static void free_value(const char *key, void *val, void *arg)
     free_entry(val);
 }
 
-void baton__watchdog_free(baton__watchdog *w)
+void baton__watchdog_free(baton__watchdog *w, bool forked)
 {
-    baton__mutex_lock(&w->mu);
-    w->closing = true;
-    baton__cond_broadcast(&w->cond);
-    baton__mutex_unlock(&w->mu);
-    pthread_join(w->thread, NULL);
+    if (!forked) {
+        baton__mutex_lock(&w->mu);
+        w->closing = true;
+        baton__cond_broadcast(&w->cond);
+        baton__mutex_unlock(&w->mu);
+        pthread_join(w->thread, NULL);
+    }
     baton__map_each(&w->entries, free_value, NULL);
     baton__map_free(&w->entries);
-    baton__mutex_destroy(&w->mu);
-    baton__cond_destroy(&w->cond);
+    if (!forked) {
+        baton__mutex_destroy(&w->mu);
+        baton__cond_destroy(&w->cond);
+    }
     free(w);
 }

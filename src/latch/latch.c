@@ -75,8 +75,7 @@ static int enter(baton_latch *l)
 {
     if (!l)
         return BATON_EINVAL;
-    baton__clear_error(l->client);
-    return BATON_OK;
+    return baton__client_enter(l->client);
 }
 
 /* ------------------------------- scripts ---------------------------------------------- */
@@ -123,9 +122,25 @@ int baton_latch_count_down(baton_latch *l)
     int rc = enter(l);
     if (rc != BATON_OK)
         return rc;
-    long long left;
-    /* Not retried on a lost reply: a second decrement is not idempotent. */
-    return run(l, "latch_count_down", ZERO_COUNT_MESSAGE, NULL, &left);
+    baton_client *c = l->client;
+    /* A decrement is not idempotent: a request latch makes the re-send after a lost reply
+     * count once (once.c). */
+    char *prefix = baton__derive_key(BATON__REQUEST_PREFIX, l->name, ":");
+    if (!prefix)
+        return baton__fail(c, BATON_ENOMEM, "out of memory");
+    const char *keys[2] = {l->name, l->channel};
+    const char *args[1] = {ZERO_COUNT_MESSAGE};
+    redisReply *r;
+    rc = baton__script_run_once(c, baton__script_find("latch_count_down"), prefix, 2, keys, 1, args,
+                                &r);
+    free(prefix);
+    if (rc != BATON_OK)
+        return rc;
+    int type = r->type;
+    freeReplyObject(r);
+    if (type != REDIS_REPLY_INTEGER)
+        return baton__fail(c, BATON_EPROTO, "latch %s: unexpected reply to count_down", l->name);
+    return BATON_OK;
 }
 
 int baton_latch_delete(baton_latch *l, bool *existed)

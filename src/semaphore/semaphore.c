@@ -44,8 +44,7 @@ static int enter(baton_semaphore *s)
 {
     if (!s)
         return BATON_EINVAL;
-    baton__clear_error(s->client);
-    return BATON_OK;
+    return baton__client_enter(s->client);
 }
 
 /* An integer from an integer reply or from a bulk string holding one (GET). */
@@ -66,18 +65,35 @@ static bool reply_int(const redisReply *r, int64_t *out)
     return true;
 }
 
+/* How a script that writes is sent. */
+typedef enum run_mode {
+    RUN_PLAIN,   /* KEYS = {name} */
+    RUN_CHANNEL, /* KEYS = {name, channel} */
+    RUN_ONCE     /* KEYS = {name, channel, request latch}: counted once however often it is sent
+                    (once.c), for the writes that are not idempotent */
+} run_mode;
+
 /* Runs a script whose reply is one integer. */
-static int run_int(baton_semaphore *s, const char *script, bool with_channel, int64_t arg,
-                   bool has_arg, int64_t *out)
+static int run_int(baton_semaphore *s, const char *script, run_mode mode, int64_t arg, bool has_arg,
+                   int64_t *out)
 {
     baton_client *c = s->client;
     char arg_s[32];
     snprintf(arg_s, sizeof arg_s, "%lld", (long long)arg);
     const char *keys[2] = {s->name, s->channel};
     const char *args[1] = {arg_s};
+    const baton__script *sc = baton__script_find(script);
     redisReply *r;
-    int rc = baton__script_run(c, baton__script_find(script), with_channel ? 2 : 1, keys,
-                               has_arg ? 1 : 0, args, &r);
+    int rc;
+    if (mode == RUN_ONCE) {
+        char *prefix = baton__derive_key(BATON__REQUEST_PREFIX, s->name, ":");
+        if (!prefix)
+            return baton__fail(c, BATON_ENOMEM, "out of memory");
+        rc = baton__script_run_once(c, sc, prefix, 2, keys, has_arg ? 1 : 0, args, &r);
+        free(prefix);
+    } else {
+        rc = baton__script_run(c, sc, mode == RUN_CHANNEL ? 2 : 1, keys, has_arg ? 1 : 0, args, &r);
+    }
     if (rc != BATON_OK)
         return rc;
     int64_t v;
@@ -232,9 +248,9 @@ int baton_semaphore_release(baton_semaphore *s, int64_t permits)
         return rc;
     if ((rc = check_permits(s, permits, "releasing")) != BATON_OK)
         return rc;
-    /* Not retried on a lost connection: INCRBY is not idempotent, and a permit returned
-     * twice would let one holder too many in. */
-    return run_int(s, "semaphore_release", true, permits, true, NULL);
+    /* INCRBY is not idempotent (a permit returned twice lets one holder too many in): the
+     * request latch makes a re-send after a lost reply count once. */
+    return run_int(s, "semaphore_release", RUN_ONCE, permits, true, NULL);
 }
 
 int baton_semaphore_try_set_permits(baton_semaphore *s, int64_t permits, bool *was_set)
@@ -247,7 +263,7 @@ int baton_semaphore_try_set_permits(baton_semaphore *s, int64_t permits, bool *w
                            "semaphore %s: %lld permits: the count must be >= 0", s->name,
                            (long long)permits);
     int64_t set = 0;
-    rc = run_int(s, "semaphore_try_set_permits", true, permits, true, &set);
+    rc = run_int(s, "semaphore_try_set_permits", RUN_CHANNEL, permits, true, &set);
     if (rc == BATON_OK && was_set)
         *was_set = set == 1;
     return rc;
@@ -260,7 +276,7 @@ int baton_semaphore_add_permits(baton_semaphore *s, int64_t delta)
         return rc;
     if (delta == INT64_MIN)
         return baton__fail(s->client, BATON_EINVAL, "semaphore %s: delta out of range", s->name);
-    return run_int(s, "semaphore_add_permits", true, delta, true, NULL);
+    return run_int(s, "semaphore_add_permits", RUN_ONCE, delta, true, NULL);
 }
 
 int baton_semaphore_drain(baton_semaphore *s, int64_t *drained)
@@ -268,7 +284,7 @@ int baton_semaphore_drain(baton_semaphore *s, int64_t *drained)
     int rc = enter(s);
     if (rc != BATON_OK)
         return rc;
-    return run_int(s, "semaphore_drain", false, 0, false, drained);
+    return run_int(s, "semaphore_drain", RUN_PLAIN, 0, false, drained);
 }
 
 int baton_semaphore_delete(baton_semaphore *s, bool *existed)
@@ -277,7 +293,7 @@ int baton_semaphore_delete(baton_semaphore *s, bool *existed)
     if (rc != BATON_OK)
         return rc;
     int64_t v = 0;
-    rc = run_int(s, "semaphore_delete", false, 0, false, &v);
+    rc = run_int(s, "semaphore_delete", RUN_PLAIN, 0, false, &v);
     if (rc == BATON_OK && existed)
         *existed = v == 1;
     return rc;

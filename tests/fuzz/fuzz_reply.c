@@ -52,7 +52,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     redisReaderFree(reader);
     for (int i = 0; i < 3; i++) {
         baton__map_remove(&d.subs, subs[i]->channel);
-        free_sub(subs[i]);
+        free_sub(subs[i], false);
     }
     baton__map_free(&d.subs);
     baton__cond_destroy(&d.unsubscribed);

@@ -1,0 +1,66 @@
+/*
+ * Writes that count once: the request-id protocol shared by every script whose effect must
+ * not be applied twice (a lock's release, a semaphore's release and add_permits, a latch's
+ * count_down), so that the library may send it again when its reply was lost.
+ *
+ * The caller's script gets one more key, a request latch <prefix><client-id>:<n> unique to
+ * this logical call, and one more argument, how long the latch lives. The script returns the
+ * latch's value if it exists (the first attempt ran: its outcome is repeated), and otherwise
+ * does its work and stores its outcome there. A lost reply (timeout, connection cut, server
+ * paused past the command timeout) is therefore followed by a re-send with the same request
+ * id, on a fresh connection, up to ATTEMPTS times in all: whichever attempt the server ran
+ * first decides, and every later one only reads the latch. The latch outlives every attempt
+ * that can still arrive (LATCH_LIFE below), so a late attempt can never apply the work twice.
+ */
+#include "internal.h"
+
+#include <hiredis/hiredis.h>
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Three attempts, as Redisson's retryAttempts of 3 after its first try would allow four: a
+ * pause of the server up to about two command timeouts is absorbed. */
+#define ATTEMPTS 3
+
+/* How many attempts' worth of time (connect + command timeout each) the request latch
+ * lives: every attempt, and one more as a margin. */
+#define LATCH_LIFE_ATTEMPTS (ATTEMPTS + 1)
+
+/* The most keys and arguments a caller passes (the request latch and its lifetime are
+ * added to them). */
+#define MAX_KEYS 8
+#define MAX_ARGS 8
+
+int baton__script_run_once(baton_client *c, const baton__script *s, const char *latch_prefix,
+                           int nkeys, const char **keys, int nargs, const char **args,
+                           struct redisReply **reply)
+{
+    static atomic_uint_fast64_t requests;
+    *reply = NULL;
+    if (nkeys < 0 || nkeys >= MAX_KEYS || nargs < 0 || nargs >= MAX_ARGS)
+        return baton__fail(c, BATON_EINVAL, "%s: too many keys or arguments", s->name);
+    const baton__config *cfg = baton__client_config(c);
+    char *latch = baton__asprintf(
+        "%s%s:%llu", latch_prefix, baton_client_id(c),
+        (unsigned long long)atomic_fetch_add_explicit(&requests, 1, memory_order_relaxed));
+    if (!latch)
+        return baton__fail(c, BATON_ENOMEM, "out of memory");
+    char life[32];
+    snprintf(
+        life, sizeof life, "%lld",
+        (long long)(LATCH_LIFE_ATTEMPTS * (cfg->connect_timeout_ms + cfg->command_timeout_ms)));
+    const char *k[MAX_KEYS], *a[MAX_ARGS];
+    for (int i = 0; i < nkeys; i++)
+        k[i] = keys[i];
+    for (int i = 0; i < nargs; i++)
+        a[i] = args[i];
+    k[nkeys] = latch;
+    a[nargs] = life;
+    int rc = BATON_ECONN;
+    for (int i = 0; i < ATTEMPTS && rc == BATON_ECONN; i++)
+        rc = baton__script_run(c, s, nkeys + 1, k, nargs + 1, a, reply);
+    free(latch);
+    return rc;
+}

@@ -1,0 +1,346 @@
+/*
+ * Faults between baton and the server, through the fault proxy (faultproxy.h): a command
+ * connection cut at every byte of an acquire's or a release's reply (the ambiguous
+ * outcome), and a server that falls silent. What must hold: the hold count is right, one
+ * release frees the lock, a release or a semaphore release is counted exactly once, and
+ * every call returns within its timeout and recovers once the network heals.
+ */
+#define _GNU_SOURCE
+#include "faultproxy.h"
+#include "helper.h"
+#include "internal.h"
+
+#include <criterion/new/assert.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+TestSuite(faults, .timeout = 90);
+
+typedef struct rig {
+    th_server server;
+    th_proxy *proxy;
+    baton_client *c;
+    redisContext *direct; /* to the server, around the proxy */
+} rig;
+
+static void rig_up(rig *r, int64_t command_timeout_ms)
+{
+    th_server_start(&r->server, NULL);
+    r->proxy = th_proxy_start(r->server.port);
+    baton_options o;
+    baton_options_init(&o);
+    o.url = th_proxy_url(r->proxy);
+    o.connect_timeout_ms = 1000;
+    o.command_timeout_ms = command_timeout_ms;
+    cr_assert(eq(int, baton_client_open(&o, &r->c), BATON_OK), "%s", baton_open_errmsg());
+    r->direct = th_redis_port(r->server.port);
+}
+
+static void rig_down(rig *r)
+{
+    baton_client_close(r->c);
+    th_proxy_stop(r->proxy);
+    redisFree(r->direct);
+    th_server_stop(&r->server);
+}
+
+/* The hold count of c's calling thread on lock `name`, read around the proxy. */
+static long long holds(rig *r, const char *name)
+{
+    char owner[BATON__OWNER_LEN];
+    baton__owner(r->c, owner, sizeof owner);
+    redisReply *rep = th_cmd(r->direct, "HGET %s %s", name, owner);
+    long long n = rep->type == REDIS_REPLY_STRING ? atoll(rep->str) : 0;
+    freeReplyObject(rep);
+    return n;
+}
+
+Test(faults, a_release_cut_at_every_byte_of_its_reply_counts_once)
+{
+    rig r;
+    rig_up(&r, 1000);
+    baton_lock *l;
+    cr_assert(eq(int, baton_lock_open(r.c, "fl-rel", &l), BATON_OK));
+    /* the reply to a release that leaves a hold is ":0\r\n": cut after 0..3 of its bytes */
+    for (long n = 0; n < 4; n++) {
+        cr_assert(eq(int, baton_lock_acquire(l, 30000), BATON_OK));
+        cr_assert(eq(int, baton_lock_acquire(l, 30000), BATON_OK));
+        cr_assert(eq(i64, holds(&r, "fl-rel"), 2));
+        th_proxy_cut_after(r.proxy, TH_DOWN, n);
+        cr_assert(eq(int, baton_lock_release(l), BATON_OK), "cut after %ld: %s", n,
+                  baton_client_errmsg(r.c));
+        cr_assert(eq(i64, holds(&r, "fl-rel"), 1), "cut after %ld: counted once", n);
+        cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+        cr_assert(eq(i64, th_cmd_int(r.direct, "EXISTS fl-rel"), 0), "one release frees it");
+    }
+    cr_assert(ge(i64, th_proxy_accepted(r.proxy), 4), "every cut cost a connection");
+    baton_lock_close(l);
+    rig_down(&r);
+}
+
+Test(faults, an_acquire_cut_at_every_byte_of_its_reply_is_resolved)
+{
+    rig r;
+    rig_up(&r, 1000);
+    baton_lock *l;
+    cr_assert(eq(int, baton_lock_open(r.c, "fl-acq", &l), BATON_OK));
+    /* once, so that the server has the script: a first EVALSHA's answer is NOSCRIPT, and
+     * cutting that is a script that surely did not run */
+    cr_assert(eq(int, baton_lock_try_acquire(l, 0, 30000), BATON_OK));
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    /* an acquire that takes the lock answers nil, "$-1\r\n": cut after 0..4 bytes */
+    for (long n = 0; n < 5; n++) {
+        th_proxy_cut_after(r.proxy, TH_DOWN, n);
+        int rc = baton_lock_try_acquire(l, 0, 30000);
+        /* the script ran; its reply was lost: the client asks, as the same owner, and
+         * records the hold it finds */
+        cr_assert(eq(int, rc, BATON_OK), "cut after %ld: %s", n, baton_client_errmsg(r.c));
+        int64_t count = 0;
+        cr_assert(eq(int, baton_lock_hold_count(l, &count), BATON_OK));
+        cr_assert(eq(i64, count, 1), "cut after %ld", n);
+        cr_assert(eq(i64, holds(&r, "fl-acq"), 1));
+        cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+        cr_assert(eq(i64, th_cmd_int(r.direct, "EXISTS fl-acq"), 0), "one release frees it");
+    }
+    baton_lock_close(l);
+    rig_down(&r);
+}
+
+Test(faults, a_semaphore_release_cut_at_every_byte_counts_once)
+{
+    rig r;
+    rig_up(&r, 1000);
+    baton_semaphore *s;
+    cr_assert(eq(int, baton_semaphore_open(r.c, "fl-sem", &s), BATON_OK));
+    bool set = false;
+    cr_assert(eq(int, baton_semaphore_try_set_permits(s, 1, &set), BATON_OK));
+    /* the reply is ":1\r\n" */
+    for (long n = 0; n < 4; n++) {
+        cr_assert(eq(int, baton_semaphore_try_acquire(s, 1, 1000), BATON_OK));
+        th_proxy_cut_after(r.proxy, TH_DOWN, n);
+        cr_assert(eq(int, baton_semaphore_release(s, 1), BATON_OK), "cut after %ld: %s", n,
+                  baton_client_errmsg(r.c));
+        cr_assert(eq(i64, th_cmd_int(r.direct, "GET fl-sem"), 1), "cut after %ld", n);
+    }
+    baton_semaphore_close(s);
+    rig_down(&r);
+}
+
+Test(faults, a_silent_server_costs_each_call_its_timeout_then_recovers)
+{
+    rig r;
+    rig_up(&r, 500);
+    baton_lock *l;
+    cr_assert(eq(int, baton_lock_open(r.c, "fl-silent", &l), BATON_OK));
+    th_proxy_hold(r.proxy, true);
+    for (int i = 0; i < 3; i++) {
+        int64_t t0 = th_ms();
+        int rc = baton_lock_try_acquire(l, 0, 5000);
+        int64_t took = th_ms() - t0;
+        cr_assert(eq(int, rc, BATON_ECONN), "%s", baton_client_errmsg(r.c));
+        /* one command timeout, a resolution attempt on a new connection (connect timeout) */
+        cr_assert(le(i64, took, 500 + 1000 + 500 + 1000), "took %lld ms", (long long)took);
+        bool locked = true;
+        t0 = th_ms();
+        cr_assert(eq(int, baton_lock_is_locked(l, &locked), BATON_ECONN));
+        cr_assert(le(i64, th_ms() - t0, 2 * (500 + 1000) + 1000));
+    }
+    th_proxy_heal(r.proxy);
+    /* whatever the held acquires did once released, the client recovers and the lock
+     * works: held ones expire within their 5 s lease, or were never taken */
+    cr_assert(eq(int, baton_lock_try_acquire(l, 8000, 5000), BATON_OK), "%s",
+              baton_client_errmsg(r.c));
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    baton_lock_close(l);
+    rig_down(&r);
+}
+
+/* ------------------------------------------------ the subscriber connection --------- */
+
+typedef struct waiter {
+    baton_lock *l;
+    int64_t wait_ms;
+    int rc;         /* of the acquire */
+    int release_rc; /* of the release that follows it, on the same thread (the owner) */
+    _Atomic int64_t done_ms;
+} waiter;
+
+static void *wait_for_lock(void *arg)
+{
+    waiter *w = arg;
+    w->rc = baton_lock_try_acquire(w->l, w->wait_ms, 30000);
+    atomic_store(&w->done_ms, th_ms());
+    w->release_rc = w->rc == BATON_OK ? baton_lock_release(w->l) : w->rc;
+    return NULL;
+}
+
+/* Waits until the channel has a subscriber (the waiter is asleep on it). */
+static void until_subscribed(redisContext *direct, const char *channel)
+{
+    for (int i = 0; th_numsub(direct, "%s", channel) == 0; i++) {
+        cr_assert(lt(int, i, 500), "the waiter never subscribed");
+        th_sleep_ms(5);
+    }
+}
+
+Test(faults, a_held_subscriber_connection_costs_at_most_the_lease)
+{
+    rig r;
+    rig_up(&r, 1000);
+    /* the holder talks to the server directly */
+    char direct_url[64];
+    snprintf(direct_url, sizeof direct_url, "redis://127.0.0.1:%d", r.server.port);
+    baton_client *holder_c;
+    cr_assert(eq(int, baton_client_open_url(direct_url, &holder_c), BATON_OK));
+    baton_lock *held, *wanted;
+    cr_assert(eq(int, baton_lock_open(holder_c, "fl-sub", &held), BATON_OK));
+    cr_assert(eq(int, baton_lock_open(r.c, "fl-sub", &wanted), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(held, 2000), BATON_OK));
+
+    long before = th_proxy_accepted(r.proxy);
+    waiter w = {wanted, 8000, -1, -1, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, wait_for_lock, &w);
+    until_subscribed(r.direct, "redisson_lock__channel:{fl-sub}");
+    cr_assert(eq(i64, th_proxy_accepted(r.proxy), before + 1), "one subscriber connection");
+    th_proxy_hold_conn(r.proxy, before + 1, true); /* its messages go nowhere */
+    int64_t lease_end = th_ms() + th_cmd_int(r.direct, "PTTL fl-sub");
+    cr_assert(eq(int, baton_lock_release(held), BATON_OK)); /* the "0" is held back */
+    pthread_join(t, NULL);
+    cr_assert(eq(int, w.rc, BATON_OK), "%s", baton_client_errmsg(r.c));
+    /* the unheard release costs at most the rest of the lease the waiter was told */
+    cr_assert(le(i64, atomic_load(&w.done_ms), lease_end + 700),
+              "acquired %lld ms after the lease's end",
+              (long long)(atomic_load(&w.done_ms) - lease_end));
+    cr_assert(eq(int, w.release_rc, BATON_OK));
+    th_proxy_heal(r.proxy);
+    baton_lock_close(held);
+    baton_lock_close(wanted);
+    baton_client_close(holder_c);
+    rig_down(&r);
+}
+
+Test(faults, a_subscriber_connection_cut_while_waiting_is_resubscribed)
+{
+    rig r;
+    rig_up(&r, 1000);
+    char direct_url[64];
+    snprintf(direct_url, sizeof direct_url, "redis://127.0.0.1:%d", r.server.port);
+    baton_client *holder_c;
+    cr_assert(eq(int, baton_client_open_url(direct_url, &holder_c), BATON_OK));
+    baton_lock *held, *wanted;
+    cr_assert(eq(int, baton_lock_open(holder_c, "fl-resub", &held), BATON_OK));
+    cr_assert(eq(int, baton_lock_open(r.c, "fl-resub", &wanted), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(held, 10000), BATON_OK));
+
+    long before = th_proxy_accepted(r.proxy);
+    waiter w = {wanted, 8000, -1, -1, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, wait_for_lock, &w);
+    until_subscribed(r.direct, "redisson_lock__channel:{fl-resub}");
+    th_proxy_cut_conn(r.proxy, before + 1);
+    /* the dispatcher reconnects and resubscribes on its own */
+    th_sleep_ms(50);
+    until_subscribed(r.direct, "redisson_lock__channel:{fl-resub}");
+    int64_t released = th_ms();
+    cr_assert(eq(int, baton_lock_release(held), BATON_OK));
+    pthread_join(t, NULL);
+    cr_assert(eq(int, w.rc, BATON_OK), "%s", baton_client_errmsg(r.c));
+    cr_assert(le(i64, atomic_load(&w.done_ms) - released, 500), "woken %lld ms after the release",
+              (long long)(atomic_load(&w.done_ms) - released));
+    cr_assert(eq(int, w.release_rc, BATON_OK));
+    baton_lock_close(held);
+    baton_lock_close(wanted);
+    baton_client_close(holder_c);
+    rig_down(&r);
+}
+
+/* ------------------------------------------------ keys deleted while waited on ------ */
+
+typedef struct latch_waiter {
+    baton_latch *l;
+    int rc;
+} latch_waiter;
+
+static void *await_latch(void *arg)
+{
+    latch_waiter *w = arg;
+    w->rc = baton_latch_await(w->l, 8000);
+    return NULL;
+}
+
+Test(faults, a_latch_deleted_behind_its_waiters_back_releases_them_within_recheck)
+{
+    baton_options o;
+    baton_options_init(&o);
+    o.url = th_url();
+    o.recheck_ms = 500;
+    baton_client *c = th_client(&o);
+    redisContext *r = th_redis();
+    const char *name = th_tmpname("fl-latch");
+    baton_latch *l;
+    cr_assert(eq(int, baton_latch_open(c, name, &l), BATON_OK));
+    bool set = false;
+    cr_assert(eq(int, baton_latch_try_set_count(l, 3, &set), BATON_OK));
+    latch_waiter w = {l, -1};
+    pthread_t t;
+    pthread_create(&t, NULL, await_latch, &w);
+    char channel[160];
+    snprintf(channel, sizeof channel, "redisson_countdownlatch__channel__{%s}", name);
+    until_subscribed(r, channel);
+    th_sleep_ms(20);
+    int64_t t0 = th_ms();
+    freeReplyObject(th_cmd(r, "DEL %s", name)); /* no message: only the recheck sees it */
+    pthread_join(t, NULL);
+    cr_assert(eq(int, w.rc, BATON_OK), "an absent latch is open");
+    cr_assert(le(i64, th_ms() - t0, 500 + 400), "took %lld ms", (long long)(th_ms() - t0));
+    baton_latch_close(l);
+    baton_client_close(c);
+    redisFree(r);
+}
+
+typedef struct sem_waiter {
+    baton_semaphore *s;
+    int64_t wait_ms;
+    int rc;
+} sem_waiter;
+
+static void *wait_for_permit(void *arg)
+{
+    sem_waiter *w = arg;
+    w->rc = baton_semaphore_try_acquire(w->s, 1, w->wait_ms);
+    return NULL;
+}
+
+Test(faults, a_semaphore_deleted_while_waited_on_times_out_and_leaves_nothing)
+{
+    baton_client *c = th_client(NULL);
+    redisContext *r = th_redis();
+    const char *name = th_tmpname("fl-semdel");
+    char channel[160];
+    snprintf(channel, sizeof channel, "redisson_sc:{%s}", name);
+    baton_semaphore *s;
+    cr_assert(eq(int, baton_semaphore_open(c, name, &s), BATON_OK));
+    freeReplyObject(th_cmd(r, "SET %s 0", name));
+    sem_waiter w = {s, 1500, -1};
+    int64_t t0 = th_ms();
+    pthread_t t;
+    pthread_create(&t, NULL, wait_for_permit, &w);
+    until_subscribed(r, channel);
+    /* absent is 0 permits: the waiter keeps waiting, bounded by its own deadline */
+    freeReplyObject(th_cmd(r, "DEL %s", name));
+    pthread_join(t, NULL);
+    int64_t took = th_ms() - t0;
+    cr_assert(eq(int, w.rc, BATON_ETIMEDOUT));
+    cr_assert(ge(i64, took, 1400));
+    cr_assert(le(i64, took, 2200), "took %lld ms", (long long)took);
+    th_sleep_ms(150); /* past the subscription's linger */
+    cr_assert(eq(i64, th_numsub(r, "%s", channel), 0), "no subscription left behind");
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s", name), 0), "nothing written");
+    baton_semaphore_close(s);
+    baton_client_close(c);
+    redisFree(r);
+}
