@@ -236,9 +236,31 @@ Test(stats, force_release_while_watched_is_one_deleted_hold)
     cr_assert(eq(int, logged(&b, BATON_LOG_ERROR, "hold lost"), 1));
     cr_assert(eq(int, logged(&b, BATON_LOG_ERROR, name), 1));
     cr_assert(eq(int, logged(&b, BATON_LOG_ERROR, "deleted"), 1));
+    cr_assert(eq(int, logged(&b, BATON_LOG_DEBUG, "renewal"), 0)); /* below WARN */
     baton_lock_close(ol);
     baton_lock_close(l);
     baton_client_close(other);
+    baton_client_close(c);
+}
+
+Test(stats, renewals_are_counted_and_logged_at_debug)
+{
+    log_book b;
+    baton_client *c = logged_client(&b, BATON_LOG_DEBUG, NULL, 300, 0);
+    baton_lock *l;
+    cr_assert(eq(int, baton_lock_open(c, th_tmpname("st-renew"), &l), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(l, BATON_LEASE_WATCHDOG), BATON_OK));
+    th_sleep_ms(450); /* renewals every 100 ms */
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    baton_stats s;
+    cr_assert(eq(int, baton_client_stats(c, &s), BATON_OK));
+    cr_assert(ge(u64, s.renewals_sent, 2));
+    cr_assert(le(u64, s.renewals_sent, 5));
+    cr_assert(eq(u64, s.renewals_failed, 0));
+    cr_assert(
+        eq(int, logged(&b, BATON_LOG_DEBUG, "renewal: 1 hold renewed"), (int)s.renewals_sent));
+    cr_assert(eq(u64, s.holds_lost_deleted + s.holds_lost_expired, 0));
+    baton_lock_close(l);
     baton_client_close(c);
 }
 

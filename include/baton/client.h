@@ -66,7 +66,7 @@ typedef struct baton_options {
  * WARN  the server restarted (new epoch), renewals failed or ran late, the pub/sub
  *       connection was lost, an acquisition was slower than slow_acquire_ms;
  * INFO  the pub/sub connection came back;
- * DEBUG reserved for tracing (nothing at present). Above DEBUG means DEBUG. */
+ * DEBUG every watchdog round that renewed its holds. Above DEBUG means DEBUG. */
 #define BATON_LOG_ERROR 1
 #define BATON_LOG_WARN 2
 #define BATON_LOG_INFO 3

@@ -162,6 +162,8 @@ void baton__stat_renewals(baton_client *c, const signed char *result, size_t n)
     baton__stat_add(c, BATON__ST_RENEWALS_FAILED, failed);
     if (failed)
         baton__log(c, BATON_LOG_WARN, "renewal failed: %zu of %zu holds got no answer", failed, n);
+    else if (n)
+        baton__log(c, BATON_LOG_DEBUG, "renewal: %zu hold%s renewed", n, n == 1 ? "" : "s");
 }
 
 void baton__stat_renewal_late(baton_client *c, int64_t late_us, int64_t period_us)
