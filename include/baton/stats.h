@@ -84,9 +84,8 @@ BATON_API int baton_client_stats(baton_client *c, baton_stats *out);
  * return >= len means it was cut short and tells the size needed. buf may be NULL when len
  * is 0. Never blocks on the server.
  *
- * Returns that length (>= 0); BATON_EINVAL (c NULL, buf NULL with len > 0, format not
- * exactly one of BATON_STATS_PROMETHEUS and BATON_STATS_JSON); BATON_ENOMEM (Prometheus
- * only: no memory for the histogram's snapshot, about 2.5 KiB).
+ * Returns that length (>= 0), or BATON_EINVAL (c NULL, buf NULL with len > 0, format not
+ * exactly one of BATON_STATS_PROMETHEUS and BATON_STATS_JSON).
  */
 BATON_API int baton_client_stats_format(baton_client *c, int format, char *buf, size_t len);
 

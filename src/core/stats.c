@@ -254,19 +254,16 @@ int baton_client_stats(baton_client *c, baton_stats *out)
     if (!c || !out)
         return BATON_EINVAL;
     memset(out, 0, sizeof *out);
-    hist_snap *h = malloc(sizeof *h);
+    hist_snap h; /* 2.5 KiB */
     for (int k = 0; k < BATON__K_COUNT; k++) {
         baton_kind_stats *ks = &out->kind[k];
         ks->acquisitions = load(c, BATON__ST_ACQUIRED + k);
         ks->attempts = load(c, BATON__ST_ATTEMPTS + k);
         ks->wakeups = load(c, BATON__ST_WAKEUPS + k);
-        if (!h)
-            continue;
-        hist_read(&c->stats.wait[k], h);
-        ks->wait = (baton_wait_stats){h->count, h->sum_us, percentile(h, 500), percentile(h, 990),
-                                      h->max_us};
+        hist_read(&c->stats.wait[k], &h);
+        ks->wait = (baton_wait_stats){h.count, h.sum_us, percentile(&h, 500), percentile(&h, 990),
+                                      h.max_us};
     }
-    free(h);
     out->holds_lost_expired = load(c, BATON__ST_LOST + BATON__LOST_EXPIRED);
     out->holds_lost_deleted = load(c, BATON__ST_LOST + BATON__LOST_DELETED);
     out->holds_lost_restart = load(c, BATON__ST_LOST + BATON__LOST_RESTARTED);
@@ -440,11 +437,8 @@ int baton_client_stats_format(baton_client *c, int format, char *buf, size_t len
     if (format == BATON_STATS_JSON) {
         json(&o, &s);
     } else {
-        hist_snap *h = malloc(sizeof *h);
-        if (!h)
-            return BATON_ENOMEM;
-        prometheus(&o, c, &s, h);
-        free(h);
+        hist_snap h;
+        prometheus(&o, c, &s, &h);
     }
     return o.used > INT32_MAX ? INT32_MAX : (int)o.used;
 }
