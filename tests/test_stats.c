@@ -296,6 +296,54 @@ Test(stats, server_restart_is_one_restart_loss_and_a_new_epoch)
     th_server_stop(&srv);
 }
 
+/* A waiter on c takes the lock of w->name (held elsewhere) within 10 s. */
+static void *take_within_10s(void *arg)
+{
+    waiter *w = arg;
+    baton_lock *l;
+    if (baton_lock_open(w->c, w->name, &l) != BATON_OK ||
+        baton_lock_try_acquire(l, 10000, 5000) != BATON_OK || baton_lock_release(l) != BATON_OK)
+        w->errors++;
+    baton_lock_close(l);
+    return NULL;
+}
+
+Test(stats, killed_subscriber_connection_is_one_reconnect)
+{
+    log_book b;
+    baton_client *c = logged_client(&b, BATON_LOG_INFO, NULL, 0, 0);
+    baton_client *holder = th_client(NULL);
+    const char *name = th_tmpname("st-reconnect");
+    baton_lock *hl;
+    cr_assert(eq(int, baton_lock_open(holder, name, &hl), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(hl, 30000), BATON_OK));
+    waiter w = {c, name, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, take_within_10s, &w);
+    redisContext *r = th_redis();
+    int64_t until = th_ms() + 5000;
+    while (th_numsub(r, "redisson_lock__channel:{%s}", name) < 1 && th_ms() < until)
+        th_sleep_ms(5);
+    cr_assert(ge(i64, th_cmd_int(r, "CLIENT KILL TYPE pubsub"), 1));
+    baton_stats s;
+    until = th_ms() + 5000;
+    do {
+        th_sleep_ms(10);
+        baton_client_stats(c, &s);
+    } while (s.pubsub_reconnects == 0 && th_ms() < until);
+    cr_assert(eq(int, baton_lock_release(hl), BATON_OK));
+    pthread_join(t, NULL);
+    cr_assert(eq(int, w.errors, 0));
+    baton_client_stats(c, &s);
+    cr_assert(eq(u64, s.pubsub_reconnects, 1));
+    cr_assert(ge(u64, s.subscribes, 2)); /* the first, and the one after reconnecting */
+    cr_assert(eq(int, logged(&b, BATON_LOG_INFO, "pub/sub connection re-established"), 1));
+    redisFree(r);
+    baton_lock_close(hl);
+    baton_client_close(holder);
+    baton_client_close(c);
+}
+
 /* ---------------------------------------------------------------- log levels --------- */
 
 /* Holds the lock 150 ms from another client while c acquires it. */
