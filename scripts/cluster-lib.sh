@@ -74,12 +74,14 @@ cluster_start() {
     done
     # and the cluster's own view: every node "online" (a replica is "loading" until its
     # first sync is gossiped; until then clients are not told it exists)
-    _p=${CLUSTER_PORTS%% *}
-    _w=0
-    until [ "$(redis-cli -p "$_p" cluster shards 2>/dev/null | grep -cx online)" = "$_n" ]; do
-        _w=$((_w + 1))
-        [ $_w -gt 800 ] && { echo "cluster nodes never all online" >&2; return 1; }
-        sleep 0.025
+    # (as every node sees it: gossip reaches each at its own pace)
+    for _p in $CLUSTER_PORTS; do
+        _w=0
+        until [ "$(redis-cli -p "$_p" cluster shards 2>/dev/null | grep -cx online)" = "$_n" ]; do
+            _w=$((_w + 1))
+            [ $_w -gt 800 ] && { echo "cluster nodes never all online (seen from $_p)" >&2; return 1; }
+            sleep 0.025
+        done
     done
     export CLUSTER_PORTS CLUSTER_PIDS CLUSTER_DIR
 }

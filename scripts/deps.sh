@@ -2,7 +2,8 @@
 # Installs what building, testing and running baton needs, if anything is missing, from
 # Debian's packages (Debian 12). Safe to run again: it installs nothing when all is there.
 set -e
-PKGS="build-essential cmake pkg-config libhiredis-dev redis-server redis-tools libcriterion-dev"
+PKGS="build-essential cmake pkg-config libhiredis-dev redis-server redis-tools libcriterion-dev
+go-md2man man-db"
 missing=
 for p in $PKGS; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then

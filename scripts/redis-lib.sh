@@ -29,17 +29,25 @@ redis_start() {
     return 1
 }
 
+# Stops the server if it is still running, and removes its directory. Never fails: the
+# callers run it from an EXIT trap under `set -e`, where (in dash) a failing command would
+# become the script's exit status, and a server that has already gone is not an error.
 redis_stop() {
     if [ -n "${REDIS_PID:-}" ]; then
-        kill "$REDIS_PID" 2>/dev/null
+        kill "$REDIS_PID" 2>/dev/null || :
         _i=0
         while kill -0 "$REDIS_PID" 2>/dev/null && [ $_i -lt 100 ]; do
             sleep 0.05
             _i=$((_i + 1))
         done
-        kill -9 "$REDIS_PID" 2>/dev/null
+        if kill -0 "$REDIS_PID" 2>/dev/null; then
+            kill -9 "$REDIS_PID" 2>/dev/null || :
+        fi
         REDIS_PID=
     fi
-    [ -n "${REDIS_DIR:-}" ] && rm -rf "$REDIS_DIR"
+    if [ -n "${REDIS_DIR:-}" ]; then
+        rm -rf "$REDIS_DIR" || :
+    fi
     REDIS_DIR=
+    return 0
 }

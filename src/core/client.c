@@ -14,6 +14,7 @@
 #include <hiredis/hiredis.h>
 
 #include <errno.h>
+#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -263,17 +264,41 @@ int baton__connect(baton_client *c, redisContext **out)
     return BATON_OK;
 }
 
+/* Whether an idle command connection can still be used. Nothing ever arrives on one
+ * unasked, so a readable socket means the server closed it (its idle timeout, CLIENT KILL,
+ * a restart, a load balancer) or it broke: it would fail the next command, or worse, take
+ * the command and lose its reply. */
+static bool idle_usable(const redisContext *ctx)
+{
+    struct pollfd p = {ctx->fd, POLLIN, 0};
+    int n;
+    while ((n = poll(&p, 1, 0)) < 0 && errno == EINTR) {
+    }
+    return n == 0;
+}
+
+static void free_conn(baton__conn *conn)
+{
+    redisFree(conn->ctx);
+    free(conn);
+}
+
 int baton__conn_get(baton_client *c, baton__conn **out)
 {
     baton__mutex_lock(&c->pool_mu);
     for (;;) {
-        if (c->idle) {
+        while (c->idle) {
             baton__conn *conn = c->idle;
             c->idle = conn->next;
-            baton__mutex_unlock(&c->pool_mu);
             conn->next = NULL;
-            *out = conn;
-            return BATON_OK;
+            if (idle_usable(conn->ctx)) {
+                baton__mutex_unlock(&c->pool_mu);
+                conn->reused = true;
+                *out = conn;
+                return BATON_OK;
+            }
+            c->open_conns--; /* closed by the server while it waited: replaced below */
+            free_conn(conn);
         }
         if (c->open_conns < c->cfg.pool_size)
             break;
@@ -300,18 +325,33 @@ int baton__conn_get(baton_client *c, baton__conn **out)
 
 void baton__conn_put(baton_client *c, baton__conn *conn, bool broken)
 {
+    baton__conn *stale = NULL;
+    baton__mutex_lock(&c->pool_mu);
     if (broken || conn->ctx->err) {
-        redisFree(conn->ctx);
-        free(conn);
-        baton__mutex_lock(&c->pool_mu);
+        /* Whatever broke this connection (a restart, a cut, a proxy that dropped its
+         * connections) may have broken the idle ones too, in a way a look at their sockets
+         * cannot see yet: they go as well, so that the retry that follows runs on a new
+         * connection, never on one the same fault hit. */
+        stale = c->idle;
+        c->idle = NULL;
+        for (baton__conn *s = stale; s; s = s->next)
+            c->open_conns--;
         c->open_conns--;
+        baton__cond_broadcast(&c->pool_cond);
     } else {
-        baton__mutex_lock(&c->pool_mu);
         conn->next = c->idle;
         c->idle = conn;
+        baton__cond_signal(&c->pool_cond);
+        conn = NULL;
     }
-    baton__cond_signal(&c->pool_cond);
     baton__mutex_unlock(&c->pool_mu);
+    if (conn)
+        free_conn(conn);
+    while (stale) {
+        baton__conn *next = stale->next;
+        free_conn(stale);
+        stale = next;
+    }
 }
 
 redisContext *baton__conn_ctx(baton__conn *conn)
@@ -321,14 +361,27 @@ redisContext *baton__conn_ctx(baton__conn *conn)
 
 /* ------------------------------- commands --------------------------------------------- */
 
-/* Runs a command on a borrowed connection; maps a broken connection and error replies. */
+/* Runs a command on a borrowed connection; maps a broken connection. *sent (may be NULL)
+ * tells whether every byte of the command was written: a command that failed before that
+ * never reached the server whole, so it never ran, whatever it was. */
 static int run_on(baton_client *c, baton__conn *conn, int argc, const char **argv,
-                  const size_t *lens, redisReply **reply)
+                  const size_t *lens, redisReply **reply, bool *sent)
 {
+    redisContext *ctx = conn->ctx;
+    if (sent)
+        *sent = false;
     baton__count_round_trip(c);
-    redisReply *r = redisCommandArgv(conn->ctx, argc, argv, lens);
-    if (!r)
-        return baton__conn_error(c, conn->ctx, argv[0]);
+    if (redisAppendCommandArgv(ctx, argc, argv, lens) != REDIS_OK)
+        return baton__conn_error(c, ctx, argv[0]);
+    int done = 0;
+    while (!done)
+        if (redisBufferWrite(ctx, &done) != REDIS_OK)
+            return baton__conn_error(c, ctx, argv[0]);
+    if (sent)
+        *sent = true;
+    void *r = NULL;
+    if (redisGetReply(ctx, &r) != REDIS_OK || !r)
+        return baton__conn_error(c, ctx, argv[0]);
     *reply = r;
     return BATON_OK;
 }
@@ -342,7 +395,7 @@ static int command(baton_client *c, int argc, const char **argv, redisReply **re
     if (rc != BATON_OK)
         return rc;
     redisReply *r = NULL;
-    rc = run_on(c, conn, argc, argv, NULL, &r);
+    rc = run_on(c, conn, argc, argv, NULL, &r, NULL);
     baton__conn_put(c, conn, rc != BATON_OK);
     if (rc != BATON_OK)
         return rc;
@@ -358,7 +411,8 @@ static int command(baton_client *c, int argc, const char **argv, redisReply **re
 int baton__query_argv(baton_client *c, int argc, const char **argv, redisReply **reply)
 {
     int rc = command(c, argc, argv, reply);
-    if (rc == BATON_ECONN) /* a stale pooled connection: once more on a fresh one */
+    if (rc == BATON_ECONN) /* once more: the broken connection took the idle ones with it,
+                              so this runs on a new connection */
         rc = command(c, argc, argv, reply);
     return rc;
 }
@@ -417,6 +471,47 @@ int baton__script_run(baton_client *c, const baton__script *s, int nkeys, const 
     return baton__script_call(c, s, nkeys, keys, nargs, args, reply, NULL);
 }
 
+/* One attempt at a script: EVALSHA on a pooled connection, and EVAL with the body on the
+ * same connection if the server answers NOSCRIPT. *sent: a command that could run the
+ * script was written whole (its reply may then be lost after it ran); *reused: the
+ * connection came from the pool rather than a new connect. */
+static int script_attempt(baton_client *c, const baton__script *s, script_argv *a, redisReply **out,
+                          bool *sent, bool *reused)
+{
+    *sent = *reused = false;
+    baton__conn *conn;
+    int rc = baton__conn_get(c, &conn);
+    if (rc != BATON_OK)
+        return rc;
+    *reused = conn->reused;
+    a->argv[0] = "EVALSHA";
+    a->argv[1] = s->sha1;
+    redisReply *r = NULL;
+    rc = run_on(c, conn, a->argc, a->argv, NULL, &r, sent);
+    if (rc == BATON_OK && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
+        /* The script cache was flushed (or this is a new server): EVAL sends the body
+         * and caches it again, in the same round trip as the retry. */
+        freeReplyObject(r);
+        r = NULL;
+        baton__stat_inc(c, BATON__ST_NOSCRIPT);
+        *sent = false; /* that one did not run */
+        size_t *lens = malloc(sizeof(size_t) * (size_t)a->argc);
+        if (!lens) {
+            rc = baton__fail(c, BATON_ENOMEM, "out of memory");
+        } else {
+            a->argv[0] = "EVAL";
+            a->argv[1] = s->body;
+            for (int i = 0; i < a->argc; i++)
+                lens[i] = i == 1 ? s->len : strlen(a->argv[i]);
+            rc = run_on(c, conn, a->argc, a->argv, lens, &r, sent);
+            free(lens);
+        }
+    }
+    baton__conn_put(c, conn, rc != BATON_OK && rc != BATON_ENOMEM);
+    *out = r;
+    return rc;
+}
+
 int baton__script_call(baton_client *c, const baton__script *s, int nkeys, const char **keys,
                        int nargs, const char **args, redisReply **reply, bool *maybe_ran)
 {
@@ -426,38 +521,16 @@ int baton__script_call(baton_client *c, const baton__script *s, int nkeys, const
     script_argv a;
     if (build_argv(&a, "EVALSHA", nkeys, keys, nargs, args) != BATON_OK)
         return baton__fail(c, BATON_ENOMEM, "out of memory");
-    a.argv[1] = s->sha1;
-
-    baton__conn *conn;
-    int rc = baton__conn_get(c, &conn);
-    if (rc != BATON_OK) {
-        free_argv(&a);
-        return rc;
-    }
     redisReply *r = NULL;
+    bool sent, reused;
+    int rc = script_attempt(c, s, &a, &r, &sent, &reused);
+    if (rc == BATON_ECONN && !sent && reused)
+        /* A pooled connection failed before the script was written whole: it never ran,
+         * so it goes again, whatever it does, on a new connection (the broken one took the
+         * idle ones with it). */
+        rc = script_attempt(c, s, &a, &r, &sent, &reused);
     if (maybe_ran)
-        *maybe_ran = true; /* from here on, a lost reply leaves the outcome unknown */
-    rc = run_on(c, conn, a.argc, a.argv, NULL, &r);
-    if (rc == BATON_OK && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
-        /* The script cache was flushed (or this is a new server): EVAL sends the body
-         * and caches it again, in the same round trip as the retry. */
-        freeReplyObject(r);
-        r = NULL;
-        baton__stat_inc(c, BATON__ST_NOSCRIPT);
-        a.argv[0] = "EVAL";
-        const char *body_argv1 = s->body;
-        size_t *lens = malloc(sizeof(size_t) * (size_t)a.argc);
-        if (!lens) {
-            rc = baton__fail(c, BATON_ENOMEM, "out of memory");
-        } else {
-            for (int i = 0; i < a.argc; i++)
-                lens[i] = i == 1 ? s->len : strlen(a.argv[i]);
-            a.argv[1] = body_argv1;
-            rc = run_on(c, conn, a.argc, a.argv, lens, &r);
-            free(lens);
-        }
-    }
-    baton__conn_put(c, conn, rc != BATON_OK && rc != BATON_ENOMEM);
+        *maybe_ran = sent; /* a lost reply after the script was sent leaves it unknown */
     free_argv(&a);
     if (rc != BATON_OK)
         return rc;

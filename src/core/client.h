@@ -15,6 +15,7 @@ typedef struct baton__watchdog baton__watchdog;
 struct baton__conn {
     struct redisContext *ctx;
     struct baton__conn *next; /* in the idle list */
+    bool reused;              /* taken from the pool, not connected for this use */
 };
 
 struct baton_client {
