@@ -1008,8 +1008,9 @@ Test(cli, a_silent_server_exits_120_within_the_connect_timeout)
     cli_result r;
     cli_exec(&r, ARGS("--url", url, "lock", "x", "--", "true"));
     cr_assert(eq(int, r.status, 120), "stderr %s", r.err);
-    /* the default connect timeout is 5 s */
-    cr_assert(le(i64, r.ms, 5500), "%lld ms", (long long)r.ms);
+    /* the default connect timeout is 5 s: once, not twice (a loaded 2-core machine under
+     * AddressSanitizer measured 5.56 s for spawning, the timeout and the exit) */
+    cr_assert(le(i64, r.ms, 6500), "%lld ms", (long long)r.ms);
     cli_result_free(&r);
     close(s);
 }
