@@ -413,7 +413,7 @@ void cli_run(char **argv, const cli_watch *w, cli_outcome *out)
         return;
     }
     int64_t lease_end = w->lease_end_ms > 0 ? w->lease_end_ms : -1;
-    pid_t pid;
+    pid_t pid = -1;
     int rc = spawn(argv, w->token_env, &pid);
     if (rc != 0) {
         cli_error("%s: %s", argv[0], rc == ENOENT ? "command not found" : strerror(rc));
