@@ -59,6 +59,7 @@ static struct {
     long n, k;
     int workers, permits, think_ms, max_seconds, periods;
     bool processes;
+    bool stats_off; /* --stats off: the client's statistics paused (the A/B of s1) */
     int64_t lease_ms, watchdog_ms;
     double duration; /* > 0: run until this many seconds passed instead of K each */
     char prefix[64]; /* every key of this run starts with it */
@@ -215,6 +216,7 @@ static baton_client *client_open(void)
     int rc = baton_client_open(&o, &c);
     if (rc != BATON_OK)
         die("baton_client_open: %s: %s", baton_err_name(rc), baton_open_errmsg());
+    baton__stats_enable(c, !opt.stats_off);
     return c;
 }
 
@@ -1290,7 +1292,7 @@ static void usage(void)
     fprintf(stderr, "usage: baton-bench --port P --scenario s1|s1m|s2|s2f|s3|s4|s5 [--n N]\n"
                     "       [--workers W] [--k K] [--permits P] [--think-ms T] [--processes]\n"
                     "       [--max-seconds S] [--lease-ms L] [--watchdog-ms W] [--duration S]\n"
-                    "       [--periods N]\n"
+                    "       [--periods N] [--stats on|off]\n"
                     "       baton-bench --list   (the scenarios this build can run)\n"
                     "Appends one JSON line to $RESULTS_JSONL (if set) and prints a summary.\n");
     exit(2);
@@ -1334,6 +1336,7 @@ int main(int argc, char **argv)
                                           {"watchdog-ms", required_argument, NULL, 'W'},
                                           {"duration", required_argument, NULL, 'd'},
                                           {"periods", required_argument, NULL, 'r'},
+                                          {"stats", required_argument, NULL, 'S'},
                                           {"help", no_argument, NULL, 'h'},
                                           {"list", no_argument, NULL, 'L'},
                                           {NULL, 0, NULL, 0}};
@@ -1379,6 +1382,11 @@ int main(int argc, char **argv)
             break;
         case 'r':
             opt.periods = (int)arg_long(optarg, "--periods", 1);
+            break;
+        case 'S':
+            if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0)
+                die("--stats takes on or off");
+            opt.stats_off = strcmp(optarg, "off") == 0;
             break;
         case 'L':
             list_scenarios();

@@ -12,5 +12,6 @@
 #include <baton/lock.h>
 #include <baton/latch.h>
 #include <baton/semaphore.h>
+#include <baton/stats.h>
 
 #endif /* BATON_H */

@@ -57,7 +57,28 @@ typedef struct baton_options {
                                     certificate; NULL: the URL's host */
     bool tls_insecure_skip_verify; /* true: accept any server certificate and name (tests
                                       only: it gives up TLS's protection); false: verify */
+    /* Log hook: events a human wants to see (reconnect, hold lost, server restarted,
+     * renewal late or failed, slow acquire). NULL: nothing is logged, nothing printed.
+     * Called with one line of text (no newline, never a password or a key's value) on the
+     * thread that saw the event, often a library thread holding internal locks: it must
+     * return quickly and must not call baton functions. */
+    void (*log_fn)(void *log_arg, int level, const char *msg);
+    void *log_arg;           /* passed to log_fn as is */
+    int log_level;           /* most verbose BATON_LOG_* level passed on; 0: BATON_LOG_WARN */
+    int64_t slow_acquire_ms; /* an acquisition that took longer is logged (BATON_LOG_WARN)
+                                and counted in baton_stats.slow_acquires; 0: never */
 } baton_options;
+
+/* Levels of the log hook, most severe first:
+ * ERROR a hold was lost (deleted, taken over, expired, server restarted);
+ * WARN  the server restarted (new epoch), renewals failed or ran late, the pub/sub
+ *       connection was lost, an acquisition was slower than slow_acquire_ms;
+ * INFO  the pub/sub connection came back;
+ * DEBUG every watchdog round that renewed its holds. Above DEBUG means DEBUG. */
+#define BATON_LOG_ERROR 1
+#define BATON_LOG_WARN 2
+#define BATON_LOG_INFO 3
+#define BATON_LOG_DEBUG 4
 
 /* Fills *opts with zeroes, that is, every default. Safe to call with NULL (does nothing). */
 BATON_API void baton_options_init(baton_options *opts);

@@ -179,6 +179,8 @@ static void note_server(baton_client *c, redisContext *ctx)
                  policy, risk);
     baton__mutex_unlock(&c->run_mu);
     if (changed)
+        baton__stat_epoch_changed(c);
+    if (changed)
         baton__watchdog_epoch_changed(c);
 }
 
@@ -316,6 +318,7 @@ int baton__conn_get(baton_client *c, baton__conn **out)
         baton__mutex_unlock(&c->pool_mu);
         return rc;
     }
+    baton__stat_inc(c, BATON__ST_CONNECTS);
     *out = conn;
     return BATON_OK;
 }
@@ -357,17 +360,6 @@ redisContext *baton__conn_ctx(baton__conn *conn)
 }
 
 /* ------------------------------- commands --------------------------------------------- */
-
-void baton__client_stats(baton_client *c, baton__stats *out)
-{
-    out->commands = atomic_load(&c->round_trips);
-    out->pubsub = atomic_load(&c->pubsub_cmds);
-}
-
-void baton__count_round_trip(baton_client *c)
-{
-    atomic_fetch_add_explicit(&c->round_trips, 1, memory_order_relaxed);
-}
 
 /* Runs a command on a borrowed connection; maps a broken connection. *sent (may be NULL)
  * tells whether every byte of the command was written: a command that failed before that
@@ -501,6 +493,7 @@ static int script_attempt(baton_client *c, const baton__script *s, script_argv *
          * and caches it again, in the same round trip as the retry. */
         freeReplyObject(r);
         r = NULL;
+        baton__stat_inc(c, BATON__ST_NOSCRIPT);
         *sent = false; /* that one did not run */
         size_t *lens = malloc(sizeof(size_t) * (size_t)a->argc);
         if (!lens) {
@@ -573,7 +566,8 @@ static int configure(baton__config *cfg, const baton_options *o, char *err, size
         check_timeout(o->command_timeout_ms, "command_timeout_ms", err, errlen) ||
         check_timeout(o->watchdog_ms, "watchdog_ms", err, errlen) ||
         check_timeout(o->fair_wait_ms, "fair_wait_ms", err, errlen) ||
-        check_timeout(o->recheck_ms, "recheck_ms", err, errlen))
+        check_timeout(o->recheck_ms, "recheck_ms", err, errlen) ||
+        check_timeout(o->slow_acquire_ms, "slow_acquire_ms", err, errlen))
         return BATON_EINVAL;
     if (o->watchdog_ms != 0 && o->watchdog_ms < MIN_WATCHDOG_MS) {
         snprintf(err, errlen, "watchdog_ms must be at least %d", MIN_WATCHDOG_MS);
@@ -653,6 +647,7 @@ int baton_client_open(const baton_options *opts, baton_client **out)
     c->generation = baton__process_generation();
     c->pid = (long)getpid();
     make_uuid(c->id);
+    baton__stats_configure(c, opts);
     baton__mutex_init(&c->pool_mu);
     baton__cond_init(&c->pool_cond);
     baton__mutex_init(&c->lazy_mu);

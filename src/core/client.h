@@ -30,8 +30,7 @@ struct baton_client {
     baton__conn *idle;        /* idle command connections, most recently used first */
     int open_conns;           /* idle + borrowed */
 
-    atomic_uint_fast64_t round_trips; /* commands sent and answered (or not): see stats */
-    atomic_uint_fast64_t pubsub_cmds; /* SUBSCRIBE/UNSUBSCRIBE sent by the dispatcher */
+    baton__counters stats; /* counters, wait histograms, log hook (stats.c) */
 
     pthread_mutex_t run_mu; /* guards the three fields below */
     char run_id[48];        /* the server's run_id as last seen; "" before the first */

@@ -216,7 +216,7 @@ static void reconcile(void *arg)
         if (verb) {
             const char *argv[2] = {verb, s->channel};
             if (redisAppendCommandArgv(d->ctx, 2, argv, NULL) == REDIS_OK) {
-                atomic_fetch_add_explicit(&d->c->pubsub_cmds, 1, memory_order_relaxed);
+                baton__stat_inc(d->c, s->refs > 0 ? BATON__ST_SUBSCRIBES : BATON__ST_UNSUBSCRIBES);
                 s->inflight = true; /* the permit stays taken until the confirmation */
                 wake_thread(d);
                 return;
@@ -305,6 +305,7 @@ static void on_message(baton__dispatcher *d, const redisReply *ch, const redisRe
 {
     if (ch->type != REDIS_REPLY_STRING || payload->type != REDIS_REPLY_STRING)
         return;
+    baton__stat_inc(d->c, BATON__ST_MESSAGES);
     baton__sub *s = baton__map_get(&d->subs, ch->str);
     if (!s || s->refs == 0)
         return;
@@ -464,6 +465,7 @@ static void *dispatcher_main(void *arg)
                 baton__mutex_unlock(&d->mu);
                 redisContext *ctx = NULL;
                 int rc = baton__connect(d->c, &ctx);
+                baton__stat_sub_connect(d->c, rc);
                 baton__mutex_lock(&d->mu);
                 if (rc == BATON_OK) {
                     on_connect(d, ctx);

@@ -10,6 +10,8 @@
 #include <pthread.h>
 #include <stdarg.h>
 
+#include "stats.h"
+
 struct redisContext;
 struct redisReply;
 
@@ -298,6 +300,7 @@ typedef struct baton__lock_ops {
     void (*close)(baton_lock *l); /* frees what the kind added; not the base */
     /* optional: kinds without a single hold record (the multi-lock) answer themselves */
     int (*fencing_token)(baton_lock *l, int64_t *out);
+    baton__kind kind; /* what the client's statistics count it as */
 } baton__lock_ops;
 
 struct baton_lock {

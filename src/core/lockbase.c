@@ -370,7 +370,10 @@ int baton_lock_try_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
         return baton__fail(l->client, BATON_EINVAL,
                            "lease_ms %lld: use BATON_LEASE_WATCHDOG or 1..%lld ms",
                            (long long)lease_ms, (long long)BATON_MAX_DURATION_MS);
-    return l->ops->acquire(l, wait_ms, lease_ms);
+    int64_t start = baton__stat_start(l->client);
+    rc = l->ops->acquire(l, wait_ms, lease_ms);
+    baton__stat_acquire(l->client, l->ops->kind, rc, start, l->name);
+    return rc;
 }
 
 int baton_lock_release(baton_lock *l)

@@ -153,6 +153,8 @@ static bool renew_pass(baton__watchdog *w, snapshot *s, const char *lease, signe
         }
         redisReply *r = rv;
         noscript[b] = r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
+        if (noscript[b])
+            baton__stat_inc(c, BATON__ST_NOSCRIPT);
         take_results(r, cnt, &result[from]);
         freeReplyObject(r);
     }
@@ -254,6 +256,7 @@ static void report_all_lost(baton__watchdog *w)
     size_t ncb = 0;
     for (size_t i = 0; i < l.n; i++) {
         wd_entry *e = l.keys[i] ? baton__map_remove(&w->entries, l.keys[i]) : NULL;
+        baton__stat_lost(w->c, BATON__LOST_RESTARTED, e ? e->name : NULL);
         if (e)
             free_entry(e);
         if (l.cbs[i].fn)
@@ -281,6 +284,7 @@ static void *watchdog_main(void *arg)
         }
         if (baton__cond_wait_until(&w->cond, &w->mu, next) != ETIMEDOUT)
             continue;
+        baton__stat_renewal_late(c, baton__now_us() - next, period_us);
         next += period_us;
         if (next < baton__now_us())
             next = baton__now_us() + period_us; /* fell behind: don't burst */
@@ -301,6 +305,7 @@ static void *watchdog_main(void *arg)
 
         int64_t started = baton__now_us();
         renew_all(w, &s, result);
+        baton__stat_renewals(c, result, s.n);
 
         baton__mutex_lock(&w->mu);
         lost_cb *cbs = calloc(s.n + 1, sizeof *cbs);
@@ -314,6 +319,11 @@ static void *watchdog_main(void *arg)
                 /* The owner is gone from the hash, or the lease has surely run out while
                  * the server could not be reached: stop renewing and say so. */
                 baton__map_remove(&w->entries, key);
+                baton__stat_lost(c,
+                                 result[i] == 0 && started - e->last_ok_us < lease_us
+                                     ? BATON__LOST_DELETED
+                                     : BATON__LOST_EXPIRED,
+                                 e->name);
                 if (e->lost && cbs)
                     cbs[ncb++] = (lost_cb){e->lost, e->arg};
                 free_entry(e);

@@ -60,6 +60,7 @@ static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, bool queu
     const char *args[4] = {lease, owner, fair_wait, !queue ? "0" : *wait_ms > 0 ? "2" : "1"};
     redisReply *r;
     bool maybe_ran;
+    baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_FAIRLOCK);
     int rc = baton__script_call(c, baton__script_find("fairlock_acquire"), 5, keys, 4, args, &r,
                                 &maybe_ran);
     if (rc == BATON_ECONN && maybe_ran)
@@ -156,7 +157,7 @@ static int fair_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
         int64_t until = deadline;
         if (now + wait * 1000 < until)
             until = now + wait * 1000;
-        baton__sub_wait(c, sub, until);
+        baton__stat_woken(c, BATON__K_FAIRLOCK, baton__sub_wait(c, sub, until));
     }
     /* Acquired: unsubscribe in the background. Gave up: leave nothing behind. */
     if (rc == BATON_OK) {
@@ -211,6 +212,7 @@ static const baton__lock_ops fair_ops = {
     .hold_count = baton__hash_hold_count,
     .remaining_ttl = baton__hash_remaining_ttl,
     .close = fair_close,
+    .kind = BATON__K_FAIRLOCK,
 };
 
 int baton_fairlock_open(baton_client *c, const char *name, baton_lock **out)

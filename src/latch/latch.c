@@ -208,6 +208,7 @@ int baton_latch_count(baton_latch *l, int64_t *out)
 static int is_open(baton_latch *l)
 {
     int64_t n = 0;
+    baton__stat_inc(l->client, BATON__ST_ATTEMPTS + BATON__K_LATCH);
     int rc = read_count(l, &n);
     if (rc != BATON_OK)
         return rc;
@@ -224,7 +225,9 @@ int baton_latch_await(baton_latch *l, int64_t timeout_ms)
         return baton__fail(c, BATON_EINVAL, "timeout_ms %lld: use BATON_WAIT_FOREVER or 0..%lld ms",
                            (long long)timeout_ms, (long long)BATON_MAX_DURATION_MS);
     int64_t deadline = baton__deadline_after_ms(timeout_ms);
+    int64_t start = baton__stat_start(c);
     rc = is_open(l);
+    baton__stat_acquire(c, BATON__K_LATCH, rc, start, l->name);
     if (rc != BATON_ETIMEDOUT)
         return rc;
     if (timeout_ms == 0)
@@ -257,8 +260,9 @@ int baton_latch_await(baton_latch *l, int64_t timeout_ms)
         int64_t until = deadline;
         if (now + recheck_us < until)
             until = now + recheck_us;
-        baton__sub_wait(c, sub, until);
+        baton__stat_woken(c, BATON__K_LATCH, baton__sub_wait(c, sub, until));
     }
+    baton__stat_acquire(c, BATON__K_LATCH, rc, start, l->name);
     /* Open: unsubscribe in the background. Gave up: leave nothing behind. */
     if (rc == BATON_OK)
         baton__sub_release(c, sub);

@@ -48,6 +48,7 @@ static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, int64_t *
     const char *args[2] = {lease, owner};
     redisReply *r;
     bool maybe_ran;
+    baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_LOCK);
     int rc =
         baton__script_call(c, baton__script_find("lock_acquire"), 2, keys, 2, args, &r, &maybe_ran);
     if (rc == BATON_ECONN && maybe_ran)
@@ -104,7 +105,7 @@ static int plain_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
         int64_t until = deadline;
         if (ttl >= 0 && now + ttl * 1000 < until)
             until = now + ttl * 1000;
-        baton__sub_wait(c, sub, until);
+        baton__stat_woken(c, BATON__K_LOCK, baton__sub_wait(c, sub, until));
         rc = attempt(l, owner, lease_ms, &ttl);
     }
     /* Acquired: unsubscribe in the background. Gave up: leave nothing behind. */

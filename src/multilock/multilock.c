@@ -142,6 +142,7 @@ static int multi_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
     uint64_t seed = seed_for_thread();
     char detail[DETAIL_LEN];
     for (;;) {
+        baton__stat_inc(l->client, BATON__ST_ATTEMPTS + BATON__K_MULTILOCK);
         size_t taken = 0;
         int64_t first_us = 0; /* when the first member was taken (its lease started) */
         bool capped = false;  /* the failing wait was cut short by the first lease */
@@ -550,6 +551,7 @@ static const baton__lock_ops multi_ops = {
     .remaining_ttl = group_remaining_ttl,
     .close = group_close,
     .fencing_token = group_fencing_token,
+    .kind = BATON__K_MULTILOCK,
 };
 
 static const baton__lock_ops redlock_ops = {
@@ -562,6 +564,7 @@ static const baton__lock_ops redlock_ops = {
     .remaining_ttl = group_remaining_ttl,
     .close = group_close,
     .fencing_token = group_fencing_token,
+    .kind = BATON__K_MULTILOCK,
 };
 
 static int cmp_str(const char *a, const char *b)

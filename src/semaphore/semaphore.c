@@ -159,6 +159,7 @@ static int attempt(baton_semaphore *s, const char *permits)
     const char *keys[1] = {s->name};
     const char *args[1] = {permits};
     redisReply *r;
+    baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_SEMAPHORE);
     int rc = baton__script_run(c, baton__script_find("semaphore_acquire"), 1, keys, 1, args, &r);
     if (rc != BATON_OK)
         return rc;
@@ -193,9 +194,11 @@ int baton_semaphore_try_acquire(baton_semaphore *s, int64_t permits, int64_t wai
     char permits_s[32];
     snprintf(permits_s, sizeof permits_s, "%lld", (long long)permits);
     int64_t deadline = baton__deadline_after_ms(wait_ms);
+    int64_t start = baton__stat_start(c);
     /* Others already wait on this semaphore: listen from before the first attempt on. */
     baton__sub *sub = wait_ms != 0 ? baton__sub_try_acquire(c, s->channel) : NULL;
     rc = attempt(s, permits_s);
+    baton__stat_acquire(c, BATON__K_SEMAPHORE, rc, start, s->name);
     if (rc != BATON_ETIMEDOUT || wait_ms == 0) {
         if (sub)
             baton__sub_release(c, sub);
@@ -224,9 +227,10 @@ int baton_semaphore_try_acquire(baton_semaphore *s, int64_t permits, int64_t wai
         int64_t until = deadline;
         if (deadline - now > recheck_us)
             until = now + recheck_us;
-        baton__sub_wait(c, sub, until);
+        baton__stat_woken(c, BATON__K_SEMAPHORE, baton__sub_wait(c, sub, until));
         rc = attempt(s, permits_s);
     }
+    baton__stat_acquire(c, BATON__K_SEMAPHORE, rc, start, s->name);
     /* Acquired: unsubscribe in the background. Gave up: leave nothing behind. */
     if (rc == BATON_OK)
         baton__sub_release(c, sub);
