@@ -48,6 +48,7 @@ typedef struct cli_global {
     const char *tls_key;  /* --tls-key or $BATON_TLS_KEY */
     const char *tls_sni;  /* --tls-sni */
     bool tls_insecure;    /* --tls-insecure: tls_insecure_skip_verify */
+    bool verbose;         /* --verbose (lock only): the library's events, DEBUG up, on stderr */
 } cli_global;
 
 #define CLI_DEFAULT_URL "redis://127.0.0.1:6379"

@@ -203,6 +203,10 @@ int cli_cmd_lock(cli_global *g, int argc, char **argv)
             hold = true;
             continue;
         }
+        if (option(&a, "--verbose", false)) {
+            g->verbose = true;
+            continue;
+        }
         if (s[0] == '-' && s[1] != '\0') {
             a.error = unknown_option(&a);
             break;
@@ -268,8 +272,11 @@ int cli_cmd_lock(cli_global *g, int argc, char **argv)
     }
 
     int64_t lease = has_lease ? lease_ms : BATON_LEASE_WATCHDOG;
+    int64_t asked = cli_now_ms();
     int brc =
         b.has_wait ? baton_lock_try_acquire(l, b.wait_ms, lease) : baton_lock_acquire(l, lease);
+    if (g->verbose && brc == BATON_OK)
+        fprintf(stderr, "baton: acquired %s in %lld ms\n", what, (long long)(cli_now_ms() - asked));
     if (brc == BATON_ETIMEDOUT) {
         char shown[32];
         format_ms(b.wait_ms, shown, sizeof shown);
@@ -322,6 +329,9 @@ int cli_cmd_lock(cli_global *g, int argc, char **argv)
     }
 
     brc = baton_lock_release(l);
+    if (g->verbose)
+        fprintf(stderr, "baton: released %s after %lld ms (%s)\n", what,
+                (long long)(cli_now_ms() - asked), brc == BATON_OK ? "ok" : baton_err_name(brc));
     if (out.lost) {
         rc = EXIT_LOST;
     } else if (out.ran && brc == BATON_ENOTHELD) {

@@ -38,7 +38,7 @@ typedef struct cli_command {
 static const cli_command commands[] = {
     {"lock",
      "baton [--url URL] lock NAME... [-n | -w DUR] [-E CODE] [-q] [--lease DUR | --watchdog DUR]"
-     " [--fair] [--kill-after DUR] -- COMMAND [ARG...]\n"
+     " [--fair] [--kill-after DUR] [--verbose] -- COMMAND [ARG...]\n"
      "       baton [--url URL] lock NAME... --hold [-n | -w DUR] [-E CODE] [-q] [--lease DUR]",
      "  lock NAME... -- COMMAND    Run COMMAND while holding the lock NAME (several names:\n"
      "                             all of them or none, a multi-lock); exit with its "
@@ -49,7 +49,8 @@ static const cli_command commands[] = {
      "                             renewing it; renewed every DUR/3 (default 30s)\n"
      "      --fair                 fair locks: waiters acquire in the order they asked\n"
      "      --hold                 no COMMAND: hold the lock until SIGINT, SIGTERM or SIGHUP,\n"
-     "                             then release it and exit 0 (like etcdctl lock)\n",
+     "                             then release it and exit 0 (like etcdctl lock)\n"
+     "      --verbose              tell acquire time, renewals and release on stderr\n",
      cli_cmd_lock},
     {"semaphore",
      "baton [--url URL] semaphore NAME [--permits N] [--take K] [-n | -w DUR] [-E CODE] [-q]"
@@ -72,11 +73,12 @@ static const cli_command commands[] = {
      "      --timeout DUR          give up after DUR (default: wait forever)\n"
      "  latch NAME delete          delete the latch, waking its waiters (exit 1 if absent)\n",
      cli_cmd_latch},
-    {"status", "baton [--url URL] status NAME... [--json]",
+    {"status", "baton [--url URL] status NAME... [--json | --watch [--interval DUR]]",
      "  status NAME...             show what lives at each NAME: lock holders, hold counts\n"
      "                             and TTL, a fair lock's queue, a semaphore's permits or a\n"
      "                             latch's count\n"
-     "      --json                 the same as JSON\n",
+     "      --json                 the same as JSON\n"
+     "      --watch                redraw every --interval DUR (default 1s) until Ctrl-C\n",
      cli_cmd_status},
     {"unlock", "baton [--url URL] unlock --force NAME",
      "  unlock --force NAME        delete the lock NAME whoever holds it (exit 1 if it was\n"
@@ -319,6 +321,14 @@ const char *cli_url(const cli_global *g)
     return g->url ? g->url : env && *env ? env : CLI_DEFAULT_URL;
 }
 
+/* --verbose: the library's events (renewals, reconnects, losses) as they happen. */
+static void log_to_stderr(void *arg, int level, const char *msg)
+{
+    (void)arg;
+    static const char *const names[] = {"", "error", "warning", "info", "debug"};
+    fprintf(stderr, "baton: %s: %s\n", names[level >= 1 && level <= 4 ? level : 0], msg);
+}
+
 int cli_open_client(const cli_global *g, baton_client **out)
 {
     baton_options o;
@@ -332,6 +342,10 @@ int cli_open_client(const cli_global *g, baton_client **out)
     o.tls_insecure_skip_verify = g->tls_insecure;
     o.password = g->password && *g->password ? g->password : NULL;
     o.watchdog_ms = g->watchdog_ms;
+    if (g->verbose) {
+        o.log_fn = log_to_stderr;
+        o.log_level = BATON_LOG_DEBUG;
+    }
     int rc = baton_client_open(&o, out);
     if (rc == BATON_OK) {
         /* an open that succeeded may leave a warning (an evicting maxmemory-policy) */

@@ -15,9 +15,12 @@
 #include <hiredis/hiredis.h>
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 /* ------------------------------- names ------------------------------------------------ */
 
@@ -507,6 +510,46 @@ static void print_json(const char *name, const snapshot *s, bool first)
            s->now_ms, s->subs_lock, s->subs_semaphore, s->subs_latch);
 }
 
+/* ------------------------------- --watch ---------------------------------------------- */
+
+/* Reads and prints every name each interval until killed (issue 15). A terminal gets its
+ * screen redrawn in place (cursor home, clear); anything else gets one block per interval
+ * after a "-- time" line: plain text that a log or a pipe can take. */
+static int watch(redisContext *r, const char **names, size_t n, int64_t interval_ms)
+{
+    bool tty = isatty(STDOUT_FILENO) == 1;
+    snapshot *snaps = calloc(n, sizeof *snaps);
+    if (!snaps)
+        return EXIT_FAILED;
+    int rc = 0;
+    while (!rc) {
+        for (size_t i = 0; !rc && i < n; i++)
+            rc = read_name(r, names[i], &snaps[i]);
+        if (!rc) {
+            char when[32];
+            time_t now = time(NULL);
+            struct tm tm;
+            strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime_r(&now, &tm));
+            if (tty)
+                printf("\033[H\033[2Jbaton status, every %lld ms, at %s (Ctrl-C stops)\n\n",
+                       (long long)interval_ms, when);
+            else
+                printf("-- %s\n", when);
+            for (size_t i = 0; i < n; i++)
+                print_text(names[i], &snaps[i]);
+            fflush(stdout);
+        }
+        for (size_t i = 0; i < n; i++)
+            snapshot_free(&snaps[i]);
+        memset(snaps, 0, n * sizeof *snaps);
+        struct timespec ts = {(time_t)(interval_ms / 1000), (long)(interval_ms % 1000) * 1000000};
+        while (!rc && nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        }
+    }
+    free(snaps);
+    return rc;
+}
+
 /* ------------------------------- the command ------------------------------------------ */
 
 int cli_cmd_status(cli_global *g, int argc, char **argv)
@@ -515,11 +558,17 @@ int cli_cmd_status(cli_global *g, int argc, char **argv)
     if (!names)
         return EXIT_FAILED;
     size_t n = 0;
-    bool json = false;
+    bool json = false, watching = false;
+    int64_t interval_ms = 1000;
     int rc = 0;
     for (int i = 0; i < argc && !rc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--json") == 0) {
+        if (strcmp(a, "--watch") == 0) {
+            watching = true;
+        } else if (strcmp(a, "--interval") == 0) {
+            if (i + 1 >= argc || !cli_parse_duration(argv[++i], &interval_ms) || interval_ms < 10)
+                rc = cli_usage_error("status", "--interval needs a duration of at least 10ms");
+        } else if (strcmp(a, "--json") == 0) {
             json = true;
         } else if (strcmp(a, "--url") == 0) {
             if (i + 1 >= argc)
@@ -536,6 +585,8 @@ int cli_cmd_status(cli_global *g, int argc, char **argv)
     }
     if (!rc && n == 0)
         rc = cli_usage_error("status", "no NAME");
+    if (!rc && watching && json)
+        rc = cli_usage_error("status", "--watch prints text: it does not take --json");
     for (size_t i = 0; !rc && i < n; i++)
         if (strlen(names[i]) > BATON_MAX_NAME_LEN)
             rc = cli_usage_error("status", "a NAME is longer than %d bytes", BATON_MAX_NAME_LEN);
@@ -554,8 +605,12 @@ int cli_cmd_status(cli_global *g, int argc, char **argv)
         if (!r)
             rc = EXIT_CONN;
     }
+    if (!rc && watching) {
+        rc = watch(r, names, n, interval_ms); /* returns only when a read failed */
+        rc = rc ? rc : EXIT_FAILED;
+    }
     /* Read every name first, so that a failure half-way prints no half of a JSON text. */
-    snapshot *snaps = calloc(n, sizeof *snaps);
+    snapshot *snaps = rc ? NULL : calloc(n, sizeof *snaps);
     if (!snaps && !rc)
         rc = EXIT_FAILED;
     for (size_t i = 0; !rc && i < n; i++)
