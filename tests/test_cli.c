@@ -1347,14 +1347,22 @@ Test(cli, hold_keeps_the_lock_until_sigint_then_releases_and_exits_0)
     cli_result_free(&r);
 }
 
-/* The TLS flags and variables are accepted and passed on; they act on rediss:// URLs only. */
-Test(cli, tls_flags_are_accepted)
+/* The TLS flags and variables are parsed, and refused until the library speaks TLS: never a
+ * plain-text connection to a server the caller meant to reach over TLS. */
+Test(cli, tls_flags_are_refused_until_tls_lands)
 {
     setenv("BATON_TLS_CERT", "/nonexistent/cert.pem", 1);
     cli_result r;
-    cli_exec(&r, ARGS("--tls-ca", "/nonexistent/ca.pem", "--tls-key=/nonexistent/key.pem",
-                      "--tls-sni", "redis.example", "--tls-insecure", "status", "x"));
-    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cli_exec(&r, ARGS("status", "x"));
+    cr_assert(eq(int, r.status, 2), "stderr %s", r.err);
+    cr_assert(not(eq(ptr, strstr(r.err, "TLS"), NULL)), "stderr %s", r.err);
     cli_result_free(&r);
     unsetenv("BATON_TLS_CERT");
+    cli_exec(&r, ARGS("--tls-ca", "/nonexistent/ca.pem", "--tls-key=/nonexistent/key.pem",
+                      "--tls-sni", "redis.example", "--tls-insecure", "status", "x"));
+    cr_assert(eq(int, r.status, 2), "stderr %s", r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("--tls-bogus", "status", "x"));
+    cr_assert(eq(int, r.status, 2), "an unknown option is still a usage error");
+    cli_result_free(&r);
 }

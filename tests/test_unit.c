@@ -425,3 +425,19 @@ Test(unit, sentinel_switch_master_and_peers_decode)
     cr_assert(eq(int, baton__sentinel_peers(r, peers, 4), -1));
     freeReplyObject(r);
 }
+
+Test(unit, tls_options_are_refused_until_tls_lands)
+{
+    baton_options o;
+    baton_options_init(&o);
+    o.url = "redis://127.0.0.1:1";
+    o.tls_ca = "/etc/ssl/certs";
+    baton_client *c = (baton_client *)1;
+    cr_assert(eq(int, baton_client_open(&o, &c), BATON_ENOTSUP));
+    cr_assert(eq(ptr, c, NULL));
+    cr_assert(not(eq(ptr, strstr(baton_open_errmsg(), "TLS"), NULL)), "%s", baton_open_errmsg());
+    baton_options_init(&o);
+    o.url = "redis://127.0.0.1:1";
+    o.tls_insecure_skip_verify = true;
+    cr_assert(eq(int, baton_client_open(&o, &c), BATON_ENOTSUP));
+}

@@ -48,7 +48,9 @@ typedef struct baton_options {
     int64_t recheck_ms;         /* latch and semaphore waiters re-read the server at least
                                    this often, so a lost message costs at most this; 0: 1000 */
     int pool_size;              /* most command connections at once; 0: 16 */
-    /* TLS (rediss:// URLs). NULL or 0 in each means the default beside it. */
+    /* TLS (rediss:// URLs). NULL or 0 in each means the default beside it. This build does
+     * not speak TLS yet: baton_client_open() refuses any of these set (BATON_ENOTSUP)
+     * rather than connect in plain text to a server the caller meant to reach over TLS. */
     const char *tls_ca;          /* CA certificate file (PEM) or directory of them that
                                     verifies the server; NULL: the system's store */
     const char *tls_cert;        /* client certificate (PEM) for mutual TLS; NULL: none */
@@ -90,7 +92,8 @@ BATON_API void baton_options_init(baton_options *opts);
  *
  * Returns BATON_OK; BATON_EINVAL (out is NULL, a malformed URL, a negative or absurd
  * timeout); BATON_ECONN (server unreachable); BATON_EAUTH (AUTH refused); BATON_EPROTO
- * (SELECT refused, or an unexpected reply); BATON_ENOMEM. On failure *out is set to NULL and
+ * (SELECT refused, or an unexpected reply); BATON_ENOTSUP (a tls_* option is set: TLS is not
+ * supported by this build yet); BATON_ENOMEM. On failure *out is set to NULL and
  * nothing is left to close. On success baton_client_errmsg(*out) is "" or, once, a warning
  * about the server's configuration: an evicting maxmemory-policy (allkeys-* may evict held
  * locks, counts and fencing counters; volatile-* held locks), since baton's guarantees need

@@ -488,6 +488,10 @@ int main(int argc, char **argv)
         return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAILED;
     }
 
+    if (g.tls_ca || g.tls_cert || g.tls_key || g.tls_sni || g.tls_insecure)
+        /* never a plain-text connection to a server meant to be reached over TLS */
+        return cli_usage_error(NULL, "the TLS options (--tls-*, BATON_TLS_*) need TLS, which "
+                                     "this build of baton does not speak yet");
     if (cli_signals_init() != 0)
         return EXIT_FAILED;
     int rc = found->fn(&g, argc - i - 1, argv + i + 1);

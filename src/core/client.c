@@ -573,6 +573,14 @@ static int configure(baton__config *cfg, const baton_options *o, char *err, size
         snprintf(err, errlen, "watchdog_ms must be at least %d", MIN_WATCHDOG_MS);
         return BATON_EINVAL;
     }
+    if (o->tls_ca || o->tls_cert || o->tls_key || o->tls_sni || o->tls_insecure_skip_verify) {
+        /* Connecting in plain text to a server the caller meant to reach over TLS would be
+         * worse than refusing. */
+        snprintf(err, errlen,
+                 "TLS options are set, but this build of baton does not speak TLS "
+                 "yet (rediss:// is not supported)");
+        return BATON_ENOTSUP;
+    }
     if (o->pool_size < 0 || o->pool_size > 1024) {
         snprintf(err, errlen, "pool_size must be 0 (default) to 1024");
         return BATON_EINVAL;
