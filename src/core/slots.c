@@ -8,6 +8,8 @@
  */
 #include "slots.h"
 
+#include "reply.h"
+
 #include <hiredis/hiredis.h>
 
 #include <errno.h>
@@ -85,27 +87,6 @@ static int map_fail(baton__slot_map *m, char *err, size_t errlen, const char *wh
     return BATON_EPROTO;
 }
 
-static bool is_str(const redisReply *r)
-{
-    return r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) && r->str;
-}
-
-/* A string element as a port, or -1. */
-static int port_of(const redisReply *r)
-{
-    if (r && r->type == REDIS_REPLY_INTEGER)
-        return r->integer >= 0 && r->integer <= 65535 ? (int)r->integer : -1;
-    if (!is_str(r) || r->len == 0 || r->len > 5)
-        return -1;
-    int v = 0;
-    for (size_t i = 0; i < r->len; i++) {
-        if (r->str[i] < '0' || r->str[i] > '9')
-            return -1;
-        v = v * 10 + (r->str[i] - '0');
-    }
-    return v <= 65535 ? v : -1;
-}
-
 /* The address a node is reached at: its announced endpoint, or the seed's host when the
  * node does not know it ("" or "?": Redis's unknown endpoint). */
 static const char *host_of(const char *announced, const char *seed_host)
@@ -174,12 +155,14 @@ int baton__slot_map_from_slots(const redisReply *r, const char *seed_host, baton
         int master = -1;
         for (size_t j = 2; j < e->elements; j++) {
             const redisReply *n = e->element[j];
-            if (!n || n->type != REDIS_REPLY_ARRAY || n->elements < 2 || !is_str(n->element[0]))
+            if (!n || n->type != REDIS_REPLY_ARRAY || n->elements < 2 ||
+                !baton__reply_is_str(n->element[0]))
                 return map_fail(m, err, errlen, "a node entry is malformed");
-            int port = port_of(n->element[1]);
+            int port = baton__reply_port(n->element[1]);
             if (port <= 0)
                 return map_fail(m, err, errlen, "a node's port is not a port");
-            const char *id = n->elements > 2 && is_str(n->element[2]) ? n->element[2]->str : NULL;
+            const char *id =
+                n->elements > 2 && baton__reply_is_str(n->element[2]) ? n->element[2]->str : NULL;
             int idx = node_index(m, host_of(n->element[0]->str, seed_host), port, id, j == 2);
             if (idx < 0)
                 return map_fail(m, err, errlen, "too many nodes, or out of memory");
@@ -192,17 +175,6 @@ int baton__slot_map_from_slots(const redisReply *r, const char *seed_host, baton
     return BATON_OK;
 }
 
-/* The value of `key` in a RESP2 flat map ([k1, v1, k2, v2, ...]), or NULL. */
-static const redisReply *field(const redisReply *map, const char *key)
-{
-    if (!map || map->type != REDIS_REPLY_ARRAY)
-        return NULL;
-    for (size_t i = 0; i + 1 < map->elements; i += 2)
-        if (is_str(map->element[i]) && strcmp(map->element[i]->str, key) == 0)
-            return map->element[i + 1];
-    return NULL;
-}
-
 int baton__slot_map_from_shards(const redisReply *r, const char *seed_host, bool tls,
                                 baton__slot_map *m, char *err, size_t errlen)
 {
@@ -210,29 +182,32 @@ int baton__slot_map_from_shards(const redisReply *r, const char *seed_host, bool
     if (!r || r->type != REDIS_REPLY_ARRAY)
         return map_fail(m, err, errlen, "CLUSTER SHARDS did not answer an array");
     for (size_t i = 0; i < r->elements; i++) {
-        const redisReply *slots = field(r->element[i], "slots");
-        const redisReply *nodes = field(r->element[i], "nodes");
+        const redisReply *slots = baton__reply_field(r->element[i], "slots");
+        const redisReply *nodes = baton__reply_field(r->element[i], "nodes");
         if (!slots || slots->type != REDIS_REPLY_ARRAY || slots->elements % 2 != 0 || !nodes ||
             nodes->type != REDIS_REPLY_ARRAY)
             return map_fail(m, err, errlen, "a shard is malformed");
         int master = -1;
         for (size_t j = 0; j < nodes->elements; j++) {
             const redisReply *n = nodes->element[j];
-            const redisReply *role = field(n, "role"), *health = field(n, "health");
-            const redisReply *ep = field(n, "endpoint"), *ip = field(n, "ip");
-            const redisReply *id = field(n, "id");
-            int port = port_of(field(n, tls ? "tls-port" : "port"));
-            if (!is_str(role))
+            const redisReply *role = baton__reply_field(n, "role"),
+                             *health = baton__reply_field(n, "health");
+            const redisReply *ep = baton__reply_field(n, "endpoint"),
+                             *ip = baton__reply_field(n, "ip");
+            const redisReply *id = baton__reply_field(n, "id");
+            int port = baton__reply_port(baton__reply_field(n, tls ? "tls-port" : "port"));
+            if (!baton__reply_is_str(role))
                 return map_fail(m, err, errlen, "a node has no role");
             bool is_master = strcmp(role->str, "master") == 0;
-            if (is_str(health) && strcmp(health->str, "online") != 0)
+            if (baton__reply_is_str(health) && strcmp(health->str, "online") != 0)
                 continue; /* failed or still loading: not a place to send commands */
             if (port <= 0)
                 return map_fail(m, err, errlen, "a node's port is not a port");
-            const char *host = host_of(is_str(ep) ? ep->str : NULL, NULL);
+            const char *host = host_of(baton__reply_is_str(ep) ? ep->str : NULL, NULL);
             if (!host)
-                host = host_of(is_str(ip) ? ip->str : NULL, seed_host);
-            int idx = node_index(m, host, port, is_str(id) ? id->str : NULL, is_master);
+                host = host_of(baton__reply_is_str(ip) ? ip->str : NULL, seed_host);
+            int idx =
+                node_index(m, host, port, baton__reply_is_str(id) ? id->str : NULL, is_master);
             if (idx < 0)
                 return map_fail(m, err, errlen, "too many nodes, or out of memory");
             if (is_master)
