@@ -72,7 +72,7 @@ static void rig_up(rig *g, int pool, idle_kind kind)
 }
 
 /* Lets every pooled connection go stale: the server's timeout closes them, or they are
- * killed. The test's own raw connection talks in between and is skipped. */
+ * killed (the test's own raw connections come and go in between). */
 static void go_idle(rig *g)
 {
     if (g->kind == BY_TIMEOUT) {
