@@ -51,12 +51,12 @@ typedef struct baton_options {
     /* TLS (rediss:// URLs). NULL or 0 in each means the default beside it. This build does
      * not speak TLS yet: baton_client_open() refuses any of these set (BATON_ENOTSUP)
      * rather than connect in plain text to a server the caller meant to reach over TLS. */
-    const char *tls_ca;          /* CA certificate file (PEM) or directory of them that
-                                    verifies the server; NULL: the system's store */
-    const char *tls_cert;        /* client certificate (PEM) for mutual TLS; NULL: none */
-    const char *tls_key;         /* the client certificate's private key (PEM); NULL: none */
-    const char *tls_sni;         /* server name sent as SNI and checked against the server's
-                                    certificate; NULL: the URL's host */
+    const char *tls_ca;            /* CA certificate file (PEM) or directory of them that
+                                      verifies the server; NULL: the system's store */
+    const char *tls_cert;          /* client certificate (PEM) for mutual TLS; NULL: none */
+    const char *tls_key;           /* the client certificate's private key (PEM); NULL: none */
+    const char *tls_sni;           /* server name sent as SNI and checked against the server's
+                                      certificate; NULL: the URL's host */
     bool tls_insecure_skip_verify; /* true: accept any server certificate and name (tests
                                       only: it gives up TLS's protection); false: verify */
     /* Log hook: events a human wants to see (reconnect, hold lost, server restarted,
