@@ -186,40 +186,60 @@ static void until_subscribed(redisContext *direct, const char *channel)
     }
 }
 
+/* A lock held by a client that talks to the server directly, and a waiter of the rig's
+ * client (through the proxy) asleep on it in a thread of its own. */
+typedef struct contest {
+    baton_client *holder_c;
+    baton_lock *held, *wanted;
+    waiter w;
+    pthread_t t;
+    long sub_conn; /* the proxy's number of the waiter's subscriber connection */
+} contest;
+
+static void contest_start(contest *k, rig *r, const char *name, int64_t lease_ms)
+{
+    char direct_url[64];
+    snprintf(direct_url, sizeof direct_url, "redis://127.0.0.1:%d", r->server.port);
+    cr_assert(eq(int, baton_client_open_url(direct_url, &k->holder_c), BATON_OK));
+    cr_assert(eq(int, baton_lock_open(k->holder_c, name, &k->held), BATON_OK));
+    cr_assert(eq(int, baton_lock_open(r->c, name, &k->wanted), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(k->held, lease_ms), BATON_OK));
+    long before = th_proxy_accepted(r->proxy);
+    k->w = (waiter){k->wanted, 8000, -1, -1, 0};
+    pthread_create(&k->t, NULL, wait_for_lock, &k->w);
+    char channel[160];
+    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+    until_subscribed(r->direct, channel);
+    cr_assert(eq(i64, th_proxy_accepted(r->proxy), before + 1), "one subscriber connection");
+    k->sub_conn = before + 1;
+}
+
+/* Joins the waiter, which must have acquired and released; closes the rest. */
+static void contest_end(contest *k, rig *r)
+{
+    pthread_join(k->t, NULL);
+    cr_assert(eq(int, k->w.rc, BATON_OK), "%s", baton_client_errmsg(r->c));
+    cr_assert(eq(int, k->w.release_rc, BATON_OK));
+    baton_lock_close(k->held);
+    baton_lock_close(k->wanted);
+    baton_client_close(k->holder_c);
+}
+
 Test(faults, a_held_subscriber_connection_costs_at_most_the_lease)
 {
     rig r;
     rig_up(&r, 1000);
-    /* the holder talks to the server directly */
-    char direct_url[64];
-    snprintf(direct_url, sizeof direct_url, "redis://127.0.0.1:%d", r.server.port);
-    baton_client *holder_c;
-    cr_assert(eq(int, baton_client_open_url(direct_url, &holder_c), BATON_OK));
-    baton_lock *held, *wanted;
-    cr_assert(eq(int, baton_lock_open(holder_c, "fl-sub", &held), BATON_OK));
-    cr_assert(eq(int, baton_lock_open(r.c, "fl-sub", &wanted), BATON_OK));
-    cr_assert(eq(int, baton_lock_acquire(held, 2000), BATON_OK));
-
-    long before = th_proxy_accepted(r.proxy);
-    waiter w = {wanted, 8000, -1, -1, 0};
-    pthread_t t;
-    pthread_create(&t, NULL, wait_for_lock, &w);
-    until_subscribed(r.direct, "redisson_lock__channel:{fl-sub}");
-    cr_assert(eq(i64, th_proxy_accepted(r.proxy), before + 1), "one subscriber connection");
-    th_proxy_hold_conn(r.proxy, before + 1, true); /* its messages go nowhere */
+    contest k;
+    contest_start(&k, &r, "fl-sub", 2000);
+    th_proxy_hold_conn(r.proxy, k.sub_conn, true); /* its messages go nowhere */
     int64_t lease_end = th_ms() + th_cmd_int(r.direct, "PTTL fl-sub");
-    cr_assert(eq(int, baton_lock_release(held), BATON_OK)); /* the "0" is held back */
-    pthread_join(t, NULL);
-    cr_assert(eq(int, w.rc, BATON_OK), "%s", baton_client_errmsg(r.c));
+    cr_assert(eq(int, baton_lock_release(k.held), BATON_OK)); /* the "0" is held back */
+    contest_end(&k, &r);
     /* the unheard release costs at most the rest of the lease the waiter was told */
-    cr_assert(le(i64, atomic_load(&w.done_ms), lease_end + 700),
+    cr_assert(le(i64, atomic_load(&k.w.done_ms), lease_end + 700),
               "acquired %lld ms after the lease's end",
-              (long long)(atomic_load(&w.done_ms) - lease_end));
-    cr_assert(eq(int, w.release_rc, BATON_OK));
+              (long long)(atomic_load(&k.w.done_ms) - lease_end));
     th_proxy_heal(r.proxy);
-    baton_lock_close(held);
-    baton_lock_close(wanted);
-    baton_client_close(holder_c);
     rig_down(&r);
 }
 
@@ -227,34 +247,17 @@ Test(faults, a_subscriber_connection_cut_while_waiting_is_resubscribed)
 {
     rig r;
     rig_up(&r, 1000);
-    char direct_url[64];
-    snprintf(direct_url, sizeof direct_url, "redis://127.0.0.1:%d", r.server.port);
-    baton_client *holder_c;
-    cr_assert(eq(int, baton_client_open_url(direct_url, &holder_c), BATON_OK));
-    baton_lock *held, *wanted;
-    cr_assert(eq(int, baton_lock_open(holder_c, "fl-resub", &held), BATON_OK));
-    cr_assert(eq(int, baton_lock_open(r.c, "fl-resub", &wanted), BATON_OK));
-    cr_assert(eq(int, baton_lock_acquire(held, 10000), BATON_OK));
-
-    long before = th_proxy_accepted(r.proxy);
-    waiter w = {wanted, 8000, -1, -1, 0};
-    pthread_t t;
-    pthread_create(&t, NULL, wait_for_lock, &w);
-    until_subscribed(r.direct, "redisson_lock__channel:{fl-resub}");
-    th_proxy_cut_conn(r.proxy, before + 1);
+    contest k;
+    contest_start(&k, &r, "fl-resub", 10000);
+    th_proxy_cut_conn(r.proxy, k.sub_conn);
     /* the dispatcher reconnects and resubscribes on its own */
     th_sleep_ms(50);
     until_subscribed(r.direct, "redisson_lock__channel:{fl-resub}");
     int64_t released = th_ms();
-    cr_assert(eq(int, baton_lock_release(held), BATON_OK));
-    pthread_join(t, NULL);
-    cr_assert(eq(int, w.rc, BATON_OK), "%s", baton_client_errmsg(r.c));
-    cr_assert(le(i64, atomic_load(&w.done_ms) - released, 500), "woken %lld ms after the release",
-              (long long)(atomic_load(&w.done_ms) - released));
-    cr_assert(eq(int, w.release_rc, BATON_OK));
-    baton_lock_close(held);
-    baton_lock_close(wanted);
-    baton_client_close(holder_c);
+    cr_assert(eq(int, baton_lock_release(k.held), BATON_OK));
+    contest_end(&k, &r);
+    cr_assert(le(i64, atomic_load(&k.w.done_ms) - released, 500), "woken %lld ms after the release",
+              (long long)(atomic_load(&k.w.done_ms) - released));
     rig_down(&r);
 }
 
