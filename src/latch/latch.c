@@ -32,8 +32,9 @@
 
 struct baton_latch {
     baton_client *client;
-    char *name;    /* the user's name, also the key holding the count */
-    char *channel; /* redisson_countdownlatch__channel__{name} */
+    char *name;           /* the user's name, also the key holding the count */
+    char *request_prefix; /* baton_request:{name}: (once.c) */
+    char *channel;        /* redisson_countdownlatch__channel__{name} */
 };
 
 /* ------------------------------- open and close --------------------------------------- */
@@ -53,7 +54,8 @@ int baton_latch_open(baton_client *c, const char *name, baton_latch **out)
     l->client = c;
     l->name = baton__strdup(name);
     l->channel = baton__derive_key(CHANNEL_PREFIX, name, NULL);
-    if (!l->name || !l->channel) {
+    l->request_prefix = baton__derive_key(BATON__REQUEST_PREFIX, name, ":");
+    if (!l->name || !l->channel || !l->request_prefix) {
         baton_latch_close(l);
         return baton__fail(c, BATON_ENOMEM, "out of memory");
     }
@@ -67,6 +69,7 @@ void baton_latch_close(baton_latch *l)
         return;
     free(l->name);
     free(l->channel);
+    free(l->request_prefix);
     free(l);
 }
 
@@ -125,15 +128,11 @@ int baton_latch_count_down(baton_latch *l)
     baton_client *c = l->client;
     /* A decrement is not idempotent: a request latch makes the re-send after a lost reply
      * count once (once.c). */
-    char *prefix = baton__derive_key(BATON__REQUEST_PREFIX, l->name, ":");
-    if (!prefix)
-        return baton__fail(c, BATON_ENOMEM, "out of memory");
     const char *keys[2] = {l->name, l->channel};
     const char *args[1] = {ZERO_COUNT_MESSAGE};
     redisReply *r;
-    rc = baton__script_run_once(c, baton__script_find("latch_count_down"), prefix, 2, keys, 1, args,
-                                &r);
-    free(prefix);
+    rc = baton__script_run_once(c, baton__script_find("latch_count_down"), l->request_prefix, 2,
+                                keys, 1, args, &r);
     if (rc != BATON_OK)
         return rc;
     int type = r->type;

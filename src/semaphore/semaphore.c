@@ -33,8 +33,9 @@
 
 struct baton_semaphore {
     baton_client *client;
-    char *name;    /* the user's name, also the key holding the count */
-    char *channel; /* redisson_sc:{name}: new counts are published here */
+    char *name;           /* the user's name, also the key holding the count */
+    char *request_prefix; /* baton_request:{name}: (once.c) */
+    char *channel;        /* redisson_sc:{name}: new counts are published here */
 };
 
 /* ------------------------------- helpers ---------------------------------------------- */
@@ -86,11 +87,7 @@ static int run_int(baton_semaphore *s, const char *script, run_mode mode, int64_
     redisReply *r;
     int rc;
     if (mode == RUN_ONCE) {
-        char *prefix = baton__derive_key(BATON__REQUEST_PREFIX, s->name, ":");
-        if (!prefix)
-            return baton__fail(c, BATON_ENOMEM, "out of memory");
-        rc = baton__script_run_once(c, sc, prefix, 2, keys, has_arg ? 1 : 0, args, &r);
-        free(prefix);
+        rc = baton__script_run_once(c, sc, s->request_prefix, 2, keys, has_arg ? 1 : 0, args, &r);
     } else {
         rc = baton__script_run(c, sc, mode == RUN_CHANNEL ? 2 : 1, keys, has_arg ? 1 : 0, args, &r);
     }
@@ -133,7 +130,8 @@ int baton_semaphore_open(baton_client *c, const char *name, baton_semaphore **ou
     s->client = c;
     s->name = baton__strdup(name);
     s->channel = baton__derive_key(CHANNEL_PREFIX, name, NULL);
-    if (!s->name || !s->channel) {
+    s->request_prefix = baton__derive_key(BATON__REQUEST_PREFIX, name, ":");
+    if (!s->name || !s->channel || !s->request_prefix) {
         baton_semaphore_close(s);
         return baton__fail(c, BATON_ENOMEM, "out of memory");
     }
@@ -147,6 +145,7 @@ void baton_semaphore_close(baton_semaphore *s)
         return;
     free(s->name);
     free(s->channel);
+    free(s->request_prefix);
     free(s);
 }
 
