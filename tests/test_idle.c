@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include "helper.h"
 #include "internal.h"
+#include "conn.h"
 
 #include <criterion/new/assert.h>
 #include <pthread.h>

@@ -426,18 +426,47 @@ Test(unit, sentinel_switch_master_and_peers_decode)
     freeReplyObject(r);
 }
 
-Test(unit, tls_options_are_refused_until_tls_lands)
+Test(unit, tls_options_without_rediss_and_bad_tls_files_are_refused)
 {
     baton_options o;
     baton_options_init(&o);
     o.url = "redis://127.0.0.1:1";
     o.tls_ca = "/etc/ssl/certs";
     baton_client *c = (baton_client *)1;
-    cr_assert(eq(int, baton_client_open(&o, &c), BATON_ENOTSUP));
+    cr_assert(eq(int, baton_client_open(&o, &c), BATON_EINVAL), "plain text with TLS options");
     cr_assert(eq(ptr, c, NULL));
-    cr_assert(not(eq(ptr, strstr(baton_open_errmsg(), "TLS"), NULL)), "%s", baton_open_errmsg());
+    cr_assert(not(eq(ptr, strstr(baton_open_errmsg(), "rediss://"), NULL)), "%s", baton_open_errmsg());
     baton_options_init(&o);
     o.url = "redis://127.0.0.1:1";
     o.tls_insecure_skip_verify = true;
-    cr_assert(eq(int, baton_client_open(&o, &c), BATON_ENOTSUP));
+    cr_assert(eq(int, baton_client_open(&o, &c), BATON_EINVAL));
+
+    baton_options_init(&o);
+    o.url = "rediss://127.0.0.1:1";
+    o.tls_ca = "/nonexistent/ca.pem";
+    cr_assert(eq(int, baton_client_open(&o, &c), BATON_EINVAL));
+    cr_assert(not(eq(ptr, strstr(baton_open_errmsg(), "/nonexistent/ca.pem"), NULL)), "%s",
+              baton_open_errmsg());
+    baton_options_init(&o);
+    o.url = "rediss://127.0.0.1:1";
+    o.tls_cert = "/etc/ssl/certs/ca-certificates.crt";
+    cr_assert(eq(int, baton_client_open(&o, &c), BATON_EINVAL), "a certificate without its key");
+    baton_options_init(&o);
+    o.url = "rediss://127.0.0.1:1";
+    o.keepalive_ms = 10;
+    cr_assert(eq(int, baton_client_open(&o, &c), BATON_EINVAL), "keepalive under a second");
+}
+
+Test(unit, url_rediss)
+{
+    baton__endpoint ep = parse_ok("rediss://u:p@cache.example:6380/2");
+    cr_assert(ep.tls);
+    cr_assert(eq(str, ep.host, "cache.example"));
+    cr_assert(eq(int, ep.port, 6380));
+    cr_assert(eq(int, ep.db, 2));
+    baton__endpoint_free(&ep);
+    ep = parse_ok("redis://h");
+    cr_assert(not(ep.tls));
+    baton__endpoint_free(&ep);
+    parse_bad("redisss://h", NULL);
 }

@@ -35,7 +35,8 @@ typedef struct baton_client baton_client;
  */
 typedef struct baton_options {
     const char *url;            /* where to connect; NULL: "redis://127.0.0.1:6379". Forms:
-                                   redis://[[user]:password@]host[:port][/db] and
+                                   redis://[[user]:password@]host[:port][/db],
+                                   rediss://... (the same over TLS) and
                                    unix:///path/to/socket[?db=N] */
     const char *username;       /* ACL user; overrides the URL's; NULL: the URL's, or none */
     const char *password;       /* overrides the URL's; NULL: the URL's, or none */
@@ -48,13 +49,17 @@ typedef struct baton_options {
     int64_t recheck_ms;         /* latch and semaphore waiters re-read the server at least
                                    this often, so a lost message costs at most this; 0: 1000 */
     int pool_size;              /* most command connections at once; 0: 16 */
-    /* TLS (rediss:// URLs). NULL or 0 in each means the default beside it. This build does
-     * not speak TLS yet: baton_client_open() refuses any of these set (BATON_ENOTSUP)
-     * rather than connect in plain text to a server the caller meant to reach over TLS. */
+    /* TLS, used with rediss:// URLs (OpenSSL; TLS 1.2 or newer). NULL or 0 in each means the
+     * default beside it. The server's certificate chain and its name (tls_sni, or the URL's
+     * host; an IP address is checked against the certificate's IP entries) are verified
+     * unless tls_insecure_skip_verify. Any of these set with a URL that is not rediss://
+     * is refused (BATON_EINVAL) rather than connect in plain text to a server the caller
+     * meant to reach over TLS. */
     const char *tls_ca;            /* CA certificate file (PEM) or directory of them that
                                       verifies the server; NULL: the system's store */
     const char *tls_cert;          /* client certificate (PEM) for mutual TLS; NULL: none */
-    const char *tls_key;           /* the client certificate's private key (PEM); NULL: none */
+    const char *tls_key;           /* the client certificate's private key (PEM, not
+                                      encrypted: there is no passphrase prompt); NULL: none */
     const char *tls_sni;           /* server name sent as SNI and checked against the server's
                                       certificate; NULL: the URL's host */
     bool tls_insecure_skip_verify; /* true: accept any server certificate and name (tests
@@ -69,6 +74,12 @@ typedef struct baton_options {
     int log_level;           /* most verbose BATON_LOG_* level passed on; 0: BATON_LOG_WARN */
     int64_t slow_acquire_ms; /* an acquisition that took longer is logged (BATON_LOG_WARN)
                                 and counted in baton_stats.slow_acquires; 0: never */
+    int64_t keepalive_ms;    /* how soon a server that fell silent is noticed on idle
+                                connections: the pub/sub connection sends PING after half
+                                of it without a byte and gives up after the other half
+                                (waiters are woken and it reconnects), and TCP keepalive
+                                probes give up after about the same; at least 1000;
+                                0: 15000 */
 } baton_options;
 
 /* Levels of the log hook, most severe first:
@@ -92,8 +103,10 @@ BATON_API void baton_options_init(baton_options *opts);
  *
  * Returns BATON_OK; BATON_EINVAL (out is NULL, a malformed URL, a negative or absurd
  * timeout); BATON_ECONN (server unreachable); BATON_EAUTH (AUTH refused); BATON_EPROTO
- * (SELECT refused, or an unexpected reply); BATON_ENOTSUP (a tls_* option is set: TLS is not
- * supported by this build yet); BATON_ENOMEM. On failure *out is set to NULL and
+ * (SELECT refused, or an unexpected reply); BATON_ENOMEM. TLS: an unreadable CA, certificate
+ * or key, or tls_* options without rediss://, are BATON_EINVAL; a failed handshake (the
+ * server's certificate not trusted, expired or for another name; a plain-text server) is
+ * BATON_ECONN with OpenSSL's reason in the detail. On failure *out is set to NULL and
  * nothing is left to close. On success baton_client_errmsg(*out) is "" or, once, a warning
  * about the server's configuration: an evicting maxmemory-policy (allkeys-* may evict held
  * locks, counts and fencing counters; volatile-* held locks), since baton's guarantees need

@@ -1,20 +1,20 @@
 /*
- * The client: configuration, the pool of command connections, and the two ways to talk to
- * the server that everything else uses, a plain command and a script run by SHA1.
+ * The client: configuration, open and close, and the two ways to talk to the server that
+ * everything else uses, a plain command and a script run by SHA1, with the retries the
+ * architecture's retry table allows.
  *
- * Connections are blocking hiredis contexts with a send/receive timeout. A connection that
- * fails in any way (timeout, reset, protocol error) is closed and never reused; the next
- * command connects a fresh one, which is the whole of "reconnect" for commands. Commands
- * are not retried here: scripts that change state are not idempotent, and the callers that
- * can retry safely do so themselves.
+ * Connections come from the pool (conn.c). A connection that fails in any way (timeout,
+ * reset, protocol error) is closed and never reused; the next command connects a fresh
+ * one, which is the whole of "reconnect" for commands. Scripts that change state are not
+ * re-sent once they may have run: the callers that can retry safely do so themselves.
  */
 #define _GNU_SOURCE
 #include "client.h"
+#include "conn.h"
 
 #include <hiredis/hiredis.h>
 
 #include <errno.h>
-#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +29,7 @@
 #define DEFAULT_FAIR_WAIT_MS 5000
 #define DEFAULT_RECHECK_MS 1000
 #define DEFAULT_POOL_SIZE 16
+#define DEFAULT_KEEPALIVE_MS 15000
 #define MIN_WATCHDOG_MS 30 /* renewal every 10 ms: tests go this low, nobody should */
 
 void baton_options_init(baton_options *opts)
@@ -75,12 +76,6 @@ static void make_uuid(char out[40])
              b[14], b[15]);
 }
 
-static struct timeval tv_ms(int64_t ms)
-{
-    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000)};
-    return tv;
-}
-
 /* ------------------------------- errors from replies ---------------------------------- */
 
 int baton__reply_error(baton_client *c, const redisReply *r)
@@ -97,93 +92,6 @@ int baton__reply_error(baton_client *c, const redisReply *r)
     return baton__fail(c, code, "server replied: %s", s);
 }
 
-int baton__conn_error(baton_client *c, const redisContext *ctx, const char *what)
-{
-    if (!ctx)
-        return baton__fail(c, BATON_ENOMEM, "%s: out of memory", what);
-    const char *msg = ctx->errstr[0] ? ctx->errstr : "connection closed";
-    if (ctx->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK))
-        msg = "no reply within the timeout";
-    return baton__fail(c, BATON_ECONN, "%s: %s", what, msg);
-}
-
-/* ------------------------------- connections ------------------------------------------ */
-
-static void describe_endpoint(const baton__endpoint *ep, char *buf, size_t len)
-{
-    if (ep->path)
-        snprintf(buf, len, "unix:%s", ep->path);
-    else
-        snprintf(buf, len, "%s:%d", ep->host, ep->port);
-}
-
-/* Copies the value of "field:" in an INFO reply into buf ("" when absent or too long). */
-static void info_field(const char *info, const char *field, char *buf, size_t len)
-{
-    buf[0] = '\0';
-    size_t flen = strlen(field);
-    for (const char *p = info; (p = strstr(p, field)) != NULL; p += flen) {
-        if ((p != info && p[-1] != '\n') || p[flen] != ':')
-            continue; /* a longer field that ends with this name, or a value */
-        p += flen + 1;
-        size_t n = strcspn(p, "\r\n");
-        if (n < len) {
-            memcpy(buf, p, n);
-            buf[n] = '\0';
-        }
-        return;
-    }
-}
-
-/* What an eviction policy does to baton's keys, or NULL when it evicts nothing. */
-static const char *eviction_risk(const char *policy)
-{
-    if (!policy[0] || strcmp(policy, "noeviction") == 0)
-        return NULL;
-    if (strncmp(policy, "volatile-", 9) == 0)
-        return "it may evict keys with a TTL, that is held locks and fair-lock queues, and "
-               "their holders learn it only at their next renewal or release";
-    return "it may evict any key: held locks, semaphore and latch counts, and the fencing "
-           "token counters, whose tokens then repeat";
-}
-
-/* Records the server's run_id, and warns once about an eviction policy. A new run_id on a
- * later connection means the server restarted and may have lost every key: the epoch rises
- * and every hold is reported lost. A server that refuses INFO (an ACL without it) is simply
- * not watched. */
-static void note_server(baton_client *c, redisContext *ctx)
-{
-    redisReply *r = redisCommand(ctx, "INFO");
-    if (!r)
-        return;
-    char id[48] = "", policy[32] = "";
-    if (r->type == REDIS_REPLY_STRING) {
-        info_field(r->str, "run_id", id, sizeof id);
-        info_field(r->str, "maxmemory_policy", policy, sizeof policy);
-    }
-    freeReplyObject(r);
-    const char *risk = eviction_risk(policy);
-    if (!id[0])
-        return;
-    bool changed = false;
-    baton__mutex_lock(&c->run_mu);
-    if (strcmp(c->run_id, id) != 0) {
-        changed = c->run_id[0] != '\0';
-        memcpy(c->run_id, id, sizeof id);
-        c->epoch++;
-    }
-    if (risk && !c->warning[0])
-        snprintf(c->warning, sizeof c->warning,
-                 "warning: the server's maxmemory-policy is %s: %s; baton's exclusion and "
-                 "fencing guarantees need noeviction",
-                 policy, risk);
-    baton__mutex_unlock(&c->run_mu);
-    if (changed)
-        baton__stat_epoch_changed(c);
-    if (changed)
-        baton__watchdog_epoch_changed(c);
-}
-
 uint64_t baton_client_epoch(const baton_client *c)
 {
     if (!c)
@@ -194,171 +102,6 @@ uint64_t baton_client_epoch(const baton_client *c)
     return e;
 }
 
-/* Runs one handshake command; any error reply is mapped with `code_for_error`. */
-static int handshake(baton_client *c, redisContext *ctx, int code_for_error, const char *what,
-                     int argc, const char **argv)
-{
-    redisReply *r = redisCommandArgv(ctx, argc, argv, NULL);
-    if (!r)
-        return baton__conn_error(c, ctx, what);
-    int rc = BATON_OK;
-    if (r->type == REDIS_REPLY_ERROR) {
-        rc = baton__reply_error(c, r);
-        if (rc != BATON_EAUTH)
-            rc = code_for_error;
-        baton__fail(c, rc, "%s refused: %s", what, r->str);
-    }
-    freeReplyObject(r);
-    return rc;
-}
-
-int baton__connect(baton_client *c, redisContext **out)
-{
-    const baton__endpoint *ep = &c->cfg.ep;
-    char where[300];
-    describe_endpoint(ep, where, sizeof where);
-    struct timeval ctv = tv_ms(c->cfg.connect_timeout_ms);
-    redisContext *ctx = ep->path ? redisConnectUnixWithTimeout(ep->path, ctv)
-                                 : redisConnectWithTimeout(ep->host, ep->port, ctv);
-    *out = NULL;
-    if (!ctx)
-        return baton__fail(c, BATON_ENOMEM, "connect to %s: out of memory", where);
-    if (ctx->err) {
-        int rc = baton__fail(c, BATON_ECONN, "connect to %s: %s", where, ctx->errstr);
-        redisFree(ctx);
-        return rc;
-    }
-    redisSetTimeout(ctx, ctv);
-    if (!ep->path)
-        redisEnableKeepAlive(ctx);
-
-    int rc = BATON_OK;
-    if (ep->password) {
-        const char *argv[3] = {"AUTH", ep->username, ep->password};
-        if (ep->username)
-            rc = handshake(c, ctx, BATON_EAUTH, "AUTH", 3, argv);
-        else {
-            argv[1] = ep->password;
-            rc = handshake(c, ctx, BATON_EAUTH, "AUTH", 2, argv);
-        }
-    }
-    if (rc == BATON_OK && ep->db != 0) {
-        char db[16];
-        snprintf(db, sizeof db, "%d", ep->db);
-        const char *argv[2] = {"SELECT", db};
-        rc = handshake(c, ctx, BATON_EPROTO, "SELECT", 2, argv);
-    }
-    if (rc == BATON_OK) {
-        /* A server that wants a password answers NOAUTH here, before any real work. */
-        const char *argv[1] = {"PING"};
-        rc = handshake(c, ctx, BATON_EPROTO, "PING", 1, argv);
-    }
-    if (rc == BATON_OK)
-        note_server(c, ctx);
-    if (rc != BATON_OK) {
-        redisFree(ctx);
-        return rc;
-    }
-    redisSetTimeout(ctx, tv_ms(c->cfg.command_timeout_ms));
-    *out = ctx;
-    return BATON_OK;
-}
-
-/* Whether an idle command connection can still be used. Nothing ever arrives on one
- * unasked, so a readable socket means the server closed it (its idle timeout, CLIENT KILL,
- * a restart, a load balancer) or it broke: it would fail the next command, or worse, take
- * the command and lose its reply. */
-static bool idle_usable(const redisContext *ctx)
-{
-    struct pollfd p = {ctx->fd, POLLIN, 0};
-    int n;
-    while ((n = poll(&p, 1, 0)) < 0 && errno == EINTR) {
-    }
-    return n == 0;
-}
-
-static void free_conn(baton__conn *conn)
-{
-    redisFree(conn->ctx);
-    free(conn);
-}
-
-int baton__conn_get(baton_client *c, baton__conn **out)
-{
-    baton__mutex_lock(&c->pool_mu);
-    for (;;) {
-        while (c->idle) {
-            baton__conn *conn = c->idle;
-            c->idle = conn->next;
-            conn->next = NULL;
-            if (idle_usable(conn->ctx)) {
-                baton__mutex_unlock(&c->pool_mu);
-                conn->reused = true;
-                *out = conn;
-                return BATON_OK;
-            }
-            c->open_conns--; /* closed by the server while it waited: replaced below */
-            free_conn(conn);
-        }
-        if (c->open_conns < c->cfg.pool_size)
-            break;
-        /* Every connection is busy; each is bounded by the command timeout. */
-        baton__cond_wait_until(&c->pool_cond, &c->pool_mu, BATON__NO_DEADLINE);
-    }
-    c->open_conns++;
-    baton__mutex_unlock(&c->pool_mu);
-
-    baton__conn *conn = calloc(1, sizeof *conn);
-    int rc = conn ? baton__connect(c, &conn->ctx) : BATON_ENOMEM;
-    if (rc != BATON_OK) {
-        free(conn);
-        baton__mutex_lock(&c->pool_mu);
-        c->open_conns--;
-        baton__cond_signal(&c->pool_cond);
-        baton__mutex_unlock(&c->pool_mu);
-        return rc;
-    }
-    baton__stat_inc(c, BATON__ST_CONNECTS);
-    *out = conn;
-    return BATON_OK;
-}
-
-void baton__conn_put(baton_client *c, baton__conn *conn, bool broken)
-{
-    baton__conn *stale = NULL;
-    baton__mutex_lock(&c->pool_mu);
-    if (broken || conn->ctx->err) {
-        /* Whatever broke this connection (a restart, a cut, a proxy that dropped its
-         * connections) may have broken the idle ones too, in a way a look at their sockets
-         * cannot see yet: they go as well, so that the retry that follows runs on a new
-         * connection, never on one the same fault hit. */
-        stale = c->idle;
-        c->idle = NULL;
-        for (baton__conn *s = stale; s; s = s->next)
-            c->open_conns--;
-        c->open_conns--;
-        baton__cond_broadcast(&c->pool_cond);
-    } else {
-        conn->next = c->idle;
-        c->idle = conn;
-        baton__cond_signal(&c->pool_cond);
-        conn = NULL;
-    }
-    baton__mutex_unlock(&c->pool_mu);
-    if (conn)
-        free_conn(conn);
-    while (stale) {
-        baton__conn *next = stale->next;
-        free_conn(stale);
-        stale = next;
-    }
-}
-
-redisContext *baton__conn_ctx(baton__conn *conn)
-{
-    return conn->ctx;
-}
-
 /* ------------------------------- commands --------------------------------------------- */
 
 /* Runs a command on a borrowed connection; maps a broken connection. *sent (may be NULL)
@@ -367,23 +110,17 @@ redisContext *baton__conn_ctx(baton__conn *conn)
 static int run_on(baton_client *c, baton__conn *conn, int argc, const char **argv,
                   const size_t *lens, redisReply **reply, bool *sent)
 {
-    redisContext *ctx = conn->ctx;
     if (sent)
         *sent = false;
     baton__count_round_trip(c);
-    if (redisAppendCommandArgv(ctx, argc, argv, lens) != REDIS_OK)
-        return baton__conn_error(c, ctx, argv[0]);
-    int done = 0;
-    while (!done)
-        if (redisBufferWrite(ctx, &done) != REDIS_OK)
-            return baton__conn_error(c, ctx, argv[0]);
+    if (baton__conn_append(conn, argc, argv, lens) != BATON_OK)
+        return baton__fail(c, BATON_ENOMEM, "%s: out of memory", argv[0]);
+    int rc = baton__conn_flush(c, conn, argv[0]);
+    if (rc != BATON_OK)
+        return rc;
     if (sent)
         *sent = true;
-    void *r = NULL;
-    if (redisGetReply(ctx, &r) != REDIS_OK || !r)
-        return baton__conn_error(c, ctx, argv[0]);
-    *reply = r;
-    return BATON_OK;
+    return baton__conn_read(c, conn, argv[0], reply);
 }
 
 /* One command on a pooled connection; error replies become codes (detail recorded). */
@@ -452,15 +189,14 @@ static void free_argv(script_argv *a)
         free(a->argv);
 }
 
-int baton__script_append(redisContext *ctx, const baton__script *s, int nkeys, const char **keys,
+int baton__script_append(baton__conn *k, const baton__script *s, int nkeys, const char **keys,
                          int nargs, const char **args)
 {
     script_argv a;
     if (build_argv(&a, "EVALSHA", nkeys, keys, nargs, args) != BATON_OK)
         return BATON_ENOMEM;
     a.argv[1] = s->sha1;
-    int rc =
-        redisAppendCommandArgv(ctx, a.argc, a.argv, NULL) == REDIS_OK ? BATON_OK : BATON_ENOMEM;
+    int rc = baton__conn_append(k, a.argc, a.argv, NULL);
     free_argv(&a);
     return rc;
 }
@@ -483,7 +219,7 @@ static int script_attempt(baton_client *c, const baton__script *s, script_argv *
     int rc = baton__conn_get(c, &conn);
     if (rc != BATON_OK)
         return rc;
-    *reused = conn->reused;
+    *reused = baton__conn_reused(conn);
     a->argv[0] = "EVALSHA";
     a->argv[1] = s->sha1;
     redisReply *r = NULL;
@@ -567,19 +303,12 @@ static int configure(baton__config *cfg, const baton_options *o, char *err, size
         check_timeout(o->watchdog_ms, "watchdog_ms", err, errlen) ||
         check_timeout(o->fair_wait_ms, "fair_wait_ms", err, errlen) ||
         check_timeout(o->recheck_ms, "recheck_ms", err, errlen) ||
-        check_timeout(o->slow_acquire_ms, "slow_acquire_ms", err, errlen))
+        check_timeout(o->slow_acquire_ms, "slow_acquire_ms", err, errlen) ||
+        check_timeout(o->keepalive_ms, "keepalive_ms", err, errlen))
         return BATON_EINVAL;
     if (o->watchdog_ms != 0 && o->watchdog_ms < MIN_WATCHDOG_MS) {
         snprintf(err, errlen, "watchdog_ms must be at least %d", MIN_WATCHDOG_MS);
         return BATON_EINVAL;
-    }
-    if (o->tls_ca || o->tls_cert || o->tls_key || o->tls_sni || o->tls_insecure_skip_verify) {
-        /* Connecting in plain text to a server the caller meant to reach over TLS would be
-         * worse than refusing. */
-        snprintf(err, errlen,
-                 "TLS options are set, but this build of baton does not speak TLS "
-                 "yet (rediss:// is not supported)");
-        return BATON_ENOTSUP;
     }
     if (o->pool_size < 0 || o->pool_size > 1024) {
         snprintf(err, errlen, "pool_size must be 0 (default) to 1024");
@@ -608,17 +337,18 @@ static int configure(baton__config *cfg, const baton_options *o, char *err, size
     cfg->fair_wait_ms = o->fair_wait_ms ? o->fair_wait_ms : DEFAULT_FAIR_WAIT_MS;
     cfg->recheck_ms = o->recheck_ms ? o->recheck_ms : DEFAULT_RECHECK_MS;
     cfg->pool_size = o->pool_size ? o->pool_size : DEFAULT_POOL_SIZE;
+    cfg->keepalive_ms = o->keepalive_ms ? o->keepalive_ms : DEFAULT_KEEPALIVE_MS;
+    if (cfg->keepalive_ms < 1000) {
+        snprintf(err, errlen, "keepalive_ms must be at least 1000");
+        return BATON_EINVAL;
+    }
     return BATON_OK;
 }
 
 static void free_client(baton_client *c, bool forked)
 {
-    while (c->idle) {
-        baton__conn *conn = c->idle;
-        c->idle = conn->next;
-        redisFree(conn->ctx);
-        free(conn);
-    }
+    baton__pool_free(c);
+    baton__tls_free(c);
     baton__endpoint_free(&c->cfg.ep);
     if (!forked) {
         baton__mutex_destroy(&c->pool_mu);
@@ -645,7 +375,10 @@ int baton_client_open(const baton_options *opts, baton_client **out)
         return BATON_ENOMEM;
     }
     int rc = configure(&c->cfg, opts, err, sizeof err);
+    if (rc == BATON_OK)
+        rc = baton__tls_setup(c, opts, err, sizeof err);
     if (rc != BATON_OK) {
+        baton__tls_free(c);
         baton__endpoint_free(&c->cfg.ep);
         free(c);
         baton__set_open_errmsg(rc == BATON_ENOMEM ? "out of memory" : err);

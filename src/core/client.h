@@ -12,12 +12,6 @@
 typedef struct baton__dispatcher baton__dispatcher;
 typedef struct baton__watchdog baton__watchdog;
 
-struct baton__conn {
-    struct redisContext *ctx;
-    struct baton__conn *next; /* in the idle list */
-    bool reused;              /* taken from the pool, not connected for this use */
-};
-
 struct baton_client {
     uint64_t serial;     /* unique per client in this process: keys the error details */
     char id[40];         /* random UUID, the owner prefix */
@@ -32,10 +26,18 @@ struct baton_client {
 
     baton__counters stats; /* counters, wait histograms, log hook (stats.c) */
 
-    pthread_mutex_t run_mu; /* guards the three fields below */
+    struct ssl_ctx_st *tls; /* rediss://: the TLS context every connection uses; or NULL */
+    char *tls_name;         /* tls_sni, or NULL: the URL's host */
+    bool tls_insecure;      /* tls_insecure_skip_verify */
+
+    pthread_mutex_t run_mu; /* guards the fields below */
     char run_id[48];        /* the server's run_id as last seen; "" before the first */
     uint64_t epoch;         /* distinct server runs seen: 1 after open */
     char warning[320];      /* the server's configuration endangers baton (eviction); "" */
+    struct {
+        void (*fn)(baton_client *c, void *arg);
+        void *arg;
+    } epoch_hooks[4]; /* BATON__EPOCH_HOOKS (conn.h) */
 
     pthread_mutex_t lazy_mu; /* guards creation of the two threads below */
     baton__dispatcher *disp; /* created on the first subscription */

@@ -27,6 +27,7 @@
  */
 #define _GNU_SOURCE
 #include "client.h"
+#include "conn.h"
 
 #include <hiredis/hiredis.h>
 
@@ -125,7 +126,8 @@ struct baton__dispatcher {
     baton_client *c;
     pthread_t thread;
     pthread_mutex_t mu;
-    redisContext *ctx; /* NULL while disconnected */
+    baton__conn *conn; /* NULL while disconnected */
+    int64_t ping_at;   /* monotonic µs a keepalive PING was sent and not yet answered; 0 */
     int pipe[2];       /* wakes the thread: new output, closing */
     bool closing;
     baton__map subs;             /* channel -> baton__sub */
@@ -204,7 +206,7 @@ static void reconcile(void *arg)
     baton__sub *s = arg;
     baton__dispatcher *d = s->d;
     s->queued = false;
-    if (d->ctx) {
+    if (d->conn) {
         const char *verb = NULL;
         if (s->refs > 0 && s->state == S_UNSUB) {
             verb = "SUBSCRIBE";
@@ -215,7 +217,7 @@ static void reconcile(void *arg)
         }
         if (verb) {
             const char *argv[2] = {verb, s->channel};
-            if (redisAppendCommandArgv(d->ctx, 2, argv, NULL) == REDIS_OK) {
+            if (baton__conn_append(d->conn, 2, argv, NULL) == BATON_OK) {
                 baton__stat_inc(d->c, s->refs > 0 ? BATON__ST_SUBSCRIBES : BATON__ST_UNSUBSCRIBES);
                 s->inflight = true; /* the permit stays taken until the confirmation */
                 wake_thread(d);
@@ -354,8 +356,8 @@ static void collect(const char *key, void *val, void *arg)
 /* The connection broke: forget the server's state and wake everyone to re-check. */
 static void on_disconnect(baton__dispatcher *d)
 {
-    redisFree(d->ctx);
-    d->ctx = NULL;
+    baton__conn_close(d->conn);
+    d->conn = NULL;
     sub_list l = {0};
     baton__map_each(&d->subs, collect, &l);
     for (size_t i = 0; i < l.n; i++) {
@@ -376,12 +378,10 @@ static void on_disconnect(baton__dispatcher *d)
     baton__cond_broadcast(&d->unsubscribed);
 }
 
-static void on_connect(baton__dispatcher *d, redisContext *ctx)
+static void on_connect(baton__dispatcher *d, baton__conn *conn)
 {
-    int fl = fcntl(ctx->fd, F_GETFL);
-    fcntl(ctx->fd, F_SETFL, fl | O_NONBLOCK);
-    ctx->flags &= ~REDIS_BLOCK; /* hiredis then treats EAGAIN as "try later" */
-    d->ctx = ctx;
+    d->conn = conn;
+    d->ping_at = 0;
     sub_list l = {0};
     baton__map_each(&d->subs, collect, &l);
     for (size_t i = 0; i < l.n; i++)
@@ -437,20 +437,46 @@ static void drain_pipe(int fd)
     }
 }
 
-/* Reads what the socket has and dispatches every complete reply. false: broken. */
-static bool read_replies(baton__dispatcher *d)
+/* Does the I/O poll() allowed and dispatches every complete reply. false: broken. */
+static bool do_io(baton__dispatcher *d, short revents)
 {
-    if (redisBufferRead(d->ctx) != REDIS_OK)
+    if (!baton__conn_io(d->conn, revents))
         return false;
     for (;;) {
-        void *reply = NULL;
-        if (redisGetReplyFromReader(d->ctx, &reply) != REDIS_OK)
+        redisReply *reply = NULL;
+        if (baton__conn_next(d->conn, &reply) != BATON_OK)
             return false;
         if (!reply)
             return true;
         baton__dispatch_reply(d, reply);
         freeReplyObject(reply);
     }
+}
+
+/* Keepalive: a server that went silent (stopped, partitioned, its host gone) never closes
+ * the connection, and TCP's own keepalive cannot tell a stopped process from an idle one.
+ * After half of keepalive_ms without a byte the dispatcher sends PING (allowed while
+ * subscribed); without a byte for another half the connection is given up, which wakes
+ * every waiter to re-check and reconnects. Returns false when it must be given up, and
+ * lowers *timeout_ms (-1: none) to the next moment this needs to run. */
+static bool keepalive(baton__dispatcher *d, int *timeout_ms)
+{
+    int64_t half = d->c->cfg.keepalive_ms * 500, now = baton__now_us();
+    int64_t heard = baton__conn_last_read(d->conn);
+    if (d->ping_at && heard >= d->ping_at)
+        d->ping_at = 0; /* answered, or something else arrived: alive */
+    if (d->ping_at && now - d->ping_at >= half)
+        return false;
+    if (!d->ping_at && now - heard >= half) {
+        const char *argv[1] = {"PING"};
+        if (baton__conn_append(d->conn, 1, argv, NULL) == BATON_OK)
+            d->ping_at = now;
+    }
+    int64_t next = (d->ping_at ? d->ping_at : heard) + half;
+    int ms = next <= now ? 0 : (int)((next - now + 999) / 1000);
+    if (*timeout_ms < 0 || ms < *timeout_ms)
+        *timeout_ms = ms;
+    return true;
 }
 
 static void *dispatcher_main(void *arg)
@@ -460,15 +486,15 @@ static void *dispatcher_main(void *arg)
     bool pausing = false;
     baton__mutex_lock(&d->mu);
     while (!d->closing) {
-        if (!d->ctx) {
+        if (!d->conn) {
             if (needed(d) && !pausing) {
                 baton__mutex_unlock(&d->mu);
-                redisContext *ctx = NULL;
-                int rc = baton__connect(d->c, &ctx);
+                baton__conn *conn = NULL;
+                int rc = baton__conn_open(d->c, &conn);
                 baton__stat_sub_connect(d->c, rc);
                 baton__mutex_lock(&d->mu);
                 if (rc == BATON_OK) {
-                    on_connect(d, ctx);
+                    on_connect(d, conn);
                     continue;
                 }
                 /* The server is away: pause 10 ms, doubling up to MAX_BACKOFF_MS, so a
@@ -496,9 +522,14 @@ static void *dispatcher_main(void *arg)
         }
         backoff_ms = 0;
         int timeout = expire_lingering(d);
-        struct pollfd p[2] = {{d->pipe[0], POLLIN, 0}, {d->ctx->fd, POLLIN, 0}};
-        if (d->ctx->obuf && d->ctx->obuf[0])
-            p[1].events |= POLLOUT;
+        if (!keepalive(d, &timeout)) {
+            baton__log(d->c, BATON_LOG_WARN, "pub/sub connection: no answer to PING within %lld ms",
+                       (long long)d->c->cfg.keepalive_ms);
+            on_disconnect(d);
+            continue;
+        }
+        struct pollfd p[2] = {{d->pipe[0], POLLIN, 0},
+                              {baton__conn_fd(d->conn), baton__conn_events(d->conn), 0}};
         baton__mutex_unlock(&d->mu);
         int n = poll(p, 2, timeout);
         baton__mutex_lock(&d->mu);
@@ -506,16 +537,11 @@ static void *dispatcher_main(void *arg)
             continue; /* EINTR */
         if (p[0].revents)
             drain_pipe(d->pipe[0]);
-        if (!d->ctx)
+        if (!d->conn)
             continue;
-        bool ok = true;
-        if (p[1].revents & (POLLIN | POLLHUP | POLLERR))
-            ok = read_replies(d);
-        if (ok && d->ctx->obuf && d->ctx->obuf[0]) {
-            int done = 0;
-            ok = redisBufferWrite(d->ctx, &done) == REDIS_OK;
-        }
-        if (!ok)
+        /* New output (a SUBSCRIBE appended while this thread slept) goes out even when
+         * only the pipe woke it. */
+        if (!do_io(d, p[1].revents))
             on_disconnect(d);
     }
     baton__mutex_unlock(&d->mu);
@@ -570,7 +596,7 @@ static void release_locked(baton__dispatcher *d, baton__sub *s, bool linger)
         return;
     d->wanted--;
     s->permits = 0;
-    if (linger && s->kind != BATON__SUB_LATCH && s->state == S_SUBSCRIBED && d->ctx && !s->queued &&
+    if (linger && s->kind != BATON__SUB_LATCH && s->state == S_SUBSCRIBED && d->conn && !s->queued &&
         !s->inflight) {
         if (!s->lingering) {
             s->lingering = true;
@@ -594,7 +620,7 @@ static void release_locked_sync(baton__dispatcher *d, baton__sub *s, int64_t lim
     release_locked(d, s, false); /* s may be gone from here on: look it up by name */
     while (channel && !d->closing) {
         baton__sub *cur = baton__map_get(&d->subs, channel);
-        if (!cur || cur->refs > 0 || !d->ctx ||
+        if (!cur || cur->refs > 0 || !d->conn ||
             (cur->state != S_UNSUBSCRIBING && cur->state != S_SUBSCRIBED))
             break;
         if (baton__cond_wait_until(&d->unsubscribed, &d->mu, limit) == ETIMEDOUT)
@@ -631,7 +657,7 @@ int baton__sub_acquire(baton_client *c, const char *channel, baton__sub_kind kin
     if (s->refs++ == 0) {
         d->wanted++;
         stop_lingering(d, s);
-        if (!d->ctx)
+        if (!d->conn)
             wake_thread(d); /* it may be idle, disconnected: connect now */
     }
     if (s->state != S_SUBSCRIBED)
@@ -668,7 +694,7 @@ baton__sub *baton__sub_try_acquire(baton_client *c, const char *channel)
     baton__sub *s = NULL;
     baton__mutex_lock(&d->mu);
     baton__sub *cur = baton__map_get(&d->subs, channel);
-    if (cur && cur->state == S_SUBSCRIBED && d->ctx && !cur->queued && !cur->inflight) {
+    if (cur && cur->state == S_SUBSCRIBED && d->conn && !cur->queued && !cur->inflight) {
         s = cur;
         if (s->refs++ == 0) {
             d->wanted++;
@@ -730,7 +756,7 @@ void baton__sub_pin(baton_client *c, bool pin)
         return; /* out of memory or threads: restarts are then noticed at the next command */
     baton__mutex_lock(&d->mu);
     d->pinned += pin ? 1 : -1;
-    if (pin && !d->ctx)
+    if (pin && !d->conn)
         wake_thread(d); /* connect now, so that the server's run is known */
     baton__mutex_unlock(&d->mu);
 }
@@ -771,8 +797,7 @@ void baton__dispatcher_free(baton__dispatcher *d, bool forked)
         free_sub(l.items[i], forked);
     free(l.items);
     baton__map_free(&d->subs);
-    if (d->ctx)
-        redisFree(d->ctx);
+    baton__conn_close(d->conn);
     close(d->pipe[0]);
     close(d->pipe[1]);
     if (!forked) {

@@ -12,7 +12,6 @@
 
 #include "stats.h"
 
-struct redisContext;
 struct redisReply;
 
 /* ------------------------------------------------------------------------------------------
@@ -99,6 +98,7 @@ typedef struct baton__endpoint {
     char *username; /* ACL user or NULL */
     char *password; /* or NULL */
     int db;         /* SELECT index, 0 by default */
+    bool tls;       /* rediss:// */
 } baton__endpoint;
 
 /* Parses a URL (see baton_options.url). On BATON_EINVAL, errbuf says why (no password). */
@@ -135,19 +135,11 @@ typedef struct baton__config {
     int64_t watchdog_ms;
     int64_t fair_wait_ms;
     int64_t recheck_ms;
+    int64_t keepalive_ms;
     int pool_size;
 } baton__config;
 
 const baton__config *baton__client_config(const baton_client *c);
-
-/* Opens a new connection to the client's server: connect, AUTH, SELECT, timeouts. */
-int baton__connect(baton_client *c, struct redisContext **out);
-
-/* Borrows a command connection from the pool (connecting one if needed); blocks while the
- * pool is exhausted. Give it back with baton__conn_put; broken = it must be discarded. */
-int baton__conn_get(baton_client *c, baton__conn **out);
-void baton__conn_put(baton_client *c, baton__conn *conn, bool broken);
-struct redisContext *baton__conn_ctx(baton__conn *conn);
 
 /* Runs a command that is safe to run twice (a read, or an idempotent write) on a pooled
  * connection, once more on a fresh one after BATON_ECONN (a stale connection). *reply is
@@ -158,8 +150,6 @@ int baton__query_argv(baton_client *c, int argc, const char **argv, struct redis
 
 /* Maps a reply that is an error to a code (recording the detail), BATON_OK otherwise. */
 int baton__reply_error(baton_client *c, const struct redisReply *r);
-/* Maps a broken connection to BATON_ECONN, recording hiredis's message. */
-int baton__conn_error(baton_client *c, const struct redisContext *ctx, const char *what);
 
 /* The embedded Lua scripts: one per operation, generated from lua/ by the build. */
 typedef struct baton__script {
@@ -196,8 +186,8 @@ int baton__script_call(baton_client *c, const baton__script *s, int nkeys, const
 int baton__script_run_once(baton_client *c, const baton__script *s, const char *latch_prefix,
                            int nkeys, const char **keys, int nargs, const char **args,
                            struct redisReply **reply);
-/* Appends an EVALSHA to a connection's output (pipelining); read with redisGetReply. */
-int baton__script_append(struct redisContext *ctx, const baton__script *s, int nkeys,
+/* Appends an EVALSHA to a connection's output (pipelining: conn.h's flush and read). */
+int baton__script_append(baton__conn *k, const baton__script *s, int nkeys,
                          const char **keys, int nargs, const char **args);
 
 /* Client-side counters, for tests and the benchmark (BENCH.md's "client round trips"):
@@ -275,8 +265,6 @@ int baton__watchdog_add(baton_client *c, const char *name, const char *owner, bo
                         void (*lost)(void *arg), void *arg);
 /* Starts renewing an existing registration (a re-entrant hold without a lease). */
 void baton__watchdog_renew(baton_client *c, const char *name, const char *owner);
-/* The server's run_id changed: report every registered hold lost. */
-void baton__watchdog_epoch_changed(baton_client *c);
 /* Drops one reference; the last one stops renewal. Never blocks on the server. */
 void baton__watchdog_remove(baton_client *c, const char *name, const char *owner);
 /* Drops every reference of (name, owner) (force release). */

@@ -1,5 +1,5 @@
 /*
- * The connection URL parser: redis://[[user]:password@]host[:port][/db] and
+ * The connection URL parser: redis://[[user]:password@]host[:port][/db] (rediss:// for TLS) and
  * unix:///path[?db=N]. Pure string work, no I/O, so it is unit-tested and fuzzed without a
  * server. An error message names the part that is wrong and never repeats the password.
  */
@@ -121,10 +121,15 @@ int baton__url_parse(const char *url, baton__endpoint *ep, char *errbuf, size_t 
         FAIL("URL is empty");
     if (strncmp(url, "unix://", 7) == 0)
         return parse_unix(url + 7, ep, errbuf, errlen);
-    if (strncmp(url, "redis://", 8) != 0)
-        FAIL("it must start with redis:// or unix://");
+    const char *p;
+    if (strncmp(url, "redis://", 8) == 0)
+        p = url + 8;
+    else if (strncmp(url, "rediss://", 9) == 0) {
+        p = url + 9;
+        ep->tls = true;
+    } else
+        FAIL("it must start with redis://, rediss:// or unix://");
 
-    const char *p = url + 8;
     const char *end = p + strlen(p);
     const char *slash = memchr(p, '/', (size_t)(end - p));
     const char *auth_end = end;

@@ -22,6 +22,7 @@
  * so a renewal can never outlive the release it belongs to (Redisson #7272).
  */
 #include "client.h"
+#include "conn.h"
 
 #include <hiredis/hiredis.h>
 
@@ -129,7 +130,6 @@ static bool renew_pass(baton__watchdog *w, snapshot *s, const char *lease, signe
     baton__conn *conn;
     if (baton__conn_get(c, &conn) != BATON_OK)
         return false;
-    redisContext *ctx = baton__conn_ctx(conn);
     size_t nbatches = (s->n + BATCH - 1) / BATCH;
     const char *args[BATCH + 1];
     args[0] = lease;
@@ -137,21 +137,25 @@ static bool renew_pass(baton__watchdog *w, snapshot *s, const char *lease, signe
         size_t from = b * BATCH, cnt = s->n - from < BATCH ? s->n - from : BATCH;
         for (size_t i = 0; i < cnt; i++)
             args[1 + i] = s->owners[from + i];
-        baton__script_append(ctx, sc, (int)cnt, (const char **)&s->names[from], (int)cnt + 1, args);
+        if (baton__script_append(conn, sc, (int)cnt, (const char **)&s->names[from], (int)cnt + 1,
+                                 args) != BATON_OK) {
+            /* Out of memory: a pass short of a batch would wait for a reply never asked. */
+            baton__conn_put(c, conn, true);
+            return false;
+        }
     }
     baton__mutex_lock(&w->mu);
     w->rounds += nbatches;
     baton__mutex_unlock(&w->mu);
     baton__count_round_trip(c); /* the batches travel pipelined: one round trip */
-    bool broken = false;
+    bool broken = baton__conn_flush(c, conn, "renew") != BATON_OK;
     for (size_t b = 0; b < nbatches && !broken; b++) {
         size_t from = b * BATCH, cnt = s->n - from < BATCH ? s->n - from : BATCH;
-        void *rv = NULL;
-        if (redisGetReply(ctx, &rv) != REDIS_OK || !rv) {
+        redisReply *r = NULL;
+        if (baton__conn_read(c, conn, "renew", &r) != BATON_OK) {
             broken = true;
             break;
         }
-        redisReply *r = rv;
         noscript[b] = r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
         if (noscript[b])
             baton__stat_inc(c, BATON__ST_NOSCRIPT);
@@ -340,6 +344,8 @@ static void *watchdog_main(void *arg)
     return NULL;
 }
 
+static void epoch_changed(baton_client *c, void *arg);
+
 static int get_watchdog(baton_client *c, baton__watchdog **out)
 {
     baton__mutex_lock(&c->lazy_mu);
@@ -362,6 +368,9 @@ static int get_watchdog(baton_client *c, baton__watchdog **out)
             return baton__fail(c, BATON_ENOMEM, "pthread_create: %s", strerror(rc));
         }
         c->wd = w;
+        /* Registered once, with the watchdog: a restart found by any connection (a
+         * command's, the dispatcher's) reaches it without the connection layer knowing it. */
+        baton__epoch_hook_add(c, epoch_changed, NULL);
     }
     *out = c->wd;
     baton__mutex_unlock(&c->lazy_mu);
@@ -465,8 +474,10 @@ void baton__watchdog_renew(baton_client *c, const char *name, const char *owner)
     free(key);
 }
 
-void baton__watchdog_epoch_changed(baton_client *c)
+/* The epoch hook (conn.h): the server's run_id changed, report every registered hold lost. */
+static void epoch_changed(baton_client *c, void *arg)
 {
+    (void)arg;
     baton__mutex_lock(&c->lazy_mu);
     baton__watchdog *w = c->wd;
     baton__mutex_unlock(&c->lazy_mu);

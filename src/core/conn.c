@@ -1,0 +1,929 @@
+/*
+ * Connections: the endpoint (TCP, unix socket, TLS over TCP), the handshake, and the pool of
+ * command connections. The only file in baton that touches a socket.
+ *
+ * Why baton owns its sockets: hiredis 0.14.1 (Debian 12) has no TLS, and its blocking
+ * context reads and writes the socket itself, so it cannot be given any. hiredis stays for
+ * the protocol: redisFormatCommandArgv encodes, redisReader parses. Every socket here is
+ * non-blocking; "blocking" calls poll() against a deadline (the connect timeout while
+ * connecting, the command timeout per step after), so no call can hang on a server that
+ * went silent. Writes never raise SIGPIPE (MSG_NOSIGNAL, and TLS goes through a BIO that
+ * writes the same way): a library must not kill its host over a closed connection.
+ */
+#define _GNU_SOURCE
+#include "conn.h"
+
+#include "client.h"
+
+#include <hiredis/hiredis.h>
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+struct baton__conn {
+    int fd;
+    SSL *ssl;            /* NULL: plain text */
+    redisReader *reader; /* replies parsed from what was read */
+    char *out;           /* encoded commands not yet written: out[off..len) */
+    size_t off, len, cap;
+    bool broken;
+    bool ssl_wants_write;    /* a TLS read needs the socket writable first (rare) */
+    int64_t last_read_us;    /* monotonic time of the last byte read */
+    struct baton__conn *next; /* in the pool's idle list */
+    bool reused;              /* lent from the pool, not connected for this use */
+    char errstr[160];
+};
+
+#define READ_CHUNK 16384
+
+/* ------------------------------- small pieces ----------------------------------------- */
+
+static void set_err(baton__conn *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_err(baton__conn *k, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(k->errstr, sizeof k->errstr, fmt, ap);
+    va_end(ap);
+    k->broken = true;
+}
+
+/* OpenSSL's reason for the last failure on this thread (its error queue), or `fallback`. */
+static void ssl_reason(char *buf, size_t len, const char *fallback)
+{
+    unsigned long e = ERR_peek_last_error();
+    if (e) {
+        const char *r = ERR_reason_error_string(e);
+        snprintf(buf, len, "%s", r ? r : "TLS error");
+    } else
+        snprintf(buf, len, "%s", fallback);
+    ERR_clear_error();
+}
+
+static baton__conn *conn_new(void)
+{
+    baton__conn *k = calloc(1, sizeof *k);
+    if (!k)
+        return NULL;
+    k->fd = -1;
+    k->reader = redisReaderCreate();
+    if (!k->reader) {
+        free(k);
+        return NULL;
+    }
+    k->last_read_us = baton__now_us();
+    return k;
+}
+
+void baton__conn_close(baton__conn *k)
+{
+    if (!k)
+        return;
+    if (k->ssl)
+        SSL_free(k->ssl); /* no close_notify: the socket goes at once either way */
+    if (k->fd >= 0)
+        close(k->fd);
+    redisReaderFree(k->reader);
+    free(k->out);
+    free(k);
+}
+
+int baton__conn_fd(const baton__conn *k)
+{
+    return k->fd;
+}
+
+const char *baton__conn_errstr(const baton__conn *k)
+{
+    return k->errstr[0] ? k->errstr : "connection closed";
+}
+
+int64_t baton__conn_last_read(const baton__conn *k)
+{
+    return k->last_read_us;
+}
+
+bool baton__conn_reused(const baton__conn *k)
+{
+    return k->reused;
+}
+
+/* ------------------------------- raw I/O ---------------------------------------------- */
+
+/* The three outcomes of one read or write attempt. */
+enum { IO_BROKEN = -1, IO_AGAIN = 0 };
+
+/* Writes what it can: bytes written (> 0), IO_AGAIN with *want set, or IO_BROKEN. */
+static ssize_t io_write(baton__conn *k, const char *buf, size_t len, short *want)
+{
+    *want = POLLOUT;
+    if (k->ssl) {
+        ERR_clear_error();
+        size_t n = 0;
+        if (SSL_write_ex(k->ssl, buf, len, &n) == 1)
+            return (ssize_t)n;
+        int e = SSL_get_error(k->ssl, 0);
+        if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) {
+            *want = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
+            return IO_AGAIN;
+        }
+        char why[96];
+        ssl_reason(why, sizeof why, e == SSL_ERROR_SYSCALL ? strerror(errno) : "TLS write failed");
+        set_err(k, "%s", why);
+        return IO_BROKEN;
+    }
+    for (;;) {
+        ssize_t n = send(k->fd, buf, len, MSG_NOSIGNAL);
+        if (n >= 0)
+            return n;
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return IO_AGAIN;
+        set_err(k, "%s", strerror(errno));
+        return IO_BROKEN;
+    }
+}
+
+/* Reads what it can: bytes read (> 0), IO_AGAIN with *want set, or IO_BROKEN (closed). */
+static ssize_t io_read(baton__conn *k, char *buf, size_t len, short *want)
+{
+    *want = POLLIN;
+    if (k->ssl) {
+        ERR_clear_error();
+        size_t n = 0;
+        if (SSL_read_ex(k->ssl, buf, len, &n) == 1)
+            return (ssize_t)n;
+        int e = SSL_get_error(k->ssl, 0);
+        if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+            *want = e == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN;
+            return IO_AGAIN;
+        }
+        if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && errno == 0)) {
+            set_err(k, "connection closed by the server");
+            return IO_BROKEN;
+        }
+        char why[96];
+        ssl_reason(why, sizeof why, e == SSL_ERROR_SYSCALL ? strerror(errno) : "TLS read failed");
+        set_err(k, "%s", why);
+        return IO_BROKEN;
+    }
+    for (;;) {
+        ssize_t n = recv(k->fd, buf, len, 0);
+        if (n > 0)
+            return n;
+        if (n == 0) {
+            set_err(k, "connection closed by the server");
+            return IO_BROKEN;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return IO_AGAIN;
+        set_err(k, "%s", strerror(errno));
+        return IO_BROKEN;
+    }
+}
+
+/* Waits until the socket allows `events` or the deadline passes: 1 ready, 0 timed out. */
+static int wait_fd(int fd, short events, int64_t deadline_us)
+{
+    for (;;) {
+        int64_t left = deadline_us - baton__now_us();
+        if (left <= 0)
+            return 0;
+        struct pollfd p = {fd, events, 0};
+        int n = poll(&p, 1, (int)((left + 999) / 1000));
+        if (n > 0)
+            return 1; /* readiness, or an error the next read/write will name */
+        if (n < 0 && errno != EINTR)
+            return 1;
+    }
+}
+
+/* Feeds bytes just read to the parser. */
+static bool take_bytes(baton__conn *k, const char *buf, size_t n)
+{
+    k->last_read_us = baton__now_us();
+    if (redisReaderFeed(k->reader, buf, n) != REDIS_OK) {
+        set_err(k, "out of memory reading a reply");
+        return false;
+    }
+    return true;
+}
+
+/* ------------------------------- output and replies ----------------------------------- */
+
+int baton__conn_append(baton__conn *k, int argc, const char **argv, const size_t *lens)
+{
+    char *cmd = NULL;
+    int n = redisFormatCommandArgv(&cmd, argc, argv, lens);
+    if (n < 0 || !cmd)
+        return BATON_ENOMEM;
+    if (k->off == k->len)
+        k->off = k->len = 0;
+    if (k->len + (size_t)n > k->cap) {
+        size_t cap = k->cap ? k->cap : 256;
+        while (cap < k->len + (size_t)n)
+            cap *= 2;
+        char *out = realloc(k->out, cap);
+        if (!out) {
+            redisFreeCommand(cmd);
+            return BATON_ENOMEM;
+        }
+        k->out = out;
+        k->cap = cap;
+    }
+    memcpy(k->out + k->len, cmd, (size_t)n);
+    k->len += (size_t)n;
+    redisFreeCommand(cmd);
+    return BATON_OK;
+}
+
+int baton__conn_next(baton__conn *k, redisReply **out)
+{
+    void *r = NULL;
+    *out = NULL;
+    if (redisReaderGetReply(k->reader, &r) != REDIS_OK) {
+        set_err(k, "protocol error: %s", k->reader->errstr);
+        return BATON_EPROTO;
+    }
+    *out = r;
+    return BATON_OK;
+}
+
+/* Writes the whole output buffer before the deadline. */
+static int flush_until(baton__conn *k, int64_t deadline_us)
+{
+    while (!k->broken && k->off < k->len) {
+        short want;
+        ssize_t n = io_write(k, k->out + k->off, k->len - k->off, &want);
+        if (n > 0)
+            k->off += (size_t)n;
+        else if (n == IO_AGAIN && !wait_fd(k->fd, want, deadline_us))
+            set_err(k, "could not send within the timeout");
+    }
+    return k->broken ? BATON_ECONN : BATON_OK;
+}
+
+/* Reads until one whole reply is parsed, before the deadline. */
+static int read_until(baton__conn *k, int64_t deadline_us, redisReply **out)
+{
+    char buf[READ_CHUNK];
+    *out = NULL;
+    while (!k->broken) {
+        if (baton__conn_next(k, out) != BATON_OK)
+            break;
+        if (*out)
+            return BATON_OK;
+        if (k->fd < 0) { /* detached: nothing more will come */
+            set_err(k, "connection closed by the server");
+            break;
+        }
+        short want;
+        ssize_t n = io_read(k, buf, sizeof buf, &want);
+        if (n > 0)
+            take_bytes(k, buf, (size_t)n);
+        else if (n == IO_AGAIN && !wait_fd(k->fd, want, deadline_us))
+            set_err(k, "no reply within the timeout");
+    }
+    return BATON_ECONN;
+}
+
+int baton__conn_flush(baton_client *c, baton__conn *k, const char *what)
+{
+    if (flush_until(k, baton__deadline_after_ms(c->cfg.command_timeout_ms)) == BATON_OK)
+        return BATON_OK;
+    return baton__fail(c, BATON_ECONN, "%s: %s", what, baton__conn_errstr(k));
+}
+
+int baton__conn_read(baton_client *c, baton__conn *k, const char *what, redisReply **out)
+{
+    if (read_until(k, baton__deadline_after_ms(c->cfg.command_timeout_ms), out) == BATON_OK)
+        return BATON_OK;
+    return baton__fail(c, BATON_ECONN, "%s: %s", what, baton__conn_errstr(k));
+}
+
+short baton__conn_events(const baton__conn *k)
+{
+    short ev = POLLIN;
+    if (k->off < k->len || k->ssl_wants_write)
+        ev |= POLLOUT;
+    return ev;
+}
+
+bool baton__conn_io(baton__conn *k, short revents)
+{
+    if (k->broken)
+        return false;
+    if (revents & (POLLIN | POLLHUP | POLLERR) || k->ssl_wants_write) {
+        /* Read everything there is: with TLS, records already decrypted stay inside
+         * OpenSSL where poll() cannot see them, so stop only when it asks for more. */
+        char buf[READ_CHUNK];
+        k->ssl_wants_write = false;
+        for (;;) {
+            short want;
+            ssize_t n = io_read(k, buf, sizeof buf, &want);
+            if (n > 0) {
+                if (!take_bytes(k, buf, (size_t)n))
+                    return false;
+                continue;
+            }
+            if (n == IO_BROKEN)
+                return false;
+            k->ssl_wants_write = want == POLLOUT;
+            break;
+        }
+    }
+    while (k->off < k->len) {
+        short want;
+        ssize_t n = io_write(k, k->out + k->off, k->len - k->off, &want);
+        if (n == IO_BROKEN)
+            return false;
+        if (n == IO_AGAIN)
+            break;
+        k->off += (size_t)n;
+    }
+    return true;
+}
+
+baton__conn *baton__conn_detached(void)
+{
+    return conn_new();
+}
+
+int baton__conn_feed(baton__conn *k, const char *buf, size_t len)
+{
+    return take_bytes(k, buf, len) ? BATON_OK : BATON_ENOMEM;
+}
+
+/* ------------------------------- TLS -------------------------------------------------- */
+
+/* The socket BIO writes with write(2), which raises SIGPIPE on a connection the peer
+ * closed; this one is the socket BIO with send(MSG_NOSIGNAL) for its write. */
+static BIO_METHOD *nosig_method;
+static pthread_once_t nosig_once = PTHREAD_ONCE_INIT;
+
+static int nosig_write(BIO *b, const char *buf, int len)
+{
+    int fd = -1;
+    BIO_get_fd(b, &fd);
+    BIO_clear_retry_flags(b);
+    ssize_t n;
+    while ((n = send(fd, buf, (size_t)len, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        BIO_set_retry_write(b);
+    return (int)n;
+}
+
+static void make_nosig_method(void)
+{
+    const BIO_METHOD *s = BIO_s_socket();
+    BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK | BIO_TYPE_DESCRIPTOR,
+                                 "baton socket");
+    if (!m)
+        return;
+    if (!BIO_meth_set_write(m, nosig_write) || !BIO_meth_set_read(m, BIO_meth_get_read(s)) ||
+        !BIO_meth_set_puts(m, BIO_meth_get_puts(s)) || !BIO_meth_set_ctrl(m, BIO_meth_get_ctrl(s)) ||
+        !BIO_meth_set_create(m, BIO_meth_get_create(s)) ||
+        !BIO_meth_set_destroy(m, BIO_meth_get_destroy(s))) {
+        BIO_meth_free(m);
+        return;
+    }
+    nosig_method = m;
+}
+
+/* An encrypted key would make OpenSSL prompt on the terminal for its passphrase; a library
+ * must fail instead. */
+static int no_passphrase(char *buf, int size, int rwflag, void *u)
+{
+    (void)buf, (void)size, (void)rwflag, (void)u;
+    return 0;
+}
+
+static int tls_fail(char *err, size_t errlen, const char *what, const char *path)
+{
+    char why[96];
+    ssl_reason(why, sizeof why, "unreadable or invalid");
+    /* Paths are configuration the caller wrote, not secrets; a passphrase never reaches
+     * OpenSSL's messages (there is none: see no_passphrase). */
+    snprintf(err, errlen, "TLS %s %s: %s", what, path, why);
+    return BATON_EINVAL;
+}
+
+int baton__tls_setup(baton_client *c, const baton_options *o, char *err, size_t errlen)
+{
+    bool any_option =
+        o && (o->tls_ca || o->tls_cert || o->tls_key || o->tls_sni || o->tls_insecure_skip_verify);
+    if (!c->cfg.ep.tls) {
+        if (any_option) {
+            /* Plain text to a server the caller configured TLS for would be worse than no
+             * connection. */
+            snprintf(err, errlen, "TLS options are set, but the URL is not rediss://");
+            return BATON_EINVAL;
+        }
+        return BATON_OK;
+    }
+    if (c->cfg.ep.path) {
+        snprintf(err, errlen, "TLS over a unix socket is not supported");
+        return BATON_EINVAL;
+    }
+    if (o && ((o->tls_cert != NULL) != (o->tls_key != NULL))) {
+        snprintf(err, errlen, "tls_cert and tls_key go together (mutual TLS needs both)");
+        return BATON_EINVAL;
+    }
+    pthread_once(&nosig_once, make_nosig_method);
+    if (!nosig_method)
+        return BATON_ENOMEM;
+    ERR_clear_error();
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    if (!ctx)
+        return BATON_ENOMEM;
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    SSL_CTX_set_default_passwd_cb(ctx, no_passphrase);
+    int rc = BATON_OK;
+    const char *ca = o ? o->tls_ca : NULL;
+    if (ca) {
+        struct stat st;
+        bool dir = stat(ca, &st) == 0 && S_ISDIR(st.st_mode);
+        if (SSL_CTX_load_verify_locations(ctx, dir ? NULL : ca, dir ? ca : NULL) != 1)
+            rc = tls_fail(err, errlen, "CA", ca);
+    } else if (SSL_CTX_set_default_verify_paths(ctx) != 1)
+        rc = tls_fail(err, errlen, "CA", "(system store)");
+    if (rc == BATON_OK && o && o->tls_cert) {
+        if (SSL_CTX_use_certificate_chain_file(ctx, o->tls_cert) != 1)
+            rc = tls_fail(err, errlen, "certificate", o->tls_cert);
+        else if (SSL_CTX_use_PrivateKey_file(ctx, o->tls_key, SSL_FILETYPE_PEM) != 1)
+            rc = tls_fail(err, errlen, "key", o->tls_key);
+        else if (SSL_CTX_check_private_key(ctx) != 1)
+            rc = tls_fail(err, errlen, "key (does not match the certificate)", o->tls_key);
+    }
+    bool insecure = o && o->tls_insecure_skip_verify;
+    SSL_CTX_set_verify(ctx, insecure ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, NULL);
+    if (rc == BATON_OK && o && o->tls_sni) {
+        c->tls_name = baton__strdup(o->tls_sni);
+        if (!c->tls_name)
+            rc = BATON_ENOMEM;
+    }
+    if (rc != BATON_OK) {
+        SSL_CTX_free(ctx);
+        return rc;
+    }
+    c->tls = ctx;
+    c->tls_insecure = insecure;
+    return BATON_OK;
+}
+
+void baton__tls_free(baton_client *c)
+{
+    SSL_CTX_free(c->tls);
+    c->tls = NULL;
+    free(c->tls_name);
+    c->tls_name = NULL;
+}
+
+/* The TLS handshake on a connected socket, within the deadline. */
+static bool tls_start(baton_client *c, baton__conn *k, int64_t deadline_us)
+{
+    ERR_clear_error();
+    const char *name = c->tls_name ? c->tls_name : c->cfg.ep.host;
+    k->ssl = SSL_new(c->tls);
+    BIO *bio = k->ssl ? BIO_new(nosig_method) : NULL;
+    if (!bio) {
+        set_err(k, "out of memory");
+        return false;
+    }
+    BIO_set_fd(bio, k->fd, BIO_NOCLOSE);
+    SSL_set_bio(k->ssl, bio, bio);
+    unsigned char addr[sizeof(struct in6_addr)];
+    bool is_ip = inet_pton(AF_INET, name, addr) == 1 || inet_pton(AF_INET6, name, addr) == 1;
+    if (!is_ip)
+        SSL_set_tlsext_host_name(k->ssl, name); /* SNI carries names, never addresses */
+    if (!c->tls_insecure) {
+        int ok = is_ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(k->ssl), name)
+                       : SSL_set1_host(k->ssl, name);
+        if (ok != 1) {
+            set_err(k, "cannot verify the server name");
+            return false;
+        }
+    }
+    for (;;) {
+        int r = SSL_connect(k->ssl);
+        if (r == 1)
+            return true;
+        int e = SSL_get_error(k->ssl, r);
+        if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+            if (!wait_fd(k->fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline_us)) {
+                set_err(k, "TLS handshake: no answer within the connect timeout (is this a TLS "
+                           "port?)");
+                return false;
+            }
+            continue;
+        }
+        long v = SSL_get_verify_result(k->ssl);
+        char why[96];
+        if (v != X509_V_OK)
+            snprintf(why, sizeof why, "%s", X509_verify_cert_error_string(v));
+        else
+            ssl_reason(why, sizeof why,
+                       e == SSL_ERROR_SYSCALL ? "connection closed during the handshake"
+                                              : "handshake failed");
+        const char *hint = strstr(why, "wrong version number") || strstr(why, "packet length")
+                               ? " (the server does not speak TLS on this port: redis://?)"
+                               : "";
+        set_err(k, "TLS handshake: %s%s", why, hint);
+        return false;
+    }
+}
+
+/* ------------------------------- connect ---------------------------------------------- */
+
+/* Keepalive on a TCP socket: an idle connection to a host that vanished is noticed after
+ * about keepalive_ms (idle half of it, then 3 probes), not after the kernel's 2 hours;
+ * unacknowledged data gives up after the same time. */
+static void tune_tcp(int fd, int64_t keepalive_ms)
+{
+    int one = 1;
+    int idle = (int)((keepalive_ms / 2 + 999) / 1000), intvl = (int)((keepalive_ms / 6 + 999) / 1000),
+        cnt = 3;
+    unsigned user_timeout = (unsigned)keepalive_ms;
+    if (idle < 1)
+        idle = 1;
+    if (intvl < 1)
+        intvl = 1;
+    /* Best effort: a socket without these options still works, only slower to notice. */
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
+}
+
+/* A non-blocking connect to one address, finished within the deadline. */
+static int connect_addr(int family, const struct sockaddr *sa, socklen_t salen, int64_t deadline_us,
+                        char *why, size_t whylen)
+{
+    int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(why, whylen, "socket: %s", strerror(errno));
+        return -1;
+    }
+    if (connect(fd, sa, salen) != 0) {
+        if (errno != EINPROGRESS && errno != EAGAIN) {
+            snprintf(why, whylen, "%s", strerror(errno));
+            close(fd);
+            return -1;
+        }
+        if (!wait_fd(fd, POLLOUT, deadline_us)) {
+            snprintf(why, whylen, "no answer within the connect timeout");
+            close(fd);
+            return -1;
+        }
+        int soerr = 0;
+        socklen_t len = sizeof soerr;
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0)
+            soerr = errno;
+        if (soerr) {
+            snprintf(why, whylen, "%s", strerror(soerr));
+            close(fd);
+            return -1;
+        }
+    }
+    return fd;
+}
+
+/* Connects the socket: every address of the host in turn (IPv4 and IPv6), or the unix
+ * socket. Name resolution (getaddrinfo) is the one step the deadline cannot bound. */
+static bool connect_socket(baton_client *c, baton__conn *k, int64_t deadline_us)
+{
+    const baton__endpoint *ep = &c->cfg.ep;
+    char why[128] = "";
+    if (ep->path) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        if (strlen(ep->path) >= sizeof sa.sun_path) {
+            set_err(k, "the socket path is too long");
+            return false;
+        }
+        memcpy(sa.sun_path, ep->path, strlen(ep->path) + 1);
+        k->fd = connect_addr(AF_UNIX, (struct sockaddr *)&sa, sizeof sa, deadline_us, why, sizeof why);
+        if (k->fd < 0)
+            set_err(k, "%s", why);
+        return k->fd >= 0;
+    }
+    char port[16];
+    snprintf(port, sizeof port, "%d", ep->port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    int g = getaddrinfo(ep->host, port, &hints, &res);
+    if (g != 0) {
+        set_err(k, "cannot resolve the host: %s", gai_strerror(g));
+        return false;
+    }
+    for (struct addrinfo *a = res; a && k->fd < 0; a = a->ai_next)
+        k->fd = connect_addr(a->ai_family, a->ai_addr, a->ai_addrlen, deadline_us, why, sizeof why);
+    freeaddrinfo(res);
+    if (k->fd < 0) {
+        set_err(k, "%s", why[0] ? why : "no address");
+        return false;
+    }
+    tune_tcp(k->fd, c->cfg.keepalive_ms);
+    return true;
+}
+
+/* ------------------------------- handshake -------------------------------------------- */
+
+/* Copies the value of "field:" in an INFO reply into buf ("" when absent or too long). */
+static void info_field(const char *info, const char *field, char *buf, size_t len)
+{
+    buf[0] = '\0';
+    size_t flen = strlen(field);
+    for (const char *p = info; (p = strstr(p, field)) != NULL; p += flen) {
+        if ((p != info && p[-1] != '\n') || p[flen] != ':')
+            continue; /* a longer field that ends with this name, or a value */
+        p += flen + 1;
+        size_t n = strcspn(p, "\r\n");
+        if (n < len) {
+            memcpy(buf, p, n);
+            buf[n] = '\0';
+        }
+        return;
+    }
+}
+
+/* What an eviction policy does to baton's keys, or NULL when it evicts nothing. */
+static const char *eviction_risk(const char *policy)
+{
+    if (!policy[0] || strcmp(policy, "noeviction") == 0)
+        return NULL;
+    if (strncmp(policy, "volatile-", 9) == 0)
+        return "it may evict keys with a TTL, that is held locks and fair-lock queues, and "
+               "their holders learn it only at their next renewal or release";
+    return "it may evict any key: held locks, semaphore and latch counts, and the fencing "
+           "token counters, whose tokens then repeat";
+}
+
+/* Records the server's run_id, and warns once about an eviction policy. A new run_id on a
+ * later connection means the server restarted and may have lost every key: the epoch rises
+ * and the epoch hooks run (the watchdog reports every hold lost). A server that refuses
+ * INFO (an ACL without it) is simply not watched. */
+static void note_server(baton_client *c, const redisReply *r)
+{
+    char id[48] = "", policy[32] = "";
+    if (r->type == REDIS_REPLY_STRING) {
+        info_field(r->str, "run_id", id, sizeof id);
+        info_field(r->str, "maxmemory_policy", policy, sizeof policy);
+    }
+    const char *risk = eviction_risk(policy);
+    if (!id[0])
+        return;
+    bool changed = false;
+    struct {
+        void (*fn)(baton_client *, void *);
+        void *arg;
+    } hooks[BATON__EPOCH_HOOKS];
+    int nhooks = 0;
+    baton__mutex_lock(&c->run_mu);
+    if (strcmp(c->run_id, id) != 0) {
+        changed = c->run_id[0] != '\0';
+        memcpy(c->run_id, id, sizeof id);
+        c->epoch++;
+    }
+    if (risk && !c->warning[0])
+        snprintf(c->warning, sizeof c->warning,
+                 "warning: the server's maxmemory-policy is %s: %s; baton's exclusion and "
+                 "fencing guarantees need noeviction",
+                 policy, risk);
+    for (int i = 0; changed && i < BATON__EPOCH_HOOKS; i++)
+        if (c->epoch_hooks[i].fn) {
+            hooks[nhooks].fn = c->epoch_hooks[i].fn;
+            hooks[nhooks++].arg = c->epoch_hooks[i].arg;
+        }
+    baton__mutex_unlock(&c->run_mu);
+    if (changed)
+        baton__stat_epoch_changed(c);
+    for (int i = 0; i < nhooks; i++)
+        hooks[i].fn(c, hooks[i].arg);
+}
+
+int baton__epoch_hook_add(baton_client *c, void (*fn)(baton_client *, void *), void *arg)
+{
+    int rc = BATON_ENOMEM;
+    baton__mutex_lock(&c->run_mu);
+    for (int i = 0; i < BATON__EPOCH_HOOKS; i++)
+        if (!c->epoch_hooks[i].fn) {
+            c->epoch_hooks[i].fn = fn;
+            c->epoch_hooks[i].arg = arg;
+            rc = BATON_OK;
+            break;
+        }
+    baton__mutex_unlock(&c->run_mu);
+    return rc;
+}
+
+void baton__epoch_hook_remove(baton_client *c, void (*fn)(baton_client *, void *), void *arg)
+{
+    baton__mutex_lock(&c->run_mu);
+    for (int i = 0; i < BATON__EPOCH_HOOKS; i++)
+        if (c->epoch_hooks[i].fn == fn && c->epoch_hooks[i].arg == arg)
+            c->epoch_hooks[i].fn = NULL;
+    baton__mutex_unlock(&c->run_mu);
+}
+
+/* The handshake's commands, pipelined: [AUTH] [SELECT] PING INFO. */
+typedef struct hs_step {
+    const char *what;
+    int code; /* for an error reply other than an authentication failure */
+} hs_step;
+
+static int handshake(baton_client *c, baton__conn *k, int64_t deadline_us, const char *where)
+{
+    const baton__endpoint *ep = &c->cfg.ep;
+    hs_step steps[4];
+    int n = 0, rc = BATON_OK;
+    char db[16];
+    snprintf(db, sizeof db, "%d", ep->db);
+    if (ep->password) {
+        const char *argv[3] = {"AUTH", ep->username ? ep->username : ep->password, ep->password};
+        rc |= baton__conn_append(k, ep->username ? 3 : 2, argv, NULL);
+        steps[n++] = (hs_step){"AUTH", BATON_EAUTH};
+    }
+    if (ep->db != 0) {
+        const char *argv[2] = {"SELECT", db};
+        rc |= baton__conn_append(k, 2, argv, NULL);
+        steps[n++] = (hs_step){"SELECT", BATON_EPROTO};
+    }
+    /* PING: a server that wants a password answers NOAUTH here, before any real work. */
+    const char *ping[1] = {"PING"}, *info[1] = {"INFO"};
+    rc |= baton__conn_append(k, 1, ping, NULL);
+    steps[n++] = (hs_step){"PING", BATON_EPROTO};
+    rc |= baton__conn_append(k, 1, info, NULL);
+    steps[n++] = (hs_step){"INFO", BATON_OK};
+    if (rc != BATON_OK)
+        return baton__fail(c, BATON_ENOMEM, "connect to %s: out of memory", where);
+    if (flush_until(k, deadline_us) != BATON_OK)
+        return baton__fail(c, BATON_ECONN, "connect to %s: %s", where, baton__conn_errstr(k));
+    rc = BATON_OK;
+    for (int i = 0; i < n; i++) {
+        redisReply *r = NULL;
+        if (read_until(k, deadline_us, &r) != BATON_OK) {
+            const char *hint = i == 0 && !ep->tls && strstr(k->errstr, "closed")
+                                   ? " (a TLS port? use rediss://)"
+                                   : "";
+            return baton__fail(c, BATON_ECONN, "connect to %s: %s%s", where,
+                               baton__conn_errstr(k), hint);
+        }
+        if (r->type == REDIS_REPLY_ERROR && steps[i].code != BATON_OK && rc == BATON_OK) {
+            rc = baton__reply_error(c, r);
+            if (rc != BATON_EAUTH)
+                rc = steps[i].code;
+            baton__fail(c, rc, "%s refused: %s", steps[i].what, r->str);
+        } else if (i == n - 1 && rc == BATON_OK)
+            note_server(c, r);
+        freeReplyObject(r);
+    }
+    return rc;
+}
+
+int baton__conn_open(baton_client *c, baton__conn **out)
+{
+    const baton__endpoint *ep = &c->cfg.ep;
+    char where[300];
+    if (ep->path)
+        snprintf(where, sizeof where, "unix:%s", ep->path);
+    else
+        snprintf(where, sizeof where, "%s:%d", ep->host, ep->port);
+    *out = NULL;
+    baton__conn *k = conn_new();
+    if (!k)
+        return baton__fail(c, BATON_ENOMEM, "connect to %s: out of memory", where);
+    int64_t deadline = baton__deadline_after_ms(c->cfg.connect_timeout_ms);
+    if (!connect_socket(c, k, deadline) || (c->tls && !tls_start(c, k, deadline))) {
+        int rc = baton__fail(c, BATON_ECONN, "connect to %s: %s", where, baton__conn_errstr(k));
+        baton__conn_close(k);
+        return rc;
+    }
+    int rc = handshake(c, k, deadline, where);
+    if (rc != BATON_OK) {
+        baton__conn_close(k);
+        return rc;
+    }
+    *out = k;
+    return BATON_OK;
+}
+
+/* ------------------------------- the pool --------------------------------------------- */
+
+/* Whether an idle command connection can still be used. Nothing arrives on one unasked,
+ * so a readable socket means the server closed it (its idle timeout, CLIENT KILL, a
+ * restart, a load balancer) or it broke: it would fail the next command, or worse, take the
+ * command and lose its reply. Over TLS the server may also send session tickets after the
+ * handshake: a read that yields no application data leaves the connection usable. */
+static bool idle_usable(baton__conn *k)
+{
+    struct pollfd p = {k->fd, POLLIN, 0};
+    int n;
+    while ((n = poll(&p, 1, 0)) < 0 && errno == EINTR) {
+    }
+    if (n == 0)
+        return true;
+    if (!k->ssl || (p.revents & (POLLHUP | POLLERR)))
+        return false;
+    char b;
+    short want;
+    return io_read(k, &b, 1, &want) == IO_AGAIN; /* a byte of a reply nobody asked for: no */
+}
+
+int baton__conn_get(baton_client *c, baton__conn **out)
+{
+    baton__mutex_lock(&c->pool_mu);
+    for (;;) {
+        while (c->idle) {
+            baton__conn *k = c->idle;
+            c->idle = k->next;
+            k->next = NULL;
+            if (idle_usable(k)) {
+                baton__mutex_unlock(&c->pool_mu);
+                k->reused = true;
+                *out = k;
+                return BATON_OK;
+            }
+            c->open_conns--; /* closed by the server while it waited: replaced below */
+            baton__conn_close(k);
+        }
+        if (c->open_conns < c->cfg.pool_size)
+            break;
+        /* Every connection is busy; each is bounded by the command timeout. */
+        baton__cond_wait_until(&c->pool_cond, &c->pool_mu, BATON__NO_DEADLINE);
+    }
+    c->open_conns++;
+    baton__mutex_unlock(&c->pool_mu);
+
+    baton__conn *k = NULL;
+    int rc = baton__conn_open(c, &k);
+    if (rc != BATON_OK) {
+        baton__mutex_lock(&c->pool_mu);
+        c->open_conns--;
+        baton__cond_signal(&c->pool_cond);
+        baton__mutex_unlock(&c->pool_mu);
+        return rc;
+    }
+    baton__stat_inc(c, BATON__ST_CONNECTS);
+    *out = k;
+    return BATON_OK;
+}
+
+void baton__conn_put(baton_client *c, baton__conn *k, bool broken)
+{
+    baton__conn *stale = NULL;
+    baton__mutex_lock(&c->pool_mu);
+    if (broken || k->broken || k->off < k->len) {
+        /* Whatever broke this connection (a restart, a cut, a proxy that dropped its
+         * connections) may have broken the idle ones too, in a way a look at their sockets
+         * cannot see yet: they go as well, so that the retry that follows runs on a new
+         * connection, never on one the same fault hit. */
+        stale = c->idle;
+        c->idle = NULL;
+        for (baton__conn *s = stale; s; s = s->next)
+            c->open_conns--;
+        c->open_conns--;
+        baton__cond_broadcast(&c->pool_cond);
+    } else {
+        k->next = c->idle;
+        c->idle = k;
+        baton__cond_signal(&c->pool_cond);
+        k = NULL;
+    }
+    baton__mutex_unlock(&c->pool_mu);
+    baton__conn_close(k);
+    while (stale) {
+        baton__conn *next = stale->next;
+        baton__conn_close(stale);
+        stale = next;
+    }
+}
+
+void baton__pool_free(baton_client *c)
+{
+    while (c->idle) {
+        baton__conn *k = c->idle;
+        c->idle = k->next;
+        baton__conn_close(k);
+    }
+}

@@ -1,0 +1,72 @@
+/*
+ * Private to the core: connections (conn.c), the one place in baton where bytes meet
+ * sockets. Modules above the core never see a connection; they run commands and scripts
+ * through internal.h.
+ *
+ * A connection is a non-blocking socket (TCP over IPv4 or IPv6, or a unix socket), with
+ * TLS on top for rediss://, an output buffer of commands encoded by hiredis
+ * (redisFormatCommandArgv) and hiredis's reply parser (redisReader). It is used two ways:
+ * blocking, by the command pool and the watchdog (append, flush, read: each step bounded by
+ * the command timeout), and by the dispatcher's own poll() loop (events, io, next).
+ */
+#ifndef BATON_CORE_CONN_H
+#define BATON_CORE_CONN_H
+
+#include "internal.h"
+
+struct baton_options;
+
+/* The client's TLS context from its options and URL (nothing when the URL is not
+ * rediss://). On failure err says why (never a passphrase); the codes are those of open. */
+int baton__tls_setup(baton_client *c, const baton_options *o, char *err, size_t errlen);
+void baton__tls_free(baton_client *c);
+
+/* Opens a new connection to the client's server: connect (and the TLS handshake) within
+ * the connect timeout, then AUTH, SELECT, PING and INFO pipelined in one round trip. INFO
+ * tells the client the server's run_id (a restart bumps the epoch) and eviction policy.
+ * The failure's detail is recorded on c. */
+int baton__conn_open(baton_client *c, baton__conn **out);
+void baton__conn_close(baton__conn *k);
+
+/* The pool of command connections. baton__conn_get borrows one (connecting if needed, a
+ * pooled one only after a look that the server has not closed it); blocks while the pool
+ * is exhausted. baton__conn_put gives it back; broken: it is closed, and every idle one
+ * with it (whatever broke it may have broken them too). */
+int baton__conn_get(baton_client *c, baton__conn **out);
+void baton__conn_put(baton_client *c, baton__conn *k, bool broken);
+bool baton__conn_reused(const baton__conn *k); /* came from the pool, not a new connect */
+void baton__pool_free(baton_client *c);
+
+/* Blocking use. append encodes a command into the output buffer (BATON_ENOMEM only);
+ * flush writes the whole buffer; read returns the next reply (free with freeReplyObject).
+ * flush and read each give up after the command timeout; a failure is BATON_ECONN with the
+ * detail recorded on c ("<what>: <why>"), and leaves the connection broken. */
+int baton__conn_append(baton__conn *k, int argc, const char **argv, const size_t *lens);
+int baton__conn_flush(baton_client *c, baton__conn *k, const char *what);
+int baton__conn_read(baton_client *c, baton__conn *k, const char *what, struct redisReply **out);
+
+/* Non-blocking use, for a poll() loop. fd and the events to wait for (POLLIN, plus POLLOUT
+ * while output is pending or TLS needs to write); io does what revents allow: writes
+ * pending output, reads what arrived into the parser. next takes one parsed reply (*out
+ * NULL when none is complete). false / BATON_EPROTO: the connection is broken. */
+int baton__conn_fd(const baton__conn *k);
+short baton__conn_events(const baton__conn *k);
+bool baton__conn_io(baton__conn *k, short revents);
+int baton__conn_next(baton__conn *k, struct redisReply **out);
+const char *baton__conn_errstr(const baton__conn *k);
+/* Monotonic µs of the last byte read: a silent connection is probed (the dispatcher). */
+int64_t baton__conn_last_read(const baton__conn *k);
+
+/* A connection without a socket whose parser is fed bytes directly: for the fuzz target,
+ * which drives the command path's reader (baton__conn_read) with arbitrary replies. */
+baton__conn *baton__conn_detached(void);
+int baton__conn_feed(baton__conn *k, const char *buf, size_t len);
+
+/* Epoch hooks: called (outside every lock of the client) when a connection finds a new
+ * server run_id, that is, the server restarted and may have lost every key. The watchdog
+ * registers one to report every hold lost. At most BATON__EPOCH_HOOKS per client. */
+#define BATON__EPOCH_HOOKS 4
+int baton__epoch_hook_add(baton_client *c, void (*fn)(baton_client *c, void *arg), void *arg);
+void baton__epoch_hook_remove(baton_client *c, void (*fn)(baton_client *c, void *arg), void *arg);
+
+#endif /* BATON_CORE_CONN_H */
