@@ -2,7 +2,7 @@
 # Installs what building, testing and running baton needs, if anything is missing, from
 # Debian's packages (Debian 12). Safe to run again: it installs nothing when all is there.
 set -e
-PKGS="build-essential cmake pkg-config libhiredis-dev redis-server redis-tools libcriterion-dev
+PKGS="build-essential cmake pkg-config libhiredis-dev libssl-dev openssl redis-server redis-tools libcriterion-dev
 go-md2man man-db tmux"
 missing=
 for p in $PKGS; do

@@ -783,9 +783,10 @@ static int handshake(baton_client *c, baton__conn *k, int64_t deadline_us, const
     for (int i = 0; i < n; i++) {
         redisReply *r = NULL;
         if (read_until(k, deadline_us, &r) != BATON_OK) {
-            const char *hint = i == 0 && !ep->tls && strstr(k->errstr, "closed")
-                                   ? " (a TLS port? use rediss://)"
-                                   : "";
+            const char *hint =
+                i == 0 && !ep->tls && (strstr(k->errstr, "closed") || strstr(k->errstr, "reset"))
+                    ? " (a TLS port? use rediss://)"
+                    : "";
             return baton__fail(c, BATON_ECONN, "connect to %s: %s%s", where,
                                baton__conn_errstr(k), hint);
         }

@@ -1,0 +1,47 @@
+# Shell functions shared by the TLS tests and the benchmark: a throw-away certificate
+# authority and certificates made with the openssl command, in a directory of the caller's.
+# tls_make_certs DIR writes there:
+#   ca.crt ca.key              the test CA (trusted by the tests through tls_ca)
+#   server.crt server.key      for 127.0.0.1, ::1 and localhost, signed by the CA
+#   client.crt client.key      a client certificate for mutual TLS, signed by the CA
+#   expired.crt                the server's key, signed by the CA, expired yesterday
+#   other-ca.crt other.crt other.key   a second CA and a server certificate it signed
+# EC P-256 keys: made in milliseconds, unlike RSA.
+
+_tls_key() {
+    openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null
+}
+
+# _tls_sign DIR NAME CA EXT DAYS: NAME.crt for NAME.key, signed by CA, with extensions EXT
+_tls_sign() {
+    openssl req -new -key "$1/$2.key" -subj "/CN=baton test $2" -out "$1/$2.csr" 2>/dev/null &&
+    printf '%s\n' "$4" > "$1/$2.ext" &&
+    openssl x509 -req -in "$1/$2.csr" -CA "$1/$3.crt" -CAkey "$1/$3.key" -CAcreateserial \
+        -days "$5" -extfile "$1/$2.ext" -out "$1/$2.crt" 2>/dev/null
+}
+
+tls_make_certs() {
+    _d=$1
+    _server_ext='subjectAltName=IP:127.0.0.1,IP:::1,DNS:localhost
+extendedKeyUsage=serverAuth'
+    for _ca in ca other-ca; do
+        _tls_key "$_d/$_ca.key" &&
+        openssl req -x509 -new -key "$_d/$_ca.key" -subj "/CN=baton test $_ca" -days 2 \
+            -out "$_d/$_ca.crt" 2>/dev/null || return 1
+    done
+    _tls_key "$_d/server.key" && _tls_key "$_d/client.key" && _tls_key "$_d/other.key" &&
+    _tls_sign "$_d" server ca "$_server_ext" 2 &&
+    _tls_sign "$_d" client ca 'extendedKeyUsage=clientAuth' 2 &&
+    _tls_sign "$_d" other other-ca "$_server_ext" 2 || return 1
+    # expired: the server's own key, a certificate that ended yesterday
+    cp "$_d/server.key" "$_d/expired.key" &&
+    _tls_sign "$_d" expired ca "$_server_ext" -1 || return 1
+    rm -f "$_d"/*.csr "$_d"/*.ext "$_d"/*.srl
+}
+
+# The redis-server arguments that serve TLS on port $2 with the certificates of $1 (clients
+# may present a certificate; tls-auth-clients yes is for the tests that require one).
+tls_server_args() {
+    printf -- '--tls-port %s --tls-cert-file %s/server.crt --tls-key-file %s/server.key --tls-ca-cert-file %s/ca.crt --tls-auth-clients optional' \
+        "$2" "$1" "$1" "$1"
+}

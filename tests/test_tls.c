@@ -1,0 +1,380 @@
+/*
+ * TLS (rediss://) and the connection layer's own guarantees, against real redis-servers
+ * serving TLS with throw-away certificates (tests/with-tls.sh makes them, in
+ * BATON_TEST_TLS_DIR). What must hold: every primitive works over TLS, waits included (the
+ * dispatcher's path); mutual TLS works and is enforced; an untrusted, expired or
+ * wrong-name certificate and a wrong protocol on either side fail with BATON_ECONN, a
+ * clear reason and quickly, never a hang; no password appears in a message; idle TLS
+ * connections are reused; a silent server is noticed within keepalive_ms.
+ */
+#define _GNU_SOURCE
+#include "helper.h"
+
+#include <criterion/new/assert.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+TestSuite(tls, .timeout = 60);
+
+typedef struct tls_server {
+    th_server plain; /* its plain port answers the helper's readiness check */
+    int port;        /* the TLS port */
+    char url[96];    /* rediss://127.0.0.1:<port> */
+} tls_server;
+
+static const char *dir(void)
+{
+    const char *d = getenv("BATON_TEST_TLS_DIR");
+    cr_assert(d != NULL, "BATON_TEST_TLS_DIR is not set: run through tests/with-tls.sh");
+    return d;
+}
+
+static const char *file(const char *name)
+{
+    static __thread char buf[4][256];
+    static __thread int next;
+    char *b = buf[next++ % 4];
+    snprintf(b, sizeof buf[0], "%s/%s", dir(), name);
+    return b;
+}
+
+/* A redis-server serving TLS with the certificate `cert` (server, expired, other), and
+ * requiring client certificates when `auth_clients`. */
+static void tls_start(tls_server *s, const char *cert, bool auth_clients, const char *extra)
+{
+    srand((unsigned)(getpid() ^ th_ms()));
+    s->port = 20000 + rand() % 20000;
+    char conf[1024]; /* redis-server arguments, split at spaces by the helper */
+    snprintf(conf, sizeof conf,
+             "--tls-port %d --tls-cert-file %s/%s.crt --tls-key-file %s/%s.key "
+             "--tls-ca-cert-file %s/ca.crt --tls-auth-clients %s %s",
+             s->port, dir(), cert, dir(), cert, dir(), auth_clients ? "yes" : "optional",
+             extra ? extra : "");
+    th_server_start(&s->plain, conf);
+    snprintf(s->url, sizeof s->url, "rediss://127.0.0.1:%d", s->port);
+}
+
+static void tls_stop(tls_server *s)
+{
+    th_server_stop(&s->plain);
+}
+
+static void trusting(baton_options *o, const char *url)
+{
+    baton_options_init(o);
+    o->url = url;
+    o->tls_ca = file("ca.crt");
+    o->connect_timeout_ms = 2000;
+    o->command_timeout_ms = 2000;
+}
+
+/* Opens with o, expecting rc; returns how long it took (ms). */
+static int64_t open_expect(const baton_options *o, int rc, const char *why_contains)
+{
+    baton_client *c = (baton_client *)1;
+    int64_t t0 = th_ms();
+    int got = baton_client_open(o, &c);
+    int64_t took = th_ms() - t0;
+    cr_assert(eq(int, got, rc), "%s", baton_open_errmsg());
+    if (rc != BATON_OK) {
+        cr_assert(eq(ptr, c, NULL));
+        if (why_contains)
+            cr_assert(strstr(baton_open_errmsg(), why_contains) != NULL, "detail: %s",
+                      baton_open_errmsg());
+    } else
+        baton_client_close(c);
+    return took;
+}
+
+/* ------------------------------- primitives over TLS ---------------------------------- */
+
+typedef struct waiter {
+    baton_lock *l;
+    int rc;
+    int64_t waited_ms;
+} waiter;
+
+static void *wait_lock(void *arg)
+{
+    waiter *w = arg;
+    int64_t t0 = th_ms();
+    w->rc = baton_lock_try_acquire(w->l, 10000, 5000);
+    w->waited_ms = th_ms() - t0;
+    if (w->rc == BATON_OK)
+        baton_lock_release(w->l);
+    return NULL;
+}
+
+Test(tls, every_primitive_works_over_tls_waits_included)
+{
+    tls_server s;
+    tls_start(&s, "server", false, NULL);
+    baton_options o;
+    trusting(&o, s.url);
+    o.watchdog_ms = 300; /* renewals over TLS too */
+    baton_client *a, *b;
+    cr_assert(eq(int, baton_client_open(&o, &a), BATON_OK), "%s", baton_open_errmsg());
+    cr_assert(eq(int, baton_client_open(&o, &b), BATON_OK), "%s", baton_open_errmsg());
+
+    /* lock: held past several watchdog leases, a waiter on the other client is woken by
+     * the release (pub/sub over TLS) well before its wait runs out */
+    const char *name = th_tmpname("tls-lock");
+    baton_lock *la, *lb;
+    cr_assert(eq(int, baton_lock_open(a, name, &la), BATON_OK));
+    cr_assert(eq(int, baton_lock_open(b, name, &lb), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(la, BATON_LEASE_WATCHDOG), BATON_OK));
+    waiter w = {lb, -1, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, wait_lock, &w);
+    th_sleep_ms(1000); /* three leases: only renewals keep it */
+    bool locked = false;
+    cr_assert(eq(int, baton_lock_is_locked(la, &locked), BATON_OK));
+    cr_assert(locked, "the watchdog kept the lock over TLS");
+    int64_t released_at = th_ms();
+    cr_assert(eq(int, baton_lock_release(la), BATON_OK));
+    pthread_join(t, NULL);
+    cr_assert(eq(int, w.rc, BATON_OK), "%s", baton_client_errmsg(b));
+    int64_t after_release = th_ms() - released_at;
+    cr_assert(lt(i64, after_release, 1000), "woken by the release's message: %lld ms",
+              (long long)after_release);
+
+    /* fair lock */
+    baton_lock *fa;
+    cr_assert(eq(int, baton_fairlock_open(a, th_tmpname("tls-fair"), &fa), BATON_OK));
+    cr_assert(eq(int, baton_lock_try_acquire(fa, 0, 5000), BATON_OK));
+    int64_t token = 0;
+    cr_assert(eq(int, baton_lock_fencing_token(fa, &token), BATON_OK));
+    cr_assert(gt(i64, token, 0));
+    cr_assert(eq(int, baton_lock_release(fa), BATON_OK));
+
+    /* semaphore */
+    baton_semaphore *sem;
+    bool set = false;
+    int64_t avail = -1;
+    cr_assert(eq(int, baton_semaphore_open(a, th_tmpname("tls-sem"), &sem), BATON_OK));
+    cr_assert(eq(int, baton_semaphore_try_set_permits(sem, 2, &set), BATON_OK));
+    cr_assert(eq(int, baton_semaphore_try_acquire(sem, 2, 1000), BATON_OK));
+    cr_assert(eq(int, baton_semaphore_try_acquire(sem, 1, 0), BATON_ETIMEDOUT));
+    cr_assert(eq(int, baton_semaphore_release(sem, 2), BATON_OK));
+    cr_assert(eq(int, baton_semaphore_available(sem, &avail), BATON_OK));
+    cr_assert(eq(i64, avail, 2));
+
+    /* latch */
+    baton_latch *lat;
+    cr_assert(eq(int, baton_latch_open(a, th_tmpname("tls-latch"), &lat), BATON_OK));
+    cr_assert(eq(int, baton_latch_try_set_count(lat, 1, &set), BATON_OK));
+    cr_assert(eq(int, baton_latch_count_down(lat), BATON_OK));
+    cr_assert(eq(int, baton_latch_await(lat, 1000), BATON_OK));
+
+    /* multi-lock over two locks */
+    baton_lock *m1, *m2, *multi;
+    cr_assert(eq(int, baton_lock_open(a, th_tmpname("tls-m1"), &m1), BATON_OK));
+    cr_assert(eq(int, baton_lock_open(a, th_tmpname("tls-m2"), &m2), BATON_OK));
+    baton_lock *parts[2] = {m1, m2};
+    cr_assert(eq(int, baton_multilock_open(parts, 2, &multi), BATON_OK));
+    cr_assert(eq(int, baton_lock_try_acquire(multi, 0, 5000), BATON_OK));
+    cr_assert(eq(int, baton_lock_release(multi), BATON_OK));
+
+    baton_lock_close(multi);
+    baton_lock_close(m1);
+    baton_lock_close(m2);
+    baton_latch_close(lat);
+    baton_semaphore_close(sem);
+    baton_lock_close(fa);
+    baton_lock_close(la);
+    baton_lock_close(lb);
+    baton_client_close(a);
+    baton_client_close(b);
+    tls_stop(&s);
+}
+
+Test(tls, idle_tls_connections_are_reused_not_reconnected)
+{
+    /* TLS 1.3 servers send session tickets after the handshake: a look at an idle
+     * connection that finds only those must keep it. */
+    tls_server s;
+    tls_start(&s, "server", false, NULL);
+    baton_options o;
+    trusting(&o, s.url);
+    baton_client *c;
+    cr_assert(eq(int, baton_client_open(&o, &c), BATON_OK), "%s", baton_open_errmsg());
+    baton_lock *l;
+    cr_assert(eq(int, baton_lock_open(c, th_tmpname("tls-idle"), &l), BATON_OK));
+    for (int i = 0; i < 20; i++) {
+        cr_assert(eq(int, baton_lock_try_acquire(l, 0, 5000), BATON_OK), "%s", baton_client_errmsg(c));
+        cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+        th_sleep_ms(20);
+    }
+    baton_stats st;
+    cr_assert(eq(int, baton_client_stats(c, &st), BATON_OK));
+    cr_assert(eq(u64, st.connections_opened, 1), "one connection served 40 calls");
+    baton_lock_close(l);
+    baton_client_close(c);
+    tls_stop(&s);
+}
+
+/* ------------------------------- mutual TLS ------------------------------------------- */
+
+Test(tls, mutual_tls_works_and_is_enforced)
+{
+    tls_server s;
+    tls_start(&s, "server", true, NULL);
+    baton_options o;
+    trusting(&o, s.url);
+    int64_t took = open_expect(&o, BATON_ECONN, NULL);
+    cr_assert(lt(i64, took, 1500), "refused quickly: %lld ms", (long long)took);
+    o.tls_cert = file("client.crt");
+    o.tls_key = file("client.key");
+    open_expect(&o, BATON_OK, NULL);
+    o.tls_key = file("other.key"); /* not the certificate's key */
+    open_expect(&o, BATON_EINVAL, "mismatch");
+    tls_stop(&s);
+}
+
+/* ------------------------------- what must fail, clearly and quickly ------------------ */
+
+Test(tls, untrusted_expired_and_wrong_name_certificates_fail_fast)
+{
+    tls_server good, expired, other;
+    tls_start(&good, "server", false, NULL);
+    tls_start(&expired, "expired", false, NULL);
+    tls_start(&other, "other", false, NULL);
+    baton_options o;
+
+    /* the system store does not know the test CA */
+    trusting(&o, good.url);
+    o.tls_ca = NULL;
+    int64_t took = open_expect(&o, BATON_ECONN, "certificate");
+    cr_assert(lt(i64, took, 1500), "%lld ms", (long long)took);
+
+    /* a certificate from a CA that is not the configured one */
+    trusting(&o, other.url);
+    took = open_expect(&o, BATON_ECONN, "certificate");
+    cr_assert(lt(i64, took, 1500), "%lld ms", (long long)took);
+
+    trusting(&o, expired.url);
+    took = open_expect(&o, BATON_ECONN, "expired");
+    cr_assert(lt(i64, took, 1500), "%lld ms", (long long)took);
+
+    /* the certificate is for 127.0.0.1 and localhost, not this name */
+    trusting(&o, good.url);
+    o.tls_sni = "redis.example.org";
+    took = open_expect(&o, BATON_ECONN, "mismatch");
+    cr_assert(lt(i64, took, 1500), "%lld ms", (long long)took);
+    /* a name the certificate has */
+    o.tls_sni = "localhost";
+    open_expect(&o, BATON_OK, NULL);
+    /* the explicit opt-out accepts what verification refused */
+    trusting(&o, other.url);
+    o.tls_ca = NULL;
+    o.tls_insecure_skip_verify = true;
+    open_expect(&o, BATON_OK, NULL);
+
+    tls_stop(&good);
+    tls_stop(&expired);
+    tls_stop(&other);
+}
+
+Test(tls, a_wrong_protocol_on_either_side_fails_clearly)
+{
+    tls_server s;
+    tls_start(&s, "server", false, NULL);
+    baton_options o;
+    char url[96];
+
+    /* rediss:// to the plain port */
+    snprintf(url, sizeof url, "rediss://127.0.0.1:%d", s.plain.port);
+    trusting(&o, url);
+    int64_t took = open_expect(&o, BATON_ECONN, "TLS");
+    cr_assert(lt(i64, took, 2500), "within the connect timeout: %lld ms", (long long)took);
+
+    /* redis:// to the TLS port */
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", s.port);
+    baton_options_init(&o);
+    o.url = url;
+    o.connect_timeout_ms = 2000;
+    took = open_expect(&o, BATON_ECONN, "rediss://");
+    cr_assert(lt(i64, took, 2500), "within the connect timeout: %lld ms", (long long)took);
+    tls_stop(&s);
+}
+
+Test(tls, no_password_in_any_message)
+{
+    tls_server s;
+    tls_start(&s, "server", false, "--requirepass rightpass");
+    baton_options o;
+    char url[128];
+    snprintf(url, sizeof url, "rediss://:Wr0ngSecret@127.0.0.1:%d", s.port);
+    trusting(&o, url);
+    open_expect(&o, BATON_EAUTH, NULL);
+    cr_assert(strstr(baton_open_errmsg(), "Wr0ngSecret") == NULL, "%s", baton_open_errmsg());
+    /* and a failing handshake with a password in the URL */
+    o.tls_sni = "redis.example.org";
+    open_expect(&o, BATON_ECONN, NULL);
+    cr_assert(strstr(baton_open_errmsg(), "Wr0ngSecret") == NULL, "%s", baton_open_errmsg());
+    snprintf(url, sizeof url, "rediss://:rightpass@127.0.0.1:%d", s.port);
+    trusting(&o, url);
+    open_expect(&o, BATON_OK, NULL);
+    tls_stop(&s);
+}
+
+/* ------------------------------- keepalive -------------------------------------------- */
+
+static _Atomic int64_t ping_given_up_at; /* th_ms() when the log said so; 0 before */
+
+static void log_hook(void *arg, int level, const char *msg)
+{
+    (void)arg, (void)level;
+    if (strstr(msg, "PING") && ping_given_up_at == 0)
+        ping_given_up_at = th_ms();
+}
+
+Test(tls, a_silenced_server_is_noticed_within_keepalive_and_waiters_get_errors)
+{
+    /* SIGSTOP: the server's kernel still answers TCP, so only the dispatcher's PING can
+     * tell. The waiter sleeps on a lock held elsewhere; once the PING goes unanswered it is
+     * woken, re-checks, and gets an error (its attempt times out, and so does the question
+     * whether that attempt ran) before its own deadline. */
+    tls_server s;
+    tls_start(&s, "server", false, NULL);
+    baton_options o;
+    trusting(&o, s.url);
+    o.keepalive_ms = 2000;
+    o.command_timeout_ms = 1000;
+    o.connect_timeout_ms = 1000;
+    baton_client *holder, *c;
+    cr_assert(eq(int, baton_client_open(&o, &holder), BATON_OK), "%s", baton_open_errmsg());
+    o.log_fn = log_hook;
+    o.log_level = BATON_LOG_WARN;
+    cr_assert(eq(int, baton_client_open(&o, &c), BATON_OK), "%s", baton_open_errmsg());
+    const char *name = th_tmpname("tls-keepalive");
+    baton_lock *lh, *lw;
+    cr_assert(eq(int, baton_lock_open(holder, name, &lh), BATON_OK));
+    cr_assert(eq(int, baton_lock_open(c, name, &lw), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(lh, 60000), BATON_OK));
+    waiter w = {lw, -1, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, wait_lock, &w);
+    th_sleep_ms(300); /* subscribed and asleep */
+    kill(s.plain.pid, SIGSTOP);
+    int64_t stopped_at = th_ms();
+    pthread_join(t, NULL);
+    int64_t returned = th_ms() - stopped_at;
+    kill(s.plain.pid, SIGCONT);
+    int64_t noticed = ping_given_up_at - stopped_at;
+    cr_assert(gt(i64, ping_given_up_at, 0), "the log told of the unanswered PING");
+    cr_assert(le(i64, noticed, 2000 + 700), "noticed within keepalive_ms (+ slack): %lld ms",
+              (long long)noticed);
+    cr_assert(not(eq(int, w.rc, BATON_OK)));
+    cr_assert(not(eq(int, w.rc, BATON_ETIMEDOUT)), "an error, not the wait running out");
+    cr_assert(lt(i64, w.waited_ms, 10000), "before the waiter's deadline: %lld ms after the stop",
+              (long long)returned);
+    baton_lock_close(lw);
+    baton_lock_close(lh);
+    baton_client_close(c);
+    baton_client_close(holder);
+    tls_stop(&s);
+}
