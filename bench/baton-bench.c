@@ -63,6 +63,8 @@ static struct {
     int64_t lease_ms, watchdog_ms;
     double duration; /* > 0: run until this many seconds passed instead of K each */
     char prefix[64]; /* every key of this run starts with it */
+    int tls_port;    /* > 0: baton connects over TLS to this port (rediss://) ... */
+    const char *tls_ca; /* ... trusting this CA; --port stays the plain port for INFO */
 } opt = {.port = 0,
          .n = -1,
          .k = -1,
@@ -206,10 +208,14 @@ static long long raw_get_int(redisContext *r, const char *key)
 static baton_client *client_open(void)
 {
     char url[64];
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", opt.port);
+    if (opt.tls_port)
+        snprintf(url, sizeof url, "rediss://127.0.0.1:%d", opt.tls_port);
+    else
+        snprintf(url, sizeof url, "redis://127.0.0.1:%d", opt.port);
     baton_options o;
     baton_options_init(&o);
     o.url = url;
+    o.tls_ca = opt.tls_ca;
     if (opt.watchdog_ms > 0)
         o.watchdog_ms = opt.watchdog_ms;
     baton_client *c;
@@ -1292,7 +1298,7 @@ static void usage(void)
     fprintf(stderr, "usage: baton-bench --port P --scenario s1|s1m|s2|s2f|s3|s4|s5 [--n N]\n"
                     "       [--workers W] [--k K] [--permits P] [--think-ms T] [--processes]\n"
                     "       [--max-seconds S] [--lease-ms L] [--watchdog-ms W] [--duration S]\n"
-                    "       [--periods N] [--stats on|off]\n"
+                    "       [--periods N] [--stats on|off] [--tls-port P --tls-ca FILE]\n"
                     "       baton-bench --list   (the scenarios this build can run)\n"
                     "Appends one JSON line to $RESULTS_JSONL (if set) and prints a summary.\n");
     exit(2);
@@ -1339,6 +1345,8 @@ int main(int argc, char **argv)
                                           {"stats", required_argument, NULL, 'S'},
                                           {"help", no_argument, NULL, 'h'},
                                           {"list", no_argument, NULL, 'L'},
+                                          {"tls-port", required_argument, NULL, 'T'},
+                                          {"tls-ca", required_argument, NULL, 'C'},
                                           {NULL, 0, NULL, 0}};
     const char *sc = NULL;
     int ch;
@@ -1391,11 +1399,17 @@ int main(int argc, char **argv)
         case 'L':
             list_scenarios();
             return 0;
+        case 'T':
+            opt.tls_port = (int)arg_long(optarg, "--tls-port", 1);
+            break;
+        case 'C':
+            opt.tls_ca = optarg;
+            break;
         default:
             usage();
         }
     }
-    if (!opt.port || !sc || optind != argc)
+    if (!opt.port || !sc || optind != argc || (opt.tls_port > 0) != (opt.tls_ca != NULL))
         usage();
     size_t i;
     for (i = 0; i < sizeof scenario_ids / sizeof *scenario_ids; i++)

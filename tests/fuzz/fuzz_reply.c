@@ -1,7 +1,10 @@
 /* Fuzz target: whatever bytes arrive on the subscriber connection, the dispatcher's decoding
  * (hiredis's reader, then the dispatcher's handling of each reply) never crashes, never
  * wakes more waiters than hold references, and leaves the subscription table consistent.
- * dispatch.c is compiled into this file so its internals can be driven without a server. */
+ * dispatch.c is compiled into this file so its internals can be driven without a server.
+ * The same bytes then go through a command connection's reader path (conn.c: a connection
+ * without a socket, fed directly): every reply is parsed or the connection is broken, and
+ * either way it frees cleanly. */
 #include "../../src/core/dispatch.c"
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
@@ -57,5 +60,22 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     baton__map_free(&d.subs);
     baton__cond_destroy(&d.unsubscribed);
     baton__mutex_destroy(&d.mu);
+
+    baton__conn *k = baton__conn_detached();
+    if (!k)
+        return 0;
+    if (baton__conn_feed(k, (const char *)data, size) == BATON_OK)
+        for (int i = 0; i < 1000; i++) {
+            redisReply *r = NULL;
+            if (baton__conn_next(k, &r) != BATON_OK) {
+                if (baton__conn_errstr(k)[0] == '\0')
+                    abort(); /* broken without a reason */
+                break;
+            }
+            if (!r)
+                break;
+            freeReplyObject(r);
+        }
+    baton__conn_close(k);
     return 0;
 }
