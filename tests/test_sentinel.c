@@ -8,6 +8,9 @@
 #include "sentinel.h"
 
 #include <criterion/new/assert.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,4 +127,166 @@ Test(sentinel, a_failover_is_announced_and_the_new_master_says_so)
         th_sleep_ms(20);
     }
     cr_assert(eq(int, followed.port, promoted));
+}
+
+/* ------------------------------- the Sentinel client ---------------------------------- */
+
+/* Waits until the data node that is not master follows the master and is in sync, so that
+ * a failover has a good replica to promote. */
+static void wait_replica_synced(void)
+{
+    int master = current_master(), replica = master == dep.master ? dep.replica : dep.master;
+    for (int tries = 0;; tries++) {
+        baton__addr followed = {"", 0};
+        bool ok = role_of(replica, &followed) == BATON__ROLE_REPLICA && followed.port == master;
+        if (ok) {
+            redisContext *r = th_redis_port(replica);
+            redisReply *rep = th_cmd(r, "INFO replication");
+            ok = strstr(rep->str, "master_link_status:up") != NULL;
+            freeReplyObject(rep);
+            redisFree(r);
+        }
+        if (ok)
+            return;
+        cr_assert(lt(int, tries, 1000), "the replica never caught up");
+        th_sleep_ms(20);
+    }
+}
+
+static baton_client *sentinel_client(const char *url)
+{
+    baton_options o;
+    baton_options_init(&o);
+    o.url = url;
+    o.connect_timeout_ms = 500;
+    o.command_timeout_ms = 1000;
+    baton_client *c = NULL;
+    cr_assert(eq(int, baton_client_open(&o, &c), BATON_OK), "%s", baton_open_errmsg());
+    return c;
+}
+
+Test(sentinel, the_client_finds_the_master_and_locks_there)
+{
+    baton_client *c = sentinel_client(dep.url);
+    baton_lock *l;
+    const char *name = th_tmpname("sn-find");
+    cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
+    cr_assert(eq(int, baton_lock_try_acquire(l, 0, 30000), BATON_OK), "%s", baton_client_errmsg(c));
+    redisContext *r = th_redis_port(current_master());
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s", name), 1), "the lock is on the master");
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s", name), 0));
+    redisFree(r);
+    baton_lock_close(l);
+    baton_client_close(c);
+}
+
+Test(sentinel, a_dead_sentinel_first_costs_at_most_its_connect_timeout)
+{
+    /* port 1 refuses at once; a blackholed address would cost the connect timeout (500 ms) */
+    char url[160];
+    snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:1,127.0.0.1:%d,127.0.0.1:%d/mymaster",
+             dep.sentinels[1], dep.sentinels[2]);
+    int64_t t0 = th_ms();
+    baton_client *c = sentinel_client(url);
+    cr_assert(lt(i64, th_ms() - t0, 500 + 500), "open took %lld ms", (long long)(th_ms() - t0));
+    baton_semaphore *s;
+    bool set;
+    cr_assert(eq(int, baton_semaphore_open(c, th_tmpname("sn-dead"), &s), BATON_OK));
+    cr_assert(eq(int, baton_semaphore_try_set_permits(s, 2, &set), BATON_OK));
+    cr_assert(set);
+    baton_semaphore_close(s);
+    baton_client_close(c);
+}
+
+Test(sentinel, an_unknown_master_or_no_sentinel_fails_clearly)
+{
+    char url[160];
+    snprintf(url, sizeof url, "redis+sentinel://127.0.0.1:%d/nosuchmaster", dep.sentinels[0]);
+    baton_client *c = (baton_client *)1;
+    cr_assert(eq(int, baton_client_open_url(url, &c), BATON_ECONN));
+    cr_assert(eq(ptr, c, NULL));
+    cr_assert(strstr(baton_open_errmsg(), "nosuchmaster") != NULL, "%s", baton_open_errmsg());
+    cr_assert(eq(int, baton_client_open_url("redis+sentinel://127.0.0.1:1/mymaster", &c),
+                 BATON_ECONN));
+    cr_assert(strstr(baton_open_errmsg(), "sentinel") != NULL, "%s", baton_open_errmsg());
+}
+
+typedef struct churn {
+    baton_client *c;
+    const char *name;
+    atomic_bool stop;
+    atomic_int ok, errors, readonly;
+    atomic_llong last_ok_ms;
+} churn;
+
+static void *churn_main(void *arg)
+{
+    churn *k = arg;
+    baton_lock *l;
+    if (baton_lock_open(k->c, k->name, &l) != BATON_OK)
+        return NULL;
+    while (!k->stop) {
+        int rc = baton_lock_try_acquire(l, 0, 10000);
+        if (rc == BATON_OK)
+            rc = baton_lock_release(l);
+        if (rc == BATON_OK) {
+            k->ok++;
+            k->last_ok_ms = th_ms();
+        } else {
+            k->errors++;
+            if (strstr(baton_client_errmsg(k->c), "READONLY"))
+                k->readonly++;
+            th_sleep_ms(20);
+        }
+    }
+    baton_lock_close(l);
+    return NULL;
+}
+
+Test(sentinel, the_client_follows_a_failover_and_keeps_the_holds_that_replicated)
+{
+    wait_replica_synced();
+    baton_client *c = sentinel_client(dep.url);
+    /* a hold across the failover: the replica was in sync, so the new master has it and it
+     * is kept (checked there and renewed), not reported lost */
+    baton_lock *held;
+    cr_assert(eq(int, baton_lock_open(c, th_tmpname("sn-held"), &held), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(held, BATON_LEASE_WATCHDOG), BATON_OK));
+    int lost_fd = -1;
+    cr_assert(eq(int, baton_lock_lost_fd(held, &lost_fd), BATON_OK));
+
+    churn k = {.c = c, .name = th_tmpname("sn-churn")};
+    pthread_t t;
+    pthread_create(&t, NULL, churn_main, &k);
+    th_sleep_ms(300);
+    cr_assert(gt(int, k.ok, 0), "locking works before the failover");
+    int64_t t0 = th_ms();
+    int promoted = fail_over();
+    int64_t switched = th_ms() - t0;
+    /* within a second or two of the sentinels' switch, locking works on the new master */
+    int ok_at_switch = k.ok;
+    while (k.ok < ok_at_switch + 20 && th_ms() - t0 < switched + 5000)
+        th_sleep_ms(20);
+    int64_t back = k.last_ok_ms - t0;
+    k.stop = true;
+    pthread_join(t, NULL);
+    cr_assert(ge(int, k.ok, ok_at_switch + 20), "locking never came back: %d errors (%d READONLY)",
+              (int)k.errors, (int)k.readonly);
+    cr_assert(le(i64, back, switched + 3000), "back %lld ms after the failover began (switch at %lld)",
+              (long long)back, (long long)switched);
+    cr_assert(le(int, k.readonly, 3), "READONLY must not last: %d", (int)k.readonly);
+    /* a release that failed in the switch leaves its lock to its lease (10 s), no longer */
+    redisContext *r = th_redis_port(promoted);
+    cr_assert(le(i64, th_cmd_int(r, "PTTL %s", k.name), 10000), "nothing held past its lease");
+    redisFree(r);
+
+    struct pollfd p = {lost_fd, POLLIN, 0};
+    cr_assert(eq(int, poll(&p, 1, 1500), 0), "a hold the new master has is not reported lost");
+    bool mine = false;
+    cr_assert(eq(int, baton_lock_is_held_by_current_thread(held, &mine), BATON_OK));
+    cr_assert(mine, "%s", baton_client_errmsg(c));
+    cr_assert(eq(int, baton_lock_release(held), BATON_OK), "%s", baton_client_errmsg(c));
+    baton_lock_close(held);
+    baton_client_close(c);
 }

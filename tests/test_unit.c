@@ -457,6 +457,43 @@ Test(unit, tls_options_without_rediss_and_bad_tls_files_are_refused)
     cr_assert(eq(int, baton_client_open(&o, &c), BATON_EINVAL), "keepalive under a second");
 }
 
+Test(unit, url_sentinel_and_cluster)
+{
+    baton__endpoint ep =
+        parse_ok("redis+sentinel://u:p%40ss@10.0.0.1,10.0.0.2:26380,[::1]:26381/my%20master/3");
+    cr_assert(eq(int, ep.kind, BATON__EP_SENTINEL));
+    cr_assert(eq(int, ep.nseeds, 3));
+    cr_assert(eq(str, ep.seeds[0].host, "10.0.0.1"));
+    cr_assert(eq(int, ep.seeds[0].port, 26379), "Sentinel's default port");
+    cr_assert(eq(int, ep.seeds[1].port, 26380));
+    cr_assert(eq(str, ep.seeds[2].host, "::1"));
+    cr_assert(eq(int, ep.seeds[2].port, 26381));
+    cr_assert(eq(str, ep.master, "my master"));
+    cr_assert(eq(int, ep.db, 3));
+    cr_assert(eq(str, ep.password, "p@ss"));
+    cr_assert(not(ep.tls));
+    baton__endpoint_free(&ep);
+
+    ep = parse_ok("rediss+sentinel://s1/mymaster");
+    cr_assert(ep.tls);
+    cr_assert(eq(int, ep.db, 0));
+    baton__endpoint_free(&ep);
+
+    ep = parse_ok("redis+cluster://127.0.0.1:7000,127.0.0.1:7001");
+    cr_assert(eq(int, ep.kind, BATON__EP_CLUSTER));
+    cr_assert(eq(int, ep.nseeds, 2));
+    cr_assert(eq(int, ep.seeds[1].port, 7001));
+    baton__endpoint_free(&ep);
+
+    parse_bad("redis+sentinel://s1,s2", NULL);           /* no master name */
+    parse_bad("redis+sentinel://s1,s2/", NULL);          /* empty master name */
+    parse_bad("redis+sentinel://:pw0rd@s1,/m", "pw0rd"); /* empty host in the list */
+    parse_bad("redis+cluster://h:1/2", NULL);            /* clusters have db 0 only */
+    parse_bad("redis://h1,h2", NULL);                    /* several hosts, one server */
+    parse_bad("redis+sentinel://[::1/m", NULL);
+    parse_bad("redis+sentinel://h:0/m", NULL);
+}
+
 Test(unit, url_rediss)
 {
     baton__endpoint ep = parse_ok("rediss://u:p@cache.example:6380/2");

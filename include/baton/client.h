@@ -36,8 +36,11 @@ typedef struct baton_client baton_client;
 typedef struct baton_options {
     const char *url;            /* where to connect; NULL: "redis://127.0.0.1:6379". Forms:
                                    redis://[[user]:password@]host[:port][/db],
-                                   rediss://... (the same over TLS) and
-                                   unix:///path/to/socket[?db=N] */
+                                   rediss://... (the same over TLS),
+                                   redis+sentinel://[[user]:password@]host[:port][,host
+                                   [:port]...]/master[/db] (the sentinels, default port
+                                   26379, and the master's name; rediss+sentinel:// over
+                                   TLS) and unix:///path/to/socket[?db=N] */
     const char *username;       /* ACL user; overrides the URL's; NULL: the URL's, or none */
     const char *password;       /* overrides the URL's; NULL: the URL's, or none */
     int64_t connect_timeout_ms; /* connect + AUTH + SELECT on one connection; 0: 5000 */
@@ -80,6 +83,10 @@ typedef struct baton_options {
                                 (waiters are woken and it reconnects), and TCP keepalive
                                 probes give up after about the same; at least 1000;
                                 0: 15000 */
+    /* Sentinel (redis+sentinel:// URLs): credentials for the sentinels themselves, which
+     * often differ from the data nodes' (the URL's are the data nodes'). NULL: none. */
+    const char *sentinel_username;
+    const char *sentinel_password;
 } baton_options;
 
 /* Levels of the log hook, most severe first:

@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #include "client.h"
 #include "conn.h"
+#include "topology.h"
 
 #include <hiredis/hiredis.h>
 
@@ -89,6 +90,12 @@ int baton__reply_error(baton_client *c, const redisReply *r)
         code = BATON_EAUTH;
     else if (strncmp(s, "OOM", 3) == 0)
         code = BATON_ENOMEM;
+    else if (strncmp(s, "READONLY", 8) == 0) {
+        /* a replica: the master moved under us (Sentinel); the topology looks again and
+         * the next connection goes to the new master */
+        code = BATON_ECONN;
+        baton__topology_kick(c);
+    }
     return baton__fail(c, code, "server replied: %s", s);
 }
 
@@ -329,6 +336,17 @@ static int configure(baton__config *cfg, const baton_options *o, char *err, size
         if (!cfg->ep.password)
             return BATON_ENOMEM;
     }
+    if (cfg->ep.kind == BATON__EP_CLUSTER) {
+        snprintf(err, errlen, "redis+cluster:// is not supported by this build yet");
+        return BATON_ENOTSUP;
+    }
+    if ((o->sentinel_username || o->sentinel_password) && cfg->ep.kind != BATON__EP_SENTINEL) {
+        snprintf(err, errlen, "sentinel credentials are set, but the URL is not redis+sentinel://");
+        return BATON_EINVAL;
+    }
+    if ((o->sentinel_username && !(cfg->sentinel_username = baton__strdup(o->sentinel_username))) ||
+        (o->sentinel_password && !(cfg->sentinel_password = baton__strdup(o->sentinel_password))))
+        return BATON_ENOMEM;
     cfg->connect_timeout_ms =
         o->connect_timeout_ms ? o->connect_timeout_ms : DEFAULT_CONNECT_TIMEOUT_MS;
     cfg->command_timeout_ms =
@@ -345,11 +363,22 @@ static int configure(baton__config *cfg, const baton_options *o, char *err, size
     return BATON_OK;
 }
 
+static void free_config(baton__config *cfg)
+{
+    baton__endpoint_free(&cfg->ep);
+    free(cfg->sentinel_username);
+    if (cfg->sentinel_password) {
+        memset(cfg->sentinel_password, 0, strlen(cfg->sentinel_password));
+        free(cfg->sentinel_password);
+    }
+}
+
 static void free_client(baton_client *c, bool forked)
 {
+    baton__topology_stop(c, forked);
     baton__pool_free(c);
     baton__tls_free(c);
-    baton__endpoint_free(&c->cfg.ep);
+    free_config(&c->cfg);
     if (!forked) {
         baton__mutex_destroy(&c->pool_mu);
         baton__cond_destroy(&c->pool_cond);
@@ -379,7 +408,7 @@ int baton_client_open(const baton_options *opts, baton_client **out)
         rc = baton__tls_setup(c, opts, err, sizeof err);
     if (rc != BATON_OK) {
         baton__tls_free(c);
-        baton__endpoint_free(&c->cfg.ep);
+        free_config(&c->cfg);
         free(c);
         baton__set_open_errmsg(rc == BATON_ENOMEM ? "out of memory" : err);
         return rc;
@@ -394,9 +423,12 @@ int baton_client_open(const baton_options *opts, baton_client **out)
     baton__mutex_init(&c->lazy_mu);
     baton__mutex_init(&c->run_mu);
 
-    /* One connection now, so a wrong address or password is reported by open. */
-    baton__conn *conn;
-    rc = baton__conn_get(c, &conn);
+    /* Under Sentinel, the master first; then one connection now, so that a wrong address or
+     * password is reported by open. */
+    baton__conn *conn = NULL;
+    rc = baton__topology_start(c);
+    if (rc == BATON_OK)
+        rc = baton__conn_get(c, &conn);
     if (rc != BATON_OK) {
         baton__set_open_errmsg(baton_client_errmsg(c));
         baton__forget_errors(c);
@@ -429,6 +461,7 @@ void baton_client_close(baton_client *c)
     if (!c)
         return;
     bool forked = baton__client_forked(c);
+    baton__topology_stop(c, forked); /* first: its events reach the two below */
     if (c->wd)
         baton__watchdog_free(c->wd, forked);
     if (c->disp)

@@ -32,12 +32,14 @@ struct baton_client {
 
     pthread_mutex_t run_mu; /* guards the fields below */
     char run_id[48];        /* the server's run_id as last seen; "" before the first */
+    char run_where[280];    /* the address it was seen at */
     uint64_t epoch;         /* distinct server runs seen: 1 after open */
     char warning[320];      /* the server's configuration endangers baton (eviction); "" */
     struct {
-        void (*fn)(baton_client *c, void *arg);
+        void (*fn)(baton_client *c, int event, void *arg);
         void *arg;
     } epoch_hooks[4]; /* BATON__EPOCH_HOOKS (conn.h) */
+    struct baton__topology *topo; /* Sentinel: who is master (topology.c); NULL otherwise */
 
     pthread_mutex_t lazy_mu; /* guards creation of the two threads below */
     baton__dispatcher *disp; /* created on the first subscription */

@@ -14,6 +14,8 @@
 #include "conn.h"
 
 #include "client.h"
+#include "sentinel.h"
+#include "topology.h"
 
 #include <hiredis/hiredis.h>
 #include <openssl/bio.h>
@@ -45,6 +47,7 @@ struct baton__conn {
     bool broken;
     bool ssl_wants_write;    /* a TLS read needs the socket writable first (rare) */
     int64_t last_read_us;    /* monotonic time of the last byte read */
+    uint64_t gen;             /* the topology's generation when it connected */
     struct baton__conn *next; /* in the pool's idle list */
     bool reused;              /* lent from the pool, not connected for this use */
     char errstr[160];
@@ -500,10 +503,10 @@ void baton__tls_free(baton_client *c)
 }
 
 /* The TLS handshake on a connected socket, within the deadline. */
-static bool tls_start(baton_client *c, baton__conn *k, int64_t deadline_us)
+static bool tls_start(baton_client *c, baton__conn *k, const char *host, int64_t deadline_us)
 {
     ERR_clear_error();
-    const char *name = c->tls_name ? c->tls_name : c->cfg.ep.host;
+    const char *name = c->tls_name ? c->tls_name : host;
     k->ssl = SSL_new(c->tls);
     BIO *bio = k->ssl ? BIO_new(nosig_method) : NULL;
     if (!bio) {
@@ -612,11 +615,12 @@ static int connect_addr(int family, const struct sockaddr *sa, socklen_t salen, 
 
 /* Connects the socket: every address of the host in turn (IPv4 and IPv6), or the unix
  * socket. Name resolution (getaddrinfo) is the one step the deadline cannot bound. */
-static bool connect_socket(baton_client *c, baton__conn *k, int64_t deadline_us)
+static bool connect_socket(baton_client *c, baton__conn *k, const char *host, int port,
+                           int64_t deadline_us)
 {
     const baton__endpoint *ep = &c->cfg.ep;
     char why[128] = "";
-    if (ep->path) {
+    if (ep->path && !host) {
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
         if (strlen(ep->path) >= sizeof sa.sun_path) {
             set_err(k, "the socket path is too long");
@@ -628,10 +632,10 @@ static bool connect_socket(baton_client *c, baton__conn *k, int64_t deadline_us)
             set_err(k, "%s", why);
         return k->fd >= 0;
     }
-    char port[16];
-    snprintf(port, sizeof port, "%d", ep->port);
+    char portstr[16];
+    snprintf(portstr, sizeof portstr, "%d", port);
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
-    int g = getaddrinfo(ep->host, port, &hints, &res);
+    int g = getaddrinfo(host, portstr, &hints, &res);
     if (g != 0) {
         set_err(k, "cannot resolve the host: %s", gai_strerror(g));
         return false;
@@ -680,10 +684,12 @@ static const char *eviction_risk(const char *policy)
 }
 
 /* Records the server's run_id, and warns once about an eviction policy. A new run_id on a
- * later connection means the server restarted and may have lost every key: the epoch rises
- * and the epoch hooks run (the watchdog reports every hold lost). A server that refuses
- * INFO (an ACL without it) is simply not watched. */
-static void note_server(baton_client *c, const redisReply *r)
+ * later connection to the same address means the server restarted and may have lost every
+ * key: the epoch rises and BATON__EV_RESTART fires (the watchdog reports every hold lost).
+ * A new run_id at another address (Sentinel moved the master) is the topology's event,
+ * BATON__EV_MASTER, which it fired when it switched; here the epoch only counts it. A
+ * server that refuses INFO (an ACL without it) is simply not watched. */
+static void note_server(baton_client *c, const redisReply *r, const char *where)
 {
     char id[48] = "", policy[32] = "";
     if (r->type == REDIS_REPLY_STRING) {
@@ -693,16 +699,12 @@ static void note_server(baton_client *c, const redisReply *r)
     const char *risk = eviction_risk(policy);
     if (!id[0])
         return;
-    bool changed = false;
-    struct {
-        void (*fn)(baton_client *, void *);
-        void *arg;
-    } hooks[BATON__EPOCH_HOOKS];
-    int nhooks = 0;
+    bool restarted = false;
     baton__mutex_lock(&c->run_mu);
     if (strcmp(c->run_id, id) != 0) {
-        changed = c->run_id[0] != '\0';
+        restarted = c->run_id[0] != '\0' && strcmp(c->run_where, where) == 0;
         memcpy(c->run_id, id, sizeof id);
+        snprintf(c->run_where, sizeof c->run_where, "%s", where);
         c->epoch++;
     }
     if (risk && !c->warning[0])
@@ -710,19 +712,14 @@ static void note_server(baton_client *c, const redisReply *r)
                  "warning: the server's maxmemory-policy is %s: %s; baton's exclusion and "
                  "fencing guarantees need noeviction",
                  policy, risk);
-    for (int i = 0; changed && i < BATON__EPOCH_HOOKS; i++)
-        if (c->epoch_hooks[i].fn) {
-            hooks[nhooks].fn = c->epoch_hooks[i].fn;
-            hooks[nhooks++].arg = c->epoch_hooks[i].arg;
-        }
     baton__mutex_unlock(&c->run_mu);
-    if (changed)
+    if (restarted) {
         baton__stat_epoch_changed(c);
-    for (int i = 0; i < nhooks; i++)
-        hooks[i].fn(c, hooks[i].arg);
+        baton__event_fire(c, BATON__EV_RESTART);
+    }
 }
 
-int baton__epoch_hook_add(baton_client *c, void (*fn)(baton_client *, void *), void *arg)
+int baton__epoch_hook_add(baton_client *c, baton__event_fn fn, void *arg)
 {
     int rc = BATON_ENOMEM;
     baton__mutex_lock(&c->run_mu);
@@ -737,13 +734,22 @@ int baton__epoch_hook_add(baton_client *c, void (*fn)(baton_client *, void *), v
     return rc;
 }
 
-void baton__epoch_hook_remove(baton_client *c, void (*fn)(baton_client *, void *), void *arg)
+void baton__event_fire(baton_client *c, int event)
 {
+    struct {
+        baton__event_fn fn;
+        void *arg;
+    } hooks[BATON__EPOCH_HOOKS];
+    int n = 0;
     baton__mutex_lock(&c->run_mu);
     for (int i = 0; i < BATON__EPOCH_HOOKS; i++)
-        if (c->epoch_hooks[i].fn == fn && c->epoch_hooks[i].arg == arg)
-            c->epoch_hooks[i].fn = NULL;
+        if (c->epoch_hooks[i].fn) {
+            hooks[n].fn = c->epoch_hooks[i].fn;
+            hooks[n++].arg = c->epoch_hooks[i].arg;
+        }
     baton__mutex_unlock(&c->run_mu);
+    for (int i = 0; i < n; i++)
+        hooks[i].fn(c, event, hooks[i].arg);
 }
 
 /* The handshake's commands, pipelined: [AUTH] [SELECT] PING INFO. */
@@ -755,7 +761,8 @@ typedef struct hs_step {
 static int handshake(baton_client *c, baton__conn *k, int64_t deadline_us, const char *where)
 {
     const baton__endpoint *ep = &c->cfg.ep;
-    hs_step steps[4];
+    bool check_role = ep->kind == BATON__EP_SENTINEL;
+    hs_step steps[5];
     int n = 0, rc = BATON_OK;
     char db[16];
     snprintf(db, sizeof db, "%d", ep->db);
@@ -775,6 +782,11 @@ static int handshake(baton_client *c, baton__conn *k, int64_t deadline_us, const
     steps[n++] = (hs_step){"PING", BATON_EPROTO};
     rc |= baton__conn_append(k, 1, info, NULL);
     steps[n++] = (hs_step){"INFO", BATON_OK};
+    if (check_role) {
+        const char *role[1] = {"ROLE"};
+        rc |= baton__conn_append(k, 1, role, NULL);
+        steps[n++] = (hs_step){"ROLE", BATON_ECONN};
+    }
     if (rc != BATON_OK)
         return baton__fail(c, BATON_ENOMEM, "connect to %s: out of memory", where);
     if (flush_until(k, deadline_us) != BATON_OK)
@@ -795,32 +807,101 @@ static int handshake(baton_client *c, baton__conn *k, int64_t deadline_us, const
             if (rc != BATON_EAUTH)
                 rc = steps[i].code;
             baton__fail(c, rc, "%s refused: %s", steps[i].what, r->str);
-        } else if (i == n - 1 && rc == BATON_OK)
-            note_server(c, r);
+        } else if (strcmp(steps[i].what, "INFO") == 0 && rc == BATON_OK)
+            note_server(c, r, where);
+        else if (strcmp(steps[i].what, "ROLE") == 0 && rc == BATON_OK &&
+                 baton__role_of(r, NULL) != BATON__ROLE_MASTER) {
+            /* Never a lock on a node that is not master: a replica, or an old master the
+             * sentinels have demoted (or not yet). The topology looks again. */
+            rc = baton__fail(c, BATON_ECONN, "connect to %s: the node is not the master", where);
+            baton__topology_kick(c);
+        }
         freeReplyObject(r);
     }
     return rc;
 }
 
-int baton__conn_open(baton_client *c, baton__conn **out)
+/* Connects a socket to host:port (or the URL's unix socket when host is NULL) and starts
+ * TLS if the client has it; the detail of a failure is recorded on c. */
+static int open_socket(baton_client *c, const char *host, int port, int64_t deadline,
+                       const char *where, baton__conn **out)
 {
-    const baton__endpoint *ep = &c->cfg.ep;
-    char where[300];
-    if (ep->path)
-        snprintf(where, sizeof where, "unix:%s", ep->path);
-    else
-        snprintf(where, sizeof where, "%s:%d", ep->host, ep->port);
     *out = NULL;
     baton__conn *k = conn_new();
     if (!k)
         return baton__fail(c, BATON_ENOMEM, "connect to %s: out of memory", where);
-    int64_t deadline = baton__deadline_after_ms(c->cfg.connect_timeout_ms);
-    if (!connect_socket(c, k, deadline) || (c->tls && !tls_start(c, k, deadline))) {
+    if (!connect_socket(c, k, host, port, deadline) ||
+        (c->tls && !tls_start(c, k, host, deadline))) {
         int rc = baton__fail(c, BATON_ECONN, "connect to %s: %s", where, baton__conn_errstr(k));
         baton__conn_close(k);
         return rc;
     }
-    int rc = handshake(c, k, deadline, where);
+    *out = k;
+    return BATON_OK;
+}
+
+int baton__conn_open(baton_client *c, baton__conn **out)
+{
+    const baton__endpoint *ep = &c->cfg.ep;
+    char host[BATON__HOST_LEN], where[BATON__HOST_LEN + 16];
+    int port = 0;
+    uint64_t gen = 0;
+    baton__topology_target(c, host, sizeof host, &port, &gen);
+    if (ep->path && ep->kind == BATON__EP_SINGLE)
+        snprintf(where, sizeof where, "unix:%s", ep->path);
+    else
+        snprintf(where, sizeof where, "%s:%d", host, port);
+    int64_t deadline = baton__deadline_after_ms(c->cfg.connect_timeout_ms);
+    baton__conn *k = NULL;
+    int rc = open_socket(c, ep->path && ep->kind == BATON__EP_SINGLE ? NULL : host, port, deadline,
+                         where, &k);
+    if (rc == BATON_OK) {
+        k->gen = gen;
+        rc = handshake(c, k, deadline, where);
+    }
+    if (rc != BATON_OK) {
+        if (rc == BATON_ECONN)
+            baton__topology_kick(c); /* the master may have moved */
+        baton__conn_close(k);
+        *out = NULL;
+        return rc;
+    }
+    *out = k;
+    return BATON_OK;
+}
+
+int baton__conn_open_sentinel(baton_client *c, const char *host, int port, baton__conn **out)
+{
+    char where[BATON__HOST_LEN + 32];
+    snprintf(where, sizeof where, "sentinel %s:%d", host, port);
+    int64_t deadline = baton__deadline_after_ms(c->cfg.connect_timeout_ms);
+    baton__conn *k = NULL;
+    int rc = open_socket(c, host, port, deadline, where, &k);
+    if (rc != BATON_OK)
+        return rc;
+    const char *user = c->cfg.sentinel_username, *pass = c->cfg.sentinel_password;
+    int n = 0;
+    if (pass) {
+        const char *argv[3] = {"AUTH", user ? user : pass, pass};
+        rc |= baton__conn_append(k, user ? 3 : 2, argv, NULL);
+        n++;
+    }
+    const char *ping[1] = {"PING"};
+    rc |= baton__conn_append(k, 1, ping, NULL);
+    n++;
+    if (rc == BATON_OK && flush_until(k, deadline) != BATON_OK)
+        rc = baton__fail(c, BATON_ECONN, "%s: %s", where, baton__conn_errstr(k));
+    for (int i = 0; i < n && rc == BATON_OK; i++) {
+        redisReply *r = NULL;
+        if (read_until(k, deadline, &r) != BATON_OK)
+            rc = baton__fail(c, BATON_ECONN, "%s: %s", where, baton__conn_errstr(k));
+        else if (r->type == REDIS_REPLY_ERROR) {
+            rc = baton__reply_error(c, r);
+            rc = baton__fail(c, rc == BATON_EAUTH ? rc : BATON_EPROTO, "%s refused: %s", where,
+                             r->str);
+        }
+        freeReplyObject(r);
+    }
     if (rc != BATON_OK) {
         baton__conn_close(k);
         return rc;
@@ -859,7 +940,7 @@ int baton__conn_get(baton_client *c, baton__conn **out)
             baton__conn *k = c->idle;
             c->idle = k->next;
             k->next = NULL;
-            if (idle_usable(k)) {
+            if (k->gen == baton__topology_gen(c) && idle_usable(k)) {
                 baton__mutex_unlock(&c->pool_mu);
                 k->reused = true;
                 *out = k;
@@ -894,7 +975,7 @@ void baton__conn_put(baton_client *c, baton__conn *k, bool broken)
 {
     baton__conn *stale = NULL;
     baton__mutex_lock(&c->pool_mu);
-    if (broken || k->broken || k->off < k->len) {
+    if (broken || k->broken || k->off < k->len || k->gen != baton__topology_gen(c)) {
         /* Whatever broke this connection (a restart, a cut, a proxy that dropped its
          * connections) may have broken the idle ones too, in a way a look at their sockets
          * cannot see yet: they go as well, so that the retry that follows runs on a new
@@ -913,6 +994,22 @@ void baton__conn_put(baton_client *c, baton__conn *k, bool broken)
     }
     baton__mutex_unlock(&c->pool_mu);
     baton__conn_close(k);
+    while (stale) {
+        baton__conn *next = stale->next;
+        baton__conn_close(stale);
+        stale = next;
+    }
+}
+
+void baton__pool_drop(baton_client *c)
+{
+    baton__mutex_lock(&c->pool_mu);
+    baton__conn *stale = c->idle;
+    c->idle = NULL;
+    for (baton__conn *s = stale; s; s = s->next)
+        c->open_conns--;
+    baton__cond_broadcast(&c->pool_cond);
+    baton__mutex_unlock(&c->pool_mu);
     while (stale) {
         baton__conn *next = stale->next;
         baton__conn_close(stale);

@@ -21,11 +21,19 @@ struct baton_options;
 int baton__tls_setup(baton_client *c, const baton_options *o, char *err, size_t errlen);
 void baton__tls_free(baton_client *c);
 
-/* Opens a new connection to the client's server: connect (and the TLS handshake) within
- * the connect timeout, then AUTH, SELECT, PING and INFO pipelined in one round trip. INFO
- * tells the client the server's run_id (a restart bumps the epoch) and eviction policy.
- * The failure's detail is recorded on c. */
+/* Opens a new connection to the client's server (under Sentinel: the master the topology
+ * names now): connect (and the TLS handshake) within the connect timeout, then AUTH,
+ * SELECT, PING and INFO (and, under Sentinel, ROLE) pipelined in one round trip. INFO tells
+ * the client the server's run_id (a restart bumps the epoch) and eviction policy; a node
+ * whose ROLE is not master is refused (and the topology asked to look again). The
+ * failure's detail is recorded on c. */
 int baton__conn_open(baton_client *c, baton__conn **out);
+/* Opens a connection to a sentinel: connect, TLS as the URL says, AUTH with the Sentinel
+ * credentials if any, PING. */
+int baton__conn_open_sentinel(baton_client *c, const char *host, int port, baton__conn **out);
+/* Closes every idle pooled connection (the master moved: they talk to the old one);
+ * borrowed ones are closed when they come back. */
+void baton__pool_drop(baton_client *c);
 void baton__conn_close(baton__conn *k);
 
 /* The pool of command connections. baton__conn_get borrows one (connecting if needed, a
@@ -62,11 +70,16 @@ int64_t baton__conn_last_read(const baton__conn *k);
 baton__conn *baton__conn_detached(void);
 int baton__conn_feed(baton__conn *k, const char *buf, size_t len);
 
-/* Epoch hooks: called (outside every lock of the client) when a connection finds a new
- * server run_id, that is, the server restarted and may have lost every key. The watchdog
- * registers one to report every hold lost. At most BATON__EPOCH_HOOKS per client. */
+/* Topology events, heard by hooks (called outside every lock of the client):
+ * BATON__EV_RESTART  a connection found a new run_id at the same server: it restarted and
+ *                    may have lost every key (the watchdog reports every hold lost);
+ * BATON__EV_MASTER   another node is master now (Sentinel): the dispatcher moves its
+ *                    connection and wakes its waiters, the watchdog checks every hold on
+ *                    the new master. At most BATON__EPOCH_HOOKS per client. */
+enum { BATON__EV_RESTART = 1, BATON__EV_MASTER = 2 };
 #define BATON__EPOCH_HOOKS 4
-int baton__epoch_hook_add(baton_client *c, void (*fn)(baton_client *c, void *arg), void *arg);
-void baton__epoch_hook_remove(baton_client *c, void (*fn)(baton_client *c, void *arg), void *arg);
+typedef void (*baton__event_fn)(baton_client *c, int event, void *arg);
+int baton__epoch_hook_add(baton_client *c, baton__event_fn fn, void *arg);
+void baton__event_fire(baton_client *c, int event);
 
 #endif /* BATON_CORE_CONN_H */

@@ -128,6 +128,7 @@ struct baton__dispatcher {
     pthread_mutex_t mu;
     baton__conn *conn; /* NULL while disconnected */
     int64_t ping_at;   /* monotonic µs a keepalive PING was sent and not yet answered; 0 */
+    bool moved;        /* the master moved (Sentinel): drop the connection, reconnect */
     int pipe[2];       /* wakes the thread: new output, closing */
     bool closing;
     baton__map subs;             /* channel -> baton__sub */
@@ -522,6 +523,11 @@ static void *dispatcher_main(void *arg)
         }
         backoff_ms = 0;
         int timeout = expire_lingering(d);
+        if (d->moved) {
+            d->moved = false;
+            on_disconnect(d); /* waiters wake and re-check on the new master */
+            continue;
+        }
         if (!keepalive(d, &timeout)) {
             baton__log(d->c, BATON_LOG_WARN, "pub/sub connection: no answer to PING within %lld ms",
                        (long long)d->c->cfg.keepalive_ms);
@@ -549,6 +555,27 @@ static void *dispatcher_main(void *arg)
 }
 
 /* ------------------------------- the waiters' side ------------------------------------ */
+
+/* The topology's events (conn.h): when another node is master, the subscriber connection
+ * moves to it (on a demoted master it would still hear the replicated messages, but a dead
+ * one would cost the keepalive bound). */
+static void on_event(baton_client *c, int event, void *arg)
+{
+    (void)arg;
+    if (event != BATON__EV_MASTER)
+        return;
+    baton__mutex_lock(&c->lazy_mu);
+    baton__dispatcher *d = c->disp;
+    baton__mutex_unlock(&c->lazy_mu);
+    if (!d)
+        return;
+    baton__mutex_lock(&d->mu);
+    if (d->conn) {
+        d->moved = true;
+        wake_thread(d);
+    }
+    baton__mutex_unlock(&d->mu);
+}
 
 static int get_dispatcher(baton_client *c, baton__dispatcher **out)
 {
@@ -581,6 +608,7 @@ static int get_dispatcher(baton_client *c, baton__dispatcher **out)
             return baton__fail(c, BATON_ENOMEM, "pthread_create: %s", strerror(rc));
         }
         c->disp = d;
+        baton__epoch_hook_add(c, on_event, NULL);
     }
     *out = c->disp;
     baton__mutex_unlock(&c->lazy_mu);

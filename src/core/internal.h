@@ -91,8 +91,26 @@ char *baton__derive_key(const char *prefix, const char *name, const char *suffix
  * URL
  * ---------------------------------------------------------------------------------------- */
 
+/* What kind of deployment a URL names. */
+typedef enum baton__ep_kind {
+    BATON__EP_SINGLE,   /* redis://, rediss://, unix:// */
+    BATON__EP_SENTINEL, /* redis+sentinel://, rediss+sentinel://: seeds are sentinels */
+    BATON__EP_CLUSTER,  /* redis+cluster://, rediss+cluster://: seeds are cluster nodes */
+} baton__ep_kind;
+
+#define BATON__MAX_SEEDS 16
+
+typedef struct baton__seed {
+    char *host;
+    int port;
+} baton__seed;
+
 typedef struct baton__endpoint {
-    char *host;     /* TCP host, or NULL for a unix socket */
+    baton__ep_kind kind;
+    baton__seed seeds[BATON__MAX_SEEDS]; /* every host:port of the URL, in order */
+    int nseeds;
+    char *master;   /* Sentinel: the master's name */
+    char *host;     /* TCP host (the first seed's), or NULL for a unix socket */
     int port;       /* TCP port */
     char *path;     /* unix socket path, or NULL */
     char *username; /* ACL user or NULL */
@@ -137,6 +155,8 @@ typedef struct baton__config {
     int64_t recheck_ms;
     int64_t keepalive_ms;
     int pool_size;
+    char *sentinel_username; /* AUTH to sentinels, or NULL */
+    char *sentinel_password;
 } baton__config;
 
 const baton__config *baton__client_config(const baton_client *c);

@@ -1,7 +1,12 @@
 /*
- * The connection URL parser: redis://[[user]:password@]host[:port][/db] (rediss:// for TLS) and
- * unix:///path[?db=N]. Pure string work, no I/O, so it is unit-tested and fuzzed without a
- * server. An error message names the part that is wrong and never repeats the password.
+ * The connection URL parser:
+ *   redis://[[user]:password@]host[:port][/db]                      one server
+ *   redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/master[/db]
+ *   redis+cluster://[[user]:password@]host[:port][,host[:port]...]
+ *   unix:///path[?db=N]
+ * with rediss for TLS in the first three. Pure string work, no I/O, so it is unit-tested
+ * and fuzzed without a server. An error message names the part that is wrong and never
+ * repeats the password.
  */
 #include "internal.h"
 
@@ -14,7 +19,9 @@ void baton__endpoint_free(baton__endpoint *ep)
 {
     if (!ep)
         return;
-    free(ep->host);
+    for (int i = 0; i < ep->nseeds; i++)
+        free(ep->seeds[i].host);
+    free(ep->master);
     free(ep->path);
     free(ep->username);
     if (ep->password) {
@@ -112,6 +119,71 @@ static int parse_unix(const char *rest, baton__endpoint *ep, char *errbuf, size_
     return BATON_OK;
 }
 
+/* [user]:password or password, before the '@'. */
+static int parse_userinfo(const char *p, const char *at, baton__endpoint *ep, char *errbuf,
+                          size_t errlen)
+{
+    const char *colon = memchr(p, ':', (size_t)(at - p));
+    if (colon) {
+        if (colon > p) {
+            ep->username = decode(p, (size_t)(colon - p));
+            if (!ep->username)
+                FAIL("bad %-escape (or %00) in the user name");
+        }
+        ep->password = decode(colon + 1, (size_t)(at - colon - 1));
+        if (!ep->password)
+            FAIL("bad %-escape (or %00) in the password");
+        if (ep->password[0] == '\0') {
+            free(ep->password);
+            ep->password = NULL;
+        }
+    } else if (at > p) {
+        /* redis://secret@host: Redis URLs put a lone word before '@' as the password */
+        ep->password = decode(p, (size_t)(at - p));
+        if (!ep->password)
+            FAIL("bad %-escape (or %00) in the password");
+    }
+    return BATON_OK;
+}
+
+/* host[:port] or [v6]:port in [p, host_end), into out = &ep->seeds[ep->nseeds]. The seed
+ * counts as soon as its host is allocated, so that a failure frees it with the endpoint;
+ * the caller counts it (once) on success. */
+static int parse_hostport(const char *p, const char *host_end, int default_port, baton__seed *out,
+                          baton__endpoint *ep, char *errbuf, size_t errlen)
+{
+    const char *port_colon = NULL;
+    const char *close = NULL;
+    if (*p == '[') {
+        close = memchr(p, ']', (size_t)(host_end - p));
+        if (!close)
+            FAIL("unclosed [ in an IPv6 host");
+        out->host = baton__strndup(p + 1, (size_t)(close - p - 1));
+    } else {
+        port_colon = memchr(p, ':', (size_t)(host_end - p));
+        out->host = baton__strndup(p, (size_t)((port_colon ? port_colon : host_end) - p));
+    }
+    if (!out->host)
+        NOMEM();
+    ep->nseeds++;
+    if (close && close + 1 < host_end) {
+        if (close[1] != ':')
+            FAIL("junk after the IPv6 host");
+        port_colon = close + 1;
+    }
+    if (out->host[0] == '\0')
+        FAIL("the host is empty");
+    for (const char *s = out->host; *s; s++)
+        if (isspace((unsigned char)*s) || *s == '@' || *s == '/' || *s == '?' || *s == ',')
+            FAIL("the host has a character hosts cannot have");
+    out->port = default_port;
+    if (port_colon &&
+        !parse_int(port_colon + 1, (size_t)(host_end - port_colon - 1), 1, 65535, &out->port))
+        FAIL("the port must be a number from 1 to 65535");
+    ep->nseeds--;
+    return BATON_OK;
+}
+
 int baton__url_parse(const char *url, baton__endpoint *ep, char *errbuf, size_t errlen)
 {
     memset(ep, 0, sizeof *ep);
@@ -121,14 +193,31 @@ int baton__url_parse(const char *url, baton__endpoint *ep, char *errbuf, size_t 
         FAIL("URL is empty");
     if (strncmp(url, "unix://", 7) == 0)
         return parse_unix(url + 7, ep, errbuf, errlen);
-    const char *p;
-    if (strncmp(url, "redis://", 8) == 0)
-        p = url + 8;
-    else if (strncmp(url, "rediss://", 9) == 0) {
-        p = url + 9;
-        ep->tls = true;
-    } else
-        FAIL("it must start with redis://, rediss:// or unix://");
+    static const struct {
+        const char *prefix;
+        baton__ep_kind kind;
+        bool tls;
+        int default_port;
+    } schemes[] = {
+        {"redis://", BATON__EP_SINGLE, false, 6379},
+        {"rediss://", BATON__EP_SINGLE, true, 6379},
+        {"redis+sentinel://", BATON__EP_SENTINEL, false, 26379},
+        {"rediss+sentinel://", BATON__EP_SENTINEL, true, 26379},
+        {"redis+cluster://", BATON__EP_CLUSTER, false, 6379},
+        {"rediss+cluster://", BATON__EP_CLUSTER, true, 6379},
+    };
+    const char *p = NULL;
+    int default_port = 6379;
+    for (size_t i = 0; i < sizeof schemes / sizeof *schemes && !p; i++)
+        if (strncmp(url, schemes[i].prefix, strlen(schemes[i].prefix)) == 0) {
+            p = url + strlen(schemes[i].prefix);
+            ep->kind = schemes[i].kind;
+            ep->tls = schemes[i].tls;
+            default_port = schemes[i].default_port;
+        }
+    if (!p)
+        FAIL("it must start with redis://, rediss://, redis+sentinel://, redis+cluster:// "
+             "(rediss+ for TLS) or unix://");
 
     const char *end = p + strlen(p);
     const char *slash = memchr(p, '/', (size_t)(end - p));
@@ -141,60 +230,52 @@ int baton__url_parse(const char *url, baton__endpoint *ep, char *errbuf, size_t 
         if (*s == '@')
             at = s;
     if (at) {
-        const char *colon = memchr(p, ':', (size_t)(at - p));
-        if (colon) {
-            if (colon > p) {
-                ep->username = decode(p, (size_t)(colon - p));
-                if (!ep->username)
-                    FAIL("bad %-escape (or %00) in the user name");
-            }
-            ep->password = decode(colon + 1, (size_t)(at - colon - 1));
-            if (!ep->password)
-                FAIL("bad %-escape (or %00) in the password");
-            if (ep->password[0] == '\0') {
-                free(ep->password);
-                ep->password = NULL;
-            }
-        } else if (at > p) {
-            /* redis://secret@host: Redis URLs put a lone word before '@' as the password */
-            ep->password = decode(p, (size_t)(at - p));
-            if (!ep->password)
-                FAIL("bad %-escape (or %00) in the password");
-        }
+        int rc = parse_userinfo(p, at, ep, errbuf, errlen);
+        if (rc != BATON_OK)
+            return rc;
         p = at + 1;
     }
 
-    const char *host_end = auth_end;
-    const char *port_colon = NULL;
-    if (*p == '[') {
-        const char *close = memchr(p, ']', (size_t)(host_end - p));
-        if (!close)
-            FAIL("unclosed [ in an IPv6 host");
-        ep->host = baton__strndup(p + 1, (size_t)(close - p - 1));
-        if (!ep->host)
-            NOMEM();
-        if (close + 1 < host_end) {
-            if (close[1] != ':')
-                FAIL("junk after the IPv6 host");
-            port_colon = close + 1;
-        }
-    } else {
-        port_colon = memchr(p, ':', (size_t)(host_end - p));
-        const char *he = port_colon ? port_colon : host_end;
-        ep->host = baton__strndup(p, (size_t)(he - p));
-        if (!ep->host)
-            NOMEM();
+    /* host[:port] items separated by commas; one only for a single server */
+    while (p < auth_end) {
+        const char *comma = memchr(p, ',', (size_t)(auth_end - p));
+        const char *item_end = comma ? comma : auth_end;
+        if (ep->kind == BATON__EP_SINGLE && comma)
+            FAIL("several hosts need redis+sentinel:// or redis+cluster://");
+        if (ep->nseeds == BATON__MAX_SEEDS)
+            FAIL("too many hosts (at most 16)");
+        int rc = parse_hostport(p, item_end, default_port, &ep->seeds[ep->nseeds], ep, errbuf,
+                                errlen);
+        if (rc != BATON_OK)
+            return rc;
+        ep->nseeds++;
+        p = comma ? comma + 1 : item_end;
+        if (comma && p == auth_end)
+            FAIL("the host is empty");
     }
-    if (ep->host[0] == '\0')
+    if (ep->nseeds == 0)
         FAIL("the host is empty");
-    for (const char *s = ep->host; *s; s++)
-        if (isspace((unsigned char)*s) || *s == '@' || *s == '/' || *s == '?')
-            FAIL("the host has a character hosts cannot have");
-    ep->port = 6379;
-    if (port_colon &&
-        !parse_int(port_colon + 1, (size_t)(host_end - port_colon - 1), 1, 65535, &ep->port))
-        FAIL("the port must be a number from 1 to 65535");
+    ep->host = ep->seeds[0].host;
+    ep->port = ep->seeds[0].port;
 
+    if (ep->kind == BATON__EP_SENTINEL) {
+        /* /master[/db] */
+        const char *name = slash ? slash + 1 : end;
+        const char *name_end = name < end ? memchr(name, '/', (size_t)(end - name)) : NULL;
+        if (!name_end)
+            name_end = end;
+        if (name == name_end)
+            FAIL("redis+sentinel:// needs the master's name: .../mymaster");
+        ep->master = decode(name, (size_t)(name_end - name));
+        if (!ep->master)
+            FAIL("bad %-escape in the master's name");
+        if (name_end < end && name_end + 1 < end &&
+            !parse_int(name_end + 1, (size_t)(end - name_end - 1), 0, 1000000, &ep->db))
+            FAIL("the database after the master's name must be a number from 0");
+        return BATON_OK;
+    }
+    if (ep->kind == BATON__EP_CLUSTER && slash && slash + 1 < end)
+        FAIL("a cluster has only database 0: no /db in redis+cluster://");
     if (slash && slash + 1 < end) {
         if (!parse_int(slash + 1, (size_t)(end - slash - 1), 0, 1000000, &ep->db))
             FAIL("the database after / must be a number from 0");

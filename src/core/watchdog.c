@@ -51,6 +51,7 @@ struct baton__watchdog {
     bool closing;
     bool in_callback;   /* lost callbacks are running */
     bool epoch_changed; /* the server restarted: report every hold lost */
+    bool verify;        /* the master moved: check every hold there now, leased ones too */
     bool pinned;        /* the subscriber connection is pinned for the holds (see sync_pin) */
     baton__map entries; /* key(name, owner) -> wd_entry */
     uint64_t rounds;    /* renewal EVALSHAs sent */
@@ -74,6 +75,7 @@ typedef struct snapshot {
     char **owners;
     int64_t *registered; /* last_ok_us at snapshot time */
     size_t n;
+    bool leased; /* the holds with a lease of their own, not those renewed */
 } snapshot;
 
 static void snap_one(const char *key, void *val, void *arg)
@@ -81,7 +83,7 @@ static void snap_one(const char *key, void *val, void *arg)
     (void)key;
     wd_entry *e = val;
     snapshot *s = arg;
-    if (!e->renew)
+    if (e->renew == s->leased)
         return;
     s->names[s->n] = baton__strdup(e->name);
     s->owners[s->n] = baton__strdup(e->owner);
@@ -273,17 +275,109 @@ static void report_all_lost(baton__watchdog *w)
     free(l.keys);
 }
 
+/* Whether leased holds (which the watchdog never renews) still exist: hold_check in
+ * batches, after the master moved. result as for renew_all. */
+static void check_all(baton__watchdog *w, snapshot *s, signed char *result)
+{
+    memset(result, -1, s->n);
+    for (size_t from = 0; from < s->n; from += BATCH) {
+        size_t cnt = s->n - from < BATCH ? s->n - from : BATCH;
+        redisReply *r = NULL;
+        if (baton__script_run(w->c, baton__script_find("hold_check"), (int)cnt,
+                              (const char **)&s->names[from], (int)cnt,
+                              (const char **)&s->owners[from], &r) != BATON_OK)
+            return; /* unknown: checked again next period */
+        take_results(r, cnt, &result[from]);
+        freeReplyObject(r);
+    }
+}
+
+/* One pass over the holds, called and returning with w->mu held: the renewed holds are
+ * renewed (leased false), or the leased ones checked (leased true). A hold found gone, or
+ * renewed holds whose lease surely ran out while the server could not be reached, are
+ * removed and reported. moved: the pass follows a change of master (the cause reported).
+ * Returns whether some hold's fate stayed unknown. */
+static bool pass(baton__watchdog *w, bool leased, bool moved)
+{
+    baton_client *c = w->c;
+    int64_t lease_us = c->cfg.watchdog_ms * 1000;
+    snapshot s = {.leased = leased};
+    size_t n = w->entries.count;
+    s.names = calloc(n + 1, sizeof *s.names);
+    s.owners = calloc(n + 1, sizeof *s.owners);
+    s.registered = calloc(n + 1, sizeof *s.registered);
+    signed char *result = malloc(n + 1);
+    if (!s.names || !s.owners || !s.registered || !result) {
+        free(result);
+        snapshot_free(&s);
+        return true; /* try next period */
+    }
+    baton__map_each(&w->entries, snap_one, &s);
+    baton__mutex_unlock(&w->mu);
+
+    int64_t started = baton__now_us();
+    if (leased) {
+        check_all(w, &s, result);
+    } else {
+        renew_all(w, &s, result);
+        baton__stat_renewals(c, result, s.n);
+    }
+
+    baton__mutex_lock(&w->mu);
+    bool unknown = false;
+    lost_cb *cbs = calloc(s.n + 1, sizeof *cbs);
+    size_t ncb = 0;
+    for (size_t i = 0; i < s.n; i++) {
+        char *key = entry_key(s.names[i], s.owners[i]);
+        wd_entry *e = key ? baton__map_get(&w->entries, key) : NULL;
+        bool expired = !leased && e && started - e->last_ok_us >= lease_us;
+        if (e && result[i] == 1) {
+            if (!leased)
+                e->last_ok_us = started;
+        } else if (e && (result[i] == 0 || expired)) {
+            /* The owner is gone from the hash, or the lease has surely run out while the
+             * server could not be reached: stop renewing and say so. */
+            baton__map_remove(&w->entries, key);
+            baton__stat_lost(c,
+                             result[i] == 0 && moved    ? BATON__LOST_MASTER_CHANGED
+                             : result[i] == 0 && !expired ? BATON__LOST_DELETED
+                                                          : BATON__LOST_EXPIRED,
+                             e->name);
+            if (e->lost && cbs)
+                cbs[ncb++] = (lost_cb){e->lost, e->arg};
+            free_entry(e);
+        } else if (e)
+            unknown = true;
+        free(key);
+    }
+    sync_pin(w);
+    run_callbacks(w, cbs, ncb);
+    free(cbs);
+    free(result);
+    snapshot_free(&s);
+    return unknown;
+}
+
 static void *watchdog_main(void *arg)
 {
     baton__watchdog *w = arg;
     baton_client *c = w->c;
     int64_t period_us = c->cfg.watchdog_ms * 1000 / 3;
-    int64_t lease_us = c->cfg.watchdog_ms * 1000;
     int64_t next = baton__now_us() + period_us;
+    bool leased_unknown = false; /* leased holds not yet checked on a new master */
     baton__mutex_lock(&w->mu);
     while (!w->closing) {
         if (w->epoch_changed) {
             report_all_lost(w);
+            continue;
+        }
+        if (w->verify) {
+            /* The master moved: a hold is kept only if the new master has it (it
+             * replicated in time); the renewed ones are renewed there at once, the leased
+             * ones checked. */
+            w->verify = false;
+            pass(w, false, true);
+            leased_unknown = pass(w, true, true);
             continue;
         }
         if (baton__cond_wait_until(&w->cond, &w->mu, next) != ETIMEDOUT)
@@ -292,59 +386,15 @@ static void *watchdog_main(void *arg)
         next += period_us;
         if (next < baton__now_us())
             next = baton__now_us() + period_us; /* fell behind: don't burst */
-
-        snapshot s = {0};
-        size_t n = w->entries.count;
-        s.names = calloc(n + 1, sizeof *s.names);
-        s.owners = calloc(n + 1, sizeof *s.owners);
-        s.registered = calloc(n + 1, sizeof *s.registered);
-        signed char *result = malloc(n + 1);
-        if (!s.names || !s.owners || !s.registered || !result) {
-            free(result);
-            snapshot_free(&s);
-            continue; /* try next period */
-        }
-        baton__map_each(&w->entries, snap_one, &s);
-        baton__mutex_unlock(&w->mu);
-
-        int64_t started = baton__now_us();
-        renew_all(w, &s, result);
-        baton__stat_renewals(c, result, s.n);
-
-        baton__mutex_lock(&w->mu);
-        lost_cb *cbs = calloc(s.n + 1, sizeof *cbs);
-        size_t ncb = 0;
-        for (size_t i = 0; i < s.n; i++) {
-            char *key = entry_key(s.names[i], s.owners[i]);
-            wd_entry *e = key ? baton__map_get(&w->entries, key) : NULL;
-            if (e && result[i] == 1) {
-                e->last_ok_us = started;
-            } else if (e && (result[i] == 0 || started - e->last_ok_us >= lease_us)) {
-                /* The owner is gone from the hash, or the lease has surely run out while
-                 * the server could not be reached: stop renewing and say so. */
-                baton__map_remove(&w->entries, key);
-                baton__stat_lost(c,
-                                 result[i] == 0 && started - e->last_ok_us < lease_us
-                                     ? BATON__LOST_DELETED
-                                     : BATON__LOST_EXPIRED,
-                                 e->name);
-                if (e->lost && cbs)
-                    cbs[ncb++] = (lost_cb){e->lost, e->arg};
-                free_entry(e);
-            }
-            free(key);
-        }
-        sync_pin(w);
-        run_callbacks(w, cbs, ncb);
-        free(cbs);
-        free(result);
-        snapshot_free(&s);
+        pass(w, false, false);
+        if (leased_unknown)
+            leased_unknown = pass(w, true, true);
     }
     baton__mutex_unlock(&w->mu);
     return NULL;
 }
 
-static void epoch_changed(baton_client *c, void *arg);
+static void on_event(baton_client *c, int event, void *arg);
 
 static int get_watchdog(baton_client *c, baton__watchdog **out)
 {
@@ -370,7 +420,7 @@ static int get_watchdog(baton_client *c, baton__watchdog **out)
         c->wd = w;
         /* Registered once, with the watchdog: a restart found by any connection (a
          * command's, the dispatcher's) reaches it without the connection layer knowing it. */
-        baton__epoch_hook_add(c, epoch_changed, NULL);
+        baton__epoch_hook_add(c, on_event, NULL);
     }
     *out = c->wd;
     baton__mutex_unlock(&c->lazy_mu);
@@ -474,8 +524,10 @@ void baton__watchdog_renew(baton_client *c, const char *name, const char *owner)
     free(key);
 }
 
-/* The epoch hook (conn.h): the server's run_id changed, report every registered hold lost. */
-static void epoch_changed(baton_client *c, void *arg)
+/* The topology's events (conn.h). The server restarted: its keys may be gone, every hold
+ * is reported lost. Another node is master (Sentinel): each hold is checked there, kept if
+ * it replicated in time, reported lost if not. */
+static void on_event(baton_client *c, int event, void *arg)
 {
     (void)arg;
     baton__mutex_lock(&c->lazy_mu);
@@ -484,7 +536,10 @@ static void epoch_changed(baton_client *c, void *arg)
     if (!w)
         return;
     baton__mutex_lock(&w->mu);
-    w->epoch_changed = true;
+    if (event == BATON__EV_MASTER)
+        w->verify = true;
+    else
+        w->epoch_changed = true;
     baton__cond_broadcast(&w->cond);
     baton__mutex_unlock(&w->mu);
 }
