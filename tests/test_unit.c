@@ -170,7 +170,8 @@ Test(unit, argument_checks)
 Test(unit, error_tables)
 {
     int codes[] = {BATON_OK,     BATON_ETIMEDOUT, BATON_ENOTHELD, BATON_EINVAL,    BATON_ECONN,
-                   BATON_EPROTO, BATON_EAUTH,     BATON_ENOMEM,   BATON_ECANCELED, BATON_ENOTSUP};
+                   BATON_EPROTO, BATON_EAUTH,     BATON_ENOMEM,   BATON_ECANCELED, BATON_ENOTSUP,
+                   BATON_ENOTSYNCED};
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
         cr_assert(ne(str, (char *)baton_strerror(codes[i]), "unknown error"));
         cr_assert(eq(int, strncmp(baton_err_name(codes[i]), "BATON_", 6), 0));

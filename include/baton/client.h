@@ -87,6 +87,16 @@ typedef struct baton_options {
      * often differ from the data nodes' (the URL's are the data nodes'). NULL: none. */
     const char *sentinel_username;
     const char *sentinel_password;
+    /* Durability against failover (Redisson's checkLockSyncedSlaves): with sync_replicas
+     * N > 0, every lock acquisition and every watchdog renewal is followed, in the same
+     * round trip, by WAIT N sync_timeout_ms. An acquisition fewer than N replicas
+     * acknowledged is undone and returns BATON_ENOTSYNCED, so no holder runs on a lock a
+     * failover could erase (an old master cut off from its replicas cannot satisfy it
+     * either); a renewal not acknowledged counts as not done (the hold is reported lost if
+     * its lease runs out so). Locks of every kind; semaphores and latches are not covered.
+     * 0: off (Redisson's default). sync_timeout_ms 0: 1000. */
+    int sync_replicas;
+    int64_t sync_timeout_ms;
 } baton_options;
 
 /* Levels of the log hook, most severe first:

@@ -22,7 +22,8 @@ extern "C" {
     XX(EAUTH, -6, "authentication failed")                                                         \
     XX(ENOMEM, -7, "out of memory")                                                                \
     XX(ECANCELED, -8, "operation canceled")                                                        \
-    XX(ENOTSUP, -9, "operation not supported by this object")
+    XX(ENOTSUP, -9, "operation not supported by this object")                                      \
+    XX(ENOTSYNCED, -10, "not acknowledged by enough replicas in time (sync_replicas)")
 
 typedef enum baton_errno {
     BATON_OK = 0,

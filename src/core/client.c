@@ -111,23 +111,58 @@ uint64_t baton_client_epoch(const baton_client *c)
 
 /* ------------------------------- commands --------------------------------------------- */
 
+bool baton__append_wait(baton_client *c, baton__conn *k)
+{
+    if (c->cfg.sync_replicas <= 0)
+        return false;
+    char n[16], ms[24];
+    snprintf(n, sizeof n, "%d", c->cfg.sync_replicas);
+    snprintf(ms, sizeof ms, "%lld", (long long)c->cfg.sync_timeout_ms);
+    const char *argv[3] = {"WAIT", n, ms};
+    return baton__conn_append(k, 3, argv, NULL) == BATON_OK;
+}
+
+int baton__read_wait(baton_client *c, baton__conn *k)
+{
+    redisReply *r = NULL;
+    int rc = baton__conn_read(c, k, "WAIT", &r);
+    if (rc != BATON_OK)
+        return rc;
+    long long acks = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    rc = acks >= c->cfg.sync_replicas
+             ? BATON_OK
+             : baton__fail(c, BATON_ENOTSYNCED,
+                           "%lld of %d replicas acknowledged within %lld ms%s%s", acks < 0 ? 0 : acks,
+                           c->cfg.sync_replicas, (long long)c->cfg.sync_timeout_ms,
+                           r->type == REDIS_REPLY_ERROR ? ": " : "",
+                           r->type == REDIS_REPLY_ERROR ? r->str : "");
+    freeReplyObject(r);
+    return rc;
+}
+
 /* Runs a command on a borrowed connection; maps a broken connection. *sent (may be NULL)
  * tells whether every byte of the command was written: a command that failed before that
- * never reached the server whole, so it never ran, whatever it was. */
+ * never reached the server whole, so it never ran, whatever it was. synced (may be NULL):
+ * WAIT follows in the same round trip when sync_replicas is set, and *synced says whether
+ * enough replicas acknowledged (BATON_OK or BATON_ENOTSYNCED). */
 static int run_on(baton_client *c, baton__conn *conn, int argc, const char **argv,
-                  const size_t *lens, redisReply **reply, bool *sent)
+                  const size_t *lens, redisReply **reply, bool *sent, int *synced)
 {
     if (sent)
         *sent = false;
     baton__count_round_trip(c);
     if (baton__conn_append(conn, argc, argv, lens) != BATON_OK)
         return baton__fail(c, BATON_ENOMEM, "%s: out of memory", argv[0]);
+    bool waited = synced && baton__append_wait(c, conn);
     int rc = baton__conn_flush(c, conn, argv[0]);
     if (rc != BATON_OK)
         return rc;
     if (sent)
         *sent = true;
-    return baton__conn_read(c, conn, argv[0], reply);
+    rc = baton__conn_read(c, conn, argv[0], reply);
+    if (rc == BATON_OK && waited)
+        *synced = baton__read_wait(c, conn) == BATON_OK ? BATON_OK : BATON_ENOTSYNCED;
+    return rc;
 }
 
 /* One command on a pooled connection; error replies become codes (detail recorded). */
@@ -139,7 +174,7 @@ static int command(baton_client *c, int argc, const char **argv, redisReply **re
     if (rc != BATON_OK)
         return rc;
     redisReply *r = NULL;
-    rc = run_on(c, conn, argc, argv, NULL, &r, NULL);
+    rc = run_on(c, conn, argc, argv, NULL, &r, NULL, NULL);
     baton__conn_put(c, conn, rc != BATON_OK);
     if (rc != BATON_OK)
         return rc;
@@ -219,7 +254,7 @@ int baton__script_run(baton_client *c, const baton__script *s, int nkeys, const 
  * script was written whole (its reply may then be lost after it ran); *reused: the
  * connection came from the pool rather than a new connect. */
 static int script_attempt(baton_client *c, const baton__script *s, script_argv *a, redisReply **out,
-                          bool *sent, bool *reused)
+                          bool *sent, bool *reused, int *synced)
 {
     *sent = *reused = false;
     baton__conn *conn;
@@ -230,7 +265,7 @@ static int script_attempt(baton_client *c, const baton__script *s, script_argv *
     a->argv[0] = "EVALSHA";
     a->argv[1] = s->sha1;
     redisReply *r = NULL;
-    rc = run_on(c, conn, a->argc, a->argv, NULL, &r, sent);
+    rc = run_on(c, conn, a->argc, a->argv, NULL, &r, sent, synced);
     if (rc == BATON_OK && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
         /* The script cache was flushed (or this is a new server): EVAL sends the body
          * and caches it again, in the same round trip as the retry. */
@@ -246,7 +281,7 @@ static int script_attempt(baton_client *c, const baton__script *s, script_argv *
             a->argv[1] = s->body;
             for (int i = 0; i < a->argc; i++)
                 lens[i] = i == 1 ? s->len : strlen(a->argv[i]);
-            rc = run_on(c, conn, a->argc, a->argv, lens, &r, sent);
+            rc = run_on(c, conn, a->argc, a->argv, lens, &r, sent, synced);
             free(lens);
         }
     }
@@ -255,8 +290,9 @@ static int script_attempt(baton_client *c, const baton__script *s, script_argv *
     return rc;
 }
 
-int baton__script_call(baton_client *c, const baton__script *s, int nkeys, const char **keys,
-                       int nargs, const char **args, redisReply **reply, bool *maybe_ran)
+static int script_call(baton_client *c, const baton__script *s, int nkeys, const char **keys,
+                       int nargs, const char **args, redisReply **reply, bool *maybe_ran,
+                       int *synced)
 {
     *reply = NULL;
     if (maybe_ran)
@@ -266,12 +302,12 @@ int baton__script_call(baton_client *c, const baton__script *s, int nkeys, const
         return baton__fail(c, BATON_ENOMEM, "out of memory");
     redisReply *r = NULL;
     bool sent, reused;
-    int rc = script_attempt(c, s, &a, &r, &sent, &reused);
+    int rc = script_attempt(c, s, &a, &r, &sent, &reused, synced);
     if (rc == BATON_ECONN && !sent && reused)
         /* A pooled connection failed before the script was written whole: it never ran,
          * so it goes again, whatever it does, on a new connection (the broken one took the
          * idle ones with it). */
-        rc = script_attempt(c, s, &a, &r, &sent, &reused);
+        rc = script_attempt(c, s, &a, &r, &sent, &reused, synced);
     if (maybe_ran)
         *maybe_ran = sent; /* a lost reply after the script was sent leaves it unknown */
     free_argv(&a);
@@ -284,6 +320,22 @@ int baton__script_call(baton_client *c, const baton__script *s, int nkeys, const
     }
     *reply = r;
     return BATON_OK;
+}
+
+int baton__script_call(baton_client *c, const baton__script *s, int nkeys, const char **keys,
+                       int nargs, const char **args, redisReply **reply, bool *maybe_ran)
+{
+    return script_call(c, s, nkeys, keys, nargs, args, reply, maybe_ran, NULL);
+}
+
+int baton__script_call_synced(baton_client *c, const baton__script *s, int nkeys,
+                              const char **keys, int nargs, const char **args, redisReply **reply,
+                              bool *maybe_ran)
+{
+    int synced = BATON_OK;
+    int rc = script_call(c, s, nkeys, keys, nargs, args, reply, maybe_ran, &synced);
+    /* the detail ("0 of 1 replicas acknowledged within 1000 ms") is baton__read_wait's */
+    return rc == BATON_OK && synced != BATON_OK ? BATON_ENOTSYNCED : rc;
 }
 
 /* ------------------------------- open and close --------------------------------------- */
@@ -311,7 +363,8 @@ static int configure(baton__config *cfg, const baton_options *o, char *err, size
         check_timeout(o->fair_wait_ms, "fair_wait_ms", err, errlen) ||
         check_timeout(o->recheck_ms, "recheck_ms", err, errlen) ||
         check_timeout(o->slow_acquire_ms, "slow_acquire_ms", err, errlen) ||
-        check_timeout(o->keepalive_ms, "keepalive_ms", err, errlen))
+        check_timeout(o->keepalive_ms, "keepalive_ms", err, errlen) ||
+        check_timeout(o->sync_timeout_ms, "sync_timeout_ms", err, errlen))
         return BATON_EINVAL;
     if (o->watchdog_ms != 0 && o->watchdog_ms < MIN_WATCHDOG_MS) {
         snprintf(err, errlen, "watchdog_ms must be at least %d", MIN_WATCHDOG_MS);
@@ -356,6 +409,12 @@ static int configure(baton__config *cfg, const baton_options *o, char *err, size
     cfg->recheck_ms = o->recheck_ms ? o->recheck_ms : DEFAULT_RECHECK_MS;
     cfg->pool_size = o->pool_size ? o->pool_size : DEFAULT_POOL_SIZE;
     cfg->keepalive_ms = o->keepalive_ms ? o->keepalive_ms : DEFAULT_KEEPALIVE_MS;
+    if (o->sync_replicas < 0 || o->sync_replicas > 100) {
+        snprintf(err, errlen, "sync_replicas must be 0 (off) to 100");
+        return BATON_EINVAL;
+    }
+    cfg->sync_replicas = o->sync_replicas;
+    cfg->sync_timeout_ms = o->sync_timeout_ms ? o->sync_timeout_ms : 1000;
     if (cfg->keepalive_ms < 1000) {
         snprintf(err, errlen, "keepalive_ms must be at least 1000");
         return BATON_EINVAL;

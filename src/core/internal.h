@@ -155,6 +155,8 @@ typedef struct baton__config {
     int64_t recheck_ms;
     int64_t keepalive_ms;
     int pool_size;
+    int sync_replicas;        /* WAIT after acquisitions and renewals; 0: off */
+    int64_t sync_timeout_ms;
     char *sentinel_username; /* AUTH to sentinels, or NULL */
     char *sentinel_password;
 } baton__config;
@@ -192,6 +194,18 @@ int baton__script_run(baton_client *c, const baton__script *s, int nkeys, const 
  * that a BATON_ECONN may have happened after it ran (its reply lost). */
 int baton__script_call(baton_client *c, const baton__script *s, int nkeys, const char **keys,
                        int nargs, const char **args, struct redisReply **reply, bool *maybe_ran);
+/* As baton__script_call for an acquisition: with sync_replicas set, WAIT follows the script
+ * in the same round trip, and when fewer replicas acknowledged, BATON_ENOTSYNCED is
+ * returned with *reply set (the script did run: the caller undoes what it did). */
+int baton__script_call_synced(baton_client *c, const baton__script *s, int nkeys,
+                              const char **keys, int nargs, const char **args,
+                              struct redisReply **reply, bool *maybe_ran);
+/* Appends WAIT sync_replicas sync_timeout_ms when sync_replicas is set (pipelines that
+ * must be acknowledged, the watchdog's); returns whether it did. */
+bool baton__append_wait(baton_client *c, baton__conn *k);
+/* Reads a WAIT's reply: BATON_OK when enough replicas acknowledged, BATON_ENOTSYNCED when
+ * not (detail recorded), BATON_ECONN when the connection broke. */
+int baton__read_wait(baton_client *c, baton__conn *k);
 /* The prefix of the request latches of baton's own writes that must count once (semaphore
  * release and add_permits, latch count_down): baton_request:{name}:<client-id>:<n>. The
  * locks use Redisson's redisson_unlock_latch:{name}: instead. */

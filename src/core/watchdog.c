@@ -149,6 +149,9 @@ static bool renew_pass(baton__watchdog *w, snapshot *s, const char *lease, signe
     baton__mutex_lock(&w->mu);
     w->rounds += nbatches;
     baton__mutex_unlock(&w->mu);
+    /* sync_replicas: a renewal counts only once enough replicas have it (WAIT, in the same
+     * round trip); otherwise a failover could bring back the older, shorter lease */
+    bool waited = baton__append_wait(c, conn);
     baton__count_round_trip(c); /* the batches travel pipelined: one round trip */
     bool broken = baton__conn_flush(c, conn, "renew") != BATON_OK;
     for (size_t b = 0; b < nbatches && !broken; b++) {
@@ -163,6 +166,13 @@ static bool renew_pass(baton__watchdog *w, snapshot *s, const char *lease, signe
             baton__stat_inc(c, BATON__ST_NOSCRIPT);
         take_results(r, cnt, &result[from]);
         freeReplyObject(r);
+    }
+    if (waited && !broken) {
+        int acked = baton__read_wait(c, conn);
+        broken = acked == BATON_ECONN;
+        for (size_t i = 0; acked != BATON_OK && i < s->n; i++)
+            if (result[i] == 1)
+                result[i] = -1; /* renewed on the master only: not yet safe */
     }
     baton__conn_put(c, conn, broken);
     return !broken;
