@@ -9,6 +9,7 @@
 
 #include <criterion/new/assert.h>
 #include <poll.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -288,5 +289,117 @@ Test(sentinel, the_client_follows_a_failover_and_keeps_the_holds_that_replicated
     cr_assert(mine, "%s", baton_client_errmsg(c));
     cr_assert(eq(int, baton_lock_release(held), BATON_OK), "%s", baton_client_errmsg(c));
     baton_lock_close(held);
+    baton_client_close(c);
+}
+
+/* The pid of the redis-server on port (INFO server). */
+static pid_t pid_of(int port)
+{
+    redisContext *r = th_redis_port(port);
+    redisReply *rep = th_cmd(r, "INFO server");
+    const char *p = strstr(rep->str, "process_id:");
+    pid_t pid = p ? (pid_t)atol(p + 11) : 0;
+    freeReplyObject(rep);
+    redisFree(r);
+    cr_assert(gt(int, pid, 0));
+    return pid;
+}
+
+static baton_client *synced_client(int replicas, int64_t timeout_ms)
+{
+    baton_options o;
+    baton_options_init(&o);
+    o.url = dep.url;
+    o.connect_timeout_ms = 500;
+    o.command_timeout_ms = 1000;
+    o.sync_replicas = replicas;
+    o.sync_timeout_ms = timeout_ms;
+    baton_client *c = NULL;
+    cr_assert(eq(int, baton_client_open(&o, &c), BATON_OK), "%s", baton_open_errmsg());
+    return c;
+}
+
+Test(sentinel, sync_replicas_refuses_a_lock_no_replica_confirmed_and_leaves_it_free)
+{
+    wait_replica_synced();
+    int master = current_master(), replica = master == dep.master ? dep.replica : dep.master;
+    baton_client *c = synced_client(1, 300);
+    const char *name = th_tmpname("sn-sync");
+    baton_lock *l;
+    cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
+    cr_assert(eq(int, baton_lock_try_acquire(l, 0, 30000), BATON_OK), "%s", baton_client_errmsg(c));
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+
+    pid_t rp = pid_of(replica);
+    kill(rp, SIGSTOP); /* the replica cannot acknowledge */
+    int64_t t0 = th_ms();
+    int rc = baton_lock_try_acquire(l, 0, 30000);
+    int64_t took = th_ms() - t0;
+    char detail[256];
+    snprintf(detail, sizeof detail, "%s", baton_client_errmsg(c));
+    kill(rp, SIGCONT);
+    cr_assert(eq(int, rc, BATON_ENOTSYNCED), "%s", detail);
+    cr_assert(strstr(detail, "replicas") != NULL, "%s", detail);
+    cr_assert(lt(i64, took, 300 + 1000), "within sync_timeout_ms: %lld ms", (long long)took);
+    bool mine = true;
+    cr_assert(eq(int, baton_lock_is_held_by_current_thread(l, &mine), BATON_OK));
+    cr_assert(not(mine), "the unconfirmed acquisition was undone");
+    redisContext *r = th_redis_port(master);
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s", name), 0), "nothing left on the master");
+    redisFree(r);
+    baton_lock_close(l);
+    baton_client_close(c);
+}
+
+Test(sentinel, holds_the_new_master_lacks_are_reported_lost_and_the_others_kept)
+{
+    wait_replica_synced();
+    int master = current_master(), replica = master == dep.master ? dep.replica : dep.master;
+    baton_client *c = sentinel_client(dep.url);
+    baton_lock *renewed, *leased, *kept;
+    const char *n1 = th_tmpname("sn-lack-w"), *n2 = th_tmpname("sn-lack-l"),
+               *n3 = th_tmpname("sn-kept");
+    cr_assert(eq(int, baton_lock_open(c, n1, &renewed), BATON_OK));
+    cr_assert(eq(int, baton_lock_open(c, n2, &leased), BATON_OK));
+    cr_assert(eq(int, baton_lock_open(c, n3, &kept), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(renewed, BATON_LEASE_WATCHDOG), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(leased, 60000), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(kept, BATON_LEASE_WATCHDOG), BATON_OK));
+    int fd1, fd2, fd3;
+    baton_lock_lost_fd(renewed, &fd1);
+    baton_lock_lost_fd(leased, &fd2);
+    baton_lock_lost_fd(kept, &fd3);
+    /* as if those two acquisitions had not replicated: gone from the replica alone (a
+     * writable replica keeps its own writes) */
+    redisContext *r = th_redis_port(replica);
+    for (int i = 0; th_cmd_int(r, "EXISTS %s", n3) == 0; i++) {
+        cr_assert(lt(int, i, 250), "never replicated");
+        th_sleep_ms(20);
+    }
+    freeReplyObject(th_cmd(r, "CONFIG SET replica-read-only no"));
+    freeReplyObject(th_cmd(r, "DEL %s %s", n1, n2));
+    freeReplyObject(th_cmd(r, "CONFIG SET replica-read-only yes"));
+    redisFree(r);
+
+    int promoted = fail_over();
+    cr_assert(eq(int, promoted, replica));
+    struct pollfd p[3] = {{fd1, POLLIN, 0}, {fd2, POLLIN, 0}, {fd3, POLLIN, 0}};
+    int64_t t0 = th_ms();
+    while ((!p[0].revents || !p[1].revents) && th_ms() - t0 < 5000)
+        poll(p, 3, 100);
+    cr_assert(p[0].revents & POLLIN, "the renewed hold the new master lacks is reported");
+    cr_assert(p[1].revents & POLLIN, "the leased hold the new master lacks is reported");
+    cr_assert(not(p[2].revents & POLLIN), "the hold that replicated is kept");
+    bool mine = false;
+    cr_assert(eq(int, baton_lock_is_held_by_current_thread(kept, &mine), BATON_OK));
+    cr_assert(mine);
+    cr_assert(eq(int, baton_lock_release(kept), BATON_OK));
+    cr_assert(eq(int, baton_lock_release(renewed), BATON_ENOTHELD));
+    baton_stats st;
+    baton_client_stats(c, &st);
+    cr_assert(eq(u64, st.holds_lost_failover, 2), "both counted as lost to the switch");
+    baton_lock_close(renewed);
+    baton_lock_close(leased);
+    baton_lock_close(kept);
     baton_client_close(c);
 }

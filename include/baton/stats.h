@@ -49,7 +49,7 @@ typedef struct baton_stats {
     uint64_t holds_lost_expired;              /* lease ran out while renewals failed or were late */
     uint64_t holds_lost_deleted;  /* a renewal found the hold gone: deleted or taken over */
     uint64_t holds_lost_restart;  /* the server restarted (new epoch): every hold reported */
-    uint64_t holds_lost_failover; /* master changed: reserved, 0 until Sentinel/Cluster */
+    uint64_t holds_lost_failover; /* the master changed (Sentinel) and the new one lacks it */
     uint64_t renewals_sent;       /* hold renewals sent by the watchdog (one per hold) */
     uint64_t renewals_failed;     /* of those, renewals that got no answer */
     uint64_t renewals_late;       /* watchdog rounds that started over a third late */

@@ -359,6 +359,11 @@ void baton__lock_base_free(baton_lock *l);
  * BATON_LEASE_WATCHDOG hold before returning; on failure the hold is released again. */
 int baton__hold_acquired(baton_lock *l, const char *owner, bool fresh, int64_t token,
                          int64_t lease_ms);
+/* An acquisition that ran but that fewer than sync_replicas replicas acknowledged: it is
+ * recorded and at once released again (a failover could erase it), and BATON_ENOTSYNCED
+ * returned with the detail of the WAIT. */
+int baton__hold_unsynced(baton_lock *l, const char *owner, bool fresh, int64_t token,
+                         int64_t lease_ms);
 /* One release of the calling thread's hold, the protocol every hash lock shares: cancels
  * the watchdog first if this is the last hold, then runs `script` through
  * baton__script_run_once with KEYS = keys[0..nkeys) followed by the unlock latch

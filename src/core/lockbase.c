@@ -122,6 +122,19 @@ int baton__hold_acquired(baton_lock *l, const char *owner, bool fresh, int64_t t
     return BATON_OK;
 }
 
+int baton__hold_unsynced(baton_lock *l, const char *owner, bool fresh, int64_t token,
+                         int64_t lease_ms)
+{
+    baton_client *c = l->client;
+    char *detail = baton__strdup(baton_client_errmsg(c));
+    if (baton__hold_acquired(l, owner, fresh, token, lease_ms) == BATON_OK)
+        l->ops->release(l); /* undone: a holder must not run on a lock a failover can erase */
+    int rc = baton__fail(c, BATON_ENOTSYNCED, "lock %s: not acquired: %s", l->name,
+                         detail ? detail : "not acknowledged by enough replicas");
+    free(detail);
+    return rc;
+}
+
 static void hold_release_begin(baton_lock *l, const char *owner, int64_t *lease_ms)
 {
     baton_client *c = l->client;

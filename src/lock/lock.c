@@ -50,10 +50,11 @@ static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, int64_t *
     bool maybe_ran;
     baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_LOCK);
     int rc =
-        baton__script_call(c, baton__script_find("lock_acquire"), 2, keys, 2, args, &r, &maybe_ran);
+        baton__script_call_synced(c, baton__script_find("lock_acquire"), 2, keys, 2, args, &r, &maybe_ran);
     if (rc == BATON_ECONN && maybe_ran)
         return baton__hold_resolve_lost(l, owner, p->token_key, lease_ms);
-    if (rc != BATON_OK)
+    bool unsynced = rc == BATON_ENOTSYNCED; /* it ran; the replicas did not confirm it */
+    if (rc != BATON_OK && !unsynced)
         return rc;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
         r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER) {
@@ -67,6 +68,8 @@ static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, int64_t *
         return BATON_ETIMEDOUT;
     }
 
+    if (unsynced)
+        return baton__hold_unsynced(l, owner, status == 1, value, lease_ms);
     return baton__hold_acquired(l, owner, status == 1, value, lease_ms);
 }
 
