@@ -1,3 +1,4 @@
+#define _GNU_SOURCE
 /*
  * Against a real Sentinel deployment (a master, a replica, three sentinels, started once for
  * the program by with-sentinel.sh): what the sentinels and the nodes say about who is
@@ -10,6 +11,7 @@
 #include <criterion/new/assert.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -402,4 +404,181 @@ Test(sentinel, holds_the_new_master_lacks_are_reported_lost_and_the_others_kept)
     baton_lock_close(leased);
     baton_lock_close(kept);
     baton_client_close(c);
+}
+
+/* ------------------------------- contention through a failover ----------------------- */
+
+/* Shared by the contending processes (MAP_SHARED). */
+typedef struct arena {
+    atomic_int inside;   /* processes in the critical section now */
+    atomic_int overlaps; /* times one entered while another was inside */
+    atomic_int counted;  /* increments that were confirmed */
+    atomic_int errors;
+    atomic_llong max_call_ms;
+    atomic_bool stop;
+} arena;
+
+/* The master's port as sentinel 0 names it, or -1. */
+static int master_port_now(void)
+{
+    redisContext *r = redisConnectWithTimeout("127.0.0.1", dep.sentinels[0],
+                                              (struct timeval){0, 300000});
+    int port = -1;
+    if (r && !r->err) {
+        redisReply *rep = redisCommand(r, "SENTINEL GET-MASTER-ADDR-BY-NAME mymaster");
+        baton__addr a;
+        if (rep && baton__sentinel_master_addr(rep, &a) == BATON_OK)
+            port = a.port;
+        if (rep)
+            freeReplyObject(rep);
+    }
+    if (r)
+        redisFree(r);
+    return port;
+}
+
+/* One increment of the non-atomic counter on the master (GET, pause, SET), confirmed by
+ * one replica (WAIT 1) so that it survives the failover; false when it did not happen. */
+static bool increment(const char *counter)
+{
+    int port = master_port_now();
+    if (port < 0)
+        return false;
+    redisContext *r = redisConnectWithTimeout("127.0.0.1", port, (struct timeval){0, 500000});
+    if (!r || r->err) {
+        if (r)
+            redisFree(r);
+        return false;
+    }
+    redisSetTimeout(r, (struct timeval){1, 0});
+    bool ok = false;
+    redisReply *g = redisCommand(r, "GET %s", counter);
+    if (g && (g->type == REDIS_REPLY_STRING || g->type == REDIS_REPLY_NIL)) {
+        long long v = g->type == REDIS_REPLY_STRING ? atoll(g->str) : 0;
+        th_sleep_ms(1);
+        redisReply *s = redisCommand(r, "SET %s %lld", counter, v + 1);
+        if (s && s->type == REDIS_REPLY_STATUS) {
+            redisReply *w = redisCommand(r, "WAIT 1 1000");
+            ok = w && w->type == REDIS_REPLY_INTEGER && w->integer >= 1;
+            if (w)
+                freeReplyObject(w);
+        }
+        if (s)
+            freeReplyObject(s);
+    }
+    if (g)
+        freeReplyObject(g);
+    redisFree(r);
+    return ok;
+}
+
+typedef struct contender {
+    arena *a;
+    const char *lock, *counter;
+} contender;
+
+static int contend(void *arg)
+{
+    contender *k = arg;
+    baton_client *c = synced_client(1, 1000);
+    baton_lock *l;
+    if (baton_lock_open(c, k->lock, &l) != BATON_OK)
+        return 1;
+    while (!k->a->stop) {
+        int64_t t0 = th_ms();
+        int rc = baton_lock_try_acquire(l, 2000, BATON_LEASE_WATCHDOG);
+        int64_t took = th_ms() - t0;
+        if (took > k->a->max_call_ms)
+            k->a->max_call_ms = took;
+        if (rc != BATON_OK) {
+            k->a->errors++;
+            th_sleep_ms(10);
+            continue;
+        }
+        if (atomic_fetch_add(&k->a->inside, 1) != 0)
+            k->a->overlaps++;
+        if (increment(k->counter))
+            k->a->counted++;
+        atomic_fetch_sub(&k->a->inside, 1);
+        t0 = th_ms();
+        if (baton_lock_release(l) != BATON_OK)
+            k->a->errors++;
+        took = th_ms() - t0;
+        if (took > k->a->max_call_ms)
+            k->a->max_call_ms = took;
+    }
+    baton_lock_close(l);
+    baton_client_close(c);
+    return 0;
+}
+
+/* 4 processes contend with sync_replicas = 1 while `disrupt` moves the master; the
+ * non-atomic counter must be exact and no two may ever be inside at once. */
+static void contend_through(void (*disrupt)(void), const char *what)
+{
+    wait_replica_synced();
+    arena *a = mmap(NULL, sizeof *a, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert(a != MAP_FAILED);
+    memset(a, 0, sizeof *a);
+    contender k = {a, th_tmpname("sn-contend"), th_tmpname("sn-counter")};
+    pid_t kids[4];
+    for (int i = 0; i < 4; i++)
+        kids[i] = th_fork(contend, &k);
+    th_sleep_ms(800);
+    int before = a->counted;
+    cr_assert(gt(int, before, 0), "the processes count before the failover");
+    disrupt();
+    int at_switch = a->counted;
+    int64_t t0 = th_ms();
+    while (a->counted < at_switch + 20 && th_ms() - t0 < 15000)
+        th_sleep_ms(50);
+    a->stop = true;
+    for (int i = 0; i < 4; i++)
+        cr_assert(eq(int, th_wait(kids[i]), 0));
+    cr_assert(ge(int, a->counted, at_switch + 20), "%s: counting never resumed (%d errors)", what,
+              (int)a->errors);
+    redisContext *r = th_redis_port(current_master());
+    redisReply *v = th_cmd(r, "GET %s", k.counter);
+    long long value = v->type == REDIS_REPLY_STRING ? atoll(v->str) : 0;
+    freeReplyObject(v);
+    redisFree(r);
+    cr_assert(eq(int, a->overlaps, 0), "%s: two holders at once", what);
+    cr_assert(eq(i64, value, (long long)a->counted), "%s: lost or extra increments", what);
+    cr_assert(le(i64, a->max_call_ms, 2000 + 6000),
+              "%s: a call took %lld ms (wait 2000 + the failover)", what,
+              (long long)a->max_call_ms);
+    munmap(a, sizeof *a);
+}
+
+static void forced_failover(void)
+{
+    fail_over();
+}
+
+Test(sentinel, sync_replicas_keeps_a_counter_exact_through_a_failover)
+{
+    contend_through(forced_failover, "SENTINEL FAILOVER");
+}
+
+/* Last (the cases run in name order): the killed master comes back as a replica of the new
+ * one, but only for the rest of this program's life. */
+static th_server revived;
+
+static void kill_master(void)
+{
+    int master = current_master(), replica = master == dep.master ? dep.replica : dep.master;
+    kill(pid_of(master), SIGKILL);
+    int64_t t0 = th_ms();
+    while (role_of(replica, NULL) != BATON__ROLE_MASTER || master_port_now() != replica) {
+        cr_assert(lt(i64, th_ms() - t0, 20000), "no failover after kill -9");
+        th_sleep_ms(50);
+    }
+    char conf[128];
+    snprintf(conf, sizeof conf, "--replicaof 127.0.0.1 %d --repl-diskless-sync-delay 0", replica);
+    th_server_start_on(&revived, master, conf);
+}
+
+Test(sentinel, with_the_master_killed_the_counter_stays_exact)
+{
+    contend_through(kill_master, "kill -9 of the master");
 }
