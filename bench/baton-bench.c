@@ -63,6 +63,7 @@ static struct {
     int64_t lease_ms, watchdog_ms;
     double duration; /* > 0: run until this many seconds passed instead of K each */
     char prefix[64]; /* every key of this run starts with it */
+    int sync_replicas; /* --sync-replicas N: baton_options.sync_replicas */
     int tls_port;    /* > 0: baton connects over TLS to this port (rediss://) ... */
     const char *tls_ca; /* ... trusting this CA; --port stays the plain port for INFO */
 } opt = {.port = 0,
@@ -216,6 +217,7 @@ static baton_client *client_open(void)
     baton_options_init(&o);
     o.url = url;
     o.tls_ca = opt.tls_ca;
+    o.sync_replicas = opt.sync_replicas;
     if (opt.watchdog_ms > 0)
         o.watchdog_ms = opt.watchdog_ms;
     baton_client *c;
@@ -1299,6 +1301,7 @@ static void usage(void)
                     "       [--workers W] [--k K] [--permits P] [--think-ms T] [--processes]\n"
                     "       [--max-seconds S] [--lease-ms L] [--watchdog-ms W] [--duration S]\n"
                     "       [--periods N] [--stats on|off] [--tls-port P --tls-ca FILE]\n"
+                    "       [--sync-replicas N]\n"
                     "       baton-bench --list   (the scenarios this build can run)\n"
                     "Appends one JSON line to $RESULTS_JSONL (if set) and prints a summary.\n");
     exit(2);
@@ -1347,6 +1350,7 @@ int main(int argc, char **argv)
                                           {"list", no_argument, NULL, 'L'},
                                           {"tls-port", required_argument, NULL, 'T'},
                                           {"tls-ca", required_argument, NULL, 'C'},
+                                          {"sync-replicas", required_argument, NULL, 'R'},
                                           {NULL, 0, NULL, 0}};
     const char *sc = NULL;
     int ch;
@@ -1404,6 +1408,9 @@ int main(int argc, char **argv)
             break;
         case 'C':
             opt.tls_ca = optarg;
+            break;
+        case 'R':
+            opt.sync_replicas = (int)arg_long(optarg, "--sync-replicas", 0);
             break;
         default:
             usage();
