@@ -415,6 +415,22 @@ void th_proxy_cut_after(th_proxy *p, th_dir dir, long n)
     poke(p);
 }
 
+long th_proxy_conn_of(th_proxy *p, int upstream_local_port)
+{
+    long nth = 0;
+    pthread_mutex_lock(&p->mu);
+    for (int i = 0; i < p->nconns && !nth; i++) {
+        struct sockaddr_in a;
+        socklen_t alen = sizeof a;
+        if (p->conns[i].fd[TH_DOWN] >= 0 &&
+            getsockname(p->conns[i].fd[TH_DOWN], (struct sockaddr *)&a, &alen) == 0 &&
+            ntohs(a.sin_port) == upstream_local_port)
+            nth = p->conns[i].nth;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return nth;
+}
+
 long th_proxy_accepted(th_proxy *p)
 {
     pthread_mutex_lock(&p->mu);

@@ -47,6 +47,9 @@ void th_proxy_cut(th_proxy *p);
 /* Lets n more bytes through in dir (on any connection), then resets that connection.
  * n = 0: the next byte in dir resets it before anything passes. -1: off. */
 void th_proxy_cut_after(th_proxy *p, th_dir dir, long n);
+/* The number (nth, as above) of the connection whose upstream side has this local port,
+ * the port the server sees the client on (CLIENT LIST addr=127.0.0.1:<port>); 0: none. */
+long th_proxy_conn_of(th_proxy *p, int upstream_local_port);
 /* Connections accepted since the start. */
 long th_proxy_accepted(th_proxy *p);
 /* Open connections now. */
