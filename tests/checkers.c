@@ -238,3 +238,13 @@ int64_t th_fenced_top(const th_fenced *f)
 {
     return atomic_load(&((th_fenced *)f)->top);
 }
+
+/* ------------------------------------------------ the lost signal ------------------ */
+
+void th_lost_probe_fn(baton_lock *l, void *arg)
+{
+    (void)l;
+    th_lost_probe *p = arg;
+    atomic_store(&p->at_ms, th_ms());
+    atomic_fetch_add(&p->calls, 1);
+}

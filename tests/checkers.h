@@ -8,14 +8,17 @@
  *   than N at one instant (a semaphore's permits);
  * - a fenced store, also shared across processes: it accepts a write only with a fencing
  *   token at least the highest it has seen, as a resource that follows the fencing rule
- *   would, so a stale holder's late write is refused.
+ *   would, so a stale holder's late write is refused;
+ * - and a probe for a lock's lost handler (when it ran, how often).
  *
  * The log and the store live in anonymous shared memory: make them before fork().
  */
 #ifndef BATON_TEST_CHECKERS_H
 #define BATON_TEST_CHECKERS_H
 
+#include <baton/baton.h>
 #include <hiredis/hiredis.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -65,6 +68,15 @@ bool th_fenced_write(th_fenced *f, int64_t token);
 long th_fenced_accepted(const th_fenced *f);
 long th_fenced_refused(const th_fenced *f);
 int64_t th_fenced_top(const th_fenced *f);
+
+/* ------------------------------------------------ the lost signal ------------------ */
+
+/* What a lock's lost handler saw: register th_lost_probe_fn with a zeroed probe as arg. */
+typedef struct th_lost_probe {
+    atomic_int calls;
+    _Atomic int64_t at_ms; /* th_ms() of the last call */
+} th_lost_probe;
+void th_lost_probe_fn(baton_lock *l, void *arg);
 
 /* CLOCK_MONOTONIC in nanoseconds: comparable across the processes of one machine. */
 int64_t th_mono_ns(void);

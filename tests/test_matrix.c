@@ -28,7 +28,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#include <sanitizer/allocator_interface.h>
+/* the sanitizer runtime's (sanitizer/allocator_interface.h, which gcc does not ship) */
+size_t __sanitizer_get_current_allocated_bytes(void);
 #endif
 
 TestSuite(matrix, .timeout = 60);
@@ -65,19 +66,6 @@ static int64_t wait_readable(int fd, int timeout_ms)
     while ((n = poll(&p, 1, timeout_ms)) < 0) {
     }
     return n == 1 ? th_ms() - t0 : -1;
-}
-
-typedef struct lost_probe {
-    atomic_int calls;
-    _Atomic int64_t at_ms;
-} lost_probe;
-
-static void on_lost(baton_lock *l, void *arg)
-{
-    (void)l;
-    lost_probe *p = arg;
-    atomic_store(&p->at_ms, th_ms());
-    atomic_fetch_add(&p->calls, 1);
 }
 
 /* ------------------------------------------------ holder killed (kill -9) ----------- */
@@ -405,10 +393,10 @@ Test(matrix, stopped_server_costs_each_call_its_timeout_then_recovers)
     baton_client *c = NULL;
     cr_assert(eq(int, baton_client_open(&o, &c), BATON_OK));
     baton_lock *a, *b;
-    lost_probe probe = {0};
+    th_lost_probe probe = {0};
     cr_assert(eq(int, baton_lock_open(c, "mx-sstop-a", &a), BATON_OK));
     cr_assert(eq(int, baton_lock_open(c, "mx-sstop-b", &b), BATON_OK));
-    cr_assert(eq(int, baton_lock_set_lost_handler(a, on_lost, &probe), BATON_OK));
+    cr_assert(eq(int, baton_lock_set_lost_handler(a, th_lost_probe_fn, &probe), BATON_OK));
     cr_assert(eq(int, baton_lock_acquire(a, BATON_LEASE_WATCHDOG), BATON_OK));
     th_sleep_ms(100);
 
@@ -499,11 +487,11 @@ static void pause_past_the_lease(const char *mode)
     char name[64];
     snprintf(name, sizeof name, "mx-pause-%s", mode);
     baton_lock *h, *l;
-    lost_probe probe = {0};
+    th_lost_probe probe = {0};
     int fd = -1;
     cr_assert(eq(int, baton_lock_open(hc, name, &h), BATON_OK));
     cr_assert(eq(int, baton_lock_open(cc, name, &l), BATON_OK));
-    cr_assert(eq(int, baton_lock_set_lost_handler(h, on_lost, &probe), BATON_OK));
+    cr_assert(eq(int, baton_lock_set_lost_handler(h, th_lost_probe_fn, &probe), BATON_OK));
     cr_assert(eq(int, baton_lock_lost_fd(h, &fd), BATON_OK));
     cr_assert(eq(int, baton_lock_acquire(h, BATON_LEASE_WATCHDOG), BATON_OK));
     int64_t htoken = 0;
@@ -585,10 +573,10 @@ Test(matrix, a_busy_script_is_a_clear_error_without_a_hang)
     th_server_start(&s, "--busy-reply-threshold 200");
     baton_client *c = client_on(url_of(s.port), CMD, LEASE);
     baton_lock *a, *b;
-    lost_probe probe = {0};
+    th_lost_probe probe = {0};
     cr_assert(eq(int, baton_lock_open(c, "mx-busy-a", &a), BATON_OK));
     cr_assert(eq(int, baton_lock_open(c, "mx-busy-b", &b), BATON_OK));
-    cr_assert(eq(int, baton_lock_set_lost_handler(a, on_lost, &probe), BATON_OK));
+    cr_assert(eq(int, baton_lock_set_lost_handler(a, th_lost_probe_fn, &probe), BATON_OK));
     cr_assert(eq(int, baton_lock_acquire(a, BATON_LEASE_WATCHDOG), BATON_OK));
     pthread_t t;
     pthread_create(&t, NULL, busy_script, &s.port);
@@ -663,10 +651,10 @@ Test(matrix, an_evicted_lock_is_reported_lost_within_a_renewal)
     cr_assert(not(eq(ptr, strstr(baton_client_errmsg(c), "volatile-lru"), NULL)),
               "no warning at open: \"%s\"", baton_client_errmsg(c));
     baton_lock *l;
-    lost_probe probe = {0};
+    th_lost_probe probe = {0};
     int fd = -1;
     cr_assert(eq(int, baton_lock_open(c, "mx-evict", &l), BATON_OK));
-    cr_assert(eq(int, baton_lock_set_lost_handler(l, on_lost, &probe), BATON_OK));
+    cr_assert(eq(int, baton_lock_set_lost_handler(l, th_lost_probe_fn, &probe), BATON_OK));
     cr_assert(eq(int, baton_lock_lost_fd(l, &fd), BATON_OK));
     cr_assert(eq(int, baton_lock_acquire(l, BATON_LEASE_WATCHDOG), BATON_OK));
     redisContext *r = th_redis_port(s.port);
@@ -716,10 +704,10 @@ Test(matrix, a_password_changed_under_the_client_is_eauth_without_the_password)
     baton_client *c = NULL;
     cr_assert(eq(int, baton_client_open(&o, &c), BATON_OK), "%s", baton_open_errmsg());
     baton_lock *a, *b;
-    lost_probe probe = {0};
+    th_lost_probe probe = {0};
     cr_assert(eq(int, baton_lock_open(c, "mx-auth-a", &a), BATON_OK));
     cr_assert(eq(int, baton_lock_open(c, "mx-auth-b", &b), BATON_OK));
-    cr_assert(eq(int, baton_lock_set_lost_handler(a, on_lost, &probe), BATON_OK));
+    cr_assert(eq(int, baton_lock_set_lost_handler(a, th_lost_probe_fn, &probe), BATON_OK));
     cr_assert(eq(int, baton_lock_acquire(a, BATON_LEASE_WATCHDOG), BATON_OK));
 
     /* the operator rotates the password and drops the user's connections */
