@@ -1101,3 +1101,56 @@ Test(matrix, a_semaphore_under_cuts_never_exceeds_its_permits)
     th_proxy_stop(p);
     th_server_stop(&s);
 }
+
+/* ------------------------------------------------ cut acquires leave no orphan ------ */
+
+Test(matrix, acquires_cut_either_way_leave_no_orphan_renewal)
+{
+    enum { LEASE = 1500 };
+    th_server s;
+    th_server_start(&s, NULL);
+    th_proxy *p = th_proxy_start(s.port);
+    baton_client *c = client_on(th_proxy_url(p), 1000, LEASE);
+    redisContext *r = th_redis_port(s.port);
+    baton_lock *l;
+    cr_assert(eq(int, baton_lock_open(c, "mx-orphan", &l), BATON_OK));
+    cr_assert(eq(int, baton_lock_try_acquire(l, 0, BATON_LEASE_WATCHDOG), BATON_OK));
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK)); /* the scripts are loaded */
+    int ok = 0, failed = 0;
+    /* the request cut after n bytes (it never runs, or runs whole), or its reply */
+    static const struct {
+        th_dir dir;
+        long n;
+    } cuts[] = {{TH_UP, 0},   {TH_UP, 1},   {TH_UP, 20},  {TH_UP, 60},  {TH_UP, 120},
+                {TH_DOWN, 0}, {TH_DOWN, 1}, {TH_DOWN, 2}, {TH_DOWN, 3}, {TH_DOWN, 4}};
+    for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
+        th_proxy_cut_after(p, cuts[i].dir, cuts[i].n);
+        int rc = baton_lock_try_acquire(l, 0, BATON_LEASE_WATCHDOG);
+        th_proxy_cut_after(p, cuts[i].dir, -1);
+        int64_t count = -1;
+        cr_assert(eq(int, baton_lock_hold_count(l, &count), BATON_OK));
+        if (rc == BATON_ECONN) { /* failed cleanly: nothing held */
+            failed++;
+            cr_assert(eq(i64, count, 0), "cut %zu: failed, yet holds", i);
+            cr_assert(eq(i64, th_cmd_int(r, "EXISTS mx-orphan"), 0));
+            continue;
+        }
+        cr_assert(eq(int, rc, BATON_OK), "cut %zu: %s", i, baton_client_errmsg(c));
+        ok++;
+        cr_assert(eq(i64, count, 1), "cut %zu", i);
+        cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+        cr_assert(eq(i64, th_cmd_int(r, "EXISTS mx-orphan"), 0), "cut %zu: one release", i);
+    }
+    /* nothing held: no renewal is sent for two periods, and nothing comes back */
+    freeReplyObject(th_cmd(r, "CONFIG RESETSTAT"));
+    th_sleep_ms(2 * LEASE / 3 + 200);
+    fprintf(stderr, "matrix: cut acquires: %d resolved, %d failed cleanly; %lld scripts after\n",
+            ok, failed, th_cmdstat(r, "evalsha") + th_cmdstat(r, "eval"));
+    cr_assert(eq(i64, th_cmdstat(r, "evalsha") + th_cmdstat(r, "eval"), 0), "an orphan renewal");
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS mx-orphan"), 0));
+    baton_lock_close(l);
+    baton_client_close(c);
+    redisFree(r);
+    th_proxy_stop(p);
+    th_server_stop(&s);
+}
