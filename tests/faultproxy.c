@@ -42,6 +42,8 @@ typedef struct conn {
                                  the client */
     long nth;                 /* accepted as the proxy's nth connection (from 1) */
     bool held;                /* this connection alone is held (th_proxy_hold_conn) */
+    bool drop[2];             /* bytes read in this direction are discarded (a blackhole) */
+    int delay_ms[2];          /* this connection's own delay per direction */
 } conn;
 
 struct th_proxy {
@@ -55,6 +57,7 @@ struct th_proxy {
     bool stopping, hold, cut_now;
     long cut_nth; /* reset that connection (th_proxy_cut_conn); 0: none */
     int delay_ms[2];
+    bool drop[2];      /* every connection's bytes in that direction are discarded */
     long cut_after[2]; /* bytes still allowed through before a reset; -1: off */
     long accepted;
     int nconns;
@@ -132,7 +135,12 @@ static bool pump_in(th_proxy *p, conn *c, th_dir from)
     k->next = NULL;
     k->len = (size_t)n;
     k->off = 0;
-    k->due_us = now_us() + (int64_t)p->delay_ms[from] * 1000;
+    if (p->drop[from] || c->drop[from]) { /* a blackhole: read, and gone */
+        free(k);
+        return true;
+    }
+    int delay = c->delay_ms[from] > p->delay_ms[from] ? c->delay_ms[from] : p->delay_ms[from];
+    k->due_us = now_us() + (int64_t)delay * 1000;
     if (c->tail[from])
         c->tail[from]->next = k;
     else
@@ -330,6 +338,34 @@ void th_proxy_hold_conn(th_proxy *p, long nth, bool on)
     poke(p);
 }
 
+void th_proxy_blackhole(th_proxy *p, th_dir dir, bool on)
+{
+    pthread_mutex_lock(&p->mu);
+    p->drop[dir] = on;
+    pthread_mutex_unlock(&p->mu);
+    poke(p);
+}
+
+void th_proxy_blackhole_conn(th_proxy *p, long nth, th_dir dir, bool on)
+{
+    pthread_mutex_lock(&p->mu);
+    for (int i = 0; i < p->nconns; i++)
+        if (p->conns[i].nth == nth)
+            p->conns[i].drop[dir] = on;
+    pthread_mutex_unlock(&p->mu);
+    poke(p);
+}
+
+void th_proxy_delay_conn(th_proxy *p, long nth, th_dir dir, int ms)
+{
+    pthread_mutex_lock(&p->mu);
+    for (int i = 0; i < p->nconns; i++)
+        if (p->conns[i].nth == nth)
+            p->conns[i].delay_ms[dir] = ms;
+    pthread_mutex_unlock(&p->mu);
+    poke(p);
+}
+
 void th_proxy_cut_conn(th_proxy *p, long nth)
 {
     pthread_mutex_lock(&p->mu);
@@ -379,6 +415,22 @@ void th_proxy_cut_after(th_proxy *p, th_dir dir, long n)
     poke(p);
 }
 
+long th_proxy_conn_of(th_proxy *p, int upstream_local_port)
+{
+    long nth = 0;
+    pthread_mutex_lock(&p->mu);
+    for (int i = 0; i < p->nconns && !nth; i++) {
+        struct sockaddr_in a;
+        socklen_t alen = sizeof a;
+        if (p->conns[i].fd[TH_DOWN] >= 0 &&
+            getsockname(p->conns[i].fd[TH_DOWN], (struct sockaddr *)&a, &alen) == 0 &&
+            ntohs(a.sin_port) == upstream_local_port)
+            nth = p->conns[i].nth;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return nth;
+}
+
 long th_proxy_accepted(th_proxy *p)
 {
     pthread_mutex_lock(&p->mu);
@@ -399,9 +451,13 @@ void th_proxy_heal(th_proxy *p)
 {
     pthread_mutex_lock(&p->mu);
     p->hold = false;
-    for (int i = 0; i < p->nconns; i++)
-        p->conns[i].held = false;
+    for (int i = 0; i < p->nconns; i++) {
+        conn *c = &p->conns[i];
+        c->held = c->drop[0] = c->drop[1] = false;
+        c->delay_ms[0] = c->delay_ms[1] = 0;
+    }
     p->delay_ms[0] = p->delay_ms[1] = 0;
+    p->drop[0] = p->drop[1] = false;
     p->cut_after[0] = p->cut_after[1] = -1;
     pthread_mutex_unlock(&p->mu);
     poke(p);

@@ -4,7 +4,8 @@
  * direction can be delayed; the proxy can hold every byte (a partition: nothing is lost,
  * nothing arrives, new connections are accepted but not answered), cut every connection
  * with a reset, or let N more bytes through in one direction and then reset (the ambiguous
- * outcome: a request that may have run, a reply cut in the middle). heal() undoes it all.
+ * outcome: a request that may have run, a reply cut in the middle), or throw away what one
+ * direction carries (a blackhole). heal() undoes it all.
  */
 #ifndef BATON_TEST_FAULTPROXY_H
 #define BATON_TEST_FAULTPROXY_H
@@ -33,16 +34,27 @@ void th_proxy_hold_conn(th_proxy *p, long nth, bool on);
 void th_proxy_cut_conn(th_proxy *p, long nth);
 /* Every byte in dir waits ms before it is passed on (0: none). */
 void th_proxy_delay(th_proxy *p, th_dir dir, int ms);
+/* The same for the nth accepted connection alone (the larger of the two delays applies). */
+void th_proxy_delay_conn(th_proxy *p, long nth, th_dir dir, int ms);
+/* A blackhole: every byte in dir, on every connection (old and new, which are still
+ * accepted), is read and thrown away (on), or passed on again (off). Unlike a hold, what
+ * was dropped never arrives. */
+void th_proxy_blackhole(th_proxy *p, th_dir dir, bool on);
+/* The same for the nth accepted connection alone. */
+void th_proxy_blackhole_conn(th_proxy *p, long nth, th_dir dir, bool on);
 /* Resets (RST) every open connection, both sides, now. */
 void th_proxy_cut(th_proxy *p);
 /* Lets n more bytes through in dir (on any connection), then resets that connection.
  * n = 0: the next byte in dir resets it before anything passes. -1: off. */
 void th_proxy_cut_after(th_proxy *p, th_dir dir, long n);
+/* The number (nth, as above) of the connection whose upstream side has this local port,
+ * the port the server sees the client on (CLIENT LIST addr=127.0.0.1:<port>); 0: none. */
+long th_proxy_conn_of(th_proxy *p, int upstream_local_port);
 /* Connections accepted since the start. */
 long th_proxy_accepted(th_proxy *p);
 /* Open connections now. */
 int th_proxy_open(th_proxy *p);
-/* Back to a plain proxy: no hold, no delay, no pending cut. */
+/* Back to a plain proxy: no hold, no delay, no blackhole, no pending cut. */
 void th_proxy_heal(th_proxy *p);
 /* Closes every connection and stops the thread. */
 void th_proxy_stop(th_proxy *p);
