@@ -1,8 +1,7 @@
 /*
  * Private to the baton command-line tool (src/cli/): what its files share. The tool is a
  * client of libbaton's public API like any other program; it includes no library-internal
- * header. Only `status` and `unlock --force` talk to Redis directly (hiredis), to read
- * state the public API has no call for.
+ * header and no hiredis: `status` and `unlock --force` read through baton_inspect().
  */
 #ifndef BATON_CLI_H
 #define BATON_CLI_H
@@ -102,18 +101,6 @@ int cli_cmd_unlock(cli_global *g, int argc, char **argv);
 /* ------------------------------- status.c --------------------------------------------- */
 
 int cli_cmd_status(cli_global *g, int argc, char **argv);
-
-/*
- * Connects a raw hiredis context to cli_url(g) (AUTH with g's user and password, else the
- * URL's, and SELECT included) for reads the
- * public API has no call for. Returns NULL after printing why. The caller frees it with
- * redisFree(); the type is void * so that this header needs no hiredis.
- */
-void *cli_redis_connect(const cli_global *g);
-
-/* The key of a Redisson auxiliary object: prefix + name wrapped in a hash tag, unless the
- * name already has a '{' (Redisson's rule). Returns a malloc'd string, or NULL. */
-char *cli_tagged(const char *prefix, const char *name);
 
 /* ------------------------------- run.c ------------------------------------------------ */
 

@@ -7,8 +7,6 @@
 #define _GNU_SOURCE
 #include "cli.h"
 
-#include <hiredis/hiredis.h>
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -602,25 +600,14 @@ int cli_cmd_latch(cli_global *g, int argc, char **argv)
 
 /* ------------------------------- unlock --force --------------------------------------- */
 
-/* Whether NAME has a fair lock's queue or deadline set: then its waiters listen on their
- * own channels, which only a fair lock's force release wakes. */
-static bool has_fair_queue(const cli_global *g, const char *name)
+/* Whether NAME is a fair lock (its queue or deadline set exists): then its waiters listen on
+ * their own channels, which only a fair lock's force release wakes. A failed read answers
+ * "no": the force release that follows reports the failure. */
+static bool has_fair_queue(baton_client *c, const char *name)
 {
-    redisContext *r = cli_redis_connect(g);
-    if (!r)
-        return false;
-    char *queue = cli_tagged("redisson_lock_queue:", name);
-    char *timeout = cli_tagged("redisson_lock_timeout:", name);
-    bool fair = false;
-    if (queue && timeout) {
-        redisReply *rep = redisCommand(r, "EXISTS %s %s", queue, timeout);
-        fair = rep && rep->type == REDIS_REPLY_INTEGER && rep->integer > 0;
-        if (rep)
-            freeReplyObject(rep);
-    }
-    free(queue);
-    free(timeout);
-    redisFree(r);
+    baton_inspection *ins = NULL;
+    bool fair = baton_inspect(c, name, &ins) == BATON_OK && ins->kind == BATON_OBJECT_FAIRLOCK;
+    baton_inspection_free(ins);
     return fair;
 }
 
@@ -659,7 +646,7 @@ int cli_cmd_unlock(cli_global *g, int argc, char **argv)
     rc = cli_open_client(g, &c);
     if (rc)
         return rc;
-    bool fair = has_fair_queue(g, name);
+    bool fair = has_fair_queue(c, name);
     int brc = fair ? baton_fairlock_open(c, name, &l) : baton_lock_open(c, name, &l);
     bool was_locked = false;
     if (brc == BATON_OK)
