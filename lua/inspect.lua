@@ -3,8 +3,9 @@
 -- KEYS[2]  redisson_lock_queue:{name}, the fair lock's queue (a list)
 -- KEYS[3]  redisson_lock_timeout:{name}, the fair lock's waiter deadlines (a zset)
 -- KEYS[4]  redisson_lock_token:{name}, the fencing-token counter (a string)
+-- KEYS[5]  baton_lock_meta:{name}, baton's side hash: holder owner -> "host:pid"
 -- ARGV[1]  the lock's channel, ARGV[2] the semaphore's, ARGV[3] the latch's
--- Returns  {type, pttl, fields, value, queue, deadlines, token, time, numsub}:
+-- Returns  {type, pttl, fields, value, queue, deadlines, token, time, numsub, origins}:
 --          type      the name's TYPE ("none", "hash", "string", ...)
 --          pttl      its PTTL (-2 absent, -1 no expiry)
 --          fields    a hash's HGETALL (owner, holds, ...), else nil
@@ -14,6 +15,7 @@
 --          token     GET of KEYS[4] (nil unless a string)
 --          time      the server's TIME {seconds, microseconds}
 --          numsub    PUBSUB NUMSUB of the three channels {ch, n, ch, n, ch, n}
+--          origins   HGETALL of KEYS[5] ({} unless a hash)
 -- Auxiliary keys of an unexpected type read as absent rather than failing the snapshot.
 local function type_of(key)
     return redis.call('type', key)['ok']
@@ -25,7 +27,7 @@ if t == 'hash' then
 elseif t == 'string' then
     value = redis.call('get', KEYS[1])
 end
-local queue, deadlines, token = {}, {}, false
+local queue, deadlines, token, origins = {}, {}, false, {}
 if type_of(KEYS[2]) == 'list' then
     queue = redis.call('lrange', KEYS[2], 0, -1)
 end
@@ -35,5 +37,8 @@ end
 if type_of(KEYS[4]) == 'string' then
     token = redis.call('get', KEYS[4])
 end
+if type_of(KEYS[5]) == 'hash' then
+    origins = redis.call('hgetall', KEYS[5])
+end
 return {t, redis.call('pttl', KEYS[1]), fields, value, queue, deadlines, token,
-        redis.call('time'), redis.call('pubsub', 'numsub', ARGV[1], ARGV[2], ARGV[3])}
+        redis.call('time'), redis.call('pubsub', 'numsub', ARGV[1], ARGV[2], ARGV[3]), origins}

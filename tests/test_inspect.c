@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 TestSuite(inspect, .timeout = 60);
 
@@ -234,6 +235,100 @@ Test(inspect, a_fair_lock_shows_its_queue_with_deadlines)
     baton_inspection_free(ins);
     baton_lock_close(other);
     baton_lock_close(l);
+    redisFree(r);
+    baton_client_close(c);
+}
+
+/* ---------------------------------------------------------------- origins ------------ */
+
+/* The side hash baton_lock_meta:{name}: field owner -> "host:pid". */
+static long long meta_exists(redisContext *r, const char *name)
+{
+    return th_cmd_int(r, "EXISTS baton_lock_meta:{%s}", name);
+}
+
+static void assert_this_process(const baton_inspect_holder *h)
+{
+    char host[256] = "";
+    cr_assert(eq(int, gethostname(host, sizeof host - 1), 0));
+    cr_assert(ne(ptr, (void *)h->host, NULL));
+    cr_assert(eq(str, (char *)h->host, host));
+    cr_assert(eq(i64, h->pid, (int64_t)getpid()));
+}
+
+Test(inspect, a_holders_host_and_pid_live_and_go_with_its_lock)
+{
+    baton_client *c = th_client(NULL);
+    redisContext *r = th_redis();
+    const char *name = th_tmpname("ins-origin");
+    baton_lock *l;
+    cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
+    cr_assert(eq(int, baton_lock_try_acquire(l, 0, 20000), BATON_OK));
+    cr_assert(eq(int, baton_lock_try_acquire(l, 0, 20000), BATON_OK));
+    baton_inspection *ins = inspect(c, name);
+    cr_assert(eq(sz, ins->n_holders, 1));
+    assert_this_process(ins->holders[0]);
+    baton_inspection_free(ins);
+    /* with the lock's lease, and still there after an inner release */
+    long long ttl = th_cmd_int(r, "PTTL baton_lock_meta:{%s}", name);
+    cr_assert(gt(i64, ttl, 15000));
+    cr_assert(le(i64, ttl, 20000));
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    cr_assert(eq(i64, meta_exists(r, name), 1));
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    cr_assert(eq(i64, meta_exists(r, name), 0), "the last release deletes it");
+
+    /* a force release deletes it too */
+    cr_assert(eq(int, baton_lock_try_acquire(l, 0, BATON_LEASE_WATCHDOG), BATON_OK));
+    cr_assert(eq(i64, meta_exists(r, name), 1));
+    bool was = false;
+    cr_assert(eq(int, baton_lock_force_release(l, &was), BATON_OK));
+    cr_assert(was);
+    cr_assert(eq(i64, meta_exists(r, name), 0));
+    baton_lock_close(l);
+    redisFree(r);
+    baton_client_close(c);
+}
+
+Test(inspect, the_watchdog_keeps_the_origin_alive_with_the_lock)
+{
+    baton_options o;
+    baton_options_init(&o);
+    o.watchdog_ms = 900; /* renewed every 300 ms */
+    baton_client *c = th_client(&o);
+    redisContext *r = th_redis();
+    const char *name = th_tmpname("ins-origin-renew");
+    baton_lock *l;
+    cr_assert(eq(int, baton_fairlock_open(c, name, &l), BATON_OK));
+    cr_assert(eq(int, baton_lock_try_acquire(l, 0, BATON_LEASE_WATCHDOG), BATON_OK));
+    th_sleep_ms(2000); /* over twice the lease */
+    cr_assert(eq(i64, meta_exists(r, name), 1), "renewed with the lock");
+    baton_inspection *ins = inspect(c, name);
+    cr_assert(eq(int, ins->kind, BATON_OBJECT_LOCK), "no queue: seen as a plain lock");
+    assert_this_process(ins->holders[0]);
+    baton_inspection_free(ins);
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    cr_assert(eq(i64, meta_exists(r, name), 0));
+    baton_lock_close(l);
+    redisFree(r);
+    baton_client_close(c);
+}
+
+Test(inspect, a_redisson_holder_has_no_host_or_pid)
+{
+    baton_client *c = th_client(NULL);
+    redisContext *r = th_redis();
+    const char *name = th_tmpname("ins-redisson");
+    freeReplyObject(th_cmd(r, "HSET %s 6f0c3b1e-0000-4000-8000-000000000001:42 1", name));
+    freeReplyObject(th_cmd(r, "PEXPIRE %s 30000", name));
+    /* a malformed entry in the side hash is no origin either */
+    freeReplyObject(th_cmd(r, "HSET baton_lock_meta:{%s} x:1 nopid", name));
+    baton_inspection *ins = inspect(c, name);
+    cr_assert(eq(sz, ins->n_holders, 1));
+    cr_assert(eq(i64, ins->holders[0]->holds, 1));
+    cr_assert(eq(ptr, (void *)ins->holders[0]->host, NULL));
+    cr_assert(eq(i64, ins->holders[0]->pid, 0));
+    baton_inspection_free(ins);
     redisFree(r);
     baton_client_close(c);
 }

@@ -46,6 +46,10 @@ typedef struct baton_inspect_holder {
     size_t size;       /* sizeof this struct in the library that filled it (see below) */
     const char *owner; /* "<client-id>:<thread-id>", the hash's field */
     int64_t holds;     /* re-entrant hold count; -1 if the field's value is not a number */
+    const char *host;  /* host name of the holding process, as baton recorded it when it took
+                          the lock (gethostname); NULL when none is recorded: a holder that
+                          is not baton (Redisson) */
+    int64_t pid;       /* process id of the holding process on that host; 0 when none */
 } baton_inspect_holder;
 
 /* One waiter in a fair lock's queue. */

@@ -45,9 +45,12 @@ static void print_lock_text(const char *name, const baton_inspection *s)
     for (size_t i = 0; i < s->n_holders; i++) {
         const baton_inspect_holder *h = s->holders[i];
         if (h->holds >= 0)
-            printf("  holder %s  holds %lld\n", h->owner, (long long)h->holds);
+            printf("  holder %s  holds %lld", h->owner, (long long)h->holds);
         else
-            printf("  holder %s  holds ?\n", h->owner);
+            printf("  holder %s  holds ?", h->owner);
+        if (h->host) /* recorded by baton; a Redisson holder has none */
+            printf("  host %s  pid %lld", h->host, (long long)h->pid);
+        printf("\n");
     }
     if (s->n_queue)
         printf("  queue (%zu waiting, first in line first):\n", s->n_queue);
@@ -157,9 +160,16 @@ static void print_json_holders(const baton_inspection *s)
         printf("%s{\"owner\": ", i ? ", " : "");
         json_str(h->owner);
         if (h->holds >= 0)
-            printf(", \"holds\": %lld}", (long long)h->holds);
+            printf(", \"holds\": %lld", (long long)h->holds);
         else
-            printf(", \"holds\": null}");
+            printf(", \"holds\": null");
+        printf(", \"host\": ");
+        if (h->host) {
+            json_str(h->host);
+            printf(", \"pid\": %lld}", (long long)h->pid);
+        } else {
+            printf("null, \"pid\": null}");
+        }
     }
 }
 

@@ -24,9 +24,22 @@
 #define QUEUE_PREFIX "redisson_lock_queue:"
 #define TIMEOUT_PREFIX "redisson_lock_timeout:"
 #define TOKEN_PREFIX "redisson_lock_token:"
+/* Baton's side hash of holders' origins: BATON__LOCK_META_PREFIX (internal.h). */
 
 /* The script's reply: an array of this many elements, in this order. */
-enum { R_TYPE, R_PTTL, R_FIELDS, R_VALUE, R_QUEUE, R_DEADLINES, R_TOKEN, R_TIME, R_NUMSUB, R_N };
+enum {
+    R_TYPE,
+    R_PTTL,
+    R_FIELDS,
+    R_VALUE,
+    R_QUEUE,
+    R_DEADLINES,
+    R_TOKEN,
+    R_TIME,
+    R_NUMSUB,
+    R_ORIGINS,
+    R_N
+};
 
 /* ------------------------------- reply readers ---------------------------------------- */
 
@@ -60,8 +73,39 @@ static bool is_str(const redisReply *r)
 
 /* ------------------------------- decoding --------------------------------------------- */
 
-/* A lock's holders from HGETALL's flat [owner, holds, ...]. */
-static int decode_holders(baton_inspection *ins, const redisReply *fields)
+/* The value beside key in a flat [field, value, ...] reply, or NULL. */
+static const redisReply *flat_get(const redisReply *map, const char *key)
+{
+    for (size_t j = 0; is_array(map) && j + 1 < map->elements; j += 2)
+        if (is_str(map->element[j]) && strcmp(map->element[j]->str, key) == 0)
+            return map->element[j + 1];
+    return NULL;
+}
+
+/* A holder's host and pid from its "host:pid" in the side hash; none if absent or not of
+ * that form (the host may hold no ':', the pid is a positive number). */
+static int decode_origin(baton_inspect_holder *h, const redisReply *origin)
+{
+    if (!is_str(origin))
+        return BATON_OK;
+    const char *colon = strrchr(origin->str, ':');
+    if (!colon || colon == origin->str)
+        return BATON_OK;
+    char *end = NULL;
+    errno = 0;
+    long long pid = strtoll(colon + 1, &end, 10);
+    if (errno != 0 || end == colon + 1 || *end != '\0' || pid <= 0)
+        return BATON_OK;
+    h->host = baton__strndup(origin->str, (size_t)(colon - origin->str));
+    if (!h->host)
+        return BATON_ENOMEM;
+    h->pid = pid;
+    return BATON_OK;
+}
+
+/* A lock's holders from HGETALL's flat [owner, holds, ...], with their origins. */
+static int decode_holders(baton_inspection *ins, const redisReply *fields,
+                          const redisReply *origins)
 {
     if (!is_array(fields))
         return BATON_OK; /* not a hash */
@@ -85,6 +129,8 @@ static int decode_holders(baton_inspection *ins, const redisReply *fields)
             return BATON_ENOMEM;
         if (!reply_int(fields->element[2 * i + 1], &h->holds))
             h->holds = -1;
+        if (decode_origin(h, flat_get(origins, h->owner)) != BATON_OK)
+            return BATON_ENOMEM;
     }
     return BATON_OK;
 }
@@ -92,18 +138,15 @@ static int decode_holders(baton_inspection *ins, const redisReply *fields)
 /* The score beside owner in ZRANGE WITHSCORES's flat [member, score, ...]. */
 static bool deadline_of(const redisReply *deadlines, const char *owner, int64_t *out)
 {
-    for (size_t j = 0; is_array(deadlines) && j + 1 < deadlines->elements; j += 2) {
-        const redisReply *m = deadlines->element[j], *score = deadlines->element[j + 1];
-        if (is_str(m) && strcmp(m->str, owner) == 0 && is_str(score)) {
-            char *end = NULL;
-            double d = strtod(score->str, &end);
-            if (end == score->str)
-                return false;
-            *out = (int64_t)d;
-            return true;
-        }
-    }
-    return false;
+    const redisReply *score = flat_get(deadlines, owner);
+    if (!is_str(score))
+        return false;
+    char *end = NULL;
+    double d = strtod(score->str, &end);
+    if (end == score->str)
+        return false;
+    *out = (int64_t)d;
+    return true;
 }
 
 /* A fair lock's queue, each waiter with its deadline from the timeout set. */
@@ -189,7 +232,7 @@ static int decode(baton_inspection *ins, const redisReply *r)
         return BATON_ENOMEM;
     if (!reply_int(el[R_PTTL], &ins->ttl_ms))
         ins->ttl_ms = -2;
-    int rc = decode_holders(ins, el[R_FIELDS]);
+    int rc = decode_holders(ins, el[R_FIELDS], el[R_ORIGINS]);
     if (rc == BATON_OK)
         rc = decode_queue(ins, el[R_QUEUE], el[R_DEADLINES]);
     if (rc != BATON_OK)
@@ -205,17 +248,18 @@ static int decode(baton_inspection *ins, const redisReply *r)
 
 /* ------------------------------- the call --------------------------------------------- */
 
-/* The script's keys and channels of a name; all NULL-checked by the caller. */
+/* The script's keys and channels of a name. */
+enum { NKEYS = 5, NCHANNELS = 3 };
 typedef struct names {
-    char *keys[4]; /* name (borrowed), queue, timeout, token */
-    char *channels[3];
+    char *keys[NKEYS]; /* name (borrowed), queue, timeout, token, origins */
+    char *channels[NCHANNELS];
 } names;
 
 static void names_free(names *n)
 {
-    for (int i = 1; i < 4; i++)
+    for (int i = 1; i < NKEYS; i++)
         free(n->keys[i]);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < NCHANNELS; i++)
         free(n->channels[i]);
 }
 
@@ -225,13 +269,14 @@ static bool names_make(names *n, const char *name)
     n->keys[1] = baton__derive_key(QUEUE_PREFIX, name, NULL);
     n->keys[2] = baton__derive_key(TIMEOUT_PREFIX, name, NULL);
     n->keys[3] = baton__derive_key(TOKEN_PREFIX, name, NULL);
+    n->keys[4] = baton__derive_key(BATON__LOCK_META_PREFIX, name, NULL);
     n->channels[0] = baton__derive_key(LOCK_CHANNEL_PREFIX, name, NULL);
     n->channels[1] = baton__derive_key(SEMAPHORE_CHANNEL_PREFIX, name, NULL);
     n->channels[2] = baton__derive_key(LATCH_CHANNEL_PREFIX, name, NULL);
-    for (int i = 1; i < 4; i++)
+    for (int i = 1; i < NKEYS; i++)
         if (!n->keys[i])
             return false;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < NCHANNELS; i++)
         if (!n->channels[i])
             return false;
     return true;
@@ -241,11 +286,10 @@ static bool names_make(names *n, const char *name)
 static int snapshot(baton_client *c, const names *n, redisReply **reply)
 {
     const baton__script *s = baton__script_find("inspect");
-    int rc =
-        baton__script_run(c, s, 4, (const char **)n->keys, 3, (const char **)n->channels, reply);
+    const char **keys = (const char **)n->keys, **channels = (const char **)n->channels;
+    int rc = baton__script_run(c, s, NKEYS, keys, NCHANNELS, channels, reply);
     if (rc == BATON_ECONN)
-        rc = baton__script_run(c, s, 4, (const char **)n->keys, 3, (const char **)n->channels,
-                               reply);
+        rc = baton__script_run(c, s, NKEYS, keys, NCHANNELS, channels, reply);
     return rc;
 }
 
@@ -293,6 +337,7 @@ void baton_inspection_free(baton_inspection *ins)
         return;
     for (size_t i = 0; i < ins->n_holders; i++) {
         free((char *)ins->holders[i]->owner);
+        free((char *)ins->holders[i]->host);
         free(ins->holders[i]);
     }
     for (size_t i = 0; i < ins->n_queue; i++) {
