@@ -90,6 +90,36 @@ const char *cli_url(const cli_global *g);
  * code (EXIT_CONN, EXIT_AUTH, EXIT_USAGE for a malformed URL). */
 int cli_open_client(const cli_global *g, baton_client **out);
 
+/* ------------------------------- opts.c ----------------------------------------------- */
+
+struct option;
+
+/* One command's arguments under getopt_long(3); see opts.c. */
+typedef struct cli_opts {
+    const char *command;           /* "lock", ...: for usage lines */
+    int argc;                      /* getopt's view: the command, then the words before "--" */
+    char **argv;                   /* (a copy of the pointers) */
+    char **rest;                   /* the words after "--" (COMMAND), or NULL: no "--" */
+    char *shortopts;               /* "-:" + the command's short options */
+    const struct option *longopts; /* the command's long options */
+    const char *arg;               /* the value of the option, or the word, just returned */
+} cli_opts;
+
+/* What cli_opts_next() returns besides an option's val. */
+enum { CLI_OPT_END = -1, CLI_OPT_WORD = -2, CLI_OPT_ERROR = -3 };
+
+/* Prepares to parse argv[0..argc) for `command`, splitting it at the first "--". Returns 0,
+ * or EXIT_FAILED (printed) when out of memory. Free with cli_opts_free(). */
+int cli_opts_init(cli_opts *o, const char *command, int argc, char **argv, const char *shortopts,
+                  const struct option *longopts);
+void cli_opts_free(cli_opts *o);
+/* The next option's val (o->arg: its value), CLI_OPT_WORD (o->arg: the positional word, in
+ * order), CLI_OPT_END, or CLI_OPT_ERROR after a usage error was printed (exit EXIT_USAGE). */
+int cli_opts_next(cli_opts *o);
+/* The next word if it is a negative number ("-3"), consumed; else NULL. For a command that
+ * takes one where it expects a number. */
+const char *cli_opts_take_number(cli_opts *o);
+
 /* ------------------------------- commands.c ------------------------------------------- */
 
 /* Each command takes the arguments after its name (argv[0] is the first of them). */

@@ -7,84 +7,63 @@
 #define _GNU_SOURCE
 #include "cli.h"
 
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ------------------------------- option parsing --------------------------------------- */
 
-/*
- * A small parser over argv: options "--name VALUE" or "--name=VALUE", flags "--name",
- * positional words, and "--" after which everything is COMMAND.
- */
-typedef struct args {
-    int argc, i;
-    char **argv;
-    const char *command; /* for usage lines */
-    const char *value;   /* the value of the option just matched */
-    int error;           /* an exit code once a usage error was printed */
-} args;
+/* The long-only options' values (short ones use their letter). */
+enum {
+    OPT_URL = 256,
+    OPT_LEASE,
+    OPT_WATCHDOG,
+    OPT_KILL_AFTER,
+    OPT_FAIR,
+    OPT_HOLD,
+    OPT_VERBOSE,
+    OPT_PERMITS,
+    OPT_TAKE,
+    OPT_TIMEOUT,
+    OPT_FORCE,
+};
 
-static bool at_end(const args *a)
-{
-    return a->i >= a->argc;
-}
+/* An option handler's answer when the option is not one it knows. */
+#define NOT_MINE (-1)
 
-/* True if argv[i] is the option `name` (with a value if want_value), consuming it. */
-static bool option(args *a, const char *name, bool want_value)
+/* An option by its long name ("--wait", whether given as -w or --wait), for messages. */
+static void option_shown(const struct option *longopts, int c, char *buf, size_t len)
 {
-    const char *s = a->argv[a->i];
-    size_t n = strlen(name);
-    if (strncmp(s, name, n) != 0)
-        return false;
-    if (s[n] == '\0') {
-        a->i++;
-        if (!want_value)
-            return true;
-        if (at_end(a)) {
-            a->error = cli_usage_error(a->command, "%s needs a value", name);
-            a->value = NULL;
-            return true;
+    for (const struct option *l = longopts; l->name; l++) {
+        if (l->val == c) {
+            snprintf(buf, len, "--%s", l->name);
+            return;
         }
-        a->value = a->argv[a->i++];
-        return true;
     }
-    if (s[n] == '=' && want_value) {
-        a->value = s + n + 1;
-        a->i++;
-        return true;
-    }
-    return false;
+    snprintf(buf, len, "-%c", c);
 }
 
-static bool duration_option(args *a, const char *name, int64_t *ms, bool *given)
+/* A duration option's value into *ms. Returns 0 or EXIT_USAGE (printed). */
+static int duration_value(const cli_opts *o, int c, int64_t *ms)
 {
-    if (!option(a, name, true))
-        return false;
-    if (a->error)
-        return true;
-    if (!cli_parse_duration(a->value, ms)) {
-        a->error = cli_usage_error(a->command,
-                                   "bad duration '%s' for %s (use 250ms, 10s, 5m, 1h, or "
-                                   "seconds)",
-                                   a->value, name);
-        return true;
-    }
-    if (given)
-        *given = true;
-    return true;
+    if (cli_parse_duration(o->arg, ms))
+        return 0;
+    char name[32];
+    option_shown(o->longopts, c, name, sizeof name);
+    return cli_usage_error(
+        o->command, "bad duration '%s' for %s (use 250ms, 10s, 5m, 1h, or seconds)", o->arg, name);
 }
 
-static bool count_option(args *a, const char *name, int64_t min, int64_t *v)
+/* A count option's value (min or more) into *v. Returns 0 or EXIT_USAGE (printed). */
+static int count_value(const cli_opts *o, int c, int64_t min, int64_t *v)
 {
-    if (!option(a, name, true))
-        return false;
-    if (a->error)
-        return true;
-    if (!cli_parse_count(a->value, INT64_MAX / 2, v) || *v < min)
-        a->error = cli_usage_error(a->command, "%s needs a whole number from %lld, not '%s'", name,
-                                   (long long)min, a->value);
-    return true;
+    if (cli_parse_count(o->arg, INT64_MAX / 2, v) && *v >= min)
+        return 0;
+    char name[32];
+    option_shown(o->longopts, c, name, sizeof name);
+    return cli_usage_error(o->command, "%s needs a whole number from %lld, not '%s'", name,
+                           (long long)min, o->arg);
 }
 
 /* What lock and semaphore do when busy: flock(1)'s -n, -w, -E and -q. */
@@ -100,42 +79,53 @@ typedef struct busy {
         BATON_WAIT_FOREVER, false, EXIT_NOT_ACQUIRED, false                                        \
     }
 
-static bool busy_option(args *a, busy *b)
+#define BUSY_SHORT "w:nE:q"
+#define BUSY_LONG                                                                                  \
+    {"wait", required_argument, NULL, 'w'}, {"nonblock", no_argument, NULL, 'n'},                  \
+        {"conflict-exit-code", required_argument, NULL, 'E'}, {"quiet", no_argument, NULL, 'q'},   \
+        {"url", required_argument, NULL, OPT_URL},                                                 \
+    {                                                                                              \
+        "kill-after", required_argument, NULL, OPT_KILL_AFTER                                      \
+    }
+
+/* -w, -n, -E, -q. Returns NOT_MINE, 0, or an exit code (printed). */
+static int busy_option(const cli_opts *o, int c, busy *b)
 {
-    if (duration_option(a, "--wait", &b->wait_ms, &b->has_wait) ||
-        duration_option(a, "-w", &b->wait_ms, &b->has_wait))
-        return true;
-    if (option(a, "-n", false) || option(a, "--nonblock", false)) {
+    switch (c) {
+    case 'w':
+        b->has_wait = true;
+        return duration_value(o, c, &b->wait_ms);
+    case 'n':
         b->wait_ms = 0;
         b->has_wait = true;
-        return true;
-    }
-    if (option(a, "-q", false) || option(a, "--quiet", false)) {
+        return 0;
+    case 'q':
         b->quiet = true;
-        return true;
+        return 0;
+    case 'E':
+        if (!cli_parse_count(o->arg, 255, &b->code))
+            return cli_usage_error(o->command, "-E needs an exit code from 0 to 255, not '%s'",
+                                   o->arg);
+        return 0;
+    default:
+        return NOT_MINE;
     }
-    if (option(a, "-E", true) || option(a, "--conflict-exit-code", true)) {
-        if (!a->error && (!cli_parse_count(a->value, 255, &b->code)))
-            a->error = cli_usage_error(a->command, "-E needs an exit code from 0 to 255, not '%s'",
-                                       a->value);
-        return true;
-    }
-    return false;
 }
 
-/* --url is accepted after the command too. */
-static bool url_option(args *a, cli_global *g)
+/* What every command takes: --url (also after the command), and the parser's own errors.
+ * Returns NOT_MINE, 0, or an exit code (printed). */
+static int common_option(const cli_opts *o, int c, cli_global *g)
 {
-    if (!option(a, "--url", true))
-        return false;
-    if (!a->error)
-        a->error = cli_set_url(g, a->value);
-    return true;
+    if (c == CLI_OPT_ERROR)
+        return EXIT_USAGE;
+    if (c == OPT_URL)
+        return cli_set_url(g, o->arg);
+    return NOT_MINE;
 }
 
-static int unknown_option(args *a)
+static int unexpected(const cli_opts *o, const char *what)
 {
-    return cli_usage_error(a->command, "unknown option '%s'", a->argv[a->i]);
+    return cli_usage_error(o->command, "unexpected '%s'", what);
 }
 
 /* A duration as the user would write it. */
@@ -170,63 +160,111 @@ static char *fencing_env(baton_lock **members, size_t n)
 
 /* ------------------------------- lock ------------------------------------------------- */
 
+/* What `lock` was asked to do. */
+typedef struct lock_args {
+    const char **names; /* borrowed from argv */
+    size_t n;
+    int64_t lease_ms, watchdog_ms, kill_after_ms;
+    busy b;
+    bool hold, has_lease, has_watchdog, fair;
+    char **command; /* after "--"; NULL with --hold */
+} lock_args;
+
+static const struct option lock_options[] = {
+    BUSY_LONG,
+    {"lease", required_argument, NULL, OPT_LEASE},
+    {"watchdog", required_argument, NULL, OPT_WATCHDOG},
+    {"fair", no_argument, NULL, OPT_FAIR},
+    {"hold", no_argument, NULL, OPT_HOLD},
+    {"verbose", no_argument, NULL, OPT_VERBOSE},
+    {NULL, 0, NULL, 0},
+};
+
+/* One of lock's own options. Returns NOT_MINE, 0, or an exit code (printed). */
+static int lock_option(const cli_opts *o, int c, cli_global *g, lock_args *la)
+{
+    switch (c) {
+    case OPT_LEASE:
+        la->has_lease = true;
+        return duration_value(o, c, &la->lease_ms);
+    case OPT_WATCHDOG:
+        la->has_watchdog = true;
+        return duration_value(o, c, &la->watchdog_ms);
+    case OPT_KILL_AFTER:
+        return duration_value(o, c, &la->kill_after_ms);
+    case OPT_FAIR:
+        la->fair = true;
+        return 0;
+    case OPT_HOLD:
+        la->hold = true;
+        return 0;
+    case OPT_VERBOSE:
+        g->verbose = true;
+        return 0;
+    case CLI_OPT_WORD:
+        la->names[la->n++] = o->arg;
+        return 0;
+    default:
+        return NOT_MINE;
+    }
+}
+
+/* The combinations lock refuses. Returns 0 or EXIT_USAGE (printed). */
+static int lock_check(const lock_args *la)
+{
+    if (la->n == 0)
+        return cli_usage_error("lock", "no lock NAME");
+    if (la->hold && la->command)
+        return cli_usage_error("lock", "--hold runs no COMMAND");
+    if (!la->hold && !la->command)
+        return cli_usage_error("lock", "missing '--' before COMMAND (or --hold)");
+    if (!la->hold && !la->command[0])
+        return cli_usage_error("lock", "no COMMAND after '--'");
+    if (la->has_lease && la->has_watchdog)
+        return cli_usage_error("lock", "--lease and --watchdog exclude each other");
+    if (la->has_lease && la->lease_ms == 0)
+        return cli_usage_error("lock", "--lease must be more than 0");
+    if (la->has_watchdog && la->watchdog_ms < 30)
+        return cli_usage_error("lock", "--watchdog must be at least 30ms");
+    return 0;
+}
+
+/* Parses lock's arguments into *la (la->names allocated: free it). Returns 0 or the exit
+ * code after a message. */
+static int lock_parse(cli_global *g, int argc, char **argv, lock_args *la)
+{
+    *la = (lock_args){.kill_after_ms = CLI_DEFAULT_KILL_AFTER_MS, .b = BUSY_INIT};
+    la->names = calloc((size_t)argc + 1, sizeof *la->names);
+    cli_opts o;
+    int rc =
+        la->names ? cli_opts_init(&o, "lock", argc, argv, BUSY_SHORT, lock_options) : EXIT_FAILED;
+    if (rc)
+        return rc;
+    la->command = o.rest;
+    for (int c; !rc && (c = cli_opts_next(&o)) != CLI_OPT_END;) {
+        rc = common_option(&o, c, g);
+        if (rc == NOT_MINE)
+            rc = busy_option(&o, c, &la->b);
+        if (rc == NOT_MINE)
+            rc = lock_option(&o, c, g, la);
+        if (rc == NOT_MINE)
+            rc = cli_usage_error("lock", "unknown option '%s'", o.argv[optind - 1]);
+    }
+    cli_opts_free(&o);
+    return rc ? rc : lock_check(la);
+}
+
 int cli_cmd_lock(cli_global *g, int argc, char **argv)
 {
-    args a = {argc, 0, argv, "lock", NULL, 0};
-    const char **names = calloc((size_t)argc + 1, sizeof *names);
-    if (!names)
-        return EXIT_FAILED;
-    size_t n = 0;
-    int64_t lease_ms = 0, watchdog_ms = 0;
-    int64_t kill_after_ms = CLI_DEFAULT_KILL_AFTER_MS;
-    busy b = BUSY_INIT;
-    bool hold = false;
-    bool has_lease = false, has_watchdog = false, fair = false;
-    char **command = NULL;
-    while (!at_end(&a) && !a.error) {
-        const char *s = argv[a.i];
-        if (strcmp(s, "--") == 0) {
-            command = argv + a.i + 1;
-            break;
-        }
-        if (busy_option(&a, &b) || duration_option(&a, "--lease", &lease_ms, &has_lease) ||
-            duration_option(&a, "--watchdog", &watchdog_ms, &has_watchdog) ||
-            duration_option(&a, "--kill-after", &kill_after_ms, NULL) || url_option(&a, g))
-            continue;
-        if (option(&a, "--fair", false)) {
-            fair = true;
-            continue;
-        }
-        if (option(&a, "--hold", false)) {
-            hold = true;
-            continue;
-        }
-        if (option(&a, "--verbose", false)) {
-            g->verbose = true;
-            continue;
-        }
-        if (s[0] == '-' && s[1] != '\0') {
-            a.error = unknown_option(&a);
-            break;
-        }
-        names[n++] = s;
-        a.i++;
-    }
-    int rc = a.error;
-    if (!rc && n == 0)
-        rc = cli_usage_error("lock", "no lock NAME");
-    else if (!rc && hold && command)
-        rc = cli_usage_error("lock", "--hold runs no COMMAND");
-    else if (!rc && !hold && !command)
-        rc = cli_usage_error("lock", "missing '--' before COMMAND (or --hold)");
-    else if (!rc && !hold && !command[0])
-        rc = cli_usage_error("lock", "no COMMAND after '--'");
-    else if (!rc && has_lease && has_watchdog)
-        rc = cli_usage_error("lock", "--lease and --watchdog exclude each other");
-    else if (!rc && has_lease && lease_ms == 0)
-        rc = cli_usage_error("lock", "--lease must be more than 0");
-    else if (!rc && has_watchdog && watchdog_ms < 30)
-        rc = cli_usage_error("lock", "--watchdog must be at least 30ms");
+    lock_args la;
+    int rc = lock_parse(g, argc, argv, &la);
+    const char **names = la.names;
+    size_t n = la.n;
+    int64_t lease_ms = la.lease_ms, watchdog_ms = la.watchdog_ms;
+    int64_t kill_after_ms = la.kill_after_ms;
+    busy b = la.b;
+    bool hold = la.hold, has_lease = la.has_lease, fair = la.fair;
+    char **command = la.command;
     if (rc) {
         free(names);
         return rc;
@@ -409,48 +447,90 @@ static int semaphore_admin(cli_global *g, const char *name, const char *verb, co
     return rc;
 }
 
+/* What `semaphore` was asked to do. */
+typedef struct semaphore_args {
+    const char *name;
+    int64_t permits, take, kill_after_ms;
+    busy b;
+    bool has_permits;
+    char **command;            /* after "--" */
+    const char *verb, *number; /* the admin forms: set N, add [-]N, drain, delete */
+    bool wants_number;         /* the verb takes a number, not given yet */
+} semaphore_args;
+
+static const struct option semaphore_options[] = {
+    BUSY_LONG,
+    {"permits", required_argument, NULL, OPT_PERMITS},
+    {"take", required_argument, NULL, OPT_TAKE},
+    {NULL, 0, NULL, 0},
+};
+
+/* One of semaphore's own options or words. Returns NOT_MINE, 0, or an exit code. */
+static int semaphore_option(cli_opts *o, int c, semaphore_args *sa)
+{
+    switch (c) {
+    case OPT_PERMITS:
+        sa->has_permits = true;
+        return count_value(o, c, 0, &sa->permits);
+    case OPT_TAKE:
+        return count_value(o, c, 1, &sa->take);
+    case OPT_KILL_AFTER:
+        return duration_value(o, c, &sa->kill_after_ms);
+    case CLI_OPT_WORD:
+        break;
+    default:
+        return NOT_MINE;
+    }
+    if (sa->wants_number) {
+        sa->number = o->arg;
+        sa->wants_number = false;
+    } else if (sa->name && !sa->verb && is_semaphore_verb(o->arg)) {
+        sa->verb = o->arg;
+        if (strcmp(sa->verb, "set") == 0 || strcmp(sa->verb, "add") == 0) {
+            sa->number = cli_opts_take_number(o); /* add's may be negative */
+            sa->wants_number = !sa->number;
+        }
+    } else if (sa->name) {
+        return cli_usage_error("semaphore", "one semaphore NAME only ('%s' is a second)", o->arg);
+    } else {
+        sa->name = o->arg;
+    }
+    return 0;
+}
+
+/* Parses semaphore's arguments into *sa. Returns 0 or the exit code after a message. */
+static int semaphore_parse(cli_global *g, int argc, char **argv, semaphore_args *sa)
+{
+    *sa = (semaphore_args){.take = 1, .kill_after_ms = CLI_DEFAULT_KILL_AFTER_MS, .b = BUSY_INIT};
+    cli_opts o;
+    int rc = cli_opts_init(&o, "semaphore", argc, argv, BUSY_SHORT, semaphore_options);
+    if (rc)
+        return rc;
+    sa->command = o.rest;
+    for (int c; !rc && (c = cli_opts_next(&o)) != CLI_OPT_END;) {
+        rc = common_option(&o, c, g);
+        if (rc == NOT_MINE)
+            rc = busy_option(&o, c, &sa->b);
+        if (rc == NOT_MINE)
+            rc = semaphore_option(&o, c, sa);
+        if (rc == NOT_MINE)
+            rc = cli_usage_error("semaphore", "unknown option '%s'", o.argv[optind - 1]);
+    }
+    cli_opts_free(&o);
+    return rc;
+}
+
 int cli_cmd_semaphore(cli_global *g, int argc, char **argv)
 {
-    args a = {argc, 0, argv, "semaphore", NULL, 0};
-    const char *name = NULL;
-    int64_t permits = 0, take = 1;
-    int64_t kill_after_ms = CLI_DEFAULT_KILL_AFTER_MS;
-    busy b = BUSY_INIT;
-    bool has_permits = false;
-    char **command = NULL;
-    const char *verb = NULL, *number = NULL;
-    int rc = 0;
-    while (!at_end(&a) && !a.error && !rc) {
-        const char *s = argv[a.i];
-        if (strcmp(s, "--") == 0) {
-            command = argv + a.i + 1;
-            break;
-        }
-        if (count_option(&a, "--permits", 0, &permits)) {
-            has_permits = true;
-            continue;
-        }
-        if (count_option(&a, "--take", 1, &take) || busy_option(&a, &b) ||
-            duration_option(&a, "--kill-after", &kill_after_ms, NULL) || url_option(&a, g))
-            continue;
-        if (name && !verb && is_semaphore_verb(s)) {
-            verb = s;
-            a.i++;
-            if ((strcmp(verb, "set") == 0 || strcmp(verb, "add") == 0) && !at_end(&a))
-                number = argv[a.i++]; /* add's may be negative */
-            continue;
-        }
-        if (s[0] == '-' && s[1] != '\0')
-            rc = unknown_option(&a);
-        else if (name)
-            rc = cli_usage_error("semaphore", "one semaphore NAME only ('%s' is a second)", s);
-        name = s;
-        a.i++;
-    }
-    if (!rc)
-        rc = a.error;
-    if (!rc && name && verb && !command)
-        return semaphore_admin(g, name, verb, number);
+    semaphore_args sa;
+    int rc = semaphore_parse(g, argc, argv, &sa);
+    const char *name = sa.name;
+    int64_t permits = sa.permits, take = sa.take, kill_after_ms = sa.kill_after_ms;
+    busy b = sa.b;
+    bool has_permits = sa.has_permits;
+    char **command = sa.command;
+    if (!rc && name && sa.verb && !command)
+        return semaphore_admin(g, name, sa.verb, sa.number);
     if (!rc && !name)
         rc = cli_usage_error("semaphore", "no semaphore NAME");
     else if (!rc && !command)
@@ -500,31 +580,49 @@ int cli_cmd_semaphore(cli_global *g, int argc, char **argv)
 
 /* ------------------------------- latch ------------------------------------------------ */
 
+static const struct option latch_options[] = {
+    {"url", required_argument, NULL, OPT_URL},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {NULL, 0, NULL, 0},
+};
+
+/* Parses latch's arguments: up to 3 words (NAME, verb, N) and --timeout. Returns 0 or the
+ * exit code after a message. */
+static int latch_parse(cli_global *g, int argc, char **argv, const char *words[3], size_t *n,
+                       int64_t *timeout_ms, bool *has_timeout)
+{
+    cli_opts o;
+    int rc = cli_opts_init(&o, "latch", argc, argv, "", latch_options);
+    if (!rc && o.rest)
+        rc = unexpected(&o, "--");
+    for (int c; !rc && (c = cli_opts_next(&o)) != CLI_OPT_END;) {
+        rc = common_option(&o, c, g);
+        if (rc != NOT_MINE)
+            continue;
+        rc = 0;
+        if (c == OPT_TIMEOUT) {
+            *has_timeout = true;
+            rc = duration_value(&o, c, timeout_ms);
+        } else if (*n == 3) {
+            rc = unexpected(&o, o.arg);
+        } else {
+            words[(*n)++] = o.arg;
+            const char *negative = *n == 2 ? cli_opts_take_number(&o) : NULL;
+            if (negative) /* "set -1": refused below with the count's message */
+                words[(*n)++] = negative;
+        }
+    }
+    cli_opts_free(&o);
+    return rc;
+}
+
 int cli_cmd_latch(cli_global *g, int argc, char **argv)
 {
-    args a = {argc, 0, argv, "latch", NULL, 0};
     const char *words[3] = {NULL, NULL, NULL}; /* NAME, verb, N */
     size_t n = 0;
     int64_t timeout_ms = BATON_WAIT_FOREVER;
     bool has_timeout = false;
-    int rc = 0;
-    while (!at_end(&a) && !a.error && !rc) {
-        const char *s = argv[a.i];
-        if (duration_option(&a, "--timeout", &timeout_ms, &has_timeout) || url_option(&a, g))
-            continue;
-        if (s[0] == '-' && s[1] != '\0' && !(n == 2 && s[1] >= '0' && s[1] <= '9')) {
-            rc = unknown_option(&a);
-            break;
-        }
-        if (n == 3) {
-            rc = cli_usage_error("latch", "unexpected '%s'", s);
-            break;
-        }
-        words[n++] = s;
-        a.i++;
-    }
-    if (!rc)
-        rc = a.error;
+    int rc = latch_parse(g, argc, argv, words, &n, &timeout_ms, &has_timeout);
     if (rc)
         return rc;
     if (n < 2)
@@ -611,29 +709,33 @@ static bool has_fair_queue(baton_client *c, const char *name)
     return fair;
 }
 
+static const struct option unlock_options[] = {
+    {"url", required_argument, NULL, OPT_URL},
+    {"force", no_argument, NULL, OPT_FORCE},
+    {NULL, 0, NULL, 0},
+};
+
 int cli_cmd_unlock(cli_global *g, int argc, char **argv)
 {
-    args a = {argc, 0, argv, "unlock", NULL, 0};
     const char *name = NULL;
     bool force = false;
-    int rc = 0;
-    while (!at_end(&a) && !a.error && !rc) {
-        const char *s = argv[a.i];
-        if (url_option(&a, g))
+    cli_opts o;
+    int rc = cli_opts_init(&o, "unlock", argc, argv, "", unlock_options);
+    if (!rc && o.rest)
+        rc = unexpected(&o, "--");
+    for (int c; !rc && (c = cli_opts_next(&o)) != CLI_OPT_END;) {
+        rc = common_option(&o, c, g);
+        if (rc != NOT_MINE)
             continue;
-        if (option(&a, "--force", false)) {
+        rc = 0;
+        if (c == OPT_FORCE)
             force = true;
-            continue;
-        }
-        if (s[0] == '-' && s[1] != '\0')
-            rc = unknown_option(&a);
         else if (name)
-            rc = cli_usage_error("unlock", "one lock NAME only ('%s' is a second)", s);
-        name = s;
-        a.i++;
+            rc = cli_usage_error("unlock", "one lock NAME only ('%s' is a second)", o.arg);
+        else
+            name = o.arg;
     }
-    if (!rc)
-        rc = a.error;
+    cli_opts_free(&o);
     if (!rc && !force)
         rc = cli_usage_error("unlock", "unlock deletes the lock whoever holds it: say --force");
     else if (!rc && !name)

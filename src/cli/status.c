@@ -9,6 +9,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -287,34 +288,51 @@ typedef struct status_args {
     int64_t interval_ms;
 } status_args;
 
+enum { OPT_URL = 256, OPT_JSON, OPT_WATCH, OPT_INTERVAL };
+
+static const struct option status_options[] = {
+    {"url", required_argument, NULL, OPT_URL},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"watch", no_argument, NULL, OPT_WATCH},
+    {"interval", required_argument, NULL, OPT_INTERVAL},
+    {NULL, 0, NULL, 0},
+};
+
+/* One option or word of status. Returns 0 or the exit code after a message. */
+static int status_option(cli_global *g, const cli_opts *o, int c, status_args *a)
+{
+    switch (c) {
+    case OPT_URL:
+        return cli_set_url(g, o->arg);
+    case OPT_JSON:
+        a->json = true;
+        return 0;
+    case OPT_WATCH:
+        a->watching = true;
+        return 0;
+    case OPT_INTERVAL:
+        if (!cli_parse_duration(o->arg, &a->interval_ms) || a->interval_ms < 10)
+            return cli_usage_error("status", "--interval needs a duration of at least 10ms");
+        return 0;
+    case CLI_OPT_WORD:
+        a->names[a->n++] = o->arg;
+        return 0;
+    default: /* CLI_OPT_ERROR: printed */
+        return EXIT_USAGE;
+    }
+}
+
 /* Parses status's arguments into *a (names borrowed from argv). Returns 0 or the exit code
  * after a message. */
 static int parse_args(cli_global *g, int argc, char **argv, status_args *a)
 {
-    int rc = 0;
-    for (int i = 0; i < argc && !rc; i++) {
-        const char *s = argv[i];
-        if (strcmp(s, "--watch") == 0) {
-            a->watching = true;
-        } else if (strcmp(s, "--interval") == 0) {
-            if (i + 1 >= argc || !cli_parse_duration(argv[++i], &a->interval_ms) ||
-                a->interval_ms < 10)
-                rc = cli_usage_error("status", "--interval needs a duration of at least 10ms");
-        } else if (strcmp(s, "--json") == 0) {
-            a->json = true;
-        } else if (strcmp(s, "--url") == 0) {
-            if (i + 1 >= argc)
-                rc = cli_usage_error("status", "--url needs a value");
-            else
-                rc = cli_set_url(g, argv[++i]);
-        } else if (strncmp(s, "--url=", 6) == 0) {
-            rc = cli_set_url(g, s + 6);
-        } else if (s[0] == '-' && s[1] != '\0') {
-            rc = cli_usage_error("status", "unknown option '%s'", s);
-        } else {
-            a->names[a->n++] = s;
-        }
-    }
+    cli_opts o;
+    int rc = cli_opts_init(&o, "status", argc, argv, "", status_options);
+    if (!rc && o.rest)
+        rc = cli_usage_error("status", "unexpected '--'");
+    for (int c; !rc && (c = cli_opts_next(&o)) != CLI_OPT_END;)
+        rc = status_option(g, &o, c, a);
+    cli_opts_free(&o);
     if (!rc && a->n == 0)
         rc = cli_usage_error("status", "no NAME");
     if (!rc && a->watching && a->json)
