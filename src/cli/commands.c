@@ -254,142 +254,169 @@ static int lock_parse(cli_global *g, int argc, char **argv, lock_args *la)
     return rc ? rc : lock_check(la);
 }
 
+/* A lock run's state, from the open to the close. */
+typedef struct lock_run {
+    const lock_args *la;
+    baton_client *c;
+    baton_lock **members; /* one per NAME */
+    baton_lock *l;        /* members[0], or the multi-lock over them */
+    char what[300];       /* "lock NAME", "fair lock NAME", "multi-lock NAME, ...": messages */
+    int64_t asked_ms;     /* when the acquire was asked (--verbose) */
+} lock_run;
+
+/* Opens the client, a handle per NAME and, for several, the multi-lock over them. Returns
+ * 0 or the exit code after a message. */
+static int lock_open(cli_global *g, lock_run *r)
+{
+    const lock_args *la = r->la;
+    snprintf(r->what, sizeof r->what, "%s %s%s",
+             la->n > 1  ? "multi-lock"
+             : la->fair ? "fair lock"
+                        : "lock",
+             la->names[0], la->n > 1 ? ", ..." : "");
+    r->members = calloc(la->n, sizeof *r->members);
+    if (!r->members)
+        return EXIT_FAILED;
+    g->watchdog_ms = la->watchdog_ms;
+    int rc = cli_open_client(g, &r->c);
+    for (size_t i = 0; !rc && i < la->n; i++) {
+        int brc = la->fair ? baton_fairlock_open(r->c, la->names[i], &r->members[i])
+                           : baton_lock_open(r->c, la->names[i], &r->members[i]);
+        if (brc != BATON_OK)
+            rc = cli_fail(r->c, brc, "lock %s", la->names[i]);
+    }
+    if (!rc && la->n == 1) {
+        r->l = r->members[0];
+    } else if (!rc) {
+        int brc = baton_multilock_open(r->members, la->n, &r->l);
+        if (brc != BATON_OK)
+            rc = cli_fail(r->c, brc, "%s", r->what);
+    }
+    return rc;
+}
+
+static void lock_close(lock_run *r)
+{
+    if (r->la->n > 1)
+        baton_lock_close(r->l);
+    for (size_t i = 0; r->members && i < r->la->n; i++)
+        baton_lock_close(r->members[i]);
+    free(r->members);
+    baton_client_close(r->c);
+}
+
+/* Acquires, waiting as --wait/-n say. Returns 0 (held), or the exit code after a message
+ * (-E's code when busy, -q: without one). */
+static int lock_acquire(const cli_global *g, lock_run *r)
+{
+    const lock_args *la = r->la;
+    int64_t lease = la->has_lease ? la->lease_ms : BATON_LEASE_WATCHDOG;
+    r->asked_ms = cli_now_ms();
+    int brc = la->b.has_wait ? baton_lock_try_acquire(r->l, la->b.wait_ms, lease)
+                             : baton_lock_acquire(r->l, lease);
+    if (g->verbose && brc == BATON_OK)
+        fprintf(stderr, "baton: acquired %s in %lld ms\n", r->what,
+                (long long)(cli_now_ms() - r->asked_ms));
+    if (brc == BATON_ETIMEDOUT) {
+        char shown[32];
+        format_ms(la->b.wait_ms, shown, sizeof shown);
+        if (!la->b.quiet)
+            cli_error("%s: not acquired within %s%s%s", r->what, shown,
+                      la->hold ? "" : "; not run: ", la->hold ? "" : la->command[0]);
+        return (int)la->b.code;
+    }
+    return brc == BATON_OK ? 0 : cli_fail(r->c, brc, "%s", r->what);
+}
+
+/* With --lease: when baton must consider the hold ended, as cli_now_ms(). The lease runs
+ * from the server's acquire: end it at the earliest member's remaining TTL, counted from
+ * before asking, so baton's end is never the later. 0 without --lease. */
+static int64_t lock_lease_end(const lock_run *r)
+{
+    if (!r->la->has_lease)
+        return 0;
+    int64_t lease_end = cli_now_ms() + r->la->lease_ms;
+    for (size_t i = 0; i < r->la->n; i++) {
+        int64_t t0 = cli_now_ms(), ttl;
+        if (baton_lock_remaining_ttl(r->members[i], &ttl) != BATON_OK)
+            continue;
+        if (ttl == -1)
+            continue;                           /* no expiry: nothing to watch */
+        int64_t end = t0 + (ttl < 0 ? 0 : ttl); /* -2: gone already */
+        if (end < lease_end)
+            lease_end = end;
+    }
+    return lease_end;
+}
+
+/* Runs COMMAND (or, with --hold, waits for a signal) while held: COMMAND learns its
+ * fencing tokens, and baton watches the members' lost descriptors (a multi-lock's signals
+ * are its members') and the lease's end. */
+static void lock_hold(lock_run *r, cli_outcome *out)
+{
+    const lock_args *la = r->la;
+    char *token_env = fencing_env(r->members, la->n);
+    int *lost_fds = calloc(la->n, sizeof *lost_fds);
+    size_t n_fds = 0;
+    for (size_t i = 0; lost_fds && i < la->n; i++)
+        if (baton_lock_lost_fd(r->members[i], &lost_fds[n_fds]) == BATON_OK)
+            n_fds++;
+    cli_watch w = {lost_fds, n_fds, lock_lease_end(r), r->what, token_env, la->kill_after_ms};
+    *out = (cli_outcome){0, false, false};
+    if (la->hold) {
+        fprintf(stderr, "baton: holding %s until interrupted\n", r->what);
+        out->status = cli_hold(&w);
+        out->lost = out->status == EXIT_LOST;
+        out->ran = true;
+    } else {
+        cli_run(la->command, &w, out);
+    }
+    free(token_env);
+    free(lost_fds);
+}
+
+/* Releases after the run; the exit code: COMMAND's, or EXIT_LOST if the hold was lost
+ * while it ran (seen then, or found at the release). */
+static int lock_release(const cli_global *g, lock_run *r, const cli_outcome *out)
+{
+    const lock_args *la = r->la;
+    int brc = baton_lock_release(r->l);
+    if (g->verbose)
+        fprintf(stderr, "baton: released %s after %lld ms (%s)\n", r->what,
+                (long long)(cli_now_ms() - r->asked_ms),
+                brc == BATON_OK ? "ok" : baton_err_name(brc));
+    if (out->lost)
+        return EXIT_LOST;
+    if (out->ran && brc == BATON_ENOTHELD) {
+        cli_error("%s was lost before %s finished (found at release)", r->what,
+                  la->hold ? "the hold" : la->command[0]);
+        return EXIT_LOST;
+    }
+    if (brc != BATON_OK && brc != BATON_ENOTHELD)
+        cli_fail(r->c, brc, "releasing %s (it expires by its lease)", r->what);
+    return out->status;
+}
+
 int cli_cmd_lock(cli_global *g, int argc, char **argv)
 {
     lock_args la;
     int rc = lock_parse(g, argc, argv, &la);
-    const char **names = la.names;
-    size_t n = la.n;
-    int64_t lease_ms = la.lease_ms, watchdog_ms = la.watchdog_ms;
-    int64_t kill_after_ms = la.kill_after_ms;
-    busy b = la.b;
-    bool hold = la.hold, has_lease = la.has_lease, fair = la.fair;
-    char **command = la.command;
     if (rc) {
-        free(names);
+        free(la.names);
         return rc;
     }
-
-    g->watchdog_ms = watchdog_ms;
-    baton_client *c = NULL;
-    baton_lock **members = calloc(n, sizeof *members);
-    baton_lock *l = NULL;
-    char *token_env = NULL;
-    int *lost_fds = NULL;
-    char what[300];
-    snprintf(what, sizeof what, "%s %s%s",
-             n > 1  ? "multi-lock"
-             : fair ? "fair lock"
-                    : "lock",
-             names[0], n > 1 ? ", ..." : "");
-    if (!members) {
-        rc = EXIT_FAILED;
-        goto done;
+    lock_run r = {.la = &la};
+    rc = lock_open(g, &r);
+    if (!rc)
+        rc = lock_acquire(g, &r);
+    if (!rc) {
+        cli_guard_hold();
+        cli_outcome out;
+        lock_hold(&r, &out);
+        rc = lock_release(g, &r, &out);
     }
-    rc = cli_open_client(g, &c);
-    if (rc)
-        goto done;
-    for (size_t i = 0; i < n; i++) {
-        int brc = fair ? baton_fairlock_open(c, names[i], &members[i])
-                       : baton_lock_open(c, names[i], &members[i]);
-        if (brc != BATON_OK) {
-            rc = cli_fail(c, brc, "lock %s", names[i]);
-            goto done;
-        }
-    }
-    if (n == 1) {
-        l = members[0];
-    } else {
-        int brc = baton_multilock_open(members, n, &l);
-        if (brc != BATON_OK) {
-            rc = cli_fail(c, brc, "%s", what);
-            goto done;
-        }
-    }
-
-    int64_t lease = has_lease ? lease_ms : BATON_LEASE_WATCHDOG;
-    int64_t asked = cli_now_ms();
-    int brc =
-        b.has_wait ? baton_lock_try_acquire(l, b.wait_ms, lease) : baton_lock_acquire(l, lease);
-    if (g->verbose && brc == BATON_OK)
-        fprintf(stderr, "baton: acquired %s in %lld ms\n", what, (long long)(cli_now_ms() - asked));
-    if (brc == BATON_ETIMEDOUT) {
-        char shown[32];
-        format_ms(b.wait_ms, shown, sizeof shown);
-        if (!b.quiet)
-            cli_error("%s: not acquired within %s%s%s", what, shown,
-                      hold ? "" : "; not run: ", hold ? "" : command[0]);
-        rc = (int)b.code;
-        goto done;
-    }
-    if (brc != BATON_OK) {
-        rc = cli_fail(c, brc, "%s", what);
-        goto done;
-    }
-    cli_guard_hold();
-
-    /* What COMMAND learns (its fencing tokens) and what baton watches while it runs: the
-     * members' lost descriptors (a multi-lock's signals are its members'). */
-    token_env = fencing_env(members, n);
-    lost_fds = calloc(n, sizeof *lost_fds);
-    size_t n_fds = 0;
-    for (size_t i = 0; lost_fds && i < n; i++)
-        if (baton_lock_lost_fd(members[i], &lost_fds[n_fds]) == BATON_OK)
-            n_fds++;
-    int64_t lease_end = 0;
-    if (has_lease) {
-        /* The lease runs from the server's acquire: end it at the earliest member's
-         * remaining TTL, counted from before asking, so baton's end is never the later. */
-        lease_end = cli_now_ms() + lease_ms;
-        for (size_t i = 0; i < n; i++) {
-            int64_t t0 = cli_now_ms(), ttl;
-            if (baton_lock_remaining_ttl(members[i], &ttl) != BATON_OK)
-                continue;
-            if (ttl == -1)
-                continue;                           /* no expiry: nothing to watch */
-            int64_t end = t0 + (ttl < 0 ? 0 : ttl); /* -2: gone already */
-            if (end < lease_end)
-                lease_end = end;
-        }
-    }
-
-    cli_watch w = {lost_fds, n_fds, lease_end, what, token_env, kill_after_ms};
-    cli_outcome out = {0, false, false};
-    if (hold) {
-        fprintf(stderr, "baton: holding %s until interrupted\n", what);
-        out.status = cli_hold(&w);
-        out.lost = out.status == EXIT_LOST;
-        out.ran = true;
-    } else {
-        cli_run(command, &w, &out);
-    }
-
-    brc = baton_lock_release(l);
-    if (g->verbose)
-        fprintf(stderr, "baton: released %s after %lld ms (%s)\n", what,
-                (long long)(cli_now_ms() - asked), brc == BATON_OK ? "ok" : baton_err_name(brc));
-    if (out.lost) {
-        rc = EXIT_LOST;
-    } else if (out.ran && brc == BATON_ENOTHELD) {
-        cli_error("%s was lost before %s finished (found at release)", what,
-                  hold ? "the hold" : command[0]);
-        rc = EXIT_LOST;
-    } else {
-        if (brc != BATON_OK && brc != BATON_ENOTHELD)
-            cli_fail(c, brc, "releasing %s (it expires by its lease)", what);
-        rc = out.status;
-    }
-
-done:
-    free(token_env);
-    free(lost_fds);
-    if (n > 1)
-        baton_lock_close(l);
-    for (size_t i = 0; members && i < n; i++)
-        baton_lock_close(members[i]);
-    free(members);
-    free(names);
-    baton_client_close(c);
+    lock_close(&r);
+    free(la.names);
     return rc;
 }
 
