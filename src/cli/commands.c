@@ -128,6 +128,28 @@ static int unexpected(const cli_opts *o, const char *what)
     return cli_usage_error(o->command, "unexpected '%s'", what);
 }
 
+/* A command's own options and words: returns NOT_MINE, 0, or an exit code (printed). */
+typedef int option_fn(cli_opts *o, int c, cli_global *g, void *arg);
+
+/* Reads every option and word of o: --url and the parser's errors here, -w/-n/-E/-q into b
+ * (NULL: the command takes none), the rest to fn. Frees o. Returns 0 or the exit code after
+ * a message. */
+static int each_option(cli_opts *o, cli_global *g, busy *b, option_fn *fn, void *arg)
+{
+    int rc = 0;
+    for (int c; !rc && (c = cli_opts_next(o)) != CLI_OPT_END;) {
+        rc = common_option(o, c, g);
+        if (rc == NOT_MINE && b)
+            rc = busy_option(o, c, b);
+        if (rc == NOT_MINE)
+            rc = fn(o, c, g, arg);
+        if (rc == NOT_MINE)
+            rc = cli_usage_error(o->command, "unknown option '%s'", o->argv[optind - 1]);
+    }
+    cli_opts_free(o);
+    return rc;
+}
+
 /* A duration as the user would write it. */
 static void format_ms(int64_t ms, char *buf, size_t len)
 {
@@ -181,8 +203,9 @@ static const struct option lock_options[] = {
 };
 
 /* One of lock's own options. Returns NOT_MINE, 0, or an exit code (printed). */
-static int lock_option(const cli_opts *o, int c, cli_global *g, lock_args *la)
+static int lock_option(cli_opts *o, int c, cli_global *g, void *arg)
 {
+    lock_args *la = arg;
     switch (c) {
     case OPT_LEASE:
         la->has_lease = true;
@@ -241,16 +264,7 @@ static int lock_parse(cli_global *g, int argc, char **argv, lock_args *la)
     if (rc)
         return rc;
     la->command = o.rest;
-    for (int c; !rc && (c = cli_opts_next(&o)) != CLI_OPT_END;) {
-        rc = common_option(&o, c, g);
-        if (rc == NOT_MINE)
-            rc = busy_option(&o, c, &la->b);
-        if (rc == NOT_MINE)
-            rc = lock_option(&o, c, g, la);
-        if (rc == NOT_MINE)
-            rc = cli_usage_error("lock", "unknown option '%s'", o.argv[optind - 1]);
-    }
-    cli_opts_free(&o);
+    rc = each_option(&o, g, &la->b, lock_option, la);
     return rc ? rc : lock_check(la);
 }
 
@@ -493,8 +507,10 @@ static const struct option semaphore_options[] = {
 };
 
 /* One of semaphore's own options or words. Returns NOT_MINE, 0, or an exit code. */
-static int semaphore_option(cli_opts *o, int c, semaphore_args *sa)
+static int semaphore_option(cli_opts *o, int c, cli_global *g, void *arg)
 {
+    (void)g;
+    semaphore_args *sa = arg;
     switch (c) {
     case OPT_PERMITS:
         sa->has_permits = true;
@@ -534,17 +550,7 @@ static int semaphore_parse(cli_global *g, int argc, char **argv, semaphore_args 
     if (rc)
         return rc;
     sa->command = o.rest;
-    for (int c; !rc && (c = cli_opts_next(&o)) != CLI_OPT_END;) {
-        rc = common_option(&o, c, g);
-        if (rc == NOT_MINE)
-            rc = busy_option(&o, c, &sa->b);
-        if (rc == NOT_MINE)
-            rc = semaphore_option(&o, c, sa);
-        if (rc == NOT_MINE)
-            rc = cli_usage_error("semaphore", "unknown option '%s'", o.argv[optind - 1]);
-    }
-    cli_opts_free(&o);
-    return rc;
+    return each_option(&o, g, &sa->b, semaphore_option, sa);
 }
 
 int cli_cmd_semaphore(cli_global *g, int argc, char **argv)
@@ -613,45 +619,51 @@ static const struct option latch_options[] = {
     {NULL, 0, NULL, 0},
 };
 
-/* Parses latch's arguments: up to 3 words (NAME, verb, N) and --timeout. Returns 0 or the
- * exit code after a message. */
-static int latch_parse(cli_global *g, int argc, char **argv, const char *words[3], size_t *n,
-                       int64_t *timeout_ms, bool *has_timeout)
+/* What `latch` was asked: up to 3 words (NAME, verb, N) and --timeout. */
+typedef struct latch_args {
+    const char *words[3];
+    size_t n;
+    int64_t timeout_ms;
+    bool has_timeout;
+} latch_args;
+
+static int latch_option(cli_opts *o, int c, cli_global *g, void *arg)
 {
-    cli_opts o;
-    int rc = cli_opts_init(&o, "latch", argc, argv, "", latch_options);
-    if (!rc && o.rest)
-        rc = unexpected(&o, "--");
-    for (int c; !rc && (c = cli_opts_next(&o)) != CLI_OPT_END;) {
-        rc = common_option(&o, c, g);
-        if (rc != NOT_MINE)
-            continue;
-        rc = 0;
-        if (c == OPT_TIMEOUT) {
-            *has_timeout = true;
-            rc = duration_value(&o, c, timeout_ms);
-        } else if (*n == 3) {
-            rc = unexpected(&o, o.arg);
-        } else {
-            words[(*n)++] = o.arg;
-            const char *negative = *n == 2 ? cli_opts_take_number(&o) : NULL;
-            if (negative) /* "set -1": refused below with the count's message */
-                words[(*n)++] = negative;
-        }
+    (void)g;
+    latch_args *la = arg;
+    if (c == OPT_TIMEOUT) {
+        la->has_timeout = true;
+        return duration_value(o, c, &la->timeout_ms);
     }
-    cli_opts_free(&o);
-    return rc;
+    if (c != CLI_OPT_WORD)
+        return NOT_MINE;
+    if (la->n == 3)
+        return unexpected(o, o->arg);
+    la->words[la->n++] = o->arg;
+    const char *negative = la->n == 2 ? cli_opts_take_number(o) : NULL;
+    if (negative) /* "set -1": refused below with the count's message */
+        la->words[la->n++] = negative;
+    return 0;
 }
 
 int cli_cmd_latch(cli_global *g, int argc, char **argv)
 {
-    const char *words[3] = {NULL, NULL, NULL}; /* NAME, verb, N */
-    size_t n = 0;
-    int64_t timeout_ms = BATON_WAIT_FOREVER;
-    bool has_timeout = false;
-    int rc = latch_parse(g, argc, argv, words, &n, &timeout_ms, &has_timeout);
+    latch_args la = {.timeout_ms = BATON_WAIT_FOREVER};
+    cli_opts o;
+    int rc = cli_opts_init(&o, "latch", argc, argv, "", latch_options);
     if (rc)
         return rc;
+    if (o.rest) {
+        cli_opts_free(&o);
+        return cli_usage_error("latch", "unexpected '--'");
+    }
+    rc = each_option(&o, g, NULL, latch_option, &la);
+    if (rc)
+        return rc;
+    const char **words = la.words;
+    size_t n = la.n;
+    int64_t timeout_ms = la.timeout_ms;
+    bool has_timeout = la.has_timeout;
     if (n < 2)
         return cli_usage_error("latch", n == 0 ? "no latch NAME" : "no latch verb");
     const char *name = words[0], *verb = words[1];
@@ -742,27 +754,41 @@ static const struct option unlock_options[] = {
     {NULL, 0, NULL, 0},
 };
 
+/* What `unlock` was asked. */
+typedef struct unlock_args {
+    const char *name;
+    bool force;
+} unlock_args;
+
+static int unlock_option(cli_opts *o, int c, cli_global *g, void *arg)
+{
+    (void)g;
+    unlock_args *ua = arg;
+    if (c == OPT_FORCE)
+        ua->force = true;
+    else if (c != CLI_OPT_WORD)
+        return NOT_MINE;
+    else if (ua->name)
+        return cli_usage_error("unlock", "one lock NAME only ('%s' is a second)", o->arg);
+    else
+        ua->name = o->arg;
+    return 0;
+}
+
 int cli_cmd_unlock(cli_global *g, int argc, char **argv)
 {
-    const char *name = NULL;
-    bool force = false;
+    unlock_args ua = {NULL, false};
     cli_opts o;
     int rc = cli_opts_init(&o, "unlock", argc, argv, "", unlock_options);
-    if (!rc && o.rest)
-        rc = unexpected(&o, "--");
-    for (int c; !rc && (c = cli_opts_next(&o)) != CLI_OPT_END;) {
-        rc = common_option(&o, c, g);
-        if (rc != NOT_MINE)
-            continue;
-        rc = 0;
-        if (c == OPT_FORCE)
-            force = true;
-        else if (name)
-            rc = cli_usage_error("unlock", "one lock NAME only ('%s' is a second)", o.arg);
-        else
-            name = o.arg;
+    if (rc)
+        return rc;
+    if (o.rest) {
+        cli_opts_free(&o);
+        return cli_usage_error("unlock", "unexpected '--'");
     }
-    cli_opts_free(&o);
+    rc = each_option(&o, g, NULL, unlock_option, &ua);
+    const char *name = ua.name;
+    bool force = ua.force;
     if (!rc && !force)
         rc = cli_usage_error("unlock", "unlock deletes the lock whoever holds it: say --force");
     else if (!rc && !name)
