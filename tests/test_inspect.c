@@ -471,14 +471,7 @@ Test(inspect, an_unreachable_server_is_a_connection_error)
 {
     th_server s;
     th_server_start(&s, NULL);
-    char url[64];
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", s.port);
-    baton_options o;
-    baton_options_init(&o);
-    o.url = url;
-    o.connect_timeout_ms = 1000;
-    o.command_timeout_ms = 1000;
-    baton_client *c = th_client(&o);
+    baton_client *c = th_client_on(s.port, 1000);
     baton_inspection *ins = NULL;
     cr_assert(eq(int, baton_inspect(c, "x", &ins), BATON_OK));
     baton_inspection_free(ins);
