@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include "../core/internal.h"
+#include "decode.h"
 
 #include <hiredis/hiredis.h>
 
@@ -143,7 +144,8 @@ static bool deadline_of(const redisReply *deadlines, const char *owner, int64_t 
         return false;
     char *end = NULL;
     double d = strtod(score->str, &end);
-    if (end == score->str)
+    /* a time in ms (2^53 at most), never NaN or out of int64_t's range */
+    if (end == score->str || !(d >= -9007199254740992.0 && d <= 9007199254740992.0))
         return false;
     *out = (int64_t)d;
     return true;
@@ -180,7 +182,8 @@ static void decode_clock_and_subscribers(baton_inspection *ins, const redisReply
 {
     int64_t sec = 0, usec = 0;
     if (is_array(time) && time->elements == 2 && reply_int(time->element[0], &sec) &&
-        reply_int(time->element[1], &usec))
+        reply_int(time->element[1], &usec) && sec >= 0 && sec < INT64_MAX / 1000 - 1 && usec >= 0 &&
+        usec < 1000000)
         ins->server_time_ms = sec * 1000 + usec / 1000;
     if (is_array(numsub) && numsub->elements == 6) {
         reply_int(numsub->element[1], &ins->subscribers_lock);
@@ -221,8 +224,7 @@ static void classify(baton_inspection *ins, bool fair_keys)
     ins->kind_name = names[k];
 }
 
-/* Fills ins from the script's reply. */
-static int decode(baton_inspection *ins, const redisReply *r)
+int baton__inspect_decode(baton_inspection *ins, const redisReply *r)
 {
     if (!is_array(r) || r->elements != R_N || !is_str(r->element[R_TYPE]))
         return BATON_EPROTO;
@@ -316,7 +318,7 @@ int baton_inspect(baton_client *c, const char *name, baton_inspection **out)
     rc = snapshot(c, &n, &r);
     names_free(&n);
     if (rc == BATON_OK) {
-        rc = decode(ins, r);
+        rc = baton__inspect_decode(ins, r);
         freeReplyObject(r);
         if (rc == BATON_EPROTO)
             rc = baton__fail(c, rc, "inspect %s: the reply is not a snapshot", name);
