@@ -33,8 +33,9 @@ extern "C" {
 typedef enum baton_object_kind {
     BATON_OBJECT_ABSENT = 0,             /* no key: a free lock, an open or unset latch, an unset
                                             semaphore */
-    BATON_OBJECT_LOCK = 1,               /* a held reentrant lock */
-    BATON_OBJECT_FAIRLOCK = 2,           /* a fair lock: held, or free with waiters queued */
+    BATON_OBJECT_LOCK = 1,               /* a held lock (a fair lock with nobody queued too:
+                                            its hash is the same) */
+    BATON_OBJECT_FAIRLOCK = 2,           /* a fair lock with waiters queued, held or free */
     BATON_OBJECT_SEMAPHORE = 3,          /* a semaphore's available permits */
     BATON_OBJECT_LATCH = 4,              /* a latch's count (above zero) */
     BATON_OBJECT_SEMAPHORE_OR_LATCH = 5, /* a count above zero that nobody waits on: either */
