@@ -5,6 +5,8 @@
 -- KEYS[4]  the fencing-token counter, redisson_lock_token:{name}, never expires
 -- KEYS[5]  the waiters' channel prefix, redisson_lock__channel:{name}; a waiter listens on
 --          <prefix>:<owner>
+-- KEYS[6]  baton's side hash baton_lock_meta:{name}, field <owner> -> "host:pid" of the
+--          holding process, with the lock's lease (advisory: written with pcall)
 -- ARGV[1]  lease in milliseconds (PEXPIRE of the hash)
 -- ARGV[2]  owner field, "<client-uuid>:<thread-id>"
 -- ARGV[3]  fair_wait_ms: a queued owner's place is kept until server time + this, and the
@@ -13,6 +15,7 @@
 --          if not acquired; "2": a later run of the same wait (after subscribing, after a
 --          wake-up, or when its bound ran out): keep the place. "2" is a hint only: a run
 --          that finds the owner not queued joins the queue as "1" does.
+-- ARGV[5]  "host:pid" of the owner's process
 -- Returns  {1, token}  acquired; token is the new fencing token (the counter, incremented)
 --          {2, token}  re-entered by the owner; token is unchanged (the outer hold's)
 --          {0, wait}   not acquired; wait = how long the waiter may sleep before it runs
@@ -26,18 +29,28 @@
 -- no longer than that lease. A key of another type fails with WRONGTYPE and nothing is
 -- written.
 --
--- Cost: the common cases run on fast paths of 3 to 7 commands that check no key's type
--- ahead: the first command on each key is one that fails with WRONGTYPE by itself, before
--- any write (the one write that may come first, the token's INCR, is undone if the
--- deadline set then turns out to be of another type). Anything unusual (a lapsed head, a
--- place lost, a one-try that finds others queued) takes the general path below, which
--- checks every key's type with TYPE first.
+-- Cost: the common cases run on fast paths of 3 to 7 commands (one or two more on the side
+-- hash when the owner takes or re-enters) that check no key's type ahead: the first
+-- command on each key is one that fails with WRONGTYPE by itself, before any write (the
+-- one write that may come first, the token's INCR, is undone if the deadline set then
+-- turns out to be of another type). Anything unusual (a lapsed head, a place lost, a
+-- one-try that finds others queued) takes the general path below, which checks every
+-- key's type with TYPE first.
 local owner = ARGV[2]
 local fair_wait = tonumber(ARGV[3])
 local mode = ARGV[4]
 local third = math.floor(fair_wait / 3)
 if third < 1 then
     third = 1
+end
+
+-- A hold taken (fresh) or re-entered: the side hash records the holder's process and
+-- follows the lock's lease.
+local function note_holder(fresh)
+    if fresh then
+        redis.pcall('hset', KEYS[6], owner, ARGV[5])
+    end
+    redis.pcall('pexpire', KEYS[6], ARGV[1])
 end
 
 local function server_now()
@@ -92,6 +105,7 @@ local function general()
         local token = redis.call('incr', KEYS[4])
         redis.call('hincrby', KEYS[1], owner, 1)
         redis.call('pexpire', KEYS[1], ARGV[1])
+        note_holder(true)
         if head == owner then
             redis.call('lpop', KEYS[2])
             redis.call('zrem', KEYS[3], owner)
@@ -108,6 +122,7 @@ local function general()
     if locked and redis.call('hexists', KEYS[1], owner) == 1 then
         redis.call('hincrby', KEYS[1], owner, 1)
         redis.call('pexpire', KEYS[1], ARGV[1])
+        note_holder(false)
         return {2, tonumber(redis.call('get', KEYS[4]) or '0')}
     end
     if purged and not locked and head ~= false then
@@ -157,6 +172,7 @@ local function take(dequeue)
     end
     redis.call('hincrby', KEYS[1], owner, 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
+    note_holder(true)
     if dequeue and tonumber(ARGV[1]) < fair_wait then
         -- The next waiter is now the head. It learns the new holder's lease at its next
         -- renewal (at most fair_wait_ms / 3 away); a lease shorter than that could run out
@@ -174,6 +190,7 @@ local function reenter()
     local token = tonumber(redis.call('get', KEYS[4]) or '0')
     redis.call('hincrby', KEYS[1], owner, 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
+    note_holder(false)
     return {2, token}
 end
 

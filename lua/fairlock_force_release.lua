@@ -4,6 +4,7 @@
 -- KEYS[2]  the queue, redisson_lock_queue:{name}
 -- KEYS[3]  the deadlines, redisson_lock_timeout:{name}
 -- KEYS[4]  the waiters' channel prefix, redisson_lock__channel:{name}
+-- KEYS[5]  baton's side hash baton_lock_meta:{name} (holders' "host:pid"), deleted too
 -- ARGV[1]  the unlock message, "0"
 -- Returns  1 the lock was held and is deleted, 0 it was not held.
 --          A key of another type fails with WRONGTYPE and is left untouched.
@@ -33,6 +34,7 @@ while true do
     redis.call('zrem', KEYS[3], head)
 end
 local existed = redis.call('del', KEYS[1])
+redis.call('del', KEYS[5])
 if head ~= false then
     redis.call('publish', KEYS[4] .. ':' .. head, ARGV[1])
 end

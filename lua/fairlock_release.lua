@@ -4,7 +4,9 @@
 -- KEYS[2]  the queue, redisson_lock_queue:{name}
 -- KEYS[3]  the deadlines, redisson_lock_timeout:{name}
 -- KEYS[4]  the waiters' channel prefix, redisson_lock__channel:{name}
--- KEYS[5]  the unlock latch, redisson_unlock_latch:{name}:<request-id>: remembers this
+-- KEYS[5]  baton's side hash baton_lock_meta:{name} (holders' "host:pid"): keeps the
+--          lock's lease while holds remain, deleted with the lock
+-- KEYS[6]  the unlock latch, redisson_unlock_latch:{name}:<request-id>: remembers this
 --          request's outcome, so a retry after a lost reply returns the first result
 -- ARGV[1]  the unlock message, "0"
 -- ARGV[2]  lease in ms re-applied when holds remain (the lease the lock was taken with)
@@ -16,18 +18,19 @@
 --               channel of the queue's head, <prefix>:<head>, only
 -- Whenever the lock ends up free with a head in the queue, the head is told.
 --
--- Cost: a release by a holder runs a fast path of 4 or 5 commands: HGET and LINDEX read
--- the lock's and the queue's types (each fails with WRONGTYPE by itself) before the first
--- write, and SET NX both records the outcome and finds a retry (the latch already set:
--- its first outcome is returned). The fast path wakes the head without looking at its
--- deadline: a head whose place has lapsed is dropped by the next waiter's run, which its
--- bound (the head's deadline) schedules. A release by an owner that holds nothing (or the
--- retry of a release that freed the lock) takes the general path below: the latch first,
--- every key's type checked, lapsed heads dropped from the queue.
+-- Cost: a release by a holder runs a fast path of 4 or 5 commands (one more for an inner
+-- hold: the side hash's lease): HGET and LINDEX read the lock's and the queue's types
+-- (each fails with WRONGTYPE by itself) before the first write, and SET NX both records
+-- the outcome and finds a retry (the latch already set: its first outcome is returned).
+-- The fast path wakes the head without looking at its deadline: a head whose place has
+-- lapsed is dropped by the next waiter's run, which its bound (the head's deadline)
+-- schedules. A release by an owner that holds nothing (or the retry of a release that
+-- freed the lock) takes the general path below: the latch first, every key's type
+-- checked, lapsed heads dropped from the queue.
 
 -- The general path, with every key's type checked first.
 local function general()
-    local done = redis.call('get', KEYS[5])
+    local done = redis.call('get', KEYS[6])
     if done ~= false then
         return tonumber(done)
     end
@@ -64,14 +67,15 @@ local function general()
     local holds = redis.call('hincrby', KEYS[1], ARGV[3], -1)
     if holds > 0 then
         redis.call('pexpire', KEYS[1], ARGV[2])
-        redis.call('set', KEYS[5], 0, 'px', ARGV[4])
+        redis.pcall('pexpire', KEYS[5], ARGV[2])
+        redis.call('set', KEYS[6], 0, 'px', ARGV[4])
         return 0
     end
-    redis.call('del', KEYS[1])
+    redis.call('del', KEYS[1], KEYS[5])
     if head ~= false then
         redis.call('publish', KEYS[4] .. ':' .. head, ARGV[1])
     end
-    redis.call('set', KEYS[5], 1, 'px', ARGV[4])
+    redis.call('set', KEYS[6], 1, 'px', ARGV[4])
     return 1
 end
 
@@ -82,21 +86,22 @@ end
 -- The latch records the outcome unless it is already set: then this is the retry of a
 -- release that ran, and its first outcome is the answer.
 local function record(outcome)
-    return redis.call('set', KEYS[5], outcome, 'nx', 'px', ARGV[4]) ~= false
+    return redis.call('set', KEYS[6], outcome, 'nx', 'px', ARGV[4]) ~= false
 end
 if tonumber(held) > 1 then
     if not record(0) then
-        return tonumber(redis.call('get', KEYS[5]))
+        return tonumber(redis.call('get', KEYS[6]))
     end
     redis.call('hincrby', KEYS[1], ARGV[3], -1)
     redis.call('pexpire', KEYS[1], ARGV[2])
+    redis.pcall('pexpire', KEYS[5], ARGV[2])
     return 0
 end
 local head = redis.call('lindex', KEYS[2], 0) -- fails with WRONGTYPE if not a list
 if not record(1) then
-    return tonumber(redis.call('get', KEYS[5]))
+    return tonumber(redis.call('get', KEYS[6]))
 end
-redis.call('del', KEYS[1])
+redis.call('del', KEYS[1], KEYS[5])
 if head ~= false then
     redis.call('publish', KEYS[4] .. ':' .. head, ARGV[1])
 end

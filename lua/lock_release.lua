@@ -1,7 +1,9 @@
 -- lock_release: release one hold of a reentrant lock, idempotently per request id.
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the lock's channel, redisson_lock__channel:{name}
--- KEYS[3]  the unlock latch, redisson_unlock_latch:{name}:<request-id>: remembers this
+-- KEYS[3]  baton's side hash baton_lock_meta:{name} (holders' "host:pid"): keeps the
+--          lock's lease while holds remain, deleted with the lock
+-- KEYS[4]  the unlock latch, redisson_unlock_latch:{name}:<request-id>: remembers this
 --          request's outcome, so a retry after a lost reply returns the first result
 -- ARGV[1]  the unlock message, "0"
 -- ARGV[2]  lease in ms re-applied when holds remain (the lease the lock was taken with)
@@ -10,7 +12,7 @@
 -- Returns  nil  the owner holds nothing (never held, released, or expired)
 --          0    one hold released, holds remain (lease re-applied)
 --          1    the last hold released: the key is deleted and "0" published
-local done = redis.call('get', KEYS[3])
+local done = redis.call('get', KEYS[4])
 if done ~= false then
     return tonumber(done)
 end
@@ -20,10 +22,11 @@ end
 local holds = redis.call('hincrby', KEYS[1], ARGV[3], -1)
 if holds > 0 then
     redis.call('pexpire', KEYS[1], ARGV[2])
-    redis.call('set', KEYS[3], 0, 'px', ARGV[4])
+    redis.pcall('pexpire', KEYS[3], ARGV[2])
+    redis.call('set', KEYS[4], 0, 'px', ARGV[4])
     return 0
 end
-redis.call('del', KEYS[1])
+redis.call('del', KEYS[1], KEYS[3])
 redis.call('publish', KEYS[2], ARGV[1])
-redis.call('set', KEYS[3], 1, 'px', ARGV[4])
+redis.call('set', KEYS[4], 1, 'px', ARGV[4])
 return 1

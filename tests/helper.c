@@ -29,6 +29,18 @@ const char *th_url(void)
     return url;
 }
 
+baton_client *th_client_on(int port, int64_t timeout_ms)
+{
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+    baton_options o;
+    baton_options_init(&o);
+    o.url = url;
+    o.connect_timeout_ms = timeout_ms;
+    o.command_timeout_ms = timeout_ms;
+    return th_client(&o);
+}
+
 baton_client *th_client(baton_options *opts)
 {
     baton_options o;

@@ -17,6 +17,9 @@ int th_port(void);
 const char *th_url(void);
 /* A client on the shared server (asserts success); options may be NULL. */
 baton_client *th_client(baton_options *opts);
+/* A client on a server of the test's own (port), with connect and command timeouts of
+ * timeout_ms: for tests that stop that server under it. Asserts success. */
+baton_client *th_client_on(int port, int64_t timeout_ms);
 /* A raw hiredis connection to the shared server (or port), asserting success. */
 redisContext *th_redis(void);
 redisContext *th_redis_port(int port);

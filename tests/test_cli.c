@@ -11,6 +11,7 @@
 #include <criterion/new/assert.h>
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -881,6 +882,85 @@ Test(cli, status_text_shows_holder_hold_count_and_ttl)
     cr_assert(eq(int, baton_lock_release(l), BATON_OK));
     baton_lock_close(l);
     baton_client_close(c);
+}
+
+/* The holder's host and pid (issue 22): recorded by the holding baton process beside
+ * Redisson's hash, shown by status, gone with the release, and gone with the lease of a
+ * holder killed with -9. */
+static json *status_holder(const char *name, cli_result *r, json **root)
+{
+    cli_exec(r, ARGS("status", name, "--json"));
+    cr_assert(eq(int, r->status, 0), "stderr: %s", r->err);
+    json *j = json_parse(r->out);
+    cr_assert(j != NULL, "not JSON: %s", r->out);
+    *root = j;
+    json *holders = json_get(json_at(j, 0), "holders");
+    cr_assert(eq(sz, holders->n, 1), "%s", r->out);
+    return json_at(holders, 0);
+}
+
+Test(cli, status_shows_the_holders_host_and_pid_until_it_goes)
+{
+    const char *name = th_tmpname("cli-origin");
+    char *ready = cli_path("ready"), *go = cli_path("go");
+    char script[512];
+    snprintf(script, sizeof script, "touch \"%s\"; while [ ! -e \"%s\" ]; do sleep 0.05; done",
+             ready, go);
+    pid_t pid = cli_spawn(ARGS("lock", name, "--", "sh", "-c", script));
+    cr_assert(cli_wait_file(ready, 5000), "COMMAND did not start");
+    char host[256] = "";
+    cr_assert(eq(int, gethostname(host, sizeof host - 1), 0));
+
+    cli_result r;
+    json *root;
+    json *h = status_holder(name, &r, &root);
+    cr_assert(eq(str, json_get(h, "host")->string, host), "%s", r.out);
+    cr_assert(eq(i64, (int64_t)json_get(h, "pid")->number, (int64_t)pid), "%s", r.out);
+    json_free(root);
+    cli_result_free(&r);
+    char want[64];
+    snprintf(want, sizeof want, "pid %d", (int)pid);
+    cli_exec(&r, ARGS("status", name));
+    cr_assert(strstr(r.out, want) != NULL && strstr(r.out, host) != NULL, "%s", r.out);
+    cli_result_free(&r);
+
+    /* released at COMMAND's end: the side hash goes with the lock */
+    redisContext *rc = th_redis();
+    cr_assert(eq(i64, th_cmd_int(rc, "EXISTS baton_lock_meta:{%s}", name), 1));
+    cr_assert(eq(int, creat(go, 0600) >= 0, 1));
+    cr_assert(eq(int, th_wait(pid), 0));
+    cr_assert(eq(i64, th_cmd_int(rc, "EXISTS %s baton_lock_meta:{%s}", name, name), 0));
+    redisFree(rc);
+    free(ready);
+    free(go);
+}
+
+Test(cli, a_killed_holders_host_and_pid_expire_with_its_lock)
+{
+    const char *name = th_tmpname("cli-origin-kill");
+    char *ready = cli_path("ready");
+    char script[256];
+    snprintf(script, sizeof script, "touch \"%s\"; exec sleep 30", ready);
+    pid_t pid = cli_spawn(ARGS("lock", name, "--watchdog", "1500ms", "--", "sh", "-c", script));
+    cr_assert(cli_wait_file(ready, 5000), "COMMAND did not start");
+    th_sleep_ms(1000); /* past the watchdog's first renewal (every 500 ms) */
+    redisContext *rc = th_redis();
+    /* renewed together: both leases within a renewal's rounding of each other */
+    long long lock_ttl = th_cmd_int(rc, "PTTL %s", name);
+    long long meta_ttl = th_cmd_int(rc, "PTTL baton_lock_meta:{%s}", name);
+    cr_assert(gt(i64, meta_ttl, 0));
+    cr_assert(le(i64, llabs(lock_ttl - meta_ttl), 50), "lock %lld, meta %lld", lock_ttl, meta_ttl);
+    cr_assert(eq(int, kill(pid, SIGKILL), 0));
+    cr_assert(eq(int, th_wait(pid), 128 + SIGKILL));
+    /* nobody renews: both are gone within the lease */
+    int64_t t0 = th_ms();
+    while (th_cmd_int(rc, "EXISTS %s", name) == 1 && th_ms() - t0 < 5000)
+        th_sleep_ms(20);
+    cr_assert(eq(i64, th_cmd_int(rc, "EXISTS %s", name), 0), "the lock outlived its lease");
+    cr_assert(eq(i64, th_cmd_int(rc, "EXISTS baton_lock_meta:{%s}", name), 0),
+              "the side hash outlived the lock");
+    redisFree(rc);
+    free(ready);
 }
 
 /* ---------------------------------------------------------------- unlock --force ----- */

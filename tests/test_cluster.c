@@ -117,3 +117,41 @@ Test(cluster, a_real_moved_reply_names_the_owner)
     freeReplyObject(slots);
     redisFree(r0);
 }
+
+/* The lock's side hash of holders' origins (baton_lock_meta:{name}) shares the lock's slot,
+ * so a Cluster node runs the scripts that touch it: the acquire and release name it as a
+ * key, the watchdog's renewal derives it from the lock's name (undeclared, same slot), and
+ * the inspection reads it. */
+Test(cluster, scripts_reach_the_side_hash_in_the_locks_slot)
+{
+    const char *names[] = {"origin-plain", "{origin-tag}:job"};
+    for (size_t i = 0; i < 2; i++) {
+        const char *name = names[i];
+        char meta[64], token[64];
+        bool tagged = strchr(name, '{') != NULL;
+        snprintf(meta, sizeof meta, tagged ? "baton_lock_meta:%s" : "baton_lock_meta:{%s}", name);
+        snprintf(token, sizeof token,
+                 tagged ? "redisson_lock_token:%s" : "redisson_lock_token:{%s}", name);
+        int slot = baton__key_slot(name, strlen(name));
+        cr_assert(eq(int, baton__key_slot(meta, strlen(meta)), slot), "%s", meta);
+        int port = th_cluster_master_of(&cluster, slot);
+        cr_assert(gt(int, port, 0));
+        redisContext *r = th_redis_port(port);
+        const baton__script *acq = baton__script_find("lock_acquire");
+        const baton__script *renew = baton__script_find("lock_renew");
+        redisReply *rep = th_cmd(r, "EVAL %b 3 %s %s %s 1000 owner:1 host-a:42", acq->body,
+                                 acq->len, name, token, meta);
+        freeReplyObject(rep);
+        cr_assert(eq(i64, th_cmd_int(r, "PTTL %s", meta) <= 1000, 1));
+        rep = th_cmd(r, "EVAL %b 1 %s 60000 owner:1", renew->body, renew->len, name);
+        cr_assert(eq(int, rep->type, REDIS_REPLY_ARRAY));
+        cr_assert(eq(i64, rep->element[0]->integer, 1));
+        freeReplyObject(rep);
+        cr_assert(gt(i64, th_cmd_int(r, "PTTL %s", meta), 50000), "renewed with the lock");
+        rep = th_cmd(r, "HGET %s owner:1", meta);
+        cr_assert(eq(str, rep->str, "host-a:42"));
+        freeReplyObject(rep);
+        freeReplyObject(th_cmd(r, "DEL %s %s %s", name, meta, token));
+        redisFree(r);
+    }
+}

@@ -13,5 +13,6 @@
 #include <baton/latch.h>
 #include <baton/semaphore.h>
 #include <baton/stats.h>
+#include <baton/inspect.h>
 
 #endif /* BATON_H */

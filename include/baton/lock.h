@@ -6,6 +6,8 @@
  * key NAME whose one field "<client-uuid>:<thread-id>" holds the hold count, with a PEXPIRE
  * lease; waiters listen on "redisson_lock__channel:{NAME}" for the message "0". A C process
  * using baton and a Java process using Redisson can guard one resource with one lock.
+ * Beside it baton keeps its own hash "baton_lock_meta:{NAME}" (owner -> "host:pid" of the
+ * holding process, with the lock's lease) for operators (baton_inspect(), `baton status`).
  *
  * Ownership is per thread: the thread that acquired is the one that must release, and a
  * thread that acquires again while holding re-enters (the hold count rises).

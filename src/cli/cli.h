@@ -1,8 +1,7 @@
 /*
  * Private to the baton command-line tool (src/cli/): what its files share. The tool is a
  * client of libbaton's public API like any other program; it includes no library-internal
- * header. Only `status` and `unlock --force` talk to Redis directly (hiredis), to read
- * state the public API has no call for.
+ * header and no hiredis: `status` and `unlock --force` read through baton_inspect().
  */
 #ifndef BATON_CLI_H
 #define BATON_CLI_H
@@ -91,6 +90,36 @@ const char *cli_url(const cli_global *g);
  * code (EXIT_CONN, EXIT_AUTH, EXIT_USAGE for a malformed URL). */
 int cli_open_client(const cli_global *g, baton_client **out);
 
+/* ------------------------------- opts.c ----------------------------------------------- */
+
+struct option;
+
+/* One command's arguments under getopt_long(3); see opts.c. */
+typedef struct cli_opts {
+    const char *command;           /* "lock", ...: for usage lines */
+    int argc;                      /* getopt's view: the command, then the words before "--" */
+    char **argv;                   /* (a copy of the pointers) */
+    char **rest;                   /* the words after "--" (COMMAND), or NULL: no "--" */
+    char *shortopts;               /* "-:" + the command's short options */
+    const struct option *longopts; /* the command's long options */
+    const char *arg;               /* the value of the option, or the word, just returned */
+} cli_opts;
+
+/* What cli_opts_next() returns besides an option's val. */
+enum { CLI_OPT_END = -1, CLI_OPT_WORD = -2, CLI_OPT_ERROR = -3 };
+
+/* Prepares to parse argv[0..argc) for `command`, splitting it at the first "--". Returns 0,
+ * or EXIT_FAILED (printed) when out of memory. Free with cli_opts_free(). */
+int cli_opts_init(cli_opts *o, const char *command, int argc, char **argv, const char *shortopts,
+                  const struct option *longopts);
+void cli_opts_free(cli_opts *o);
+/* The next option's val (o->arg: its value), CLI_OPT_WORD (o->arg: the positional word, in
+ * order), CLI_OPT_END, or CLI_OPT_ERROR after a usage error was printed (exit EXIT_USAGE). */
+int cli_opts_next(cli_opts *o);
+/* The next word if it is a negative number ("-3"), consumed; else NULL. For a command that
+ * takes one where it expects a number. */
+const char *cli_opts_take_number(cli_opts *o);
+
 /* ------------------------------- commands.c ------------------------------------------- */
 
 /* Each command takes the arguments after its name (argv[0] is the first of them). */
@@ -102,18 +131,6 @@ int cli_cmd_unlock(cli_global *g, int argc, char **argv);
 /* ------------------------------- status.c --------------------------------------------- */
 
 int cli_cmd_status(cli_global *g, int argc, char **argv);
-
-/*
- * Connects a raw hiredis context to cli_url(g) (AUTH with g's user and password, else the
- * URL's, and SELECT included) for reads the
- * public API has no call for. Returns NULL after printing why. The caller frees it with
- * redisFree(); the type is void * so that this header needs no hiredis.
- */
-void *cli_redis_connect(const cli_global *g);
-
-/* The key of a Redisson auxiliary object: prefix + name wrapped in a hash tag, unless the
- * name already has a '{' (Redisson's rule). Returns a malloc'd string, or NULL. */
-char *cli_tagged(const char *prefix, const char *name);
 
 /* ------------------------------- run.c ------------------------------------------------ */
 

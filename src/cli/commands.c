@@ -7,86 +7,63 @@
 #define _GNU_SOURCE
 #include "cli.h"
 
-#include <hiredis/hiredis.h>
-
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ------------------------------- option parsing --------------------------------------- */
 
-/*
- * A small parser over argv: options "--name VALUE" or "--name=VALUE", flags "--name",
- * positional words, and "--" after which everything is COMMAND.
- */
-typedef struct args {
-    int argc, i;
-    char **argv;
-    const char *command; /* for usage lines */
-    const char *value;   /* the value of the option just matched */
-    int error;           /* an exit code once a usage error was printed */
-} args;
+/* The long-only options' values (short ones use their letter). */
+enum {
+    OPT_URL = 256,
+    OPT_LEASE,
+    OPT_WATCHDOG,
+    OPT_KILL_AFTER,
+    OPT_FAIR,
+    OPT_HOLD,
+    OPT_VERBOSE,
+    OPT_PERMITS,
+    OPT_TAKE,
+    OPT_TIMEOUT,
+    OPT_FORCE,
+};
 
-static bool at_end(const args *a)
-{
-    return a->i >= a->argc;
-}
+/* An option handler's answer when the option is not one it knows. */
+#define NOT_MINE (-1)
 
-/* True if argv[i] is the option `name` (with a value if want_value), consuming it. */
-static bool option(args *a, const char *name, bool want_value)
+/* An option by its long name ("--wait", whether given as -w or --wait), for messages. */
+static void option_shown(const struct option *longopts, int c, char *buf, size_t len)
 {
-    const char *s = a->argv[a->i];
-    size_t n = strlen(name);
-    if (strncmp(s, name, n) != 0)
-        return false;
-    if (s[n] == '\0') {
-        a->i++;
-        if (!want_value)
-            return true;
-        if (at_end(a)) {
-            a->error = cli_usage_error(a->command, "%s needs a value", name);
-            a->value = NULL;
-            return true;
+    for (const struct option *l = longopts; l->name; l++) {
+        if (l->val == c) {
+            snprintf(buf, len, "--%s", l->name);
+            return;
         }
-        a->value = a->argv[a->i++];
-        return true;
     }
-    if (s[n] == '=' && want_value) {
-        a->value = s + n + 1;
-        a->i++;
-        return true;
-    }
-    return false;
+    snprintf(buf, len, "-%c", c);
 }
 
-static bool duration_option(args *a, const char *name, int64_t *ms, bool *given)
+/* A duration option's value into *ms. Returns 0 or EXIT_USAGE (printed). */
+static int duration_value(const cli_opts *o, int c, int64_t *ms)
 {
-    if (!option(a, name, true))
-        return false;
-    if (a->error)
-        return true;
-    if (!cli_parse_duration(a->value, ms)) {
-        a->error = cli_usage_error(a->command,
-                                   "bad duration '%s' for %s (use 250ms, 10s, 5m, 1h, or "
-                                   "seconds)",
-                                   a->value, name);
-        return true;
-    }
-    if (given)
-        *given = true;
-    return true;
+    if (cli_parse_duration(o->arg, ms))
+        return 0;
+    char name[32];
+    option_shown(o->longopts, c, name, sizeof name);
+    return cli_usage_error(
+        o->command, "bad duration '%s' for %s (use 250ms, 10s, 5m, 1h, or seconds)", o->arg, name);
 }
 
-static bool count_option(args *a, const char *name, int64_t min, int64_t *v)
+/* A count option's value (min or more) into *v. Returns 0 or EXIT_USAGE (printed). */
+static int count_value(const cli_opts *o, int c, int64_t min, int64_t *v)
 {
-    if (!option(a, name, true))
-        return false;
-    if (a->error)
-        return true;
-    if (!cli_parse_count(a->value, INT64_MAX / 2, v) || *v < min)
-        a->error = cli_usage_error(a->command, "%s needs a whole number from %lld, not '%s'", name,
-                                   (long long)min, a->value);
-    return true;
+    if (cli_parse_count(o->arg, INT64_MAX / 2, v) && *v >= min)
+        return 0;
+    char name[32];
+    option_shown(o->longopts, c, name, sizeof name);
+    return cli_usage_error(o->command, "%s needs a whole number from %lld, not '%s'", name,
+                           (long long)min, o->arg);
 }
 
 /* What lock and semaphore do when busy: flock(1)'s -n, -w, -E and -q. */
@@ -102,42 +79,75 @@ typedef struct busy {
         BATON_WAIT_FOREVER, false, EXIT_NOT_ACQUIRED, false                                        \
     }
 
-static bool busy_option(args *a, busy *b)
+#define BUSY_SHORT "w:nE:q"
+#define BUSY_LONG                                                                                  \
+    {"wait", required_argument, NULL, 'w'}, {"nonblock", no_argument, NULL, 'n'},                  \
+        {"conflict-exit-code", required_argument, NULL, 'E'}, {"quiet", no_argument, NULL, 'q'},   \
+        {"url", required_argument, NULL, OPT_URL},                                                 \
+    {                                                                                              \
+        "kill-after", required_argument, NULL, OPT_KILL_AFTER                                      \
+    }
+
+/* -w, -n, -E, -q. Returns NOT_MINE, 0, or an exit code (printed). */
+static int busy_option(const cli_opts *o, int c, busy *b)
 {
-    if (duration_option(a, "--wait", &b->wait_ms, &b->has_wait) ||
-        duration_option(a, "-w", &b->wait_ms, &b->has_wait))
-        return true;
-    if (option(a, "-n", false) || option(a, "--nonblock", false)) {
+    switch (c) {
+    case 'w':
+        b->has_wait = true;
+        return duration_value(o, c, &b->wait_ms);
+    case 'n':
         b->wait_ms = 0;
         b->has_wait = true;
-        return true;
-    }
-    if (option(a, "-q", false) || option(a, "--quiet", false)) {
+        return 0;
+    case 'q':
         b->quiet = true;
-        return true;
+        return 0;
+    case 'E':
+        if (!cli_parse_count(o->arg, 255, &b->code))
+            return cli_usage_error(o->command, "-E needs an exit code from 0 to 255, not '%s'",
+                                   o->arg);
+        return 0;
+    default:
+        return NOT_MINE;
     }
-    if (option(a, "-E", true) || option(a, "--conflict-exit-code", true)) {
-        if (!a->error && (!cli_parse_count(a->value, 255, &b->code)))
-            a->error = cli_usage_error(a->command, "-E needs an exit code from 0 to 255, not '%s'",
-                                       a->value);
-        return true;
-    }
-    return false;
 }
 
-/* --url is accepted after the command too. */
-static bool url_option(args *a, cli_global *g)
+/* What every command takes: --url (also after the command), and the parser's own errors.
+ * Returns NOT_MINE, 0, or an exit code (printed). */
+static int common_option(const cli_opts *o, int c, cli_global *g)
 {
-    if (!option(a, "--url", true))
-        return false;
-    if (!a->error)
-        a->error = cli_set_url(g, a->value);
-    return true;
+    if (c == CLI_OPT_ERROR)
+        return EXIT_USAGE;
+    if (c == OPT_URL)
+        return cli_set_url(g, o->arg);
+    return NOT_MINE;
 }
 
-static int unknown_option(args *a)
+static int unexpected(const cli_opts *o, const char *what)
 {
-    return cli_usage_error(a->command, "unknown option '%s'", a->argv[a->i]);
+    return cli_usage_error(o->command, "unexpected '%s'", what);
+}
+
+/* A command's own options and words: returns NOT_MINE, 0, or an exit code (printed). */
+typedef int option_fn(cli_opts *o, int c, cli_global *g, void *arg);
+
+/* Reads every option and word of o: --url and the parser's errors here, -w/-n/-E/-q into b
+ * (NULL: the command takes none), the rest to fn. Frees o. Returns 0 or the exit code after
+ * a message. */
+static int each_option(cli_opts *o, cli_global *g, busy *b, option_fn *fn, void *arg)
+{
+    int rc = 0;
+    for (int c; !rc && (c = cli_opts_next(o)) != CLI_OPT_END;) {
+        rc = common_option(o, c, g);
+        if (rc == NOT_MINE && b)
+            rc = busy_option(o, c, b);
+        if (rc == NOT_MINE)
+            rc = fn(o, c, g, arg);
+        if (rc == NOT_MINE)
+            rc = cli_usage_error(o->command, "unknown option '%s'", o->argv[optind - 1]);
+    }
+    cli_opts_free(o);
+    return rc;
 }
 
 /* A duration as the user would write it. */
@@ -172,188 +182,255 @@ static char *fencing_env(baton_lock **members, size_t n)
 
 /* ------------------------------- lock ------------------------------------------------- */
 
-int cli_cmd_lock(cli_global *g, int argc, char **argv)
+/* What `lock` was asked to do. */
+typedef struct lock_args {
+    const char **names; /* borrowed from argv */
+    size_t n;
+    int64_t lease_ms, watchdog_ms, kill_after_ms;
+    busy b;
+    bool hold, has_lease, has_watchdog, fair;
+    char **command; /* after "--"; NULL with --hold */
+} lock_args;
+
+static const struct option lock_options[] = {
+    BUSY_LONG,
+    {"lease", required_argument, NULL, OPT_LEASE},
+    {"watchdog", required_argument, NULL, OPT_WATCHDOG},
+    {"fair", no_argument, NULL, OPT_FAIR},
+    {"hold", no_argument, NULL, OPT_HOLD},
+    {"verbose", no_argument, NULL, OPT_VERBOSE},
+    {NULL, 0, NULL, 0},
+};
+
+/* One of lock's own options. Returns NOT_MINE, 0, or an exit code (printed). */
+static int lock_option(cli_opts *o, int c, cli_global *g, void *arg)
 {
-    args a = {argc, 0, argv, "lock", NULL, 0};
-    const char **names = calloc((size_t)argc + 1, sizeof *names);
-    if (!names)
-        return EXIT_FAILED;
-    size_t n = 0;
-    int64_t lease_ms = 0, watchdog_ms = 0;
-    int64_t kill_after_ms = CLI_DEFAULT_KILL_AFTER_MS;
-    busy b = BUSY_INIT;
-    bool hold = false;
-    bool has_lease = false, has_watchdog = false, fair = false;
-    char **command = NULL;
-    while (!at_end(&a) && !a.error) {
-        const char *s = argv[a.i];
-        if (strcmp(s, "--") == 0) {
-            command = argv + a.i + 1;
-            break;
-        }
-        if (busy_option(&a, &b) || duration_option(&a, "--lease", &lease_ms, &has_lease) ||
-            duration_option(&a, "--watchdog", &watchdog_ms, &has_watchdog) ||
-            duration_option(&a, "--kill-after", &kill_after_ms, NULL) || url_option(&a, g))
-            continue;
-        if (option(&a, "--fair", false)) {
-            fair = true;
-            continue;
-        }
-        if (option(&a, "--hold", false)) {
-            hold = true;
-            continue;
-        }
-        if (option(&a, "--verbose", false)) {
-            g->verbose = true;
-            continue;
-        }
-        if (s[0] == '-' && s[1] != '\0') {
-            a.error = unknown_option(&a);
-            break;
-        }
-        names[n++] = s;
-        a.i++;
+    lock_args *la = arg;
+    switch (c) {
+    case OPT_LEASE:
+        la->has_lease = true;
+        return duration_value(o, c, &la->lease_ms);
+    case OPT_WATCHDOG:
+        la->has_watchdog = true;
+        return duration_value(o, c, &la->watchdog_ms);
+    case OPT_KILL_AFTER:
+        return duration_value(o, c, &la->kill_after_ms);
+    case OPT_FAIR:
+        la->fair = true;
+        return 0;
+    case OPT_HOLD:
+        la->hold = true;
+        return 0;
+    case OPT_VERBOSE:
+        g->verbose = true;
+        return 0;
+    case CLI_OPT_WORD:
+        la->names[la->n++] = o->arg;
+        return 0;
+    default:
+        return NOT_MINE;
     }
-    int rc = a.error;
-    if (!rc && n == 0)
-        rc = cli_usage_error("lock", "no lock NAME");
-    else if (!rc && hold && command)
-        rc = cli_usage_error("lock", "--hold runs no COMMAND");
-    else if (!rc && !hold && !command)
-        rc = cli_usage_error("lock", "missing '--' before COMMAND (or --hold)");
-    else if (!rc && !hold && !command[0])
-        rc = cli_usage_error("lock", "no COMMAND after '--'");
-    else if (!rc && has_lease && has_watchdog)
-        rc = cli_usage_error("lock", "--lease and --watchdog exclude each other");
-    else if (!rc && has_lease && lease_ms == 0)
-        rc = cli_usage_error("lock", "--lease must be more than 0");
-    else if (!rc && has_watchdog && watchdog_ms < 30)
-        rc = cli_usage_error("lock", "--watchdog must be at least 30ms");
-    if (rc) {
-        free(names);
-        return rc;
-    }
+}
 
-    g->watchdog_ms = watchdog_ms;
-    baton_client *c = NULL;
-    baton_lock **members = calloc(n, sizeof *members);
-    baton_lock *l = NULL;
-    char *token_env = NULL;
-    int *lost_fds = NULL;
-    char what[300];
-    snprintf(what, sizeof what, "%s %s%s",
-             n > 1  ? "multi-lock"
-             : fair ? "fair lock"
-                    : "lock",
-             names[0], n > 1 ? ", ..." : "");
-    if (!members) {
-        rc = EXIT_FAILED;
-        goto done;
-    }
-    rc = cli_open_client(g, &c);
+/* The combinations lock refuses. Returns 0 or EXIT_USAGE (printed). */
+static int lock_check(const lock_args *la)
+{
+    if (la->n == 0)
+        return cli_usage_error("lock", "no lock NAME");
+    if (la->hold && la->command)
+        return cli_usage_error("lock", "--hold runs no COMMAND");
+    if (!la->hold && !la->command)
+        return cli_usage_error("lock", "missing '--' before COMMAND (or --hold)");
+    if (!la->hold && !la->command[0])
+        return cli_usage_error("lock", "no COMMAND after '--'");
+    if (la->has_lease && la->has_watchdog)
+        return cli_usage_error("lock", "--lease and --watchdog exclude each other");
+    if (la->has_lease && la->lease_ms == 0)
+        return cli_usage_error("lock", "--lease must be more than 0");
+    if (la->has_watchdog && la->watchdog_ms < 30)
+        return cli_usage_error("lock", "--watchdog must be at least 30ms");
+    return 0;
+}
+
+/* Parses lock's arguments into *la (la->names allocated: free it). Returns 0 or the exit
+ * code after a message. */
+static int lock_parse(cli_global *g, int argc, char **argv, lock_args *la)
+{
+    *la = (lock_args){.kill_after_ms = CLI_DEFAULT_KILL_AFTER_MS, .b = BUSY_INIT};
+    la->names = calloc((size_t)argc + 1, sizeof *la->names);
+    cli_opts o;
+    int rc =
+        la->names ? cli_opts_init(&o, "lock", argc, argv, BUSY_SHORT, lock_options) : EXIT_FAILED;
     if (rc)
-        goto done;
-    for (size_t i = 0; i < n; i++) {
-        int brc = fair ? baton_fairlock_open(c, names[i], &members[i])
-                       : baton_lock_open(c, names[i], &members[i]);
-        if (brc != BATON_OK) {
-            rc = cli_fail(c, brc, "lock %s", names[i]);
-            goto done;
-        }
-    }
-    if (n == 1) {
-        l = members[0];
-    } else {
-        int brc = baton_multilock_open(members, n, &l);
-        if (brc != BATON_OK) {
-            rc = cli_fail(c, brc, "%s", what);
-            goto done;
-        }
-    }
+        return rc;
+    la->command = o.rest;
+    rc = each_option(&o, g, &la->b, lock_option, la);
+    return rc ? rc : lock_check(la);
+}
 
-    int64_t lease = has_lease ? lease_ms : BATON_LEASE_WATCHDOG;
-    int64_t asked = cli_now_ms();
-    int brc =
-        b.has_wait ? baton_lock_try_acquire(l, b.wait_ms, lease) : baton_lock_acquire(l, lease);
+/* A lock run's state, from the open to the close. */
+typedef struct lock_run {
+    const lock_args *la;
+    baton_client *c;
+    baton_lock **members; /* one per NAME */
+    baton_lock *l;        /* members[0], or the multi-lock over them */
+    char what[300];       /* "lock NAME", "fair lock NAME", "multi-lock NAME, ...": messages */
+    int64_t asked_ms;     /* when the acquire was asked (--verbose) */
+} lock_run;
+
+/* Opens the client, a handle per NAME and, for several, the multi-lock over them. Returns
+ * 0 or the exit code after a message. */
+static int lock_open(cli_global *g, lock_run *r)
+{
+    const lock_args *la = r->la;
+    snprintf(r->what, sizeof r->what, "%s %s%s",
+             la->n > 1  ? "multi-lock"
+             : la->fair ? "fair lock"
+                        : "lock",
+             la->names[0], la->n > 1 ? ", ..." : "");
+    r->members = calloc(la->n, sizeof *r->members);
+    if (!r->members)
+        return EXIT_FAILED;
+    g->watchdog_ms = la->watchdog_ms;
+    int rc = cli_open_client(g, &r->c);
+    for (size_t i = 0; !rc && i < la->n; i++) {
+        int brc = la->fair ? baton_fairlock_open(r->c, la->names[i], &r->members[i])
+                           : baton_lock_open(r->c, la->names[i], &r->members[i]);
+        if (brc != BATON_OK)
+            rc = cli_fail(r->c, brc, "lock %s", la->names[i]);
+    }
+    if (!rc && la->n == 1) {
+        r->l = r->members[0];
+    } else if (!rc) {
+        int brc = baton_multilock_open(r->members, la->n, &r->l);
+        if (brc != BATON_OK)
+            rc = cli_fail(r->c, brc, "%s", r->what);
+    }
+    return rc;
+}
+
+static void lock_close(lock_run *r)
+{
+    if (r->la->n > 1)
+        baton_lock_close(r->l);
+    for (size_t i = 0; r->members && i < r->la->n; i++)
+        baton_lock_close(r->members[i]);
+    free(r->members);
+    baton_client_close(r->c);
+}
+
+/* Acquires, waiting as --wait/-n say. Returns 0 (held), or the exit code after a message
+ * (-E's code when busy, -q: without one). */
+static int lock_acquire(const cli_global *g, lock_run *r)
+{
+    const lock_args *la = r->la;
+    int64_t lease = la->has_lease ? la->lease_ms : BATON_LEASE_WATCHDOG;
+    r->asked_ms = cli_now_ms();
+    int brc = la->b.has_wait ? baton_lock_try_acquire(r->l, la->b.wait_ms, lease)
+                             : baton_lock_acquire(r->l, lease);
     if (g->verbose && brc == BATON_OK)
-        fprintf(stderr, "baton: acquired %s in %lld ms\n", what, (long long)(cli_now_ms() - asked));
+        fprintf(stderr, "baton: acquired %s in %lld ms\n", r->what,
+                (long long)(cli_now_ms() - r->asked_ms));
     if (brc == BATON_ETIMEDOUT) {
         char shown[32];
-        format_ms(b.wait_ms, shown, sizeof shown);
-        if (!b.quiet)
-            cli_error("%s: not acquired within %s%s%s", what, shown,
-                      hold ? "" : "; not run: ", hold ? "" : command[0]);
-        rc = (int)b.code;
-        goto done;
+        format_ms(la->b.wait_ms, shown, sizeof shown);
+        if (!la->b.quiet)
+            cli_error("%s: not acquired within %s%s%s", r->what, shown,
+                      la->hold ? "" : "; not run: ", la->hold ? "" : la->command[0]);
+        return (int)la->b.code;
     }
-    if (brc != BATON_OK) {
-        rc = cli_fail(c, brc, "%s", what);
-        goto done;
-    }
-    cli_guard_hold();
+    return brc == BATON_OK ? 0 : cli_fail(r->c, brc, "%s", r->what);
+}
 
-    /* What COMMAND learns (its fencing tokens) and what baton watches while it runs: the
-     * members' lost descriptors (a multi-lock's signals are its members'). */
-    token_env = fencing_env(members, n);
-    lost_fds = calloc(n, sizeof *lost_fds);
+/* With --lease: when baton must consider the hold ended, as cli_now_ms(). The lease runs
+ * from the server's acquire: end it at the earliest member's remaining TTL, counted from
+ * before asking, so baton's end is never the later. 0 without --lease. */
+static int64_t lock_lease_end(const lock_run *r)
+{
+    if (!r->la->has_lease)
+        return 0;
+    int64_t lease_end = cli_now_ms() + r->la->lease_ms;
+    for (size_t i = 0; i < r->la->n; i++) {
+        int64_t t0 = cli_now_ms(), ttl;
+        if (baton_lock_remaining_ttl(r->members[i], &ttl) != BATON_OK)
+            continue;
+        if (ttl == -1)
+            continue;                           /* no expiry: nothing to watch */
+        int64_t end = t0 + (ttl < 0 ? 0 : ttl); /* -2: gone already */
+        if (end < lease_end)
+            lease_end = end;
+    }
+    return lease_end;
+}
+
+/* Runs COMMAND (or, with --hold, waits for a signal) while held: COMMAND learns its
+ * fencing tokens, and baton watches the members' lost descriptors (a multi-lock's signals
+ * are its members') and the lease's end. */
+static void lock_hold(lock_run *r, cli_outcome *out)
+{
+    const lock_args *la = r->la;
+    char *token_env = fencing_env(r->members, la->n);
+    int *lost_fds = calloc(la->n, sizeof *lost_fds);
     size_t n_fds = 0;
-    for (size_t i = 0; lost_fds && i < n; i++)
-        if (baton_lock_lost_fd(members[i], &lost_fds[n_fds]) == BATON_OK)
+    for (size_t i = 0; lost_fds && i < la->n; i++)
+        if (baton_lock_lost_fd(r->members[i], &lost_fds[n_fds]) == BATON_OK)
             n_fds++;
-    int64_t lease_end = 0;
-    if (has_lease) {
-        /* The lease runs from the server's acquire: end it at the earliest member's
-         * remaining TTL, counted from before asking, so baton's end is never the later. */
-        lease_end = cli_now_ms() + lease_ms;
-        for (size_t i = 0; i < n; i++) {
-            int64_t t0 = cli_now_ms(), ttl;
-            if (baton_lock_remaining_ttl(members[i], &ttl) != BATON_OK)
-                continue;
-            if (ttl == -1)
-                continue;                           /* no expiry: nothing to watch */
-            int64_t end = t0 + (ttl < 0 ? 0 : ttl); /* -2: gone already */
-            if (end < lease_end)
-                lease_end = end;
-        }
-    }
-
-    cli_watch w = {lost_fds, n_fds, lease_end, what, token_env, kill_after_ms};
-    cli_outcome out = {0, false, false};
-    if (hold) {
-        fprintf(stderr, "baton: holding %s until interrupted\n", what);
-        out.status = cli_hold(&w);
-        out.lost = out.status == EXIT_LOST;
-        out.ran = true;
+    cli_watch w = {lost_fds, n_fds, lock_lease_end(r), r->what, token_env, la->kill_after_ms};
+    *out = (cli_outcome){0, false, false};
+    if (la->hold) {
+        fprintf(stderr, "baton: holding %s until interrupted\n", r->what);
+        out->status = cli_hold(&w);
+        out->lost = out->status == EXIT_LOST;
+        out->ran = true;
     } else {
-        cli_run(command, &w, &out);
+        cli_run(la->command, &w, out);
     }
-
-    brc = baton_lock_release(l);
-    if (g->verbose)
-        fprintf(stderr, "baton: released %s after %lld ms (%s)\n", what,
-                (long long)(cli_now_ms() - asked), brc == BATON_OK ? "ok" : baton_err_name(brc));
-    if (out.lost) {
-        rc = EXIT_LOST;
-    } else if (out.ran && brc == BATON_ENOTHELD) {
-        cli_error("%s was lost before %s finished (found at release)", what,
-                  hold ? "the hold" : command[0]);
-        rc = EXIT_LOST;
-    } else {
-        if (brc != BATON_OK && brc != BATON_ENOTHELD)
-            cli_fail(c, brc, "releasing %s (it expires by its lease)", what);
-        rc = out.status;
-    }
-
-done:
     free(token_env);
     free(lost_fds);
-    if (n > 1)
-        baton_lock_close(l);
-    for (size_t i = 0; members && i < n; i++)
-        baton_lock_close(members[i]);
-    free(members);
-    free(names);
-    baton_client_close(c);
+}
+
+/* Releases after the run; the exit code: COMMAND's, or EXIT_LOST if the hold was lost
+ * while it ran (seen then, or found at the release). */
+static int lock_release(const cli_global *g, lock_run *r, const cli_outcome *out)
+{
+    const lock_args *la = r->la;
+    int brc = baton_lock_release(r->l);
+    if (g->verbose)
+        fprintf(stderr, "baton: released %s after %lld ms (%s)\n", r->what,
+                (long long)(cli_now_ms() - r->asked_ms),
+                brc == BATON_OK ? "ok" : baton_err_name(brc));
+    if (out->lost)
+        return EXIT_LOST;
+    if (out->ran && brc == BATON_ENOTHELD) {
+        cli_error("%s was lost before %s finished (found at release)", r->what,
+                  la->hold ? "the hold" : la->command[0]);
+        return EXIT_LOST;
+    }
+    if (brc != BATON_OK && brc != BATON_ENOTHELD)
+        cli_fail(r->c, brc, "releasing %s (it expires by its lease)", r->what);
+    return out->status;
+}
+
+int cli_cmd_lock(cli_global *g, int argc, char **argv)
+{
+    lock_args la;
+    int rc = lock_parse(g, argc, argv, &la);
+    if (rc) {
+        free(la.names);
+        return rc;
+    }
+    lock_run r = {.la = &la};
+    rc = lock_open(g, &r);
+    if (!rc)
+        rc = lock_acquire(g, &r);
+    if (!rc) {
+        cli_guard_hold();
+        cli_outcome out;
+        lock_hold(&r, &out);
+        rc = lock_release(g, &r, &out);
+    }
+    lock_close(&r);
+    free(la.names);
     return rc;
 }
 
@@ -411,48 +488,82 @@ static int semaphore_admin(cli_global *g, const char *name, const char *verb, co
     return rc;
 }
 
+/* What `semaphore` was asked to do. */
+typedef struct semaphore_args {
+    const char *name;
+    int64_t permits, take, kill_after_ms;
+    busy b;
+    bool has_permits;
+    char **command;            /* after "--" */
+    const char *verb, *number; /* the admin forms: set N, add [-]N, drain, delete */
+    bool wants_number;         /* the verb takes a number, not given yet */
+} semaphore_args;
+
+static const struct option semaphore_options[] = {
+    BUSY_LONG,
+    {"permits", required_argument, NULL, OPT_PERMITS},
+    {"take", required_argument, NULL, OPT_TAKE},
+    {NULL, 0, NULL, 0},
+};
+
+/* One of semaphore's own options or words. Returns NOT_MINE, 0, or an exit code. */
+static int semaphore_option(cli_opts *o, int c, cli_global *g, void *arg)
+{
+    (void)g;
+    semaphore_args *sa = arg;
+    switch (c) {
+    case OPT_PERMITS:
+        sa->has_permits = true;
+        return count_value(o, c, 0, &sa->permits);
+    case OPT_TAKE:
+        return count_value(o, c, 1, &sa->take);
+    case OPT_KILL_AFTER:
+        return duration_value(o, c, &sa->kill_after_ms);
+    case CLI_OPT_WORD:
+        break;
+    default:
+        return NOT_MINE;
+    }
+    if (sa->wants_number) {
+        sa->number = o->arg;
+        sa->wants_number = false;
+    } else if (sa->name && !sa->verb && is_semaphore_verb(o->arg)) {
+        sa->verb = o->arg;
+        if (strcmp(sa->verb, "set") == 0 || strcmp(sa->verb, "add") == 0) {
+            sa->number = cli_opts_take_number(o); /* add's may be negative */
+            sa->wants_number = !sa->number;
+        }
+    } else if (sa->name) {
+        return cli_usage_error("semaphore", "one semaphore NAME only ('%s' is a second)", o->arg);
+    } else {
+        sa->name = o->arg;
+    }
+    return 0;
+}
+
+/* Parses semaphore's arguments into *sa. Returns 0 or the exit code after a message. */
+static int semaphore_parse(cli_global *g, int argc, char **argv, semaphore_args *sa)
+{
+    *sa = (semaphore_args){.take = 1, .kill_after_ms = CLI_DEFAULT_KILL_AFTER_MS, .b = BUSY_INIT};
+    cli_opts o;
+    int rc = cli_opts_init(&o, "semaphore", argc, argv, BUSY_SHORT, semaphore_options);
+    if (rc)
+        return rc;
+    sa->command = o.rest;
+    return each_option(&o, g, &sa->b, semaphore_option, sa);
+}
+
 int cli_cmd_semaphore(cli_global *g, int argc, char **argv)
 {
-    args a = {argc, 0, argv, "semaphore", NULL, 0};
-    const char *name = NULL;
-    int64_t permits = 0, take = 1;
-    int64_t kill_after_ms = CLI_DEFAULT_KILL_AFTER_MS;
-    busy b = BUSY_INIT;
-    bool has_permits = false;
-    char **command = NULL;
-    const char *verb = NULL, *number = NULL;
-    int rc = 0;
-    while (!at_end(&a) && !a.error && !rc) {
-        const char *s = argv[a.i];
-        if (strcmp(s, "--") == 0) {
-            command = argv + a.i + 1;
-            break;
-        }
-        if (count_option(&a, "--permits", 0, &permits)) {
-            has_permits = true;
-            continue;
-        }
-        if (count_option(&a, "--take", 1, &take) || busy_option(&a, &b) ||
-            duration_option(&a, "--kill-after", &kill_after_ms, NULL) || url_option(&a, g))
-            continue;
-        if (name && !verb && is_semaphore_verb(s)) {
-            verb = s;
-            a.i++;
-            if ((strcmp(verb, "set") == 0 || strcmp(verb, "add") == 0) && !at_end(&a))
-                number = argv[a.i++]; /* add's may be negative */
-            continue;
-        }
-        if (s[0] == '-' && s[1] != '\0')
-            rc = unknown_option(&a);
-        else if (name)
-            rc = cli_usage_error("semaphore", "one semaphore NAME only ('%s' is a second)", s);
-        name = s;
-        a.i++;
-    }
-    if (!rc)
-        rc = a.error;
-    if (!rc && name && verb && !command)
-        return semaphore_admin(g, name, verb, number);
+    semaphore_args sa;
+    int rc = semaphore_parse(g, argc, argv, &sa);
+    const char *name = sa.name;
+    int64_t permits = sa.permits, take = sa.take, kill_after_ms = sa.kill_after_ms;
+    busy b = sa.b;
+    bool has_permits = sa.has_permits;
+    char **command = sa.command;
+    if (!rc && name && sa.verb && !command)
+        return semaphore_admin(g, name, sa.verb, sa.number);
     if (!rc && !name)
         rc = cli_usage_error("semaphore", "no semaphore NAME");
     else if (!rc && !command)
@@ -502,33 +613,57 @@ int cli_cmd_semaphore(cli_global *g, int argc, char **argv)
 
 /* ------------------------------- latch ------------------------------------------------ */
 
+static const struct option latch_options[] = {
+    {"url", required_argument, NULL, OPT_URL},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {NULL, 0, NULL, 0},
+};
+
+/* What `latch` was asked: up to 3 words (NAME, verb, N) and --timeout. */
+typedef struct latch_args {
+    const char *words[3];
+    size_t n;
+    int64_t timeout_ms;
+    bool has_timeout;
+} latch_args;
+
+static int latch_option(cli_opts *o, int c, cli_global *g, void *arg)
+{
+    (void)g;
+    latch_args *la = arg;
+    if (c == OPT_TIMEOUT) {
+        la->has_timeout = true;
+        return duration_value(o, c, &la->timeout_ms);
+    }
+    if (c != CLI_OPT_WORD)
+        return NOT_MINE;
+    if (la->n == 3)
+        return unexpected(o, o->arg);
+    la->words[la->n++] = o->arg;
+    const char *negative = la->n == 2 ? cli_opts_take_number(o) : NULL;
+    if (negative) /* "set -1": refused below with the count's message */
+        la->words[la->n++] = negative;
+    return 0;
+}
+
 int cli_cmd_latch(cli_global *g, int argc, char **argv)
 {
-    args a = {argc, 0, argv, "latch", NULL, 0};
-    const char *words[3] = {NULL, NULL, NULL}; /* NAME, verb, N */
-    size_t n = 0;
-    int64_t timeout_ms = BATON_WAIT_FOREVER;
-    bool has_timeout = false;
-    int rc = 0;
-    while (!at_end(&a) && !a.error && !rc) {
-        const char *s = argv[a.i];
-        if (duration_option(&a, "--timeout", &timeout_ms, &has_timeout) || url_option(&a, g))
-            continue;
-        if (s[0] == '-' && s[1] != '\0' && !(n == 2 && s[1] >= '0' && s[1] <= '9')) {
-            rc = unknown_option(&a);
-            break;
-        }
-        if (n == 3) {
-            rc = cli_usage_error("latch", "unexpected '%s'", s);
-            break;
-        }
-        words[n++] = s;
-        a.i++;
-    }
-    if (!rc)
-        rc = a.error;
+    latch_args la = {.timeout_ms = BATON_WAIT_FOREVER};
+    cli_opts o;
+    int rc = cli_opts_init(&o, "latch", argc, argv, "", latch_options);
     if (rc)
         return rc;
+    if (o.rest) {
+        cli_opts_free(&o);
+        return cli_usage_error("latch", "unexpected '--'");
+    }
+    rc = each_option(&o, g, NULL, latch_option, &la);
+    if (rc)
+        return rc;
+    const char **words = la.words;
+    size_t n = la.n;
+    int64_t timeout_ms = la.timeout_ms;
+    bool has_timeout = la.has_timeout;
     if (n < 2)
         return cli_usage_error("latch", n == 0 ? "no latch NAME" : "no latch verb");
     const char *name = words[0], *verb = words[1];
@@ -602,51 +737,58 @@ int cli_cmd_latch(cli_global *g, int argc, char **argv)
 
 /* ------------------------------- unlock --force --------------------------------------- */
 
-/* Whether NAME has a fair lock's queue or deadline set: then its waiters listen on their
- * own channels, which only a fair lock's force release wakes. */
-static bool has_fair_queue(const cli_global *g, const char *name)
+/* Whether NAME is a fair lock (its queue or deadline set exists): then its waiters listen on
+ * their own channels, which only a fair lock's force release wakes. A failed read answers
+ * "no": the force release that follows reports the failure. */
+static bool has_fair_queue(baton_client *c, const char *name)
 {
-    redisContext *r = cli_redis_connect(g);
-    if (!r)
-        return false;
-    char *queue = cli_tagged("redisson_lock_queue:", name);
-    char *timeout = cli_tagged("redisson_lock_timeout:", name);
-    bool fair = false;
-    if (queue && timeout) {
-        redisReply *rep = redisCommand(r, "EXISTS %s %s", queue, timeout);
-        fair = rep && rep->type == REDIS_REPLY_INTEGER && rep->integer > 0;
-        if (rep)
-            freeReplyObject(rep);
-    }
-    free(queue);
-    free(timeout);
-    redisFree(r);
+    baton_inspection *ins = NULL;
+    bool fair = baton_inspect(c, name, &ins) == BATON_OK && ins->kind == BATON_OBJECT_FAIRLOCK;
+    baton_inspection_free(ins);
     return fair;
+}
+
+static const struct option unlock_options[] = {
+    {"url", required_argument, NULL, OPT_URL},
+    {"force", no_argument, NULL, OPT_FORCE},
+    {NULL, 0, NULL, 0},
+};
+
+/* What `unlock` was asked. */
+typedef struct unlock_args {
+    const char *name;
+    bool force;
+} unlock_args;
+
+static int unlock_option(cli_opts *o, int c, cli_global *g, void *arg)
+{
+    (void)g;
+    unlock_args *ua = arg;
+    if (c == OPT_FORCE)
+        ua->force = true;
+    else if (c != CLI_OPT_WORD)
+        return NOT_MINE;
+    else if (ua->name)
+        return cli_usage_error("unlock", "one lock NAME only ('%s' is a second)", o->arg);
+    else
+        ua->name = o->arg;
+    return 0;
 }
 
 int cli_cmd_unlock(cli_global *g, int argc, char **argv)
 {
-    args a = {argc, 0, argv, "unlock", NULL, 0};
-    const char *name = NULL;
-    bool force = false;
-    int rc = 0;
-    while (!at_end(&a) && !a.error && !rc) {
-        const char *s = argv[a.i];
-        if (url_option(&a, g))
-            continue;
-        if (option(&a, "--force", false)) {
-            force = true;
-            continue;
-        }
-        if (s[0] == '-' && s[1] != '\0')
-            rc = unknown_option(&a);
-        else if (name)
-            rc = cli_usage_error("unlock", "one lock NAME only ('%s' is a second)", s);
-        name = s;
-        a.i++;
+    unlock_args ua = {NULL, false};
+    cli_opts o;
+    int rc = cli_opts_init(&o, "unlock", argc, argv, "", unlock_options);
+    if (rc)
+        return rc;
+    if (o.rest) {
+        cli_opts_free(&o);
+        return cli_usage_error("unlock", "unexpected '--'");
     }
-    if (!rc)
-        rc = a.error;
+    rc = each_option(&o, g, NULL, unlock_option, &ua);
+    const char *name = ua.name;
+    bool force = ua.force;
     if (!rc && !force)
         rc = cli_usage_error("unlock", "unlock deletes the lock whoever holds it: say --force");
     else if (!rc && !name)
@@ -659,7 +801,7 @@ int cli_cmd_unlock(cli_global *g, int argc, char **argv)
     rc = cli_open_client(g, &c);
     if (rc)
         return rc;
-    bool fair = has_fair_queue(g, name);
+    bool fair = has_fair_queue(c, name);
     int brc = fair ? baton_fairlock_open(c, name, &l) : baton_lock_open(c, name, &l);
     bool was_locked = false;
     if (brc == BATON_OK)

@@ -9,6 +9,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -399,19 +400,6 @@ static void print_help(const cli_command *cmd)
     fputs(help_tail, stdout);
 }
 
-/* The field of g that the TLS option a ("--tls-ca FILE" or "--tls-ca=FILE") sets, or NULL. */
-static const char **tls_option(cli_global *g, const char *a)
-{
-    static const char *const names[] = {"--tls-ca", "--tls-cert", "--tls-key", "--tls-sni"};
-    const char **fields[] = {&g->tls_ca, &g->tls_cert, &g->tls_key, &g->tls_sni};
-    for (size_t k = 0; k < 4; k++) {
-        size_t n = strlen(names[k]);
-        if (strncmp(a, names[k], n) == 0 && (a[n] == '\0' || a[n] == '='))
-            return fields[k];
-    }
-    return NULL;
-}
-
 /* True if args (up to "--") ask for help. */
 static bool wants_help(int argc, char **argv)
 {
@@ -421,45 +409,93 @@ static bool wants_help(int argc, char **argv)
     return false;
 }
 
+enum {
+    OPT_URL = 256,
+    OPT_USER,
+    OPT_ASKPASS,
+    OPT_TLS_CA,
+    OPT_TLS_CERT,
+    OPT_TLS_KEY,
+    OPT_TLS_SNI,
+    OPT_TLS_INSECURE
+};
+
+static const struct option global_options[] = {
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {"url", required_argument, NULL, OPT_URL},
+    {"user", required_argument, NULL, OPT_USER},
+    {"askpass", no_argument, NULL, OPT_ASKPASS},
+    {"tls-ca", required_argument, NULL, OPT_TLS_CA},
+    {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
+    {"tls-key", required_argument, NULL, OPT_TLS_KEY},
+    {"tls-sni", required_argument, NULL, OPT_TLS_SNI},
+    {"tls-insecure", no_argument, NULL, OPT_TLS_INSECURE},
+    {NULL, 0, NULL, 0},
+};
+
+/* Where a value-taking global option's value goes. */
+static const char **global_field(cli_global *g, int c)
+{
+    switch (c) {
+    case OPT_USER:
+        return &g->user;
+    case OPT_TLS_CA:
+        return &g->tls_ca;
+    case OPT_TLS_CERT:
+        return &g->tls_cert;
+    case OPT_TLS_KEY:
+        return &g->tls_key;
+    case OPT_TLS_SNI:
+        return &g->tls_sni;
+    default:
+        return NULL;
+    }
+}
+
+/* The options before the command (getopt_long, stopping at the first word: the command).
+ * Returns -1 to go on with the command at argv[optind], or the exit code to end with
+ * (--help and --version: 0). */
+static int parse_global(cli_global *g, int argc, char **argv)
+{
+    opterr = 0; /* the messages are ours */
+    for (int c; (c = getopt_long(argc, argv, "+:hV", global_options, NULL)) != -1;) {
+        const char **field = global_field(g, c);
+        if (field) {
+            *field = optarg;
+        } else if (c == 'h') {
+            print_help(NULL);
+            return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAILED;
+        } else if (c == 'V') {
+            printf("baton %s (libbaton %s)\n", BATON_VERSION_STRING, baton_version());
+            return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAILED;
+        } else if (c == OPT_URL) {
+            int rc = cli_set_url(g, optarg);
+            if (rc)
+                return rc;
+        } else if (c == OPT_TLS_INSECURE) {
+            g->tls_insecure = true;
+        } else if (c == OPT_ASKPASS) {
+            if (cli_askpass(g) != 0)
+                return EXIT_FAILED;
+        } else if (c == ':') {
+            return cli_usage_error(NULL, "%s needs a value", argv[optind - 1]);
+        } else if (optopt > 0 && optopt < 256) {
+            return cli_usage_error(NULL, "unknown option '-%c'", optopt);
+        } else {
+            return cli_usage_error(NULL, "unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    return -1;
+}
+
 int main(int argc, char **argv)
 {
     cli_global g = {0};
-    int i = 1;
-    for (; i < argc && strncmp(argv[i], "-", 1) == 0; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            print_help(NULL);
-            return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAILED;
-        }
-        if (strcmp(a, "--version") == 0 || strcmp(a, "-V") == 0) {
-            printf("baton %s (libbaton %s)\n", BATON_VERSION_STRING, baton_version());
-            return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAILED;
-        }
-        const char **tls = tls_option(&g, a);
-        if (tls) {
-            const char *eq = strchr(a, '=');
-            if (!eq && i + 1 >= argc)
-                return cli_usage_error(NULL, "%s needs a value", a);
-            *tls = eq ? eq + 1 : argv[++i];
-        } else if (strcmp(a, "--tls-insecure") == 0) {
-            g.tls_insecure = true;
-        } else if (strcmp(a, "--askpass") == 0) {
-            if (cli_askpass(&g) != 0)
-                return EXIT_FAILED;
-        } else if (strcmp(a, "--user") == 0 || strncmp(a, "--user=", 7) == 0) {
-            if (a[6] == '\0' && i + 1 >= argc)
-                return cli_usage_error(NULL, "--user needs a user name");
-            g.user = a[6] == '=' ? a + 7 : argv[++i];
-        } else if (strcmp(a, "--url") == 0 || strncmp(a, "--url=", 6) == 0) {
-            if (a[5] == '\0' && i + 1 >= argc)
-                return cli_usage_error(NULL, "--url needs a URL");
-            int rc = cli_set_url(&g, a[5] == '=' ? a + 6 : argv[++i]);
-            if (rc)
-                return rc;
-        } else {
-            return cli_usage_error(NULL, "unknown option '%s'", a);
-        }
-    }
+    int rc = parse_global(&g, argc, argv);
+    if (rc >= 0)
+        return rc;
+    int i = optind;
     if (i >= argc)
         return cli_usage_error(NULL, "no command");
     const char *tls_env[] = {"BATON_TLS_CA", "BATON_TLS_CERT", "BATON_TLS_KEY"};
@@ -494,7 +530,7 @@ int main(int argc, char **argv)
                                      "this build of baton does not speak yet");
     if (cli_signals_init() != 0)
         return EXIT_FAILED;
-    int rc = found->fn(&g, argc - i - 1, argv + i + 1);
+    rc = found->fn(&g, argc - i - 1, argv + i + 1);
     cli_guard_stop(); /* join the signal thread on every path (a usage error included) */
     if (fflush(stdout) != 0 && rc == EXIT_OK) {
         cli_error("writing the output: %s", strerror(errno));

@@ -59,6 +59,21 @@ void baton__owner(const baton_client *c, char *buf, size_t len)
     snprintf(buf, len, "%s:%llu", c->id, (unsigned long long)baton__thread_id());
 }
 
+const char *baton__client_origin(const baton_client *c)
+{
+    return c->origin;
+}
+
+/* "host:pid"; a host that cannot be named is "?" (the pid still tells the process). */
+static void make_origin(baton_client *c)
+{
+    char host[BATON__ORIGIN_LEN - 24] = ""; /* 24: room for ":", a 64-bit pid and NUL */
+    if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0')
+        snprintf(host, sizeof host, "?");
+    host[sizeof host - 1] = '\0';
+    snprintf(c->origin, sizeof c->origin, "%s:%ld", host, c->pid);
+}
+
 static void make_uuid(char out[40])
 {
     unsigned char b[16];
@@ -475,6 +490,7 @@ int baton_client_open(const baton_options *opts, baton_client **out)
     c->serial = atomic_fetch_add(&serials, 1);
     c->generation = baton__process_generation();
     c->pid = (long)getpid();
+    make_origin(c);
     make_uuid(c->id);
     baton__stats_configure(c, opts);
     baton__mutex_init(&c->pool_mu);

@@ -17,6 +17,8 @@ struct baton_client {
     char id[40];         /* random UUID, the owner prefix */
     unsigned generation; /* baton__process_generation() at open: see process.c */
     long pid;            /* the process that opened it, for messages */
+    /* "host:pid" of that process, recorded beside each hold (baton__client_origin) */
+    char origin[BATON__ORIGIN_LEN];
     baton__config cfg;
 
     pthread_mutex_t pool_mu;

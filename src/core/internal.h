@@ -235,6 +235,15 @@ typedef struct baton__stats {
 void baton__client_stats(baton_client *c, baton__stats *out);
 void baton__count_round_trip(baton_client *c);
 
+/* "<host>:<pid>" of the process that opened the client (gethostname, getpid; made once at
+ * open: a client serves only that process). The lock kinds record it beside each hold. */
+#define BATON__ORIGIN_LEN 96
+const char *baton__client_origin(const baton_client *c);
+/* The prefix of the side hash where the lock kinds record each holder's origin:
+ * baton_lock_meta:{name}, field <owner> -> "host:pid", with the lock's lease. Baton's own,
+ * beside Redisson's layout (a Redisson holder simply has no entry). */
+#define BATON__LOCK_META_PREFIX "baton_lock_meta:"
+
 /* "<uuid>:<thread-id>" of the calling thread for this client, into buf (>= 64 bytes). */
 void baton__owner(const baton_client *c, char *buf, size_t len);
 #define BATON__OWNER_LEN 64

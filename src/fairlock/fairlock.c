@@ -39,6 +39,7 @@ typedef struct fair {
     char *timeout_key; /* redisson_lock_timeout:{name} */
     char *token_key;   /* redisson_lock_token:{name} */
     char *latch_pfx;   /* redisson_unlock_latch:{name}: */
+    char *meta_key;    /* baton_lock_meta:{name}: the holder's "host:pid" */
 } fair;
 
 /* ------------------------------- acquire ---------------------------------------------- */
@@ -56,12 +57,14 @@ static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, bool queu
     snprintf(lease, sizeof lease, "%lld",
              (long long)(lease_ms == BATON_LEASE_WATCHDOG ? baton__watchdog_lease(c) : lease_ms));
     snprintf(fair_wait, sizeof fair_wait, "%lld", (long long)baton__client_config(c)->fair_wait_ms);
-    const char *keys[5] = {l->name, f->queue_key, f->timeout_key, f->token_key, l->channel};
-    const char *args[4] = {lease, owner, fair_wait, !queue ? "0" : *wait_ms > 0 ? "2" : "1"};
+    const char *keys[6] = {l->name,      f->queue_key, f->timeout_key,
+                           f->token_key, l->channel,   f->meta_key};
+    const char *mode = !queue ? "0" : *wait_ms > 0 ? "2" : "1";
+    const char *args[5] = {lease, owner, fair_wait, mode, baton__client_origin(c)};
     redisReply *r;
     bool maybe_ran;
     baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_FAIRLOCK);
-    int rc = baton__script_call_synced(c, baton__script_find("fairlock_acquire"), 5, keys, 4, args, &r,
+    int rc = baton__script_call_synced(c, baton__script_find("fairlock_acquire"), 6, keys, 5, args, &r,
                                 &maybe_ran);
     if (rc == BATON_ECONN && maybe_ran)
         return baton__hold_resolve_lost(l, owner, f->token_key, lease_ms);
@@ -177,15 +180,15 @@ static int fair_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
 static int fair_release(baton_lock *l)
 {
     fair *f = l->impl;
-    const char *keys[4] = {l->name, f->queue_key, f->timeout_key, l->channel};
-    return baton__hold_release(l, "fairlock_release", f->latch_pfx, 4, keys);
+    const char *keys[5] = {l->name, f->queue_key, f->timeout_key, l->channel, f->meta_key};
+    return baton__hold_release(l, "fairlock_release", f->latch_pfx, 5, keys);
 }
 
 static int fair_force_release(baton_lock *l, bool *was_locked)
 {
     fair *f = l->impl;
-    const char *keys[4] = {l->name, f->queue_key, f->timeout_key, l->channel};
-    return baton__hold_force_release(l, "fairlock_force_release", 4, keys, was_locked);
+    const char *keys[5] = {l->name, f->queue_key, f->timeout_key, l->channel, f->meta_key};
+    return baton__hold_force_release(l, "fairlock_force_release", 5, keys, was_locked);
 }
 
 /* ------------------------------- open and close --------------------------------------- */
@@ -198,6 +201,7 @@ static void fair_free(fair *f)
     free(f->timeout_key);
     free(f->token_key);
     free(f->latch_pfx);
+    free(f->meta_key);
     free(f);
 }
 
@@ -236,7 +240,8 @@ int baton_fairlock_open(baton_client *c, const char *name, baton_lock **out)
     f->timeout_key = baton__derive_key(TIMEOUT_PREFIX, name, NULL);
     f->token_key = baton__derive_key(TOKEN_PREFIX, name, NULL);
     f->latch_pfx = baton__derive_key(LATCH_PREFIX, name, ":");
-    if (!f->queue_key || !f->timeout_key || !f->token_key || !f->latch_pfx)
+    f->meta_key = baton__derive_key(BATON__LOCK_META_PREFIX, name, NULL);
+    if (!f->queue_key || !f->timeout_key || !f->token_key || !f->latch_pfx || !f->meta_key)
         goto nomem;
     /* l->channel is the waiters' channel prefix; each waiter appends ":<owner>". */
     if (baton__lock_base_init(l, &fair_ops, c, name, CHANNEL_PREFIX) != BATON_OK)

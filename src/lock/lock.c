@@ -29,6 +29,7 @@
 typedef struct plain {
     char *token_key; /* redisson_lock_token:{name} */
     char *latch_pfx; /* redisson_unlock_latch:{name}: */
+    char *meta_key;  /* baton_lock_meta:{name}: the holder's "host:pid" */
 } plain;
 
 static const baton__lock_ops plain_ops;
@@ -44,13 +45,13 @@ static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, int64_t *
     char lease[32];
     snprintf(lease, sizeof lease, "%lld",
              (long long)(lease_ms == BATON_LEASE_WATCHDOG ? baton__watchdog_lease(c) : lease_ms));
-    const char *keys[2] = {l->name, p->token_key};
-    const char *args[2] = {lease, owner};
+    const char *keys[3] = {l->name, p->token_key, p->meta_key};
+    const char *args[3] = {lease, owner, baton__client_origin(c)};
     redisReply *r;
     bool maybe_ran;
     baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_LOCK);
     int rc =
-        baton__script_call_synced(c, baton__script_find("lock_acquire"), 2, keys, 2, args, &r, &maybe_ran);
+        baton__script_call_synced(c, baton__script_find("lock_acquire"), 3, keys, 3, args, &r, &maybe_ran);
     if (rc == BATON_ECONN && maybe_ran)
         return baton__hold_resolve_lost(l, owner, p->token_key, lease_ms);
     bool unsynced = rc == BATON_ENOTSYNCED; /* it ran; the replicas did not confirm it */
@@ -124,14 +125,15 @@ static int plain_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
 static int plain_release(baton_lock *l)
 {
     plain *p = l->impl;
-    const char *keys[2] = {l->name, l->channel};
-    return baton__hold_release(l, "lock_release", p->latch_pfx, 2, keys);
+    const char *keys[3] = {l->name, l->channel, p->meta_key};
+    return baton__hold_release(l, "lock_release", p->latch_pfx, 3, keys);
 }
 
 static int plain_force_release(baton_lock *l, bool *was_locked)
 {
-    const char *keys[2] = {l->name, l->channel};
-    return baton__hold_force_release(l, "lock_force_release", 2, keys, was_locked);
+    plain *p = l->impl;
+    const char *keys[3] = {l->name, l->channel, p->meta_key};
+    return baton__hold_force_release(l, "lock_force_release", 3, keys, was_locked);
 }
 
 /* ------------------------------- open and close --------------------------------------- */
@@ -141,6 +143,7 @@ static void plain_close(baton_lock *l)
     plain *p = l->impl;
     free(p->token_key);
     free(p->latch_pfx);
+    free(p->meta_key);
     free(p);
 }
 
@@ -170,7 +173,8 @@ int baton_lock_open(baton_client *c, const char *name, baton_lock **out)
         goto nomem;
     p->token_key = baton__derive_key(TOKEN_PREFIX, name, NULL);
     p->latch_pfx = baton__derive_key(LATCH_PREFIX, name, ":");
-    if (!p->token_key || !p->latch_pfx)
+    p->meta_key = baton__derive_key(BATON__LOCK_META_PREFIX, name, NULL);
+    if (!p->token_key || !p->latch_pfx || !p->meta_key)
         goto nomem;
     if (baton__lock_base_init(l, &plain_ops, c, name, CHANNEL_PREFIX) != BATON_OK)
         goto nomem;
@@ -181,6 +185,7 @@ nomem:
     if (p) {
         free(p->token_key);
         free(p->latch_pfx);
+        free(p->meta_key);
     }
     free(p);
     free(l);

@@ -1,0 +1,119 @@
+/*
+ * Inspection: what lives at one name, for operators and their tools (`baton status` is
+ * one). The verbs of lock.h, latch.h and semaphore.h answer a holder's questions ("do I
+ * hold it?"); baton_inspect() answers an operator's: who holds it and how often, who waits
+ * in a fair lock's queue and until when, how many permits or what count is left, the last
+ * fencing token, and how many clients listen for each kind of wake-up.
+ *
+ * One call reads everything in one server-side script, so the answer is one atomic
+ * snapshot, taken through the client's own connections (its URL, credentials and routing).
+ * It reads Redisson's layout and changes nothing; a Redisson process's objects are seen the
+ * same way as baton's.
+ *
+ * What a name holds is told apart by its Redis type and its neighbours: a hash is a lock
+ * (a fair lock when the fair lock's queue or deadline keys exist beside it); a string is a
+ * semaphore's permits or a latch's count, told apart by who listens on which channel when
+ * it cannot be told by its value. See baton_object_kind.
+ *
+ * Threads: baton_inspect() may be called from any thread while the client is open. A
+ * baton_inspection belongs to the caller; it does not refer to the client and may outlive it.
+ */
+#ifndef BATON_INSPECT_H
+#define BATON_INSPECT_H
+
+#include <baton/client.h>
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What a name holds. Values are only ever appended. */
+typedef enum baton_object_kind {
+    BATON_OBJECT_ABSENT = 0,             /* no key: a free lock, an open or unset latch, an unset
+                                            semaphore */
+    BATON_OBJECT_LOCK = 1,               /* a held lock (a fair lock with nobody queued too:
+                                            its hash is the same) */
+    BATON_OBJECT_FAIRLOCK = 2,           /* a fair lock with waiters queued, held or free */
+    BATON_OBJECT_SEMAPHORE = 3,          /* a semaphore's available permits */
+    BATON_OBJECT_LATCH = 4,              /* a latch's count (above zero) */
+    BATON_OBJECT_SEMAPHORE_OR_LATCH = 5, /* a count above zero that nobody waits on: either */
+    BATON_OBJECT_OTHER = 6,              /* a key of another type: not a baton object */
+} baton_object_kind;
+
+/* One holder of a lock: one field of Redisson's hash. */
+typedef struct baton_inspect_holder {
+    size_t size;       /* sizeof this struct in the library that filled it (see below) */
+    const char *owner; /* "<client-id>:<thread-id>", the hash's field */
+    int64_t holds;     /* re-entrant hold count; -1 if the field's value is not a number */
+    const char *host;  /* host name of the holding process, as baton recorded it when it took
+                          the lock (gethostname); NULL when none is recorded: a holder that
+                          is not baton (Redisson) */
+    int64_t pid;       /* process id of the holding process on that host; 0 when none */
+} baton_inspect_holder;
+
+/* One waiter in a fair lock's queue. */
+typedef struct baton_inspect_waiter {
+    size_t size;         /* sizeof this struct in the library that filled it */
+    const char *owner;   /* "<client-id>:<thread-id>" */
+    bool has_deadline;   /* false if the waiter has no entry in the deadline set */
+    int64_t deadline_ms; /* when the waiter loses its place unless it renews it: server
+                            time (ms since the epoch), comparable with server_time_ms */
+} baton_inspect_waiter;
+
+/*
+ * What baton_inspect() found at a name. Every string and array is owned by the struct and
+ * freed with it by baton_inspection_free().
+ *
+ * ABI: the library allocates this struct and the holder and waiter structs, and new fields
+ * are only ever appended to each of them; existing fields never change order, type or
+ * meaning. Each starts with `size`, the sizeof the library that filled it declares, so a
+ * program built against a newer header can tell whether a field it knows is there:
+ * `offsetof(baton_inspection, field) < ins->size`. Holders and waiters are arrays of
+ * pointers, never of structs, so that a longer element struct does not move its neighbours.
+ */
+typedef struct baton_inspection {
+    size_t size;                    /* sizeof this struct in the library that filled it */
+    char *name;                     /* the name inspected */
+    baton_object_kind kind;         /* what it holds */
+    const char *kind_name;          /* the kind as `baton status --json` spells it: "absent",
+                                       "lock", "fairlock", "semaphore", "latch",
+                                       "semaphore-or-latch", "other"; static */
+    char *redis_type;               /* the key's Redis TYPE: "none", "hash", "string", ... */
+    int64_t ttl_ms;                 /* the key's PTTL: -2 absent, -1 no expiry */
+    baton_inspect_holder **holders; /* a lock's holders (none when free) */
+    size_t n_holders;
+    baton_inspect_waiter **queue; /* a fair lock's queue, first in line first */
+    size_t n_queue;
+    bool has_value;                /* the key is a string holding an integer: */
+    int64_t value;                 /* a semaphore's available permits, a latch's count */
+    bool has_token;                /* a fencing token was ever handed out for the name: */
+    int64_t token;                 /* the last one */
+    int64_t server_time_ms;        /* the server's clock when the snapshot was taken */
+    int64_t subscribers_lock;      /* clients subscribed for the lock's unlock message */
+    int64_t subscribers_semaphore; /* clients waiting for the semaphore's permits */
+    int64_t subscribers_latch;     /* clients waiting for the latch to open */
+} baton_inspection;
+
+/*
+ * Reads what lives at NAME (1 to BATON_MAX_NAME_LEN bytes) into a new *out, which the caller
+ * frees with baton_inspection_free(). A name with nothing at it is not an error: *out says
+ * BATON_OBJECT_ABSENT. Blocks for one round trip, at most the command timeout (twice: a read
+ * whose connection broke is sent once more on a new one). *out is NULL on any failure.
+ *
+ * Returns BATON_OK; BATON_EINVAL (c, name or out NULL, name empty or too long); BATON_ECONN;
+ * BATON_EAUTH; BATON_EPROTO (a server error, or a reply that is not a snapshot);
+ * BATON_ENOMEM; BATON_ENOTSUP (a client copied into a forked child). Details:
+ * baton_client_errmsg().
+ */
+BATON_API int baton_inspect(baton_client *c, const char *name, baton_inspection **out);
+
+/* Frees an inspection and everything it owns. NULL is a no-op. */
+BATON_API void baton_inspection_free(baton_inspection *ins);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BATON_INSPECT_H */

@@ -1,0 +1,44 @@
+-- inspect: one atomic, read-only snapshot of what lives at a name (baton_inspect).
+-- KEYS[1]  the name: a lock's hash, or a semaphore's permits / a latch's count (a string)
+-- KEYS[2]  redisson_lock_queue:{name}, the fair lock's queue (a list)
+-- KEYS[3]  redisson_lock_timeout:{name}, the fair lock's waiter deadlines (a zset)
+-- KEYS[4]  redisson_lock_token:{name}, the fencing-token counter (a string)
+-- KEYS[5]  baton_lock_meta:{name}, baton's side hash: holder owner -> "host:pid"
+-- ARGV[1]  the lock's channel, ARGV[2] the semaphore's, ARGV[3] the latch's
+-- Returns  {type, pttl, fields, value, queue, deadlines, token, time, numsub, origins}:
+--          type      the name's TYPE ("none", "hash", "string", ...)
+--          pttl      its PTTL (-2 absent, -1 no expiry)
+--          fields    a hash's HGETALL (owner, holds, ...), else nil
+--          value     a string's value, else nil
+--          queue     LRANGE of KEYS[2] ({} unless a list)
+--          deadlines ZRANGE WITHSCORES of KEYS[3] ({} unless a zset)
+--          token     GET of KEYS[4] (nil unless a string)
+--          time      the server's TIME {seconds, microseconds}
+--          numsub    PUBSUB NUMSUB of the three channels {ch, n, ch, n, ch, n}
+--          origins   HGETALL of KEYS[5] ({} unless a hash)
+-- Auxiliary keys of an unexpected type read as absent rather than failing the snapshot.
+local function type_of(key)
+    return redis.call('type', key)['ok']
+end
+local t = type_of(KEYS[1])
+local fields, value = false, false
+if t == 'hash' then
+    fields = redis.call('hgetall', KEYS[1])
+elseif t == 'string' then
+    value = redis.call('get', KEYS[1])
+end
+local queue, deadlines, token, origins = {}, {}, false, {}
+if type_of(KEYS[2]) == 'list' then
+    queue = redis.call('lrange', KEYS[2], 0, -1)
+end
+if type_of(KEYS[3]) == 'zset' then
+    deadlines = redis.call('zrange', KEYS[3], 0, -1, 'withscores')
+end
+if type_of(KEYS[4]) == 'string' then
+    token = redis.call('get', KEYS[4])
+end
+if type_of(KEYS[5]) == 'hash' then
+    origins = redis.call('hgetall', KEYS[5])
+end
+return {t, redis.call('pttl', KEYS[1]), fields, value, queue, deadlines, token,
+        redis.call('time'), redis.call('pubsub', 'numsub', ARGV[1], ARGV[2], ARGV[3]), origins}

@@ -1,0 +1,354 @@
+/*
+ * baton_inspect(): what lives at a name, for operators (`baton status`) and their tools.
+ * One read-only script (lua/inspect.lua) takes the whole snapshot at once: the name's type,
+ * TTL and value, the fair lock's queue and deadlines, the fencing-token counter, the
+ * server's clock and the subscriber counts of the three channels. A script rather than a
+ * MULTI pipeline because the core routes a script by its keys like every other operation
+ * (all of them share the name's {hash tag}), and this file needs no connection of its own.
+ *
+ * The decoding trusts nothing: every element is checked, and a reply that is not a
+ * snapshot is BATON_EPROTO, never a crash.
+ */
+#define _GNU_SOURCE
+#include "../core/internal.h"
+#include "decode.h"
+
+#include <hiredis/hiredis.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LOCK_CHANNEL_PREFIX "redisson_lock__channel:"
+#define SEMAPHORE_CHANNEL_PREFIX "redisson_sc:"
+#define LATCH_CHANNEL_PREFIX "redisson_countdownlatch__channel__"
+#define QUEUE_PREFIX "redisson_lock_queue:"
+#define TIMEOUT_PREFIX "redisson_lock_timeout:"
+#define TOKEN_PREFIX "redisson_lock_token:"
+/* Baton's side hash of holders' origins: BATON__LOCK_META_PREFIX (internal.h). */
+
+/* The script's reply: an array of this many elements, in this order. */
+enum {
+    R_TYPE,
+    R_PTTL,
+    R_FIELDS,
+    R_VALUE,
+    R_QUEUE,
+    R_DEADLINES,
+    R_TOKEN,
+    R_TIME,
+    R_NUMSUB,
+    R_ORIGINS,
+    R_N
+};
+
+/* ------------------------------- reply readers ---------------------------------------- */
+
+/* An integer from an integer reply or a string of decimal digits (a sign allowed). */
+static bool reply_int(const redisReply *r, int64_t *out)
+{
+    if (r && r->type == REDIS_REPLY_INTEGER) {
+        *out = r->integer;
+        return true;
+    }
+    if (!r || r->type != REDIS_REPLY_STRING || r->len == 0)
+        return false;
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(r->str, &end, 10);
+    if (errno != 0 || end != r->str + r->len)
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool is_array(const redisReply *r)
+{
+    return r && r->type == REDIS_REPLY_ARRAY;
+}
+
+static bool is_str(const redisReply *r)
+{
+    return r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) && r->str;
+}
+
+/* ------------------------------- decoding --------------------------------------------- */
+
+/* The value beside key in a flat [field, value, ...] reply, or NULL. */
+static const redisReply *flat_get(const redisReply *map, const char *key)
+{
+    for (size_t j = 0; is_array(map) && j + 1 < map->elements; j += 2)
+        if (is_str(map->element[j]) && strcmp(map->element[j]->str, key) == 0)
+            return map->element[j + 1];
+    return NULL;
+}
+
+/* A holder's host and pid from its "host:pid" in the side hash; none if absent or not of
+ * that form (the host may hold no ':', the pid is a positive number). */
+static int decode_origin(baton_inspect_holder *h, const redisReply *origin)
+{
+    if (!is_str(origin))
+        return BATON_OK;
+    const char *colon = strrchr(origin->str, ':');
+    if (!colon || colon == origin->str)
+        return BATON_OK;
+    char *end = NULL;
+    errno = 0;
+    long long pid = strtoll(colon + 1, &end, 10);
+    if (errno != 0 || end == colon + 1 || *end != '\0' || pid <= 0)
+        return BATON_OK;
+    h->host = baton__strndup(origin->str, (size_t)(colon - origin->str));
+    if (!h->host)
+        return BATON_ENOMEM;
+    h->pid = pid;
+    return BATON_OK;
+}
+
+/* A lock's holders from HGETALL's flat [owner, holds, ...], with their origins. */
+static int decode_holders(baton_inspection *ins, const redisReply *fields,
+                          const redisReply *origins)
+{
+    if (!is_array(fields))
+        return BATON_OK; /* not a hash */
+    size_t n = fields->elements / 2;
+    if (n == 0)
+        return BATON_OK;
+    ins->holders = calloc(n, sizeof *ins->holders);
+    if (!ins->holders)
+        return BATON_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const redisReply *owner = fields->element[2 * i];
+        if (!is_str(owner))
+            return BATON_EPROTO;
+        baton_inspect_holder *h = calloc(1, sizeof *h);
+        if (!h)
+            return BATON_ENOMEM;
+        ins->holders[ins->n_holders++] = h;
+        h->size = sizeof *h;
+        h->owner = baton__strndup(owner->str, owner->len);
+        if (!h->owner)
+            return BATON_ENOMEM;
+        if (!reply_int(fields->element[2 * i + 1], &h->holds))
+            h->holds = -1;
+        if (decode_origin(h, flat_get(origins, h->owner)) != BATON_OK)
+            return BATON_ENOMEM;
+    }
+    return BATON_OK;
+}
+
+/* The score beside owner in ZRANGE WITHSCORES's flat [member, score, ...]. */
+static bool deadline_of(const redisReply *deadlines, const char *owner, int64_t *out)
+{
+    const redisReply *score = flat_get(deadlines, owner);
+    if (!is_str(score))
+        return false;
+    char *end = NULL;
+    double d = strtod(score->str, &end);
+    /* a time in ms (2^53 at most), never NaN or out of int64_t's range */
+    if (end == score->str || !(d >= -9007199254740992.0 && d <= 9007199254740992.0))
+        return false;
+    *out = (int64_t)d;
+    return true;
+}
+
+/* A fair lock's queue, each waiter with its deadline from the timeout set. */
+static int decode_queue(baton_inspection *ins, const redisReply *queue, const redisReply *deadlines)
+{
+    if (!is_array(queue) || queue->elements == 0)
+        return BATON_OK;
+    ins->queue = calloc(queue->elements, sizeof *ins->queue);
+    if (!ins->queue)
+        return BATON_ENOMEM;
+    for (size_t i = 0; i < queue->elements; i++) {
+        const redisReply *owner = queue->element[i];
+        if (!is_str(owner))
+            return BATON_EPROTO;
+        baton_inspect_waiter *w = calloc(1, sizeof *w);
+        if (!w)
+            return BATON_ENOMEM;
+        ins->queue[ins->n_queue++] = w;
+        w->size = sizeof *w;
+        w->owner = baton__strndup(owner->str, owner->len);
+        if (!w->owner)
+            return BATON_ENOMEM;
+        w->has_deadline = deadline_of(deadlines, w->owner, &w->deadline_ms);
+    }
+    return BATON_OK;
+}
+
+/* Server time and subscriber counts. */
+static void decode_clock_and_subscribers(baton_inspection *ins, const redisReply *time,
+                                         const redisReply *numsub)
+{
+    int64_t sec = 0, usec = 0;
+    if (is_array(time) && time->elements == 2 && reply_int(time->element[0], &sec) &&
+        reply_int(time->element[1], &usec) && sec >= 0 && sec < INT64_MAX / 1000 - 1 && usec >= 0 &&
+        usec < 1000000)
+        ins->server_time_ms = sec * 1000 + usec / 1000;
+    if (is_array(numsub) && numsub->elements == 6) {
+        reply_int(numsub->element[1], &ins->subscribers_lock);
+        reply_int(numsub->element[3], &ins->subscribers_semaphore);
+        reply_int(numsub->element[5], &ins->subscribers_latch);
+    }
+}
+
+/* What the name holds, from its type, its value, its neighbours and its listeners. A latch's
+ * key is gone when its count reaches zero, so a string at 0 or below is a semaphore. */
+static void classify(baton_inspection *ins, bool fair_keys)
+{
+    const char *t = ins->redis_type;
+    baton_object_kind k;
+    if (strcmp(t, "hash") == 0)
+        k = fair_keys ? BATON_OBJECT_FAIRLOCK : BATON_OBJECT_LOCK;
+    else if (strcmp(t, "string") == 0 && ins->has_value && ins->value <= 0)
+        k = BATON_OBJECT_SEMAPHORE;
+    else if (strcmp(t, "string") == 0 && ins->has_value)
+        k = ins->subscribers_semaphore && !ins->subscribers_latch ? BATON_OBJECT_SEMAPHORE
+            : ins->subscribers_latch && !ins->subscribers_semaphore
+                ? BATON_OBJECT_LATCH
+                : BATON_OBJECT_SEMAPHORE_OR_LATCH;
+    else if (strcmp(t, "none") == 0)
+        k = fair_keys ? BATON_OBJECT_FAIRLOCK : BATON_OBJECT_ABSENT;
+    else
+        k = BATON_OBJECT_OTHER;
+    static const char *const names[] = {
+        [BATON_OBJECT_ABSENT] = "absent",
+        [BATON_OBJECT_LOCK] = "lock",
+        [BATON_OBJECT_FAIRLOCK] = "fairlock",
+        [BATON_OBJECT_SEMAPHORE] = "semaphore",
+        [BATON_OBJECT_LATCH] = "latch",
+        [BATON_OBJECT_SEMAPHORE_OR_LATCH] = "semaphore-or-latch",
+        [BATON_OBJECT_OTHER] = "other",
+    };
+    ins->kind = k;
+    ins->kind_name = names[k];
+}
+
+int baton__inspect_decode(baton_inspection *ins, const redisReply *r)
+{
+    if (!is_array(r) || r->elements != R_N || !is_str(r->element[R_TYPE]))
+        return BATON_EPROTO;
+    redisReply *const *el = r->element;
+    ins->redis_type = baton__strdup(el[R_TYPE]->str);
+    if (!ins->redis_type)
+        return BATON_ENOMEM;
+    if (!reply_int(el[R_PTTL], &ins->ttl_ms))
+        ins->ttl_ms = -2;
+    int rc = decode_holders(ins, el[R_FIELDS], el[R_ORIGINS]);
+    if (rc == BATON_OK)
+        rc = decode_queue(ins, el[R_QUEUE], el[R_DEADLINES]);
+    if (rc != BATON_OK)
+        return rc;
+    ins->has_value = reply_int(el[R_VALUE], &ins->value);
+    ins->has_token = reply_int(el[R_TOKEN], &ins->token);
+    decode_clock_and_subscribers(ins, el[R_TIME], el[R_NUMSUB]);
+    bool fair_keys =
+        ins->n_queue > 0 || (is_array(el[R_DEADLINES]) && el[R_DEADLINES]->elements > 0);
+    classify(ins, fair_keys);
+    return BATON_OK;
+}
+
+/* ------------------------------- the call --------------------------------------------- */
+
+/* The script's keys and channels of a name. */
+enum { NKEYS = 5, NCHANNELS = 3 };
+typedef struct names {
+    char *keys[NKEYS]; /* name (borrowed), queue, timeout, token, origins */
+    char *channels[NCHANNELS];
+} names;
+
+static void names_free(names *n)
+{
+    for (int i = 1; i < NKEYS; i++)
+        free(n->keys[i]);
+    for (int i = 0; i < NCHANNELS; i++)
+        free(n->channels[i]);
+}
+
+static bool names_make(names *n, const char *name)
+{
+    n->keys[0] = (char *)name; /* borrowed: never freed */
+    n->keys[1] = baton__derive_key(QUEUE_PREFIX, name, NULL);
+    n->keys[2] = baton__derive_key(TIMEOUT_PREFIX, name, NULL);
+    n->keys[3] = baton__derive_key(TOKEN_PREFIX, name, NULL);
+    n->keys[4] = baton__derive_key(BATON__LOCK_META_PREFIX, name, NULL);
+    n->channels[0] = baton__derive_key(LOCK_CHANNEL_PREFIX, name, NULL);
+    n->channels[1] = baton__derive_key(SEMAPHORE_CHANNEL_PREFIX, name, NULL);
+    n->channels[2] = baton__derive_key(LATCH_CHANNEL_PREFIX, name, NULL);
+    for (int i = 1; i < NKEYS; i++)
+        if (!n->keys[i])
+            return false;
+    for (int i = 0; i < NCHANNELS; i++)
+        if (!n->channels[i])
+            return false;
+    return true;
+}
+
+/* Runs the script; a read, so a broken connection earns it one more try on a new one. */
+static int snapshot(baton_client *c, const names *n, redisReply **reply)
+{
+    const baton__script *s = baton__script_find("inspect");
+    const char **keys = (const char **)n->keys, **channels = (const char **)n->channels;
+    int rc = baton__script_run(c, s, NKEYS, keys, NCHANNELS, channels, reply);
+    if (rc == BATON_ECONN)
+        rc = baton__script_run(c, s, NKEYS, keys, NCHANNELS, channels, reply);
+    return rc;
+}
+
+int baton_inspect(baton_client *c, const char *name, baton_inspection **out)
+{
+    if (out)
+        *out = NULL;
+    if (!c || !out)
+        return BATON_EINVAL;
+    int rc = baton__client_enter(c);
+    if (rc != BATON_OK)
+        return rc;
+    if (baton__check_name(name) != BATON_OK)
+        return baton__fail(c, BATON_EINVAL, "name must be 1 to %d bytes", BATON_MAX_NAME_LEN);
+    names n = {{NULL}, {NULL}};
+    baton_inspection *ins = calloc(1, sizeof *ins);
+    if (!ins || !names_make(&n, name) || !(ins->name = baton__strdup(name))) {
+        names_free(&n);
+        baton_inspection_free(ins);
+        return baton__fail(c, BATON_ENOMEM, "out of memory");
+    }
+    ins->size = sizeof *ins;
+    redisReply *r = NULL;
+    rc = snapshot(c, &n, &r);
+    names_free(&n);
+    if (rc == BATON_OK) {
+        rc = baton__inspect_decode(ins, r);
+        freeReplyObject(r);
+        if (rc == BATON_EPROTO)
+            rc = baton__fail(c, rc, "inspect %s: the reply is not a snapshot", name);
+        else if (rc == BATON_ENOMEM)
+            rc = baton__fail(c, rc, "out of memory");
+    }
+    if (rc != BATON_OK) {
+        baton_inspection_free(ins);
+        return rc;
+    }
+    *out = ins;
+    return BATON_OK;
+}
+
+void baton_inspection_free(baton_inspection *ins)
+{
+    if (!ins)
+        return;
+    for (size_t i = 0; i < ins->n_holders; i++) {
+        free((char *)ins->holders[i]->owner);
+        free((char *)ins->holders[i]->host);
+        free(ins->holders[i]);
+    }
+    for (size_t i = 0; i < ins->n_queue; i++) {
+        free((char *)ins->queue[i]->owner);
+        free(ins->queue[i]);
+    }
+    free(ins->holders);
+    free(ins->queue);
+    free(ins->name);
+    free(ins->redis_type);
+    free(ins);
+}

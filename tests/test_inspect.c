@@ -1,0 +1,483 @@
+/*
+ * baton_inspect() against a real redis-server: each object kind as an operator sees it (a
+ * held lock with its holder and hold count, a fair lock's queue with deadlines, semaphore
+ * permits, a latch's count, listeners on each channel, the fencing token), a missing name,
+ * a key of another type, bad input and an unreachable server.
+ */
+#define _GNU_SOURCE
+#include "helper.h"
+#include "internal.h"
+
+#include <criterion/new/assert.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+TestSuite(inspect, .timeout = 60);
+
+/* ---------------------------------------------------------------- helpers ------------ */
+
+static baton_inspection *inspect(baton_client *c, const char *name)
+{
+    baton_inspection *ins = NULL;
+    int rc = baton_inspect(c, name, &ins);
+    cr_assert(eq(int, rc, BATON_OK), "inspect %s: %s", name, baton_client_errmsg(c));
+    cr_assert(ne(ptr, ins, NULL));
+    cr_assert(eq(sz, ins->size, sizeof *ins));
+    cr_assert(eq(str, ins->name, (char *)name));
+    return ins;
+}
+
+/* The wall clock in ms: the server runs on this machine. */
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Polls (at most 5 s) until fn's count reaches want; returns the last count. */
+static long long await_count(long long (*fn)(redisContext *, const char *), redisContext *r,
+                             const char *name, long long want)
+{
+    long long n = -1;
+    for (int i = 0; i < 500 && (n = fn(r, name)) != want; i++)
+        th_sleep_ms(10);
+    return n;
+}
+
+static long long lock_subs(redisContext *r, const char *name)
+{
+    return th_numsub(r, "redisson_lock__channel:{%s}", name);
+}
+
+static long long sem_subs(redisContext *r, const char *name)
+{
+    return th_numsub(r, "redisson_sc:{%s}", name);
+}
+
+static long long latch_subs(redisContext *r, const char *name)
+{
+    return th_numsub(r, "redisson_countdownlatch__channel__{%s}", name);
+}
+
+static long long queue_len(redisContext *r, const char *name)
+{
+    return th_cmd_int(r, "LLEN redisson_lock_queue:{%s}", name);
+}
+
+/* A thread that waits (at most wait_ms) for a lock, permits or a latch. */
+typedef struct waiter_arg {
+    baton_lock *lock;
+    baton_semaphore *sem;
+    baton_latch *latch;
+    int64_t wait_ms;
+    int rc;
+} waiter_arg;
+
+static void *waiter(void *p)
+{
+    waiter_arg *a = p;
+    if (a->lock)
+        a->rc = baton_lock_try_acquire(a->lock, a->wait_ms, BATON_LEASE_WATCHDOG);
+    else if (a->sem)
+        a->rc = baton_semaphore_try_acquire(a->sem, 4, a->wait_ms);
+    else
+        a->rc = baton_latch_await(a->latch, a->wait_ms);
+    if (a->lock && a->rc == BATON_OK)
+        baton_lock_release(a->lock);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- absent ------------- */
+
+Test(inspect, a_missing_name_is_absent)
+{
+    baton_client *c = th_client(NULL);
+    const char *name = th_tmpname("ins-absent");
+    int64_t before = wall_ms();
+    baton_inspection *ins = inspect(c, name);
+    cr_assert(eq(int, ins->kind, BATON_OBJECT_ABSENT));
+    cr_assert(eq(str, (char *)ins->kind_name, "absent"));
+    cr_assert(eq(str, ins->redis_type, "none"));
+    cr_assert(eq(i64, ins->ttl_ms, -2));
+    cr_assert(eq(sz, ins->n_holders, 0));
+    cr_assert(eq(sz, ins->n_queue, 0));
+    cr_assert(not(ins->has_value));
+    cr_assert(not(ins->has_token));
+    cr_assert(
+        eq(i64, ins->subscribers_lock + ins->subscribers_semaphore + ins->subscribers_latch, 0));
+    /* the server's clock, taken during the call (same machine, 1 s of slack each side) */
+    cr_assert(ge(i64, ins->server_time_ms, before - 1000));
+    cr_assert(le(i64, ins->server_time_ms, wall_ms() + 1000));
+    baton_inspection_free(ins);
+    baton_client_close(c);
+}
+
+/* ---------------------------------------------------------------- locks -------------- */
+
+Test(inspect, a_held_lock_shows_its_holder_count_ttl_token_and_waiters)
+{
+    baton_client *c = th_client(NULL);
+    redisContext *r = th_redis();
+    char name[128];
+    snprintf(name, sizeof name, "%s", th_tmpname("ins-lock"));
+    baton_lock *l, *other;
+    cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
+    cr_assert(eq(int, baton_lock_open(c, name, &other), BATON_OK));
+    cr_assert(eq(int, baton_lock_try_acquire(l, 0, 20000), BATON_OK));
+    cr_assert(eq(int, baton_lock_try_acquire(l, 0, 20000), BATON_OK));
+    int64_t token = 0;
+    cr_assert(eq(int, baton_lock_fencing_token(l, &token), BATON_OK));
+    char owner[BATON__OWNER_LEN];
+    baton__owner(c, owner, sizeof owner);
+
+    waiter_arg w = {.lock = other, .wait_ms = 20000};
+    pthread_t t;
+    cr_assert(eq(int, pthread_create(&t, NULL, waiter, &w), 0));
+    cr_assert(eq(i64, await_count(lock_subs, r, name, 1), 1), "the waiter never subscribed");
+
+    baton_inspection *ins = inspect(c, name);
+    cr_assert(eq(int, ins->kind, BATON_OBJECT_LOCK));
+    cr_assert(eq(str, (char *)ins->kind_name, "lock"));
+    cr_assert(eq(str, ins->redis_type, "hash"));
+    cr_assert(gt(i64, ins->ttl_ms, 15000));
+    cr_assert(le(i64, ins->ttl_ms, 20000));
+    cr_assert(eq(sz, ins->n_holders, 1));
+    cr_assert(eq(sz, ins->holders[0]->size, sizeof(baton_inspect_holder)));
+    cr_assert(eq(str, (char *)ins->holders[0]->owner, owner));
+    cr_assert(eq(i64, ins->holders[0]->holds, 2));
+    cr_assert(ins->has_token);
+    cr_assert(eq(i64, ins->token, token));
+    cr_assert(eq(i64, ins->subscribers_lock, 1));
+    cr_assert(eq(sz, ins->n_queue, 0));
+    baton_inspection_free(ins);
+
+    /* released: the name is free, the token counter stays */
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    pthread_join(t, NULL);
+    cr_assert(eq(int, w.rc, BATON_OK));
+    ins = inspect(c, name);
+    cr_assert(eq(int, ins->kind, BATON_OBJECT_ABSENT));
+    cr_assert(eq(sz, ins->n_holders, 0));
+    cr_assert(ins->has_token);
+    cr_assert(eq(i64, ins->token, token + 1), "the waiter's hold took the next token");
+    baton_inspection_free(ins);
+    baton_lock_close(other);
+    baton_lock_close(l);
+    redisFree(r);
+    baton_client_close(c);
+}
+
+Test(inspect, a_name_with_its_own_hash_tag_finds_its_token)
+{
+    baton_client *c = th_client(NULL);
+    char name[160];
+    snprintf(name, sizeof name, "{%s}:job", th_tmpname("ins-tag"));
+    baton_lock *l;
+    cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
+    cr_assert(eq(int, baton_lock_try_acquire(l, 0, BATON_LEASE_WATCHDOG), BATON_OK));
+    int64_t token = 0;
+    cr_assert(eq(int, baton_lock_fencing_token(l, &token), BATON_OK));
+    baton_inspection *ins = inspect(c, name);
+    cr_assert(eq(int, ins->kind, BATON_OBJECT_LOCK));
+    cr_assert(ins->has_token);
+    cr_assert(eq(i64, ins->token, token));
+    baton_inspection_free(ins);
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    baton_lock_close(l);
+    baton_client_close(c);
+}
+
+Test(inspect, a_fair_lock_shows_its_queue_with_deadlines)
+{
+    baton_options o;
+    baton_options_init(&o);
+    o.fair_wait_ms = 4000;
+    baton_client *c = th_client(&o);
+    redisContext *r = th_redis();
+    const char *name = th_tmpname("ins-fair");
+    baton_lock *l, *other;
+    cr_assert(eq(int, baton_fairlock_open(c, name, &l), BATON_OK));
+    cr_assert(eq(int, baton_fairlock_open(c, name, &other), BATON_OK));
+    cr_assert(eq(int, baton_lock_try_acquire(l, 0, BATON_LEASE_WATCHDOG), BATON_OK));
+    waiter_arg w = {.lock = other, .wait_ms = 20000};
+    pthread_t t;
+    cr_assert(eq(int, pthread_create(&t, NULL, waiter, &w), 0));
+    cr_assert(eq(i64, await_count(queue_len, r, name, 1), 1), "the waiter never queued");
+
+    baton_inspection *ins = inspect(c, name);
+    cr_assert(eq(int, ins->kind, BATON_OBJECT_FAIRLOCK));
+    cr_assert(eq(str, (char *)ins->kind_name, "fairlock"));
+    cr_assert(eq(sz, ins->n_holders, 1));
+    cr_assert(eq(i64, ins->holders[0]->holds, 1));
+    cr_assert(eq(sz, ins->n_queue, 1));
+    const baton_inspect_waiter *q = ins->queue[0];
+    cr_assert(eq(sz, q->size, sizeof *q));
+    cr_assert(ne(str, (char *)q->owner, (char *)ins->holders[0]->owner));
+    cr_assert(q->has_deadline);
+    /* server time + fair_wait_ms, renewed by the waiting client */
+    cr_assert(gt(i64, q->deadline_ms, ins->server_time_ms));
+    cr_assert(le(i64, q->deadline_ms, ins->server_time_ms + 4000));
+    baton_inspection_free(ins);
+
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    pthread_join(t, NULL);
+    cr_assert(eq(int, w.rc, BATON_OK));
+    ins = inspect(c, name);
+    cr_assert(eq(sz, ins->n_queue, 0));
+    cr_assert(eq(sz, ins->n_holders, 0));
+    baton_inspection_free(ins);
+    baton_lock_close(other);
+    baton_lock_close(l);
+    redisFree(r);
+    baton_client_close(c);
+}
+
+/* ---------------------------------------------------------------- origins ------------ */
+
+/* The side hash baton_lock_meta:{name}: field owner -> "host:pid". */
+static long long meta_exists(redisContext *r, const char *name)
+{
+    return th_cmd_int(r, "EXISTS baton_lock_meta:{%s}", name);
+}
+
+static void assert_this_process(const baton_inspect_holder *h)
+{
+    char host[256] = "";
+    cr_assert(eq(int, gethostname(host, sizeof host - 1), 0));
+    cr_assert(ne(ptr, (void *)h->host, NULL));
+    cr_assert(eq(str, (char *)h->host, host));
+    cr_assert(eq(i64, h->pid, (int64_t)getpid()));
+}
+
+Test(inspect, a_holders_host_and_pid_live_and_go_with_its_lock)
+{
+    baton_client *c = th_client(NULL);
+    redisContext *r = th_redis();
+    const char *name = th_tmpname("ins-origin");
+    baton_lock *l;
+    cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
+    cr_assert(eq(int, baton_lock_try_acquire(l, 0, 20000), BATON_OK));
+    cr_assert(eq(int, baton_lock_try_acquire(l, 0, 20000), BATON_OK));
+    baton_inspection *ins = inspect(c, name);
+    cr_assert(eq(sz, ins->n_holders, 1));
+    assert_this_process(ins->holders[0]);
+    baton_inspection_free(ins);
+    /* with the lock's lease, and still there after an inner release */
+    long long ttl = th_cmd_int(r, "PTTL baton_lock_meta:{%s}", name);
+    cr_assert(gt(i64, ttl, 15000));
+    cr_assert(le(i64, ttl, 20000));
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    cr_assert(eq(i64, meta_exists(r, name), 1));
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    cr_assert(eq(i64, meta_exists(r, name), 0), "the last release deletes it");
+
+    /* a force release deletes it too */
+    cr_assert(eq(int, baton_lock_try_acquire(l, 0, BATON_LEASE_WATCHDOG), BATON_OK));
+    cr_assert(eq(i64, meta_exists(r, name), 1));
+    bool was = false;
+    cr_assert(eq(int, baton_lock_force_release(l, &was), BATON_OK));
+    cr_assert(was);
+    cr_assert(eq(i64, meta_exists(r, name), 0));
+    baton_lock_close(l);
+    redisFree(r);
+    baton_client_close(c);
+}
+
+Test(inspect, the_watchdog_keeps_the_origin_alive_with_the_lock)
+{
+    baton_options o;
+    baton_options_init(&o);
+    o.watchdog_ms = 900; /* renewed every 300 ms */
+    baton_client *c = th_client(&o);
+    redisContext *r = th_redis();
+    const char *name = th_tmpname("ins-origin-renew");
+    baton_lock *l;
+    cr_assert(eq(int, baton_fairlock_open(c, name, &l), BATON_OK));
+    cr_assert(eq(int, baton_lock_try_acquire(l, 0, BATON_LEASE_WATCHDOG), BATON_OK));
+    th_sleep_ms(2000); /* over twice the lease */
+    cr_assert(eq(i64, meta_exists(r, name), 1), "renewed with the lock");
+    baton_inspection *ins = inspect(c, name);
+    cr_assert(eq(int, ins->kind, BATON_OBJECT_LOCK), "no queue: seen as a plain lock");
+    assert_this_process(ins->holders[0]);
+    baton_inspection_free(ins);
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    cr_assert(eq(i64, meta_exists(r, name), 0));
+    baton_lock_close(l);
+    redisFree(r);
+    baton_client_close(c);
+}
+
+Test(inspect, a_redisson_holder_has_no_host_or_pid)
+{
+    baton_client *c = th_client(NULL);
+    redisContext *r = th_redis();
+    const char *name = th_tmpname("ins-redisson");
+    freeReplyObject(th_cmd(r, "HSET %s 6f0c3b1e-0000-4000-8000-000000000001:42 1", name));
+    freeReplyObject(th_cmd(r, "PEXPIRE %s 30000", name));
+    /* a malformed entry in the side hash is no origin either */
+    freeReplyObject(th_cmd(r, "HSET baton_lock_meta:{%s} x:1 nopid", name));
+    baton_inspection *ins = inspect(c, name);
+    cr_assert(eq(sz, ins->n_holders, 1));
+    cr_assert(eq(i64, ins->holders[0]->holds, 1));
+    cr_assert(eq(ptr, (void *)ins->holders[0]->host, NULL));
+    cr_assert(eq(i64, ins->holders[0]->pid, 0));
+    baton_inspection_free(ins);
+    redisFree(r);
+    baton_client_close(c);
+}
+
+/* ---------------------------------------------------------------- counts ------------- */
+
+Test(inspect, semaphore_permits_and_who_waits_for_them)
+{
+    baton_client *c = th_client(NULL);
+    redisContext *r = th_redis();
+    const char *name = th_tmpname("ins-sem");
+    baton_semaphore *s;
+    cr_assert(eq(int, baton_semaphore_open(c, name, &s), BATON_OK));
+    bool set = false;
+    cr_assert(eq(int, baton_semaphore_try_set_permits(s, 3, &set), BATON_OK));
+
+    /* nobody waits: a count above zero could be a latch's */
+    baton_inspection *ins = inspect(c, name);
+    cr_assert(eq(int, ins->kind, BATON_OBJECT_SEMAPHORE_OR_LATCH));
+    cr_assert(eq(str, (char *)ins->kind_name, "semaphore-or-latch"));
+    cr_assert(eq(str, ins->redis_type, "string"));
+    cr_assert(ins->has_value);
+    cr_assert(eq(i64, ins->value, 3));
+    baton_inspection_free(ins);
+
+    /* a waiter for 4 permits makes it certain */
+    waiter_arg w = {.sem = s, .wait_ms = 20000};
+    pthread_t t;
+    cr_assert(eq(int, pthread_create(&t, NULL, waiter, &w), 0));
+    cr_assert(eq(i64, await_count(sem_subs, r, name, 1), 1), "the waiter never subscribed");
+    ins = inspect(c, name);
+    cr_assert(eq(int, ins->kind, BATON_OBJECT_SEMAPHORE));
+    cr_assert(eq(i64, ins->subscribers_semaphore, 1));
+    cr_assert(eq(i64, ins->subscribers_latch, 0));
+    baton_inspection_free(ins);
+    cr_assert(eq(int, baton_semaphore_release(s, 1), BATON_OK));
+    pthread_join(t, NULL);
+    cr_assert(eq(int, w.rc, BATON_OK));
+
+    /* all taken: 0 permits is a semaphore (a latch at 0 has no key) */
+    ins = inspect(c, name);
+    cr_assert(eq(int, ins->kind, BATON_OBJECT_SEMAPHORE));
+    cr_assert(eq(i64, ins->value, 0));
+    baton_inspection_free(ins);
+    baton_semaphore_close(s);
+    redisFree(r);
+    baton_client_close(c);
+}
+
+Test(inspect, a_latch_count_and_its_waiters)
+{
+    baton_client *c = th_client(NULL);
+    redisContext *r = th_redis();
+    const char *name = th_tmpname("ins-latch");
+    baton_latch *l;
+    cr_assert(eq(int, baton_latch_open(c, name, &l), BATON_OK));
+    bool set = false;
+    cr_assert(eq(int, baton_latch_try_set_count(l, 2, &set), BATON_OK));
+    waiter_arg w = {.latch = l, .wait_ms = 20000};
+    pthread_t t;
+    cr_assert(eq(int, pthread_create(&t, NULL, waiter, &w), 0));
+    cr_assert(eq(i64, await_count(latch_subs, r, name, 1), 1), "the waiter never subscribed");
+
+    baton_inspection *ins = inspect(c, name);
+    cr_assert(eq(int, ins->kind, BATON_OBJECT_LATCH));
+    cr_assert(eq(str, (char *)ins->kind_name, "latch"));
+    cr_assert(eq(i64, ins->value, 2));
+    cr_assert(eq(i64, ins->subscribers_latch, 1));
+    cr_assert(eq(i64, ins->subscribers_semaphore, 0));
+    baton_inspection_free(ins);
+
+    cr_assert(eq(int, baton_latch_count_down(l), BATON_OK));
+    cr_assert(eq(int, baton_latch_count_down(l), BATON_OK));
+    pthread_join(t, NULL);
+    cr_assert(eq(int, w.rc, BATON_OK));
+    ins = inspect(c, name);
+    cr_assert(eq(int, ins->kind, BATON_OBJECT_ABSENT), "an open latch has no key");
+    baton_inspection_free(ins);
+    baton_latch_close(l);
+    redisFree(r);
+    baton_client_close(c);
+}
+
+/* ---------------------------------------------------------------- others ------------- */
+
+Test(inspect, keys_of_other_types_are_not_baton_objects)
+{
+    baton_client *c = th_client(NULL);
+    redisContext *r = th_redis();
+    const char *list = th_tmpname("ins-list");
+    const char *text = th_tmpname("ins-text");
+    freeReplyObject(th_cmd(r, "RPUSH %s a b", list));
+    freeReplyObject(th_cmd(r, "SET %s hello PX 30000", text));
+    /* an auxiliary key of the wrong type reads as absent, not as a failure */
+    freeReplyObject(th_cmd(r, "SET redisson_lock_queue:{%s} x", list));
+
+    baton_inspection *ins = inspect(c, list);
+    cr_assert(eq(int, ins->kind, BATON_OBJECT_OTHER));
+    cr_assert(eq(str, (char *)ins->kind_name, "other"));
+    cr_assert(eq(str, ins->redis_type, "list"));
+    cr_assert(eq(i64, ins->ttl_ms, -1));
+    cr_assert(eq(sz, ins->n_queue, 0));
+    baton_inspection_free(ins);
+
+    ins = inspect(c, text);
+    cr_assert(eq(int, ins->kind, BATON_OBJECT_OTHER), "a string that is not a count");
+    cr_assert(not(ins->has_value));
+    cr_assert(gt(i64, ins->ttl_ms, 25000));
+    baton_inspection_free(ins);
+    redisFree(r);
+    baton_client_close(c);
+}
+
+Test(inspect, bad_input_is_refused)
+{
+    baton_client *c = th_client(NULL);
+    baton_inspection *ins = (baton_inspection *)&ins; /* not NULL: must be cleared */
+    cr_assert(eq(int, baton_inspect(NULL, "x", &ins), BATON_EINVAL));
+    cr_assert(eq(ptr, ins, NULL));
+    cr_assert(eq(int, baton_inspect(c, "x", NULL), BATON_EINVAL));
+    ins = (baton_inspection *)&ins;
+    cr_assert(eq(int, baton_inspect(c, NULL, &ins), BATON_EINVAL));
+    cr_assert(eq(ptr, ins, NULL));
+    cr_assert(eq(int, baton_inspect(c, "", &ins), BATON_EINVAL));
+    cr_assert(ne(str, (char *)baton_client_errmsg(c), ""));
+    char *big = malloc(BATON_MAX_NAME_LEN + 2);
+    memset(big, 'n', BATON_MAX_NAME_LEN + 1);
+    big[BATON_MAX_NAME_LEN + 1] = '\0';
+    cr_assert(eq(int, baton_inspect(c, big, &ins), BATON_EINVAL));
+    big[BATON_MAX_NAME_LEN] = '\0';
+    cr_assert(eq(int, baton_inspect(c, big, &ins), BATON_OK), "the longest name is fine");
+    cr_assert(eq(int, ins->kind, BATON_OBJECT_ABSENT));
+    baton_inspection_free(ins);
+    baton_inspection_free(NULL);
+    free(big);
+    baton_client_close(c);
+}
+
+Test(inspect, an_unreachable_server_is_a_connection_error)
+{
+    th_server s;
+    th_server_start(&s, NULL);
+    baton_client *c = th_client_on(s.port, 1000);
+    baton_inspection *ins = NULL;
+    cr_assert(eq(int, baton_inspect(c, "x", &ins), BATON_OK));
+    baton_inspection_free(ins);
+    th_server_stop(&s);
+    ins = (baton_inspection *)&ins;
+    cr_assert(eq(int, baton_inspect(c, "x", &ins), BATON_ECONN));
+    cr_assert(eq(ptr, ins, NULL));
+    baton_client_close(c);
+}
