@@ -13,6 +13,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* The NULL-terminated argument list cli_exec and cli_spawn take: ARGS("lock", name). */
+#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
 /* One finished run of baton. */
 typedef struct cli_result {
     int status; /* exit status, or 128 + signal */

@@ -53,6 +53,9 @@ typedef struct th_server {
     char dir[128];
 } th_server;
 void th_server_start(th_server *s, const char *extra_conf);
+/* One attempt on a random free port: false (nothing left running) when the server exited
+ * at once, for a caller whose extra_conf names other ports to choose again. */
+bool th_server_try_start(th_server *s, const char *extra_conf);
 void th_server_start_on(th_server *s, int port, const char *extra_conf);
 void th_server_stop(th_server *s);
 

@@ -25,7 +25,6 @@
 
 TestSuite(cli, .timeout = 60);
 
-#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
 
 /* The lock key's existence, read directly. */
 static long long exists(const char *key)
@@ -1429,7 +1428,7 @@ Test(cli, hold_keeps_the_lock_until_sigint_then_releases_and_exits_0)
 
 /* The TLS flags and variables are parsed, and refused until the library speaks TLS: never a
  * plain-text connection to a server the caller meant to reach over TLS. */
-Test(cli, tls_flags_are_refused_until_tls_lands)
+Test(cli, tls_options_without_rediss_are_usage_errors)
 {
     setenv("BATON_TLS_CERT", "/nonexistent/cert.pem", 1);
     cli_result r;

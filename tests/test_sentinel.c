@@ -5,6 +5,7 @@
  * master decodes as the Sentinel client will read it, before and across a failover. The
  * Sentinel client (discovery, ROLE check, following a failover) builds on these pieces.
  */
+#include "cli_helper.h"
 #include "ha_helper.h"
 #include "sentinel.h"
 
@@ -404,6 +405,37 @@ Test(sentinel, holds_the_new_master_lacks_are_reported_lost_and_the_others_kept)
     baton_lock_close(leased);
     baton_lock_close(kept);
     baton_client_close(c);
+}
+
+/* ------------------------------- the command ----------------------------------------- */
+
+Test(sentinel, the_command_holds_its_lock_through_a_failover)
+{
+    wait_replica_synced();
+    setenv("BATON_URL", dep.url, 1); /* the command's default server: the deployment */
+    const char *name = th_tmpname("sn-cli");
+    char *done = cli_path("done");
+    char script[256];
+    snprintf(script, sizeof script, "sleep 7; touch %s", done);
+    /* a watchdog lease of 5 s: only renewals on the new master keep it for 7 s (a lease
+     * must outlast the switch: the sentinels' promotion plus up to a second until the
+     * client asks them again) */
+    pid_t pid = cli_spawn(ARGS("--sync-replicas", "1", "lock", name,
+                               "--watchdog", "5s", "--", "sh", "-c", script));
+    cr_assert(cli_wait_file(cli_path("never"), 500) == false);
+    fail_over();
+    int st = th_wait(pid);
+    char *err = cli_bg_err(pid);
+    cr_assert(eq(int, st, 0), "baton exited %d: %s", st, err);
+    cr_assert(cli_read_file(done) != NULL, "COMMAND ran to its end");
+    free(err);
+    free(done);
+    /* and the command finds and uses the new master */
+    cli_result r;
+    cli_exec(&r, ARGS("status", "--json", name));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cr_assert(strstr(r.out, "\"kind\": \"absent\"") != NULL, "released: %s", r.out);
+    cli_result_free(&r);
 }
 
 /* ------------------------------- contention through a failover ----------------------- */

@@ -8,6 +8,7 @@
  * connections are reused; a silent server is noticed within keepalive_ms.
  */
 #define _GNU_SOURCE
+#include "cli_helper.h"
 #include "helper.h"
 
 #include <criterion/new/assert.h>
@@ -46,18 +47,23 @@ static const char *file(const char *name)
  * requiring client certificates when `auth_clients`. */
 static void tls_start(tls_server *s, const char *cert, bool auth_clients, const char *extra)
 {
-    /* not rand(): th_server_start reseeds it with the time, so two servers started in one
-     * millisecond would be given the same TLS port */
-    unsigned short r = 0;
-    cr_assert(eq(int, (int)getrandom(&r, sizeof r, 0), (int)sizeof r));
-    s->port = 20000 + r % 20000;
-    char conf[1024]; /* redis-server arguments, split at spaces by the helper */
-    snprintf(conf, sizeof conf,
-             "--tls-port %d --tls-cert-file %s/%s.crt --tls-key-file %s/%s.key "
-             "--tls-ca-cert-file %s/ca.crt --tls-auth-clients %s %s",
-             s->port, dir(), cert, dir(), cert, dir(), auth_clients ? "yes" : "optional",
-             extra ? extra : "");
-    th_server_start(&s->plain, conf);
+    /* Both ports are chosen afresh on each attempt (a TLS port another program took makes
+     * the server exit at once); not rand(), which th_server_start reseeds with the time.
+     * TLS ports above the kernel's ephemeral range, where no fixture starts servers. */
+    for (int attempt = 0;; attempt++) {
+        cr_assert(lt(int, attempt, 20), "no free ports for a TLS redis-server");
+        unsigned short r = 0;
+        cr_assert(eq(int, (int)getrandom(&r, sizeof r, 0), (int)sizeof r));
+        s->port = 61000 + r % 4000;
+        char conf[1024]; /* redis-server arguments, split at spaces by the helper */
+        snprintf(conf, sizeof conf,
+                 "--tls-port %d --tls-cert-file %s/%s.crt --tls-key-file %s/%s.key "
+                 "--tls-ca-cert-file %s/ca.crt --tls-auth-clients %s %s",
+                 s->port, dir(), cert, dir(), cert, dir(), auth_clients ? "yes" : "optional",
+                 extra ? extra : "");
+        if (th_server_try_start(&s->plain, conf))
+            break;
+    }
     snprintf(s->url, sizeof s->url, "rediss://127.0.0.1:%d", s->port);
 }
 
@@ -381,5 +387,47 @@ Test(tls, a_silenced_server_is_noticed_within_keepalive_and_waiters_get_errors)
     baton_lock_close(lh);
     baton_client_close(c);
     baton_client_close(holder);
+    tls_stop(&s);
+}
+
+/* ------------------------------- the command over TLS --------------------------------- */
+
+Test(tls, the_command_locks_over_tls_with_flags_or_environment_and_mutual_tls)
+{
+    tls_server s;
+    tls_start(&s, "server", true, NULL); /* client certificates required */
+    const char *name = th_tmpname("tls-cli");
+    cli_result r;
+    /* flags */
+    cli_exec(&r, ARGS("--url", s.url, "--tls-ca", file("ca.crt"), "--tls-cert", file("client.crt"),
+                      "--tls-key", file("client.key"), "lock", name, "--", "sh", "-c",
+                      "test -n \"$BATON_FENCING_TOKEN\""));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cli_result_free(&r);
+    /* environment */
+    setenv("BATON_TLS_CA", file("ca.crt"), 1);
+    setenv("BATON_TLS_CERT", file("client.crt"), 1);
+    setenv("BATON_TLS_KEY", file("client.key"), 1);
+    cli_exec(&r, ARGS("--url", s.url, "status", "--json", name));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cr_assert(strstr(r.out, "\"kind\": \"absent\"") != NULL, "released: %s", r.out);
+    cr_assert(strstr(r.out, "\"fencing_token\": 1") != NULL, "taken once: %s", r.out);
+    cli_result_free(&r);
+    /* without the client certificate the server refuses: a connection failure, exit 120 */
+    unsetenv("BATON_TLS_CERT");
+    unsetenv("BATON_TLS_KEY");
+    cli_exec(&r, ARGS("--url", s.url, "lock", name, "--", "true"));
+    cr_assert(eq(int, r.status, 120), "stderr %s", r.err);
+    cli_result_free(&r);
+    /* a wrong name: exit 120 with the reason */
+    setenv("BATON_TLS_CERT", file("client.crt"), 1);
+    setenv("BATON_TLS_KEY", file("client.key"), 1);
+    cli_exec(&r, ARGS("--url", s.url, "--tls-sni", "redis.example.org", "lock", name, "--", "true"));
+    cr_assert(eq(int, r.status, 120), "stderr %s", r.err);
+    cr_assert(strstr(r.err, "mismatch") != NULL, "stderr %s", r.err);
+    cli_result_free(&r);
+    unsetenv("BATON_TLS_CA");
+    unsetenv("BATON_TLS_CERT");
+    unsetenv("BATON_TLS_KEY");
     tls_stop(&s);
 }

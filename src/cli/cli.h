@@ -47,6 +47,7 @@ typedef struct cli_global {
     const char *tls_key;  /* --tls-key or $BATON_TLS_KEY */
     const char *tls_sni;  /* --tls-sni */
     bool tls_insecure;    /* --tls-insecure: tls_insecure_skip_verify */
+    int sync_replicas;    /* --sync-replicas: client option sync_replicas */
     bool verbose;         /* --verbose (lock only): the library's events, DEBUG up, on stderr */
 } cli_global;
 

@@ -97,14 +97,20 @@ static const char help_head[] =
 static const char help_tail[] =
     "\n"
     "Options:\n"
-    "  --url URL   the server: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] or\n"
-    "              unix:///PATH[?db=N]; default $BATON_URL, else " CLI_DEFAULT_URL "\n"
+    "  --url URL   the server: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], rediss://...\n"
+    "              over TLS, redis+sentinel://HOST[:PORT][,HOST[:PORT]...]/MASTER[/DB]\n"
+    "              (the sentinels; rediss+sentinel:// over TLS) or unix:///PATH[?db=N];\n"
+    "              default $BATON_URL, else " CLI_DEFAULT_URL "\n"
     "  --user USER the user name for AUTH (Redis 6 ACL)\n"
     "  --askpass   read the password from stdin (without echo on a terminal); else\n"
     "              $BATON_PASSWORD, else $REDISCLI_AUTH, else the URL's\n"
     "  --tls-ca FILE, --tls-cert FILE, --tls-key FILE, --tls-sni NAME, --tls-insecure\n"
-    "              TLS settings ($BATON_TLS_CA, $BATON_TLS_CERT, $BATON_TLS_KEY); they take\n"
-    "              effect with rediss:// URLs, which this version does not accept yet\n"
+    "              TLS with rediss:// URLs: the CA that verifies the server (default: the\n"
+    "              system's), a client certificate and key (mutual TLS), the name to verify,\n"
+    "              or no verification at all (tests only); $BATON_TLS_CA, $BATON_TLS_CERT,\n"
+    "              $BATON_TLS_KEY\n"
+    "  --sync-replicas N  an acquisition counts once N replicas have it (WAIT), else it is\n"
+    "              undone and baton fails (exit 125): a failover cannot erase the lock\n"
     "  --help      print this help (also after a command);  --version  the version\n"
     "DUR is 250ms, 10s, 1.5s, 5m, 1m30s, 1h, or a bare number of seconds.\n"
     "COMMAND gets BATON_FENCING_TOKEN (the lock's fencing token) in its environment;\n"
@@ -343,6 +349,7 @@ int cli_open_client(const cli_global *g, baton_client **out)
     o.tls_insecure_skip_verify = g->tls_insecure;
     o.password = g->password && *g->password ? g->password : NULL;
     o.watchdog_ms = g->watchdog_ms;
+    o.sync_replicas = g->sync_replicas;
     if (g->verbose) {
         o.log_fn = log_to_stderr;
         o.log_level = BATON_LOG_DEBUG;
@@ -417,7 +424,8 @@ enum {
     OPT_TLS_CERT,
     OPT_TLS_KEY,
     OPT_TLS_SNI,
-    OPT_TLS_INSECURE
+    OPT_TLS_INSECURE,
+    OPT_SYNC_REPLICAS
 };
 
 static const struct option global_options[] = {
@@ -431,6 +439,7 @@ static const struct option global_options[] = {
     {"tls-key", required_argument, NULL, OPT_TLS_KEY},
     {"tls-sni", required_argument, NULL, OPT_TLS_SNI},
     {"tls-insecure", no_argument, NULL, OPT_TLS_INSECURE},
+    {"sync-replicas", required_argument, NULL, OPT_SYNC_REPLICAS},
     {NULL, 0, NULL, 0},
 };
 
@@ -475,6 +484,12 @@ static int parse_global(cli_global *g, int argc, char **argv)
                 return rc;
         } else if (c == OPT_TLS_INSECURE) {
             g->tls_insecure = true;
+        } else if (c == OPT_SYNC_REPLICAS) {
+            char *end;
+            long n = strtol(optarg, &end, 10);
+            if (!*optarg || *end || n < 0 || n > 100)
+                return cli_usage_error(NULL, "--sync-replicas takes a number of replicas, 0 to 100");
+            g->sync_replicas = (int)n;
         } else if (c == OPT_ASKPASS) {
             if (cli_askpass(g) != 0)
                 return EXIT_FAILED;
@@ -524,10 +539,6 @@ int main(int argc, char **argv)
         return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAILED;
     }
 
-    if (g.tls_ca || g.tls_cert || g.tls_key || g.tls_sni || g.tls_insecure)
-        /* never a plain-text connection to a server meant to be reached over TLS */
-        return cli_usage_error(NULL, "the TLS options (--tls-*, BATON_TLS_*) need TLS, which "
-                                     "this build of baton does not speak yet");
     if (cli_signals_init() != 0)
         return EXIT_FAILED;
     rc = found->fn(&g, argc - i - 1, argv + i + 1);
