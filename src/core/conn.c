@@ -309,18 +309,36 @@ static int read_until(baton__conn *k, int64_t deadline_us, redisReply **out)
     return BATON_ECONN;
 }
 
-int baton__conn_flush(baton_client *c, baton__conn *k, const char *what)
+/* The earlier of the deadline and the command timeout from now. */
+static int64_t command_deadline(const baton_client *c, int64_t deadline_us)
 {
-    if (flush_until(k, baton__deadline_after_ms(c->cfg.command_timeout_ms)) == BATON_OK)
+    int64_t d = baton__deadline_after_ms(c->cfg.command_timeout_ms);
+    return deadline_us < d ? deadline_us : d;
+}
+
+int baton__conn_flush_by(baton_client *c, baton__conn *k, const char *what, int64_t deadline_us)
+{
+    if (flush_until(k, command_deadline(c, deadline_us)) == BATON_OK)
         return BATON_OK;
     return baton__fail(c, BATON_ECONN, "%s: %s", what, baton__conn_errstr(k));
 }
 
-int baton__conn_read(baton_client *c, baton__conn *k, const char *what, redisReply **out)
+int baton__conn_read_by(baton_client *c, baton__conn *k, const char *what, int64_t deadline_us,
+                        redisReply **out)
 {
-    if (read_until(k, baton__deadline_after_ms(c->cfg.command_timeout_ms), out) == BATON_OK)
+    if (read_until(k, command_deadline(c, deadline_us), out) == BATON_OK)
         return BATON_OK;
     return baton__fail(c, BATON_ECONN, "%s: %s", what, baton__conn_errstr(k));
+}
+
+int baton__conn_flush(baton_client *c, baton__conn *k, const char *what)
+{
+    return baton__conn_flush_by(c, k, what, BATON__NO_DEADLINE);
+}
+
+int baton__conn_read(baton_client *c, baton__conn *k, const char *what, redisReply **out)
+{
+    return baton__conn_read_by(c, k, what, BATON__NO_DEADLINE, out);
 }
 
 short baton__conn_events(const baton__conn *k)
@@ -840,7 +858,7 @@ static int open_socket(baton_client *c, const char *host, int port, int64_t dead
     return BATON_OK;
 }
 
-int baton__conn_open(baton_client *c, baton__conn **out)
+static int conn_open_by(baton_client *c, int64_t deadline_us, baton__conn **out)
 {
     const baton__endpoint *ep = &c->cfg.ep;
     char host[BATON__HOST_LEN], where[BATON__HOST_LEN + 16];
@@ -852,6 +870,8 @@ int baton__conn_open(baton_client *c, baton__conn **out)
     else
         snprintf(where, sizeof where, "%s:%d", host, port);
     int64_t deadline = baton__deadline_after_ms(c->cfg.connect_timeout_ms);
+    if (deadline_us < deadline)
+        deadline = deadline_us;
     baton__conn *k = NULL;
     int rc = open_socket(c, ep->path && ep->kind == BATON__EP_SINGLE ? NULL : host, port, deadline,
                          where, &k);
@@ -868,6 +888,11 @@ int baton__conn_open(baton_client *c, baton__conn **out)
     }
     *out = k;
     return BATON_OK;
+}
+
+int baton__conn_open(baton_client *c, baton__conn **out)
+{
+    return conn_open_by(c, BATON__NO_DEADLINE, out);
 }
 
 int baton__conn_open_sentinel(baton_client *c, const char *host, int port, baton__conn **out)
@@ -934,6 +959,11 @@ static bool idle_usable(baton__conn *k)
 
 int baton__conn_get(baton_client *c, baton__conn **out)
 {
+    return baton__conn_get_by(c, BATON__NO_DEADLINE, out);
+}
+
+int baton__conn_get_by(baton_client *c, int64_t deadline_us, baton__conn **out)
+{
     baton__mutex_lock(&c->pool_mu);
     for (;;) {
         while (c->idle) {
@@ -952,13 +982,16 @@ int baton__conn_get(baton_client *c, baton__conn **out)
         if (c->open_conns < c->cfg.pool_size)
             break;
         /* Every connection is busy; each is bounded by the command timeout. */
-        baton__cond_wait_until(&c->pool_cond, &c->pool_mu, BATON__NO_DEADLINE);
+        if (baton__cond_wait_until(&c->pool_cond, &c->pool_mu, deadline_us) == ETIMEDOUT) {
+            baton__mutex_unlock(&c->pool_mu);
+            return baton__fail(c, BATON_ECONN, "no connection free before the deadline");
+        }
     }
     c->open_conns++;
     baton__mutex_unlock(&c->pool_mu);
 
     baton__conn *k = NULL;
-    int rc = baton__conn_open(c, &k);
+    int rc = conn_open_by(c, deadline_us, &k);
     if (rc != BATON_OK) {
         baton__mutex_lock(&c->pool_mu);
         c->open_conns--;

@@ -52,6 +52,13 @@ void baton__pool_free(baton_client *c);
 int baton__conn_append(baton__conn *k, int argc, const char **argv, const size_t *lens);
 int baton__conn_flush(baton_client *c, baton__conn *k, const char *what);
 int baton__conn_read(baton_client *c, baton__conn *k, const char *what, struct redisReply **out);
+/* The same three with a monotonic deadline (µs) that may come before the client's
+ * timeouts would (the watchdog must report a lease's end on time, whatever its renewal
+ * pass waits for). */
+int baton__conn_get_by(baton_client *c, int64_t deadline_us, baton__conn **out);
+int baton__conn_flush_by(baton_client *c, baton__conn *k, const char *what, int64_t deadline_us);
+int baton__conn_read_by(baton_client *c, baton__conn *k, const char *what, int64_t deadline_us,
+                        struct redisReply **out);
 
 /* Non-blocking use, for a poll() loop. fd and the events to wait for (POLLIN, plus POLLOUT
  * while output is pending or TLS needs to write); io does what revents allow: writes
