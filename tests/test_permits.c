@@ -212,18 +212,32 @@ typedef struct rig {
     redisContext *direct;
 } rig;
 
+/* A private server behind the fault proxy, and a client through it. */
+static void rig_up(rig *r)
+{
+    th_server_start(&r->server, NULL);
+    r->proxy = th_proxy_start(r->server.port);
+    baton_options o;
+    baton_options_init(&o);
+    o.url = th_proxy_url(r->proxy);
+    o.connect_timeout_ms = 1000;
+    o.command_timeout_ms = 1000;
+    cr_assert(eq(int, baton_client_open(&o, &r->c), BATON_OK), "%s", baton_open_errmsg());
+    r->direct = th_redis_port(r->server.port);
+}
+
+static void rig_down(rig *r)
+{
+    baton_client_close(r->c);
+    th_proxy_stop(r->proxy);
+    redisFree(r->direct);
+    th_server_stop(&r->server);
+}
+
 Test(permits, a_release_cut_at_every_byte_of_its_reply_counts_once)
 {
     rig r;
-    th_server_start(&r.server, NULL);
-    r.proxy = th_proxy_start(r.server.port);
-    baton_options o;
-    baton_options_init(&o);
-    o.url = th_proxy_url(r.proxy);
-    o.connect_timeout_ms = 1000;
-    o.command_timeout_ms = 1000;
-    cr_assert(eq(int, baton_client_open(&o, &r.c), BATON_OK), "%s", baton_open_errmsg());
-    r.direct = th_redis_port(r.server.port);
+    rig_up(&r);
     baton_permits *p = open_permits(r.c, "pl-cut", 2);
     char a[BATON_PERMIT_ID_SIZE];
     /* the reply is ":1\r\n": cut after 0..3 of its bytes; a re-send that ran again would
@@ -239,10 +253,30 @@ Test(permits, a_release_cut_at_every_byte_of_its_reply_counts_once)
     }
     cr_assert(ge(i64, th_proxy_accepted(r.proxy), 4), "every cut cost a connection");
     baton_permits_close(p);
-    baton_client_close(r.c);
-    th_proxy_stop(r.proxy);
-    redisFree(r.direct);
-    th_server_stop(&r.server);
+    rig_down(&r);
+}
+
+Test(permits, an_acquire_cut_at_every_byte_of_its_reply_is_resolved)
+{
+    rig r;
+    rig_up(&r);
+    baton_permits *p = open_permits(r.c, "pl-acut", 1);
+    char a[BATON_PERMIT_ID_SIZE];
+    /* once, so that the server has the script (a cut NOSCRIPT is a script that did not run) */
+    cr_assert(eq(int, baton_permits_try_acquire(p, 0, 10000, a), BATON_OK));
+    cr_assert(eq(int, baton_permits_release(p, a), BATON_OK));
+    /* the reply to a taken permit is "*2\r\n:1\r\n:10000\r\n": cut after 0..16 bytes */
+    for (long n = 0; n < 17; n++) {
+        th_proxy_cut_after(r.proxy, TH_DOWN, n);
+        cr_assert(eq(int, baton_permits_try_acquire(p, 0, 10000, a), BATON_OK), "cut after %ld: %s",
+                  n, baton_client_errmsg(r.c));
+        cr_assert(eq(i64, lease_end(r.direct, "pl-acut", a) > 0, 1), "cut after %ld: its id", n);
+        cr_assert(eq(int, baton_permits_release(p, a), BATON_OK));
+        cr_assert(eq(i64, th_cmd_int(r.direct, "ZCARD {pl-acut}:timeout"), 0));
+    }
+    cr_assert(ge(i64, th_proxy_accepted(r.proxy), 17), "every cut cost a connection");
+    baton_permits_close(p);
+    rig_down(&r);
 }
 
 /* ---------------------------------------------------------------- leases -------------- */

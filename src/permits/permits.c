@@ -280,19 +280,53 @@ static int record_held(baton_permits *p, const char *id, bool renew)
 
 /* ------------------------------- acquire ---------------------------------------------- */
 
+/* The acquire script was sent and its reply lost: the server is asked whether the permit
+ * exists. The id is this call's own, so renewing it with the lease just asked for is the
+ * question (it answers 1 only for a lease still running, and changes nothing else); asked
+ * twice (a stale connection first), as it is idempotent. BATON_OK (taken after all) or
+ * BATON_ECONN. */
+static int resolve_lost_reply(baton_permits *p, const char *id, const char *lease)
+{
+    const char *keys[1] = {p->timeouts};
+    const char *args[2] = {lease, id};
+    int64_t held = 0;
+    int rc = BATON_ECONN;
+    for (int i = 0; i < 2 && rc == BATON_ECONN; i++)
+        rc = run_ints(p, "permits_renew", 1, keys, 2, args, false, &held, 1);
+    if (rc == BATON_OK && held == 1)
+        return BATON_OK;
+    return baton__fail(p->client, BATON_ECONN,
+                       "permits %s: the reply to an acquire was lost and the permit is %s", p->name,
+                       rc == BATON_OK ? "not held" : "unknown (it ends with its lease)");
+}
+
 /* One run of the acquire script: BATON_OK (id taken) or BATON_ETIMEDOUT, with *wait_ms = ms
  * until the nearest lease ends (-1: unknown). */
 static int attempt(baton_permits *p, const char *id, const char *lease, int64_t *wait_ms)
 {
+    baton_client *c = p->client;
     const char *keys[3] = {p->name, p->timeouts, p->channel};
     const char *args[2] = {id, lease};
-    int64_t v[2] = {0, -1};
-    baton__stat_inc(p->client, BATON__ST_ATTEMPTS + BATON__K_SEMAPHORE);
-    int rc = run_ints(p, "permits_acquire", 3, keys, 2, args, false, v, 2);
+    redisReply *r;
+    bool maybe_ran = false;
+    baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_SEMAPHORE);
+    int rc = baton__script_call(c, baton__script_find("permits_acquire"), 3, keys, 2, args, &r,
+                                &maybe_ran);
+    if (rc == BATON_ECONN && maybe_ran)
+        return resolve_lost_reply(p, id, lease);
     if (rc != BATON_OK)
         return rc;
-    *wait_ms = v[1];
-    return v[0] == 1 ? BATON_OK : BATON_ETIMEDOUT;
+    bool ok = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+              r->element[0]->type == REDIS_REPLY_INTEGER &&
+              r->element[1]->type == REDIS_REPLY_INTEGER;
+    bool taken = ok && r->element[0]->integer == 1;
+    if (ok)
+        *wait_ms = r->element[1]->integer;
+    freeReplyObject(r);
+    if (!ok)
+        return baton__fail(c, BATON_EPROTO, "permits %s: unexpected reply to permits_acquire",
+                           p->name);
+    return taken ? BATON_OK : BATON_ETIMEDOUT;
 }
 
 /* The monotonic time to try again at: the nearest lease end (+1 ms: the server's clock
