@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include "../core/internal.h"
+#include "../core/wait.h"
 
 #include <hiredis/hiredis.h>
 
@@ -329,15 +330,27 @@ static int attempt(baton_permits *p, const char *id, const char *lease, int64_t 
     return taken ? BATON_OK : BATON_ETIMEDOUT;
 }
 
-/* The monotonic time to try again at: the nearest lease end (+1 ms: the server's clock
- * reads it as ended), the recheck interval, or the deadline, whichever is first. */
-static int64_t next_try(baton_permits *p, int64_t wait_ms, int64_t deadline)
+typedef struct acquiring {
+    baton_permits *p;
+    const char *id, *lease;
+    int64_t nearest_ms; /* from the last attempt: ms until the nearest lease ends, or -1 */
+    int64_t recheck_ms;
+} acquiring;
+
+static int try_once(void *arg, baton__sub *sub)
 {
-    int64_t now = baton__now_us();
-    int64_t until = now + baton__client_config(p->client)->recheck_ms * 1000;
-    if (wait_ms >= 0 && now + (wait_ms + 1) * 1000 < until)
-        until = now + (wait_ms + 1) * 1000;
-    return until < deadline ? until : deadline;
+    (void)sub;
+    acquiring *a = arg;
+    return attempt(a->p, a->id, a->lease, &a->nearest_ms);
+}
+
+/* Sleep until a release wakes us, and at most until the nearest lease ends (+1 ms: the
+ * server's clock then reads it as ended, and the next attempt gives it back) or recheck_ms. */
+static int64_t bound(void *arg)
+{
+    acquiring *a = arg;
+    int64_t to_end = a->nearest_ms < 0 ? -1 : a->nearest_ms + 1;
+    return to_end >= 0 && to_end < a->recheck_ms ? to_end : a->recheck_ms;
 }
 
 int baton_permits_try_acquire(baton_permits *p, int64_t wait_ms, int64_t lease_ms,
@@ -361,33 +374,18 @@ int baton_permits_try_acquire(baton_permits *p, int64_t wait_ms, int64_t lease_m
     snprintf(lease, sizeof lease, "%lld", (long long)(renew ? baton__watchdog_lease(c) : lease_ms));
     new_id(pid);
 
-    int64_t deadline = baton__deadline_after_ms(wait_ms);
     int64_t start = baton__stat_start(c);
-    int64_t nearest = -1;
-    /* Others already wait on this semaphore: listen from before the first attempt on. */
-    baton__sub *sub = wait_ms != 0 ? baton__sub_try_acquire(c, p->channel) : NULL;
-    rc = attempt(p, pid, lease, &nearest);
-    if (rc == BATON_ETIMEDOUT && wait_ms != 0) {
-        if (!sub) {
-            rc = baton__sub_acquire(c, p->channel, BATON__SUB_SEMAPHORE, deadline, &sub);
-            /* A release published before the subscription was confirmed went unheard. */
-            if (rc == BATON_OK)
-                rc = attempt(p, pid, lease, &nearest);
-        }
-        while (rc == BATON_ETIMEDOUT && sub && baton__now_us() < deadline) {
-            baton__stat_woken(c, BATON__K_SEMAPHORE,
-                              baton__sub_wait(c, sub, next_try(p, nearest, deadline)));
-            rc = attempt(p, pid, lease, &nearest);
-        }
-    }
+    acquiring a = {p, pid, lease, -1, baton__client_config(c)->recheck_ms};
+    baton__wait w = {.channel = p->channel,
+                     .kind = BATON__SUB_SEMAPHORE,
+                     .stat = BATON__K_SEMAPHORE,
+                     .wait_ms = wait_ms,
+                     .join_live = true,
+                     .attempt = try_once,
+                     .bound_ms = bound,
+                     .arg = &a};
+    rc = baton__wait_for(c, &w);
     baton__stat_acquire(c, BATON__K_SEMAPHORE, rc, start, p->name);
-    if (sub) {
-        /* Acquired: unsubscribe in the background. Gave up: leave nothing behind. */
-        if (rc == BATON_OK)
-            baton__sub_release(c, sub);
-        else
-            baton__sub_release_sync(c, sub);
-    }
     if (rc == BATON_ETIMEDOUT)
         return baton__fail(c, BATON_ETIMEDOUT, "permits %s: no permit free within %lld ms", p->name,
                            (long long)wait_ms);
