@@ -142,6 +142,45 @@ Test(permits, acquire_gives_redisson_ids_in_redissons_layout)
     free(name);
 }
 
+Test(permits, acquire_many_takes_all_or_none)
+{
+    baton_client *c = th_client(NULL);
+    char *name = th_name("pl-many");
+    baton_permits *p = open_permits(c, name, 4);
+    redisContext *r = th_redis();
+    char ids[4][BATON_PERMIT_ID_SIZE];
+    cr_assert(eq(int, baton_permits_try_acquire_many(p, 3, 0, 5000, ids), BATON_OK));
+    for (int i = 0; i < 3; i++) {
+        cr_assert(eq(sz, strlen(ids[i]), (size_t)32));
+        cr_assert(gt(i64, lease_end(r, name, ids[i]), 0), "id %d is a lease", i);
+    }
+    cr_assert(ne(str, ids[0], ids[1]));
+    cr_assert(ne(str, ids[1], ids[2]));
+    char more[2][BATON_PERMIT_ID_SIZE];
+    cr_assert(eq(int, baton_permits_try_acquire_many(p, 2, 200, 5000, more), BATON_ETIMEDOUT));
+    cr_assert(eq(str, more[0], ""));
+    int64_t held = 0;
+    cr_assert(eq(i64, available(p, &held), 1), "none of the two taken");
+    cr_assert(eq(i64, held, 3));
+    for (int i = 0; i < 3; i++)
+        cr_assert(eq(int, baton_permits_release(p, ids[i]), BATON_OK));
+    cr_assert(
+        eq(int, baton_permits_try_acquire_many(p, 4, 0, BATON_LEASE_WATCHDOG, ids), BATON_OK));
+    cr_assert(eq(i64, available(p, &held), 0));
+    cr_assert(eq(i64, held, 4));
+    for (int i = 0; i < 4; i++)
+        cr_assert(eq(int, baton_permits_release(p, ids[i]), BATON_OK));
+    cr_assert(eq(i64, available(p, NULL), 4));
+    cr_assert(eq(int, baton_permits_try_acquire_many(p, 0, 0, 5000, ids), BATON_EINVAL));
+    cr_assert(eq(int, baton_permits_try_acquire_many(p, BATON_PERMITS_MAX_MANY + 1, 0, 5000, ids),
+                 BATON_EINVAL));
+    cr_assert(eq(int, baton_permits_try_acquire_many(p, 2, 0, 5000, NULL), BATON_EINVAL));
+    redisFree(r);
+    baton_permits_close(p);
+    baton_client_close(c);
+    free(name);
+}
+
 Test(permits, try_set_permits_counts_leases_still_running)
 {
     baton_client *c = th_client(NULL);

@@ -79,6 +79,16 @@ BATON_API int baton_permits_acquire(baton_permits *p, int64_t lease_ms,
 BATON_API int baton_permits_try_acquire(baton_permits *p, int64_t wait_ms, int64_t lease_ms,
                                         char id[BATON_PERMIT_ID_SIZE]);
 
+/* The most permits one baton_permits_try_acquire_many() takes. */
+#define BATON_PERMITS_MAX_MANY 1000
+
+/* As try_acquire for n permits (1..BATON_PERMITS_MAX_MANY) at once, all or none, each with
+ * its own id (written to ids[0..n)) and the same lease; each is released by its own id.
+ * Returns as try_acquire; BATON_EINVAL also for n out of range or ids NULL. On failure every
+ * ids[i] is the empty string and nothing is held. */
+BATON_API int baton_permits_try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms,
+                                             int64_t lease_ms, char (*ids)[BATON_PERMIT_ID_SIZE]);
+
 /* Gives the permit `id` back (through any handle, any process: the id is the permit) and
  * wakes a waiter. Counted once: the request carries a request id (baton_request:{NAME}:<id>)
  * and is re-sent after a lost reply, up to 3 attempts; a run that already happened is not

@@ -281,11 +281,11 @@ static int record_held(baton_permits *p, const char *id, bool renew)
 
 /* ------------------------------- acquire ---------------------------------------------- */
 
-/* The acquire script was sent and its reply lost: the server is asked whether the permit
- * exists. The id is this call's own, so renewing it with the lease just asked for is the
- * question (it answers 1 only for a lease still running, and changes nothing else); asked
- * twice (a stale connection first), as it is idempotent. BATON_OK (taken after all) or
- * BATON_ECONN. */
+/* The acquire script was sent and its reply lost: the server is asked whether the permits
+ * exist. The ids are this call's own and were taken all or none, so asking about the first
+ * is enough; renewing it with the lease just asked for is the question (it answers 1 only
+ * for a lease still running, and changes nothing else); asked twice (a stale connection
+ * first), as it is idempotent. BATON_OK (taken after all) or BATON_ECONN. */
 static int resolve_lost_reply(baton_permits *p, const char *id, const char *lease)
 {
     const char *keys[1] = {p->timeouts};
@@ -301,20 +301,30 @@ static int resolve_lost_reply(baton_permits *p, const char *id, const char *leas
                        rc == BATON_OK ? "not held" : "unknown (it ends with its lease)");
 }
 
-/* One run of the acquire script: BATON_OK (id taken) or BATON_ETIMEDOUT, with *wait_ms = ms
- * until the nearest lease ends (-1: unknown). */
-static int attempt(baton_permits *p, const char *id, const char *lease, int64_t *wait_ms)
+typedef struct acquiring {
+    baton_permits *p;
+    const char **args;  /* {lease, id, ...}: the acquire script's ARGV */
+    int nargs;          /* 1 + the number of permits */
+    int64_t nearest_ms; /* from the last attempt: ms until the nearest lease ends, or -1 */
+    int64_t recheck_ms;
+} acquiring;
+
+/* One run of the acquire script: BATON_OK (every id taken) or BATON_ETIMEDOUT (none), with
+ * a->nearest_ms = ms until the nearest lease ends (-1: unknown). */
+static int try_once(void *arg, baton__sub *sub)
 {
+    (void)sub;
+    acquiring *a = arg;
+    baton_permits *p = a->p;
     baton_client *c = p->client;
     const char *keys[3] = {p->name, p->timeouts, p->channel};
-    const char *args[2] = {id, lease};
     redisReply *r;
     bool maybe_ran = false;
     baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_SEMAPHORE);
-    int rc = baton__script_call(c, baton__script_find("permits_acquire"), 3, keys, 2, args, &r,
-                                &maybe_ran);
+    int rc = baton__script_call(c, baton__script_find("permits_acquire"), 3, keys, a->nargs,
+                                a->args, &r, &maybe_ran);
     if (rc == BATON_ECONN && maybe_ran)
-        return resolve_lost_reply(p, id, lease);
+        return resolve_lost_reply(p, a->args[1], a->args[0]);
     if (rc != BATON_OK)
         return rc;
     bool ok = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
@@ -322,26 +332,12 @@ static int attempt(baton_permits *p, const char *id, const char *lease, int64_t 
               r->element[1]->type == REDIS_REPLY_INTEGER;
     bool taken = ok && r->element[0]->integer == 1;
     if (ok)
-        *wait_ms = r->element[1]->integer;
+        a->nearest_ms = r->element[1]->integer;
     freeReplyObject(r);
     if (!ok)
         return baton__fail(c, BATON_EPROTO, "permits %s: unexpected reply to permits_acquire",
                            p->name);
     return taken ? BATON_OK : BATON_ETIMEDOUT;
-}
-
-typedef struct acquiring {
-    baton_permits *p;
-    const char *id, *lease;
-    int64_t nearest_ms; /* from the last attempt: ms until the nearest lease ends, or -1 */
-    int64_t recheck_ms;
-} acquiring;
-
-static int try_once(void *arg, baton__sub *sub)
-{
-    (void)sub;
-    acquiring *a = arg;
-    return attempt(a->p, a->id, a->lease, &a->nearest_ms);
 }
 
 /* Sleep until a release wakes us, and at most until the nearest lease ends (+1 ms: the
@@ -353,29 +349,46 @@ static int64_t bound(void *arg)
     return to_end >= 0 && to_end < a->recheck_ms ? to_end : a->recheck_ms;
 }
 
-int baton_permits_try_acquire(baton_permits *p, int64_t wait_ms, int64_t lease_ms,
-                              char id[BATON_PERMIT_ID_SIZE])
+static int give_back(baton_permits *p, const char *lower, int64_t *outcome);
+
+int baton_permits_try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_t lease_ms,
+                                   char (*ids)[BATON_PERMIT_ID_SIZE])
 {
-    if (id)
-        id[0] = '\0';
+    if (ids && n >= 1 && n <= BATON_PERMITS_MAX_MANY)
+        for (int64_t i = 0; i < n; i++)
+            ids[i][0] = '\0';
     int rc = enter(p);
     if (rc != BATON_OK)
         return rc;
     baton_client *c = p->client;
-    if (!id)
-        return baton__fail(c, BATON_EINVAL, "permits %s: id is NULL", p->name);
+    if (!ids)
+        return baton__fail(c, BATON_EINVAL, "permits %s: ids is NULL", p->name);
+    if (n < 1 || n > BATON_PERMITS_MAX_MANY)
+        return baton__fail(c, BATON_EINVAL, "permits %s: %lld permits: take 1 to %d at once",
+                           p->name, (long long)n, BATON_PERMITS_MAX_MANY);
     if ((rc = check_lease(p, lease_ms, true)) != BATON_OK)
         return rc;
     if (baton__check_wait(wait_ms) != BATON_OK)
         return baton__fail(c, BATON_EINVAL, "wait_ms %lld: use BATON_WAIT_FOREVER or 0..%lld ms",
                            (long long)wait_ms, (long long)BATON_MAX_DURATION_MS);
     bool renew = lease_ms == 0 || lease_ms == BATON_LEASE_WATCHDOG;
-    char lease[32], pid[BATON_PERMIT_ID_SIZE];
+    char lease[32];
     snprintf(lease, sizeof lease, "%lld", (long long)(renew ? baton__watchdog_lease(c) : lease_ms));
-    new_id(pid);
+    char(*fresh)[BATON_PERMIT_ID_SIZE] = calloc((size_t)n, sizeof *fresh);
+    const char **args = calloc((size_t)n + 1, sizeof *args);
+    if (!fresh || !args) {
+        free(fresh);
+        free(args);
+        return baton__fail(c, BATON_ENOMEM, "out of memory");
+    }
+    args[0] = lease;
+    for (int64_t i = 0; i < n; i++) {
+        new_id(fresh[i]);
+        args[1 + i] = fresh[i];
+    }
 
     int64_t start = baton__stat_start(c);
-    acquiring a = {p, pid, lease, -1, baton__client_config(c)->recheck_ms};
+    acquiring a = {p, args, (int)n + 1, -1, baton__client_config(c)->recheck_ms};
     baton__wait w = {.channel = p->channel,
                      .kind = BATON__SUB_SEMAPHORE,
                      .stat = BATON__K_SEMAPHORE,
@@ -387,14 +400,32 @@ int baton_permits_try_acquire(baton_permits *p, int64_t wait_ms, int64_t lease_m
     rc = baton__wait_for(c, &w);
     baton__stat_acquire(c, BATON__K_SEMAPHORE, rc, start, p->name);
     if (rc == BATON_ETIMEDOUT)
-        return baton__fail(c, BATON_ETIMEDOUT, "permits %s: no permit free within %lld ms", p->name,
-                           (long long)wait_ms);
-    if (rc != BATON_OK)
-        return rc;
-    if ((rc = record_held(p, pid, renew)) != BATON_OK)
-        return rc;
-    memcpy(id, pid, BATON_PERMIT_ID_SIZE);
-    return BATON_OK;
+        rc = baton__fail(c, BATON_ETIMEDOUT, "permits %s: %lld permit%s not free within %lld ms",
+                         p->name, (long long)n, n == 1 ? "" : "s", (long long)wait_ms);
+    /* Every permit is recorded (and registered) before the call returns; if one cannot be,
+     * all of them are given back. */
+    bool taken = rc == BATON_OK;
+    int64_t recorded = 0;
+    while (rc == BATON_OK && recorded < n && (rc = record_held(p, fresh[recorded], renew)) == 0)
+        recorded++;
+    if (taken && rc != BATON_OK) {
+        int64_t ignored;
+        for (int64_t i = 0; i < n; i++)
+            if (i != recorded) /* record_held gave that one back */
+                give_back(p, fresh[i], &ignored);
+    }
+    if (rc == BATON_OK)
+        memcpy(ids, fresh, (size_t)n * sizeof *fresh);
+    free(fresh);
+    free(args);
+    return rc;
+}
+
+int baton_permits_try_acquire(baton_permits *p, int64_t wait_ms, int64_t lease_ms,
+                              char id[BATON_PERMIT_ID_SIZE])
+{
+    return baton_permits_try_acquire_many(p, 1, wait_ms, lease_ms,
+                                          (char(*)[BATON_PERMIT_ID_SIZE])id);
 }
 
 int baton_permits_acquire(baton_permits *p, int64_t lease_ms, char id[BATON_PERMIT_ID_SIZE])
@@ -404,6 +435,21 @@ int baton_permits_acquire(baton_permits *p, int64_t lease_ms, char id[BATON_PERM
 
 /* ------------------------------- release and lease ------------------------------------ */
 
+/* The release of one permit (lower-case id): stops its renewal, runs the release script
+ * once however often it is sent; *outcome = the script's answer (1, 2 or 0). */
+static int give_back(baton_permits *p, const char *lower, int64_t *outcome)
+{
+    /* Renewal stops before the release is sent, never after (Redisson #7272); also when
+     * another handle of this client took the permit (the registry is the client's). The
+     * record is freed after the registry let go: a lost report may be running with it. */
+    permit_rec *rec = unlink_rec(p, lower);
+    baton__watchdog_forget(p->client, p->timeouts, lower);
+    free(rec);
+    const char *keys[3] = {p->name, p->timeouts, p->channel};
+    const char *args[1] = {lower};
+    return run_ints(p, "permits_release", 3, keys, 1, args, true, outcome, 1);
+}
+
 int baton_permits_release(baton_permits *p, const char *id)
 {
     int rc = enter(p);
@@ -412,16 +458,8 @@ int baton_permits_release(baton_permits *p, const char *id)
     baton_client *c = p->client;
     char lower[BATON_PERMIT_ID_SIZE];
     lower_id(id, lower);
-    /* Renewal stops before the release is sent, never after (Redisson #7272); also when
-     * another handle of this client took the permit (the registry is the client's). The
-     * record is freed after the registry let go: a lost report may be running with it. */
-    permit_rec *rec = unlink_rec(p, lower);
-    baton__watchdog_forget(c, p->timeouts, lower);
-    free(rec);
-    const char *keys[3] = {p->name, p->timeouts, p->channel};
-    const char *args[1] = {lower};
     int64_t out = 0;
-    if ((rc = run_ints(p, "permits_release", 3, keys, 1, args, true, &out, 1)) != BATON_OK)
+    if ((rc = give_back(p, lower, &out)) != BATON_OK)
         return rc;
     if (out == 0)
         return baton__fail(c, BATON_ENOTHELD,
