@@ -419,6 +419,20 @@ static int semaphore_admin(cli_global *g, const char *name, const char *verb, co
     return rc;
 }
 
+/* The acquire failed: -w ran out (exit -E's code, or quiet) or an error. */
+static int not_acquired(baton_client *c, int brc, const char *name, int64_t take, const busy *b,
+                        const char *command)
+{
+    if (brc != BATON_ETIMEDOUT)
+        return cli_fail(c, brc, "semaphore %s", name);
+    char shown[32];
+    format_ms(b->wait_ms, shown, sizeof shown);
+    if (!b->quiet)
+        cli_error("semaphore %s: %lld permit%s not acquired within %s; %s not run", name,
+                  (long long)take, take == 1 ? "" : "s", shown, command);
+    return (int)b->code;
+}
+
 /* The RSemaphore way (--counting): K permits of the count, no owner, no lease. */
 static int semaphore_counting(baton_client *c, const char *name, bool has_permits, int64_t permits,
                               int64_t take, const busy *b, int64_t kill_after_ms, char **command)
@@ -431,15 +445,8 @@ static int semaphore_counting(baton_client *c, const char *name, bool has_permit
     if (brc == BATON_OK)
         brc = b->has_wait ? baton_semaphore_try_acquire(s, take, b->wait_ms)
                           : baton_semaphore_acquire(s, take);
-    if (brc == BATON_ETIMEDOUT) {
-        char shown[32];
-        format_ms(b->wait_ms, shown, sizeof shown);
-        if (!b->quiet)
-            cli_error("semaphore %s: %lld permit%s not acquired within %s; %s not run", name,
-                      (long long)take, take == 1 ? "" : "s", shown, command[0]);
-        rc = (int)b->code;
-    } else if (brc != BATON_OK) {
-        rc = cli_fail(c, brc, "semaphore %s", name);
+    if (brc != BATON_OK) {
+        rc = not_acquired(c, brc, name, take, b, command[0]);
     } else {
         cli_guard_hold();
         char what[300];
@@ -475,15 +482,8 @@ static int semaphore_leases(baton_client *c, const char *name, bool has_permits,
                                              BATON_LEASE_WATCHDOG, ids);
     char what[300];
     snprintf(what, sizeof what, "semaphore %s", name);
-    if (brc == BATON_ETIMEDOUT) {
-        char shown[32];
-        format_ms(b->wait_ms, shown, sizeof shown);
-        if (!b->quiet)
-            cli_error("semaphore %s: %lld permit%s not acquired within %s; %s not run", name,
-                      (long long)take, take == 1 ? "" : "s", shown, command[0]);
-        rc = (int)b->code;
-    } else if (brc != BATON_OK) {
-        rc = cli_fail(c, brc, "semaphore %s", name);
+    if (brc != BATON_OK) {
+        rc = not_acquired(c, brc, name, take, b, command[0]);
     } else {
         cli_guard_hold();
         int lost_fd = -1;
