@@ -23,7 +23,10 @@ if raw then
     end
 end
 local t = redis.call('time')
+-- now: the server's ms, rounded down (a lease ends once now >= its end); a new end is
+-- rounded up, so that no lease is shorter than asked
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now_up = tonumber(t[1]) * 1000 + math.ceil(tonumber(t[2]) / 1000)
 local ended = redis.call('zrangebyscore', KEYS[2], '-inf', now, 'limit', 0, 100)
 if #ended > 0 then
     redis.call('zrem', KEYS[2], unpack(ended))
@@ -32,7 +35,7 @@ end
 local n = #ARGV - 1
 if value >= n then
     redis.call('decrby', KEYS[1], n)
-    local lease_end = now + tonumber(ARGV[1])
+    local lease_end = now_up + tonumber(ARGV[1])
     for i = 2, #ARGV do
         local id = string.gsub(ARGV[i], '..', function(h) return string.char(tonumber(h, 16)) end)
         redis.call('zadd', KEYS[2], lease_end, id)
