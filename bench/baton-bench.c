@@ -60,6 +60,7 @@ static struct {
     int workers, permits, think_ms, max_seconds, periods;
     bool processes;
     bool stats_off; /* --stats off: the client's statistics paused (the A/B of s1) */
+    bool leases;    /* --leases: s3 takes permit leases (baton_permits), not counts */
     int64_t lease_ms, watchdog_ms;
     double duration; /* > 0: run until this many seconds passed instead of K each */
     char prefix[64]; /* every key of this run starts with it */
@@ -425,14 +426,87 @@ static void lock_worker(worker *w)
  * s3: semaphore
  * ---------------------------------------------------------------------------------------- */
 
+/* The counting semaphore, or permit leases (--leases: baton_permits, lease --lease-ms or
+ * the watchdog's), behind one acquire and one release. */
+typedef struct sem_handle {
+    baton_semaphore *s;
+    baton_permits *p;
+    char id[BATON_PERMIT_ID_SIZE]; /* the permit held (leases) */
+} sem_handle;
+
+static int sem_open(baton_client *c, const char *name, sem_handle *h)
+{
+    memset(h, 0, sizeof *h);
+    if (opt.leases)
+        return baton_permits_open(c, name, &h->p);
+#ifdef BATON_BENCH_HAVE_SEMAPHORE
+    return baton_semaphore_open(c, name, &h->s);
+#else
+    return BATON_ENOTSUP;
+#endif
+}
+
+static int sem_acquire(sem_handle *h, int64_t wait_ms)
+{
+    if (h->p)
+        return baton_permits_try_acquire(h->p, wait_ms, opt.lease_ms, h->id);
+#ifdef BATON_BENCH_HAVE_SEMAPHORE
+    return baton_semaphore_try_acquire(h->s, 1, wait_ms);
+#else
+    return BATON_ENOTSUP;
+#endif
+}
+
+static int sem_release(sem_handle *h)
+{
+    if (h->p)
+        return baton_permits_release(h->p, h->id);
+#ifdef BATON_BENCH_HAVE_SEMAPHORE
+    return baton_semaphore_release(h->s, 1);
+#else
+    return BATON_ENOTSUP;
+#endif
+}
+
+static int sem_try_set(sem_handle *h, int64_t permits)
+{
+    bool was_set;
+    if (h->p)
+        return baton_permits_try_set_permits(h->p, permits, &was_set);
+#ifdef BATON_BENCH_HAVE_SEMAPHORE
+    return baton_semaphore_try_set_permits(h->s, permits, &was_set);
+#else
+    return BATON_ENOTSUP;
+#endif
+}
+
+static int64_t sem_available(sem_handle *h)
+{
+    int64_t n = -1;
+    if (h->p)
+        baton_permits_available(h->p, &n, NULL);
+#ifdef BATON_BENCH_HAVE_SEMAPHORE
+    else
+        baton_semaphore_available(h->s, &n);
+#endif
+    return n;
+}
+
+static void sem_close(sem_handle *h)
+{
+    baton_permits_close(h->p);
+#ifdef BATON_BENCH_HAVE_SEMAPHORE
+    baton_semaphore_close(h->s);
+#endif
+}
+
 static void semaphore_worker(worker *w)
 {
-#ifdef BATON_BENCH_HAVE_SEMAPHORE
     char name[128], counter[128];
     key(name, sizeof name, "sem", -1);
     key(counter, sizeof counter, "counter", -1);
-    baton_semaphore *s = NULL;
-    int rc = baton_semaphore_open(w->c, name, &s);
+    sem_handle h;
+    int rc = sem_open(w->c, name, &h);
     if (rc != BATON_OK) {
         note_error(w, "open", rc);
         start_line(w);
@@ -440,8 +514,8 @@ static void semaphore_worker(worker *w)
         return;
     }
     /* Warm-up: one acquire+release (scripts loaded); permits end as they were. */
-    if (baton_semaphore_try_acquire(s, 1, 10000) == BATON_OK)
-        baton_semaphore_release(s, 1);
+    if (sem_acquire(&h, 10000) == BATON_OK)
+        sem_release(&h);
 
     start_line(w);
     worker_out *o = w->out;
@@ -449,7 +523,7 @@ static void semaphore_worker(worker *w)
         int64_t wait = remaining_ms();
         atomic_fetch_add(&sh->waiting, 1);
         int64_t t0 = now_ns();
-        rc = baton_semaphore_try_acquire(s, 1, wait);
+        rc = sem_acquire(&h, wait);
         int64_t t1 = now_ns();
         atomic_fetch_sub(&sh->waiting, 1);
         if (rc != BATON_OK) {
@@ -462,7 +536,7 @@ static void semaphore_worker(worker *w)
         freeReplyObject(raw_cmd(w->raw, "INCR %s", counter));
         o->cs_cmds++;
         atomic_fetch_sub(&sh->holders, 1);
-        rc = baton_semaphore_release(s, 1);
+        rc = sem_release(&h);
         if (rc != BATON_OK)
             note_error(w, "release", rc);
         o->ops++;
@@ -472,12 +546,7 @@ static void semaphore_worker(worker *w)
             sleep_ms(opt.think_ms);
     }
     finish_line(w);
-    baton_semaphore_close(s);
-#else
-    note_error(w, "semaphore", BATON_ENOTSUP);
-    start_line(w);
-    finish_line(w);
-#endif
+    sem_close(&h);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -652,6 +721,8 @@ static void write_json(const result *r)
     fprintf(f, "{\"suite\":\"baton\",\"lang\":\"c\",\"peer\":\"baton\",\"scenario\":\"%s\",",
             scenario_ids[opt.sc]);
     fprintf(f, "\"workers\":%d,", r->workers);
+    if (opt.sc == S3)
+        fprintf(f, "\"permit_leases\":%s,", opt.leases ? "true" : "false");
     jnum(f, "permits", r->permits, 0, false);
     jnum(f, "think_ms", r->think_ms, 0, false);
     jnum(f, "target_ops", r->target_ops, 0, false);
@@ -719,10 +790,13 @@ static void print_human(const result *r, const char *extra)
            "p50=%s p99=%s max=%s ms handoff_p50=%s handoff_p99=%s self_reacquire_pct=%s "
            "lost_updates=%s max_holders=%s errors=%llu client_rtts_per_op=%s "
            "server_cmds_per_op=%s server_cpu_us_per_op=%s client_cpu_us_per_op=%s%s%s\n",
-           scenario_ids[opt.sc], r->workers, opt.processes ? " processes" : " threads", b[14],
-           (unsigned long long)r->ops, b[13], r->seconds, b[0], r->lat_kind ? r->lat_kind : "-",
-           b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], (unsigned long long)r->errors, b[9],
-           b[10], b[11], b[12], extra ? " " : "", extra ? extra : "");
+           scenario_ids[opt.sc], r->workers,
+           opt.processes ? (opt.leases ? " processes leases" : " processes")
+                         : (opt.leases ? " threads leases" : " threads"),
+           b[14], (unsigned long long)r->ops, b[13], r->seconds, b[0],
+           r->lat_kind ? r->lat_kind : "-", b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8],
+           (unsigned long long)r->errors, b[9], b[10], b[11], b[12], extra ? " " : "",
+           extra ? extra : "");
 }
 
 static void result_init(result *r)
@@ -800,19 +874,14 @@ static void run_workers(void)
 
     baton_client *setup = NULL;
     if (opt.sc == S3) {
-#ifdef BATON_BENCH_HAVE_SEMAPHORE
         setup = client_open();
-        baton_semaphore *s;
-        bool was_set;
-        int rc = baton_semaphore_open(setup, name, &s);
+        sem_handle h;
+        int rc = sem_open(setup, name, &h);
         if (rc == BATON_OK)
-            rc = baton_semaphore_try_set_permits(s, opt.permits, &was_set);
+            rc = sem_try_set(&h, opt.permits);
         if (rc != BATON_OK)
             die("semaphore setup: %s: %s", baton_err_name(rc), baton_client_errmsg(setup));
-        baton_semaphore_close(s);
-#else
-        die("s3: this libbaton has no semaphore (src/semaphore is not in BATON_SOURCES)");
-#endif
+        sem_close(&h);
     }
 #ifndef BATON_BENCH_HAVE_FAIRLOCK
     if (opt.sc == S2F)
@@ -959,13 +1028,12 @@ static void run_workers(void)
     r.server_cpu = (s1.cpu_s - s0.cpu_s) * 1e6 / ops;
     r.client_cpu = ccpu / ops;
 
-#ifdef BATON_BENCH_HAVE_SEMAPHORE
     if (opt.sc == S3) { /* every permit must be back */
-        baton_semaphore *s;
+        sem_handle h;
         int64_t avail = -1;
-        if (baton_semaphore_open(setup, name, &s) == BATON_OK) {
-            baton_semaphore_available(s, &avail);
-            baton_semaphore_close(s);
+        if (sem_open(setup, name, &h) == BATON_OK) {
+            avail = sem_available(&h);
+            sem_close(&h);
         }
         if (avail != opt.permits) {
             fprintf(stderr, "s3: %lld permits available at the end, expected %d\n",
@@ -973,7 +1041,6 @@ static void run_workers(void)
             r.errors++;
         }
     }
-#endif
 
     /* The per-second timeline: seconds whose longest wait reached 50 ms, and in a
      * --duration run the whole of it. */
@@ -1301,7 +1368,7 @@ static void usage(void)
                     "       [--workers W] [--k K] [--permits P] [--think-ms T] [--processes]\n"
                     "       [--max-seconds S] [--lease-ms L] [--watchdog-ms W] [--duration S]\n"
                     "       [--periods N] [--stats on|off] [--tls-port P --tls-ca FILE]\n"
-                    "       [--sync-replicas N]\n"
+                    "       [--sync-replicas N] [--leases]\n"
                     "       baton-bench --list   (the scenarios this build can run)\n"
                     "Appends one JSON line to $RESULTS_JSONL (if set) and prints a summary.\n");
     exit(2);
@@ -1346,6 +1413,7 @@ int main(int argc, char **argv)
                                           {"duration", required_argument, NULL, 'd'},
                                           {"periods", required_argument, NULL, 'r'},
                                           {"stats", required_argument, NULL, 'S'},
+                                          {"leases", no_argument, NULL, 'E'},
                                           {"help", no_argument, NULL, 'h'},
                                           {"list", no_argument, NULL, 'L'},
                                           {"tls-port", required_argument, NULL, 'T'},
@@ -1399,6 +1467,9 @@ int main(int argc, char **argv)
             if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0)
                 die("--stats takes on or off");
             opt.stats_off = strcmp(optarg, "off") == 0;
+            break;
+        case 'E':
+            opt.leases = true;
             break;
         case 'L':
             list_scenarios();

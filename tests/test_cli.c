@@ -660,6 +660,54 @@ Test(cli, semaphore_caps_concurrency_and_returns_its_permits)
     free(log);
 }
 
+/* The default: permit leases renewed while COMMAND runs; a baton killed with -9 gives its
+ * permit back within the lease (--watchdog), without any release. */
+Test(cli, semaphore_permit_leases_come_back_from_a_killed_baton)
+{
+    const char *name = th_tmpname("cli-sem-lease");
+    redisContext *r = th_redis();
+    pid_t holder = cli_spawn(
+        ARGS("semaphore", name, "--permits", "1", "--watchdog", "600ms", "--", "sleep", "30"));
+    int64_t t0 = th_ms();
+    while (th_cmd_int(r, "ZCARD {%s}:timeout", name) == 0 && th_ms() - t0 < 3000)
+        th_sleep_ms(10);
+    cr_assert(eq(i64, th_cmd_int(r, "ZCARD {%s}:timeout", name), 1), "a permit lease is held");
+    th_sleep_ms(1300); /* two leases: renewed meanwhile */
+    redisReply *rep = th_cmd(r, "ZRANGE {%s}:timeout 0 0 WITHSCORES", name);
+    long long end = atoll(rep->element[1]->str);
+    freeReplyObject(rep);
+    rep = th_cmd(r, "TIME");
+    long long now = atoll(rep->element[0]->str) * 1000 + atoll(rep->element[1]->str) / 1000;
+    freeReplyObject(rep);
+    cr_assert(gt(i64, end, now), "renewed while COMMAND runs");
+    cr_assert(le(i64, end, now + 600));
+    cr_assert(eq(int, kill(holder, SIGKILL), 0));
+    cr_assert(eq(int, th_wait(holder), 128 + SIGKILL));
+    int64_t killed = th_ms();
+    cli_result res;
+    cli_exec(&res, ARGS("semaphore", name, "--wait", "5s", "--", "true"));
+    cr_assert(eq(int, res.status, 0), "stderr: %s", res.err);
+    int64_t back = th_ms() - killed;
+    cr_assert(le(i64, back, 600 + 1000), "back after %lld ms", (long long)back);
+    cli_result_free(&res);
+    cr_assert(eq(i64, th_cmd_int(r, "ZCARD {%s}:timeout", name), 0), "nothing left held");
+    rep = th_cmd(r, "GET %s", name);
+    cr_assert(eq(str, rep->str, "1"));
+    freeReplyObject(rep);
+
+    /* --counting: Redisson's RSemaphore, no lease */
+    const char *counting = th_tmpname("cli-sem-counting");
+    cli_exec(&res, ARGS("semaphore", counting, "--counting", "--permits", "2", "--take", "2", "--",
+                        "true"));
+    cr_assert(eq(int, res.status, 0), "stderr: %s", res.err);
+    cli_result_free(&res);
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS {%s}:timeout", counting), 0));
+    cli_exec(&res, ARGS("semaphore", counting, "--counting", "--watchdog", "1s", "--", "true"));
+    cr_assert(eq(int, res.status, 2), "--watchdog is for leases: %s", res.err);
+    cli_result_free(&res);
+    redisFree(r);
+}
+
 Test(cli, semaphore_wait_take_and_status)
 {
     const char *name = th_tmpname("cli-sem-wait");

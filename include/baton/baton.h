@@ -12,6 +12,7 @@
 #include <baton/lock.h>
 #include <baton/latch.h>
 #include <baton/semaphore.h>
+#include <baton/permits.h>
 #include <baton/stats.h>
 #include <baton/inspect.h>
 

@@ -27,6 +27,7 @@ enum {
     OPT_TAKE,
     OPT_TIMEOUT,
     OPT_FORCE,
+    OPT_COUNTING,
 };
 
 /* An option handler's answer when the option is not one it knows. */
@@ -443,10 +444,14 @@ static bool is_semaphore_verb(const char *s)
 }
 
 /* `semaphore NAME set N | add [-]N | drain | delete`: the library's admin calls. set: exit 1
- * if a count was set already; drain: prints the permits taken; delete: exit 1 if absent. */
-static int semaphore_admin(cli_global *g, const char *name, const char *verb, const char *number)
+ * if a count was set already; drain: prints the permits taken; delete: exit 1 if absent.
+ * set and delete act on the permit leases' keys too (set counts the leases running, delete
+ * removes them) unless --counting; add and drain change the count as for RSemaphore. */
+static int semaphore_admin(cli_global *g, const char *name, const char *verb, const char *number,
+                           bool counting)
 {
     bool set = strcmp(verb, "set") == 0, add = strcmp(verb, "add") == 0;
+    bool del = strcmp(verb, "delete") == 0;
     int64_t n = 0;
     bool neg = add && number && number[0] == '-';
     if ((set || add) &&
@@ -458,21 +463,24 @@ static int semaphore_admin(cli_global *g, const char *name, const char *verb, co
         return cli_usage_error("semaphore", "unexpected '%s'", number);
     baton_client *c = NULL;
     baton_semaphore *s = NULL;
+    baton_permits *p = NULL;
     int rc = cli_open_client(g, &c);
     if (rc)
         return rc;
-    int brc = baton_semaphore_open(c, name, &s);
+    bool leases = !counting && (set || del);
+    int brc = leases ? baton_permits_open(c, name, &p) : baton_semaphore_open(c, name, &s);
     bool yes = true;
     int64_t drained = 0;
     if (brc == BATON_OK) {
         if (set)
-            brc = baton_semaphore_try_set_permits(s, n, &yes);
+            brc = leases ? baton_permits_try_set_permits(p, n, &yes)
+                         : baton_semaphore_try_set_permits(s, n, &yes);
         else if (add)
             brc = baton_semaphore_add_permits(s, neg ? -n : n);
         else if (strcmp(verb, "drain") == 0)
             brc = baton_semaphore_drain(s, &drained);
         else
-            brc = baton_semaphore_delete(s, &yes);
+            brc = leases ? baton_permits_delete(p, &yes) : baton_semaphore_delete(s, &yes);
     }
     if (brc != BATON_OK) {
         rc = cli_fail(c, brc, "semaphore %s: %s", name, verb);
@@ -484,6 +492,7 @@ static int semaphore_admin(cli_global *g, const char *name, const char *verb, co
         printf("%lld\n", (long long)drained);
     }
     baton_semaphore_close(s);
+    baton_permits_close(p);
     baton_client_close(c);
     return rc;
 }
@@ -494,6 +503,8 @@ typedef struct semaphore_args {
     int64_t permits, take, kill_after_ms;
     busy b;
     bool has_permits;
+    int64_t watchdog_ms;       /* --watchdog: the permit leases' lease */
+    bool has_watchdog, counting; /* --counting: the old RSemaphore way, no leases */
     char **command;            /* after "--" */
     const char *verb, *number; /* the admin forms: set N, add [-]N, drain, delete */
     bool wants_number;         /* the verb takes a number, not given yet */
@@ -503,6 +514,8 @@ static const struct option semaphore_options[] = {
     BUSY_LONG,
     {"permits", required_argument, NULL, OPT_PERMITS},
     {"take", required_argument, NULL, OPT_TAKE},
+    {"watchdog", required_argument, NULL, OPT_WATCHDOG},
+    {"counting", no_argument, NULL, OPT_COUNTING},
     {NULL, 0, NULL, 0},
 };
 
@@ -519,6 +532,12 @@ static int semaphore_option(cli_opts *o, int c, cli_global *g, void *arg)
         return count_value(o, c, 1, &sa->take);
     case OPT_KILL_AFTER:
         return duration_value(o, c, &sa->kill_after_ms);
+    case OPT_WATCHDOG:
+        sa->has_watchdog = true;
+        return duration_value(o, c, &sa->watchdog_ms);
+    case OPT_COUNTING:
+        sa->counting = true;
+        return 0;
     case CLI_OPT_WORD:
         break;
     default:
@@ -553,46 +572,34 @@ static int semaphore_parse(cli_global *g, int argc, char **argv, semaphore_args 
     return each_option(&o, g, &sa->b, semaphore_option, sa);
 }
 
-int cli_cmd_semaphore(cli_global *g, int argc, char **argv)
+/* The acquire failed: -w ran out (exit -E's code, or quiet) or an error. */
+static int not_acquired(baton_client *c, int brc, const char *name, int64_t take, const busy *b,
+                        const char *command)
 {
-    semaphore_args sa;
-    int rc = semaphore_parse(g, argc, argv, &sa);
-    const char *name = sa.name;
-    int64_t permits = sa.permits, take = sa.take, kill_after_ms = sa.kill_after_ms;
-    busy b = sa.b;
-    bool has_permits = sa.has_permits;
-    char **command = sa.command;
-    if (!rc && name && sa.verb && !command)
-        return semaphore_admin(g, name, sa.verb, sa.number);
-    if (!rc && !name)
-        rc = cli_usage_error("semaphore", "no semaphore NAME");
-    else if (!rc && !command)
-        rc = cli_usage_error("semaphore", "missing '--' before COMMAND");
-    else if (!rc && !command[0])
-        rc = cli_usage_error("semaphore", "no COMMAND after '--'");
-    if (rc)
-        return rc;
+    if (brc != BATON_ETIMEDOUT)
+        return cli_fail(c, brc, "semaphore %s", name);
+    char shown[32];
+    format_ms(b->wait_ms, shown, sizeof shown);
+    if (!b->quiet)
+        cli_error("semaphore %s: %lld permit%s not acquired within %s; %s not run", name,
+                  (long long)take, take == 1 ? "" : "s", shown, command);
+    return (int)b->code;
+}
 
-    baton_client *c = NULL;
+/* The RSemaphore way (--counting): K permits of the count, no owner, no lease. */
+static int semaphore_counting(baton_client *c, const char *name, bool has_permits, int64_t permits,
+                              int64_t take, const busy *b, int64_t kill_after_ms, char **command)
+{
     baton_semaphore *s = NULL;
-    rc = cli_open_client(g, &c);
-    if (rc)
-        return rc;
+    int rc = 0;
     int brc = baton_semaphore_open(c, name, &s);
     if (brc == BATON_OK && has_permits)
         brc = baton_semaphore_try_set_permits(s, permits, NULL);
     if (brc == BATON_OK)
-        brc = b.has_wait ? baton_semaphore_try_acquire(s, take, b.wait_ms)
-                         : baton_semaphore_acquire(s, take);
-    if (brc == BATON_ETIMEDOUT) {
-        char shown[32];
-        format_ms(b.wait_ms, shown, sizeof shown);
-        if (!b.quiet)
-            cli_error("semaphore %s: %lld permit%s not acquired within %s; %s not run", name,
-                      (long long)take, take == 1 ? "" : "s", shown, command[0]);
-        rc = (int)b.code;
-    } else if (brc != BATON_OK) {
-        rc = cli_fail(c, brc, "semaphore %s", name);
+        brc = b->has_wait ? baton_semaphore_try_acquire(s, take, b->wait_ms)
+                          : baton_semaphore_acquire(s, take);
+    if (brc != BATON_OK) {
+        rc = not_acquired(c, brc, name, take, b, command[0]);
     } else {
         cli_guard_hold();
         char what[300];
@@ -607,6 +614,91 @@ int cli_cmd_semaphore(cli_global *g, int argc, char **argv)
         rc = out.status;
     }
     baton_semaphore_close(s);
+    return rc;
+}
+
+/* The default: K permit leases (Redisson's RPermitExpirableSemaphore), renewed by the
+ * watchdog while COMMAND runs; a baton killed with -9 gives them back within the lease. */
+static int semaphore_leases(baton_client *c, const char *name, bool has_permits, int64_t permits,
+                            int64_t take, const busy *b, int64_t kill_after_ms, char **command)
+{
+    baton_permits *p = NULL;
+    int rc = 0;
+    char(*ids)[BATON_PERMIT_ID_SIZE] = calloc((size_t)take, sizeof *ids);
+    if (!ids)
+        return EXIT_FAILED;
+    int brc = baton_permits_open(c, name, &p);
+    if (brc == BATON_OK && has_permits)
+        brc = baton_permits_try_set_permits(p, permits, NULL);
+    if (brc == BATON_OK)
+        brc = baton_permits_try_acquire_many(p, take, b->has_wait ? b->wait_ms : BATON_WAIT_FOREVER,
+                                             BATON_LEASE_WATCHDOG, ids);
+    char what[300];
+    snprintf(what, sizeof what, "semaphore %s", name);
+    if (brc != BATON_OK) {
+        rc = not_acquired(c, brc, name, take, b, command[0]);
+    } else {
+        cli_guard_hold();
+        int lost_fd = -1;
+        bool has_fd = baton_permits_lost_fd(p, &lost_fd) == BATON_OK;
+        cli_watch w = {has_fd ? &lost_fd : NULL, has_fd ? 1 : 0, 0, what, NULL, kill_after_ms};
+        cli_outcome out = {0, false, false};
+        cli_run(command, &w, &out);
+        bool lost = out.lost;
+        for (int64_t i = 0; i < take; i++) {
+            brc = baton_permits_release(p, ids[i]);
+            if (brc == BATON_ENOTHELD)
+                lost = true;
+            else if (brc != BATON_OK)
+                cli_fail(c, brc, "returning a permit of %s (it comes back when its lease ends)",
+                         what);
+        }
+        if (lost && !out.lost)
+            cli_error("%s: a permit was lost before %s finished (found at release)", what,
+                      command[0]);
+        rc = lost ? EXIT_LOST : out.status;
+    }
+    baton_permits_close(p);
+    free(ids);
+    return rc;
+}
+
+int cli_cmd_semaphore(cli_global *g, int argc, char **argv)
+{
+    semaphore_args sa;
+    int rc = semaphore_parse(g, argc, argv, &sa);
+    const char *name = sa.name;
+    int64_t permits = sa.permits, take = sa.take, kill_after_ms = sa.kill_after_ms;
+    int64_t watchdog_ms = sa.watchdog_ms;
+    busy b = sa.b;
+    bool has_permits = sa.has_permits, has_watchdog = sa.has_watchdog, counting = sa.counting;
+    char **command = sa.command;
+    if (!rc && name && sa.verb && !command)
+        return semaphore_admin(g, name, sa.verb, sa.number, counting);
+    if (!rc && !name)
+        rc = cli_usage_error("semaphore", "no semaphore NAME");
+    else if (!rc && !command)
+        rc = cli_usage_error("semaphore", "missing '--' before COMMAND");
+    else if (!rc && !command[0])
+        rc = cli_usage_error("semaphore", "no COMMAND after '--'");
+    else if (!rc && has_watchdog && counting)
+        rc = cli_usage_error("semaphore", "--watchdog is for permit leases, not --counting");
+    else if (!rc && has_watchdog && watchdog_ms < 30)
+        rc = cli_usage_error("semaphore", "--watchdog must be at least 30ms");
+    else if (!rc && !counting && take > BATON_PERMITS_MAX_MANY)
+        rc = cli_usage_error("semaphore", "--take takes at most %d permit leases",
+                             BATON_PERMITS_MAX_MANY);
+    if (rc)
+        return rc;
+
+    g->watchdog_ms = watchdog_ms;
+    baton_client *c = NULL;
+    rc = cli_open_client(g, &c);
+    if (rc)
+        return rc;
+    rc = counting
+             ? semaphore_counting(c, name, has_permits, permits, take, &b, kill_after_ms, command)
+             : semaphore_leases(c, name, has_permits, permits, take, &b, kill_after_ms, command);
     baton_client_close(c);
     return rc;
 }

@@ -55,11 +55,15 @@ static const cli_command commands[] = {
      cli_cmd_lock},
     {"semaphore",
      "baton [--url URL] semaphore NAME [--permits N] [--take K] [-n | -w DUR] [-E CODE] [-q]"
-     " [--kill-after DUR] -- COMMAND [ARG...]\n"
-     "       baton [--url URL] semaphore NAME set N | add [-]N | drain | delete",
-     "  semaphore NAME -- COMMAND  Run COMMAND holding K permits of the semaphore NAME.\n"
+     " [--watchdog DUR | --counting] [--kill-after DUR] -- COMMAND [ARG...]\n"
+     "       baton [--url URL] semaphore NAME [--counting] set N | add [-]N | drain | delete",
+     "  semaphore NAME -- COMMAND  Run COMMAND holding K permit leases of the semaphore NAME;\n"
+     "                             a killed baton's permits come back when their lease ends.\n"
      "      --permits N            set the semaphore to N permits if it has no count yet\n"
-     "      --take K               permits to take (default 1)\n" WAIT_HELP
+     "      --take K               permits to take (default 1)\n"
+     "      --watchdog DUR         the lease, renewed every DUR/3 while COMMAND runs\n"
+     "                             (default 30s)\n"
+     "      --counting             Redisson's RSemaphore instead: no lease, no owner\n" WAIT_HELP
      "  semaphore NAME set N       set the permits to N if no count is set (exit 1 if one is)\n"
      "  semaphore NAME add [-]N    add N permits (or take them away)\n"
      "  semaphore NAME drain       take every available permit; print how many\n"

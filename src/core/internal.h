@@ -155,7 +155,7 @@ typedef struct baton__config {
     int64_t recheck_ms;
     int64_t keepalive_ms;
     int pool_size;
-    int sync_replicas;        /* WAIT after acquisitions and renewals; 0: off */
+    int sync_replicas; /* WAIT after acquisitions and renewals; 0: off */
     int64_t sync_timeout_ms;
     char *sentinel_username; /* AUTH to sentinels, or NULL */
     char *sentinel_password;
@@ -197,9 +197,9 @@ int baton__script_call(baton_client *c, const baton__script *s, int nkeys, const
 /* As baton__script_call for an acquisition: with sync_replicas set, WAIT follows the script
  * in the same round trip, and when fewer replicas acknowledged, BATON_ENOTSYNCED is
  * returned with *reply set (the script did run: the caller undoes what it did). */
-int baton__script_call_synced(baton_client *c, const baton__script *s, int nkeys,
-                              const char **keys, int nargs, const char **args,
-                              struct redisReply **reply, bool *maybe_ran);
+int baton__script_call_synced(baton_client *c, const baton__script *s, int nkeys, const char **keys,
+                              int nargs, const char **args, struct redisReply **reply,
+                              bool *maybe_ran);
 /* Appends WAIT sync_replicas sync_timeout_ms when sync_replicas is set (pipelines that
  * must be acknowledged, the watchdog's); returns whether it did. */
 bool baton__append_wait(baton_client *c, baton__conn *k);
@@ -221,8 +221,8 @@ int baton__script_run_once(baton_client *c, const baton__script *s, const char *
                            int nkeys, const char **keys, int nargs, const char **args,
                            struct redisReply **reply);
 /* Appends an EVALSHA to a connection's output (pipelining: conn.h's flush and read). */
-int baton__script_append(baton__conn *k, const baton__script *s, int nkeys,
-                         const char **keys, int nargs, const char **args);
+int baton__script_append(baton__conn *k, const baton__script *s, int nkeys, const char **keys,
+                         int nargs, const char **args);
 
 /* Client-side counters, for tests and the benchmark (BENCH.md's "client round trips"):
  * commands: request/reply round trips on command connections (a retry or a NOSCRIPT
@@ -306,6 +306,14 @@ int baton__sub_count(baton_client *c);
  * registration is gone by then. */
 int baton__watchdog_add(baton_client *c, const char *name, const char *owner, bool renew,
                         void (*lost)(void *arg), void *arg);
+/* As baton__watchdog_add for a hold of another kind, renewed by `script` and checked by
+ * `check` (the locks use lock_renew and hold_check): `script` gets KEYS = up to 100 of its
+ * holds' names, ARGV = {lease ms, owner per key}, `check` (run for holds with a lease of
+ * their own when the master moved) KEYS = names, ARGV = owners; both answer 1 (held; renewed)
+ * or 0 (gone) per key, in order. */
+int baton__watchdog_add_kind(baton_client *c, const baton__script *script,
+                             const baton__script *check, const char *name, const char *owner,
+                             bool renew, void (*lost)(void *arg), void *arg);
 /* Starts renewing an existing registration (a re-entrant hold without a lease). */
 void baton__watchdog_renew(baton_client *c, const char *name, const char *owner);
 /* Drops one reference; the last one stops renewal. Never blocks on the server. */

@@ -3,8 +3,9 @@
  * without an explicit lease, from one thread and one timer, every watchdog_ms / 3
  * (Redisson's rule).
  *
- * Renewal is batched: up to 100 holds per EVALSHA of lock_renew.lua, every batch pipelined
- * on one connection, so a period costs one round trip per hundred holds at most. A batch
+ * Renewal is batched: up to 100 holds per EVALSHA of their kind's renew script (lock_renew.lua
+ * for the locks, permits_renew.lua for permit leases; a batch holds one kind), every batch
+ * pipelined on one connection, so a period costs one round trip per hundred holds at most. A batch
  * answers, per hold, whether the owner still held it; a hold found gone is dropped (renewal
  * stops by itself) and its lost callback runs on this thread. A renewal that fails because
  * the server cannot be reached is tried again next period; once a hold's last successful
@@ -37,7 +38,9 @@ typedef struct wd_entry {
     char *name;
     char *owner;
     int refs;
-    bool renew; /* renewed every period (a hold without an explicit lease) */
+    bool renew;                  /* renewed every period (a hold without an explicit lease) */
+    const baton__script *script; /* the renew script of the hold's kind */
+    const baton__script *check;  /* and its check script (leased holds, master moved) */
     void (*lost)(void *arg);
     void *arg;
     int64_t last_ok_us; /* last successful renewal (or registration) */
@@ -73,7 +76,8 @@ static void free_entry(wd_entry *e)
 typedef struct snapshot {
     char **names;
     char **owners;
-    int64_t *registered; /* last_ok_us at snapshot time */
+    int64_t *registered;           /* last_ok_us at snapshot time */
+    const baton__script **scripts; /* per hold: its kind's renew (or check) script */
     size_t n;
     bool leased; /* the holds with a lease of their own, not those renewed */
 } snapshot;
@@ -88,12 +92,41 @@ static void snap_one(const char *key, void *val, void *arg)
     s->names[s->n] = baton__strdup(e->name);
     s->owners[s->n] = baton__strdup(e->owner);
     s->registered[s->n] = e->last_ok_us;
+    s->scripts[s->n] = s->leased ? e->check : e->script;
     if (s->names[s->n] && s->owners[s->n]) {
         s->n++;
     } else {
         free(s->names[s->n]);
         free(s->owners[s->n]);
     }
+}
+
+/* Puts the holds of one kind next to each other (a batch runs one script); the kinds are
+ * few, so a pass per kind is cheap. */
+static void group_by_script(snapshot *s)
+{
+    for (size_t done = 0; done < s->n;) {
+        const baton__script *k = s->scripts[done];
+        for (size_t i = done; i < s->n; i++) {
+            if (s->scripts[i] != k)
+                continue;
+            char *n = s->names[i], *o = s->owners[i];
+            int64_t r = s->registered[i];
+            s->names[i] = s->names[done], s->owners[i] = s->owners[done];
+            s->registered[i] = s->registered[done], s->scripts[i] = s->scripts[done];
+            s->names[done] = n, s->owners[done] = o, s->registered[done] = r;
+            s->scripts[done++] = k;
+        }
+    }
+}
+
+/* The length of the batch that starts at `from`: up to BATCH holds of one kind. */
+static size_t batch_len(const snapshot *s, size_t from)
+{
+    size_t cnt = 1;
+    while (from + cnt < s->n && cnt < BATCH && s->scripts[from + cnt] == s->scripts[from])
+        cnt++;
+    return cnt;
 }
 
 static void snapshot_free(snapshot *s)
@@ -105,6 +138,7 @@ static void snapshot_free(snapshot *s)
     free(s->names);
     free(s->owners);
     free(s->registered);
+    free(s->scripts);
 }
 
 typedef struct lost_cb {
@@ -128,19 +162,18 @@ static bool renew_pass(baton__watchdog *w, snapshot *s, const char *lease, signe
                        bool *noscript)
 {
     baton_client *c = w->c;
-    const baton__script *sc = baton__script_find("lock_renew");
     baton__conn *conn;
     if (baton__conn_get(c, &conn) != BATON_OK)
         return false;
-    size_t nbatches = (s->n + BATCH - 1) / BATCH;
+    size_t nbatches = 0;
     const char *args[BATCH + 1];
     args[0] = lease;
-    for (size_t b = 0; b < nbatches; b++) {
-        size_t from = b * BATCH, cnt = s->n - from < BATCH ? s->n - from : BATCH;
+    for (size_t from = 0, cnt; from < s->n; from += cnt, nbatches++) {
+        cnt = batch_len(s, from);
         for (size_t i = 0; i < cnt; i++)
             args[1 + i] = s->owners[from + i];
-        if (baton__script_append(conn, sc, (int)cnt, (const char **)&s->names[from], (int)cnt + 1,
-                                 args) != BATON_OK) {
+        if (baton__script_append(conn, s->scripts[from], (int)cnt, (const char **)&s->names[from],
+                                 (int)cnt + 1, args) != BATON_OK) {
             /* Out of memory: a pass short of a batch would wait for a reply never asked. */
             baton__conn_put(c, conn, true);
             return false;
@@ -154,8 +187,8 @@ static bool renew_pass(baton__watchdog *w, snapshot *s, const char *lease, signe
     bool waited = baton__append_wait(c, conn);
     baton__count_round_trip(c); /* the batches travel pipelined: one round trip */
     bool broken = baton__conn_flush(c, conn, "renew") != BATON_OK;
-    for (size_t b = 0; b < nbatches && !broken; b++) {
-        size_t from = b * BATCH, cnt = s->n - from < BATCH ? s->n - from : BATCH;
+    for (size_t b = 0, from = 0, cnt; b < nbatches && !broken; b++, from += cnt) {
+        cnt = batch_len(s, from);
         redisReply *r = NULL;
         if (baton__conn_read(c, conn, "renew", &r) != BATON_OK) {
             broken = true;
@@ -189,8 +222,8 @@ static void renew_all(baton__watchdog *w, snapshot *s, signed char *result)
         return;
     char lease[32];
     snprintf(lease, sizeof lease, "%lld", (long long)c->cfg.watchdog_ms);
-    size_t nbatches = (s->n + BATCH - 1) / BATCH;
-    bool *noscript = calloc(nbatches, sizeof *noscript);
+    group_by_script(s);
+    bool *noscript = calloc(s->n, sizeof *noscript); /* per batch; never more than holds */
     if (!noscript)
         return;
     if (!renew_pass(w, s, lease, result, noscript))
@@ -199,15 +232,15 @@ static void renew_all(baton__watchdog *w, snapshot *s, signed char *result)
      * pipeline's connection went back (a pool of one must not wait on itself). */
     const char *args[BATCH + 1];
     args[0] = lease;
-    for (size_t b = 0; b < nbatches; b++) {
+    for (size_t b = 0, from = 0, cnt; from < s->n; b++, from += cnt) {
+        cnt = batch_len(s, from);
         if (!noscript[b])
             continue;
-        size_t from = b * BATCH, cnt = s->n - from < BATCH ? s->n - from : BATCH;
         for (size_t i = 0; i < cnt; i++)
             args[1 + i] = s->owners[from + i];
         redisReply *r = NULL;
-        if (baton__script_run(c, baton__script_find("lock_renew"), (int)cnt,
-                              (const char **)&s->names[from], (int)cnt + 1, args, &r) != BATON_OK)
+        if (baton__script_run(c, s->scripts[from], (int)cnt, (const char **)&s->names[from],
+                              (int)cnt + 1, args, &r) != BATON_OK)
             continue;
         take_results(r, cnt, &result[from]);
         freeReplyObject(r);
@@ -285,17 +318,18 @@ static void report_all_lost(baton__watchdog *w)
     free(l.keys);
 }
 
-/* Whether leased holds (which the watchdog never renews) still exist: hold_check in
- * batches, after the master moved. result as for renew_all. */
+/* Whether leased holds (which the watchdog never renews) still exist: their kind's check
+ * script (hold_check for the locks) in batches, after the master moved. result as for
+ * renew_all. */
 static void check_all(baton__watchdog *w, snapshot *s, signed char *result)
 {
     memset(result, -1, s->n);
-    for (size_t from = 0; from < s->n; from += BATCH) {
-        size_t cnt = s->n - from < BATCH ? s->n - from : BATCH;
+    group_by_script(s);
+    for (size_t from = 0, cnt; from < s->n; from += cnt) {
+        cnt = batch_len(s, from);
         redisReply *r = NULL;
-        if (baton__script_run(w->c, baton__script_find("hold_check"), (int)cnt,
-                              (const char **)&s->names[from], (int)cnt,
-                              (const char **)&s->owners[from], &r) != BATON_OK)
+        if (baton__script_run(w->c, s->scripts[from], (int)cnt, (const char **)&s->names[from],
+                              (int)cnt, (const char **)&s->owners[from], &r) != BATON_OK)
             return; /* unknown: checked again next period */
         take_results(r, cnt, &result[from]);
         freeReplyObject(r);
@@ -316,8 +350,9 @@ static bool pass(baton__watchdog *w, bool leased, bool moved)
     s.names = calloc(n + 1, sizeof *s.names);
     s.owners = calloc(n + 1, sizeof *s.owners);
     s.registered = calloc(n + 1, sizeof *s.registered);
+    s.scripts = calloc(n + 1, sizeof *s.scripts);
     signed char *result = malloc(n + 1);
-    if (!s.names || !s.owners || !s.registered || !result) {
+    if (!s.names || !s.owners || !s.registered || !s.scripts || !result) {
         free(result);
         snapshot_free(&s);
         return true; /* try next period */
@@ -349,7 +384,7 @@ static bool pass(baton__watchdog *w, bool leased, bool moved)
              * server could not be reached: stop renewing and say so. */
             baton__map_remove(&w->entries, key);
             baton__stat_lost(c,
-                             result[i] == 0 && moved    ? BATON__LOST_MASTER_CHANGED
+                             result[i] == 0 && moved      ? BATON__LOST_MASTER_CHANGED
                              : result[i] == 0 && !expired ? BATON__LOST_DELETED
                                                           : BATON__LOST_EXPIRED,
                              e->name);
@@ -440,6 +475,15 @@ static int get_watchdog(baton_client *c, baton__watchdog **out)
 int baton__watchdog_add(baton_client *c, const char *name, const char *owner, bool renew,
                         void (*lost)(void *arg), void *arg)
 {
+    return baton__watchdog_add_kind(c, baton__script_find("lock_renew"),
+                                    baton__script_find("hold_check"), name, owner, renew, lost,
+                                    arg);
+}
+
+int baton__watchdog_add_kind(baton_client *c, const baton__script *script,
+                             const baton__script *check, const char *name, const char *owner,
+                             bool renew, void (*lost)(void *arg), void *arg)
+{
     baton__watchdog *w = NULL;
     int rc = get_watchdog(c, &w);
     if (rc != BATON_OK)
@@ -470,6 +514,8 @@ int baton__watchdog_add(baton_client *c, const char *name, const char *owner, bo
         }
         e->refs = 1;
         e->renew = renew;
+        e->script = script;
+        e->check = check;
         e->lost = lost;
         e->arg = arg;
         e->last_ok_us = baton__now_us();

@@ -21,6 +21,7 @@
  */
 #define _GNU_SOURCE
 #include "../core/internal.h"
+#include "../core/wait.h"
 
 #include <hiredis/hiredis.h>
 
@@ -89,16 +90,42 @@ static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, bool queu
     return baton__hold_acquired(l, owner, status == 1, value, lease_ms);
 }
 
+typedef struct acquiring {
+    baton_lock *l;
+    const char *owner;
+    int64_t lease_ms;
+    bool queue;   /* join the queue (a wait), or one try */
+    int64_t wait; /* the script's bound from the last run (0 before the first) */
+} acquiring;
+
+/* Also renews this waiter's place; the first run after subscribing closes the window in
+ * which a wake-up could have been published unheard. */
+static int try_once(void *arg, baton__sub *sub)
+{
+    (void)sub;
+    acquiring *a = arg;
+    return attempt(a->l, a->owner, a->lease_ms, a->queue, &a->wait);
+}
+
+/* Sleep until the wake-up, or until the script's bound: the holder's lease running out,
+ * the head's place lapsing, or this waiter's place needing renewal. */
+static int64_t script_bound(void *arg)
+{
+    return ((acquiring *)arg)->wait;
+}
+
 /* Leaves the queue (best effort: if the server cannot be reached, the place lapses by
  * itself within fair_wait_ms since nobody renews it). Keeps the calling thread's error
  * detail of the failure that made it give up. */
-static void give_up(baton_lock *l, const char *owner, int rc)
+static void give_up(void *arg, int rc)
 {
+    acquiring *a = arg;
+    baton_lock *l = a->l;
     baton_client *c = l->client;
     fair *f = l->impl;
     char *detail = baton__strdup(baton_client_errmsg(c));
     const char *keys[4] = {l->name, f->queue_key, f->timeout_key, l->channel};
-    const char *args[1] = {owner};
+    const char *args[1] = {a->owner};
     const baton__script *s = baton__script_find("fairlock_cancel");
     redisReply *r;
     int crc = baton__script_run(c, s, 4, keys, 1, args, &r);
@@ -116,62 +143,29 @@ static int fair_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
     baton_client *c = l->client;
     char owner[BATON__OWNER_LEN];
     baton__owner(c, owner, sizeof owner);
-    int64_t deadline = baton__deadline_after_ms(wait_ms);
-    int64_t wait = 0;
     /* One try never joins the queue; a wait takes its place with the first try. */
-    int rc = attempt(l, owner, lease_ms, wait_ms != 0, &wait);
-    if (rc == BATON_ETIMEDOUT && wait_ms == 0)
-        return baton__fail(c, BATON_ETIMEDOUT,
-                           "fair lock %s is held, or other owners are queued first", l->name);
-    if (rc != BATON_ETIMEDOUT) {
-        if (rc != BATON_OK && wait_ms != 0)
-            give_up(l, owner, rc);
-        return rc;
-    }
-
+    acquiring a = {.l = l, .owner = owner, .lease_ms = lease_ms, .queue = wait_ms != 0};
     /* This waiter's own channel: a release wakes the head of the queue only. */
-    char *channel = baton__asprintf("%s:%s", l->channel, owner);
-    if (!channel) {
-        rc = baton__fail(c, BATON_ENOMEM, "out of memory");
-        give_up(l, owner, rc);
-        return rc;
-    }
-    baton__sub *sub;
-    rc = baton__sub_acquire(c, channel, BATON__SUB_LOCK, deadline, &sub);
+    char *channel = NULL;
+    if (wait_ms != 0 && !(channel = baton__asprintf("%s:%s", l->channel, owner)))
+        return baton__fail(c, BATON_ENOMEM, "out of memory");
+    baton__wait w = {.channel = channel,
+                     .kind = BATON__SUB_LOCK,
+                     .stat = BATON__K_FAIRLOCK,
+                     .wait_ms = wait_ms,
+                     .join_live = false, /* nobody else listens on this owner's channel */
+                     .attempt = try_once,
+                     .bound_ms = script_bound,
+                     .give_up = give_up,
+                     .arg = &a};
+    int rc = baton__wait_for(c, &w);
     free(channel);
-    if (rc != BATON_OK) {
-        if (rc == BATON_ETIMEDOUT)
-            rc = baton__fail(c, BATON_ETIMEDOUT, "fair lock %s: not acquired within %lld ms",
-                             l->name, (long long)wait_ms);
-        give_up(l, owner, rc);
-        return rc;
-    }
-    for (;;) {
-        /* Also renews this waiter's place; the first run after subscribing closes the
-         * window in which a wake-up could have been published unheard. */
-        rc = attempt(l, owner, lease_ms, true, &wait);
-        if (rc != BATON_ETIMEDOUT)
-            break;
-        int64_t now = baton__now_us();
-        if (now >= deadline) {
-            rc = baton__fail(c, BATON_ETIMEDOUT, "fair lock %s: not acquired within %lld ms",
-                             l->name, (long long)wait_ms);
-            break;
-        }
-        /* Sleep until the wake-up, or until the script's bound: the holder's lease running
-         * out, the head's place lapsing, or this waiter's place needing renewal. */
-        int64_t until = deadline;
-        if (now + wait * 1000 < until)
-            until = now + wait * 1000;
-        baton__stat_woken(c, BATON__K_FAIRLOCK, baton__sub_wait(c, sub, until));
-    }
-    /* Acquired: unsubscribe in the background. Gave up: leave nothing behind. */
-    if (rc == BATON_OK) {
-        baton__sub_release(c, sub);
-    } else {
-        give_up(l, owner, rc);
-        baton__sub_release_sync(c, sub);
-    }
+    if (rc == BATON_ETIMEDOUT && wait_ms == 0)
+        return baton__fail(c, rc, "fair lock %s is held, or other owners are queued first",
+                           l->name);
+    if (rc == BATON_ETIMEDOUT)
+        return baton__fail(c, rc, "fair lock %s: not acquired within %lld ms", l->name,
+                           (long long)wait_ms);
     return rc;
 }
 

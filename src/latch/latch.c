@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include "../core/internal.h"
+#include "../core/wait.h"
 
 #include <hiredis/hiredis.h>
 
@@ -214,6 +215,33 @@ static int is_open(baton_latch *l)
     return n <= 0 ? BATON_OK : BATON_ETIMEDOUT;
 }
 
+typedef struct awaiting {
+    baton_latch *l;
+    baton__sub *sub; /* the subscription seen first, and its message count then */
+    uint64_t seen;
+    int64_t recheck_ms;
+} awaiting;
+
+static int try_once(void *arg, baton__sub *sub)
+{
+    awaiting *a = arg;
+    if (sub && !a->sub) {
+        a->sub = sub;
+        a->seen = baton__sub_messages(a->l->client, sub);
+    } else if (sub && baton__sub_messages(a->l->client, sub) != a->seen) {
+        /* A "0" that arrived after this waiter saw the latch closed means it opened: no
+         * need to ask the server (with a thousand waiters, a thousand GETs saved). */
+        return BATON_OK;
+    }
+    return is_open(a->l);
+}
+
+/* Re-read after recheck_ms: a "0" lost with a dropped connection costs at most that. */
+static int64_t recheck(void *arg)
+{
+    return ((awaiting *)arg)->recheck_ms;
+}
+
 int baton_latch_await(baton_latch *l, int64_t timeout_ms)
 {
     int rc = enter(l);
@@ -223,49 +251,23 @@ int baton_latch_await(baton_latch *l, int64_t timeout_ms)
     if (baton__check_wait(timeout_ms) != BATON_OK)
         return baton__fail(c, BATON_EINVAL, "timeout_ms %lld: use BATON_WAIT_FOREVER or 0..%lld ms",
                            (long long)timeout_ms, (long long)BATON_MAX_DURATION_MS);
-    int64_t deadline = baton__deadline_after_ms(timeout_ms);
     int64_t start = baton__stat_start(c);
-    rc = is_open(l);
+    awaiting a = {.l = l, .recheck_ms = baton__client_config(c)->recheck_ms};
+    /* A latch channel does not linger after its last waiter (dispatch.c): nothing to join. */
+    baton__wait w = {.channel = l->channel,
+                     .kind = BATON__SUB_LATCH,
+                     .stat = BATON__K_LATCH,
+                     .wait_ms = timeout_ms,
+                     .join_live = false,
+                     .attempt = try_once,
+                     .bound_ms = recheck,
+                     .arg = &a};
+    rc = baton__wait_for(c, &w);
     baton__stat_acquire(c, BATON__K_LATCH, rc, start, l->name);
-    if (rc != BATON_ETIMEDOUT)
-        return rc;
-    if (timeout_ms == 0)
-        return baton__fail(c, BATON_ETIMEDOUT, "latch %s is closed", l->name);
-
-    baton__sub *sub;
-    rc = baton__sub_acquire(c, l->channel, BATON__SUB_LATCH, deadline, &sub);
-    if (rc != BATON_OK)
-        return rc;
-    int64_t recheck_us = baton__client_config(c)->recheck_ms * 1000;
-    uint64_t seen = baton__sub_messages(c, sub);
-    for (;;) {
-        /* A "0" that arrived after this waiter saw the latch closed means it opened: no
-         * need to ask the server (with a thousand waiters, a thousand GETs saved). */
-        if (baton__sub_messages(c, sub) != seen) {
-            rc = BATON_OK;
-            break;
-        }
-        rc = is_open(l);
-        if (rc != BATON_ETIMEDOUT)
-            break;
-        int64_t now = baton__now_us();
-        if (now >= deadline) {
-            rc = baton__fail(c, BATON_ETIMEDOUT, "latch %s: still closed after %lld ms", l->name,
-                             (long long)timeout_ms);
-            break;
-        }
-        /* Sleep until "0" (or a reconnection) wakes us, the deadline, or the re-check: a
-         * message lost with a dropped connection costs at most recheck_ms. */
-        int64_t until = deadline;
-        if (now + recheck_us < until)
-            until = now + recheck_us;
-        baton__stat_woken(c, BATON__K_LATCH, baton__sub_wait(c, sub, until));
-    }
-    baton__stat_acquire(c, BATON__K_LATCH, rc, start, l->name);
-    /* Open: unsubscribe in the background. Gave up: leave nothing behind. */
-    if (rc == BATON_OK)
-        baton__sub_release(c, sub);
-    else
-        baton__sub_release_sync(c, sub);
+    if (rc == BATON_ETIMEDOUT && timeout_ms == 0)
+        return baton__fail(c, rc, "latch %s is closed", l->name);
+    if (rc == BATON_ETIMEDOUT)
+        return baton__fail(c, rc, "latch %s: still closed after %lld ms", l->name,
+                           (long long)timeout_ms);
     return rc;
 }

@@ -3,10 +3,10 @@
  * one field, the owner "<client-uuid>:<thread-id>", counts the holds; a PEXPIRE lease;
  * "0" published on redisson_lock__channel:{name} when the last hold goes.
  *
- * An acquire runs lock_acquire.lua once; if another owner holds the lock it subscribes to
- * the channel, runs the script again (an unlock published before the subscription was
- * confirmed would otherwise be missed), then sleeps until a wake-up or the holder's
- * remaining lease, whichever comes first, and tries again. A holder that died without
+ * An acquire (the core's wait routine, wait.c) runs lock_acquire.lua once; if another owner
+ * holds the lock it subscribes to the channel, runs the script again (an unlock published before
+ * the subscription was confirmed would otherwise be missed), then sleeps until a wake-up or the
+ * holder's remaining lease, whichever comes first, and tries again. A holder that died without
  * releasing costs its waiters at most its lease, with no message at all.
  *
  * The handle remembers the calling thread's current hold (depth, fencing token, lease,
@@ -15,6 +15,7 @@
  */
 #define _GNU_SOURCE
 #include "../core/internal.h"
+#include "../core/wait.h"
 
 #include <hiredis/hiredis.h>
 
@@ -74,49 +75,47 @@ static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, int64_t *
     return baton__hold_acquired(l, owner, status == 1, value, lease_ms);
 }
 
+/* The state of one acquisition, for the core's wait routine. */
+typedef struct acquiring {
+    baton_lock *l;
+    const char *owner;
+    int64_t lease_ms;
+    int64_t ttl; /* the holder's remaining lease after the last attempt; -1: none */
+} acquiring;
+
+static int try_once(void *arg, baton__sub *sub)
+{
+    (void)sub;
+    acquiring *a = arg;
+    return attempt(a->l, a->owner, a->lease_ms, &a->ttl);
+}
+
+/* Sleep until the unlock message or the holder's lease runs out. */
+static int64_t holder_ttl(void *arg)
+{
+    return ((acquiring *)arg)->ttl;
+}
+
 static int plain_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
 {
     baton_client *c = l->client;
     char owner[BATON__OWNER_LEN];
     baton__owner(c, owner, sizeof owner);
-    int64_t deadline = baton__deadline_after_ms(wait_ms);
-    int64_t ttl = -1;
-    /* Others already wait on this lock: listen from before the first attempt on. */
-    baton__sub *sub = wait_ms != 0 ? baton__sub_try_acquire(c, l->channel) : NULL;
-    int rc = attempt(l, owner, lease_ms, &ttl);
-    if (rc != BATON_ETIMEDOUT || wait_ms == 0) {
-        if (sub)
-            baton__sub_release(c, sub);
-        if (rc == BATON_ETIMEDOUT)
-            return baton__fail(c, BATON_ETIMEDOUT, "lock %s is held by another owner", l->name);
-        return rc;
-    }
-    if (!sub) {
-        rc = baton__sub_acquire(c, l->channel, BATON__SUB_LOCK, deadline, &sub);
-        if (rc != BATON_OK)
-            return rc;
-        /* An unlock published before the subscription was confirmed went unheard. */
-        rc = attempt(l, owner, lease_ms, &ttl);
-    }
-    while (rc == BATON_ETIMEDOUT) {
-        int64_t now = baton__now_us();
-        if (now >= deadline) {
-            rc = baton__fail(c, BATON_ETIMEDOUT, "lock %s: not acquired within %lld ms", l->name,
-                             (long long)wait_ms);
-            break;
-        }
-        /* Sleep until the unlock message or the holder's lease runs out. */
-        int64_t until = deadline;
-        if (ttl >= 0 && now + ttl * 1000 < until)
-            until = now + ttl * 1000;
-        baton__stat_woken(c, BATON__K_LOCK, baton__sub_wait(c, sub, until));
-        rc = attempt(l, owner, lease_ms, &ttl);
-    }
-    /* Acquired: unsubscribe in the background. Gave up: leave nothing behind. */
-    if (rc == BATON_OK)
-        baton__sub_release(c, sub);
-    else
-        baton__sub_release_sync(c, sub);
+    acquiring a = {.l = l, .owner = owner, .lease_ms = lease_ms, .ttl = -1};
+    baton__wait w = {.channel = l->channel,
+                     .kind = BATON__SUB_LOCK,
+                     .stat = BATON__K_LOCK,
+                     .wait_ms = wait_ms,
+                     .join_live = true,
+                     .attempt = try_once,
+                     .bound_ms = holder_ttl,
+                     .arg = &a};
+    int rc = baton__wait_for(c, &w);
+    if (rc == BATON_ETIMEDOUT && wait_ms == 0)
+        return baton__fail(c, rc, "lock %s is held by another owner", l->name);
+    if (rc == BATON_ETIMEDOUT)
+        return baton__fail(c, rc, "lock %s: not acquired within %lld ms", l->name,
+                           (long long)wait_ms);
     return rc;
 }
 

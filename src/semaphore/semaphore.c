@@ -5,10 +5,10 @@
  * the write that depends on it are atomic, and every script checks the key's type first, so
  * a key that is not a semaphore is reported and left untouched.
  *
- * An acquire runs semaphore_acquire.lua once; if too few permits are free it subscribes to
- * the channel (one subscription per client, shared by every waiting thread), runs the
- * script again (a release published before the subscription was confirmed would otherwise
- * be missed), then sleeps until a wake-up, at most recheck_ms, and tries again. The
+ * An acquire (the core's wait routine, wait.c) runs semaphore_acquire.lua once; if too few permits
+ * are free it subscribes to the channel (one subscription per client, shared by every waiting
+ * thread), runs the script again (a release published before the subscription was confirmed would
+ * otherwise be missed), then sleeps until a wake-up, at most recheck_ms, and tries again. The
  * dispatcher wakes min(new count, local waiters) threads per message and every waiter when
  * the subscriber connection comes back, and a wake-up is only a hint: the woken thread
  * re-runs the script and may go back to sleep. A semaphore has no lease that could bound
@@ -21,6 +21,7 @@
  */
 #define _GNU_SOURCE
 #include "../core/internal.h"
+#include "../core/wait.h"
 
 #include <hiredis/hiredis.h>
 
@@ -178,6 +179,25 @@ int baton_semaphore_acquire(baton_semaphore *s, int64_t permits)
     return baton_semaphore_try_acquire(s, permits, BATON_WAIT_FOREVER);
 }
 
+typedef struct acquiring {
+    baton_semaphore *s;
+    const char *permits;
+    int64_t recheck_ms;
+} acquiring;
+
+static int try_once(void *arg, baton__sub *sub)
+{
+    (void)sub;
+    acquiring *a = arg;
+    return attempt(a->s, a->permits);
+}
+
+/* Sleep until a release wakes us, or re-read anyway after recheck_ms. */
+static int64_t recheck(void *arg)
+{
+    return ((acquiring *)arg)->recheck_ms;
+}
+
 int baton_semaphore_try_acquire(baton_semaphore *s, int64_t permits, int64_t wait_ms)
 {
     int rc = enter(s);
@@ -192,49 +212,24 @@ int baton_semaphore_try_acquire(baton_semaphore *s, int64_t permits, int64_t wai
 
     char permits_s[32];
     snprintf(permits_s, sizeof permits_s, "%lld", (long long)permits);
-    int64_t deadline = baton__deadline_after_ms(wait_ms);
     int64_t start = baton__stat_start(c);
-    /* Others already wait on this semaphore: listen from before the first attempt on. */
-    baton__sub *sub = wait_ms != 0 ? baton__sub_try_acquire(c, s->channel) : NULL;
-    rc = attempt(s, permits_s);
+    acquiring a = {.s = s, .permits = permits_s, .recheck_ms = baton__client_config(c)->recheck_ms};
+    baton__wait w = {.channel = s->channel,
+                     .kind = BATON__SUB_SEMAPHORE,
+                     .stat = BATON__K_SEMAPHORE,
+                     .wait_ms = wait_ms,
+                     .join_live = true,
+                     .attempt = try_once,
+                     .bound_ms = recheck,
+                     .arg = &a};
+    rc = baton__wait_for(c, &w);
     baton__stat_acquire(c, BATON__K_SEMAPHORE, rc, start, s->name);
-    if (rc != BATON_ETIMEDOUT || wait_ms == 0) {
-        if (sub)
-            baton__sub_release(c, sub);
-        if (rc == BATON_ETIMEDOUT)
-            return baton__fail(c, BATON_ETIMEDOUT, "semaphore %s: fewer than %lld permits free",
-                               s->name, (long long)permits);
-        return rc;
-    }
-    if (!sub) {
-        rc = baton__sub_acquire(c, s->channel, BATON__SUB_SEMAPHORE, deadline, &sub);
-        if (rc != BATON_OK)
-            return rc;
-        /* A release published before the subscription was confirmed went unheard. */
-        rc = attempt(s, permits_s);
-    }
-    int64_t recheck_us = baton__client_config(c)->recheck_ms * 1000;
-    while (rc == BATON_ETIMEDOUT) {
-        int64_t now = baton__now_us();
-        if (now >= deadline) {
-            rc = baton__fail(c, BATON_ETIMEDOUT,
-                             "semaphore %s: %lld permits not acquired within %lld ms", s->name,
-                             (long long)permits, (long long)wait_ms);
-            break;
-        }
-        /* Sleep until a release wakes us, or re-read anyway after recheck_ms. */
-        int64_t until = deadline;
-        if (deadline - now > recheck_us)
-            until = now + recheck_us;
-        baton__stat_woken(c, BATON__K_SEMAPHORE, baton__sub_wait(c, sub, until));
-        rc = attempt(s, permits_s);
-    }
-    baton__stat_acquire(c, BATON__K_SEMAPHORE, rc, start, s->name);
-    /* Acquired: unsubscribe in the background. Gave up: leave nothing behind. */
-    if (rc == BATON_OK)
-        baton__sub_release(c, sub);
-    else
-        baton__sub_release_sync(c, sub);
+    if (rc == BATON_ETIMEDOUT && wait_ms == 0)
+        return baton__fail(c, rc, "semaphore %s: fewer than %lld permits free", s->name,
+                           (long long)permits);
+    if (rc == BATON_ETIMEDOUT)
+        return baton__fail(c, rc, "semaphore %s: %lld permits not acquired within %lld ms", s->name,
+                           (long long)permits, (long long)wait_ms);
     return rc;
 }
 

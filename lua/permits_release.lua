@@ -1,0 +1,30 @@
+-- permits_release: give back the permit with this id, once however often the request is sent.
+-- KEYS[1]  the semaphore's available permit count (string)
+-- KEYS[2]  the leases, {name}:timeout: zset of permit id (16 raw bytes) -> end of lease (ms)
+-- KEYS[3]  the channel, redisson_sc:{name}: the new count is published
+-- KEYS[4]  the request latch, baton_request:{name}:<request-id>: remembers this request's
+--          outcome, so a re-send after a lost reply returns it instead of releasing twice
+-- ARGV[1]  the permit id: 32 hex digits
+-- ARGV[2]  how long the request latch lives, in ms
+-- Returns  1  given back within its lease
+--          2  given back, but its lease had ended (not yet reclaimed by anyone)
+--          0  no such permit: never taken, released already, or reclaimed after its lease
+--          A count that is not an integer, or keys of another type, fail with an error reply
+--          before anything is written.
+local done = redis.call('get', KEYS[4])
+if done then
+    return tonumber(done)
+end
+local id = string.gsub(ARGV[1], '..', function(h) return string.char(tonumber(h, 16)) end)
+local score = redis.call('zscore', KEYS[2], id)
+local out = 0
+if score then
+    local value = redis.call('incr', KEYS[1])
+    redis.call('zrem', KEYS[2], id)
+    redis.call('publish', KEYS[3], value)
+    local t = redis.call('time')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    out = tonumber(score) > now and 1 or 2
+end
+redis.call('set', KEYS[4], out, 'px', ARGV[2])
+return out

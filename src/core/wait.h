@@ -1,0 +1,47 @@
+/*
+ * Private to baton: the one wait routine every blocking primitive uses (wait.c). A module
+ * says how to try once, where releases are announced and how long a sleep may last; the
+ * routine keeps the rules that make waiting correct in one place.
+ */
+#ifndef BATON_CORE_WAIT_H
+#define BATON_CORE_WAIT_H
+
+#include "internal.h"
+
+/* One wait: what to attempt, where to listen, how long to sleep between attempts. */
+typedef struct baton__wait {
+    const char *channel;  /* where releases are published (NULL only if wait_ms == 0) */
+    baton__sub_kind kind; /* how the dispatcher wakes this channel's waiters */
+    baton__kind stat;     /* what the wake-up counters count it as */
+    int64_t wait_ms;      /* the caller's wait: 0 = one attempt, BATON_WAIT_FOREVER, or ms */
+    bool join_live;       /* take a live subscription before the first attempt (shared
+                             channels); false for channels of one waiter or that do not
+                             linger */
+    /* One try. sub is NULL until subscribed (or joined). Returns BATON_OK (done),
+     * BATON_ETIMEDOUT quietly for "not yet" (nothing recorded), or an error (recorded). */
+    int (*attempt)(void *arg, baton__sub *sub);
+    /* How long (ms) to sleep at most before the next attempt, asked after a "not yet":
+     * the holder's remaining lease, a recheck interval. Negative: until woken or the
+     * deadline. NULL: always negative. */
+    int64_t (*bound_ms)(void *arg);
+    /* Optional: runs when a wait (wait_ms != 0) fails, before its subscription is dropped
+     * (leave a queue, say). rc is the failure; the callback keeps the error detail. */
+    void (*give_up)(void *arg, int rc);
+    void *arg;
+} baton__wait;
+
+/* Waits for w->attempt to succeed:
+ *  - joins the channel's subscription first if it is live already (join_live), so that a
+ *    release after the first attempt cannot go unheard;
+ *  - attempts once; wait_ms == 0 stops there;
+ *  - otherwise subscribes (if it did not join) and attempts again, since a release
+ *    published before the subscription was confirmed went unheard;
+ *  - then sleeps until a wake-up, bound_ms or the deadline and attempts again, until done,
+ *    an error or the deadline;
+ *  - done: drops the subscription in the background; failed: runs give_up, then drops it
+ *    synchronously, leaving nothing behind.
+ * Returns BATON_OK, BATON_ETIMEDOUT (not done within wait_ms; no detail recorded: the
+ * caller words it), or the error of an attempt or of subscribing (recorded). */
+int baton__wait_for(baton_client *c, const baton__wait *w);
+
+#endif /* BATON_CORE_WAIT_H */

@@ -1,0 +1,607 @@
+/*
+ * Permit leases, with Redisson's RPermitExpirableSemaphore layout: the available count is a
+ * string at NAME (as RSemaphore's), the leases a zset {NAME}:timeout of permit id (16 raw
+ * bytes) -> end of lease in the server's ms, and new counts are published on
+ * redisson_sc:{NAME}. Every operation is one Lua script that reads the server's clock
+ * (TIME), so no client clock decides when a lease ends.
+ *
+ * A lease that ended is not given back by a timer: the next script that looks (acquire,
+ * available) moves it from the zset to the count. Waiters therefore sleep at most until the
+ * nearest lease ends (the acquire script tells them when), so a dead holder's permit is taken
+ * by a waiter at the end of its lease, not at the next release.
+ *
+ * Permits without a fixed lease are renewed by the client's watchdog (permits_renew.lua,
+ * batched with the locks' renewals): each is registered as the hold ({NAME}:timeout, id).
+ * Permits with a fixed lease are registered without renewal, so that a server restart
+ * reports them lost too. Each held permit has a record on the handle (for release, close and
+ * the lost report); a record lives until its release, the handle's close, or its lost report.
+ */
+#define _GNU_SOURCE
+#include "../core/internal.h"
+#include "../core/wait.h"
+
+#include <hiredis/hiredis.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#define CHANNEL_PREFIX "redisson_sc:"
+#define TIMEOUT_SUFFIX ":timeout"
+
+typedef struct permit_rec {
+    baton_permits *p;
+    char id[BATON_PERMIT_ID_SIZE];
+    bool renew; /* the watchdog renews it */
+    struct permit_rec *next;
+} permit_rec;
+
+struct baton_permits {
+    baton_client *client;
+    char *name;           /* the user's name, also the key holding the available count */
+    char *timeouts;       /* {name}:timeout: id -> end of lease */
+    char *channel;        /* redisson_sc:{name} */
+    char *request_prefix; /* baton_request:{name}: (once.c) */
+    pthread_mutex_t mu;   /* guards what follows */
+    permit_rec *held;     /* permits held through this handle and registered */
+    bool lost;            /* a permit was found lost */
+    void (*lost_fn)(baton_permits *, const char *, void *);
+    void *lost_arg;
+    int lost_pipe[2]; /* readable once lost; -1 until baton_permits_lost_fd */
+};
+
+/* ------------------------------- helpers ---------------------------------------------- */
+
+static int enter(baton_permits *p)
+{
+    if (!p)
+        return BATON_EINVAL;
+    return baton__client_enter(p->client);
+}
+
+static int check_id(baton_permits *p, const char *id)
+{
+    size_t n = 0;
+    if (id)
+        while (n <= BATON_PERMIT_ID_LEN && id[n] && strchr("0123456789abcdefABCDEF", id[n]))
+            n++;
+    if (!id || n != BATON_PERMIT_ID_LEN || id[n] != '\0')
+        return baton__fail(p->client, BATON_EINVAL, "permits %s: a permit id is %d hex digits",
+                           p->name, BATON_PERMIT_ID_LEN);
+    return BATON_OK;
+}
+
+/* lease_ms as sent: BATON_LEASE_WATCHDOG and 0 mean the watchdog's lease. */
+static int check_lease(baton_permits *p, int64_t lease_ms, bool watchdog_ok)
+{
+    if ((watchdog_ok && (lease_ms == 0 || lease_ms == BATON_LEASE_WATCHDOG)) ||
+        (lease_ms >= 1 && lease_ms <= BATON_MAX_DURATION_MS))
+        return BATON_OK;
+    return baton__fail(p->client, BATON_EINVAL, "lease_ms %lld: use %s1..%lld ms",
+                       (long long)lease_ms, watchdog_ok ? "BATON_LEASE_WATCHDOG, 0 or " : "",
+                       (long long)BATON_MAX_DURATION_MS);
+}
+
+/* The id as generated and registered: lower case (Redisson's hexDump). */
+static void lower_id(const char *id, char out[BATON_PERMIT_ID_SIZE])
+{
+    for (size_t i = 0; i < BATON_PERMIT_ID_SIZE; i++)
+        out[i] = (char)(id[i] >= 'A' && id[i] <= 'F' ? id[i] - 'A' + 'a' : id[i]);
+}
+
+static void new_id(char out[BATON_PERMIT_ID_SIZE])
+{
+    unsigned char b[BATON_PERMIT_ID_LEN / 2];
+    size_t got = 0;
+    while (got < sizeof b) {
+        ssize_t n = getrandom(b + got, sizeof b - got, 0);
+        if (n > 0)
+            got += (size_t)n;
+        else if (errno != EINTR)
+            break;
+    }
+    for (; got < sizeof b; got++) /* getrandom cannot fail on Linux >= 3.17; never reached */
+        b[got] = (unsigned char)random();
+    for (size_t i = 0; i < sizeof b; i++)
+        snprintf(out + 2 * i, 3, "%02x", b[i]);
+}
+
+/* Runs a script whose reply is an integer or an array of integers: out[0..n) (missing
+ * elements are left alone). */
+static int run_ints(baton_permits *p, const char *script, int nkeys, const char **keys, int nargs,
+                    const char **args, bool once, int64_t *out, size_t n)
+{
+    baton_client *c = p->client;
+    const baton__script *sc = baton__script_find(script);
+    redisReply *r;
+    int rc = once ? baton__script_run_once(c, sc, p->request_prefix, nkeys, keys, nargs, args, &r)
+                  : baton__script_run(c, sc, nkeys, keys, nargs, args, &r);
+    if (rc != BATON_OK)
+        return rc;
+    bool ok = false;
+    if (r->type == REDIS_REPLY_INTEGER && n >= 1) {
+        out[0] = r->integer;
+        ok = true;
+    } else if (r->type == REDIS_REPLY_ARRAY && r->elements == n) {
+        ok = true;
+        for (size_t i = 0; i < n; i++) {
+            if (r->element[i]->type == REDIS_REPLY_INTEGER)
+                out[i] = r->element[i]->integer;
+            else
+                ok = false;
+        }
+    }
+    freeReplyObject(r);
+    if (!ok)
+        return baton__fail(c, BATON_EPROTO, "permits %s: unexpected reply to %s", p->name, script);
+    return BATON_OK;
+}
+
+/* ------------------------------- open and close --------------------------------------- */
+
+int baton_permits_open(baton_client *c, const char *name, baton_permits **out)
+{
+    if (out)
+        *out = NULL;
+    if (!c || !out)
+        return BATON_EINVAL;
+    int rc = baton__client_enter(c);
+    if (rc != BATON_OK)
+        return rc;
+    if (baton__check_name(name) != BATON_OK)
+        return baton__fail(c, BATON_EINVAL, "permits name must be 1 to %d bytes",
+                           BATON_MAX_NAME_LEN);
+    baton_permits *p = calloc(1, sizeof *p);
+    if (!p)
+        return baton__fail(c, BATON_ENOMEM, "out of memory");
+    p->client = c;
+    p->lost_pipe[0] = p->lost_pipe[1] = -1;
+    baton__mutex_init(&p->mu);
+    p->name = baton__strdup(name);
+    p->timeouts = baton__derive_key("", name, TIMEOUT_SUFFIX);
+    p->channel = baton__derive_key(CHANNEL_PREFIX, name, NULL);
+    p->request_prefix = baton__derive_key(BATON__REQUEST_PREFIX, name, ":");
+    if (!p->name || !p->timeouts || !p->channel || !p->request_prefix) {
+        baton_permits_close(p);
+        return baton__fail(c, BATON_ENOMEM, "out of memory");
+    }
+    *out = p;
+    return BATON_OK;
+}
+
+void baton_permits_close(baton_permits *p)
+{
+    if (!p)
+        return;
+    bool forked = baton__client_forked(p->client);
+    baton__mutex_lock(&p->mu);
+    permit_rec *r = p->held;
+    p->held = NULL;
+    baton__mutex_unlock(&p->mu);
+    while (r) {
+        permit_rec *next = r->next;
+        if (!forked) /* waits out a lost report running for it */
+            baton__watchdog_forget(p->client, p->timeouts, r->id);
+        free(r);
+        r = next;
+    }
+    if (p->lost_pipe[0] >= 0) {
+        close(p->lost_pipe[0]);
+        close(p->lost_pipe[1]);
+    }
+    if (!forked)
+        baton__mutex_destroy(&p->mu);
+    free(p->name);
+    free(p->timeouts);
+    free(p->channel);
+    free(p->request_prefix);
+    free(p);
+}
+
+/* ------------------------------- held permits and their loss -------------------------- */
+
+/* Unlinks id's record; NULL if the handle holds no such permit (any more). */
+static permit_rec *unlink_rec(baton_permits *p, const char *id)
+{
+    baton__mutex_lock(&p->mu);
+    permit_rec **pp = &p->held;
+    while (*pp && strcmp((*pp)->id, id) != 0)
+        pp = &(*pp)->next;
+    permit_rec *r = *pp;
+    if (r)
+        *pp = r->next;
+    baton__mutex_unlock(&p->mu);
+    return r;
+}
+
+/* On the watchdog thread: the registry dropped the permit before calling. The record is
+ * alive: release and close unlink it first and free it only after the registry's removal,
+ * which waits out a running report. */
+static void on_lost(void *arg)
+{
+    permit_rec *rec = arg;
+    baton_permits *p = rec->p;
+    baton__mutex_lock(&p->mu);
+    permit_rec **pp = &p->held;
+    while (*pp && *pp != rec)
+        pp = &(*pp)->next;
+    bool mine = *pp != NULL; /* else a release or close owns it now */
+    if (mine) {
+        *pp = rec->next;
+        p->lost = true;
+        if (p->lost_pipe[1] >= 0) {
+            char b = 1;
+            ssize_t n = write(p->lost_pipe[1], &b, 1);
+            (void)n; /* a full pipe is readable already */
+        }
+    }
+    void (*fn)(baton_permits *, const char *, void *) = p->lost_fn;
+    void *fn_arg = p->lost_arg;
+    baton__mutex_unlock(&p->mu);
+    if (!mine)
+        return;
+    if (fn)
+        fn(p, rec->id, fn_arg);
+    free(rec);
+}
+
+/* Records a permit just taken and registers it with the watchdog (renewed or not), before
+ * the acquire returns. On failure the permit is released again. */
+static int record_held(baton_permits *p, const char *id, bool renew)
+{
+    baton_client *c = p->client;
+    permit_rec *rec = calloc(1, sizeof *rec);
+    if (rec) {
+        rec->p = p;
+        rec->renew = renew;
+        memcpy(rec->id, id, BATON_PERMIT_ID_SIZE);
+        baton__mutex_lock(&p->mu);
+        rec->next = p->held;
+        p->held = rec;
+        baton__mutex_unlock(&p->mu);
+    }
+    int rc = rec ? baton__watchdog_add_kind(c, baton__script_find("permits_renew"),
+                                            baton__script_find("permits_check"), p->timeouts, id,
+                                            renew, on_lost, rec)
+                 : baton__fail(c, BATON_ENOMEM, "out of memory");
+    if (rc == BATON_OK)
+        return BATON_OK;
+    free(unlink_rec(p, id));
+    const char *keys[3] = {p->name, p->timeouts, p->channel};
+    const char *args[1] = {id};
+    int64_t ignored;
+    run_ints(p, "permits_release", 3, keys, 1, args, true, &ignored, 1);
+    return baton__fail(c, rc, "permits %s: could not record the permit taken (%s); released",
+                       p->name, baton_strerror(rc));
+}
+
+/* ------------------------------- acquire ---------------------------------------------- */
+
+/* The acquire script was sent and its reply lost: the server is asked whether the permits
+ * exist. The ids are this call's own and were taken all or none, so asking about the first
+ * is enough; renewing it with the lease just asked for is the question (it answers 1 only
+ * for a lease still running, and changes nothing else); asked twice (a stale connection
+ * first), as it is idempotent. BATON_OK (taken after all) or BATON_ECONN. */
+static int resolve_lost_reply(baton_permits *p, const char *id, const char *lease)
+{
+    const char *keys[1] = {p->timeouts};
+    const char *args[2] = {lease, id};
+    int64_t held = 0;
+    int rc = BATON_ECONN;
+    for (int i = 0; i < 2 && rc == BATON_ECONN; i++)
+        rc = run_ints(p, "permits_renew", 1, keys, 2, args, false, &held, 1);
+    if (rc == BATON_OK && held == 1)
+        return BATON_OK;
+    return baton__fail(p->client, BATON_ECONN,
+                       "permits %s: the reply to an acquire was lost and the permit is %s", p->name,
+                       rc == BATON_OK ? "not held" : "unknown (it ends with its lease)");
+}
+
+typedef struct acquiring {
+    baton_permits *p;
+    const char **args;  /* {lease, id, ...}: the acquire script's ARGV */
+    int nargs;          /* 1 + the number of permits */
+    int64_t nearest_ms; /* from the last attempt: ms until the nearest lease ends, or -1 */
+    int64_t recheck_ms;
+} acquiring;
+
+/* One run of the acquire script: BATON_OK (every id taken) or BATON_ETIMEDOUT (none), with
+ * a->nearest_ms = ms until the nearest lease ends (-1: unknown). */
+static int try_once(void *arg, baton__sub *sub)
+{
+    (void)sub;
+    acquiring *a = arg;
+    baton_permits *p = a->p;
+    baton_client *c = p->client;
+    const char *keys[3] = {p->name, p->timeouts, p->channel};
+    redisReply *r;
+    bool maybe_ran = false;
+    baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_SEMAPHORE);
+    int rc = baton__script_call(c, baton__script_find("permits_acquire"), 3, keys, a->nargs,
+                                a->args, &r, &maybe_ran);
+    if (rc == BATON_ECONN && maybe_ran)
+        return resolve_lost_reply(p, a->args[1], a->args[0]);
+    if (rc != BATON_OK)
+        return rc;
+    bool ok = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+              r->element[0]->type == REDIS_REPLY_INTEGER &&
+              r->element[1]->type == REDIS_REPLY_INTEGER;
+    bool taken = ok && r->element[0]->integer == 1;
+    if (ok)
+        a->nearest_ms = r->element[1]->integer;
+    freeReplyObject(r);
+    if (!ok)
+        return baton__fail(c, BATON_EPROTO, "permits %s: unexpected reply to permits_acquire",
+                           p->name);
+    return taken ? BATON_OK : BATON_ETIMEDOUT;
+}
+
+/* Sleep until a release wakes us, and at most until the nearest lease ends (+1 ms: the
+ * server's clock then reads it as ended, and the next attempt gives it back) or recheck_ms. */
+static int64_t bound(void *arg)
+{
+    acquiring *a = arg;
+    int64_t to_end = a->nearest_ms < 0 ? -1 : a->nearest_ms + 1;
+    return to_end >= 0 && to_end < a->recheck_ms ? to_end : a->recheck_ms;
+}
+
+static int give_back(baton_permits *p, const char *lower, int64_t *outcome);
+
+int baton_permits_try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_t lease_ms,
+                                   char (*ids)[BATON_PERMIT_ID_SIZE])
+{
+    if (ids && n >= 1 && n <= BATON_PERMITS_MAX_MANY)
+        for (int64_t i = 0; i < n; i++)
+            ids[i][0] = '\0';
+    int rc = enter(p);
+    if (rc != BATON_OK)
+        return rc;
+    baton_client *c = p->client;
+    if (!ids)
+        return baton__fail(c, BATON_EINVAL, "permits %s: ids is NULL", p->name);
+    if (n < 1 || n > BATON_PERMITS_MAX_MANY)
+        return baton__fail(c, BATON_EINVAL, "permits %s: %lld permits: take 1 to %d at once",
+                           p->name, (long long)n, BATON_PERMITS_MAX_MANY);
+    if ((rc = check_lease(p, lease_ms, true)) != BATON_OK)
+        return rc;
+    if (baton__check_wait(wait_ms) != BATON_OK)
+        return baton__fail(c, BATON_EINVAL, "wait_ms %lld: use BATON_WAIT_FOREVER or 0..%lld ms",
+                           (long long)wait_ms, (long long)BATON_MAX_DURATION_MS);
+    bool renew = lease_ms == 0 || lease_ms == BATON_LEASE_WATCHDOG;
+    char lease[32];
+    snprintf(lease, sizeof lease, "%lld", (long long)(renew ? baton__watchdog_lease(c) : lease_ms));
+    char(*fresh)[BATON_PERMIT_ID_SIZE] = calloc((size_t)n, sizeof *fresh);
+    const char **args = calloc((size_t)n + 1, sizeof *args);
+    if (!fresh || !args) {
+        free(fresh);
+        free(args);
+        return baton__fail(c, BATON_ENOMEM, "out of memory");
+    }
+    args[0] = lease;
+    for (int64_t i = 0; i < n; i++) {
+        new_id(fresh[i]);
+        args[1 + i] = fresh[i];
+    }
+
+    int64_t start = baton__stat_start(c);
+    acquiring a = {p, args, (int)n + 1, -1, baton__client_config(c)->recheck_ms};
+    baton__wait w = {.channel = p->channel,
+                     .kind = BATON__SUB_SEMAPHORE,
+                     .stat = BATON__K_SEMAPHORE,
+                     .wait_ms = wait_ms,
+                     .join_live = true,
+                     .attempt = try_once,
+                     .bound_ms = bound,
+                     .arg = &a};
+    rc = baton__wait_for(c, &w);
+    baton__stat_acquire(c, BATON__K_SEMAPHORE, rc, start, p->name);
+    if (rc == BATON_ETIMEDOUT)
+        rc = baton__fail(c, BATON_ETIMEDOUT, "permits %s: %lld permit%s not free within %lld ms",
+                         p->name, (long long)n, n == 1 ? "" : "s", (long long)wait_ms);
+    /* Every permit is recorded (and registered) before the call returns; if one cannot be,
+     * all of them are given back. */
+    bool taken = rc == BATON_OK;
+    int64_t recorded = 0;
+    while (rc == BATON_OK && recorded < n && (rc = record_held(p, fresh[recorded], renew)) == 0)
+        recorded++;
+    if (taken && rc != BATON_OK) {
+        int64_t ignored;
+        for (int64_t i = 0; i < n; i++)
+            if (i != recorded) /* record_held gave that one back */
+                give_back(p, fresh[i], &ignored);
+    }
+    if (rc == BATON_OK)
+        memcpy(ids, fresh, (size_t)n * sizeof *fresh);
+    free(fresh);
+    free(args);
+    return rc;
+}
+
+int baton_permits_try_acquire(baton_permits *p, int64_t wait_ms, int64_t lease_ms,
+                              char id[BATON_PERMIT_ID_SIZE])
+{
+    return baton_permits_try_acquire_many(p, 1, wait_ms, lease_ms,
+                                          (char(*)[BATON_PERMIT_ID_SIZE])id);
+}
+
+int baton_permits_acquire(baton_permits *p, int64_t lease_ms, char id[BATON_PERMIT_ID_SIZE])
+{
+    return baton_permits_try_acquire(p, BATON_WAIT_FOREVER, lease_ms, id);
+}
+
+/* ------------------------------- release and lease ------------------------------------ */
+
+/* The release of one permit (lower-case id): stops its renewal, runs the release script
+ * once however often it is sent; *outcome = the script's answer (1, 2 or 0). */
+static int give_back(baton_permits *p, const char *lower, int64_t *outcome)
+{
+    /* Renewal stops before the release is sent, never after (Redisson #7272); also when
+     * another handle of this client took the permit (the registry is the client's). The
+     * record is freed after the registry let go: a lost report may be running with it. */
+    permit_rec *rec = unlink_rec(p, lower);
+    baton__watchdog_forget(p->client, p->timeouts, lower);
+    free(rec);
+    const char *keys[3] = {p->name, p->timeouts, p->channel};
+    const char *args[1] = {lower};
+    return run_ints(p, "permits_release", 3, keys, 1, args, true, outcome, 1);
+}
+
+int baton_permits_release(baton_permits *p, const char *id)
+{
+    int rc = enter(p);
+    if (rc != BATON_OK || (rc = check_id(p, id)) != BATON_OK)
+        return rc;
+    baton_client *c = p->client;
+    char lower[BATON_PERMIT_ID_SIZE];
+    lower_id(id, lower);
+    int64_t out = 0;
+    if ((rc = give_back(p, lower, &out)) != BATON_OK)
+        return rc;
+    if (out == 0)
+        return baton__fail(c, BATON_ENOTHELD,
+                           "permits %s: no permit %s (never taken, released already, or its "
+                           "lease ended and it was given back)",
+                           p->name, lower);
+    if (out == 2)
+        return baton__fail(c, BATON_ENOTHELD,
+                           "permits %s: the lease of permit %s had ended; given back now", p->name,
+                           lower);
+    return BATON_OK;
+}
+
+int baton_permits_update_lease(baton_permits *p, const char *id, int64_t lease_ms)
+{
+    int rc = enter(p);
+    if (rc != BATON_OK || (rc = check_id(p, id)) != BATON_OK ||
+        (rc = check_lease(p, lease_ms, false)) != BATON_OK)
+        return rc;
+    baton_client *c = p->client;
+    char lower[BATON_PERMIT_ID_SIZE];
+    lower_id(id, lower);
+    char lease[32];
+    snprintf(lease, sizeof lease, "%lld", (long long)lease_ms);
+    /* A renewed permit gets a fixed lease: its renewal stops first, else the next renewal
+     * would override the lease set here. It stays registered (a restart reports it). */
+    baton__mutex_lock(&p->mu);
+    permit_rec *r = p->held;
+    while (r && strcmp(r->id, lower) != 0)
+        r = r->next;
+    bool was_renewed = r && r->renew;
+    if (r)
+        r->renew = false;
+    baton__mutex_unlock(&p->mu);
+    if (was_renewed) {
+        permit_rec *rec = unlink_rec(p, lower);
+        if (rec) {
+            baton__watchdog_forget(c, p->timeouts, lower);
+            free(rec);
+            rc = record_held(p, lower, false);
+            if (rc != BATON_OK)
+                return rc;
+        }
+    }
+    const char *keys[1] = {p->timeouts};
+    const char *args[2] = {lower, lease};
+    int64_t out = 0;
+    if ((rc = run_ints(p, "permits_update_lease", 1, keys, 2, args, false, &out, 1)) != BATON_OK)
+        return rc;
+    if (out != 1)
+        return baton__fail(c, BATON_ENOTHELD, "permits %s: no permit %s held (or its lease ended)",
+                           p->name, lower);
+    return BATON_OK;
+}
+
+/* ------------------------------- administration --------------------------------------- */
+
+int baton_permits_try_set_permits(baton_permits *p, int64_t permits, bool *was_set)
+{
+    int rc = enter(p);
+    if (rc != BATON_OK)
+        return rc;
+    if (permits < 0)
+        return baton__fail(p->client, BATON_EINVAL, "permits %s: %lld permits: must be >= 0",
+                           p->name, (long long)permits);
+    char n[32];
+    snprintf(n, sizeof n, "%lld", (long long)permits);
+    const char *keys[3] = {p->name, p->timeouts, p->channel};
+    const char *args[1] = {n};
+    int64_t set = 0;
+    rc = run_ints(p, "permits_try_set_permits", 3, keys, 1, args, false, &set, 1);
+    if (rc == BATON_OK && was_set)
+        *was_set = set == 1;
+    return rc;
+}
+
+int baton_permits_available(baton_permits *p, int64_t *available, int64_t *held)
+{
+    int rc = enter(p);
+    if (rc != BATON_OK)
+        return rc;
+    if (!available)
+        return baton__fail(p->client, BATON_EINVAL, "available is NULL");
+    const char *keys[3] = {p->name, p->timeouts, p->channel};
+    int64_t v[2] = {0, 0};
+    if ((rc = run_ints(p, "permits_available", 3, keys, 0, NULL, false, v, 2)) != BATON_OK)
+        return rc;
+    *available = v[0];
+    if (held)
+        *held = v[1];
+    return BATON_OK;
+}
+
+int baton_permits_delete(baton_permits *p, bool *existed)
+{
+    int rc = enter(p);
+    if (rc != BATON_OK)
+        return rc;
+    const char *argv[3] = {"DEL", p->name, p->timeouts};
+    redisReply *r;
+    if ((rc = baton__query_argv(p->client, 3, argv, &r)) != BATON_OK)
+        return rc;
+    if (existed)
+        *existed = r->type == REDIS_REPLY_INTEGER && r->integer > 0;
+    freeReplyObject(r);
+    return BATON_OK;
+}
+
+int baton_permits_set_lost_handler(baton_permits *p,
+                                   void (*fn)(baton_permits *, const char *, void *), void *arg)
+{
+    int rc = enter(p);
+    if (rc != BATON_OK)
+        return rc;
+    baton__mutex_lock(&p->mu);
+    p->lost_fn = fn;
+    p->lost_arg = fn ? arg : NULL;
+    baton__mutex_unlock(&p->mu);
+    return BATON_OK;
+}
+
+int baton_permits_lost_fd(baton_permits *p, int *fd)
+{
+    int rc = enter(p);
+    if (rc == BATON_OK && !fd)
+        rc = baton__fail(p->client, BATON_EINVAL, "fd is NULL");
+    if (rc != BATON_OK)
+        return rc;
+    baton__mutex_lock(&p->mu);
+    if (p->lost_pipe[0] < 0) {
+        if (pipe2(p->lost_pipe, O_NONBLOCK | O_CLOEXEC) != 0) {
+            p->lost_pipe[0] = p->lost_pipe[1] = -1;
+            baton__mutex_unlock(&p->mu);
+            return baton__fail(p->client, BATON_ENOMEM, "pipe: %s", strerror(errno));
+        }
+        if (p->lost) {
+            char b = 1;
+            ssize_t n = write(p->lost_pipe[1], &b, 1);
+            (void)n;
+        }
+    }
+    *fd = p->lost_pipe[0];
+    baton__mutex_unlock(&p->mu);
+    return BATON_OK;
+}
