@@ -475,7 +475,8 @@ static void *contend(void *arg)
     return NULL;
 }
 
-static void pause_past_the_lease(const char *mode)
+/* strict: the holder must be told by its lease's end, before anyone can take the lock. */
+static void pause_past_the_lease(const char *mode, bool strict)
 {
     enum { LEASE = 1500, PERIOD = LEASE / 3, PAUSE = 3000 };
     th_server s;
@@ -521,6 +522,14 @@ static void pause_past_the_lease(const char *mode)
      * its stale token is refused. (Told by its lease's end, before anyone can take the
      * lock, is what it should be: see the case at the tip of the branch.) */
     cr_assert(le(i64, told, PAUSE + PERIOD + SLACK_MS));
+    if (strict) {
+        /* the last renewal was sent before the pause: the server's expiry is no earlier
+         * than that + the lease, so a watchdog that keeps its own deadline tells the
+         * holder by then, whatever its renewal pass is waiting for */
+        cr_assert(le(i64, told, LEASE + SLACK_MS), "told %lld ms after the pause began",
+                  (long long)told);
+        cr_assert(lt(i64, told, taken), "the contender held before the holder was told");
+    }
     cr_assert(eq(int, k.rc, BATON_OK), "%s", baton_client_errmsg(cc));
     cr_assert(le(i64, k.took_ms, 6000 + 1000));
     cr_assert(ge(i64, taken, PAUSE - 100), "the lock was taken during the pause");
@@ -540,12 +549,21 @@ static void pause_past_the_lease(const char *mode)
 
 Test(matrix, client_pause_write_past_the_lease_fences_the_holder_off)
 {
-    pause_past_the_lease("WRITE");
+    pause_past_the_lease("WRITE", false);
 }
 
 Test(matrix, client_pause_all_past_the_lease_fences_the_holder_off)
 {
-    pause_past_the_lease("ALL");
+    pause_past_the_lease("ALL", false);
+}
+
+/* FAILS today: the watchdog checks the lease only after a renewal pass returns, and a pass
+ * against a paused server waits two command + connect timeouts; see docs/guarantees.md,
+ * "Known gaps". Needs src/core/watchdog.c to report a hold lost at its last successful
+ * renewal + the lease, independently of a pass in flight. */
+Test(matrix, a_holder_whose_renewals_hang_is_told_by_its_lease_end)
+{
+    pause_past_the_lease("WRITE", true);
 }
 
 /* ------------------------------------------------ a busy script --------------------- */

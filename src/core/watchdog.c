@@ -159,11 +159,11 @@ static void take_results(const redisReply *r, size_t cnt, signed char *result)
  * 0 gone) and flags the batches the server answered NOSCRIPT. false: the connection broke
  * (it took the idle ones with it; the batches not answered stay unknown). */
 static bool renew_pass(baton__watchdog *w, snapshot *s, const char *lease, signed char *result,
-                       bool *noscript)
+                       bool *noscript, int64_t deadline_us)
 {
     baton_client *c = w->c;
     baton__conn *conn;
-    if (baton__conn_get(c, &conn) != BATON_OK)
+    if (baton__conn_get_by(c, deadline_us, &conn) != BATON_OK)
         return false;
     size_t nbatches = 0;
     const char *args[BATCH + 1];
@@ -186,11 +186,11 @@ static bool renew_pass(baton__watchdog *w, snapshot *s, const char *lease, signe
      * round trip); otherwise a failover could bring back the older, shorter lease */
     bool waited = baton__append_wait(c, conn);
     baton__count_round_trip(c); /* the batches travel pipelined: one round trip */
-    bool broken = baton__conn_flush(c, conn, "renew") != BATON_OK;
+    bool broken = baton__conn_flush_by(c, conn, "renew", deadline_us) != BATON_OK;
     for (size_t b = 0, from = 0, cnt; b < nbatches && !broken; b++, from += cnt) {
         cnt = batch_len(s, from);
         redisReply *r = NULL;
-        if (baton__conn_read(c, conn, "renew", &r) != BATON_OK) {
+        if (baton__conn_read_by(c, conn, "renew", deadline_us, &r) != BATON_OK) {
             broken = true;
             break;
         }
@@ -214,6 +214,17 @@ static bool renew_pass(baton__watchdog *w, snapshot *s, const char *lease, signe
 /* Outcome of one hold's renewal: 1 renewed, 0 gone, -1 unknown (no reply). A renewal is
  * idempotent (it only extends a lease the owner still has), so a pass whose connection
  * broke is sent once more on a new connection. */
+/* The earliest end of the snapshot's leases (last success + the lease): no renewal step may
+ * wait past it, so that an expiry is reported on time whatever the server does. */
+static int64_t earliest_end(const snapshot *s, int64_t lease_us)
+{
+    int64_t end = BATON__NO_DEADLINE;
+    for (size_t i = 0; i < s->n; i++)
+        if (s->registered[i] + lease_us < end)
+            end = s->registered[i] + lease_us;
+    return end;
+}
+
 static void renew_all(baton__watchdog *w, snapshot *s, signed char *result)
 {
     baton_client *c = w->c;
@@ -226,15 +237,16 @@ static void renew_all(baton__watchdog *w, snapshot *s, signed char *result)
     bool *noscript = calloc(s->n, sizeof *noscript); /* per batch; never more than holds */
     if (!noscript)
         return;
-    if (!renew_pass(w, s, lease, result, noscript))
-        renew_pass(w, s, lease, result, noscript); /* on a new connection */
+    int64_t deadline = earliest_end(s, c->cfg.watchdog_ms * 1000);
+    if (!renew_pass(w, s, lease, result, noscript, deadline) && baton__now_us() < deadline)
+        renew_pass(w, s, lease, result, noscript, deadline); /* on a new connection */
     /* Script cache flushed: those batches again through the NOSCRIPT-safe path, after the
      * pipeline's connection went back (a pool of one must not wait on itself). */
     const char *args[BATCH + 1];
     args[0] = lease;
     for (size_t b = 0, from = 0, cnt; from < s->n; b++, from += cnt) {
         cnt = batch_len(s, from);
-        if (!noscript[b])
+        if (!noscript[b] || baton__now_us() >= deadline)
             continue;
         for (size_t i = 0; i < cnt; i++)
             args[1 + i] = s->owners[from + i];
@@ -369,13 +381,16 @@ static bool pass(baton__watchdog *w, bool leased, bool moved)
     }
 
     baton__mutex_lock(&w->mu);
+    int64_t ended = baton__now_us();
     bool unknown = false;
     lost_cb *cbs = calloc(s.n + 1, sizeof *cbs);
     size_t ncb = 0;
     for (size_t i = 0; i < s.n; i++) {
         char *key = entry_key(s.names[i], s.owners[i]);
         wd_entry *e = key ? baton__map_get(&w->entries, key) : NULL;
-        bool expired = !leased && e && started - e->last_ok_us >= lease_us;
+        /* a renewal counts from when it was sent (started): the server's expiry is no
+         * earlier than that + the lease, so reporting at that point is never late */
+        bool expired = !leased && e && result[i] != 1 && ended - e->last_ok_us >= lease_us;
         if (e && result[i] == 1) {
             if (!leased)
                 e->last_ok_us = started;
@@ -403,6 +418,66 @@ static bool pass(baton__watchdog *w, bool leased, bool moved)
     return unknown;
 }
 
+typedef struct end_scan {
+    int64_t lease_us, end;
+} end_scan;
+
+static void scan_end(const char *key, void *val, void *arg)
+{
+    (void)key;
+    const wd_entry *e = val;
+    end_scan *es = arg;
+    if (e->renew && e->last_ok_us + es->lease_us < es->end)
+        es->end = e->last_ok_us + es->lease_us;
+}
+
+/* The earliest lease end of the renewed holds (w->mu held). */
+static int64_t renewed_end(baton__watchdog *w)
+{
+    end_scan es = {w->c->cfg.watchdog_ms * 1000, BATON__NO_DEADLINE};
+    baton__map_each(&w->entries, scan_end, &es);
+    return es.end;
+}
+
+typedef struct due_scan {
+    int64_t lease_us, now;
+    lost_list l;
+} due_scan;
+
+static void scan_due(const char *key, void *val, void *arg)
+{
+    const wd_entry *e = val;
+    due_scan *ds = arg;
+    if (e->renew && ds->now - e->last_ok_us >= ds->lease_us)
+        collect_lost(key, val, &ds->l);
+}
+
+/* Reports the renewed holds whose lease ended while their renewals failed (w->mu held). */
+static void expire_due(baton__watchdog *w)
+{
+    size_t n = w->entries.count;
+    due_scan ds = {w->c->cfg.watchdog_ms * 1000, baton__now_us(),
+                   {calloc(n + 1, sizeof(lost_cb)), 0, calloc(n + 1, sizeof(char *))}};
+    if (ds.l.cbs && ds.l.keys) {
+        baton__map_each(&w->entries, scan_due, &ds);
+        size_t ncb = 0;
+        for (size_t i = 0; i < ds.l.n; i++) {
+            wd_entry *e = ds.l.keys[i] ? baton__map_remove(&w->entries, ds.l.keys[i]) : NULL;
+            if (e) {
+                baton__stat_lost(w->c, BATON__LOST_EXPIRED, e->name);
+                free_entry(e);
+            }
+            if (ds.l.cbs[i].fn)
+                ds.l.cbs[ncb++] = ds.l.cbs[i];
+            free(ds.l.keys[i]);
+        }
+        sync_pin(w);
+        run_callbacks(w, ds.l.cbs, ncb);
+    }
+    free(ds.l.cbs);
+    free(ds.l.keys);
+}
+
 static void *watchdog_main(void *arg)
 {
     baton__watchdog *w = arg;
@@ -425,8 +500,17 @@ static void *watchdog_main(void *arg)
             leased_unknown = pass(w, true, true);
             continue;
         }
-        if (baton__cond_wait_until(&w->cond, &w->mu, next) != ETIMEDOUT)
+        /* Wake for the next renewal, or earlier when a lease whose renewals failed ends
+         * first: its holder is told then, not a period later. */
+        int64_t due = next, end = renewed_end(w);
+        if (end < due)
+            due = end;
+        if (baton__cond_wait_until(&w->cond, &w->mu, due) != ETIMEDOUT)
             continue;
+        if (baton__now_us() < next) {
+            expire_due(w);
+            continue;
+        }
         baton__stat_renewal_late(c, baton__now_us() - next, period_us);
         next += period_us;
         if (next < baton__now_us())
