@@ -4,6 +4,7 @@
 -- KEYS[3]  redisson_lock_timeout:{name}, the fair lock's waiter deadlines (a zset)
 -- KEYS[4]  redisson_lock_token:{name}, the fencing-token counter (a string)
 -- KEYS[5]  baton_lock_meta:{name}, baton's side hash: holder owner -> "host:pid"
+-- KEYS[6]  {name}:timeout, permit leases: permit id (16 raw bytes) -> lease end (a zset)
 -- ARGV[1]  the lock's channel, ARGV[2] the semaphore's, ARGV[3] the latch's
 -- Returns  {type, pttl, fields, value, queue, deadlines, token, time, numsub, origins}:
 --          type      the name's TYPE ("none", "hash", "string", ...)
@@ -16,6 +17,7 @@
 --          time      the server's TIME {seconds, microseconds}
 --          numsub    PUBSUB NUMSUB of the three channels {ch, n, ch, n, ch, n}
 --          origins   HGETALL of KEYS[5] ({} unless a hash)
+--          leases    ZRANGE WITHSCORES of KEYS[6] from now on ({} unless a zset)
 -- Auxiliary keys of an unexpected type read as absent rather than failing the snapshot.
 local function type_of(key)
     return redis.call('type', key)['ok']
@@ -40,5 +42,11 @@ end
 if type_of(KEYS[5]) == 'hash' then
     origins = redis.call('hgetall', KEYS[5])
 end
+local now = redis.call('time')
+local leases = {}
+if type_of(KEYS[6]) == 'zset' then
+    local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+    leases = redis.call('zrangebyscore', KEYS[6], '(' .. ms, '+inf', 'withscores')
+end
 return {t, redis.call('pttl', KEYS[1]), fields, value, queue, deadlines, token,
-        redis.call('time'), redis.call('pubsub', 'numsub', ARGV[1], ARGV[2], ARGV[3]), origins}
+        now, redis.call('pubsub', 'numsub', ARGV[1], ARGV[2], ARGV[3]), origins, leases}

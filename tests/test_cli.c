@@ -1493,3 +1493,25 @@ Test(cli, tls_options_without_rediss_are_usage_errors)
     cr_assert(eq(int, r.status, 2), "an unknown option is still a usage error");
     cli_result_free(&r);
 }
+
+Test(cli, status_lists_the_permit_leases_a_semaphore_holds)
+{
+    const char *name = th_tmpname("cli-sem-status");
+    cli_result r;
+    /* COMMAND (baton status itself) runs while the permit lease is held */
+    cli_exec(&r, ARGS("semaphore", name, "--permits", "2", "--watchdog", "30s", "--",
+                      BATON_CLI_PATH, "status", "--json", name));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    json *j = json_parse(r.out);
+    cr_assert(j != NULL, "not JSON: %s", r.out);
+    const json *obj = j->items[0];
+    const json *permits = json_get(obj, "permits"), *value = json_get(obj, "value");
+    cr_assert(permits != NULL && permits->type == JSON_ARRAY, "%s", r.out);
+    cr_assert(eq(sz, permits->n, 1), "one lease held: %s", r.out);
+    cr_assert(eq(int, (int)value->number, 1), "one of two left: %s", r.out);
+    const json *lease = permits->items[0];
+    cr_assert(eq(sz, strlen(json_get(lease, "id")->string), 32), "%s", r.out);
+    cr_assert(gt(int, (int)json_get(lease, "ttl_ms")->number, 20000), "%s", r.out);
+    json_free(j);
+    cli_result_free(&r);
+}

@@ -378,6 +378,45 @@ Test(inspect, semaphore_permits_and_who_waits_for_them)
     baton_client_close(c);
 }
 
+Test(inspect, permit_leases_show_their_ids_and_lease_ends)
+{
+    baton_client *c = th_client(NULL);
+    const char *name = th_tmpname("ins-permits");
+    baton_permits *p;
+    cr_assert(eq(int, baton_permits_open(c, name, &p), BATON_OK));
+    bool set = false;
+    cr_assert(eq(int, baton_permits_try_set_permits(p, 3, &set), BATON_OK));
+    char a[BATON_PERMIT_ID_SIZE], b[BATON_PERMIT_ID_SIZE];
+    cr_assert(eq(int, baton_permits_try_acquire(p, 0, 60000, a), BATON_OK));
+    cr_assert(eq(int, baton_permits_try_acquire(p, 0, 20000, b), BATON_OK));
+    int64_t now = wall_ms();
+
+    baton_inspection *ins = inspect(c, name);
+    cr_assert(eq(i64, ins->value, 1), "one permit left");
+    cr_assert(eq(sz, ins->n_permits, 2));
+    /* soonest end first: b (20 s), then a (60 s) */
+    cr_assert(eq(str, ins->permits[0]->id, b));
+    cr_assert(eq(str, ins->permits[1]->id, a));
+    cr_assert(eq(sz, ins->permits[0]->size, sizeof(baton_inspect_permit)));
+    int64_t left = ins->permits[1]->lease_end_ms - now;
+    cr_assert(ge(i64, left, 59000), "%lld ms", (long long)left);
+    cr_assert(le(i64, left, 61000), "%lld ms", (long long)left);
+    baton_inspection_free(ins);
+
+    cr_assert(eq(int, baton_permits_release(p, b), BATON_OK));
+    ins = inspect(c, name);
+    cr_assert(eq(sz, ins->n_permits, 1));
+    cr_assert(eq(str, ins->permits[0]->id, a));
+    baton_inspection_free(ins);
+    cr_assert(eq(int, baton_permits_release(p, a), BATON_OK));
+    ins = inspect(c, name);
+    cr_assert(eq(sz, ins->n_permits, 0));
+    cr_assert(eq(i64, ins->value, 3));
+    baton_inspection_free(ins);
+    baton_permits_close(p);
+    baton_client_close(c);
+}
+
 Test(inspect, a_latch_count_and_its_waiters)
 {
     baton_client *c = th_client(NULL);

@@ -53,6 +53,14 @@ typedef struct baton_inspect_holder {
     int64_t pid;       /* process id of the holding process on that host; 0 when none */
 } baton_inspect_holder;
 
+/* One permit lease of a semaphore's permit leases (baton_permits, Redisson's
+ * RPermitExpirableSemaphore). */
+typedef struct baton_inspect_permit {
+    size_t size;          /* sizeof this struct in the library that filled it */
+    char id[33];          /* the permit id: 32 lowercase hex digits */
+    int64_t lease_end_ms; /* when the lease ends: server time (ms since the epoch) */
+} baton_inspect_permit;
+
 /* One waiter in a fair lock's queue. */
 typedef struct baton_inspect_waiter {
     size_t size;         /* sizeof this struct in the library that filled it */
@@ -94,6 +102,9 @@ typedef struct baton_inspection {
     int64_t subscribers_lock;      /* clients subscribed for the lock's unlock message */
     int64_t subscribers_semaphore; /* clients waiting for the semaphore's permits */
     int64_t subscribers_latch;     /* clients waiting for the latch to open */
+    baton_inspect_permit **permits; /* the permit leases held now ({NAME}:timeout), soonest
+                                       end first; leases already ended are not listed */
+    size_t n_permits;
 } baton_inspection;
 
 /*

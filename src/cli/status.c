@@ -104,6 +104,13 @@ static void print_text(const char *name, const baton_inspection *s)
         format_ms(s->ttl_ms, t, sizeof t);
         printf("  expires in %s\n", t);
     }
+    if (s->n_permits)
+        printf("  %zu permit lease%s held:\n", s->n_permits, s->n_permits == 1 ? "" : "s");
+    for (size_t i = 0; i < s->n_permits; i++) {
+        char t[32];
+        format_ms(s->permits[i]->lease_end_ms - s->server_time_ms, t, sizeof t);
+        printf("    %s  lease ends in %s\n", s->permits[i]->id, t);
+    }
 }
 
 /* ------------------------------- JSON ------------------------------------------------- */
@@ -198,6 +205,11 @@ static void print_json(const char *name, const baton_inspection *s, bool first)
     print_json_holders(s);
     printf("],\n   \"queue\": [");
     print_json_queue(s);
+    printf("],\n   \"permits\": [");
+    for (size_t i = 0; i < s->n_permits; i++)
+        printf("%s{\"id\": \"%s\", \"lease_end_ms\": %lld, \"ttl_ms\": %lld}", i ? ", " : "",
+               s->permits[i]->id, (long long)s->permits[i]->lease_end_ms,
+               (long long)(s->permits[i]->lease_end_ms - s->server_time_ms));
     printf("],\n   \"value\": ");
     if (s->has_value && strcmp(s->redis_type, "string") == 0)
         printf("%lld", (long long)s->value);

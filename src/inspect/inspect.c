@@ -39,6 +39,7 @@ enum {
     R_TIME,
     R_NUMSUB,
     R_ORIGINS,
+    R_LEASES,
     R_N
 };
 
@@ -136,10 +137,9 @@ static int decode_holders(baton_inspection *ins, const redisReply *fields,
     return BATON_OK;
 }
 
-/* The score beside owner in ZRANGE WITHSCORES's flat [member, score, ...]. */
-static bool deadline_of(const redisReply *deadlines, const char *owner, int64_t *out)
+/* A zset score that is a time in ms. */
+static bool reply_score(const redisReply *score, int64_t *out)
 {
-    const redisReply *score = flat_get(deadlines, owner);
     if (!is_str(score))
         return false;
     char *end = NULL;
@@ -149,6 +149,12 @@ static bool deadline_of(const redisReply *deadlines, const char *owner, int64_t 
         return false;
     *out = (int64_t)d;
     return true;
+}
+
+/* The score beside owner in ZRANGE WITHSCORES's flat [member, score, ...]. */
+static bool deadline_of(const redisReply *deadlines, const char *owner, int64_t *out)
+{
+    return reply_score(flat_get(deadlines, owner), out);
 }
 
 /* A fair lock's queue, each waiter with its deadline from the timeout set. */
@@ -172,6 +178,33 @@ static int decode_queue(baton_inspection *ins, const redisReply *queue, const re
         if (!w->owner)
             return BATON_ENOMEM;
         w->has_deadline = deadline_of(deadlines, w->owner, &w->deadline_ms);
+    }
+    return BATON_OK;
+}
+
+/* The permit leases: {id (16 raw bytes), end, ...}; ids shown as hex. */
+static int decode_leases(baton_inspection *ins, const redisReply *leases)
+{
+    if (!is_array(leases) || leases->elements < 2)
+        return BATON_OK;
+    if (leases->elements % 2)
+        return BATON_EPROTO;
+    ins->permits = calloc(leases->elements / 2, sizeof *ins->permits);
+    if (!ins->permits)
+        return BATON_ENOMEM;
+    for (size_t i = 0; i + 1 < leases->elements; i += 2) {
+        const redisReply *id = leases->element[i];
+        int64_t end = 0;
+        if (!is_str(id) || id->len != 16 || !reply_score(leases->element[i + 1], &end))
+            return BATON_EPROTO;
+        baton_inspect_permit *p = calloc(1, sizeof *p);
+        if (!p)
+            return BATON_ENOMEM;
+        ins->permits[ins->n_permits++] = p;
+        p->size = sizeof *p;
+        for (size_t k = 0; k < 16; k++)
+            snprintf(p->id + 2 * k, 3, "%02x", (unsigned char)id->str[k]);
+        p->lease_end_ms = end;
     }
     return BATON_OK;
 }
@@ -237,6 +270,8 @@ int baton__inspect_decode(baton_inspection *ins, const redisReply *r)
     int rc = decode_holders(ins, el[R_FIELDS], el[R_ORIGINS]);
     if (rc == BATON_OK)
         rc = decode_queue(ins, el[R_QUEUE], el[R_DEADLINES]);
+    if (rc == BATON_OK)
+        rc = decode_leases(ins, el[R_LEASES]);
     if (rc != BATON_OK)
         return rc;
     ins->has_value = reply_int(el[R_VALUE], &ins->value);
@@ -251,9 +286,9 @@ int baton__inspect_decode(baton_inspection *ins, const redisReply *r)
 /* ------------------------------- the call --------------------------------------------- */
 
 /* The script's keys and channels of a name. */
-enum { NKEYS = 5, NCHANNELS = 3 };
+enum { NKEYS = 6, NCHANNELS = 3 };
 typedef struct names {
-    char *keys[NKEYS]; /* name (borrowed), queue, timeout, token, origins */
+    char *keys[NKEYS]; /* name (borrowed), queue, timeout, token, origins, permit leases */
     char *channels[NCHANNELS];
 } names;
 
@@ -272,6 +307,7 @@ static bool names_make(names *n, const char *name)
     n->keys[2] = baton__derive_key(TIMEOUT_PREFIX, name, NULL);
     n->keys[3] = baton__derive_key(TOKEN_PREFIX, name, NULL);
     n->keys[4] = baton__derive_key(BATON__LOCK_META_PREFIX, name, NULL);
+    n->keys[5] = baton__derive_key("", name, ":timeout"); /* permits.c's TIMEOUT_SUFFIX */
     n->channels[0] = baton__derive_key(LOCK_CHANNEL_PREFIX, name, NULL);
     n->channels[1] = baton__derive_key(SEMAPHORE_CHANNEL_PREFIX, name, NULL);
     n->channels[2] = baton__derive_key(LATCH_CHANNEL_PREFIX, name, NULL);
@@ -346,8 +382,11 @@ void baton_inspection_free(baton_inspection *ins)
         free((char *)ins->queue[i]->owner);
         free(ins->queue[i]);
     }
+    for (size_t i = 0; i < ins->n_permits; i++)
+        free(ins->permits[i]);
     free(ins->holders);
     free(ins->queue);
+    free(ins->permits);
     free(ins->name);
     free(ins->redis_type);
     free(ins);
