@@ -152,7 +152,7 @@ static void wait_replica_synced(void)
         }
         if (ok)
             return;
-        cr_assert(lt(int, tries, 1000), "the replica never caught up");
+        cr_assert(lt(int, tries, 2000), "the replica never caught up (40 s)");
         th_sleep_ms(20);
     }
 }
@@ -416,12 +416,12 @@ Test(sentinel, the_command_holds_its_lock_through_a_failover)
     const char *name = th_tmpname("sn-cli");
     char *done = cli_path("done");
     char script[256];
-    snprintf(script, sizeof script, "sleep 7; touch %s", done);
-    /* a watchdog lease of 5 s: only renewals on the new master keep it for 7 s (a lease
-     * must outlast the switch: the sentinels' promotion plus up to a second until the
-     * client asks them again) */
-    pid_t pid = cli_spawn(ARGS("--sync-replicas", "1", "lock", name,
-                               "--watchdog", "5s", "--", "sh", "-c", script));
+    snprintf(script, sizeof script, "sleep 12; touch %s", done);
+    /* a watchdog lease of 10 s, renewed every 3.3 s: across the switch only renewals on the
+     * new master keep it (a lease must outlast the switch: the sentinels' promotion plus up
+     * to a second until the client asks them again) */
+    pid_t pid = cli_spawn(ARGS("--sync-replicas", "1", "lock", name, "--watchdog", "10s", "--",
+                               "sh", "-c", script));
     cr_assert(cli_wait_file(cli_path("never"), 500) == false);
     fail_over();
     int st = th_wait(pid);

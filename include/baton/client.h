@@ -92,8 +92,9 @@ typedef struct baton_options {
      * round trip, by WAIT N sync_timeout_ms. An acquisition fewer than N replicas
      * acknowledged is undone and returns BATON_ENOTSYNCED, so no holder runs on a lock a
      * failover could erase (an old master cut off from its replicas cannot satisfy it
-     * either); a renewal not acknowledged counts as not done (the hold is reported lost if
-     * its lease runs out so). Locks of every kind; semaphores and latches are not covered.
+     * either); a renewal not acknowledged is logged (BATON_LOG_WARN) but counts, since the
+     * master has it (after a failover the new master's replica resyncs for a while). Locks
+     * of every kind; semaphores and latches are not covered.
      * 0: off (Redisson's default). sync_timeout_ms 0: 1000. */
     int sync_replicas;
     int64_t sync_timeout_ms;

@@ -201,11 +201,14 @@ static bool renew_pass(baton__watchdog *w, snapshot *s, const char *lease, signe
         freeReplyObject(r);
     }
     if (waited && !broken) {
+        /* The master has the renewal either way; a replica that lags (one resyncing after a
+         * failover, say) only makes a second failover cost the newer lease. Reported, not
+         * counted against the hold: a lock must survive the failover sync_replicas guards. */
         int acked = baton__read_wait(c, conn);
         broken = acked == BATON_ECONN;
-        for (size_t i = 0; acked != BATON_OK && i < s->n; i++)
-            if (result[i] == 1)
-                result[i] = -1; /* renewed on the master only: not yet safe */
+        if (acked == BATON_ENOTSYNCED)
+            baton__log(c, BATON_LOG_WARN, "renewal not acknowledged by %d replica%s in time",
+                       c->cfg.sync_replicas, c->cfg.sync_replicas == 1 ? "" : "s");
     }
     baton__conn_put(c, conn, broken);
     return !broken;
