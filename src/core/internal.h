@@ -257,6 +257,8 @@ typedef enum baton__sub_kind {
     BATON__SUB_LOCK,      /* "0": one waiter; "1": every waiter */
     BATON__SUB_LATCH,     /* "0": every waiter */
     BATON__SUB_SEMAPHORE, /* "<n>": up to n waiters */
+    BATON__SUB_RWLOCK,    /* any message: every waiter (readers and writers share the
+                             channel and a wake-up cannot tell them apart; see rwlock.c) */
 } baton__sub_kind;
 
 typedef struct baton__sub baton__sub;
