@@ -363,7 +363,14 @@ struct baton_lock {
     int64_t lease_ms; /* lease of the current hold, re-applied by a re-entrant release
                          (Redisson's internalLockLeaseTime); BATON_LEASE_WATCHDOG */
     void *impl;       /* kind-specific state */
+
+    /* Appended to "<uuid>:<thread-id>" in the hash's owner field (the write lock's
+     * ":write"); NULL: nothing. */
+    const char *owner_suffix;
 };
+
+/* The calling thread's owner field in this lock's hash: baton__owner plus owner_suffix. */
+void baton__lock_owner(const baton_lock *l, char *buf, size_t len);
 
 /* Initializes the base of a lock handle; frees with baton__lock_base_free. */
 int baton__lock_base_init(baton_lock *l, const baton__lock_ops *ops, baton_client *c,
