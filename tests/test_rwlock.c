@@ -38,6 +38,25 @@ static int64_t now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/* In a forked child (no Criterion asserts there): a client of its own and one half of the
+ * read-write lock name; NULL when either cannot be opened. */
+static baton_lock *child_open(const char *name, int writer, int64_t watchdog_ms)
+{
+    baton_options o;
+    baton_options_init(&o);
+    o.url = th_url();
+    o.watchdog_ms = watchdog_ms;
+    baton_client *c;
+    baton_rwlock *rw;
+    if (baton_client_open(&o, &c) != BATON_OK)
+        return NULL;
+    if (baton_rwlock_open(c, name, &rw) != BATON_OK) {
+        baton_client_close(c);
+        return NULL;
+    }
+    return writer ? baton_rwlock_write(rw) : baton_rwlock_read(rw);
+}
+
 /* ---------------------------------------------------------------- the interval log --- */
 
 /* One hold, in CLOCK_MONOTONIC µs (one clock for every process of the machine): asked is
@@ -68,14 +87,9 @@ typedef struct worker {
 static int work(void *arg)
 {
     worker *w = arg;
-    baton_options o;
-    baton_options_init(&o);
-    o.url = th_url();
-    baton_client *c;
-    baton_rwlock *rw;
-    if (baton_client_open(&o, &c) != BATON_OK || baton_rwlock_open(c, w->name, &rw) != BATON_OK)
+    baton_lock *l = child_open(w->name, w->writer, 0);
+    if (!l)
         return 100;
-    baton_lock *l = w->writer ? baton_rwlock_write(rw) : baton_rwlock_read(rw);
     int errors = 0;
     while (now_us() < w->end_us) {
         int64_t asked = now_us();
@@ -94,9 +108,7 @@ static int work(void *arg)
         if (w->writer)
             th_sleep_ms(50 + rand_r(&w->seed) % 101);
     }
-    baton_rwlock_close(rw);
-    baton_client_close(c);
-    return errors > 99 ? 99 : errors;
+    return errors > 99 ? 99 : errors; /* every hold released; the client ends with the child */
 }
 
 static bool overlap(const hold_rec *a, const hold_rec *b)
@@ -181,15 +193,9 @@ typedef struct child_arg {
 static int hold_forever(void *arg)
 {
     child_arg *a = arg;
-    baton_options o;
-    baton_options_init(&o);
-    o.url = th_url();
-    o.watchdog_ms = 1500;
-    baton_client *c;
-    baton_rwlock *rw;
-    if (baton_client_open(&o, &c) != BATON_OK || baton_rwlock_open(c, a->name, &rw) != BATON_OK)
+    baton_lock *l = child_open(a->name, a->writer, 1500);
+    if (!l)
         return 1;
-    baton_lock *l = a->writer ? baton_rwlock_write(rw) : baton_rwlock_read(rw);
     if (baton_lock_acquire(l, BATON_LEASE_WATCHDOG) != BATON_OK)
         return 2;
     char b = 1;
