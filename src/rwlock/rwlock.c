@@ -73,11 +73,12 @@ static int try_once(void *arg, baton__sub *sub)
     redisReply *r;
     bool maybe_ran;
     baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_RWLOCK);
-    int rc = baton__script_call(c, baton__script_find(script), a->write ? 3 : 4, keys,
-                                a->write ? 5 : 3, args, &r, &maybe_ran);
+    int rc = baton__script_call_synced(c, baton__script_find(script), a->write ? 3 : 4, keys,
+                                       a->write ? 5 : 3, args, &r, &maybe_ran);
     if (rc == BATON_ECONN && maybe_ran)
         return baton__hold_resolve_lost(l, a->owner, rw->token_key, a->lease_ms);
-    if (rc != BATON_OK)
+    bool unsynced = rc == BATON_ENOTSYNCED; /* it ran; the replicas did not confirm it */
+    if (rc != BATON_OK && !unsynced)
         return rc;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
         r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER) {
@@ -97,6 +98,8 @@ static int try_once(void *arg, baton__sub *sub)
                            "read-write lock %s: the calling thread holds the read lock; "
                            "release it before taking the write lock (no upgrade)",
                            l->name);
+    if (unsynced)
+        return baton__hold_unsynced(l, a->owner, status == 1, value, a->lease_ms);
     return baton__hold_acquired(l, a->owner, status == 1, value, a->lease_ms);
 }
 
