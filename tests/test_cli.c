@@ -1540,6 +1540,20 @@ Test(cli, rwlock_readers_share_a_writer_excludes_and_waits_for_them)
     pid_t pid = cli_spawn(ARGS("rwlock", name, "--write", "--", "touch", marker));
     th_sleep_ms(300);
     cr_assert(access(marker, F_OK) != 0, "wrote while a reader held the lock");
+    /* status: a read-write lock, read, by two readers (ours and none other now) */
+    cli_exec(&r, ARGS("status", name));
+    cr_assert(eq(int, r.status, 0), "stderr: %s", r.err);
+    cr_assert(strstr(r.out, "read-write lock, read") != NULL, "%s", r.out);
+    cr_assert(strstr(r.out, "  holder ") != NULL, "%s", r.out);
+    cr_assert(strstr(r.out, "holder mode") == NULL, "%s", r.out);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("status", name, "--json"));
+    json *j = json_parse(r.out);
+    cr_assert(j != NULL, "%s", r.out);
+    cr_assert(eq(str, json_get(json_at(j, 0), "kind")->string, "rwlock"));
+    cr_assert(eq(sz, json_get(json_at(j, 0), "holders")->n, 1));
+    json_free(j);
+    cli_result_free(&r);
     cr_assert(eq(int, baton_lock_release(baton_rwlock_read(rw)), BATON_OK));
     cr_assert(eq(int, th_wait(pid), 0));
     cr_assert(access(marker, F_OK) == 0);
