@@ -1,5 +1,5 @@
 -- lock_renew: the watchdog's batched lease renewal, one call for up to 100 holds.
--- KEYS[i]    a lock hash (plain or fair lock)
+-- KEYS[i]    a lock hash (plain, fair, or read-write lock)
 -- ARGV[1]    the lease in milliseconds
 -- ARGV[1+i]  the owner field whose hold on KEYS[i] is renewed
 -- Returns    {r1, ..., rn}: ri = 1 renewed, 0 the owner no longer holds KEYS[i] (deleted,
@@ -8,18 +8,31 @@
 -- the acquire scripts) gets the same lease. Its name is made here from KEYS[i] with the
 -- hash-tag rule of baton__derive_key rather than passed, so the watchdog's batches stay as
 -- they are; it shares KEYS[i]'s hash slot, so a Cluster node serves both.
-local function meta_key(name)
+-- A read hold of a read-write lock (a hash with a 'mode' field, an owner without ":write")
+-- also has one timeout key per hold, {name}:<owner>:rwlock_timeout:<n> (Redisson's
+-- layout), which a read release reads to decide the hash's lease: those of this owner are
+-- renewed too. Only hashes with more than one field pay for the check (a plain lock has one).
+local function tagged(name)
     if string.find(name, '{', 1, true) then
-        return 'baton_lock_meta:' .. name
+        return name
     end
-    return 'baton_lock_meta:{' .. name .. '}'
+    return '{' .. name .. '}'
 end
 local out = {}
 for i = 1, #KEYS do
     if redis.pcall('hexists', KEYS[i], ARGV[i + 1]) == 1 then
         redis.call('pexpire', KEYS[i], ARGV[1])
-        redis.pcall('pexpire', meta_key(KEYS[i]), ARGV[1])
+        redis.pcall('pexpire', 'baton_lock_meta:' .. tagged(KEYS[i]), ARGV[1])
         out[i] = 1
+        local owner = ARGV[i + 1]
+        if redis.call('hlen', KEYS[i]) > 1 and redis.call('hexists', KEYS[i], 'mode') == 1
+            and string.sub(owner, -6) ~= ':write' then
+            local holds = tonumber(redis.call('hget', KEYS[i], owner)) or 0
+            for n = holds, 1, -1 do
+                redis.call('pexpire', tagged(KEYS[i]) .. ':' .. owner .. ':rwlock_timeout:' .. n,
+                    ARGV[1])
+            end
+        end
     else
         out[i] = 0
     end

@@ -1515,3 +1515,59 @@ Test(cli, status_lists_the_permit_leases_a_semaphore_holds)
     json_free(j);
     cli_result_free(&r);
 }
+
+/* ---------------------------------------------------------------- rwlock ------------- */
+
+Test(cli, rwlock_readers_share_a_writer_excludes_and_waits_for_them)
+{
+    const char *name = th_tmpname("cli-rw");
+    baton_client *c = th_client(NULL);
+    baton_rwlock *rw;
+    cr_assert(eq(int, baton_rwlock_open(c, name, &rw), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(baton_rwlock_read(rw), BATON_LEASE_WATCHDOG), BATON_OK));
+    /* a reader runs beside ours, with its token; a writer is busy */
+    cli_result r;
+    cli_exec(&r, ARGS("rwlock", name, "--read", "-n", "--", "sh", "-c",
+                      "echo \"$BATON_FENCING_TOKEN\""));
+    cr_assert(eq(int, r.status, 0), "stderr: %s", r.err);
+    cr_assert(gt(i64, atoll(r.out), 0));
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("rwlock", name, "--write", "-n", "--", "true"));
+    cr_assert(eq(int, r.status, 124), "stderr: %s", r.err);
+    cli_result_free(&r);
+    /* a waiting writer gets in when our read ends */
+    char *marker = cli_path("rw-marker");
+    pid_t pid = cli_spawn(ARGS("rwlock", name, "--write", "--", "touch", marker));
+    th_sleep_ms(300);
+    cr_assert(access(marker, F_OK) != 0, "wrote while a reader held the lock");
+    /* status: a read-write lock, read, by two readers (ours and none other now) */
+    cli_exec(&r, ARGS("status", name));
+    cr_assert(eq(int, r.status, 0), "stderr: %s", r.err);
+    cr_assert(strstr(r.out, "read-write lock, read") != NULL, "%s", r.out);
+    cr_assert(strstr(r.out, "  holder ") != NULL, "%s", r.out);
+    cr_assert(strstr(r.out, "holder mode") == NULL, "%s", r.out);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("status", name, "--json"));
+    json *j = json_parse(r.out);
+    cr_assert(j != NULL, "%s", r.out);
+    cr_assert(eq(str, json_get(json_at(j, 0), "kind")->string, "rwlock"));
+    cr_assert(eq(sz, json_get(json_at(j, 0), "holders")->n, 1));
+    json_free(j);
+    cli_result_free(&r);
+    cr_assert(eq(int, baton_lock_release(baton_rwlock_read(rw)), BATON_OK));
+    cr_assert(eq(int, th_wait(pid), 0));
+    cr_assert(access(marker, F_OK) == 0);
+    free(marker);
+    /* usage: exactly one of --read and --write, one NAME */
+    cli_exec(&r, ARGS("rwlock", name, "--", "true"));
+    cr_assert(eq(int, r.status, 2));
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("rwlock", name, "--read", "--write", "--", "true"));
+    cr_assert(eq(int, r.status, 2));
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("rwlock", name, "other", "--read", "--", "true"));
+    cr_assert(eq(int, r.status, 2));
+    cli_result_free(&r);
+    baton_rwlock_close(rw);
+    baton_client_close(c);
+}

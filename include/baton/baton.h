@@ -10,6 +10,7 @@
 #include <baton/error.h>
 #include <baton/client.h>
 #include <baton/lock.h>
+#include <baton/rwlock.h>
 #include <baton/latch.h>
 #include <baton/semaphore.h>
 #include <baton/permits.h>

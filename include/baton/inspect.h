@@ -40,6 +40,7 @@ typedef enum baton_object_kind {
     BATON_OBJECT_LATCH = 4,              /* a latch's count (above zero) */
     BATON_OBJECT_SEMAPHORE_OR_LATCH = 5, /* a count above zero that nobody waits on: either */
     BATON_OBJECT_OTHER = 6,              /* a key of another type: not a baton object */
+    BATON_OBJECT_RWLOCK = 7,             /* a held read-write lock (its hash has a 'mode') */
 } baton_object_kind;
 
 /* One holder of a lock: one field of Redisson's hash. */
@@ -87,7 +88,7 @@ typedef struct baton_inspection {
     baton_object_kind kind;         /* what it holds */
     const char *kind_name;          /* the kind as `baton status --json` spells it: "absent",
                                        "lock", "fairlock", "semaphore", "latch",
-                                       "semaphore-or-latch", "other"; static */
+                                       "semaphore-or-latch", "other", "rwlock"; static */
     char *redis_type;               /* the key's Redis TYPE: "none", "hash", "string", ... */
     int64_t ttl_ms;                 /* the key's PTTL: -2 absent, -1 no expiry */
     baton_inspect_holder **holders; /* a lock's holders (none when free) */
@@ -105,6 +106,9 @@ typedef struct baton_inspection {
     baton_inspect_permit **permits; /* the permit leases held now ({NAME}:timeout), soonest
                                        end first; leases already ended are not listed */
     size_t n_permits;
+    const char *rwlock_mode;       /* a read-write lock's mode, "read" or "write" (its holders
+                                      are its readers and, as "<owner>:write", its writer);
+                                      NULL for anything else; static */
 } baton_inspection;
 
 /*

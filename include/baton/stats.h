@@ -25,7 +25,10 @@ extern "C" {
 #define BATON_KIND_MULTILOCK 2 /* multi-lock and Redlock groups (members count too) */
 #define BATON_KIND_SEMAPHORE 3 /* counting semaphore */
 #define BATON_KIND_LATCH 4     /* count-down latch (an acquisition is an await that opened) */
-#define BATON_STATS_KINDS 5
+#define BATON_KIND_RWLOCK 5    /* read-write lock, read and write handles alike */
+/* The number of kinds. It grew from 5 to 6 with the read-write lock (before 1.0, so
+ * baton_stats' size changed: programs built against the older header must be rebuilt). */
+#define BATON_STATS_KINDS 6
 
 /* Time spent in successful acquisitions (from the call to its return), in microseconds. */
 typedef struct baton_wait_stats {

@@ -128,6 +128,8 @@ int cli_cmd_lock(cli_global *g, int argc, char **argv);
 int cli_cmd_semaphore(cli_global *g, int argc, char **argv);
 int cli_cmd_latch(cli_global *g, int argc, char **argv);
 int cli_cmd_unlock(cli_global *g, int argc, char **argv);
+/* `lock` with one half of a read-write lock (--read or --write) instead of locks. */
+int cli_cmd_rwlock(cli_global *g, int argc, char **argv);
 
 /* ------------------------------- status.c --------------------------------------------- */
 

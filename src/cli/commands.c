@@ -1,5 +1,5 @@
 /*
- * The commands that act: lock and semaphore (run COMMAND under a hold), latch (the latch
+ * The commands that act: lock, rwlock and semaphore (run COMMAND under a hold), latch (the latch
  * verbs) and unlock --force. Each parses its own options (which may come in any order
  * before "--"), opens the client, does one thing through the public API, and maps the
  * outcome to an exit code.
@@ -28,6 +28,8 @@ enum {
     OPT_TIMEOUT,
     OPT_FORCE,
     OPT_COUNTING,
+    OPT_READ,
+    OPT_WRITE,
 };
 
 /* An option handler's answer when the option is not one it knows. */
@@ -183,8 +185,15 @@ static char *fencing_env(baton_lock **members, size_t n)
 
 /* ------------------------------- lock ------------------------------------------------- */
 
-/* What `lock` was asked to do. */
+/* What `lock` holds: its lock(s); for `rwlock`, one half of a read-write lock. */
+typedef enum lock_part { PART_NONE, PART_READ, PART_WRITE } lock_part;
+
+/* What `lock` (or `rwlock`) was asked to do. */
 typedef struct lock_args {
+    const char *cmd;    /* "lock" or "rwlock", for messages */
+    bool rw;            /* rwlock: --read or --write names the half */
+    lock_part part;     /* the half asked for (the last of --read, --write) */
+    int parts;          /* how many of --read, --write were given */
     const char **names; /* borrowed from argv */
     size_t n;
     int64_t lease_ms, watchdog_ms, kill_after_ms;
@@ -200,6 +209,18 @@ static const struct option lock_options[] = {
     {"fair", no_argument, NULL, OPT_FAIR},
     {"hold", no_argument, NULL, OPT_HOLD},
     {"verbose", no_argument, NULL, OPT_VERBOSE},
+    {NULL, 0, NULL, 0},
+};
+
+/* rwlock: lock's options without --fair, with --read and --write. */
+static const struct option rwlock_options[] = {
+    BUSY_LONG,
+    {"lease", required_argument, NULL, OPT_LEASE},
+    {"watchdog", required_argument, NULL, OPT_WATCHDOG},
+    {"hold", no_argument, NULL, OPT_HOLD},
+    {"verbose", no_argument, NULL, OPT_VERBOSE},
+    {"read", no_argument, NULL, OPT_READ},
+    {"write", no_argument, NULL, OPT_WRITE},
     {NULL, 0, NULL, 0},
 };
 
@@ -222,6 +243,11 @@ static int lock_option(cli_opts *o, int c, cli_global *g, void *arg)
     case OPT_HOLD:
         la->hold = true;
         return 0;
+    case OPT_READ:
+    case OPT_WRITE:
+        la->part = c == OPT_READ ? PART_READ : PART_WRITE;
+        la->parts++;
+        return 0;
     case OPT_VERBOSE:
         g->verbose = true;
         return 0;
@@ -237,31 +263,40 @@ static int lock_option(cli_opts *o, int c, cli_global *g, void *arg)
 static int lock_check(const lock_args *la)
 {
     if (la->n == 0)
-        return cli_usage_error("lock", "no lock NAME");
+        return cli_usage_error(la->cmd, "no lock NAME");
+    if (la->rw && la->parts != 1)
+        return cli_usage_error(la->cmd, la->parts ? "--read or --write, not both"
+                                                  : "--read or --write is required");
+    if (la->rw && la->n > 1)
+        return cli_usage_error(la->cmd, "one NAME only");
     if (la->hold && la->command)
-        return cli_usage_error("lock", "--hold runs no COMMAND");
+        return cli_usage_error(la->cmd, "--hold runs no COMMAND");
     if (!la->hold && !la->command)
-        return cli_usage_error("lock", "missing '--' before COMMAND (or --hold)");
+        return cli_usage_error(la->cmd, "missing '--' before COMMAND (or --hold)");
     if (!la->hold && !la->command[0])
-        return cli_usage_error("lock", "no COMMAND after '--'");
+        return cli_usage_error(la->cmd, "no COMMAND after '--'");
     if (la->has_lease && la->has_watchdog)
-        return cli_usage_error("lock", "--lease and --watchdog exclude each other");
+        return cli_usage_error(la->cmd, "--lease and --watchdog exclude each other");
     if (la->has_lease && la->lease_ms == 0)
-        return cli_usage_error("lock", "--lease must be more than 0");
+        return cli_usage_error(la->cmd, "--lease must be more than 0");
     if (la->has_watchdog && la->watchdog_ms < 30)
-        return cli_usage_error("lock", "--watchdog must be at least 30ms");
+        return cli_usage_error(la->cmd, "--watchdog must be at least 30ms");
     return 0;
 }
 
 /* Parses lock's arguments into *la (la->names allocated: free it). Returns 0 or the exit
  * code after a message. */
-static int lock_parse(cli_global *g, int argc, char **argv, lock_args *la)
+static int lock_parse(cli_global *g, int argc, char **argv, bool rw, lock_args *la)
 {
-    *la = (lock_args){.kill_after_ms = CLI_DEFAULT_KILL_AFTER_MS, .b = BUSY_INIT};
+    *la = (lock_args){.cmd = rw ? "rwlock" : "lock",
+                      .rw = rw,
+                      .kill_after_ms = CLI_DEFAULT_KILL_AFTER_MS,
+                      .b = BUSY_INIT};
     la->names = calloc((size_t)argc + 1, sizeof *la->names);
     cli_opts o;
-    int rc =
-        la->names ? cli_opts_init(&o, "lock", argc, argv, BUSY_SHORT, lock_options) : EXIT_FAILED;
+    int rc = la->names ? cli_opts_init(&o, la->cmd, argc, argv, BUSY_SHORT,
+                                       rw ? rwlock_options : lock_options)
+                       : EXIT_FAILED;
     if (rc)
         return rc;
     la->command = o.rest;
@@ -275,6 +310,7 @@ typedef struct lock_run {
     baton_client *c;
     baton_lock **members; /* one per NAME */
     baton_lock *l;        /* members[0], or the multi-lock over them */
+    baton_rwlock *rw;     /* rwlock: members[0] is one of its halves */
     char what[300];       /* "lock NAME", "fair lock NAME", "multi-lock NAME, ...": messages */
     int64_t asked_ms;     /* when the acquire was asked (--verbose) */
 } lock_run;
@@ -285,16 +321,25 @@ static int lock_open(cli_global *g, lock_run *r)
 {
     const lock_args *la = r->la;
     snprintf(r->what, sizeof r->what, "%s %s%s",
-             la->n > 1  ? "multi-lock"
-             : la->fair ? "fair lock"
-                        : "lock",
+             la->part == PART_READ    ? "read lock"
+             : la->part == PART_WRITE ? "write lock"
+             : la->n > 1              ? "multi-lock"
+             : la->fair               ? "fair lock"
+                                      : "lock",
              la->names[0], la->n > 1 ? ", ..." : "");
     r->members = calloc(la->n, sizeof *r->members);
     if (!r->members)
         return EXIT_FAILED;
     g->watchdog_ms = la->watchdog_ms;
     int rc = cli_open_client(g, &r->c);
-    for (size_t i = 0; !rc && i < la->n; i++) {
+    if (!rc && la->rw) {
+        int brc = baton_rwlock_open(r->c, la->names[0], &r->rw);
+        if (brc != BATON_OK)
+            return cli_fail(r->c, brc, "read-write lock %s", la->names[0]);
+        r->members[0] =
+            la->part == PART_READ ? baton_rwlock_read(r->rw) : baton_rwlock_write(r->rw);
+    }
+    for (size_t i = 0; !rc && !la->rw && i < la->n; i++) {
         int brc = la->fair ? baton_fairlock_open(r->c, la->names[i], &r->members[i])
                            : baton_lock_open(r->c, la->names[i], &r->members[i]);
         if (brc != BATON_OK)
@@ -314,8 +359,9 @@ static void lock_close(lock_run *r)
 {
     if (r->la->n > 1)
         baton_lock_close(r->l);
-    for (size_t i = 0; r->members && i < r->la->n; i++)
+    for (size_t i = 0; r->members && !r->rw && i < r->la->n; i++)
         baton_lock_close(r->members[i]);
+    baton_rwlock_close(r->rw); /* closes its halves */
     free(r->members);
     baton_client_close(r->c);
 }
@@ -412,10 +458,11 @@ static int lock_release(const cli_global *g, lock_run *r, const cli_outcome *out
     return out->status;
 }
 
-int cli_cmd_lock(cli_global *g, int argc, char **argv)
+/* lock and rwlock: parse, open, acquire, run COMMAND (or --hold), release. */
+static int lock_command(cli_global *g, int argc, char **argv, bool rw)
 {
     lock_args la;
-    int rc = lock_parse(g, argc, argv, &la);
+    int rc = lock_parse(g, argc, argv, rw, &la);
     if (rc) {
         free(la.names);
         return rc;
@@ -433,6 +480,17 @@ int cli_cmd_lock(cli_global *g, int argc, char **argv)
     lock_close(&r);
     free(la.names);
     return rc;
+}
+
+int cli_cmd_lock(cli_global *g, int argc, char **argv)
+{
+    return lock_command(g, argc, argv, false);
+}
+
+/* rwlock NAME --read|--write: everything else is lock's. */
+int cli_cmd_rwlock(cli_global *g, int argc, char **argv)
+{
+    return lock_command(g, argc, argv, true);
 }
 
 /* ------------------------------- semaphore -------------------------------------------- */

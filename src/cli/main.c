@@ -53,6 +53,16 @@ static const cli_command commands[] = {
      "                             then release it and exit 0 (like etcdctl lock)\n"
      "      --verbose              tell acquire time, renewals and release on stderr\n",
      cli_cmd_lock},
+    {"rwlock",
+     "baton [--url URL] rwlock NAME --read | --write [-n | -w DUR] [-E CODE] [-q]"
+     " [--lease DUR | --watchdog DUR] [--kill-after DUR] [--verbose] -- COMMAND [ARG...]\n"
+     "       baton [--url URL] rwlock NAME --read | --write --hold [-n | -w DUR] [--lease DUR]",
+     "  rwlock NAME --read -- COMMAND   Run COMMAND holding the read lock of the read-write\n"
+     "                             lock NAME (beside other readers, no writer); --write:\n"
+     "                             holding its write lock (alone). Redisson's RReadWriteLock;\n"
+     "                             a waiting writer holds back new readers. Options as lock\n"
+     "                             (--fair and several names excepted).\n",
+     cli_cmd_rwlock},
     {"semaphore",
      "baton [--url URL] semaphore NAME [--permits N] [--take K] [-n | -w DUR] [-E CODE] [-q]"
      " [--watchdog DUR | --counting] [--kill-after DUR] -- COMMAND [ARG...]\n"

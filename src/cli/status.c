@@ -33,7 +33,11 @@ static void print_lock_text(const char *name, const baton_inspection *s)
 {
     char t[32];
     bool held = strcmp(s->redis_type, "hash") == 0;
-    printf("%s: %s, ", name, s->kind == BATON_OBJECT_LOCK ? "lock" : "fair lock");
+    if (s->kind == BATON_OBJECT_RWLOCK)
+        printf("%s: read-write lock, %s by the holders below, ", name,
+               strcmp(s->rwlock_mode, "write") == 0 ? "written (\":write\")" : "read");
+    else
+        printf("%s: %s, ", name, s->kind == BATON_OBJECT_LOCK ? "lock" : "fair lock");
     if (!held)
         printf("free");
     else if (s->ttl_ms == -1)
@@ -76,6 +80,7 @@ static void print_text(const char *name, const baton_inspection *s)
     switch (s->kind) {
     case BATON_OBJECT_LOCK:
     case BATON_OBJECT_FAIRLOCK:
+    case BATON_OBJECT_RWLOCK:
         print_lock_text(name, s);
         break;
     case BATON_OBJECT_SEMAPHORE:

@@ -300,6 +300,8 @@ static int64_t wakeups_for(baton__sub_kind kind, const char *payload, size_t len
         return (ok && v == 0) ? refs : 0; /* "0" reached zero; "1" new count: nothing */
     case BATON__SUB_SEMAPHORE:
         return ok ? (v < 0 ? 0 : v) : 1; /* new permit count */
+    case BATON__SUB_RWLOCK:
+        return refs; /* "0" last reader gone, "1" writer gone: whoever may enter now */
     }
     return 1;
 }

@@ -257,6 +257,8 @@ typedef enum baton__sub_kind {
     BATON__SUB_LOCK,      /* "0": one waiter; "1": every waiter */
     BATON__SUB_LATCH,     /* "0": every waiter */
     BATON__SUB_SEMAPHORE, /* "<n>": up to n waiters */
+    BATON__SUB_RWLOCK,    /* any message: every waiter (readers and writers share the
+                             channel and a wake-up cannot tell them apart; see rwlock.c) */
 } baton__sub_kind;
 
 typedef struct baton__sub baton__sub;
@@ -361,7 +363,14 @@ struct baton_lock {
     int64_t lease_ms; /* lease of the current hold, re-applied by a re-entrant release
                          (Redisson's internalLockLeaseTime); BATON_LEASE_WATCHDOG */
     void *impl;       /* kind-specific state */
+
+    /* Appended to "<uuid>:<thread-id>" in the hash's owner field (the write lock's
+     * ":write"); NULL: nothing. */
+    const char *owner_suffix;
 };
+
+/* The calling thread's owner field in this lock's hash: baton__owner plus owner_suffix. */
+void baton__lock_owner(const baton_lock *l, char *buf, size_t len);
 
 /* Initializes the base of a lock handle; frees with baton__lock_base_free. */
 int baton__lock_base_init(baton_lock *l, const baton__lock_ops *ops, baton_client *c,

@@ -36,6 +36,15 @@ int baton__lock_base_init(baton_lock *l, const baton__lock_ops *ops, baton_clien
     return BATON_OK;
 }
 
+void baton__lock_owner(const baton_lock *l, char *buf, size_t len)
+{
+    baton__owner(l->client, buf, len);
+    if (l->owner_suffix) {
+        size_t n = strlen(buf);
+        snprintf(buf + n, len - n, "%s", l->owner_suffix);
+    }
+}
+
 void baton__lock_base_free(baton_lock *l)
 {
     if (l->lost_pipe[0] >= 0) {
@@ -176,7 +185,7 @@ int baton__hold_release(baton_lock *l, const char *script, const char *latch_pre
 {
     baton_client *c = l->client;
     char owner[BATON__OWNER_LEN];
-    baton__owner(c, owner, sizeof owner);
+    baton__lock_owner(l, owner, sizeof owner);
     int64_t lease;
     hold_release_begin(l, owner, &lease);
 
@@ -242,8 +251,8 @@ void baton__hold_forget(baton_lock *l)
     baton__mutex_unlock(&l->mu);
     if (registered && l->client) {
         char owner[BATON__OWNER_LEN];
-        snprintf(owner, sizeof owner, "%s:%llu", baton_client_id(l->client),
-                 (unsigned long long)holder);
+        snprintf(owner, sizeof owner, "%s:%llu%s", baton_client_id(l->client),
+                 (unsigned long long)holder, l->owner_suffix ? l->owner_suffix : "");
         baton__watchdog_forget(l->client, l->name, owner);
     }
 }
@@ -283,7 +292,7 @@ int baton__hold_resolve_lost(baton_lock *l, const char *owner, const char *token
 static int hash_query(baton_lock *l, const char *cmd, bool with_owner, long long *out, bool *nil)
 {
     char owner[BATON__OWNER_LEN];
-    baton__owner(l->client, owner, sizeof owner);
+    baton__lock_owner(l, owner, sizeof owner);
     const char *argv[3] = {cmd, l->name, owner};
     struct redisReply *r;
     int rc = baton__query_argv(l->client, with_owner ? 3 : 2, argv, &r);

@@ -121,6 +121,11 @@ static int decode_holders(baton_inspection *ins, const redisReply *fields,
         const redisReply *owner = fields->element[2 * i];
         if (!is_str(owner))
             return BATON_EPROTO;
+        const redisReply *value = fields->element[2 * i + 1];
+        if (strcmp(owner->str, "mode") == 0 && is_str(value)) { /* a read-write lock's */
+            ins->rwlock_mode = strcmp(value->str, "write") == 0 ? "write" : "read";
+            continue;
+        }
         baton_inspect_holder *h = calloc(1, sizeof *h);
         if (!h)
             return BATON_ENOMEM;
@@ -232,7 +237,9 @@ static void classify(baton_inspection *ins, bool fair_keys)
     const char *t = ins->redis_type;
     baton_object_kind k;
     if (strcmp(t, "hash") == 0)
-        k = fair_keys ? BATON_OBJECT_FAIRLOCK : BATON_OBJECT_LOCK;
+        k = ins->rwlock_mode ? BATON_OBJECT_RWLOCK
+            : fair_keys      ? BATON_OBJECT_FAIRLOCK
+                             : BATON_OBJECT_LOCK;
     else if (strcmp(t, "string") == 0 && ins->has_value && ins->value <= 0)
         k = BATON_OBJECT_SEMAPHORE;
     else if (strcmp(t, "string") == 0 && ins->has_value)
@@ -252,6 +259,7 @@ static void classify(baton_inspection *ins, bool fair_keys)
         [BATON_OBJECT_LATCH] = "latch",
         [BATON_OBJECT_SEMAPHORE_OR_LATCH] = "semaphore-or-latch",
         [BATON_OBJECT_OTHER] = "other",
+        [BATON_OBJECT_RWLOCK] = "rwlock",
     };
     ins->kind = k;
     ins->kind_name = names[k];

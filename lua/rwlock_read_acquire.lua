@@ -1,0 +1,50 @@
+-- rwlock_read_acquire: take or re-enter the read lock of a read-write lock (Redisson's
+-- RReadWriteLock layout), unless a writer holds it or waits for it.
+-- KEYS[1]  the lock: a hash at the lock's name; field 'mode' = 'read' | 'write', reader
+--          fields <owner> -> hold count, the writer's field <owner>:write -> hold count
+-- KEYS[2]  the fencing-token counter, redisson_lock_token:{name}, never expires
+-- KEYS[3]  the waiting writers, baton_rwlock_writers:{name}: a zset, writer field ->
+--          server time (ms) until which its claim stands (baton's; Redisson has none)
+-- KEYS[4]  the prefix of the readers' timeout keys, {name}; one key per hold,
+--          {name}:<owner>:rwlock_timeout:<n>, with the hold's lease (Redisson's)
+-- ARGV[1]  lease in milliseconds
+-- ARGV[2]  reader field, "<client-uuid>:<thread-id>"
+-- ARGV[3]  the same thread's writer field, "<client-uuid>:<thread-id>:write"
+-- Returns  {1, token}  a first read hold of this owner; token = the counter, incremented
+--          {2, token}  re-entered (this owner held read already); token unchanged
+--          {0, wait}   not acquired: another owner writes, or a writer waits (its claim is
+--                      live); wait = ms to sleep at most before trying again (-1: none)
+-- A thread that holds a part of the lock (read, or write) is never refused for a waiting
+-- writer: it would wait for a writer that waits for it. A key of another type fails with
+-- WRONGTYPE before anything is written.
+local mode = redis.call('hget', KEYS[1], 'mode')
+local writing = mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 1
+if mode == 'write' and not writing then
+    return {0, redis.call('pttl', KEYS[1])}
+end
+local mine = writing or (mode == 'read' and redis.call('hexists', KEYS[1], ARGV[2]) == 1)
+if not mine and redis.call('exists', KEYS[3]) == 1 then
+    local t = redis.call('time')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    redis.call('zremrangebyscore', KEYS[3], '-inf', now)
+    local last = redis.call('zrange', KEYS[3], -1, -1, 'withscores')
+    if last[2] then
+        local wait = tonumber(last[2]) - now
+        local pttl = redis.call('pttl', KEYS[1])
+        if pttl > 0 and pttl < wait then
+            wait = pttl
+        end
+        return {0, math.max(wait, 1)}
+    end
+end
+if mode == false then
+    redis.call('hset', KEYS[1], 'mode', 'read')
+end
+local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+redis.call('set', KEYS[4] .. ':' .. ARGV[2] .. ':rwlock_timeout:' .. n, 1, 'px', ARGV[1])
+local pttl = redis.call('pttl', KEYS[1])
+redis.call('pexpire', KEYS[1], math.max(pttl, tonumber(ARGV[1])))
+if n == 1 then
+    return {1, redis.call('incr', KEYS[2])}
+end
+return {2, tonumber(redis.call('get', KEYS[2]) or '0')}

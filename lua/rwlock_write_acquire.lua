@@ -1,0 +1,47 @@
+-- rwlock_write_acquire: take or re-enter the write lock of a read-write lock (Redisson's
+-- RReadWriteLock layout); a waiting writer claims its place so new readers queue behind it.
+-- KEYS[1]  the lock hash (see rwlock_read_acquire.lua)
+-- KEYS[2]  the fencing-token counter, redisson_lock_token:{name}, never expires
+-- KEYS[3]  the waiting writers, baton_rwlock_writers:{name} (zset: field -> claim's end)
+-- ARGV[1]  lease in milliseconds
+-- ARGV[2]  writer field, "<client-uuid>:<thread-id>:write"
+-- ARGV[3]  the same thread's reader field, "<client-uuid>:<thread-id>"
+-- ARGV[4]  claim_ms: a waiting writer's claim stands until server time + this; the waiting
+--          client runs this script again at least every claim_ms / 3 (a renewal)
+-- ARGV[5]  "1": a wait, claim a place if not acquired; "0": one try, claim nothing
+-- Returns  {1, token}  acquired; token = the counter, incremented
+--          {2, token}  re-entered by the writer; token unchanged
+--          {0, wait}   not acquired; wait = ms to sleep at most before trying again: the
+--                      holder's remaining lease, and for a wait at most claim_ms / 3 (-1: none)
+--          {3, 0}      refused: this thread holds the read lock (no upgrade; it would
+--                      wait for itself)
+-- Time is the server's (TIME). A key of another type fails with WRONGTYPE before anything
+-- is written.
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false then
+    redis.call('hset', KEYS[1], 'mode', 'write')
+    redis.call('hset', KEYS[1], ARGV[2], 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    redis.call('zrem', KEYS[3], ARGV[2])
+    return {1, redis.call('incr', KEYS[2])}
+end
+if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return {2, tonumber(redis.call('get', KEYS[2]) or '0')}
+end
+if mode == 'read' and redis.call('hexists', KEYS[1], ARGV[3]) == 1 then
+    return {3, 0}
+end
+local wait = redis.call('pttl', KEYS[1])
+if ARGV[5] == '1' then
+    local t = redis.call('time')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    redis.call('zadd', KEYS[3], now + tonumber(ARGV[4]), ARGV[2])
+    redis.call('pexpire', KEYS[3], ARGV[4])
+    local renew = math.max(math.floor(tonumber(ARGV[4]) / 3), 1)
+    if wait < 0 or renew < wait then
+        wait = renew
+    end
+end
+return {0, wait}
