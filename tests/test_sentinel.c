@@ -422,12 +422,14 @@ Test(sentinel, the_command_holds_its_lock_through_a_failover)
      * to a second until the client asks them again) */
     pid_t pid = cli_spawn(ARGS("--sync-replicas", "1", "lock", name, "--watchdog", "10s", "--",
                                "sh", "-c", script));
-    cr_assert(cli_wait_file(cli_path("never"), 500) == false);
+    th_sleep_ms(500); /* locked and COMMAND started */
     fail_over();
     int st = th_wait(pid);
     char *err = cli_bg_err(pid);
     cr_assert(eq(int, st, 0), "baton exited %d: %s", st, err);
-    cr_assert(cli_read_file(done) != NULL, "COMMAND ran to its end");
+    char *ran = cli_read_file(done);
+    cr_assert(ran != NULL, "COMMAND ran to its end");
+    free(ran);
     free(err);
     free(done);
     /* and the command finds and uses the new master */
