@@ -62,10 +62,10 @@ static struct {
     bool stats_off; /* --stats off: the client's statistics paused (the A/B of s1) */
     bool leases;    /* --leases: s3 takes permit leases (baton_permits), not counts */
     int64_t lease_ms, watchdog_ms;
-    double duration; /* > 0: run until this many seconds passed instead of K each */
-    char prefix[64]; /* every key of this run starts with it */
-    int sync_replicas; /* --sync-replicas N: baton_options.sync_replicas */
-    int tls_port;    /* > 0: baton connects over TLS to this port (rediss://) ... */
+    double duration;    /* > 0: run until this many seconds passed instead of K each */
+    char prefix[64];    /* every key of this run starts with it */
+    int sync_replicas;  /* --sync-replicas N: baton_options.sync_replicas */
+    int tls_port;       /* > 0: baton connects over TLS to this port (rediss://) ... */
     const char *tls_ca; /* ... trusting this CA; --port stays the plain port for INFO */
 } opt = {.port = 0,
          .n = -1,

@@ -25,7 +25,6 @@
 
 TestSuite(cli, .timeout = 60);
 
-
 /* The lock key's existence, read directly. */
 static long long exists(const char *key)
 {

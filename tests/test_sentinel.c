@@ -211,8 +211,8 @@ Test(sentinel, an_unknown_master_or_no_sentinel_fails_clearly)
     cr_assert(eq(int, baton_client_open_url(url, &c), BATON_ECONN));
     cr_assert(eq(ptr, c, NULL));
     cr_assert(strstr(baton_open_errmsg(), "nosuchmaster") != NULL, "%s", baton_open_errmsg());
-    cr_assert(eq(int, baton_client_open_url("redis+sentinel://127.0.0.1:1/mymaster", &c),
-                 BATON_ECONN));
+    cr_assert(
+        eq(int, baton_client_open_url("redis+sentinel://127.0.0.1:1/mymaster", &c), BATON_ECONN));
     cr_assert(strstr(baton_open_errmsg(), "sentinel") != NULL, "%s", baton_open_errmsg());
 }
 
@@ -277,8 +277,9 @@ Test(sentinel, the_client_follows_a_failover_and_keeps_the_holds_that_replicated
     pthread_join(t, NULL);
     cr_assert(ge(int, k.ok, ok_at_switch + 20), "locking never came back: %d errors (%d READONLY)",
               (int)k.errors, (int)k.readonly);
-    cr_assert(le(i64, back, switched + 3000), "back %lld ms after the failover began (switch at %lld)",
-              (long long)back, (long long)switched);
+    cr_assert(le(i64, back, switched + 3000),
+              "back %lld ms after the failover began (switch at %lld)", (long long)back,
+              (long long)switched);
     cr_assert(le(int, k.readonly, 3), "READONLY must not last: %d", (int)k.readonly);
     /* a release that failed in the switch leaves its lock to its lease (10 s), no longer */
     redisContext *r = th_redis_port(promoted);
@@ -420,8 +421,8 @@ Test(sentinel, the_command_holds_its_lock_through_a_failover)
     /* a watchdog lease of 10 s, renewed every 3.3 s: across the switch only renewals on the
      * new master keep it (a lease must outlast the switch: the sentinels' promotion plus up
      * to a second until the client asks them again) */
-    pid_t pid = cli_spawn(ARGS("--sync-replicas", "1", "lock", name, "--watchdog", "10s", "--",
-                               "sh", "-c", script));
+    pid_t pid = cli_spawn(
+        ARGS("--sync-replicas", "1", "lock", name, "--watchdog", "10s", "--", "sh", "-c", script));
     th_sleep_ms(500); /* locked and COMMAND started */
     fail_over();
     int st = th_wait(pid);
@@ -456,8 +457,8 @@ typedef struct arena {
 /* The master's port as sentinel 0 names it, or -1. */
 static int master_port_now(void)
 {
-    redisContext *r = redisConnectWithTimeout("127.0.0.1", dep.sentinels[0],
-                                              (struct timeval){0, 300000});
+    redisContext *r =
+        redisConnectWithTimeout("127.0.0.1", dep.sentinels[0], (struct timeval){0, 300000});
     int port = -1;
     if (r && !r->err) {
         redisReply *rep = redisCommand(r, "SENTINEL GET-MASTER-ADDR-BY-NAME mymaster");

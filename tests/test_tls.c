@@ -214,7 +214,8 @@ Test(tls, idle_tls_connections_are_reused_not_reconnected)
     baton_lock *l;
     cr_assert(eq(int, baton_lock_open(c, th_tmpname("tls-idle"), &l), BATON_OK));
     for (int i = 0; i < 20; i++) {
-        cr_assert(eq(int, baton_lock_try_acquire(l, 0, 5000), BATON_OK), "%s", baton_client_errmsg(c));
+        cr_assert(eq(int, baton_lock_try_acquire(l, 0, 5000), BATON_OK), "%s",
+                  baton_client_errmsg(c));
         cr_assert(eq(int, baton_lock_release(l), BATON_OK));
         th_sleep_ms(20);
     }
@@ -422,7 +423,8 @@ Test(tls, the_command_locks_over_tls_with_flags_or_environment_and_mutual_tls)
     /* a wrong name: exit 120 with the reason */
     setenv("BATON_TLS_CERT", file("client.crt"), 1);
     setenv("BATON_TLS_KEY", file("client.key"), 1);
-    cli_exec(&r, ARGS("--url", s.url, "--tls-sni", "redis.example.org", "lock", name, "--", "true"));
+    cli_exec(&r,
+             ARGS("--url", s.url, "--tls-sni", "redis.example.org", "lock", name, "--", "true"));
     cr_assert(eq(int, r.status, 120), "stderr %s", r.err);
     cr_assert(strstr(r.err, "mismatch") != NULL, "stderr %s", r.err);
     cli_result_free(&r);

@@ -169,9 +169,9 @@ Test(unit, argument_checks)
 
 Test(unit, error_tables)
 {
-    int codes[] = {BATON_OK,     BATON_ETIMEDOUT, BATON_ENOTHELD, BATON_EINVAL,    BATON_ECONN,
-                   BATON_EPROTO, BATON_EAUTH,     BATON_ENOMEM,   BATON_ECANCELED, BATON_ENOTSUP,
-                   BATON_ENOTSYNCED};
+    int codes[] = {BATON_OK,        BATON_ETIMEDOUT, BATON_ENOTHELD,  BATON_EINVAL,
+                   BATON_ECONN,     BATON_EPROTO,    BATON_EAUTH,     BATON_ENOMEM,
+                   BATON_ECANCELED, BATON_ENOTSUP,   BATON_ENOTSYNCED};
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
         cr_assert(ne(str, (char *)baton_strerror(codes[i]), "unknown error"));
         cr_assert(eq(int, strncmp(baton_err_name(codes[i]), "BATON_", 6), 0));
@@ -436,7 +436,8 @@ Test(unit, tls_options_without_rediss_and_bad_tls_files_are_refused)
     baton_client *c = (baton_client *)1;
     cr_assert(eq(int, baton_client_open(&o, &c), BATON_EINVAL), "plain text with TLS options");
     cr_assert(eq(ptr, c, NULL));
-    cr_assert(not(eq(ptr, strstr(baton_open_errmsg(), "rediss://"), NULL)), "%s", baton_open_errmsg());
+    cr_assert(not(eq(ptr, strstr(baton_open_errmsg(), "rediss://"), NULL)), "%s",
+              baton_open_errmsg());
     baton_options_init(&o);
     o.url = "redis://127.0.0.1:1";
     o.tls_insecure_skip_verify = true;

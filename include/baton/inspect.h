@@ -95,20 +95,20 @@ typedef struct baton_inspection {
     size_t n_holders;
     baton_inspect_waiter **queue; /* a fair lock's queue, first in line first */
     size_t n_queue;
-    bool has_value;                /* the key is a string holding an integer: */
-    int64_t value;                 /* a semaphore's available permits, a latch's count */
-    bool has_token;                /* a fencing token was ever handed out for the name: */
-    int64_t token;                 /* the last one */
-    int64_t server_time_ms;        /* the server's clock when the snapshot was taken */
-    int64_t subscribers_lock;      /* clients subscribed for the lock's unlock message */
-    int64_t subscribers_semaphore; /* clients waiting for the semaphore's permits */
-    int64_t subscribers_latch;     /* clients waiting for the latch to open */
+    bool has_value;                 /* the key is a string holding an integer: */
+    int64_t value;                  /* a semaphore's available permits, a latch's count */
+    bool has_token;                 /* a fencing token was ever handed out for the name: */
+    int64_t token;                  /* the last one */
+    int64_t server_time_ms;         /* the server's clock when the snapshot was taken */
+    int64_t subscribers_lock;       /* clients subscribed for the lock's unlock message */
+    int64_t subscribers_semaphore;  /* clients waiting for the semaphore's permits */
+    int64_t subscribers_latch;      /* clients waiting for the latch to open */
     baton_inspect_permit **permits; /* the permit leases held now ({NAME}:timeout), soonest
                                        end first; leases already ended are not listed */
     size_t n_permits;
-    const char *rwlock_mode;       /* a read-write lock's mode, "read" or "write" (its holders
-                                      are its readers and, as "<owner>:write", its writer);
-                                      NULL for anything else; static */
+    const char *rwlock_mode; /* a read-write lock's mode, "read" or "write" (its holders
+                                are its readers and, as "<owner>:write", its writer);
+                                NULL for anything else; static */
 } baton_inspection;
 
 /*

@@ -561,11 +561,11 @@ typedef struct semaphore_args {
     int64_t permits, take, kill_after_ms;
     busy b;
     bool has_permits;
-    int64_t watchdog_ms;       /* --watchdog: the permit leases' lease */
+    int64_t watchdog_ms;         /* --watchdog: the permit leases' lease */
     bool has_watchdog, counting; /* --counting: the old RSemaphore way, no leases */
-    char **command;            /* after "--" */
-    const char *verb, *number; /* the admin forms: set N, add [-]N, drain, delete */
-    bool wants_number;         /* the verb takes a number, not given yet */
+    char **command;              /* after "--" */
+    const char *verb, *number;   /* the admin forms: set N, add [-]N, drain, delete */
+    bool wants_number;           /* the verb takes a number, not given yet */
 } semaphore_args;
 
 static const struct option semaphore_options[] = {

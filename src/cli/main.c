@@ -502,7 +502,8 @@ static int parse_global(cli_global *g, int argc, char **argv)
             char *end;
             long n = strtol(optarg, &end, 10);
             if (!*optarg || *end || n < 0 || n > 100)
-                return cli_usage_error(NULL, "--sync-replicas takes a number of replicas, 0 to 100");
+                return cli_usage_error(NULL,
+                                       "--sync-replicas takes a number of replicas, 0 to 100");
             g->sync_replicas = (int)n;
         } else if (c == OPT_ASKPASS) {
             if (cli_askpass(g) != 0)

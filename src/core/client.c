@@ -146,11 +146,11 @@ int baton__read_wait(baton_client *c, baton__conn *k)
     long long acks = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
     rc = acks >= c->cfg.sync_replicas
              ? BATON_OK
-             : baton__fail(c, BATON_ENOTSYNCED,
-                           "%lld of %d replicas acknowledged within %lld ms%s%s", acks < 0 ? 0 : acks,
-                           c->cfg.sync_replicas, (long long)c->cfg.sync_timeout_ms,
-                           r->type == REDIS_REPLY_ERROR ? ": " : "",
-                           r->type == REDIS_REPLY_ERROR ? r->str : "");
+             : baton__fail(
+                   c, BATON_ENOTSYNCED, "%lld of %d replicas acknowledged within %lld ms%s%s",
+                   acks < 0 ? 0 : acks, c->cfg.sync_replicas, (long long)c->cfg.sync_timeout_ms,
+                   r->type == REDIS_REPLY_ERROR ? ": " : "",
+                   r->type == REDIS_REPLY_ERROR ? r->str : "");
     freeReplyObject(r);
     return rc;
 }
@@ -343,9 +343,8 @@ int baton__script_call(baton_client *c, const baton__script *s, int nkeys, const
     return script_call(c, s, nkeys, keys, nargs, args, reply, maybe_ran, NULL);
 }
 
-int baton__script_call_synced(baton_client *c, const baton__script *s, int nkeys,
-                              const char **keys, int nargs, const char **args, redisReply **reply,
-                              bool *maybe_ran)
+int baton__script_call_synced(baton_client *c, const baton__script *s, int nkeys, const char **keys,
+                              int nargs, const char **args, redisReply **reply, bool *maybe_ran)
 {
     int synced = BATON_OK;
     int rc = script_call(c, s, nkeys, keys, nargs, args, reply, maybe_ran, &synced);

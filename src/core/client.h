@@ -40,7 +40,7 @@ struct baton_client {
     struct {
         void (*fn)(baton_client *c, int event, void *arg);
         void *arg;
-    } epoch_hooks[4]; /* BATON__EPOCH_HOOKS (conn.h) */
+    } epoch_hooks[4];             /* BATON__EPOCH_HOOKS (conn.h) */
     struct baton__topology *topo; /* Sentinel: who is master (topology.c); NULL otherwise */
 
     pthread_mutex_t lazy_mu; /* guards creation of the two threads below */

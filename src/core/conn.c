@@ -45,8 +45,8 @@ struct baton__conn {
     char *out;           /* encoded commands not yet written: out[off..len) */
     size_t off, len, cap;
     bool broken;
-    bool ssl_wants_write;    /* a TLS read needs the socket writable first (rare) */
-    int64_t last_read_us;    /* monotonic time of the last byte read */
+    bool ssl_wants_write;     /* a TLS read needs the socket writable first (rare) */
+    int64_t last_read_us;     /* monotonic time of the last byte read */
     uint64_t gen;             /* the topology's generation when it connected */
     struct baton__conn *next; /* in the pool's idle list */
     bool reused;              /* lent from the pool, not connected for this use */
@@ -422,7 +422,8 @@ static void make_nosig_method(void)
     if (!m)
         return;
     if (!BIO_meth_set_write(m, nosig_write) || !BIO_meth_set_read(m, BIO_meth_get_read(s)) ||
-        !BIO_meth_set_puts(m, BIO_meth_get_puts(s)) || !BIO_meth_set_ctrl(m, BIO_meth_get_ctrl(s)) ||
+        !BIO_meth_set_puts(m, BIO_meth_get_puts(s)) ||
+        !BIO_meth_set_ctrl(m, BIO_meth_get_ctrl(s)) ||
         !BIO_meth_set_create(m, BIO_meth_get_create(s)) ||
         !BIO_meth_set_destroy(m, BIO_meth_get_destroy(s))) {
         BIO_meth_free(m);
@@ -582,8 +583,8 @@ static bool tls_start(baton_client *c, baton__conn *k, const char *host, int64_t
 static void tune_tcp(int fd, int64_t keepalive_ms)
 {
     int one = 1;
-    int idle = (int)((keepalive_ms / 2 + 999) / 1000), intvl = (int)((keepalive_ms / 6 + 999) / 1000),
-        cnt = 3;
+    int idle = (int)((keepalive_ms / 2 + 999) / 1000),
+        intvl = (int)((keepalive_ms / 6 + 999) / 1000), cnt = 3;
     unsigned user_timeout = (unsigned)keepalive_ms;
     if (idle < 1)
         idle = 1;
@@ -645,7 +646,8 @@ static bool connect_socket(baton_client *c, baton__conn *k, const char *host, in
             return false;
         }
         memcpy(sa.sun_path, ep->path, strlen(ep->path) + 1);
-        k->fd = connect_addr(AF_UNIX, (struct sockaddr *)&sa, sizeof sa, deadline_us, why, sizeof why);
+        k->fd =
+            connect_addr(AF_UNIX, (struct sockaddr *)&sa, sizeof sa, deadline_us, why, sizeof why);
         if (k->fd < 0)
             set_err(k, "%s", why);
         return k->fd >= 0;
@@ -817,8 +819,8 @@ static int handshake(baton_client *c, baton__conn *k, int64_t deadline_us, const
                 i == 0 && !ep->tls && (strstr(k->errstr, "closed") || strstr(k->errstr, "reset"))
                     ? " (a TLS port? use rediss://)"
                     : "";
-            return baton__fail(c, BATON_ECONN, "connect to %s: %s%s", where,
-                               baton__conn_errstr(k), hint);
+            return baton__fail(c, BATON_ECONN, "connect to %s: %s%s", where, baton__conn_errstr(k),
+                               hint);
         }
         if (r->type == REDIS_REPLY_ERROR && steps[i].code != BATON_OK && rc == BATON_OK) {
             rc = baton__reply_error(c, r);

@@ -626,8 +626,8 @@ static void release_locked(baton__dispatcher *d, baton__sub *s, bool linger)
         return;
     d->wanted--;
     s->permits = 0;
-    if (linger && s->kind != BATON__SUB_LATCH && s->state == S_SUBSCRIBED && d->conn && !s->queued &&
-        !s->inflight) {
+    if (linger && s->kind != BATON__SUB_LATCH && s->state == S_SUBSCRIBED && d->conn &&
+        !s->queued && !s->inflight) {
         if (!s->lingering) {
             s->lingering = true;
             d->lingering++;

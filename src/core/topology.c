@@ -67,8 +67,7 @@ static int ask(baton_client *c, const baton__seed *s, baton__addr *out)
             rc = baton__fail(c, BATON_ECONN, "sentinel %s:%d does not know a master of that name",
                              s->host, s->port);
         else if (rc != BATON_OK)
-            rc = baton__fail(c, BATON_EPROTO, "sentinel %s:%d: malformed answer", s->host,
-                             s->port);
+            rc = baton__fail(c, BATON_EPROTO, "sentinel %s:%d: malformed answer", s->host, s->port);
     }
     freeReplyObject(r);
     return rc;

@@ -244,8 +244,8 @@ int baton__url_parse(const char *url, baton__endpoint *ep, char *errbuf, size_t 
             FAIL("several hosts need redis+sentinel:// or redis+cluster://");
         if (ep->nseeds == BATON__MAX_SEEDS)
             FAIL("too many hosts (at most 16)");
-        int rc = parse_hostport(p, item_end, default_port, &ep->seeds[ep->nseeds], ep, errbuf,
-                                errlen);
+        int rc =
+            parse_hostport(p, item_end, default_port, &ep->seeds[ep->nseeds], ep, errbuf, errlen);
         if (rc != BATON_OK)
             return rc;
         ep->nseeds++;

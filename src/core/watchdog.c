@@ -459,7 +459,8 @@ static void scan_due(const char *key, void *val, void *arg)
 static void expire_due(baton__watchdog *w)
 {
     size_t n = w->entries.count;
-    due_scan ds = {w->c->cfg.watchdog_ms * 1000, baton__now_us(),
+    due_scan ds = {w->c->cfg.watchdog_ms * 1000,
+                   baton__now_us(),
                    {calloc(n + 1, sizeof(lost_cb)), 0, calloc(n + 1, sizeof(char *))}};
     if (ds.l.cbs && ds.l.keys) {
         baton__map_each(&w->entries, scan_due, &ds);

@@ -65,8 +65,8 @@ static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, bool queu
     redisReply *r;
     bool maybe_ran;
     baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_FAIRLOCK);
-    int rc = baton__script_call_synced(c, baton__script_find("fairlock_acquire"), 6, keys, 5, args, &r,
-                                &maybe_ran);
+    int rc = baton__script_call_synced(c, baton__script_find("fairlock_acquire"), 6, keys, 5, args,
+                                       &r, &maybe_ran);
     if (rc == BATON_ECONN && maybe_ran)
         return baton__hold_resolve_lost(l, owner, f->token_key, lease_ms);
     bool unsynced = rc == BATON_ENOTSYNCED; /* it ran; the replicas did not confirm it */

@@ -51,8 +51,8 @@ static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, int64_t *
     redisReply *r;
     bool maybe_ran;
     baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_LOCK);
-    int rc =
-        baton__script_call_synced(c, baton__script_find("lock_acquire"), 3, keys, 3, args, &r, &maybe_ran);
+    int rc = baton__script_call_synced(c, baton__script_find("lock_acquire"), 3, keys, 3, args, &r,
+                                       &maybe_ran);
     if (rc == BATON_ECONN && maybe_ran)
         return baton__hold_resolve_lost(l, owner, p->token_key, lease_ms);
     bool unsynced = rc == BATON_ENOTSYNCED; /* it ran; the replicas did not confirm it */
