@@ -50,11 +50,7 @@ sync_compare() {
             printf "| pair p99 ms | %.3f | %.3f | %.2f |\n", median(p99[0]), median(p99[1]), median(p99[1]) / median(p99[0])
         }' "$work/sync.jsonl" >"$work/sync.table"
     cat "$work/sync.table"
-    res="$top/bench/RESULTS.md"
     {
-        [ -f "$res" ] && awk '/^## s1 with sync_replicas/ { skip = 1; next } /^## / { skip = 0 } !skip' "$res"
-        echo "## s1 with sync_replicas"
-        echo
         echo "Written by \`bench/run --sync\` on $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo '?'):"
         echo "medians of $rounds round(s), alternating, against a master with one replica on"
         echo "loopback (diskless sync), $(nproc) cores, load before $load_before;"
@@ -64,7 +60,5 @@ sync_compare() {
         echo
         cat "$work/sync.table"
         echo
-    } >"$res.new"
-    mv "$res.new" "$res"
-    say "bench: wrote $res (section \"s1 with sync_replicas\")"
+    } | replace_section "s1 with sync_replicas"
 }

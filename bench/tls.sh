@@ -60,11 +60,7 @@ tls_compare() {
             printf "| s3 acquire-wait p50 ms | %.3f | %.3f | %.2f | |\n", P["plain s3"], P["tls s3"], P["tls s3"] / P["plain s3"]
         }' "$work/tls.jsonl" >"$work/tls.table"
     cat "$work/tls.table"
-    res="$top/bench/RESULTS.md"
     {
-        [ -f "$res" ] && awk '/^## TLS against plain TCP/ { skip = 1; next } /^## / { skip = 0 } !skip' "$res"
-        echo "## TLS against plain TCP"
-        echo
         echo "Written by \`bench/run --tls\` on $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo '?'):"
         echo "medians of $rounds round(s), plain and TLS alternating, against one redis-server"
         echo "serving a plain port and a TLS port (TLS 1.3, EC P-256 certificates, verification"
@@ -74,7 +70,5 @@ tls_compare() {
         echo
         cat "$work/tls.table"
         echo
-    } >"$res.new"
-    mv "$res.new" "$res"
-    say "bench: wrote $res (section \"TLS against plain TCP\")"
+    } | replace_section "TLS against plain TCP"
 }

@@ -132,6 +132,25 @@ bool baton__conn_reused(const baton__conn *k)
 /* The three outcomes of one read or write attempt. */
 enum { IO_BROKEN = -1, IO_AGAIN = 0 };
 
+/* What a failed SSL_read_ex/SSL_write_ex means: IO_AGAIN with *want set (the record layer
+ * needs the socket readable or writable), or IO_BROKEN with the reason recorded. */
+static ssize_t ssl_failed(baton__conn *k, short *want, const char *what)
+{
+    int e = SSL_get_error(k->ssl, 0);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        *want = e == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN;
+        return IO_AGAIN;
+    }
+    if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && errno == 0)) {
+        set_err(k, "connection closed by the server");
+        return IO_BROKEN;
+    }
+    char why[96];
+    ssl_reason(why, sizeof why, e == SSL_ERROR_SYSCALL ? strerror(errno) : what);
+    set_err(k, "%s", why);
+    return IO_BROKEN;
+}
+
 /* Writes what it can: bytes written (> 0), IO_AGAIN with *want set, or IO_BROKEN. */
 static ssize_t io_write(baton__conn *k, const char *buf, size_t len, short *want)
 {
@@ -139,17 +158,8 @@ static ssize_t io_write(baton__conn *k, const char *buf, size_t len, short *want
     if (k->ssl) {
         ERR_clear_error();
         size_t n = 0;
-        if (SSL_write_ex(k->ssl, buf, len, &n) == 1)
-            return (ssize_t)n;
-        int e = SSL_get_error(k->ssl, 0);
-        if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) {
-            *want = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
-            return IO_AGAIN;
-        }
-        char why[96];
-        ssl_reason(why, sizeof why, e == SSL_ERROR_SYSCALL ? strerror(errno) : "TLS write failed");
-        set_err(k, "%s", why);
-        return IO_BROKEN;
+        return SSL_write_ex(k->ssl, buf, len, &n) == 1 ? (ssize_t)n
+                                                       : ssl_failed(k, want, "TLS write failed");
     }
     for (;;) {
         ssize_t n = send(k->fd, buf, len, MSG_NOSIGNAL);
@@ -171,21 +181,8 @@ static ssize_t io_read(baton__conn *k, char *buf, size_t len, short *want)
     if (k->ssl) {
         ERR_clear_error();
         size_t n = 0;
-        if (SSL_read_ex(k->ssl, buf, len, &n) == 1)
-            return (ssize_t)n;
-        int e = SSL_get_error(k->ssl, 0);
-        if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-            *want = e == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN;
-            return IO_AGAIN;
-        }
-        if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && errno == 0)) {
-            set_err(k, "connection closed by the server");
-            return IO_BROKEN;
-        }
-        char why[96];
-        ssl_reason(why, sizeof why, e == SSL_ERROR_SYSCALL ? strerror(errno) : "TLS read failed");
-        set_err(k, "%s", why);
-        return IO_BROKEN;
+        return SSL_read_ex(k->ssl, buf, len, &n) == 1 ? (ssize_t)n
+                                                      : ssl_failed(k, want, "TLS read failed");
     }
     for (;;) {
         ssize_t n = recv(k->fd, buf, len, 0);
@@ -778,20 +775,25 @@ typedef struct hs_step {
     int code; /* for an error reply other than an authentication failure */
 } hs_step;
 
-static int handshake(baton_client *c, baton__conn *k, int64_t deadline_us, const char *where)
+/* The handshake of a data node ([AUTH] [SELECT] PING INFO [ROLE] under Sentinel) or of a
+ * sentinel ([AUTH] PING, with the Sentinel credentials), pipelined in one round trip. */
+static int handshake(baton_client *c, baton__conn *k, int64_t deadline_us, const char *where,
+                     bool sentinel)
 {
     const baton__endpoint *ep = &c->cfg.ep;
-    bool check_role = ep->kind == BATON__EP_SENTINEL;
+    const char *user = sentinel ? c->cfg.sentinel_username : ep->username;
+    const char *pass = sentinel ? c->cfg.sentinel_password : ep->password;
+    bool check_role = !sentinel && ep->kind == BATON__EP_SENTINEL;
     hs_step steps[5];
     int n = 0, rc = BATON_OK;
     char db[16];
     snprintf(db, sizeof db, "%d", ep->db);
-    if (ep->password) {
-        const char *argv[3] = {"AUTH", ep->username ? ep->username : ep->password, ep->password};
-        rc |= baton__conn_append(k, ep->username ? 3 : 2, argv, NULL);
+    if (pass) {
+        const char *argv[3] = {"AUTH", user ? user : pass, pass};
+        rc |= baton__conn_append(k, user ? 3 : 2, argv, NULL);
         steps[n++] = (hs_step){"AUTH", BATON_EAUTH};
     }
-    if (ep->db != 0) {
+    if (!sentinel && ep->db != 0) {
         const char *argv[2] = {"SELECT", db};
         rc |= baton__conn_append(k, 2, argv, NULL);
         steps[n++] = (hs_step){"SELECT", BATON_EPROTO};
@@ -800,8 +802,10 @@ static int handshake(baton_client *c, baton__conn *k, int64_t deadline_us, const
     const char *ping[1] = {"PING"}, *info[1] = {"INFO"};
     rc |= baton__conn_append(k, 1, ping, NULL);
     steps[n++] = (hs_step){"PING", BATON_EPROTO};
-    rc |= baton__conn_append(k, 1, info, NULL);
-    steps[n++] = (hs_step){"INFO", BATON_OK};
+    if (!sentinel) {
+        rc |= baton__conn_append(k, 1, info, NULL);
+        steps[n++] = (hs_step){"INFO", BATON_OK};
+    }
     if (check_role) {
         const char *role[1] = {"ROLE"};
         rc |= baton__conn_append(k, 1, role, NULL);
@@ -879,7 +883,7 @@ static int conn_open_by(baton_client *c, int64_t deadline_us, baton__conn **out)
                          where, &k);
     if (rc == BATON_OK) {
         k->gen = gen;
-        rc = handshake(c, k, deadline, where);
+        rc = handshake(c, k, deadline, where, false);
     }
     if (rc != BATON_OK) {
         if (rc == BATON_ECONN)
@@ -904,31 +908,8 @@ int baton__conn_open_sentinel(baton_client *c, const char *host, int port, baton
     int64_t deadline = baton__deadline_after_ms(c->cfg.connect_timeout_ms);
     baton__conn *k = NULL;
     int rc = open_socket(c, host, port, deadline, where, &k);
-    if (rc != BATON_OK)
-        return rc;
-    const char *user = c->cfg.sentinel_username, *pass = c->cfg.sentinel_password;
-    int n = 0;
-    if (pass) {
-        const char *argv[3] = {"AUTH", user ? user : pass, pass};
-        rc |= baton__conn_append(k, user ? 3 : 2, argv, NULL);
-        n++;
-    }
-    const char *ping[1] = {"PING"};
-    rc |= baton__conn_append(k, 1, ping, NULL);
-    n++;
-    if (rc == BATON_OK && flush_until(k, deadline) != BATON_OK)
-        rc = baton__fail(c, BATON_ECONN, "%s: %s", where, baton__conn_errstr(k));
-    for (int i = 0; i < n && rc == BATON_OK; i++) {
-        redisReply *r = NULL;
-        if (read_until(k, deadline, &r) != BATON_OK)
-            rc = baton__fail(c, BATON_ECONN, "%s: %s", where, baton__conn_errstr(k));
-        else if (r->type == REDIS_REPLY_ERROR) {
-            rc = baton__reply_error(c, r);
-            rc = baton__fail(c, rc == BATON_EAUTH ? rc : BATON_EPROTO, "%s refused: %s", where,
-                             r->str);
-        }
-        freeReplyObject(r);
-    }
+    if (rc == BATON_OK)
+        rc = handshake(c, k, deadline, where, true);
     if (rc != BATON_OK) {
         baton__conn_close(k);
         return rc;
