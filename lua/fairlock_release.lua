@@ -1,4 +1,6 @@
 -- fairlock_release: release one hold of a fair lock, idempotently per request id, and wake
+-- flags: allow-oom (it only shrinks or extends what is stored, and writes at most a small
+--        request latch with a TTL: it runs at maxmemory under noeviction; Redis >= 7)
 -- the head of the queue.
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the queue, redisson_lock_queue:{name}

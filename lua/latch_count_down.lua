@@ -1,4 +1,6 @@
 -- latch_count_down: decrement a count-down latch; at zero delete it and wake the waiters.
+-- flags: allow-oom (it only shrinks or extends what is stored, and writes at most a small
+--        request latch with a TTL: it runs at maxmemory under noeviction; Redis >= 7)
 -- KEYS[1]  the latch: a string at the latch's name holding the count
 -- KEYS[2]  the latch's channel, redisson_countdownlatch__channel__{name}
 -- KEYS[3]  the request latch, baton_request:{name}:<request-id>: remembers this request's

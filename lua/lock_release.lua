@@ -1,4 +1,6 @@
 -- lock_release: release one hold of a reentrant lock, idempotently per request id.
+-- flags: allow-oom (it only shrinks or extends what is stored, and writes at most a small
+--        request latch with a TTL: it runs at maxmemory under noeviction; Redis >= 7)
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the lock's channel, redisson_lock__channel:{name}
 -- KEYS[3]  baton's side hash baton_lock_meta:{name} (holders' "host:pid"): keeps the

@@ -1,4 +1,6 @@
 -- permits_release: give back the permit with this id, once however often the request is sent.
+-- flags: allow-oom (it only shrinks or extends what is stored, and writes at most a small
+--        request latch with a TTL: it runs at maxmemory under noeviction; Redis >= 7)
 -- KEYS[1]  the semaphore's available permit count (string)
 -- KEYS[2]  the leases, {name}:timeout: zset of permit id (16 raw bytes) -> end of lease (ms)
 -- KEYS[3]  the channel, redisson_sc:{name}: the new count is published

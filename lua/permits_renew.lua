@@ -1,4 +1,6 @@
 -- permits_renew: the watchdog's batched lease renewal of permits, one call for up to 100.
+-- flags: allow-oom (it only shrinks or extends what is stored, and writes at most a small
+--        request latch with a TTL: it runs at maxmemory under noeviction; Redis >= 7)
 -- KEYS[i]    the leases zset ({name}:timeout) of the permit ARGV[1+i]
 -- ARGV[1]    the new lease in milliseconds, from the server's now
 -- ARGV[1+i]  a permit id: 32 hex digits

@@ -1,4 +1,6 @@
 -- permits_update_lease: a held permit's lease becomes ARGV[2] ms from the server's now.
+-- flags: allow-oom (it only shrinks or extends what is stored, and writes at most a small
+--        request latch with a TTL: it runs at maxmemory under noeviction; Redis >= 7)
 -- KEYS[1]  the leases, {name}:timeout: zset of permit id (16 raw bytes) -> end of lease (ms)
 -- ARGV[1]  the permit id: 32 hex digits
 -- ARGV[2]  the new lease in milliseconds (>= 1)

@@ -1,4 +1,6 @@
 -- rwlock_write_release: release one write hold, idempotently per request id (Redisson's
+-- flags: allow-oom (it only shrinks or extends what is stored, and writes at most a small
+--        request latch with a TTL: it runs at maxmemory under noeviction; Redis >= 7)
 -- RedissonWriteLock unlock, with baton's replies).
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the lock's channel, redisson_rwlock:{name}

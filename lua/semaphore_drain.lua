@@ -1,4 +1,6 @@
 -- semaphore_drain: take every available permit.
+-- flags: allow-oom (it only shrinks or extends what is stored, and writes at most a small
+--        request latch with a TTL: it runs at maxmemory under noeviction; Redis >= 7)
 -- KEYS[1]  the semaphore: a string holding the permit count (absent = 0 permits)
 -- Returns  the number of permits taken (0 if absent or none available); the count is then
 --          0 (an absent key stays absent). Nothing is published: no waiter can gain.

@@ -1,4 +1,6 @@
 -- semaphore_release: return ARGV[1] permits and publish the new count (Redisson's layout:
+-- flags: allow-oom (it only shrinks or extends what is stored, and writes at most a small
+--        request latch with a TTL: it runs at maxmemory under noeviction; Redis >= 7)
 -- waiters wake as many of themselves as the new count can serve).
 -- KEYS[1]  the semaphore: a string holding the permit count; created if absent (Redisson)
 -- KEYS[2]  its channel, redisson_sc:{name}

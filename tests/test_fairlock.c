@@ -1391,6 +1391,7 @@ Test(fairlock, skewed_client_clocks_still_queue_in_order)
 {
     const char *shas[] = {baton__script_find("fairlock_acquire")->sha1,
                           baton__script_find("fairlock_release")->sha1,
+                          baton__script_find("fairlock_release")->oom->sha1,
                           baton__script_find("fairlock_cancel")->sha1, NULL};
     char *name = th_name("fl-skew"), *order = th_name("fl-skew-order");
     /* wall clocks one hour ahead, one hour behind, ahead, behind */

@@ -1025,6 +1025,17 @@ Test(matrix, ten_thousand_cuts_leave_fds_threads_and_memory_flat, .timeout = 120
 
 enum { SEM_PERMITS = 2, SEM_THREADS = 4, SEM_RUN_MS = 4000, SEM_CUT_EVERY_MS = 100 };
 
+/* Resets every connection through p every every_ms for run_ms; returns how many times. */
+static int cut_every(th_proxy *p, int every_ms, int64_t run_ms)
+{
+    int cuts = 0;
+    for (int64_t end = th_ms() + run_ms; th_ms() < end; cuts++) {
+        th_sleep_ms(every_ms);
+        th_proxy_cut(p);
+    }
+    return cuts;
+}
+
 typedef struct sem_worker {
     baton_semaphore *s;
     th_ilog *log;
@@ -1083,11 +1094,7 @@ Test(matrix, a_semaphore_under_cuts_never_exceeds_its_permits)
     for (int i = 0; i < SEM_THREADS; i++)
         pthread_create(&t[i], NULL, sem_work, &w[i]);
     /* every connection, commands and subscribers, reset again and again while they work */
-    int cuts = 0;
-    for (int64_t end = th_ms() + SEM_RUN_MS; th_ms() < end; cuts++) {
-        th_sleep_ms(SEM_CUT_EVERY_MS);
-        th_proxy_cut(p);
-    }
+    int cuts = cut_every(p, SEM_CUT_EVERY_MS, SEM_RUN_MS);
     atomic_store(&stop, 1);
     int ok = 0, econn = 0, timedout = 0, errors = 0, release_failed = 0;
     for (int i = 0; i < SEM_THREADS; i++) {
@@ -1108,9 +1115,9 @@ Test(matrix, a_semaphore_under_cuts_never_exceeds_its_permits)
     cr_assert(le(int, th_ilog_max_depth(log), SEM_PERMITS));
     cr_assert(eq(int, errors, 0));
     cr_assert(gt(int, ok, 0), "nothing was ever acquired");
-    /* never more permits than there were; fewer only by acquires whose reply was cut (a
-     * semaphore has no owner to ask, so such a permit stays taken: with cuts every 40 ms
-     * both permits are gone within seconds) */
+    /* never more permits than there were; fewer only by calls that failed with ECONN (an
+     * acquire or release re-sends its request with the same id, up to 3 attempts, so only
+     * a call none of whose attempts was answered leaves its outcome unknown) */
     cr_assert(le(i64, left, SEM_PERMITS));
     cr_assert(ge(i64, left + econn + release_failed, SEM_PERMITS), "permits vanished");
     for (int i = 0; i < SEM_THREADS; i++) {
@@ -1173,5 +1180,479 @@ Test(matrix, acquires_cut_either_way_leave_no_orphan_renewal)
     baton_client_close(c);
     redisFree(r);
     th_proxy_stop(p);
+    th_server_stop(&s);
+}
+
+/* An acquire's reply cut at every byte, and its request cut at every byte: each call
+ * takes its permit exactly once (the re-sent request finds its request latch and answers
+ * "taken"), returns BATON_OK within its bound, and one release gives it back. Before the
+ * request id, a cut reply was BATON_ECONN with the permit taken for good. */
+Test(matrix, a_semaphore_acquire_cut_at_every_byte_takes_once)
+{
+    enum { CMD = 1000, CONNECT = 1000, PERMITS = 3 };
+    th_server s;
+    th_server_start(&s, NULL);
+    th_proxy *p = th_proxy_start(s.port);
+    redisContext *r = th_redis_port(s.port);
+    baton_client *c = client_on(th_proxy_url(p), CMD, 30000);
+    baton_semaphore *sem;
+    cr_assert(eq(int, baton_semaphore_open(c, "mx-sem-cut", &sem), BATON_OK));
+    cr_assert(eq(int, baton_semaphore_try_set_permits(sem, PERMITS, NULL), BATON_OK));
+    /* once without a fault: the script is cached, the connection pooled */
+    cr_assert(eq(int, baton_semaphore_try_acquire(sem, 1, 0), BATON_OK));
+    cr_assert(eq(int, baton_semaphore_release(sem, 1), BATON_OK));
+    /* the reply is "*2\r\n:1\r\n:2\r\n" (12 bytes); the request, EVALSHA with the
+     * semaphore, the request latch, the count and the latch's life, is longer: cut it at
+     * every byte up to 200 (past its end the cut falls on the next request, the release,
+     * which counts once as well) */
+    int64_t slowest = 0;
+    int cases = 0;
+    for (int dir = TH_DOWN; dir >= TH_UP; dir--) {
+        long bytes = dir == TH_DOWN ? 12 : 200;
+        for (long n = 0; n < bytes; n++, cases++) {
+            th_proxy_cut_after(p, (th_dir)dir, n);
+            int rc = 0;
+            int64_t took =
+                WITHIN(3 * (CMD + CONNECT) + 1000, rc, baton_semaphore_try_acquire(sem, 1, 0));
+            slowest = took > slowest ? took : slowest;
+            cr_assert(eq(int, rc, BATON_OK), "%s cut after %ld: %s: %s",
+                      dir == TH_DOWN ? "reply" : "request", n, baton_err_name(rc),
+                      baton_client_errmsg(c));
+            cr_assert(eq(i64, th_cmd_int(r, "GET mx-sem-cut"), PERMITS - 1),
+                      "%s cut after %ld: taken twice or not at all",
+                      dir == TH_DOWN ? "reply" : "request", n);
+            cr_assert(eq(int, baton_semaphore_release(sem, 1), BATON_OK), "%s",
+                      baton_client_errmsg(c));
+            cr_assert(eq(i64, th_cmd_int(r, "GET mx-sem-cut"), PERMITS));
+            th_proxy_heal(p); /* a cut that fell past the request is not left pending */
+        }
+    }
+    fprintf(stderr,
+            "matrix: semaphore acquire cut in %d places (reply 0-11, request 0-199 bytes): "
+            "every one took 1 permit once, slowest call %lld ms, %ld connections\n",
+            cases, (long long)slowest, th_proxy_accepted(p));
+    baton_semaphore_close(sem);
+    baton_client_close(c);
+    redisFree(r);
+    th_proxy_stop(p);
+    th_server_stop(&s);
+}
+
+/* ------------------------------------------------ Redlock over proxied masters ------ */
+
+/* Three independent servers, each behind its own fault proxy, and a quorum lock over one
+ * member on each (a client per server). Members are tried one after the other, so a silent
+ * member costs its client's timeouts: a command timeout, then the resolution of the lost
+ * reply on a new connection (connect + command), that is 2 x (command + connect). */
+enum { RL_CMD = 300, RL_CONNECT = 300, RL_PER_FAULT = 2 * (RL_CMD + RL_CONNECT) };
+
+typedef struct rl_rig {
+    th_server s[3];
+    th_proxy *p[3];
+    redisContext *direct[3];
+} rl_rig;
+
+static void rl_up(rl_rig *g)
+{
+    for (int i = 0; i < 3; i++) {
+        th_server_start(&g->s[i], NULL);
+        g->p[i] = th_proxy_start(g->s[i].port);
+        g->direct[i] = th_redis_port(g->s[i].port);
+    }
+}
+
+static void rl_down(rl_rig *g)
+{
+    for (int i = 0; i < 3; i++) {
+        redisFree(g->direct[i]);
+        th_proxy_stop(g->p[i]);
+        th_server_stop(&g->s[i]);
+    }
+}
+
+/* One member lock `name` per server, each on its own client through the proxy, and the
+ * quorum lock over them. */
+typedef struct rl_lock {
+    baton_client *c[3];
+    baton_lock *m[3];
+    baton_lock *g;
+} rl_lock;
+
+static void rl_open(rl_rig *g, rl_lock *q, const char *name)
+{
+    for (int i = 0; i < 3; i++) {
+        baton_options o;
+        baton_options_init(&o);
+        o.url = th_proxy_url(g->p[i]);
+        o.connect_timeout_ms = RL_CONNECT;
+        o.command_timeout_ms = RL_CMD;
+        cr_assert(eq(int, baton_client_open(&o, &q->c[i]), BATON_OK), "%s", baton_open_errmsg());
+        cr_assert(eq(int, baton_lock_open(q->c[i], name, &q->m[i]), BATON_OK));
+    }
+    cr_assert(eq(int, baton_redlock_open(q->m, 3, &q->g), BATON_OK));
+}
+
+static void rl_close(rl_lock *q)
+{
+    baton_lock_close(q->g);
+    for (int i = 0; i < 3; i++) {
+        baton_lock_close(q->m[i]);
+        baton_client_close(q->c[i]);
+    }
+}
+
+/* The holds on server i's member key `name`: the one owner's count, 0 when free. */
+static long long rl_holds(rl_rig *g, int i, const char *name)
+{
+    redisReply *rep = th_cmd(g->direct[i], "HVALS %s", name);
+    long long n = 0;
+    cr_assert(le(sz, rep->elements, 1), "two owners on server %d", i);
+    if (rep->elements == 1)
+        n = atoll(rep->element[0]->str);
+    freeReplyObject(rep);
+    return n;
+}
+
+/* One master blackholed: the other two are a majority. With it, the second master's reply
+ * cut at every byte: the cut acquire is resolved (asked again as the same owner), so the
+ * quorum still holds, with one hold on each of the two. With the second master blackholed
+ * as well: no majority, BATON_ECONN, the third's member rolled back. Every call within its
+ * wait + one RL_PER_FAULT per silent or cut member + 1 s. */
+Test(matrix, redlock_with_one_master_blackholed_and_another_cut_keeps_its_quorum)
+{
+    enum { WAIT = 1000, LEASE = 10000 };
+    rl_rig g;
+    rl_up(&g);
+    rl_lock q;
+    rl_open(&g, &q, "mx-rl");
+    cr_assert(eq(int, baton_lock_try_acquire(q.g, 0, LEASE), BATON_OK)); /* scripts cached */
+    cr_assert(eq(int, baton_lock_release(q.g), BATON_OK));
+
+    th_proxy_blackhole(g.p[0], TH_UP, true);
+    th_proxy_blackhole(g.p[0], TH_DOWN, true);
+    int rc = 0;
+    int64_t one_down =
+        WITHIN(WAIT + RL_PER_FAULT + 1000, rc, baton_lock_try_acquire(q.g, WAIT, LEASE));
+    cr_assert(eq(int, rc, BATON_OK), "%s", baton_client_errmsg(q.c[0]));
+    cr_assert(eq(i64, rl_holds(&g, 0, "mx-rl"), 0));
+    cr_assert(eq(i64, rl_holds(&g, 1, "mx-rl"), 1));
+    cr_assert(eq(i64, rl_holds(&g, 2, "mx-rl"), 1));
+    int64_t release_ms = WITHIN(2 * RL_PER_FAULT + 1000, rc, baton_lock_release(q.g));
+    cr_assert(eq(int, rc, BATON_OK));
+    cr_assert(eq(i64, rl_holds(&g, 1, "mx-rl") + rl_holds(&g, 2, "mx-rl"), 0));
+
+    /* the reply of lock_acquire is "*2\r\n:1\r\n:<token>\r\n": 12 to 14 bytes here */
+    int64_t slowest_cut = 0;
+    for (long n = 0; n < 15; n++) {
+        th_proxy_cut_after(g.p[1], TH_DOWN, n);
+        int64_t took =
+            WITHIN(WAIT + 2 * RL_PER_FAULT + 1000, rc, baton_lock_try_acquire(q.g, WAIT, LEASE));
+        slowest_cut = took > slowest_cut ? took : slowest_cut;
+        cr_assert(eq(int, rc, BATON_OK), "cut after %ld: %s", n, baton_err_name(rc));
+        cr_assert(eq(i64, rl_holds(&g, 1, "mx-rl"), 1), "cut after %ld", n);
+        cr_assert(eq(i64, rl_holds(&g, 2, "mx-rl"), 1), "cut after %ld", n);
+        WITHIN(2 * RL_PER_FAULT + 1000, rc, baton_lock_release(q.g));
+        cr_assert(eq(int, rc, BATON_OK), "cut after %ld: release %s", n, baton_err_name(rc));
+        cr_assert(eq(i64, rl_holds(&g, 1, "mx-rl") + rl_holds(&g, 2, "mx-rl"), 0));
+        th_proxy_cut_after(g.p[1], TH_DOWN, -1);
+    }
+
+    /* two of three silent: no majority, whatever the third granted is given back */
+    th_proxy_blackhole(g.p[1], TH_UP, true);
+    th_proxy_blackhole(g.p[1], TH_DOWN, true);
+    int64_t two_down =
+        WITHIN(WAIT + 2 * RL_PER_FAULT + 1000, rc, baton_lock_try_acquire(q.g, WAIT, LEASE));
+    fprintf(stderr, "matrix: redlock, 2 of 3 silent -> %s: %s\n", baton_err_name(rc),
+            baton_client_errmsg(q.c[0]));
+    cr_assert(eq(int, rc, BATON_ECONN));
+    cr_assert(eq(i64, rl_holds(&g, 2, "mx-rl"), 0), "the third member was not rolled back");
+    cr_assert(eq(int, baton_lock_release(q.g), BATON_ENOTHELD), "a hold was recorded");
+
+    /* healed: the quorum is taken at once */
+    for (int i = 0; i < 3; i++)
+        th_proxy_heal(g.p[i]);
+    int64_t healed =
+        WITHIN(WAIT + RL_PER_FAULT + 1000, rc, baton_lock_try_acquire(q.g, WAIT, LEASE));
+    cr_assert(eq(int, rc, BATON_OK), "%s", baton_client_errmsg(q.c[0]));
+    cr_assert(eq(int, baton_lock_release(q.g), BATON_OK));
+    for (int i = 0; i < 3; i++)
+        cr_assert(eq(i64, rl_holds(&g, i, "mx-rl"), 0));
+    fprintf(stderr,
+            "matrix: redlock: 1 of 3 blackholed: acquired in %lld ms, released in %lld ms; "
+            "and the 2nd cut at every byte of its reply: slowest acquire %lld ms; 2 of 3 "
+            "silent: ECONN in %lld ms; healed: %lld ms\n",
+            (long long)one_down, (long long)release_ms, (long long)slowest_cut, (long long)two_down,
+            (long long)healed);
+    rl_close(&q);
+    rl_down(&g);
+}
+
+/* Contention over the quorum with one master blackholed throughout and another's
+ * connections cut every 150 ms: the non-atomic counter (on the third server) stays exact,
+ * no two threads are ever inside at once, and every call returns within its bound. */
+enum { RLC_THREADS = 3, RLC_RUN_MS = 6000, RLC_WAIT = 1500, RLC_LEASE = 5000 };
+
+typedef struct rl_worker {
+    rl_rig *g;
+    rl_lock q; /* opened before the faults: a client connects when it opens */
+    th_ilog *log;
+    atomic_int *stop;
+    int who;
+    int sections, timedout, econn, other, release_failed;
+    int64_t max_acquire_ms, max_release_ms;
+} rl_worker;
+
+static void *rl_work(void *arg)
+{
+    rl_worker *w = arg;
+    rl_lock q = w->q;
+    redisContext *r = th_redis_port(w->g->s[2].port);
+    while (!atomic_load(w->stop)) {
+        int64_t t0 = th_ms();
+        int rc = baton_lock_try_acquire(q.g, RLC_WAIT, RLC_LEASE);
+        int64_t took = th_ms() - t0;
+        w->max_acquire_ms = took > w->max_acquire_ms ? took : w->max_acquire_ms;
+        if (rc != BATON_OK) {
+            if (rc == BATON_ETIMEDOUT)
+                w->timedout++;
+            else if (rc == BATON_ECONN)
+                w->econn++;
+            else
+                w->other++;
+            continue;
+        }
+        long slot = th_ilog_begin(w->log, w->who, 0);
+        if (th_counter_incr(r, "mx-rlc-counter", 2000) >= 0)
+            w->sections++;
+        else
+            w->other++;
+        th_ilog_end(w->log, slot);
+        t0 = th_ms();
+        if (baton_lock_release(q.g) != BATON_OK)
+            w->release_failed++;
+        took = th_ms() - t0;
+        w->max_release_ms = took > w->max_release_ms ? took : w->max_release_ms;
+    }
+    redisFree(r);
+    return NULL;
+}
+
+Test(matrix, redlock_contended_with_a_master_blackholed_and_another_cut_stays_exact)
+{
+    rl_rig g;
+    rl_up(&g);
+    th_ilog *log = th_ilog_new(100000);
+    atomic_int stop = 0;
+    rl_worker w[RLC_THREADS];
+    pthread_t t[RLC_THREADS];
+    for (int i = 0; i < RLC_THREADS; i++) {
+        w[i] = (rl_worker){.g = &g, .log = log, .stop = &stop, .who = i};
+        rl_open(&g, &w[i].q, "mx-rlc");
+    }
+    th_proxy_blackhole(g.p[0], TH_UP, true);
+    th_proxy_blackhole(g.p[0], TH_DOWN, true);
+    for (int i = 0; i < RLC_THREADS; i++)
+        pthread_create(&t[i], NULL, rl_work, &w[i]);
+    int cuts = cut_every(g.p[1], 150, RLC_RUN_MS);
+    atomic_store(&stop, 1);
+    int sections = 0, timedout = 0, econn = 0, other = 0, release_failed = 0;
+    int64_t max_acquire = 0, max_release = 0;
+    for (int i = 0; i < RLC_THREADS; i++) {
+        pthread_join(t[i], NULL);
+        sections += w[i].sections;
+        timedout += w[i].timedout;
+        econn += w[i].econn;
+        other += w[i].other;
+        release_failed += w[i].release_failed;
+        max_acquire = w[i].max_acquire_ms > max_acquire ? w[i].max_acquire_ms : max_acquire;
+        max_release = w[i].max_release_ms > max_release ? w[i].max_release_ms : max_release;
+        rl_close(&w[i].q);
+    }
+    long long counter = th_counter_get(g.direct[2], "mx-rlc-counter");
+    fprintf(stderr,
+            "matrix: redlock, 1 of 3 blackholed, 1 cut %d times: %d sections, counter %lld, "
+            "%d timed out, %d ECONN, %d other, %d releases failed, overlaps %d, slowest "
+            "acquire %lld ms, slowest release %lld ms\n",
+            cuts, sections, counter, timedout, econn, other, release_failed,
+            th_ilog_violations(log, 1), (long long)max_acquire, (long long)max_release);
+    cr_assert(eq(int, th_ilog_violations(log, 1), 0), "two holders at once");
+    cr_assert(eq(i64, counter, sections), "lost or extra increments");
+    cr_assert(eq(int, other, 0));
+    cr_assert(ge(int, sections, 3), "the quorum was hardly ever taken");
+    /* an acquire: its wait, then one more round over the members (the silent one and the
+     * cut one each cost up to RL_PER_FAULT), and 1 s; a release: its two members, each up
+     * to 3 attempts (connect + command), and 1 s */
+    cr_assert(le(i64, max_acquire, RLC_WAIT + 2 * RL_PER_FAULT + 1000));
+    cr_assert(le(i64, max_release, 2 * 3 * (RL_CMD + RL_CONNECT) + 1000));
+    th_ilog_free(log);
+    rl_down(&g);
+}
+
+/* ------------------------------------------------ maxmemory with noeviction --------- */
+
+/* Drops the memory limit below what the server uses: every write that may grow the data
+ * set is refused from now on, and noeviction frees nothing. */
+static void memory_full(redisContext *r)
+{
+    redisReply *info = th_cmd(r, "INFO memory");
+    const char *used = strstr(info->str, "used_memory:");
+    cr_assert(used != NULL);
+    long long bytes = atoll(used + strlen("used_memory:"));
+    freeReplyObject(info);
+    freeReplyObject(th_cmd(r, "CONFIG SET maxmemory %lld", bytes / 2));
+    redisReply *probe_set = redisCommand(r, "SET mx-oom-probe 1");
+    cr_assert(probe_set && probe_set->type == REDIS_REPLY_ERROR, "a write was not refused");
+    freeReplyObject(probe_set);
+}
+
+/* The release scripts that write (HINCRBY, SET of the request latch) declare
+ * "#!lua flags=allow-oom" on Redis >= 7 (see cmake/embed_lua.cmake); renewal (PEXPIRE)
+ * is allowed anyway. */
+Test(matrix, under_noeviction_acquire_fails_clearly_and_renew_and_release_still_work)
+{
+    enum { LEASE = 1500, PERIOD = LEASE / 3 };
+    th_server s;
+    th_server_start(&s, "--maxmemory-policy noeviction");
+    baton_client *c = client_on(url_of(s.port), 1000, LEASE);
+    baton_lock *held, *other;
+    th_lost_probe probe = {0};
+    cr_assert(eq(int, baton_lock_open(c, "mx-oom-held", &held), BATON_OK));
+    cr_assert(eq(int, baton_lock_open(c, "mx-oom-other", &other), BATON_OK));
+    cr_assert(eq(int, baton_lock_set_lost_handler(held, th_lost_probe_fn, &probe), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(held, BATON_LEASE_WATCHDOG), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(held, BATON_LEASE_WATCHDOG), BATON_OK)); /* 2 holds */
+    redisContext *r = th_redis_port(s.port);
+    memory_full(r);
+
+    /* a new acquisition would grow the data set: refused, clearly */
+    int rc = 0;
+    WITHIN(1000 + 1000, rc, baton_lock_try_acquire(other, 0, 5000));
+    fprintf(stderr, "matrix: noeviction: acquire -> %s: %s\n", baton_err_name(rc),
+            baton_client_errmsg(c));
+    cr_assert(eq(int, rc, BATON_ENOMEM));
+    cr_assert(not(eq(ptr, strstr(baton_client_errmsg(c), "OOM"), NULL)), "%s",
+              baton_client_errmsg(c));
+    /* renewals only extend a key: the hold outlives two leases */
+    th_sleep_ms(2 * LEASE + PERIOD);
+    cr_assert(eq(int, atomic_load(&probe.calls), 0), "the hold was lost: renewals refused");
+    cr_assert(gt(i64, th_cmd_int(r, "PTTL mx-oom-held"), 0));
+    /* releases only shrink: both work, the second deletes the key */
+    rc = baton_lock_release(held);
+    fprintf(stderr, "matrix: noeviction: release -> %s: %s\n", baton_err_name(rc),
+            baton_client_errmsg(c));
+    cr_assert(eq(int, rc, BATON_OK));
+    cr_assert(eq(int, baton_lock_release(held), BATON_OK), "%s", baton_client_errmsg(c));
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS mx-oom-held"), 0));
+    redisFree(r);
+    baton_lock_close(held);
+    baton_lock_close(other);
+    baton_client_close(c);
+    th_server_stop(&s);
+}
+
+/* The same for the other primitives, with memory full after each took what it holds: a
+ * fair lock (a new waiter is refused and leaves no place in the queue; the holder's two
+ * releases work), a read-write lock (read and write releases), a semaphore (release and
+ * drain), a latch (count_down to zero), a lock's force release, and a permit whose lease the
+ * watchdog renews (ZADD: allow-oom) through two leases, then released. */
+Test(matrix, under_noeviction_every_primitive_renews_and_releases)
+{
+    enum { LEASE = 1500, PERIOD = LEASE / 3 };
+    th_server s;
+    th_server_start(&s, "--maxmemory-policy noeviction");
+    baton_client *c = client_on(url_of(s.port), 1000, LEASE);
+    baton_lock *fair, *fair2, *plain;
+    baton_rwlock *rw_r, *rw_w;
+    baton_semaphore *sem;
+    baton_latch *latch;
+    baton_permits *pm;
+    th_lost_probe fair_lost = {0}, read_lost = {0}, write_lost = {0};
+    cr_assert(eq(int, baton_fairlock_open(c, "mx-oom-fair", &fair), BATON_OK));
+    cr_assert(eq(int, baton_fairlock_open(c, "mx-oom-fair", &fair2), BATON_OK));
+    cr_assert(eq(int, baton_lock_open(c, "mx-oom-plain", &plain), BATON_OK));
+    cr_assert(eq(int, baton_rwlock_open(c, "mx-oom-rw-r", &rw_r), BATON_OK));
+    cr_assert(eq(int, baton_rwlock_open(c, "mx-oom-rw-w", &rw_w), BATON_OK));
+    cr_assert(eq(int, baton_semaphore_open(c, "mx-oom-sem", &sem), BATON_OK));
+    cr_assert(eq(int, baton_latch_open(c, "mx-oom-latch", &latch), BATON_OK));
+    cr_assert(eq(int, baton_permits_open(c, "mx-oom-permits", &pm), BATON_OK));
+    baton_lock *rd = baton_rwlock_read(rw_r), *wr = baton_rwlock_write(rw_w);
+    cr_assert(eq(int, baton_lock_set_lost_handler(fair, th_lost_probe_fn, &fair_lost), BATON_OK));
+    cr_assert(eq(int, baton_lock_set_lost_handler(rd, th_lost_probe_fn, &read_lost), BATON_OK));
+    cr_assert(eq(int, baton_lock_set_lost_handler(wr, th_lost_probe_fn, &write_lost), BATON_OK));
+    int lost_fd = -1;
+    cr_assert(eq(int, baton_permits_lost_fd(pm, &lost_fd), BATON_OK));
+
+    cr_assert(eq(int, baton_lock_acquire(fair, BATON_LEASE_WATCHDOG), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(fair, BATON_LEASE_WATCHDOG), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(plain, 60000), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(rd, BATON_LEASE_WATCHDOG), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(rd, BATON_LEASE_WATCHDOG), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(wr, BATON_LEASE_WATCHDOG), BATON_OK));
+    cr_assert(eq(int, baton_semaphore_try_set_permits(sem, 5, NULL), BATON_OK));
+    cr_assert(eq(int, baton_semaphore_acquire(sem, 3), BATON_OK));
+    cr_assert(eq(int, baton_latch_try_set_count(latch, 2, NULL), BATON_OK));
+    cr_assert(eq(int, baton_permits_try_set_permits(pm, 2, NULL), BATON_OK));
+    char id[BATON_PERMIT_ID_SIZE];
+    cr_assert(eq(int, baton_permits_acquire(pm, BATON_LEASE_WATCHDOG, id), BATON_OK));
+    redisContext *r = th_redis_port(s.port);
+    memory_full(r);
+
+    /* a new fair waiter would grow the queue: refused, and no place is left behind */
+    int rc = 0;
+    WITHIN(2 * (1000 + 1000), rc, baton_lock_try_acquire(fair2, 300, 5000));
+    fprintf(stderr, "matrix: noeviction: fair waiter -> %s: %s\n", baton_err_name(rc),
+            baton_client_errmsg(c));
+    cr_assert(eq(int, rc, BATON_ENOMEM));
+    cr_assert(eq(i64, th_cmd_int(r, "LLEN redisson_lock_queue:{mx-oom-fair}"), 0));
+    cr_assert(eq(i64, th_cmd_int(r, "ZCARD redisson_lock_timeout:{mx-oom-fair}"), 0));
+
+    /* two leases: the watchdog renews every hold and the permit */
+    th_sleep_ms(2 * LEASE + PERIOD);
+    cr_assert(eq(int, atomic_load(&fair_lost.calls), 0), "fair hold lost");
+    cr_assert(eq(int, atomic_load(&read_lost.calls), 0), "read hold lost");
+    cr_assert(eq(int, atomic_load(&write_lost.calls), 0), "write hold lost");
+    cr_assert(eq(i64, wait_readable(lost_fd, 0), -1), "the permit was reported lost");
+    cr_assert(gt(i64, th_cmd_int(r, "PTTL mx-oom-fair"), 0));
+    cr_assert(gt(i64, th_cmd_int(r, "PTTL mx-oom-rw-r"), 0));
+    cr_assert(gt(i64, th_cmd_int(r, "PTTL mx-oom-rw-w"), 0));
+
+    /* every release and count-down works */
+    cr_assert(eq(int, baton_lock_release(fair), BATON_OK), "%s", baton_client_errmsg(c));
+    cr_assert(eq(int, baton_lock_release(fair), BATON_OK), "%s", baton_client_errmsg(c));
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS mx-oom-fair"), 0));
+    cr_assert(eq(int, baton_lock_release(rd), BATON_OK), "%s", baton_client_errmsg(c));
+    cr_assert(eq(int, baton_lock_release(rd), BATON_OK), "%s", baton_client_errmsg(c));
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS mx-oom-rw-r"), 0));
+    cr_assert(eq(int, baton_lock_release(wr), BATON_OK), "%s", baton_client_errmsg(c));
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS mx-oom-rw-w"), 0));
+    bool was = false;
+    cr_assert(eq(int, baton_lock_force_release(plain, &was), BATON_OK), "%s",
+              baton_client_errmsg(c));
+    cr_assert(was);
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS mx-oom-plain"), 0));
+    cr_assert(eq(int, baton_semaphore_release(sem, 3), BATON_OK), "%s", baton_client_errmsg(c));
+    cr_assert(eq(i64, th_cmd_int(r, "GET mx-oom-sem"), 5));
+    int64_t drained = 0;
+    cr_assert(eq(int, baton_semaphore_drain(sem, &drained), BATON_OK), "%s",
+              baton_client_errmsg(c));
+    cr_assert(eq(i64, drained, 5));
+    cr_assert(eq(int, baton_latch_count_down(latch), BATON_OK), "%s", baton_client_errmsg(c));
+    cr_assert(eq(int, baton_latch_count_down(latch), BATON_OK), "%s", baton_client_errmsg(c));
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS mx-oom-latch"), 0));
+    cr_assert(eq(int, baton_permits_release(pm, id), BATON_OK), "%s", baton_client_errmsg(c));
+    cr_assert(eq(i64, th_cmd_int(r, "GET mx-oom-permits"), 2));
+    cr_assert(eq(i64, th_cmd_int(r, "ZCARD {mx-oom-permits}:timeout"), 0));
+    fprintf(stderr, "matrix: noeviction: fair, rwlock, semaphore, latch and permit released; "
+                    "holds renewed through two leases\n");
+    redisFree(r);
+    baton_permits_close(pm);
+    baton_latch_close(latch);
+    baton_semaphore_close(sem);
+    baton_rwlock_close(rw_r);
+    baton_rwlock_close(rw_w);
+    baton_lock_close(plain);
+    baton_lock_close(fair2);
+    baton_lock_close(fair);
+    baton_client_close(c);
     th_server_stop(&s);
 }

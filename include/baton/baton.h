@@ -16,5 +16,6 @@
 #include <baton/permits.h>
 #include <baton/stats.h>
 #include <baton/inspect.h>
+#include <baton/async.h>
 
 #endif /* BATON_H */

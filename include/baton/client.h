@@ -40,7 +40,12 @@ typedef struct baton_options {
                                    redis+sentinel://[[user]:password@]host[:port][,host
                                    [:port]...]/master[/db] (the sentinels, default port
                                    26379, and the master's name; rediss+sentinel:// over
-                                   TLS) and unix:///path/to/socket[?db=N] */
+                                   TLS), redis+cluster://[[user]:password@]host[:port]
+                                   [,host[:port]...] (any nodes of a Redis Cluster, read
+                                   for its slot map; database 0 only; rediss+cluster://
+                                   over TLS; a name whose keys would land in different
+                                   slots, "a{b", is BATON_EINVAL there) and
+                                   unix:///path/to/socket[?db=N] */
     const char *username;       /* ACL user; overrides the URL's; NULL: the URL's, or none */
     const char *password;       /* overrides the URL's; NULL: the URL's, or none */
     int64_t connect_timeout_ms; /* connect + AUTH + SELECT on one connection; 0: 5000 */
@@ -152,6 +157,15 @@ BATON_API const char *baton_open_errmsg(void);
  * Closes the client: stops its threads, closes its connections and frees it. Locks still
  * held are not released (their leases run out on the server; their watchdog stops). Every
  * object opened from the client must be closed first. NULL is a no-op.
+ *
+ * Waits in progress are cancelled first (see baton_client_cancel_waits in async.h): threads
+ * blocked in an acquire or await return BATON_ECANCELED after leaving nothing behind, and
+ * close waits until they have returned from that call (about one round trip; an acquire
+ * or await that starts meanwhile returns BATON_ECANCELED at once); pending asynchronous
+ * operations complete with BATON_ECANCELED and their callbacks run on the closing thread
+ * before close returns. Those threads must not touch the client or its objects afterwards
+ * (the objects cannot be closed any more: cancel, join, close objects, then close the client
+ * is the clean order). Must not be called from a completion callback.
  */
 BATON_API void baton_client_close(baton_client *c);
 

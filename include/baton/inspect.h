@@ -109,6 +109,9 @@ typedef struct baton_inspection {
     const char *rwlock_mode; /* a read-write lock's mode, "read" or "write" (its holders
                                 are its readers and, as "<owner>:write", its writer);
                                 NULL for anything else; static */
+    int slot;                /* a Redis Cluster's slot of the name's keys; -1 elsewhere */
+    char *node;              /* the node that serves the name: "host:port" (a Cluster: the
+                                slot's master), or "unix:<path>" */
 } baton_inspection;
 
 /*

@@ -10,7 +10,10 @@
  * holding process, with the lock's lease) for operators (baton_inspect(), `baton status`).
  *
  * Ownership is per thread: the thread that acquired is the one that must release, and a
- * thread that acquires again while holding re-enters (the hold count rises).
+ * thread that acquires again while holding re-enters (the hold count rises). For holders
+ * that are not threads, the _as forms take an explicit owner (baton_owner, async.h); the
+ * thread forms below mean "the calling thread's owner". A wait in progress can be
+ * cancelled from another thread (baton_client_cancel_waits: BATON_ECANCELED).
  *
  * Threads: a baton_lock handle may be used from any thread of the process, concurrently.
  * baton_lock_close() must not run concurrently with other calls on the same handle.
@@ -42,7 +45,12 @@ BATON_API int baton_lock_open(baton_client *c, const char *name, baton_lock **ou
 
 /*
  * Closes the handle. A hold still kept through it is not released; its watchdog renewal
- * stops, so it expires after its lease. NULL is a no-op.
+ * stops, so it expires after its lease. Asynchronous operations still running on it
+ * (baton/async.h) end first: an acquisition completes with BATON_ECANCELED, a release is
+ * sent and completes with its result; close waits for them (one round trip for a
+ * release), except in a callback run by baton's thread, where it must not be called. Their
+ * callbacks may still be pending for baton_client_process() or the client's close, with
+ * the (freed) handle as their first argument. NULL is a no-op.
  */
 BATON_API void baton_lock_close(baton_lock *l);
 

@@ -44,14 +44,19 @@ BATON_API int baton_semaphore_try_set_permits(baton_semaphore *s, int64_t permit
 
 /* Takes `permits` (>= 1) at once, all or none, waiting as long as it takes. Blocks; the wait
  * is woken by releases and re-reads the count at least every recheck_ms (client option).
- * Returns BATON_OK, BATON_EINVAL, BATON_ECONN, BATON_EPROTO. */
+ * Taken exactly once: each try carries a request id (baton_request:{NAME}:<id>), so when its
+ * reply is lost (a timeout, a cut connection, a server paused past the command timeout) it
+ * is sent again, up to 3 attempts in all (3 x (connect + command timeout) at most), and a
+ * try that took the permits answers "taken" instead of taking more. Returns BATON_OK,
+ * BATON_EINVAL, BATON_ECONN (no attempt of a try was answered: its permits may or may not
+ * have been taken, and nobody gives them back), BATON_EPROTO. */
 BATON_API int baton_semaphore_acquire(baton_semaphore *s, int64_t permits);
 
-/* As acquire, giving up after wait_ms (0: one attempt, no subscription; BATON_WAIT_FOREVER:
+/* As acquire, giving up after wait_ms (0: one try, no subscription; BATON_WAIT_FOREVER:
  * no limit) with BATON_ETIMEDOUT, holding nothing and leaving no subscription behind. A
- * missing semaphore has 0 permits. Returns BATON_OK, BATON_ETIMEDOUT, BATON_EINVAL
- * (permits < 1, wait_ms not BATON_WAIT_FOREVER or 0..BATON_MAX_DURATION_MS), BATON_ECONN,
- * BATON_EPROTO. */
+ * missing semaphore has 0 permits. Each try counts once, as for acquire. Returns BATON_OK,
+ * BATON_ETIMEDOUT, BATON_EINVAL (permits < 1, wait_ms not BATON_WAIT_FOREVER or
+ * 0..BATON_MAX_DURATION_MS), BATON_ECONN (as for acquire), BATON_EPROTO. */
 BATON_API int baton_semaphore_try_acquire(baton_semaphore *s, int64_t permits, int64_t wait_ms);
 
 /* Returns `permits` (>= 1), publishes the new count and so wakes as many waiters as it can

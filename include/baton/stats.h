@@ -63,7 +63,7 @@ typedef struct baton_stats {
     uint64_t messages;            /* pub/sub messages received */
     uint64_t noscript_reloads;    /* NOSCRIPT answers: the script body was sent again */
     uint64_t round_trips;         /* request/reply round trips on command connections */
-    uint64_t redirects_moved;     /* Cluster redirections: reserved, 0 until Cluster */
+    uint64_t redirects_moved;     /* Cluster redirections followed */
     uint64_t redirects_ask;
     uint64_t redirects_tryagain;
     uint64_t redirects_clusterdown;

@@ -109,6 +109,8 @@ static void print_text(const char *name, const baton_inspection *s)
         format_ms(s->ttl_ms, t, sizeof t);
         printf("  expires in %s\n", t);
     }
+    if (s->slot >= 0)
+        printf("  served by %s (cluster slot %d)\n", s->node, s->slot);
     if (s->n_permits)
         printf("  %zu permit lease%s held:\n", s->n_permits, s->n_permits == 1 ? "" : "s");
     for (size_t i = 0; i < s->n_permits; i++) {
@@ -206,7 +208,14 @@ static void print_json(const char *name, const baton_inspection *s, bool first)
     json_str(name);
     printf(", \"kind\": \"%s\", \"redis_type\": ", s->kind_name);
     json_str(s->redis_type);
-    printf(", \"ttl_ms\": %lld,\n   \"holders\": [", (long long)s->ttl_ms);
+    printf(", \"ttl_ms\": %lld, \"node\": ", (long long)s->ttl_ms);
+    json_str(s->node);
+    printf(", \"slot\": ");
+    if (s->slot >= 0)
+        printf("%d", s->slot);
+    else
+        printf("null");
+    printf(",\n   \"holders\": [");
     print_json_holders(s);
     printf("],\n   \"queue\": [");
     print_json_queue(s);

@@ -11,7 +11,10 @@
 #define _GNU_SOURCE
 #include "client.h"
 #include "conn.h"
+#include "slots.h"
 #include "topology.h"
+
+#include "evloop.h"
 
 #include <hiredis/hiredis.h>
 
@@ -56,7 +59,7 @@ const char *baton_client_id(const baton_client *c)
 
 void baton__owner(const baton_client *c, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s:%llu", c->id, (unsigned long long)baton__thread_id());
+    snprintf(buf, len, "%s:%llu", c->id, (unsigned long long)baton__owner_id());
 }
 
 const char *baton__client_origin(const baton_client *c)
@@ -92,6 +95,34 @@ static void make_uuid(char out[40])
              b[14], b[15]);
 }
 
+int baton__check_open_name(baton_client *c, const char *name, const char *what)
+{
+    const char *sp = what[0] ? " " : "";
+    if (baton__check_name(name) != BATON_OK)
+        return baton__fail(c, BATON_EINVAL, "%s%sname must be 1 to %d bytes", what, sp,
+                           BATON_MAX_NAME_LEN);
+    if (baton__topology_cluster(c) && baton__check_cluster_name(name) != BATON_OK)
+        return baton__fail(c, BATON_EINVAL,
+                           "%s%sname has a '{' that opens no hash tag (no '}' after it, or "
+                           "\"{}\"): on a Redis Cluster its keys would land in different slots",
+                           what, sp);
+    return BATON_OK;
+}
+
+void baton__node_of_key(baton_client *c, const char *key, char *buf, size_t len, int *slot)
+{
+    int s = baton__topology_cluster(c) ? baton__key_slot(key, strlen(key)) : -1;
+    if (slot)
+        *slot = s;
+    baton__pool *p = s >= 0 ? baton__topology_slot_pool(c, s) : NULL;
+    if (p)
+        snprintf(buf, len, "%s:%d", p->host, p->port);
+    else if (c->cfg.ep.path && c->cfg.ep.kind == BATON__EP_SINGLE)
+        snprintf(buf, len, "unix:%s", c->cfg.ep.path);
+    else
+        baton__conn_where(c, NULL, buf, len);
+}
+
 /* ------------------------------- errors from replies ---------------------------------- */
 
 int baton__reply_error(baton_client *c, const redisReply *r)
@@ -110,6 +141,17 @@ int baton__reply_error(baton_client *c, const redisReply *r)
          * the next connection goes to the new master */
         code = BATON_ECONN;
         baton__topology_kick(c);
+    } else if (strncmp(s, "MOVED ", 6) == 0 || strncmp(s, "ASK ", 4) == 0 ||
+               strncmp(s, "CLUSTERDOWN", 11) == 0 || strncmp(s, "TRYAGAIN", 8) == 0) {
+        /* redirections left after the retries (Cluster: the slot is in flux, a
+         * connection-level failure), or a cluster node behind a redis:// URL: a mistake of
+         * configuration, which no retry mends (the command did not run) */
+        if (!baton__topology_cluster(c))
+            return baton__fail(c, BATON_EPROTO,
+                               "server replied: %s (the server is a Redis Cluster node: use a "
+                               "redis+cluster:// URL)",
+                               s);
+        code = BATON_ECONN;
     }
     return baton__fail(c, code, "server replied: %s", s);
 }
@@ -159,14 +201,17 @@ int baton__read_wait(baton_client *c, baton__conn *k)
  * tells whether every byte of the command was written: a command that failed before that
  * never reached the server whole, so it never ran, whatever it was. synced (may be NULL):
  * WAIT follows in the same round trip when sync_replicas is set, and *synced says whether
- * enough replicas acknowledged (BATON_OK or BATON_ENOTSYNCED). */
+ * enough replicas acknowledged (BATON_OK or BATON_ENOTSYNCED). asking: ASKING goes first
+ * in the same round trip (a Cluster's ASK redirection). */
 static int run_on(baton_client *c, baton__conn *conn, int argc, const char **argv,
-                  const size_t *lens, redisReply **reply, bool *sent, int *synced)
+                  const size_t *lens, redisReply **reply, bool *sent, int *synced, bool asking)
 {
     if (sent)
         *sent = false;
     baton__count_round_trip(c);
-    if (baton__conn_append(conn, argc, argv, lens) != BATON_OK)
+    const char *ask[1] = {"ASKING"};
+    if ((asking && baton__conn_append(conn, 1, ask, NULL) != BATON_OK) ||
+        baton__conn_append(conn, argc, argv, lens) != BATON_OK)
         return baton__fail(c, BATON_ENOMEM, "%s: out of memory", argv[0]);
     bool waited = synced && baton__append_wait(c, conn);
     int rc = baton__conn_flush(c, conn, argv[0]);
@@ -174,25 +219,166 @@ static int run_on(baton_client *c, baton__conn *conn, int argc, const char **arg
         return rc;
     if (sent)
         *sent = true;
+    if (asking) {
+        redisReply *ok = NULL;
+        if ((rc = baton__conn_read(c, conn, "ASKING", &ok)) != BATON_OK)
+            return rc;
+        freeReplyObject(ok);
+    }
     rc = baton__conn_read(c, conn, argv[0], reply);
     if (rc == BATON_OK && waited)
         *synced = baton__read_wait(c, conn) == BATON_OK ? BATON_OK : BATON_ENOTSYNCED;
     return rc;
 }
 
-/* One command on a pooled connection; error replies become codes (detail recorded). */
-static int command(baton_client *c, int argc, const char **argv, redisReply **reply)
+/* ------------------------------- Cluster redirections --------------------------------- */
+
+/* How many redirections one call follows (a slot that moves while it is asked about moves
+ * once or twice; more is a cluster in flux, reported as such). */
+#define MAX_HOPS 6
+
+/* Where a call goes on a Cluster: its slot, and the node of an ASK redirection. */
+typedef struct route {
+    int slot;            /* -1: no key (any master) */
+    baton__pool *ask;    /* the next attempt goes there, after ASKING; NULL: the slot's master */
+    int hops;            /* redirections followed */
+    int waits;           /* TRYAGAIN / CLUSTERDOWN pauses taken */
+    int64_t deadline_us; /* TRYAGAIN and CLUSTERDOWN wait no longer than this */
+    int64_t reach_us;    /* nor a master that cannot be reached (one command timeout) */
+} route;
+
+static void route_init(baton_client *c, route *rt, int slot)
 {
-    baton__conn *conn;
+    rt->slot = baton__topology_cluster(c) ? slot : -1;
+    rt->ask = NULL;
+    rt->hops = 0;
+    rt->waits = 0;
+    /* Redisson's three retry attempts: a slot being emptied answers TRYAGAIN to a script
+     * whose keys are split until the last of them moved (the fencing counter of a free lock
+     * stays while its hash is absent), which can take a few seconds of MIGRATE batches */
+    rt->deadline_us = baton__deadline_after_ms(3 * c->cfg.command_timeout_ms);
+    rt->reach_us = baton__deadline_after_ms(c->cfg.command_timeout_ms);
+}
+
+/* A connection for the route's next attempt. On a Cluster, a master that cannot be reached
+ * (killed, its failover under way) or a slot nobody serves is waited out until the slot map
+ * changes, within one command timeout: the call then goes to the promoted replica rather
+ * than failing in the seconds a failover takes, and a partitioned master costs no more. */
+static int route_get(baton_client *c, const route *rt, baton__conn **out)
+{
+    if (rt->ask)
+        return baton__conn_get_node(c, rt->ask, BATON__NO_DEADLINE, out);
+    for (;;) {
+        uint64_t gen = baton__topology_cluster_gen(c);
+        int rc = baton__conn_get_slot(c, rt->slot, BATON__NO_DEADLINE, out);
+        if (rc != BATON_ECONN || !baton__topology_cluster(c) || baton__now_us() >= rt->reach_us)
+            return rc;
+        if (!baton__topology_wait_change(c, gen, rt->reach_us) ||
+            baton__topology_cluster_gen(c) == gen)
+            return rc; /* nothing changed before the deadline: the error stands */
+    }
+}
+
+/* Whether a reply refused to run its command where it was sent (a Cluster's MOVED, ASK,
+ * TRYAGAIN, CLUSTERDOWN). */
+static bool is_redirection(const redisReply *r)
+{
+    if (!r || r->type != REDIS_REPLY_ERROR || !r->str)
+        return false;
+    return strncmp(r->str, "MOVED ", 6) == 0 || strncmp(r->str, "ASK ", 4) == 0 ||
+           strncmp(r->str, "TRYAGAIN", 8) == 0 || strncmp(r->str, "CLUSTERDOWN", 11) == 0;
+}
+
+/* After a reply on a Cluster: true when it redirects (MOVED, ASK) or asks to wait (TRYAGAIN,
+ * CLUSTERDOWN), the command did not run, and the call should go again as rt now says. */
+static bool redirected(baton_client *c, route *rt, const baton__conn *conn, const redisReply *r)
+{
+    if (!baton__topology_cluster(c) || !r || r->type != REDIS_REPLY_ERROR || !r->str)
+        return false;
+    bool ask = false;
+    int slot = -1, port = 0;
+    char host[BATON__HOST_LEN];
+    if (baton__parse_redirect(r->str, &ask, &slot, host, sizeof host, &port) == BATON_OK) {
+        if (rt->hops >= MAX_HOPS || baton__now_us() >= rt->deadline_us)
+            return false;
+        if (!host[0]) { /* "MOVED 3999 :6380": the answering node's own host */
+            char where[BATON__HOST_LEN + 16];
+            baton__conn_where(c, conn, where, sizeof where);
+            char *colon = strrchr(where, ':');
+            size_t n = colon ? (size_t)(colon - where) : strlen(where);
+            if (n >= sizeof host)
+                return false;
+            memcpy(host, where, n);
+            host[n] = '\0';
+        }
+        baton__pool *to = baton__topology_node_pool(c, host, port);
+        if (!to)
+            return false;
+        baton__stat_inc(c, BATON__ST_REDIRECTS + (ask ? BATON__REDIR_ASK : BATON__REDIR_MOVED));
+        if (ask) {
+            rt->ask = to;
+        } else {
+            rt->ask = NULL;
+            baton__topology_moved(c, slot, to);
+        }
+        rt->hops++;
+        return true;
+    }
+    if (strncmp(r->str, "TRYAGAIN", 8) == 0 || strncmp(r->str, "CLUSTERDOWN", 11) == 0) {
+        /* a multi-key command during a migration (some of its keys moved already: they
+         * all will be soon), or a cluster without a master for the slot (a failover in
+         * progress): a new map, or a pause that doubles from 5 ms up to 200 ms, until the
+         * command timeout */
+        int64_t now = baton__now_us();
+        if (now >= rt->deadline_us)
+            return false;
+        baton__stat_inc(c, BATON__ST_REDIRECTS + (r->str[0] == 'T' ? BATON__REDIR_TRYAGAIN
+                                                                   : BATON__REDIR_CLUSTERDOWN));
+        int64_t pause = rt->waits < 6 ? 5000LL << rt->waits : 200000;
+        rt->waits++;
+        uint64_t gen = baton__topology_cluster_gen(c);
+        if (!baton__topology_wait_change(
+                c, gen, now + pause < rt->deadline_us ? now + pause : rt->deadline_us))
+            return false; /* closing */
+        /* back to the slot's master; a migration in progress answers ASK again, which
+         * starts a new count of redirections (a slot being emptied alternates ASK and
+         * TRYAGAIN for as long as its keys take to move: bounded by the deadline) */
+        rt->ask = NULL;
+        rt->hops = 0;
+        return true;
+    }
+    return false;
+}
+
+/* One command on a pooled connection (on a Cluster: the connection of the slot's master,
+ * redirections followed); error replies become codes (detail recorded). */
+static int command(baton_client *c, int argc, const char **argv, redisReply **reply,
+                   bool *connect_failed)
+{
     *reply = NULL;
-    int rc = baton__conn_get(c, &conn);
-    if (rc != BATON_OK)
-        return rc;
+    *connect_failed = false;
+    route rt;
+    /* every command baton sends with arguments names its key first */
+    route_init(c, &rt, argc > 1 ? baton__key_slot(argv[1], strlen(argv[1])) : -1);
     redisReply *r = NULL;
-    rc = run_on(c, conn, argc, argv, NULL, &r, NULL, NULL);
-    baton__conn_put(c, conn, rc != BATON_OK);
-    if (rc != BATON_OK)
-        return rc;
+    int rc;
+    for (;;) {
+        baton__conn *conn;
+        if ((rc = route_get(c, &rt, &conn)) != BATON_OK) {
+            *connect_failed = true;
+            return rc;
+        }
+        bool asking = rt.ask != NULL;
+        rc = run_on(c, conn, argc, argv, NULL, &r, NULL, NULL, asking);
+        bool again = rc == BATON_OK && redirected(c, &rt, conn, r);
+        baton__conn_put(c, conn, rc != BATON_OK);
+        if (rc != BATON_OK)
+            return rc;
+        if (!again)
+            break;
+        freeReplyObject(r);
+        r = NULL;
+    }
     rc = baton__reply_error(c, r);
     if (rc != BATON_OK) {
         freeReplyObject(r);
@@ -204,10 +390,13 @@ static int command(baton_client *c, int argc, const char **argv, redisReply **re
 
 int baton__query_argv(baton_client *c, int argc, const char **argv, redisReply **reply)
 {
-    int rc = command(c, argc, argv, reply);
-    if (rc == BATON_ECONN) /* once more: the broken connection took the idle ones with it,
-                              so this runs on a new connection */
-        rc = command(c, argc, argv, reply);
+    bool connect_failed;
+    int rc = command(c, argc, argv, reply, &connect_failed);
+    if (rc == BATON_ECONN && !connect_failed) /* once more: the broken connection took the
+                                                 idle ones with it, so this runs on a new
+                                                 connection (a connection that could not
+                                                 be made just now is not tried again) */
+        rc = command(c, argc, argv, reply, &connect_failed);
     return rc;
 }
 
@@ -265,42 +454,55 @@ int baton__script_run(baton_client *c, const baton__script *s, int nkeys, const 
 }
 
 /* One attempt at a script: EVALSHA on a pooled connection, and EVAL with the body on the
- * same connection if the server answers NOSCRIPT. *sent: a command that could run the
- * script was written whole (its reply may then be lost after it ran); *reused: the
- * connection came from the pool rather than a new connect. */
-static int script_attempt(baton_client *c, const baton__script *s, script_argv *a, redisReply **out,
-                          bool *sent, bool *reused, int *synced)
+ * same connection if the server answers NOSCRIPT (each node of a Cluster has its own
+ * cache). *sent: a command that could run the script was written whole (its reply may then
+ * be lost after it ran); *reused: the connection came from the pool rather than a new
+ * connect. A redirection (Cluster) is followed here: it did not run. */
+static int script_attempt(baton_client *c, const baton__script *s, script_argv *a, route *rt,
+                          redisReply **out, bool *sent, bool *reused, int *synced)
 {
     *sent = *reused = false;
-    baton__conn *conn;
-    int rc = baton__conn_get(c, &conn);
-    if (rc != BATON_OK)
-        return rc;
-    *reused = baton__conn_reused(conn);
-    a->argv[0] = "EVALSHA";
-    a->argv[1] = s->sha1;
     redisReply *r = NULL;
-    rc = run_on(c, conn, a->argc, a->argv, NULL, &r, sent, synced);
-    if (rc == BATON_OK && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
-        /* The script cache was flushed (or this is a new server): EVAL sends the body
-         * and caches it again, in the same round trip as the retry. */
+    int rc;
+    for (;;) {
+        baton__conn *conn;
+        if ((rc = route_get(c, rt, &conn)) != BATON_OK)
+            return rc;
+        bool asking = rt->ask != NULL;
+        *reused = baton__conn_reused(conn);
+        a->argv[0] = "EVALSHA";
+        a->argv[1] = s->sha1;
+        rc = run_on(c, conn, a->argc, a->argv, NULL, &r, sent, synced, asking);
+        if (rc == BATON_OK && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0) {
+            /* The script cache was flushed (or this is a new server): EVAL sends the body
+             * and caches it again, in the same round trip as the retry. */
+            freeReplyObject(r);
+            r = NULL;
+            baton__stat_inc(c, BATON__ST_NOSCRIPT);
+            *sent = false; /* that one did not run */
+            size_t *lens = malloc(sizeof(size_t) * (size_t)a->argc);
+            if (!lens) {
+                rc = baton__fail(c, BATON_ENOMEM, "out of memory");
+            } else {
+                a->argv[0] = "EVAL";
+                a->argv[1] = s->body;
+                for (int i = 0; i < a->argc; i++)
+                    lens[i] = i == 1 ? s->len : strlen(a->argv[i]);
+                rc = run_on(c, conn, a->argc, a->argv, lens, &r, sent, synced, asking);
+                free(lens);
+            }
+        }
+        bool again = rc == BATON_OK && redirected(c, rt, conn, r);
+        baton__conn_put(c, conn, rc != BATON_OK && rc != BATON_ENOMEM);
+        if (!again) {
+            if (rc == BATON_OK && is_redirection(r))
+                *sent = false; /* refused where it was sent: it did not run */
+            break;
+        }
+        *sent = false; /* redirected: it did not run there */
         freeReplyObject(r);
         r = NULL;
-        baton__stat_inc(c, BATON__ST_NOSCRIPT);
-        *sent = false; /* that one did not run */
-        size_t *lens = malloc(sizeof(size_t) * (size_t)a->argc);
-        if (!lens) {
-            rc = baton__fail(c, BATON_ENOMEM, "out of memory");
-        } else {
-            a->argv[0] = "EVAL";
-            a->argv[1] = s->body;
-            for (int i = 0; i < a->argc; i++)
-                lens[i] = i == 1 ? s->len : strlen(a->argv[i]);
-            rc = run_on(c, conn, a->argc, a->argv, lens, &r, sent, synced);
-            free(lens);
-        }
     }
-    baton__conn_put(c, conn, rc != BATON_OK && rc != BATON_ENOMEM);
     *out = r;
     return rc;
 }
@@ -312,17 +514,20 @@ static int script_call(baton_client *c, const baton__script *s, int nkeys, const
     *reply = NULL;
     if (maybe_ran)
         *maybe_ran = false;
+    s = baton__script_variant(c, s);
     script_argv a;
     if (build_argv(&a, "EVALSHA", nkeys, keys, nargs, args) != BATON_OK)
         return baton__fail(c, BATON_ENOMEM, "out of memory");
+    route rt;
+    route_init(c, &rt, nkeys > 0 ? baton__key_slot(keys[0], strlen(keys[0])) : -1);
     redisReply *r = NULL;
     bool sent, reused;
-    int rc = script_attempt(c, s, &a, &r, &sent, &reused, synced);
+    int rc = script_attempt(c, s, &a, &rt, &r, &sent, &reused, synced);
     if (rc == BATON_ECONN && !sent && reused)
         /* A pooled connection failed before the script was written whole: it never ran,
          * so it goes again, whatever it does, on a new connection (the broken one took the
          * idle ones with it). */
-        rc = script_attempt(c, s, &a, &r, &sent, &reused, synced);
+        rc = script_attempt(c, s, &a, &rt, &r, &sent, &reused, synced);
     if (maybe_ran)
         *maybe_ran = sent; /* a lost reply after the script was sent leaves it unknown */
     free_argv(&a);
@@ -403,10 +608,6 @@ static int configure(baton__config *cfg, const baton_options *o, char *err, size
         if (!cfg->ep.password)
             return BATON_ENOMEM;
     }
-    if (cfg->ep.kind == BATON__EP_CLUSTER) {
-        snprintf(err, errlen, "redis+cluster:// is not supported by this build yet");
-        return BATON_ENOTSUP;
-    }
     if ((o->sentinel_username || o->sentinel_password) && cfg->ep.kind != BATON__EP_SENTINEL) {
         snprintf(err, errlen, "sentinel credentials are set, but the URL is not redis+sentinel://");
         return BATON_EINVAL;
@@ -448,13 +649,13 @@ static void free_config(baton__config *cfg)
 
 static void free_client(baton_client *c, bool forked)
 {
-    baton__topology_stop(c, forked);
-    baton__pool_free(c);
+    baton__evloop_free(c->ev, forked);
+    baton__topology_free(c, forked);
+    baton__pool_destroy(c->pool, forked);
+    free(c->pool);
     baton__tls_free(c);
     free_config(&c->cfg);
     if (!forked) {
-        baton__mutex_destroy(&c->pool_mu);
-        baton__cond_destroy(&c->pool_cond);
         baton__mutex_destroy(&c->lazy_mu);
         baton__mutex_destroy(&c->run_mu);
     }
@@ -492,15 +693,23 @@ int baton_client_open(const baton_options *opts, baton_client **out)
     make_origin(c);
     make_uuid(c->id);
     baton__stats_configure(c, opts);
-    baton__mutex_init(&c->pool_mu);
-    baton__cond_init(&c->pool_cond);
+    c->pool = malloc(sizeof *c->pool);
+    if (!c->pool) {
+        baton__tls_free(c);
+        free_config(&c->cfg);
+        free(c);
+        baton__set_open_errmsg("out of memory");
+        return BATON_ENOMEM;
+    }
+    baton__pool_init(c->pool, NULL, 0);
     baton__mutex_init(&c->lazy_mu);
     baton__mutex_init(&c->run_mu);
+    c->ev = baton__evloop_new(c); /* waits and asynchronous operations (async.c) */
 
-    /* Under Sentinel, the master first; then one connection now, so that a wrong address or
-     * password is reported by open. */
+    /* Under Sentinel, the master first (on a Cluster, the slot map); then one connection
+     * now, so that a wrong address or password is reported by open. */
     baton__conn *conn = NULL;
-    rc = baton__topology_start(c);
+    rc = c->ev ? baton__topology_start(c) : baton__fail(c, BATON_ENOMEM, "out of memory");
     if (rc == BATON_OK)
         rc = baton__conn_get(c, &conn);
     if (rc != BATON_OK) {
@@ -535,7 +744,11 @@ void baton_client_close(baton_client *c)
     if (!c)
         return;
     bool forked = baton__client_forked(c);
-    baton__topology_stop(c, forked); /* first: its events reach the two below */
+    /* First, while everything still runs: waits in progress are cancelled (they leave
+     * nothing behind), asynchronous operations complete, their callbacks run here. */
+    baton__evloop_shut(c->ev, forked); /* freed last (free_client) */
+    baton__topology_stop(c, forked);   /* its events reach the two below; its map and pools
+                                           stay until they have ended (free_client) */
     if (c->wd)
         baton__watchdog_free(c->wd, forked);
     if (c->disp)

@@ -21,10 +21,7 @@ struct baton_client {
     char origin[BATON__ORIGIN_LEN];
     baton__config cfg;
 
-    pthread_mutex_t pool_mu;
-    pthread_cond_t pool_cond; /* a connection was returned */
-    baton__conn *idle;        /* idle command connections, most recently used first */
-    int open_conns;           /* idle + borrowed */
+    struct baton__pool *pool; /* command connections to the target (conn.h) */
 
     baton__counters stats; /* counters, wait histograms, log hook (stats.c) */
 
@@ -32,11 +29,12 @@ struct baton_client {
     char *tls_name;         /* tls_sni, or NULL: the URL's host */
     bool tls_insecure;      /* tls_insecure_skip_verify */
 
-    pthread_mutex_t run_mu; /* guards the fields below */
-    char run_id[48];        /* the server's run_id as last seen; "" before the first */
-    char run_where[280];    /* the address it was seen at */
-    uint64_t epoch;         /* distinct server runs seen: 1 after open */
-    char warning[320];      /* the server's configuration endangers baton (eviction); "" */
+    pthread_mutex_t run_mu;  /* guards the fields below */
+    char run_id[48];         /* the server's run_id as last seen; "" before the first */
+    char run_where[280];     /* the address it was seen at */
+    uint64_t epoch;          /* distinct server runs seen: 1 after open */
+    char warning[320];       /* the server's configuration endangers baton (eviction); "" */
+    atomic_int server_major; /* the server's major version (INFO redis_version); 0 unknown */
     struct {
         void (*fn)(baton_client *c, int event, void *arg);
         void *arg;
@@ -46,6 +44,8 @@ struct baton_client {
     pthread_mutex_t lazy_mu; /* guards creation of the two threads below */
     baton__dispatcher *disp; /* created on the first subscription */
     baton__watchdog *wd;     /* created on the first watchdog hold */
+
+    struct baton__evloop *ev; /* waits in progress, cancellation, async operations */
 };
 
 /* Stop the thread and free; forked: c was copied into a child by fork(), whose copy has no

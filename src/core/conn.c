@@ -14,6 +14,7 @@
 #include "conn.h"
 
 #include "client.h"
+#include "evloop.h"
 #include "sentinel.h"
 #include "topology.h"
 
@@ -49,6 +50,7 @@ struct baton__conn {
     int64_t last_read_us;     /* monotonic time of the last byte read */
     uint64_t gen;             /* the topology's generation when it connected */
     struct baton__conn *next; /* in the pool's idle list */
+    baton__pool *pool;        /* where it goes back */
     bool reused;              /* lent from the pool, not connected for this use */
     char errstr[160];
 };
@@ -204,6 +206,9 @@ static ssize_t io_read(baton__conn *k, char *buf, size_t len, short *want)
 /* Waits until the socket allows `events` or the deadline passes: 1 ready, 0 timed out. */
 static int wait_fd(int fd, short events, int64_t deadline_us)
 {
+    int yielded = baton__fiber_wait_fd(fd, events, deadline_us); /* on an operation's fiber */
+    if (yielded >= 0)
+        return yielded;
     for (;;) {
         int64_t left = deadline_us - baton__now_us();
         if (left <= 0)
@@ -706,19 +711,31 @@ static const char *eviction_risk(const char *policy)
  * A new run_id at another address (Sentinel moved the master) is the topology's event,
  * BATON__EV_MASTER, which it fired when it switched; here the epoch only counts it. A
  * server that refuses INFO (an ACL without it) is simply not watched. */
-static void note_server(baton_client *c, const redisReply *r, const char *where)
+static void note_server(baton_client *c, baton__pool *pool, const redisReply *r, const char *where)
 {
-    char id[48] = "", policy[32] = "";
+    char id[48] = "", policy[32] = "", version[32] = "";
     if (r->type == REDIS_REPLY_STRING) {
         info_field(r->str, "run_id", id, sizeof id);
         info_field(r->str, "maxmemory_policy", policy, sizeof policy);
+        info_field(r->str, "redis_version", version, sizeof version);
     }
     const char *risk = eviction_risk(policy);
+    if (version[0])
+        atomic_store(&c->server_major, atoi(version));
     if (!id[0])
         return;
-    bool restarted = false;
+    bool restarted = false, node_restarted = false;
     baton__mutex_lock(&c->run_mu);
-    if (strcmp(c->run_id, id) != 0) {
+    if (pool && pool->host[0]) {
+        /* A Cluster node: its own run_id. A restart loses (perhaps) the keys of its slots
+         * only, so the holds are checked where they live rather than all reported lost. */
+        if (strcmp(pool->run_id, id) != 0) {
+            node_restarted = pool->run_id[0] != '\0';
+            memcpy(pool->run_id, id, sizeof id);
+            if (node_restarted)
+                c->epoch++;
+        }
+    } else if (strcmp(c->run_id, id) != 0) {
         restarted = c->run_id[0] != '\0' && strcmp(c->run_where, where) == 0;
         memcpy(c->run_id, id, sizeof id);
         snprintf(c->run_where, sizeof c->run_where, "%s", where);
@@ -733,6 +750,10 @@ static void note_server(baton_client *c, const redisReply *r, const char *where)
     if (restarted) {
         baton__stat_epoch_changed(c);
         baton__event_fire(c, BATON__EV_RESTART);
+    }
+    if (node_restarted) {
+        baton__log(c, BATON_LOG_WARN, "cluster node %s restarted: every hold is checked", where);
+        baton__event_fire(c, BATON__EV_MASTER);
     }
 }
 
@@ -793,7 +814,7 @@ static int handshake(baton_client *c, baton__conn *k, int64_t deadline_us, const
         rc |= baton__conn_append(k, user ? 3 : 2, argv, NULL);
         steps[n++] = (hs_step){"AUTH", BATON_EAUTH};
     }
-    if (!sentinel && ep->db != 0) {
+    if (!sentinel && ep->db != 0 && ep->kind != BATON__EP_CLUSTER) {
         const char *argv[2] = {"SELECT", db};
         rc |= baton__conn_append(k, 2, argv, NULL);
         steps[n++] = (hs_step){"SELECT", BATON_EPROTO};
@@ -832,7 +853,7 @@ static int handshake(baton_client *c, baton__conn *k, int64_t deadline_us, const
                 rc = steps[i].code;
             baton__fail(c, rc, "%s refused: %s", steps[i].what, r->str);
         } else if (strcmp(steps[i].what, "INFO") == 0 && rc == BATON_OK)
-            note_server(c, r, where);
+            note_server(c, k->pool, r, where);
         else if (strcmp(steps[i].what, "ROLE") == 0 && rc == BATON_OK &&
                  baton__role_of(r, NULL) != BATON__ROLE_MASTER) {
             /* Never a lock on a node that is not master: a replica, or an old master the
@@ -864,14 +885,19 @@ static int open_socket(baton_client *c, const char *host, int port, int64_t dead
     return BATON_OK;
 }
 
-static int conn_open_by(baton_client *c, int64_t deadline_us, baton__conn **out)
+static int conn_open_by(baton_client *c, baton__pool *pool, int64_t deadline_us, baton__conn **out)
 {
     const baton__endpoint *ep = &c->cfg.ep;
     char host[BATON__HOST_LEN], where[BATON__HOST_LEN + 16];
     int port = 0;
     uint64_t gen = 0;
-    baton__topology_target(c, host, sizeof host, &port, &gen);
-    if (ep->path && ep->kind == BATON__EP_SINGLE)
+    bool unix_socket = ep->path && ep->kind == BATON__EP_SINGLE;
+    if (pool && pool->host[0]) {
+        snprintf(host, sizeof host, "%s", pool->host);
+        port = pool->port;
+    } else
+        baton__topology_target(c, host, sizeof host, &port, &gen);
+    if (unix_socket)
         snprintf(where, sizeof where, "unix:%s", ep->path);
     else
         snprintf(where, sizeof where, "%s:%d", host, port);
@@ -879,10 +905,10 @@ static int conn_open_by(baton_client *c, int64_t deadline_us, baton__conn **out)
     if (deadline_us < deadline)
         deadline = deadline_us;
     baton__conn *k = NULL;
-    int rc = open_socket(c, ep->path && ep->kind == BATON__EP_SINGLE ? NULL : host, port, deadline,
-                         where, &k);
+    int rc = open_socket(c, unix_socket ? NULL : host, port, deadline, where, &k);
     if (rc == BATON_OK) {
         k->gen = gen;
+        k->pool = pool;
         rc = handshake(c, k, deadline, where, false);
     }
     if (rc != BATON_OK) {
@@ -898,7 +924,25 @@ static int conn_open_by(baton_client *c, int64_t deadline_us, baton__conn **out)
 
 int baton__conn_open(baton_client *c, baton__conn **out)
 {
-    return conn_open_by(c, BATON__NO_DEADLINE, out);
+    return conn_open_by(c, c->pool, BATON__NO_DEADLINE, out);
+}
+
+int baton__conn_open_node(baton_client *c, baton__pool *p, baton__conn **out)
+{
+    return conn_open_by(c, p, BATON__NO_DEADLINE, out);
+}
+
+void baton__conn_where(const baton_client *c, const baton__conn *k, char *buf, size_t len)
+{
+    if (k && k->pool && k->pool->host[0]) {
+        snprintf(buf, len, "%s:%d", k->pool->host, k->pool->port);
+        return;
+    }
+    char host[BATON__HOST_LEN];
+    int port;
+    uint64_t gen;
+    baton__topology_target((baton_client *)c, host, sizeof host, &port, &gen);
+    snprintf(buf, len, "%s:%d", host, port);
 }
 
 int baton__conn_open_sentinel(baton_client *c, const char *host, int port, baton__conn **out)
@@ -940,46 +984,102 @@ static bool idle_usable(baton__conn *k)
     return io_read(k, &b, 1, &want) == IO_AGAIN; /* a byte of a reply nobody asked for: no */
 }
 
+void baton__pool_init(baton__pool *p, const char *host, int port)
+{
+    memset(p, 0, sizeof *p);
+    baton__mutex_init(&p->mu);
+    baton__cond_init(&p->cond);
+    snprintf(p->host, sizeof p->host, "%s", host ? host : "");
+    p->port = port;
+}
+
+static baton__conn *take_idle(baton__pool *p)
+{
+    baton__conn *all = p->idle;
+    p->idle = NULL;
+    for (baton__conn *s = all; s; s = s->next)
+        p->open--;
+    return all;
+}
+
+static void close_list(baton__conn *k)
+{
+    while (k) {
+        baton__conn *next = k->next;
+        baton__conn_close(k);
+        k = next;
+    }
+}
+
+void baton__pool_destroy(baton__pool *p, bool forked)
+{
+    if (!p)
+        return;
+    close_list(take_idle(p));
+    if (!forked) {
+        baton__mutex_destroy(&p->mu);
+        baton__cond_destroy(&p->cond);
+    }
+}
+
+/* The generation a connection of this pool must have to be reused: the topology's for the
+ * client's own pool (Sentinel: a new master makes the old connections stale), 0 for a
+ * Cluster node's (its address is the node). */
+static uint64_t pool_gen(baton_client *c, const baton__pool *p)
+{
+    return p->host[0] ? 0 : baton__topology_gen(c);
+}
+
 int baton__conn_get(baton_client *c, baton__conn **out)
 {
     return baton__conn_get_by(c, BATON__NO_DEADLINE, out);
 }
 
-int baton__conn_get_by(baton_client *c, int64_t deadline_us, baton__conn **out)
+int baton__conn_get_node(baton_client *c, baton__pool *p, int64_t deadline_us, baton__conn **out)
 {
-    baton__mutex_lock(&c->pool_mu);
+    baton__mutex_lock(&p->mu);
     for (;;) {
-        while (c->idle) {
-            baton__conn *k = c->idle;
-            c->idle = k->next;
+        uint64_t seen = baton__evloop_freed(c);
+        while (p->idle) {
+            baton__conn *k = p->idle;
+            p->idle = k->next;
             k->next = NULL;
-            if (k->gen == baton__topology_gen(c) && idle_usable(k)) {
-                baton__mutex_unlock(&c->pool_mu);
+            if (k->gen == pool_gen(c, p) && idle_usable(k)) {
+                baton__mutex_unlock(&p->mu);
                 k->reused = true;
                 *out = k;
                 return BATON_OK;
             }
-            c->open_conns--; /* closed by the server while it waited: replaced below */
+            p->open--; /* closed by the server while it waited: replaced below */
             baton__conn_close(k);
         }
-        if (c->open_conns < c->cfg.pool_size)
+        if (p->open < c->cfg.pool_size)
             break;
-        /* Every connection is busy; each is bounded by the command timeout. */
-        if (baton__cond_wait_until(&c->pool_cond, &c->pool_mu, deadline_us) == ETIMEDOUT) {
-            baton__mutex_unlock(&c->pool_mu);
+        /* Every connection is busy; each is bounded by the command timeout. A fiber yields
+         * meanwhile: the fibers of its engine may hold them. */
+        if (baton__on_fiber()) {
+            baton__mutex_unlock(&p->mu);
+            if (!baton__fiber_wait_pool(c, p, seen, deadline_us))
+                return baton__fail(c, BATON_ECONN, "no connection free before the deadline");
+            baton__mutex_lock(&p->mu);
+            continue;
+        }
+        if (baton__cond_wait_until(&p->cond, &p->mu, deadline_us) == ETIMEDOUT) {
+            baton__mutex_unlock(&p->mu);
             return baton__fail(c, BATON_ECONN, "no connection free before the deadline");
         }
     }
-    c->open_conns++;
-    baton__mutex_unlock(&c->pool_mu);
+    p->open++;
+    baton__mutex_unlock(&p->mu);
 
     baton__conn *k = NULL;
-    int rc = conn_open_by(c, deadline_us, &k);
+    int rc = conn_open_by(c, p, deadline_us, &k);
     if (rc != BATON_OK) {
-        baton__mutex_lock(&c->pool_mu);
-        c->open_conns--;
-        baton__cond_signal(&c->pool_cond);
-        baton__mutex_unlock(&c->pool_mu);
+        baton__mutex_lock(&p->mu);
+        p->open--;
+        baton__cond_signal(&p->cond);
+        baton__mutex_unlock(&p->mu);
+        baton__evloop_conn_freed(c, p, false);
         return rc;
     }
     baton__stat_inc(c, BATON__ST_CONNECTS);
@@ -987,57 +1087,59 @@ int baton__conn_get_by(baton_client *c, int64_t deadline_us, baton__conn **out)
     return BATON_OK;
 }
 
+int baton__conn_get_slot(baton_client *c, int slot, int64_t deadline_us, baton__conn **out)
+{
+    if (!baton__topology_cluster(c))
+        return baton__conn_get_node(c, c->pool, deadline_us, out);
+    baton__pool *p = baton__topology_slot_pool(c, slot);
+    if (!p) {
+        baton__topology_kick(c);
+        return baton__fail(c, BATON_ECONN, "no node of the cluster serves slot %d now", slot);
+    }
+    return baton__conn_get_node(c, p, deadline_us, out);
+}
+
+int baton__conn_get_by(baton_client *c, int64_t deadline_us, baton__conn **out)
+{
+    return baton__conn_get_slot(c, -1, deadline_us, out);
+}
+
 void baton__conn_put(baton_client *c, baton__conn *k, bool broken)
 {
+    baton__pool *p = k->pool;
     baton__conn *stale = NULL;
-    baton__mutex_lock(&c->pool_mu);
-    if (broken || k->broken || k->off < k->len || k->gen != baton__topology_gen(c)) {
+    baton__mutex_lock(&p->mu);
+    if (broken || k->broken || k->off < k->len || k->gen != pool_gen(c, p)) {
         /* Whatever broke this connection (a restart, a cut, a proxy that dropped its
          * connections) may have broken the idle ones too, in a way a look at their sockets
          * cannot see yet: they go as well, so that the retry that follows runs on a new
          * connection, never on one the same fault hit. */
-        stale = c->idle;
-        c->idle = NULL;
-        for (baton__conn *s = stale; s; s = s->next)
-            c->open_conns--;
-        c->open_conns--;
-        baton__cond_broadcast(&c->pool_cond);
+        stale = take_idle(p);
+        p->open--;
+        baton__cond_broadcast(&p->cond);
     } else {
-        k->next = c->idle;
-        c->idle = k;
-        baton__cond_signal(&c->pool_cond);
+        k->next = p->idle;
+        p->idle = k;
+        baton__cond_signal(&p->cond);
         k = NULL;
     }
-    baton__mutex_unlock(&c->pool_mu);
+    baton__mutex_unlock(&p->mu);
+    baton__evloop_conn_freed(c, p, false);
     baton__conn_close(k);
-    while (stale) {
-        baton__conn *next = stale->next;
-        baton__conn_close(stale);
-        stale = next;
-    }
+    close_list(stale);
+}
+
+void baton__pool_drop_node(baton_client *c, baton__pool *p)
+{
+    baton__mutex_lock(&p->mu);
+    baton__conn *stale = take_idle(p);
+    baton__cond_broadcast(&p->cond);
+    baton__mutex_unlock(&p->mu);
+    baton__evloop_conn_freed(c, p, true);
+    close_list(stale);
 }
 
 void baton__pool_drop(baton_client *c)
 {
-    baton__mutex_lock(&c->pool_mu);
-    baton__conn *stale = c->idle;
-    c->idle = NULL;
-    for (baton__conn *s = stale; s; s = s->next)
-        c->open_conns--;
-    baton__cond_broadcast(&c->pool_cond);
-    baton__mutex_unlock(&c->pool_mu);
-    while (stale) {
-        baton__conn *next = stale->next;
-        baton__conn_close(stale);
-        stale = next;
-    }
-}
-
-void baton__pool_free(baton_client *c)
-{
-    while (c->idle) {
-        baton__conn *k = c->idle;
-        c->idle = k->next;
-        baton__conn_close(k);
-    }
+    baton__pool_drop_node(c, c->pool);
 }

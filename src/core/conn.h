@@ -13,8 +13,27 @@
 #define BATON_CORE_CONN_H
 
 #include "internal.h"
+#include "sentinel.h"
 
 struct baton_options;
+
+/* A pool of command connections to one node. The client's own pool serves its target (the
+ * one server, or the master Sentinel names now: host ""); on a Cluster the topology keeps
+ * one per node it has seen (host:port), for the life of the client. */
+typedef struct baton__pool {
+    pthread_mutex_t mu;
+    pthread_cond_t cond; /* a connection was returned */
+    baton__conn *idle;   /* idle connections, most recently used first */
+    int open;            /* idle + borrowed */
+    char host[BATON__HOST_LEN];
+    int port;
+    char run_id[48]; /* Cluster: the node's run_id as last seen ("" before the first) */
+} baton__pool;
+
+void baton__pool_init(baton__pool *p, const char *host, int port);
+/* Closes its idle connections (every borrowed one must be back) and destroys it; forked:
+ * only descriptors and memory (see process.c). */
+void baton__pool_destroy(baton__pool *p, bool forked);
 
 /* The client's TLS context from its options and URL (nothing when the URL is not
  * rediss://). On failure err says why (never a passphrase); the codes are those of open. */
@@ -28,12 +47,15 @@ void baton__tls_free(baton_client *c);
  * whose ROLE is not master is refused (and the topology asked to look again). The
  * failure's detail is recorded on c. */
 int baton__conn_open(baton_client *c, baton__conn **out);
+/* Opens a new connection to one node of a Cluster, outside its pool (the dispatcher's). */
+int baton__conn_open_node(baton_client *c, baton__pool *p, baton__conn **out);
 /* Opens a connection to a sentinel: connect, TLS as the URL says, AUTH with the Sentinel
  * credentials if any, PING. */
 int baton__conn_open_sentinel(baton_client *c, const char *host, int port, baton__conn **out);
 /* Closes every idle pooled connection (the master moved: they talk to the old one);
  * borrowed ones are closed when they come back. */
 void baton__pool_drop(baton_client *c);
+void baton__pool_drop_node(baton_client *c, baton__pool *p);
 void baton__conn_close(baton__conn *k);
 
 /* The pool of command connections. baton__conn_get borrows one (connecting if needed, a
@@ -43,7 +65,12 @@ void baton__conn_close(baton__conn *k);
 int baton__conn_get(baton_client *c, baton__conn **out);
 void baton__conn_put(baton_client *c, baton__conn *k, bool broken);
 bool baton__conn_reused(const baton__conn *k); /* came from the pool, not a new connect */
-void baton__pool_free(baton_client *c);
+/* Cluster: a connection to the master that serves `slot` (any master when slot < 0), or to
+ * one given node (a redirection's target, a topology query). */
+int baton__conn_get_slot(baton_client *c, int slot, int64_t deadline_us, baton__conn **out);
+int baton__conn_get_node(baton_client *c, baton__pool *p, int64_t deadline_us, baton__conn **out);
+/* "host:port" of the node a connection talks to (for messages). */
+void baton__conn_where(const baton_client *c, const baton__conn *k, char *buf, size_t len);
 
 /* Blocking use. append encodes a command into the output buffer (BATON_ENOMEM only);
  * flush writes the whole buffer; read returns the next reply (free with freeReplyObject).
@@ -80,9 +107,10 @@ int baton__conn_feed(baton__conn *k, const char *buf, size_t len);
 /* Topology events, heard by hooks (called outside every lock of the client):
  * BATON__EV_RESTART  a connection found a new run_id at the same server: it restarted and
  *                    may have lost every key (the watchdog reports every hold lost);
- * BATON__EV_MASTER   another node is master now (Sentinel): the dispatcher moves its
- *                    connection and wakes its waiters, the watchdog checks every hold on
- *                    the new master. At most BATON__EPOCH_HOOKS per client. */
+ * BATON__EV_MASTER   another node is master now (Sentinel), or a Cluster's slot map
+ *                    changed or one of its nodes restarted: the dispatcher moves its
+ *                    connections and wakes its waiters, the watchdog checks every hold where
+ *                    it lives now. At most BATON__EPOCH_HOOKS per client. */
 enum { BATON__EV_RESTART = 1, BATON__EV_MASTER = 2 };
 #define BATON__EPOCH_HOOKS 4
 typedef void (*baton__event_fn)(baton_client *c, int event, void *arg);

@@ -22,12 +22,23 @@
  * SUBSCRIBE, no UNSUBSCRIBE and no extra attempt. Latches, waited on once, do not linger;
  * a waiter that gives up unsubscribes at once and waits for the confirmation.
  *
- * The thread is a poll() loop over the subscriber socket and a wake-up pipe; replies are
+ * The thread is a poll() loop over the subscriber sockets and a wake-up pipe; replies are
  * parsed with hiredis's reply reader. It starts with the first subscription.
+ *
+ * On one server (or Sentinel's master) there is one subscriber connection, a "link". On a
+ * Cluster there is one link per master that serves a subscribed channel's slot; on Redis 7
+ * the subscriptions are sharded (SSUBSCRIBE on the slot's master, and the scripts publish
+ * with SPUBLISH, as Redisson does there). A change of the slot map disconnects the links
+ * whose channels moved, which wakes their waiters and resubscribes them where they live
+ * now; so does a node's unsolicited "sunsubscribe" (its slot moved away) and an error reply
+ * (MOVED) to a subscribe.
  */
 #define _GNU_SOURCE
 #include "client.h"
+#include "evloop.h"
 #include "conn.h"
+#include "slots.h"
+#include "topology.h"
 
 #include <hiredis/hiredis.h>
 
@@ -104,10 +115,13 @@ static void asem_release(asem *a)
 
 typedef enum sub_state { S_UNSUB, S_SUBSCRIBING, S_SUBSCRIBED, S_UNSUBSCRIBING } sub_state;
 
+typedef struct sub_link sub_link;
+
 struct baton__sub {
     baton__dispatcher *d;
     char *channel;
     baton__sub_kind kind;
+    sub_link *link;       /* where it is (un)subscribing or subscribed; NULL when S_UNSUB */
     int refs;             /* threads holding a reference */
     sub_state state;      /* as the server sees it (or will, once confirmed) */
     bool queued;          /* a reconcile waits in the async semaphore */
@@ -118,18 +132,33 @@ struct baton__sub {
     int64_t permits;      /* wake-ups not yet consumed, at most refs */
     uint64_t messages;    /* messages that woke waiters, since the entry was made */
     asem sem;
-    pthread_cond_t wake;  /* permits became positive */
-    pthread_cond_t ready; /* state changed */
+    baton__sub_waker *wakers, *wakers_tail; /* armed asynchronous waiters, FIFO */
+    pthread_cond_t wake;                    /* permits became positive */
+    pthread_cond_t ready;                   /* state changed */
 };
+
+/* One subscriber connection: to the client's target, or to one master of a Cluster. */
+struct sub_link {
+    baton__pool *pool;  /* the node (its address; the connection is not pooled) */
+    baton__conn *conn;  /* NULL while disconnected */
+    int64_t ping_at;    /* monotonic µs a keepalive PING was sent and not yet answered; 0 */
+    int64_t backoff_ms; /* pause before the next connection attempt; 0: none */
+    int64_t retry_at;   /* monotonic µs: no connection attempt before */
+    int subs;           /* subscriptions (being made, live or being undone) on it */
+    bool want;          /* a subscription waits for it to connect */
+    bool master;        /* Cluster: its node serves slots now (the pin keeps it up) */
+};
+
+#define MAX_LINKS 64 /* masters of a Cluster with subscribed channels: far above real ones */
 
 struct baton__dispatcher {
     baton_client *c;
     pthread_t thread;
     pthread_mutex_t mu;
-    baton__conn *conn; /* NULL while disconnected */
-    int64_t ping_at;   /* monotonic µs a keepalive PING was sent and not yet answered; 0 */
-    bool moved;        /* the master moved (Sentinel): drop the connection, reconnect */
-    int pipe[2];       /* wakes the thread: new output, closing */
+    sub_link *links[MAX_LINKS]; /* links[0]: the client's target; a Cluster's masters after */
+    int nlinks;
+    bool moved;  /* the master moved (Sentinel) or the slot map changed (Cluster) */
+    int pipe[2]; /* wakes the thread: new output, closing */
     bool closing;
     baton__map subs;             /* channel -> baton__sub */
     int wanted;                  /* subs with refs > 0 */
@@ -138,11 +167,59 @@ struct baton__dispatcher {
     pthread_cond_t unsubscribed; /* an UNSUBSCRIBE was confirmed, or the connection broke */
 };
 
-/* Whether the subscriber connection must be kept up: somebody waits, or the client holds
- * something whose loss a server restart would cause (the watchdog pins it). */
-static bool needed(const baton__dispatcher *d)
+/* The link of a node, made on first use; NULL when MAX_LINKS are in use or no memory. */
+static sub_link *link_for(baton__dispatcher *d, baton__pool *p)
 {
-    return d->wanted > 0 || d->pinned > 0;
+    for (int i = 0; i < d->nlinks; i++)
+        if (d->links[i]->pool == p)
+            return d->links[i];
+    if (d->nlinks == MAX_LINKS)
+        return NULL;
+    sub_link *l = calloc(1, sizeof *l);
+    if (!l)
+        return NULL;
+    l->pool = p;
+    d->links[d->nlinks++] = l;
+    return l;
+}
+
+/* Where a channel's subscription goes: the one link, or on a Cluster the link of the master
+ * of the channel's slot (NULL: no node serves it as far as the client knows). */
+static sub_link *route(baton__dispatcher *d, const char *channel)
+{
+    if (!baton__topology_cluster(d->c))
+        return d->links[0];
+    baton__pool *p = baton__topology_slot_pool(d->c, baton__key_slot(channel, strlen(channel)));
+    return p ? link_for(d, p) : NULL;
+}
+
+static bool any_link_up(const baton__dispatcher *d)
+{
+    for (int i = 0; i < d->nlinks; i++)
+        if (d->links[i]->conn)
+            return true;
+    return false;
+}
+
+static void set_link(baton__sub *s, sub_link *l)
+{
+    if (s->link)
+        s->link->subs--;
+    s->link = l;
+    if (l)
+        l->subs++;
+}
+
+/* Whether a link must be kept up: somebody waits on a channel it serves, or the client
+ * holds something whose loss a server restart would cause (the watchdog pins it: the one
+ * link, or every master's on a Cluster). */
+static bool needed(const baton__dispatcher *d, const sub_link *l)
+{
+    if (!baton__topology_cluster(d->c))
+        return l->want || l->subs > 0 || d->pinned > 0;
+    if (!l->pool->host[0])
+        return false; /* the client's own target: no channel of a Cluster lives there */
+    return l->want || l->subs > 0 || (d->pinned > 0 && l->master);
 }
 
 static void wake_thread(baton__dispatcher *d)
@@ -185,6 +262,30 @@ static void stop_lingering(baton__dispatcher *d, baton__sub *s)
     }
 }
 
+static void unlink_waker(baton__sub *s, baton__sub_waker *w)
+{
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        s->wakers = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+    else
+        s->wakers_tail = w->prev;
+    w->armed = false;
+}
+
+/* Hands kept wake-ups to armed asynchronous waiters, first armed first. */
+static void feed_wakers(baton__sub *s)
+{
+    while (s->permits > 0 && s->wakers) {
+        baton__sub_waker *w = s->wakers;
+        unlink_waker(s, w);
+        s->permits--;
+        w->fn(w->arg);
+    }
+}
+
 static void add_permits(baton__sub *s, int64_t n)
 {
     if (n <= 0 || s->refs == 0)
@@ -199,6 +300,15 @@ static void add_permits(baton__sub *s, int64_t n)
     else
         for (int64_t i = 0; i < added; i++)
             baton__cond_signal(&s->wake);
+    feed_wakers(s);
+}
+
+/* The (un)subscribe verbs: sharded on a Redis 7 Cluster. */
+static const char *verb(const baton__dispatcher *d, bool subscribe)
+{
+    if (baton__sharded_pubsub(d->c))
+        return subscribe ? "SSUBSCRIBE" : "SUNSUBSCRIBE";
+    return subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE";
 }
 
 /* The async semaphore's one callback: make the server's subscription match refs. */
@@ -207,26 +317,41 @@ static void reconcile(void *arg)
     baton__sub *s = arg;
     baton__dispatcher *d = s->d;
     s->queued = false;
-    if (d->conn) {
-        const char *verb = NULL;
-        if (s->refs > 0 && s->state == S_UNSUB) {
-            verb = "SUBSCRIBE";
+    sub_link *l = NULL;
+    const char *v = NULL;
+    if (s->refs > 0 && s->state == S_UNSUB) {
+        l = route(d, s->channel);
+        if (!l)
+            baton__topology_kick(d->c); /* nobody serves its slot: a new map is asked for;
+                                           its waiters sleep to their bound meanwhile */
+        else if (!l->conn) {
+            l->want = true; /* the thread connects it, then reconciles again */
+            wake_thread(d);
+            l = NULL;
+        } else {
+            v = verb(d, true);
             s->state = S_SUBSCRIBING;
-        } else if (s->refs == 0 && s->state == S_SUBSCRIBED) {
-            verb = "UNSUBSCRIBE";
-            s->state = S_UNSUBSCRIBING;
+            set_link(s, l);
         }
-        if (verb) {
-            const char *argv[2] = {verb, s->channel};
-            if (baton__conn_append(d->conn, 2, argv, NULL) == BATON_OK) {
-                baton__stat_inc(d->c, s->refs > 0 ? BATON__ST_SUBSCRIBES : BATON__ST_UNSUBSCRIBES);
-                s->inflight = true; /* the permit stays taken until the confirmation */
-                wake_thread(d);
-                return;
-            }
-            /* out of memory appending: leave the state as it was */
-            s->state = s->refs > 0 ? S_UNSUB : S_SUBSCRIBED;
+    } else if (s->refs == 0 && s->state == S_SUBSCRIBED && s->link && s->link->conn) {
+        l = s->link;
+        v = verb(d, false);
+        s->state = S_UNSUBSCRIBING;
+    }
+    if (v) {
+        const char *argv[2] = {v, s->channel};
+        if (baton__conn_append(l->conn, 2, argv, NULL) == BATON_OK) {
+            baton__stat_inc(d->c, s->refs > 0 ? BATON__ST_SUBSCRIBES : BATON__ST_UNSUBSCRIBES);
+            s->inflight = true; /* the permit stays taken until the confirmation */
+            wake_thread(d);
+            return;
         }
+        /* out of memory appending: leave the state as it was */
+        if (s->refs > 0) {
+            s->state = S_UNSUB;
+            set_link(s, NULL);
+        } else
+            s->state = S_SUBSCRIBED;
     }
     /* Disconnected, or nothing to do: the reconnect pass reconciles again. */
     asem_release(&s->sem);
@@ -244,20 +369,35 @@ static void request_reconcile(baton__dispatcher *d, baton__sub *s)
 
 /* ------------------------------- the thread ------------------------------------------- */
 
-static void on_confirm(baton__dispatcher *d, const char *kind, const char *channel)
+static void on_confirm(baton__dispatcher *d, sub_link *l, bool subscribed, const char *channel)
 {
     baton__sub *s = baton__map_get(&d->subs, channel);
-    if (!s || !s->inflight)
+    if (s && !s->inflight && !subscribed && s->state == S_SUBSCRIBED && s->link == l) {
+        /* Unasked: the node dropped the subscription (a Cluster's slot moved away). Its
+         * waiters re-check now, and it is made again where the slot lives. */
+        stop_lingering(d, s);
+        s->state = S_UNSUB;
+        set_link(s, NULL);
+        s->wake_on_confirm = true;
+        add_permits(s, s->refs);
+        baton__topology_kick(d->c);
+        if (s->refs > 0)
+            request_reconcile(d, s);
+        maybe_free(d, s);
         return;
-    bool subscribed = strcmp(kind, "subscribe") == 0;
+    }
+    if (!s || !s->inflight || s->link != l)
+        return;
     if (subscribed && s->state != S_SUBSCRIBING)
         return;
     if (!subscribed && s->state != S_UNSUBSCRIBING)
         return;
     s->state = subscribed ? S_SUBSCRIBED : S_UNSUB;
     s->inflight = false;
-    if (!subscribed)
+    if (!subscribed) {
+        set_link(s, NULL);
         baton__cond_broadcast(&d->unsubscribed);
+    }
     if (subscribed && s->wake_on_confirm) {
         s->wake_on_confirm = false;
         add_permits(s, s->refs);
@@ -320,20 +460,48 @@ static void on_message(baton__dispatcher *d, const redisReply *ch, const redisRe
     add_permits(s, n);
 }
 
-/* Decodes one reply read from the subscriber connection. Anything not understood is
- * ignored: a pushed message can never crash or confuse the dispatcher. */
-void baton__dispatch_reply(baton__dispatcher *d, const redisReply *r)
+/* Decodes one reply read from a subscriber connection. Anything not understood is ignored:
+ * a pushed message can never crash or confuse the dispatcher. An error reply (a Cluster's
+ * MOVED to a subscribe, say) returns false: the link is dropped and made again, which
+ * resubscribes every channel where it lives now. */
+static bool dispatch_on(baton__dispatcher *d, sub_link *l, const redisReply *r)
 {
+    if (r && r->type == REDIS_REPLY_ERROR) {
+        bool ask;
+        int slot, port;
+        char host[BATON__HOST_LEN];
+        if (baton__topology_cluster(d->c) && r->str &&
+            baton__parse_redirect(r->str, &ask, &slot, host, sizeof host, &port) == BATON_OK &&
+            !ask && host[0]) {
+            baton__pool *to = baton__topology_node_pool(d->c, host, port);
+            if (to)
+                baton__topology_moved(d->c, slot, to);
+        } else
+            baton__topology_kick(d->c);
+        baton__log(d->c, BATON_LOG_WARN, "pub/sub connection: the server replied %s",
+                   r->str ? r->str : "an error");
+        return false;
+    }
     if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 3)
-        return;
+        return true;
     const redisReply *kind = r->element[0];
     if (!kind || kind->type != REDIS_REPLY_STRING || !r->element[1] || !r->element[2])
-        return;
-    if (strcmp(kind->str, "message") == 0)
+        return true;
+    const char *k = kind->str;
+    if (strcmp(k, "message") == 0 || strcmp(k, "smessage") == 0)
         on_message(d, r->element[1], r->element[2]);
-    else if ((strcmp(kind->str, "subscribe") == 0 || strcmp(kind->str, "unsubscribe") == 0) &&
-             r->element[1]->type == REDIS_REPLY_STRING)
-        on_confirm(d, kind->str, r->element[1]->str);
+    else if (r->element[1]->type == REDIS_REPLY_STRING) {
+        if (strcmp(k, "ssubscribe") == 0 || strcmp(k, "sunsubscribe") == 0)
+            k++; /* sharded: the same confirmations */
+        if (strcmp(k, "subscribe") == 0 || strcmp(k, "unsubscribe") == 0)
+            on_confirm(d, l, k[0] == 's', r->element[1]->str);
+    }
+    return true;
+}
+
+void baton__dispatch_reply(baton__dispatcher *d, const redisReply *r)
+{
+    (void)dispatch_on(d, d->links[0], r);
 }
 
 typedef struct sub_list {
@@ -356,17 +524,22 @@ static void collect(const char *key, void *val, void *arg)
     l->items[l->n++] = val;
 }
 
-/* The connection broke: forget the server's state and wake everyone to re-check. */
-static void on_disconnect(baton__dispatcher *d)
+/* A link's connection broke (or is dropped): forget the server's state of its channels and
+ * wake their waiters to re-check. */
+static void on_disconnect(baton__dispatcher *d, sub_link *lk)
 {
-    baton__conn_close(d->conn);
-    d->conn = NULL;
+    baton__conn_close(lk->conn);
+    lk->conn = NULL;
+    lk->ping_at = 0;
     sub_list l = {0};
     baton__map_each(&d->subs, collect, &l);
     for (size_t i = 0; i < l.n; i++) {
         baton__sub *s = l.items[i];
+        if (s->link != lk)
+            continue;
         stop_lingering(d, s);
         s->state = S_UNSUB;
+        set_link(s, NULL);
         s->wake_on_confirm = true;
         if (s->inflight) {
             s->inflight = false;
@@ -374,6 +547,8 @@ static void on_disconnect(baton__dispatcher *d)
         }
         add_permits(s, s->refs);
         baton__cond_broadcast(&s->ready);
+        if (s->refs > 0)
+            request_reconcile(d, s); /* where it lives now (the same link, reconnected) */
     }
     for (size_t i = 0; i < l.n; i++)
         maybe_free(d, l.items[i]);
@@ -381,16 +556,72 @@ static void on_disconnect(baton__dispatcher *d)
     baton__cond_broadcast(&d->unsubscribed);
 }
 
-static void on_connect(baton__dispatcher *d, baton__conn *conn)
+/* Every subscription that has waiters and no server state asks to be made (where its
+ * channel lives now). */
+static void reconcile_waiting(baton__dispatcher *d)
 {
-    d->conn = conn;
-    d->ping_at = 0;
     sub_list l = {0};
     baton__map_each(&d->subs, collect, &l);
     for (size_t i = 0; i < l.n; i++)
-        if (l.items[i]->refs > 0)
+        if (l.items[i]->refs > 0 && l.items[i]->state == S_UNSUB)
             request_reconcile(d, l.items[i]);
     free(l.items);
+}
+
+static void on_connect(baton__dispatcher *d, sub_link *lk, baton__conn *conn)
+{
+    lk->conn = conn;
+    lk->ping_at = 0;
+    lk->want = false;
+    lk->backoff_ms = 0;
+    reconcile_waiting(d);
+}
+
+/* The slot map changed or the master moved: every link whose channels live elsewhere now
+ * is dropped (its waiters wake and re-check; their subscriptions are made where the slots
+ * live). Under Sentinel the one link goes (it talks to the old master). With the watchdog's
+ * pin on a Cluster, every master gets a link, so that its restart is seen. */
+static void on_moved(baton__dispatcher *d)
+{
+    if (!baton__topology_cluster(d->c)) {
+        if (d->links[0]->conn)
+            on_disconnect(d, d->links[0]);
+        return;
+    }
+    sub_list l = {0};
+    baton__map_each(&d->subs, collect, &l);
+    bool drop[MAX_LINKS] = {false};
+    for (size_t i = 0; i < l.n; i++) {
+        baton__sub *s = l.items[i];
+        if (s->link && route(d, s->channel) != s->link)
+            for (int j = 0; j < d->nlinks; j++)
+                drop[j] |= d->links[j] == s->link;
+    }
+    free(l.items);
+    for (int j = 0; j < d->nlinks; j++)
+        if (drop[j] && d->links[j]->conn)
+            on_disconnect(d, d->links[j]); /* may free subscriptions: listed again below */
+    /* Subscriptions waiting for a link (to a node that may be gone) are routed again: each
+     * link is wanted again only by those whose slot it still serves. */
+    for (int j = 0; j < d->nlinks; j++)
+        d->links[j]->want = false;
+    reconcile_waiting(d);
+}
+
+/* Pinned on a Cluster: a link to every master (made, not yet connected: the loop does). */
+static void pin_masters(baton__dispatcher *d)
+{
+    if (d->pinned == 0 || !baton__topology_cluster(d->c))
+        return;
+    baton__pool *m[MAX_LINKS];
+    size_t n = baton__topology_masters(d->c, m, MAX_LINKS);
+    for (int j = 0; j < d->nlinks; j++)
+        d->links[j]->master = false;
+    for (size_t i = 0; i < n; i++) {
+        sub_link *l = link_for(d, m[i]);
+        if (l)
+            l->master = true;
+    }
 }
 
 typedef struct linger_scan {
@@ -441,18 +672,20 @@ static void drain_pipe(int fd)
 }
 
 /* Does the I/O poll() allowed and dispatches every complete reply. false: broken. */
-static bool do_io(baton__dispatcher *d, short revents)
+static bool do_io(baton__dispatcher *d, sub_link *l, short revents)
 {
-    if (!baton__conn_io(d->conn, revents))
+    if (!baton__conn_io(l->conn, revents))
         return false;
     for (;;) {
         redisReply *reply = NULL;
-        if (baton__conn_next(d->conn, &reply) != BATON_OK)
+        if (baton__conn_next(l->conn, &reply) != BATON_OK)
             return false;
         if (!reply)
             return true;
-        baton__dispatch_reply(d, reply);
+        bool ok = dispatch_on(d, l, reply);
         freeReplyObject(reply);
+        if (!ok || !l->conn)
+            return false;
     }
 }
 
@@ -462,95 +695,115 @@ static bool do_io(baton__dispatcher *d, short revents)
  * subscribed); without a byte for another half the connection is given up, which wakes
  * every waiter to re-check and reconnects. Returns false when it must be given up, and
  * lowers *timeout_ms (-1: none) to the next moment this needs to run. */
-static bool keepalive(baton__dispatcher *d, int *timeout_ms)
+static bool keepalive(baton__dispatcher *d, sub_link *l, int *timeout_ms)
 {
     int64_t half = d->c->cfg.keepalive_ms * 500, now = baton__now_us();
-    int64_t heard = baton__conn_last_read(d->conn);
-    if (d->ping_at && heard >= d->ping_at)
-        d->ping_at = 0; /* answered, or something else arrived: alive */
-    if (d->ping_at && now - d->ping_at >= half)
+    int64_t heard = baton__conn_last_read(l->conn);
+    if (l->ping_at && heard >= l->ping_at)
+        l->ping_at = 0; /* answered, or something else arrived: alive */
+    if (l->ping_at && now - l->ping_at >= half)
         return false;
-    if (!d->ping_at && now - heard >= half) {
+    if (!l->ping_at && now - heard >= half) {
         const char *argv[1] = {"PING"};
-        if (baton__conn_append(d->conn, 1, argv, NULL) == BATON_OK)
-            d->ping_at = now;
+        if (baton__conn_append(l->conn, 1, argv, NULL) == BATON_OK)
+            l->ping_at = now;
     }
-    int64_t next = (d->ping_at ? d->ping_at : heard) + half;
+    int64_t next = (l->ping_at ? l->ping_at : heard) + half;
     int ms = next <= now ? 0 : (int)((next - now + 999) / 1000);
     if (*timeout_ms < 0 || ms < *timeout_ms)
         *timeout_ms = ms;
     return true;
 }
 
+static void lower(int *timeout_ms, int64_t at_us)
+{
+    int64_t now = baton__now_us();
+    int ms = at_us <= now ? 0 : (int)((at_us - now + 999) / 1000);
+    if (*timeout_ms < 0 || ms < *timeout_ms)
+        *timeout_ms = ms;
+}
+
+/* Connects the links that are needed and due (with d->mu released while connecting); a
+ * failed attempt pauses that link 10 ms, doubling up to MAX_BACKOFF_MS, so a restarted
+ * server is found quickly without hammering a dead one. Lowers *timeout_ms to the next
+ * retry. */
+static void connect_links(baton__dispatcher *d, int *timeout_ms)
+{
+    for (int i = 0; i < d->nlinks && !d->closing; i++) {
+        sub_link *l = d->links[i];
+        if (l->conn || !needed(d, l))
+            continue;
+        if (baton__now_us() < l->retry_at) {
+            lower(timeout_ms, l->retry_at);
+            continue;
+        }
+        baton__mutex_unlock(&d->mu);
+        baton__conn *conn = NULL;
+        int rc = l->pool->host[0] ? baton__conn_open_node(d->c, l->pool, &conn)
+                                  : baton__conn_open(d->c, &conn);
+        baton__stat_sub_connect(d->c, rc);
+        baton__mutex_lock(&d->mu);
+        if (rc == BATON_OK) {
+            on_connect(d, l, conn);
+            continue;
+        }
+        l->backoff_ms = l->backoff_ms ? (l->backoff_ms * 2 > MAX_BACKOFF_MS ? MAX_BACKOFF_MS
+                                                                            : l->backoff_ms * 2)
+                                      : 10;
+        l->retry_at = baton__now_us() + l->backoff_ms * 1000;
+        lower(timeout_ms, l->retry_at);
+    }
+}
+
 static void *dispatcher_main(void *arg)
 {
     baton__dispatcher *d = arg;
-    int64_t backoff_ms = 0; /* pause before the next connection attempt; 0: none */
-    bool pausing = false;
+    struct pollfd p[MAX_LINKS + 1];
+    sub_link *polled[MAX_LINKS + 1];
     baton__mutex_lock(&d->mu);
     while (!d->closing) {
-        if (!d->conn) {
-            if (needed(d) && !pausing) {
-                baton__mutex_unlock(&d->mu);
-                baton__conn *conn = NULL;
-                int rc = baton__conn_open(d->c, &conn);
-                baton__stat_sub_connect(d->c, rc);
-                baton__mutex_lock(&d->mu);
-                if (rc == BATON_OK) {
-                    on_connect(d, conn);
-                    continue;
-                }
-                /* The server is away: pause 10 ms, doubling up to MAX_BACKOFF_MS, so a
-                 * restarted server is found quickly without hammering a dead one. */
-                backoff_ms =
-                    backoff_ms ? (backoff_ms * 2 > MAX_BACKOFF_MS ? MAX_BACKOFF_MS : backoff_ms * 2)
-                               : 10;
-                pausing = true;
-            }
-            /* Sleep until somebody needs the connection, or the pause ends. */
-            struct pollfd p = {d->pipe[0], POLLIN, 0};
-            int timeout = needed(d) ? (int)backoff_ms : -1;
-            baton__mutex_unlock(&d->mu);
-            int n = poll(&p, 1, timeout);
-            baton__mutex_lock(&d->mu);
-            if (n > 0)
-                drain_pipe(d->pipe[0]);
-            if (n == 0)
-                pausing = false;
-            if (!needed(d)) {
-                pausing = false;
-                backoff_ms = 0;
-            }
-            continue;
-        }
-        backoff_ms = 0;
-        int timeout = expire_lingering(d);
         if (d->moved) {
             d->moved = false;
-            on_disconnect(d); /* waiters wake and re-check on the new master */
-            continue;
+            on_moved(d); /* waiters wake and re-check where their channels live now */
         }
-        if (!keepalive(d, &timeout)) {
-            baton__log(d->c, BATON_LOG_WARN, "pub/sub connection: no answer to PING within %lld ms",
-                       (long long)d->c->cfg.keepalive_ms);
-            on_disconnect(d);
-            continue;
+        pin_masters(d);
+        int timeout = expire_lingering(d);
+        connect_links(d, &timeout);
+        if (d->closing)
+            break;
+        int n = 1;
+        p[0] = (struct pollfd){d->pipe[0], POLLIN, 0};
+        for (int i = 0; i < d->nlinks; i++) {
+            sub_link *l = d->links[i];
+            if (!l->conn)
+                continue;
+            if (!keepalive(d, l, &timeout)) {
+                baton__log(d->c, BATON_LOG_WARN,
+                           "pub/sub connection: no answer to PING within %lld ms",
+                           (long long)d->c->cfg.keepalive_ms);
+                on_disconnect(d, l);
+                continue;
+            }
+            polled[n] = l;
+            p[n++] = (struct pollfd){baton__conn_fd(l->conn), baton__conn_events(l->conn), 0};
         }
-        struct pollfd p[2] = {{d->pipe[0], POLLIN, 0},
-                              {baton__conn_fd(d->conn), baton__conn_events(d->conn), 0}};
         baton__mutex_unlock(&d->mu);
-        int n = poll(p, 2, timeout);
+        int got = poll(p, (nfds_t)n, timeout);
         baton__mutex_lock(&d->mu);
-        if (n < 0)
+        if (got < 0)
             continue; /* EINTR */
         if (p[0].revents)
             drain_pipe(d->pipe[0]);
-        if (!d->conn)
-            continue;
         /* New output (a SUBSCRIBE appended while this thread slept) goes out even when
          * only the pipe woke it. */
-        if (!do_io(d, p[1].revents))
-            on_disconnect(d);
+        for (int i = 1; i < n; i++) {
+            sub_link *l = polled[i];
+            if (l->conn && baton__conn_fd(l->conn) == p[i].fd && !do_io(d, l, p[i].revents)) {
+                if (l->conn)
+                    on_disconnect(d, l);
+                l->retry_at = baton__now_us() + 10000; /* an error reply: not in a loop */
+            }
+        }
     }
     baton__mutex_unlock(&d->mu);
     return NULL;
@@ -560,7 +813,7 @@ static void *dispatcher_main(void *arg)
 
 /* The topology's events (conn.h): when another node is master, the subscriber connection
  * moves to it (on a demoted master it would still hear the replicated messages, but a dead
- * one would cost the keepalive bound). */
+ * one would cost the keepalive bound); on a Cluster, the links whose channels moved. */
 static void on_event(baton_client *c, int event, void *arg)
 {
     (void)arg;
@@ -572,10 +825,8 @@ static void on_event(baton_client *c, int event, void *arg)
     if (!d)
         return;
     baton__mutex_lock(&d->mu);
-    if (d->conn) {
-        d->moved = true;
-        wake_thread(d);
-    }
+    d->moved = true;
+    wake_thread(d);
     baton__mutex_unlock(&d->mu);
 }
 
@@ -589,10 +840,16 @@ static int get_dispatcher(baton_client *c, baton__dispatcher **out)
             return baton__fail(c, BATON_ENOMEM, "out of memory");
         }
         d->c = c;
+        if (!link_for(d, c->pool)) {
+            free(d);
+            baton__mutex_unlock(&c->lazy_mu);
+            return baton__fail(c, BATON_ENOMEM, "out of memory");
+        }
         baton__mutex_init(&d->mu);
         baton__cond_init(&d->unsubscribed);
         baton__map_init(&d->subs);
         if (pipe2(d->pipe, O_NONBLOCK | O_CLOEXEC) != 0) {
+            free(d->links[0]);
             baton__mutex_destroy(&d->mu);
             baton__cond_destroy(&d->unsubscribed);
             free(d);
@@ -603,6 +860,7 @@ static int get_dispatcher(baton_client *c, baton__dispatcher **out)
         if (rc != 0) {
             close(d->pipe[0]);
             close(d->pipe[1]);
+            free(d->links[0]);
             baton__mutex_destroy(&d->mu);
             baton__cond_destroy(&d->unsubscribed);
             free(d);
@@ -626,8 +884,8 @@ static void release_locked(baton__dispatcher *d, baton__sub *s, bool linger)
         return;
     d->wanted--;
     s->permits = 0;
-    if (linger && s->kind != BATON__SUB_LATCH && s->state == S_SUBSCRIBED && d->conn &&
-        !s->queued && !s->inflight) {
+    if (linger && s->kind != BATON__SUB_LATCH && s->state == S_SUBSCRIBED && s->link &&
+        s->link->conn && !s->queued && !s->inflight) {
         if (!s->lingering) {
             s->lingering = true;
             d->lingering++;
@@ -650,7 +908,7 @@ static void release_locked_sync(baton__dispatcher *d, baton__sub *s, int64_t lim
     release_locked(d, s, false); /* s may be gone from here on: look it up by name */
     while (channel && !d->closing) {
         baton__sub *cur = baton__map_get(&d->subs, channel);
-        if (!cur || cur->refs > 0 || !d->conn ||
+        if (!cur || cur->refs > 0 || !cur->link || !cur->link->conn ||
             (cur->state != S_UNSUBSCRIBING && cur->state != S_SUBSCRIBED))
             break;
         if (baton__cond_wait_until(&d->unsubscribed, &d->mu, limit) == ETIMEDOUT)
@@ -660,7 +918,7 @@ static void release_locked_sync(baton__dispatcher *d, baton__sub *s, int64_t lim
 }
 
 int baton__sub_acquire(baton_client *c, const char *channel, baton__sub_kind kind,
-                       int64_t deadline_us, baton__sub **out)
+                       int64_t deadline_us, const baton__waiting *wt, baton__sub **out)
 {
     baton__dispatcher *d = NULL;
     int rc = get_dispatcher(c, &d);
@@ -687,8 +945,6 @@ int baton__sub_acquire(baton_client *c, const char *channel, baton__sub_kind kin
     if (s->refs++ == 0) {
         d->wanted++;
         stop_lingering(d, s);
-        if (!d->conn)
-            wake_thread(d); /* it may be idle, disconnected: connect now */
     }
     if (s->state != S_SUBSCRIBED)
         request_reconcile(d, s);
@@ -696,9 +952,15 @@ int baton__sub_acquire(baton_client *c, const char *channel, baton__sub_kind kin
     int64_t limit = baton__now_us() + timeout_us;
     if (deadline_us < limit)
         limit = deadline_us;
-    while (s->state != S_SUBSCRIBED && !d->closing)
+    /* A cancellation (baton__sub_wake_all broadcasts `ready`) ends the wait for the
+     * confirmation too: it may be slow to come (the first link still connecting). */
+    bool cancelled = false;
+    while (s->state != S_SUBSCRIBED && !d->closing) {
+        if (wt && (cancelled = baton__wait_cancelled(c, wt)))
+            break;
         if (baton__cond_wait_until(&s->ready, &d->mu, limit) == ETIMEDOUT)
             break;
+    }
     if (s->state == S_SUBSCRIBED) {
         baton__mutex_unlock(&d->mu);
         *out = s;
@@ -708,6 +970,8 @@ int baton__sub_acquire(baton_client *c, const char *channel, baton__sub_kind kin
      * left behind (bounded by one command timeout). */
     release_locked_sync(d, s, baton__now_us() + timeout_us);
     baton__mutex_unlock(&d->mu);
+    if (cancelled)
+        return baton__fail(c, BATON_ECANCELED, "wait cancelled while subscribing to %s", channel);
     if (baton__now_us() >= deadline_us)
         return baton__fail(c, BATON_ETIMEDOUT, "timed out subscribing to %s", channel);
     return baton__fail(c, BATON_ECONN, "no confirmation of SUBSCRIBE %s within %lld ms", channel,
@@ -724,7 +988,8 @@ baton__sub *baton__sub_try_acquire(baton_client *c, const char *channel)
     baton__sub *s = NULL;
     baton__mutex_lock(&d->mu);
     baton__sub *cur = baton__map_get(&d->subs, channel);
-    if (cur && cur->state == S_SUBSCRIBED && d->conn && !cur->queued && !cur->inflight) {
+    if (cur && cur->state == S_SUBSCRIBED && cur->link && cur->link->conn && !cur->queued &&
+        !cur->inflight) {
         s = cur;
         if (s->refs++ == 0) {
             d->wanted++;
@@ -786,8 +1051,51 @@ void baton__sub_pin(baton_client *c, bool pin)
         return; /* out of memory or threads: restarts are then noticed at the next command */
     baton__mutex_lock(&d->mu);
     d->pinned += pin ? 1 : -1;
-    if (pin && !d->conn)
+    if (pin && !any_link_up(d))
         wake_thread(d); /* connect now, so that the server's run is known */
+    baton__mutex_unlock(&d->mu);
+}
+
+void baton__sub_arm(baton_client *c, baton__sub *s, baton__sub_waker *w)
+{
+    (void)c;
+    baton__mutex_lock(&s->d->mu);
+    w->armed = true;
+    w->next = NULL;
+    w->prev = s->wakers_tail;
+    if (s->wakers_tail)
+        s->wakers_tail->next = w;
+    else
+        s->wakers = w;
+    s->wakers_tail = w;
+    feed_wakers(s);
+    baton__mutex_unlock(&s->d->mu);
+}
+
+void baton__sub_disarm(baton_client *c, baton__sub *s, baton__sub_waker *w)
+{
+    (void)c;
+    baton__mutex_lock(&s->d->mu);
+    if (w->armed)
+        unlink_waker(s, w);
+    baton__mutex_unlock(&s->d->mu);
+}
+
+void baton__sub_wake_all(baton_client *c)
+{
+    baton__mutex_lock(&c->lazy_mu);
+    baton__dispatcher *d = c->disp;
+    baton__mutex_unlock(&c->lazy_mu);
+    if (!d)
+        return;
+    baton__mutex_lock(&d->mu);
+    sub_list l = {0};
+    baton__map_each(&d->subs, collect, &l);
+    for (size_t i = 0; i < l.n; i++) {
+        add_permits(l.items[i], l.items[i]->refs);
+        baton__cond_broadcast(&l.items[i]->ready);
+    }
+    free(l.items);
     baton__mutex_unlock(&d->mu);
 }
 
@@ -827,7 +1135,10 @@ void baton__dispatcher_free(baton__dispatcher *d, bool forked)
         free_sub(l.items[i], forked);
     free(l.items);
     baton__map_free(&d->subs);
-    baton__conn_close(d->conn);
+    for (int i = 0; i < d->nlinks; i++) {
+        baton__conn_close(d->links[i]->conn);
+        free(d->links[i]);
+    }
     close(d->pipe[0]);
     close(d->pipe[1]);
     if (!forked) {

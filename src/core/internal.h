@@ -40,6 +40,13 @@ int64_t baton__deadline_after_ms(int64_t ms);
 
 /* A small integer naming the calling thread, unique in the process, never reused. */
 uint64_t baton__thread_id(void);
+/* The owner the calling thread acts for (owner.c): the baton_owner of an _as verb or of an
+ * asynchronous operation running on this thread, else baton__thread_id(). Every hold
+ * record and owner field uses this, never the thread id itself. */
+uint64_t baton__owner_id(void);
+/* Makes the calling thread act for owner id (0: itself) until the next call; returns the
+ * previous value, for the caller to restore. */
+uint64_t baton__owner_act(uint64_t id);
 
 /* ------------------------------------------------------------------------------------------
  * Memory and strings
@@ -78,6 +85,10 @@ void baton__map_each(const baton__map *m, void (*fn)(const char *key, void *val,
 
 /* BATON_OK if name is non-NULL, non-empty and at most BATON_MAX_NAME_LEN bytes. */
 int baton__check_name(const char *name);
+/* The name check of every object's open: baton__check_name, and on a Cluster, a name whose
+ * keys all share one slot (baton__check_cluster_name: "a{b" would spread them over several,
+ * Redisson #1098). BATON_EINVAL with the detail recorded on c ("<what> name must be ..."). */
+int baton__check_open_name(baton_client *c, const char *name, const char *what);
 /* BATON_OK if ms is a valid wait (BATON_WAIT_FOREVER or 0..BATON_MAX_DURATION_MS). */
 int baton__check_wait(int64_t ms);
 /* BATON_OK if ms is a valid lease (BATON_LEASE_WATCHDOG or 1..BATON_MAX_DURATION_MS). */
@@ -179,11 +190,21 @@ typedef struct baton__script {
     const char *body;
     size_t len;
     const char *sha1; /* 40 hex digits */
+    /* The same script after "#!lua flags=allow-oom" (it runs at maxmemory under
+     * noeviction), or NULL: sent instead to servers that take script flags (Redis >= 7). */
+    const struct baton__script *oom;
 } baton__script;
 
 const baton__script *baton__script_find(const char *name);
 /* All scripts, terminated by an entry whose name is NULL. */
 const baton__script *baton__scripts(void);
+
+/* The form of a script this client runs: on Redis >= 7 its allow-oom variant if it has one
+ * (s->oom), and on a Redis 7 Cluster the form that publishes with SPUBLISH (variant.c);
+ * elsewhere s itself. The script runners apply it; the watchdog's pipeline too. */
+const baton__script *baton__script_variant(const baton_client *c, const baton__script *s);
+/* Whether the client's pub/sub is sharded (SSUBSCRIBE, SPUBLISH): a Cluster of Redis 7+. */
+bool baton__sharded_pubsub(const baton_client *c);
 
 /* EVALSHA with the given keys and arguments; on NOSCRIPT, sends EVAL with the body (which
  * also loads it) once. Server error replies become codes, as for baton__query_argv; never retried.
@@ -207,8 +228,8 @@ bool baton__append_wait(baton_client *c, baton__conn *k);
  * not (detail recorded), BATON_ECONN when the connection broke. */
 int baton__read_wait(baton_client *c, baton__conn *k);
 /* The prefix of the request latches of baton's own writes that must count once (semaphore
- * release and add_permits, latch count_down): baton_request:{name}:<client-id>:<n>. The
- * locks use Redisson's redisson_unlock_latch:{name}: instead. */
+ * acquire, release and add_permits, latch count_down): baton_request:{name}:<client-id>:<n>.
+ * The locks use Redisson's redisson_unlock_latch:{name}: instead. */
 #define BATON__REQUEST_PREFIX "baton_request:"
 
 /* Runs a script whose effect must apply once per call although the call may send it more
@@ -235,6 +256,11 @@ typedef struct baton__stats {
 void baton__client_stats(baton_client *c, baton__stats *out);
 void baton__count_round_trip(baton_client *c);
 
+/* Where key lives: "host:port" of the node that serves it (a Cluster: its slot's master as
+ * the client knows it now; otherwise the server, or "unix:<path>"), and its slot (-1 when
+ * not a Cluster; slot may be NULL). */
+void baton__node_of_key(baton_client *c, const char *key, char *buf, size_t len, int *slot);
+
 /* "<host>:<pid>" of the process that opened the client (gethostname, getpid; made once at
  * open: a client serves only that process). The lock kinds record it beside each hold. */
 #define BATON__ORIGIN_LEN 96
@@ -244,7 +270,8 @@ const char *baton__client_origin(const baton_client *c);
  * beside Redisson's layout (a Redisson holder simply has no entry). */
 #define BATON__LOCK_META_PREFIX "baton_lock_meta:"
 
-/* "<uuid>:<thread-id>" of the calling thread for this client, into buf (>= 64 bytes). */
+/* "<uuid>:<owner-id>" of the calling thread's owner (baton__owner_id) for this client, into buf (>=
+ * 64 bytes). */
 void baton__owner(const baton_client *c, char *buf, size_t len);
 #define BATON__OWNER_LEN 64
 
@@ -263,11 +290,14 @@ typedef enum baton__sub_kind {
 
 typedef struct baton__sub baton__sub;
 
+struct baton__waiting;
 /* Takes a reference on channel's subscription, subscribing if this is the first, and waits
  * until the server confirmed it, or until deadline_us or one command timeout, whichever
- * comes first. Returns BATON_OK, BATON_ETIMEDOUT (deadline passed), BATON_ECONN. */
+ * comes first, or until the wait wt (if not NULL) is cancelled. Returns BATON_OK,
+ * BATON_ETIMEDOUT (deadline passed), BATON_ECANCELED, BATON_ECONN; on failure nothing is
+ * left subscribed for this caller. */
 int baton__sub_acquire(baton_client *c, const char *channel, baton__sub_kind kind,
-                       int64_t deadline_us, baton__sub **out);
+                       int64_t deadline_us, const struct baton__waiting *wt, baton__sub **out);
 /* Takes a reference on channel's subscription only if it is live already (confirmed, other
  * waiters hold it); NULL otherwise, without subscribing. A waiter that takes it before its
  * first attempt misses no message after that attempt, so it need not try again after
@@ -294,6 +324,22 @@ uint64_t baton__sub_messages(baton_client *c, baton__sub *s);
  * nothing until their release) learns within a moment that its holds are gone. Calls nest.
  * Never blocks on the server. */
 void baton__sub_pin(baton_client *c, bool pin);
+/* A waiter that is not a sleeping thread (an asynchronous operation): armed on a
+ * subscription, it takes the next wake-up the channel's policy hands out, as a thread in
+ * baton__sub_wait would, and fn(arg) runs then, on the dispatcher's thread under its mutex
+ * (it must only queue work). Owned by the caller; armed at most once at a time. */
+typedef struct baton__sub_waker {
+    void (*fn)(void *arg);
+    void *arg;
+    struct baton__sub_waker *prev, *next;
+    bool armed;
+} baton__sub_waker;
+/* Arms w on s (s is held by w's owner): a wake-up kept for s already fires it at once. */
+void baton__sub_arm(baton_client *c, baton__sub *s, baton__sub_waker *w);
+/* Disarms w if it is still armed (it did not fire). */
+void baton__sub_disarm(baton_client *c, baton__sub *s, baton__sub_waker *w);
+/* Wakes every waiter of every channel once (cancellation: they re-check and leave). */
+void baton__sub_wake_all(baton_client *c);
 /* Counts of the dispatcher's state, for tests and the benchmark. */
 int baton__sub_count(baton_client *c);
 

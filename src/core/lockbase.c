@@ -6,6 +6,7 @@
  * then dispatch.
  */
 #define _GNU_SOURCE
+#include "evloop.h"
 #include "internal.h"
 
 #include <hiredis/hiredis.h>
@@ -91,7 +92,7 @@ int baton__hold_acquired(baton_lock *l, const char *owner, bool fresh, int64_t t
                          int64_t lease_ms)
 {
     baton_client *c = l->client;
-    uint64_t tid = baton__thread_id();
+    uint64_t tid = baton__owner_id();
     bool stale = false, do_register = false, do_renew = false;
     bool renew = lease_ms == BATON_LEASE_WATCHDOG;
     baton__mutex_lock(&l->mu);
@@ -148,7 +149,7 @@ static void hold_release_begin(baton_lock *l, const char *owner, int64_t *lease_
 {
     baton_client *c = l->client;
     baton__mutex_lock(&l->mu);
-    bool mine = l->holder == baton__thread_id();
+    bool mine = l->holder == baton__owner_id();
     *lease_ms = l->lease_ms == BATON_LEASE_WATCHDOG ? baton__watchdog_lease(c) : l->lease_ms;
     /* The watchdog goes before the last release is sent, never after (Redisson #7272). */
     bool cancel = mine && l->depth <= 1 && l->registered;
@@ -163,7 +164,7 @@ static void hold_release_end(baton_lock *l, const char *owner, int outcome)
 {
     bool forget = false;
     baton__mutex_lock(&l->mu);
-    if (l->holder == baton__thread_id()) {
+    if (l->holder == baton__owner_id()) {
         if (outcome == 0 && l->depth > 1) {
             l->depth--;
         } else if (outcome != 0) {
@@ -262,7 +263,7 @@ int baton__hold_resolve_lost(baton_lock *l, const char *owner, const char *token
 {
     baton_client *c = l->client;
     baton__mutex_lock(&l->mu);
-    int64_t known = (l->holder == baton__thread_id() && !l->lost) ? l->depth : 0;
+    int64_t known = (l->holder == baton__owner_id() && !l->lost) ? l->depth : 0;
     baton__mutex_unlock(&l->mu);
     const char *hget[3] = {"HGET", l->name, owner};
     struct redisReply *r;
@@ -355,10 +356,23 @@ void baton_lock_close(baton_lock *l)
 {
     if (!l)
         return;
+    baton__evloop_drop_handle(l->client, l); /* no operation may run on it once freed */
     baton__hold_forget(l);
     l->ops->close(l);
     baton__lock_base_free(l);
     free(l);
+}
+
+int baton_lock_cancel_waits(baton_lock *l)
+{
+    if (!l)
+        return BATON_EINVAL;
+    if (!l->client) /* a multi-lock over several clients: its members' clients know */
+        return BATON_ENOTSUP;
+    int rc = baton__client_enter(l->client);
+    if (rc == BATON_OK)
+        baton__evloop_cancel_handle(l->client, l);
+    return rc;
 }
 
 const char *baton_lock_name(const baton_lock *l)
@@ -379,7 +393,16 @@ int baton_lock_acquire(baton_lock *l, int64_t lease_ms)
     return baton_lock_try_acquire(l, BATON_WAIT_FOREVER, lease_ms);
 }
 
+static int try_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms);
+
+/* Counted for close from start to end (evloop.h): a cancelled waiter still counts its
+ * statistics on the way out. */
 int baton_lock_try_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
+{
+    BATON__COUNTED_CALL(l ? l->client : NULL, l, try_acquire(l, wait_ms, lease_ms));
+}
+
+static int try_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
 {
     int rc = enter(l);
     if (rc != BATON_OK)
@@ -452,7 +475,7 @@ int baton_lock_fencing_token(baton_lock *l, int64_t *token)
     if (l->ops->fencing_token)
         return l->ops->fencing_token(l, token);
     baton__mutex_lock(&l->mu);
-    bool held = l->holder == baton__thread_id() && !l->lost && l->depth > 0;
+    bool held = l->holder == baton__owner_id() && !l->lost && l->depth > 0;
     *token = held ? l->token : 0;
     baton__mutex_unlock(&l->mu);
     if (!held)

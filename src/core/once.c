@@ -1,7 +1,7 @@
 /*
  * Writes that count once: the request-id protocol shared by every script whose effect must
- * not be applied twice (a lock's release, a semaphore's release and add_permits, a latch's
- * count_down), so that the library may send it again when its reply was lost.
+ * not be applied twice (a lock's release, a semaphore's acquire, release and add_permits, a
+ * latch's count_down), so that the library may send it again when its reply was lost.
  *
  * The caller's script gets one more key, a request latch <prefix><client-id>:<n> unique to
  * this logical call, and one more argument, how long the latch lives. The script returns the

@@ -384,8 +384,8 @@ static void prometheus(out *o, baton_client *c, const baton_stats *s, hist_snap 
     counter(o, "baton_noscript_reloads_total", "Scripts sent again after NOSCRIPT.",
             s->noscript_reloads);
     counter(o, "baton_round_trips_total", "Round trips on command connections.", s->round_trips);
-    family(o, c, "baton_redirections_total", "Cluster redirections (0 until Cluster support).",
-           "kind", redirect_names, BATON__ST_REDIRECTS, BATON__REDIR_COUNT);
+    family(o, c, "baton_redirections_total", "Cluster redirections followed.", "kind",
+           redirect_names, BATON__ST_REDIRECTS, BATON__REDIR_COUNT);
     counter(o, "baton_slow_acquires_total", "Acquisitions longer than slow_acquire_ms.",
             s->slow_acquires);
     head(o, "baton_server_epoch", "gauge", "Distinct server runs seen (restarts + 1).");

@@ -31,7 +31,7 @@ typedef enum baton__lost_cause {
     BATON__LOST_COUNT
 } baton__lost_cause;
 
-/* Redirections by kind (reserved: counted once the Cluster topology lands). */
+/* Redirections by kind (Cluster). */
 typedef enum baton__redirect {
     BATON__REDIR_MOVED,
     BATON__REDIR_ASK,

@@ -8,6 +8,8 @@
  * waiter, every waiter, n waiters) is the dispatcher's, chosen by the kind.
  */
 #include "wait.h"
+#include "evloop.h"
+#include "topology.h"
 
 static void drop(baton_client *c, baton__sub *sub, bool done)
 {
@@ -19,7 +21,7 @@ static void drop(baton_client *c, baton__sub *sub, bool done)
         baton__sub_release_sync(c, sub); /* gave up: leave nothing behind */
 }
 
-int baton__wait_for(baton_client *c, const baton__wait *w)
+static int wait_for(baton_client *c, const baton__wait *w, baton__waiting *wt)
 {
     int64_t deadline = baton__deadline_after_ms(w->wait_ms);
     /* Others already wait on this channel: listen from before the first attempt on. */
@@ -34,14 +36,15 @@ int baton__wait_for(baton_client *c, const baton__wait *w)
         return rc;
     }
     if (!sub) {
-        rc = baton__sub_acquire(c, w->channel, w->kind, deadline, &sub);
+        rc = baton__sub_acquire(c, w->channel, w->kind, deadline, wt, &sub);
         if (rc != BATON_OK) {
             if (w->give_up)
                 w->give_up(w->arg, rc);
             return rc;
         }
         /* A release published before the subscription was confirmed went unheard. */
-        rc = w->attempt(w->arg, sub);
+        rc = baton__wait_cancelled(c, wt) ? baton__fail(c, BATON_ECANCELED, "wait cancelled")
+                                          : w->attempt(w->arg, sub);
     }
     while (rc == BATON_ETIMEDOUT) {
         int64_t now = baton__now_us();
@@ -49,13 +52,38 @@ int baton__wait_for(baton_client *c, const baton__wait *w)
             break;
         int64_t until = deadline;
         int64_t bound = w->bound_ms ? w->bound_ms(w->arg) : -1;
+        /* On a Cluster a release can go unheard however the waiter listens: while its
+         * slot migrates, the script runs on the importing node (ASK) and publishes there,
+         * and the subscription is on the migrating one. A lost message then costs at most
+         * recheck_ms, not the holder's whole lease. */
+        int64_t recheck = baton__client_config(c)->recheck_ms;
+        if (baton__topology_cluster(c) && (bound < 0 || bound > recheck))
+            bound = recheck;
         if (bound >= 0 && bound < (until - now) / 1000)
             until = now + bound * 1000;
-        baton__stat_woken(c, w->stat, baton__sub_wait(c, sub, until));
+        int woke = baton__wait_sleep(c, wt, sub, until);
+        if (woke == BATON_ECANCELED) {
+            rc = woke;
+            break;
+        }
+        baton__stat_woken(c, w->stat, woke);
         rc = w->attempt(w->arg, sub);
     }
     if (rc != BATON_OK && w->give_up)
         w->give_up(w->arg, rc);
     drop(c, sub, rc == BATON_OK);
+    return rc;
+}
+
+int baton__wait_for(baton_client *c, const baton__wait *w)
+{
+    baton__waiting wt = {0};
+    if (w->wait_ms == 0)
+        return wait_for(c, w, &wt); /* one attempt: not a wait, nothing to cancel */
+    int rc = baton__wait_enter(c, &wt);
+    if (rc != BATON_OK)
+        return rc;
+    rc = wait_for(c, w, &wt);
+    baton__wait_leave(c, &wt);
     return rc;
 }

@@ -22,8 +22,11 @@
  * Registration happens before an acquire returns and cancellation before a release is sent,
  * so a renewal can never outlive the release it belongs to (Redisson #7272).
  */
+#define _GNU_SOURCE /* qsort_r */
 #include "client.h"
 #include "conn.h"
+#include "slots.h"
+#include "topology.h"
 
 #include <hiredis/hiredis.h>
 
@@ -78,6 +81,8 @@ typedef struct snapshot {
     char **owners;
     int64_t *registered;           /* last_ok_us at snapshot time */
     const baton__script **scripts; /* per hold: its kind's renew (or check) script */
+    int *slots;                    /* Cluster: per hold, its slot; -1 elsewhere */
+    const void **nodes;            /* Cluster: per hold, its master's pool; NULL elsewhere */
     size_t n;
     bool leased; /* the holds with a lease of their own, not those renewed */
 } snapshot;
@@ -101,32 +106,76 @@ static void snap_one(const char *key, void *val, void *arg)
     }
 }
 
-/* Puts the holds of one kind next to each other (a batch runs one script); the kinds are
- * few, so a pass per kind is cheap. */
-static void group_by_script(snapshot *s)
+static int by_node_script_slot(const void *a, const void *b, void *arg)
 {
-    for (size_t done = 0; done < s->n;) {
-        const baton__script *k = s->scripts[done];
-        for (size_t i = done; i < s->n; i++) {
-            if (s->scripts[i] != k)
-                continue;
-            char *n = s->names[i], *o = s->owners[i];
-            int64_t r = s->registered[i];
-            s->names[i] = s->names[done], s->owners[i] = s->owners[done];
-            s->registered[i] = s->registered[done], s->scripts[i] = s->scripts[done];
-            s->names[done] = n, s->owners[done] = o, s->registered[done] = r;
-            s->scripts[done++] = k;
-        }
-    }
+    const snapshot *s = arg;
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    uintptr_t ni = (uintptr_t)s->nodes[i], nj = (uintptr_t)s->nodes[j];
+    uintptr_t ki = (uintptr_t)s->scripts[i], kj = (uintptr_t)s->scripts[j];
+    if (ni != nj)
+        return ni < nj ? -1 : 1;
+    if (ki != kj)
+        return ki < kj ? -1 : 1;
+    if (s->slots[i] != s->slots[j])
+        return s->slots[i] < s->slots[j] ? -1 : 1;
+    return i < j ? -1 : (i > j);
 }
 
-/* The length of the batch that starts at `from`: up to BATCH holds of one kind. */
+/* Puts the holds of one node next to each other (one pipeline per node), and within a node
+ * those of one kind and one slot (a batch runs one script on keys of one slot: a Cluster
+ * refuses a script whose keys span slots, CROSSSLOT). On one server every hold has slot -1
+ * and node NULL: the holds are grouped by kind only. */
+static void group(baton_client *c, snapshot *s)
+{
+    bool cluster = baton__topology_cluster(c);
+    for (size_t i = 0; i < s->n; i++) {
+        s->slots[i] = cluster ? baton__key_slot(s->names[i], strlen(s->names[i])) : -1;
+        s->nodes[i] = cluster ? (const void *)baton__topology_slot_pool(c, s->slots[i]) : NULL;
+    }
+    size_t *order = malloc((s->n + 1) * sizeof *order);
+    char **names = malloc((s->n + 1) * sizeof *names),
+         **owners = malloc((s->n + 1) * sizeof *owners);
+    int64_t *reg = malloc((s->n + 1) * sizeof *reg);
+    const baton__script **scripts = malloc((s->n + 1) * sizeof *scripts);
+    int *slots = malloc((s->n + 1) * sizeof *slots);
+    const void **nodes = malloc((s->n + 1) * sizeof *nodes);
+    if (order && names && owners && reg && scripts && slots && nodes) {
+        for (size_t i = 0; i < s->n; i++)
+            order[i] = i;
+        qsort_r(order, s->n, sizeof *order, by_node_script_slot, s);
+        for (size_t i = 0; i < s->n; i++) {
+            size_t j = order[i];
+            names[i] = s->names[j], owners[i] = s->owners[j], reg[i] = s->registered[j];
+            scripts[i] = s->scripts[j], slots[i] = s->slots[j], nodes[i] = s->nodes[j];
+        }
+        memcpy(s->names, names, s->n * sizeof *names);
+        memcpy(s->owners, owners, s->n * sizeof *owners);
+        memcpy(s->registered, reg, s->n * sizeof *reg);
+        memcpy(s->scripts, scripts, s->n * sizeof *scripts);
+        memcpy(s->slots, slots, s->n * sizeof *slots);
+        memcpy(s->nodes, nodes, s->n * sizeof *nodes);
+    }
+    /* out of memory: the order stays, and batch_len below still keeps batches uniform */
+    free(order), free(names), free(owners), free(reg), free(scripts), free(slots), free(nodes);
+}
+
+/* The length of the batch that starts at `from`: up to BATCH holds of one kind and slot. */
 static size_t batch_len(const snapshot *s, size_t from)
 {
     size_t cnt = 1;
-    while (from + cnt < s->n && cnt < BATCH && s->scripts[from + cnt] == s->scripts[from])
+    while (from + cnt < s->n && cnt < BATCH && s->scripts[from + cnt] == s->scripts[from] &&
+           s->slots[from + cnt] == s->slots[from])
         cnt++;
     return cnt;
+}
+
+/* The end of the node group that starts at `from`. */
+static size_t node_end(const snapshot *s, size_t from)
+{
+    size_t to = from + 1;
+    while (to < s->n && s->nodes[to] == s->nodes[from])
+        to++;
+    return to;
 }
 
 static void snapshot_free(snapshot *s)
@@ -139,6 +188,8 @@ static void snapshot_free(snapshot *s)
     free(s->owners);
     free(s->registered);
     free(s->scripts);
+    free(s->slots);
+    free(s->nodes);
 }
 
 typedef struct lost_cb {
@@ -155,25 +206,41 @@ static void take_results(const redisReply *r, size_t cnt, signed char *result)
                 result[i] = r->element[i]->integer ? 1 : 0;
 }
 
-/* One pipelined pass of every batch on one pooled connection: fills result (1 renewed,
- * 0 gone) and flags the batches the server answered NOSCRIPT. false: the connection broke
+/* Whether a batch's reply asks for it to go again through the script runner (which sends
+ * the body, and follows a Cluster's redirections): NOSCRIPT, MOVED, ASK, TRYAGAIN,
+ * CLUSTERDOWN. */
+static bool send_again(baton_client *c, const redisReply *r)
+{
+    if (r->type != REDIS_REPLY_ERROR || !r->str)
+        return false;
+    if (strncmp(r->str, "NOSCRIPT", 8) == 0) {
+        baton__stat_inc(c, BATON__ST_NOSCRIPT);
+        return true;
+    }
+    return strncmp(r->str, "MOVED ", 6) == 0 || strncmp(r->str, "ASK ", 4) == 0 ||
+           strncmp(r->str, "TRYAGAIN", 8) == 0 || strncmp(r->str, "CLUSTERDOWN", 11) == 0;
+}
+
+/* One pipelined pass of the batches of holds [from, to) (one node's) on one pooled
+ * connection: fills result (1 renewed, 0 gone) and flags (again, at each batch's first
+ * hold) the batches to send again through the script runner. false: the connection broke
  * (it took the idle ones with it; the batches not answered stay unknown). */
-static bool renew_pass(baton__watchdog *w, snapshot *s, const char *lease, signed char *result,
-                       bool *noscript, int64_t deadline_us)
+static bool renew_pass(baton__watchdog *w, snapshot *s, size_t from0, size_t to, const char *lease,
+                       signed char *result, bool *again, int64_t deadline_us)
 {
     baton_client *c = w->c;
     baton__conn *conn;
-    if (baton__conn_get_by(c, deadline_us, &conn) != BATON_OK)
+    if (baton__conn_get_slot(c, s->slots[from0], deadline_us, &conn) != BATON_OK)
         return false;
     size_t nbatches = 0;
     const char *args[BATCH + 1];
     args[0] = lease;
-    for (size_t from = 0, cnt; from < s->n; from += cnt, nbatches++) {
+    for (size_t from = from0, cnt; from < to; from += cnt, nbatches++) {
         cnt = batch_len(s, from);
         for (size_t i = 0; i < cnt; i++)
             args[1 + i] = s->owners[from + i];
-        if (baton__script_append(conn, s->scripts[from], (int)cnt, (const char **)&s->names[from],
-                                 (int)cnt + 1, args) != BATON_OK) {
+        if (baton__script_append(conn, baton__script_variant(c, s->scripts[from]), (int)cnt,
+                                 (const char **)&s->names[from], (int)cnt + 1, args) != BATON_OK) {
             /* Out of memory: a pass short of a batch would wait for a reply never asked. */
             baton__conn_put(c, conn, true);
             return false;
@@ -187,16 +254,14 @@ static bool renew_pass(baton__watchdog *w, snapshot *s, const char *lease, signe
     bool waited = baton__append_wait(c, conn);
     baton__count_round_trip(c); /* the batches travel pipelined: one round trip */
     bool broken = baton__conn_flush_by(c, conn, "renew", deadline_us) != BATON_OK;
-    for (size_t b = 0, from = 0, cnt; b < nbatches && !broken; b++, from += cnt) {
+    for (size_t from = from0, cnt; from < to && !broken; from += cnt) {
         cnt = batch_len(s, from);
         redisReply *r = NULL;
         if (baton__conn_read_by(c, conn, "renew", deadline_us, &r) != BATON_OK) {
             broken = true;
             break;
         }
-        noscript[b] = r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
-        if (noscript[b])
-            baton__stat_inc(c, BATON__ST_NOSCRIPT);
+        again[from] = send_again(c, r);
         take_results(r, cnt, &result[from]);
         freeReplyObject(r);
     }
@@ -236,20 +301,27 @@ static void renew_all(baton__watchdog *w, snapshot *s, signed char *result)
         return;
     char lease[32];
     snprintf(lease, sizeof lease, "%lld", (long long)c->cfg.watchdog_ms);
-    group_by_script(s);
-    bool *noscript = calloc(s->n, sizeof *noscript); /* per batch; never more than holds */
-    if (!noscript)
+    group(c, s);
+    bool *again = calloc(s->n, sizeof *again); /* at each batch's first hold */
+    if (!again)
         return;
     int64_t deadline = earliest_end(s, c->cfg.watchdog_ms * 1000);
-    if (!renew_pass(w, s, lease, result, noscript, deadline) && baton__now_us() < deadline)
-        renew_pass(w, s, lease, result, noscript, deadline); /* on a new connection */
-    /* Script cache flushed: those batches again through the NOSCRIPT-safe path, after the
-     * pipeline's connection went back (a pool of one must not wait on itself). */
+    /* one pipeline per node (one server: one in all); a broken one once more, on a new
+     * connection */
+    for (size_t from = 0, to; from < s->n; from = to) {
+        to = node_end(s, from);
+        if (!renew_pass(w, s, from, to, lease, result, again, deadline) &&
+            baton__now_us() < deadline)
+            renew_pass(w, s, from, to, lease, result, again, deadline);
+    }
+    /* Script cache flushed, or the slot moved: those batches again through the script
+     * runner, after the pipeline's connection went back (a pool of one must not wait on
+     * itself). */
     const char *args[BATCH + 1];
     args[0] = lease;
-    for (size_t b = 0, from = 0, cnt; from < s->n; b++, from += cnt) {
+    for (size_t from = 0, cnt; from < s->n; from += cnt) {
         cnt = batch_len(s, from);
-        if (!noscript[b] || baton__now_us() >= deadline)
+        if (!again[from] || baton__now_us() >= deadline)
             continue;
         for (size_t i = 0; i < cnt; i++)
             args[1 + i] = s->owners[from + i];
@@ -260,7 +332,7 @@ static void renew_all(baton__watchdog *w, snapshot *s, signed char *result)
         take_results(r, cnt, &result[from]);
         freeReplyObject(r);
     }
-    free(noscript);
+    free(again);
 }
 
 /* Runs lost callbacks with the mutex released; drop() waits for them to finish. */
@@ -339,7 +411,7 @@ static void report_all_lost(baton__watchdog *w)
 static void check_all(baton__watchdog *w, snapshot *s, signed char *result)
 {
     memset(result, -1, s->n);
-    group_by_script(s);
+    group(w->c, s);
     for (size_t from = 0, cnt; from < s->n; from += cnt) {
         cnt = batch_len(s, from);
         redisReply *r = NULL;
@@ -366,8 +438,10 @@ static bool pass(baton__watchdog *w, bool leased, bool moved)
     s.owners = calloc(n + 1, sizeof *s.owners);
     s.registered = calloc(n + 1, sizeof *s.registered);
     s.scripts = calloc(n + 1, sizeof *s.scripts);
+    s.slots = calloc(n + 1, sizeof *s.slots);
+    s.nodes = calloc(n + 1, sizeof *s.nodes);
     signed char *result = malloc(n + 1);
-    if (!s.names || !s.owners || !s.registered || !s.scripts || !result) {
+    if (!s.names || !s.owners || !s.registered || !s.scripts || !s.slots || !s.nodes || !result) {
         free(result);
         snapshot_free(&s);
         return true; /* try next period */

@@ -223,9 +223,8 @@ int baton_fairlock_open(baton_client *c, const char *name, baton_lock **out)
     if (!c || !out)
         return BATON_EINVAL;
     baton__clear_error(c);
-    if (baton__check_name(name) != BATON_OK)
-        return baton__fail(c, BATON_EINVAL, "fair lock name must be 1 to %d bytes",
-                           BATON_MAX_NAME_LEN);
+    if (baton__check_open_name(c, name, "fair lock") != BATON_OK)
+        return BATON_EINVAL;
     baton_lock *l = calloc(1, sizeof *l);
     fair *f = calloc(1, sizeof *f);
     if (!l || !f)

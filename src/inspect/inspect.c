@@ -348,8 +348,8 @@ int baton_inspect(baton_client *c, const char *name, baton_inspection **out)
     int rc = baton__client_enter(c);
     if (rc != BATON_OK)
         return rc;
-    if (baton__check_name(name) != BATON_OK)
-        return baton__fail(c, BATON_EINVAL, "name must be 1 to %d bytes", BATON_MAX_NAME_LEN);
+    if (baton__check_open_name(c, name, "") != BATON_OK)
+        return BATON_EINVAL;
     names n = {{NULL}, {NULL}};
     baton_inspection *ins = calloc(1, sizeof *ins);
     if (!ins || !names_make(&n, name) || !(ins->name = baton__strdup(name))) {
@@ -368,6 +368,16 @@ int baton_inspect(baton_client *c, const char *name, baton_inspection **out)
             rc = baton__fail(c, rc, "inspect %s: the reply is not a snapshot", name);
         else if (rc == BATON_ENOMEM)
             rc = baton__fail(c, rc, "out of memory");
+    }
+    char node[300];
+    if (rc == BATON_OK) {
+        char *key = baton__hash_tag(name);
+        if (key) {
+            baton__node_of_key(c, key, node, sizeof node, &ins->slot);
+            free(key);
+        }
+        if (!key || !(ins->node = baton__strdup(node)))
+            rc = baton__fail(c, BATON_ENOMEM, "out of memory");
     }
     if (rc != BATON_OK) {
         baton_inspection_free(ins);
@@ -397,5 +407,6 @@ void baton_inspection_free(baton_inspection *ins)
     free(ins->permits);
     free(ins->name);
     free(ins->redis_type);
+    free(ins->node);
     free(ins);
 }

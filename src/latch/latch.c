@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include "../core/internal.h"
+#include "../core/evloop.h"
 #include "../core/wait.h"
 
 #include <hiredis/hiredis.h>
@@ -47,8 +48,8 @@ int baton_latch_open(baton_client *c, const char *name, baton_latch **out)
     if (!c || !out)
         return BATON_EINVAL;
     baton__clear_error(c);
-    if (baton__check_name(name) != BATON_OK)
-        return baton__fail(c, BATON_EINVAL, "latch name must be 1 to %d bytes", BATON_MAX_NAME_LEN);
+    if (baton__check_open_name(c, name, "latch") != BATON_OK)
+        return BATON_EINVAL;
     baton_latch *l = calloc(1, sizeof *l);
     if (!l)
         return baton__fail(c, BATON_ENOMEM, "out of memory");
@@ -64,10 +65,21 @@ int baton_latch_open(baton_client *c, const char *name, baton_latch **out)
     return BATON_OK;
 }
 
+int baton_latch_cancel_waits(baton_latch *l)
+{
+    if (!l)
+        return BATON_EINVAL;
+    int rc = baton__client_enter(l->client);
+    if (rc == BATON_OK)
+        baton__evloop_cancel_handle(l->client, l);
+    return rc;
+}
+
 void baton_latch_close(baton_latch *l)
 {
     if (!l)
         return;
+    baton__evloop_drop_handle(baton__latch_client(l), l); /* none runs on it once freed */
     free(l->name);
     free(l->channel);
     free(l->request_prefix);
@@ -242,7 +254,15 @@ static int64_t recheck(void *arg)
     return ((awaiting *)arg)->recheck_ms;
 }
 
+static int await(baton_latch *l, int64_t timeout_ms);
+
+/* Counted for close from start to end (core/evloop.h). */
 int baton_latch_await(baton_latch *l, int64_t timeout_ms)
+{
+    BATON__COUNTED_CALL(l ? l->client : NULL, l, await(l, timeout_ms));
+}
+
+static int await(baton_latch *l, int64_t timeout_ms)
 {
     int rc = enter(l);
     if (rc != BATON_OK)
@@ -270,4 +290,10 @@ int baton_latch_await(baton_latch *l, int64_t timeout_ms)
         return baton__fail(c, rc, "latch %s: still closed after %lld ms", l->name,
                            (long long)timeout_ms);
     return rc;
+}
+
+/* The client of a handle, for the asynchronous forms (src/core/async.c). */
+baton_client *baton__latch_client(const baton_latch *l)
+{
+    return l->client;
 }

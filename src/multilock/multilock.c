@@ -31,6 +31,7 @@
  * members each hold taken are remembered per handle, so a release releases exactly those.
  */
 #define _GNU_SOURCE
+#include "../core/evloop.h"
 #include "../core/internal.h"
 
 #include <stdio.h>
@@ -111,6 +112,8 @@ static void backoff(multi *g, int64_t deadline, uint64_t *seed)
     int64_t until = baton__now_us() + ms * 1000;
     if (until > deadline)
         until = deadline;
+    if (baton__fiber_sleep_until(until) == 0) /* an operation's fiber: the engine runs others */
+        return;
     baton__mutex_lock(&g->mu);
     while (baton__cond_wait_until(&g->cv, &g->mu, until) == 0)
         ; /* nobody signals: a wake-up before the deadline is spurious */
@@ -225,7 +228,7 @@ static int multi_release(baton_lock *l)
 
 static int remember_hold(multi *g, unsigned char *took)
 {
-    uint64_t tid = baton__thread_id();
+    uint64_t tid = baton__owner_id();
     baton__mutex_lock(&g->mu);
     if (g->holder != tid) {
         /* Another thread's records can only be stale (its hold lapsed, or the group was
@@ -256,7 +259,7 @@ static unsigned char *pop_hold(multi *g)
 {
     unsigned char *took = NULL;
     baton__mutex_lock(&g->mu);
-    if (g->holder == baton__thread_id() && g->nholds > 0) {
+    if (g->holder == baton__owner_id() && g->nholds > 0) {
         took = g->holds[--g->nholds];
         if (g->nholds == 0)
             g->holder = 0;

@@ -17,6 +17,7 @@
  * the lost report); a record lives until its release, the handle's close, or its lost report.
  */
 #define _GNU_SOURCE
+#include "../core/evloop.h"
 #include "../core/internal.h"
 #include "../core/wait.h"
 
@@ -152,9 +153,8 @@ int baton_permits_open(baton_client *c, const char *name, baton_permits **out)
     int rc = baton__client_enter(c);
     if (rc != BATON_OK)
         return rc;
-    if (baton__check_name(name) != BATON_OK)
-        return baton__fail(c, BATON_EINVAL, "permits name must be 1 to %d bytes",
-                           BATON_MAX_NAME_LEN);
+    if (baton__check_open_name(c, name, "permits") != BATON_OK)
+        return BATON_EINVAL;
     baton_permits *p = calloc(1, sizeof *p);
     if (!p)
         return baton__fail(c, BATON_ENOMEM, "out of memory");
@@ -173,10 +173,21 @@ int baton_permits_open(baton_client *c, const char *name, baton_permits **out)
     return BATON_OK;
 }
 
+int baton_permits_cancel_waits(baton_permits *p)
+{
+    if (!p)
+        return BATON_EINVAL;
+    int rc = baton__client_enter(p->client);
+    if (rc == BATON_OK)
+        baton__evloop_cancel_handle(p->client, p);
+    return rc;
+}
+
 void baton_permits_close(baton_permits *p)
 {
     if (!p)
         return;
+    baton__evloop_drop_handle(p->client, p); /* none runs on it once freed */
     bool forked = baton__client_forked(p->client);
     baton__mutex_lock(&p->mu);
     permit_rec *r = p->held;
@@ -351,8 +362,18 @@ static int64_t bound(void *arg)
 
 static int give_back(baton_permits *p, const char *lower, int64_t *outcome);
 
+static int try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_t lease_ms,
+                            char (*ids)[BATON_PERMIT_ID_SIZE]);
+
+/* Counted for close from start to end (core/evloop.h). */
 int baton_permits_try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_t lease_ms,
                                    char (*ids)[BATON_PERMIT_ID_SIZE])
+{
+    BATON__COUNTED_CALL(p ? p->client : NULL, p, try_acquire_many(p, n, wait_ms, lease_ms, ids));
+}
+
+static int try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_t lease_ms,
+                            char (*ids)[BATON_PERMIT_ID_SIZE])
 {
     if (ids && n >= 1 && n <= BATON_PERMITS_MAX_MANY)
         for (int64_t i = 0; i < n; i++)
@@ -604,4 +625,10 @@ int baton_permits_lost_fd(baton_permits *p, int *fd)
     *fd = p->lost_pipe[0];
     baton__mutex_unlock(&p->mu);
     return BATON_OK;
+}
+
+/* The client of a handle, for the asynchronous forms (src/core/async.c). */
+baton_client *baton__permits_client(const baton_permits *p)
+{
+    return p->client;
 }

@@ -297,9 +297,8 @@ int baton_rwlock_open(baton_client *c, const char *name, baton_rwlock **out)
     if (!c || !out)
         return BATON_EINVAL;
     baton__clear_error(c);
-    if (baton__check_name(name) != BATON_OK)
-        return baton__fail(c, BATON_EINVAL, "read-write lock name must be 1 to %d bytes",
-                           BATON_MAX_NAME_LEN);
+    if (baton__check_open_name(c, name, "read-write lock") != BATON_OK)
+        return BATON_EINVAL;
     baton_rwlock *rw = calloc(1, sizeof *rw);
     if (!rw)
         return baton__fail(c, BATON_ENOMEM, "out of memory");

@@ -21,6 +21,7 @@
  */
 #define _GNU_SOURCE
 #include "../core/internal.h"
+#include "../core/evloop.h"
 #include "../core/wait.h"
 
 #include <hiredis/hiredis.h>
@@ -122,9 +123,8 @@ int baton_semaphore_open(baton_client *c, const char *name, baton_semaphore **ou
     if (!c || !out)
         return BATON_EINVAL;
     baton__clear_error(c);
-    if (baton__check_name(name) != BATON_OK)
-        return baton__fail(c, BATON_EINVAL, "semaphore name must be 1 to %d bytes",
-                           BATON_MAX_NAME_LEN);
+    if (baton__check_open_name(c, name, "semaphore") != BATON_OK)
+        return BATON_EINVAL;
     baton_semaphore *s = calloc(1, sizeof *s);
     if (!s)
         return baton__fail(c, BATON_ENOMEM, "out of memory");
@@ -140,10 +140,21 @@ int baton_semaphore_open(baton_client *c, const char *name, baton_semaphore **ou
     return BATON_OK;
 }
 
+int baton_semaphore_cancel_waits(baton_semaphore *s)
+{
+    if (!s)
+        return BATON_EINVAL;
+    int rc = baton__client_enter(s->client);
+    if (rc == BATON_OK)
+        baton__evloop_cancel_handle(s->client, s);
+    return rc;
+}
+
 void baton_semaphore_close(baton_semaphore *s)
 {
     if (!s)
         return;
+    baton__evloop_drop_handle(baton__semaphore_client(s), s); /* none runs on it once freed */
     free(s->name);
     free(s->channel);
     free(s->request_prefix);
@@ -152,7 +163,9 @@ void baton_semaphore_close(baton_semaphore *s)
 
 /* ------------------------------- acquire ---------------------------------------------- */
 
-/* One run of the acquire script: BATON_OK (taken) or BATON_ETIMEDOUT (too few free). */
+/* One run of the acquire script: BATON_OK (taken) or BATON_ETIMEDOUT (too few free). It
+ * counts once (once.c): a reply lost after the permits were taken is resolved by sending the
+ * same request again, which answers "taken" rather than taking more. */
 static int attempt(baton_semaphore *s, const char *permits)
 {
     baton_client *c = s->client;
@@ -160,7 +173,8 @@ static int attempt(baton_semaphore *s, const char *permits)
     const char *args[1] = {permits};
     redisReply *r;
     baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_SEMAPHORE);
-    int rc = baton__script_run(c, baton__script_find("semaphore_acquire"), 1, keys, 1, args, &r);
+    int rc = baton__script_run_once(c, baton__script_find("semaphore_acquire"), s->request_prefix,
+                                    1, keys, 1, args, &r);
     if (rc != BATON_OK)
         return rc;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
@@ -198,7 +212,15 @@ static int64_t recheck(void *arg)
     return ((acquiring *)arg)->recheck_ms;
 }
 
+static int try_acquire(baton_semaphore *s, int64_t permits, int64_t wait_ms);
+
+/* Counted for close from start to end (core/evloop.h). */
 int baton_semaphore_try_acquire(baton_semaphore *s, int64_t permits, int64_t wait_ms)
+{
+    BATON__COUNTED_CALL(s ? s->client : NULL, s, try_acquire(s, permits, wait_ms));
+}
+
+static int try_acquire(baton_semaphore *s, int64_t permits, int64_t wait_ms)
 {
     int rc = enter(s);
     if (rc != BATON_OK)
@@ -314,4 +336,10 @@ int baton_semaphore_available(baton_semaphore *s, int64_t *out)
                            s->name);
     *out = v;
     return BATON_OK;
+}
+
+/* The client of a handle, for the asynchronous forms (src/core/async.c). */
+baton_client *baton__semaphore_client(const baton_semaphore *s)
+{
+    return s->client;
 }

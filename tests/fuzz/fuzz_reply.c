@@ -18,6 +18,7 @@ static baton__sub *add_sub(baton__dispatcher *d, const char *channel, baton__sub
     s->kind = kind;
     s->refs = 3;
     s->state = state;
+    set_link(s, d->links[0]);
     s->inflight = state == S_SUBSCRIBING;
     s->sem.permits = state == S_SUBSCRIBING ? 0 : 1;
     baton__cond_init(&s->wake);
@@ -30,6 +31,10 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
     baton__dispatcher d;
     memset(&d, 0, sizeof d);
+    sub_link l0;
+    memset(&l0, 0, sizeof l0);
+    d.links[0] = &l0; /* a link without a connection: replies are fed to it directly */
+    d.nlinks = 1;
     baton__mutex_init(&d.mu);
     baton__cond_init(&d.unsubscribed);
     baton__map_init(&d.subs);

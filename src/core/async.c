@@ -1,0 +1,1381 @@
+/*
+ * Waits that do not block the caller: cancellation of waits, and asynchronous operations.
+ *
+ * Every blocking primitive waits in one routine (wait.c): attempt, subscribe, sleep until a
+ * wake-up or a bound, attempt again. An asynchronous operation runs that same routine, the
+ * primitive's own code unchanged, on a fiber (a stack of its own, ucontext) driven by one
+ * baton thread per client, the engine. Where a thread would sleep, the fiber arms a waker on
+ * its subscription (dispatch.c hands it the channel's wake-ups by the same policies as
+ * sleeping threads), puts its bound in the engine's timer heap and yields; the engine then
+ * runs the next fiber that has something to do. So thousands of operations wait at once on
+ * one thread, each costs the round trips its blocking form costs, and what makes waiting
+ * correct (listen before the attempt that sends it to sleep, give up leaving nothing behind)
+ * stays in wait.c. A fiber yields only there, never while holding a mutex; it runs on the
+ * engine thread only, so thread-locals (error details) stay coherent, and it acts for its
+ * owner (owner.c) while it runs.
+ *
+ * A finished operation is queued for the program with its result and error detail, and an
+ * eventfd becomes readable; baton_client_process() runs the callbacks on the caller's
+ * thread. Or, when the program asked, the engine runs the callback itself.
+ *
+ * Cancellation: a generation counter per client. A wait remembers it when it begins;
+ * baton_client_cancel_waits() raises it and wakes every subscription's waiters, threads and
+ * fibers alike, which see the change and leave through the primitive's give-up path
+ * (fair-lock queue entry, write claim, subscription: nothing stays in Redis). Close does
+ * that, then waits for the waits to end and the operations to complete.
+ */
+#define _GNU_SOURCE
+#include "client.h"
+#include "evloop.h"
+
+#include <baton/async.h>
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define BATON_ASAN 1
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define BATON_TSAN 1
+#endif
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define BATON_ASAN 1
+#endif
+#if __has_feature(thread_sanitizer)
+#define BATON_TSAN 1
+#endif
+#endif
+#ifdef BATON_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
+#ifdef BATON_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
+/* Under valgrind the fibers' stacks are declared as stacks (its client requests cost
+ * nothing elsewhere); built without its header, valgrind reports their frames as invalid
+ * accesses. */
+#if defined(__has_include)
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#define BATON_VALGRIND 1
+#endif
+#endif
+
+/* A fiber's stack: the primitives' code, hiredis and OpenSSL with room to spare. Stacks are
+ * mapped with a guard page below and kept for reuse (up to SPARE_STACKS). */
+#define STACK_SIZE (256 * 1024)
+#define SPARE_STACKS 64
+#define DETAIL_LEN 256
+/* One engine thread per client: a fiber waiting for its socket yields (baton__fiber_wait_fd),
+ * so it overlaps the round trips of every operation in flight, up to the pool's
+ * connections; more threads would only add hand-offs between them. */
+#define ERRSAVE_LEN 512
+#define POLL_EVERY_US 1000
+
+typedef enum op_kind {
+    OP_LOCK,
+    OP_UNLOCK,
+    OP_SEMAPHORE,
+    OP_SEMAPHORE_RELEASE,
+    OP_LATCH,
+    OP_PERMITS
+} op_kind;
+
+/* A release is not a wait: cancelled or not, it runs (one round trip), or what it was asked
+ * to give back would stay taken in Redis. */
+static bool is_release(op_kind k)
+{
+    return k == OP_UNLOCK || k == OP_SEMAPHORE_RELEASE;
+}
+/* ST_SLEEPING: in a wait (woken by its subscription, a cancellation or its timer), or
+ * waiting for a free connection (pool_wait). ST_IO: waiting for its socket (or its timer). */
+typedef enum op_state { ST_NEW, ST_RUNNING, ST_SLEEPING, ST_IO, ST_DONE } op_state;
+
+struct baton_op {
+    baton__evloop *ev;
+    struct engine *eng; /* the engine thread its fiber runs on */
+    op_kind kind;
+    void *handle;
+    baton_owner *owner;
+    uint64_t owner_id; /* what its fiber acts for: the owner's id, or the starting thread's */
+    int64_t wait_ms, lease_ms, n;
+    char *id_out;
+    baton_async_fn fn;
+    void *arg;
+    int rc;
+    char detail[DETAIL_LEN];
+
+    op_state state;
+    bool queued;       /* in the run queue */
+    bool cancelled;    /* baton_op_cancel, cancel_waits, close */
+    bool woken;        /* the waker fired while it slept */
+    bool pending_wake; /* ... or while it was not asleep: the next sleep returns at once */
+    int64_t wake_at;   /* timer, monotonic µs */
+    size_t hidx;       /* index in the timer heap, NO_HEAP when not in it */
+    baton__sub_waker waker;
+    int io_fd; /* ST_IO: the socket and the events it waits for */
+    short io_events;
+    bool io_ready;  /* the socket was ready (else the timer ran out) */
+    size_t ioidx;   /* index in the engine's I/O list */
+    bool pool_wait; /* in ev->pool_head..pool_tail, waiting for pool_for */
+    const void *pool_for;
+    baton_op *pool_prev, *pool_next;
+    /* The client's error detail on this thread, kept across a yield: the fibers that run
+     * meanwhile on the same thread write theirs in the same place. */
+    char errsave[ERRSAVE_LEN];
+    ucontext_t ctx;
+    char *stack; /* mapping: guard page, then STACK_SIZE */
+#ifdef BATON_VALGRIND
+    unsigned vg_stack; /* valgrind's id of the stack */
+#endif
+#ifdef BATON_ASAN
+    void *asan_fake;
+#endif
+#ifdef BATON_TSAN
+    void *tsan_fiber;
+#endif
+    baton_op *next;                /* run queue or done queue */
+    baton_op *all_prev, *all_next; /* live operations */
+};
+
+#define NO_HEAP ((size_t)-1)
+
+/* One engine thread: its fibers stay on it from start to end (thread-locals stay theirs).
+ * Its queues are guarded by the evloop's mutex. */
+typedef struct engine {
+    baton__evloop *ev;
+    pthread_t thread;
+    int wfd;     /* eventfd: work queued, timer moved, stop (it sleeps in poll()) */
+    bool asleep; /* in poll(): a wake-up must write wfd */
+    int live;    /* its operations not yet done */
+    baton_op *run_head, *run_tail;
+    baton_op **heap;
+    size_t nheap, capheap;
+    baton_op **io; /* its operations waiting for their sockets (this thread's alone) */
+    size_t nio, capio;
+    struct pollfd *pfd;
+    size_t cappfd;
+    int64_t last_poll_us;
+    char *spare[SPARE_STACKS]; /* this thread's alone */
+    int nspare;
+    ucontext_t main_ctx; /* the engine thread's own */
+#ifdef BATON_ASAN
+    const void *main_bottom;
+    size_t main_size;
+#endif
+#ifdef BATON_TSAN
+    void *tsan_main;
+#endif
+} engine;
+
+struct baton__evloop {
+    baton_client *c;
+    pthread_mutex_t mu;
+    pthread_cond_t idle; /* waits or live operations reached 0 */
+    atomic_uint_fast64_t gen;
+    bool closing;
+    int waits;               /* threads inside a wait */
+    baton__waiting *waiting; /* the threads' waits (baton__wait_enter to _leave) */
+
+    bool started, stop;
+    bool shut; /* baton__evloop_shut ran (the closing thread's alone) */
+    engine eng;
+    int efd;
+    int mode;      /* BATON_CALLBACKS_* */
+    int live;      /* operations started, not yet done */
+    baton_op *all; /* live operations */
+    /* Connections given back to a pool (baton__evloop_conn_freed), and the fibers waiting
+     * for one: a fiber must not block its engine in the pool's wait, since the
+     * connections it waits for may be held by fibers of that engine. */
+    atomic_uint_fast64_t freed;
+    atomic_int npool_waiters;
+    baton_op *pool_head, *pool_tail; /* first come, first woken */
+    baton_op *done_head, *done_tail;
+};
+
+static _Thread_local baton_op *current;       /* the fiber running on this thread */
+static _Thread_local bool on_engine;          /* this thread is a client's engine */
+static _Thread_local const void *wait_handle; /* the verb's handle (baton__wait_handle) */
+
+/* ------------------------------- timer heap (ev->mu) ---------------------------------- */
+
+static void heap_set(engine *ev, size_t i, baton_op *op)
+{
+    ev->heap[i] = op;
+    op->hidx = i;
+}
+
+static void heap_up(engine *ev, size_t i)
+{
+    baton_op *op = ev->heap[i];
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (ev->heap[p]->wake_at <= op->wake_at)
+            break;
+        heap_set(ev, i, ev->heap[p]);
+        i = p;
+    }
+    heap_set(ev, i, op);
+}
+
+static void heap_down(engine *ev, size_t i)
+{
+    baton_op *op = ev->heap[i];
+    for (;;) {
+        size_t l = 2 * i + 1, m = i;
+        const baton_op *best = op;
+        if (l < ev->nheap && ev->heap[l]->wake_at < best->wake_at)
+            best = ev->heap[m = l];
+        if (l + 1 < ev->nheap && ev->heap[l + 1]->wake_at < best->wake_at)
+            m = l + 1;
+        if (m == i)
+            break;
+        heap_set(ev, i, ev->heap[m]);
+        i = m;
+    }
+    heap_set(ev, i, op);
+}
+
+static int heap_push(engine *ev, baton_op *op)
+{
+    if (ev->nheap == ev->capheap) {
+        size_t cap = ev->capheap ? ev->capheap * 2 : 64;
+        baton_op **h = realloc(ev->heap, cap * sizeof *h);
+        if (!h)
+            return BATON_ENOMEM;
+        ev->heap = h;
+        ev->capheap = cap;
+    }
+    ev->heap[ev->nheap++] = op;
+    heap_up(ev, ev->nheap - 1);
+    return BATON_OK;
+}
+
+static void heap_remove(engine *ev, baton_op *op)
+{
+    size_t i = op->hidx;
+    if (i == NO_HEAP)
+        return;
+    op->hidx = NO_HEAP;
+    baton_op *last = ev->heap[--ev->nheap];
+    if (i == ev->nheap)
+        return;
+    heap_set(ev, i, last);
+    heap_up(ev, i);
+    heap_down(ev, last->hidx);
+}
+
+/* ------------------------------- queues (ev->mu) -------------------------------------- */
+
+static void push(baton_op **head, baton_op **tail, baton_op *op)
+{
+    op->next = NULL;
+    if (*tail)
+        (*tail)->next = op;
+    else
+        *head = op;
+    *tail = op;
+}
+
+static baton_op *pop(baton_op **head, baton_op **tail)
+{
+    baton_op *op = *head;
+    if (op) {
+        *head = op->next;
+        if (!*head)
+            *tail = NULL;
+    }
+    return op;
+}
+
+/* Queues a sleeping operation to run again. */
+/* Wakes the engine from its poll() (ev->mu held). */
+static void engine_wake(engine *e)
+{
+    if (!e->asleep)
+        return;
+    e->asleep = false; /* one write per sleep */
+    uint64_t one = 1;
+    ssize_t n = write(e->wfd, &one, sizeof one);
+    (void)n; /* a counter at its maximum is readable already */
+}
+
+static void make_ready(baton__evloop *ev, baton_op *op)
+{
+    if (op->state != ST_SLEEPING || op->queued)
+        return;
+    op->queued = true;
+    push(&op->eng->run_head, &op->eng->run_tail, op);
+    engine_wake(op->eng);
+    (void)ev;
+}
+
+/* The dispatcher's thread, under its mutex: this operation's channel woke it. */
+static void on_wake(void *arg)
+{
+    baton_op *op = arg;
+    baton__evloop *ev = op->ev;
+    baton__mutex_lock(&ev->mu);
+    if (op->state == ST_SLEEPING) {
+        op->woken = true;
+        make_ready(ev, op);
+    } else {
+        op->pending_wake = true;
+    }
+    baton__mutex_unlock(&ev->mu);
+}
+
+/* ------------------------------- fibers ----------------------------------------------- */
+
+static void fiber_main(void);
+
+/* getcontext() returns twice, so it gets a frame of its own (no local can be clobbered). */
+static __attribute__((noinline)) int context_init(ucontext_t *ctx)
+{
+    return getcontext(ctx);
+}
+
+static int fiber_make(engine *ev, baton_op *op)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    char *m = ev->nspare ? ev->spare[--ev->nspare] : NULL;
+    if (!m) {
+        m = mmap(NULL, STACK_SIZE + (size_t)page, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED)
+            return BATON_ENOMEM;
+        mprotect(m, (size_t)page, PROT_NONE); /* a guard: an overflow faults, it never writes */
+    }
+    op->stack = m;
+    if (context_init(&op->ctx) != 0)
+        return BATON_ENOMEM;
+    op->ctx.uc_stack.ss_sp = m + page;
+    op->ctx.uc_stack.ss_size = STACK_SIZE;
+#ifdef BATON_VALGRIND
+    op->vg_stack = VALGRIND_STACK_REGISTER(m + page, m + page + STACK_SIZE);
+#endif
+    op->ctx.uc_link = NULL;
+    makecontext(&op->ctx, fiber_main, 0);
+#ifdef BATON_TSAN
+    op->tsan_fiber = __tsan_create_fiber(0);
+#endif
+    return BATON_OK;
+}
+
+static void fiber_unmake(engine *ev, baton_op *op)
+{
+    if (!op->stack)
+        return;
+#ifdef BATON_VALGRIND
+    VALGRIND_STACK_DEREGISTER(op->vg_stack);
+#endif
+#ifdef BATON_TSAN
+    __tsan_destroy_fiber(op->tsan_fiber);
+#endif
+    if (ev->nspare < SPARE_STACKS)
+        ev->spare[ev->nspare++] = op->stack;
+    else
+        munmap(op->stack, STACK_SIZE + (size_t)sysconf(_SC_PAGESIZE));
+    op->stack = NULL;
+}
+
+/* The engine thread switches to op's fiber until it yields or ends. */
+static void fiber_enter(engine *ev, baton_op *op)
+{
+    current = op;
+    uint64_t saved = baton__owner_act(op->owner_id);
+#ifdef BATON_ASAN
+    void *fake = NULL;
+    __sanitizer_start_switch_fiber(&fake, op->ctx.uc_stack.ss_sp, op->ctx.uc_stack.ss_size);
+#endif
+#ifdef BATON_TSAN
+    __tsan_switch_to_fiber(op->tsan_fiber, 0);
+#endif
+    swapcontext(&ev->main_ctx, &op->ctx);
+#ifdef BATON_ASAN
+    __sanitizer_finish_switch_fiber(fake, NULL, NULL);
+#endif
+    baton__owner_act(saved);
+    current = NULL;
+}
+
+/* On the fiber, after the engine switched to it. */
+static void fiber_arrived(baton_op *op)
+{
+#ifdef BATON_ASAN
+    __sanitizer_finish_switch_fiber(op->asan_fake, &op->eng->main_bottom, &op->eng->main_size);
+#else
+    (void)op;
+#endif
+}
+
+/* On the fiber: back to the engine (for good when op is done). */
+static void fiber_yield(baton_op *op)
+{
+    engine *ev = op->eng;
+    bool back = op->state != ST_DONE;
+    if (back)
+        snprintf(op->errsave, sizeof op->errsave, "%s", baton_client_errmsg(op->ev->c));
+#ifdef BATON_ASAN
+    __sanitizer_start_switch_fiber(op->state == ST_DONE ? NULL : &op->asan_fake, ev->main_bottom,
+                                   ev->main_size);
+#endif
+#ifdef BATON_TSAN
+    __tsan_switch_to_fiber(ev->tsan_main, 0);
+#endif
+    swapcontext(&op->ctx, &ev->main_ctx);
+    fiber_arrived(op);
+    if (back) {
+        if (op->errsave[0])
+            baton__fail(op->ev->c, BATON_OK, "%s", op->errsave);
+        else
+            baton__clear_error(op->ev->c);
+    }
+}
+
+static int run_op(baton_op *op)
+{
+    switch (op->kind) {
+    case OP_LOCK:
+        return baton_lock_try_acquire(op->handle, op->wait_ms, op->lease_ms);
+    case OP_UNLOCK:
+        return baton_lock_release(op->handle);
+    case OP_SEMAPHORE:
+        return baton_semaphore_try_acquire(op->handle, op->n, op->wait_ms);
+    case OP_SEMAPHORE_RELEASE:
+        return baton_semaphore_release(op->handle, op->n);
+    case OP_LATCH:
+        return baton_latch_await(op->handle, op->wait_ms);
+    case OP_PERMITS:
+        return baton_permits_try_acquire(op->handle, op->wait_ms, op->lease_ms, op->id_out);
+    }
+    return BATON_EINVAL;
+}
+
+static void fiber_main(void)
+{
+    baton_op *op = current;
+    fiber_arrived(op);
+    baton__evloop *ev = op->ev;
+    baton__mutex_lock(&ev->mu);
+    /* A release is not a wait: cancelled or not, it runs (one round trip), or the hold it
+     * was asked to give back would stay in Redis with nobody to renew or release it. */
+    bool cancelled = op->cancelled && !is_release(op->kind);
+    baton__mutex_unlock(&ev->mu);
+    if (cancelled) {
+        op->rc = BATON_ECANCELED;
+        snprintf(op->detail, sizeof op->detail, "operation cancelled before it started");
+    } else {
+        op->rc = run_op(op);
+        snprintf(op->detail, sizeof op->detail, "%s",
+                 op->rc == BATON_OK ? "" : baton_client_errmsg(ev->c));
+    }
+    baton__mutex_lock(&ev->mu);
+    op->state = ST_DONE;
+    baton__mutex_unlock(&ev->mu);
+    fiber_yield(op); /* never comes back */
+}
+
+/* ------------------------------- the engine ------------------------------------------- */
+
+static void deliver(baton__evloop *ev, baton_op *op)
+{
+    if (op->rc == BATON_OK)
+        baton__clear_error(ev->c);
+    else
+        baton__fail(ev->c, op->rc, "%s", op->detail);
+    op->fn(op->handle, op->owner, op->rc, op->arg);
+    free(op);
+}
+
+/* An operation's fiber ended (ev->mu held; may drop it to run the callback). */
+static void finish(baton__evloop *ev, baton_op *op)
+{
+    op->eng->live--; /* before the callback, which frees op */
+    if (op->all_prev)
+        op->all_prev->all_next = op->all_next;
+    else
+        ev->all = op->all_next;
+    if (op->all_next)
+        op->all_next->all_prev = op->all_prev;
+    if (ev->mode == BATON_CALLBACKS_BATON && !ev->stop) {
+        baton__mutex_unlock(&ev->mu);
+        deliver(ev, op);
+        baton__mutex_lock(&ev->mu);
+    } else {
+        push(&ev->done_head, &ev->done_tail, op);
+        uint64_t one = 1;
+        ssize_t n = write(ev->efd, &one, sizeof one);
+        (void)n; /* a counter at its maximum is readable already */
+    }
+    --ev->live;
+    baton__cond_broadcast(&ev->idle); /* close, and baton__evloop_drop_handle */
+}
+
+/* An operation waiting for its socket goes back to the run queue: ready, or its timer ran
+ * out (ev->mu held, on the engine). */
+static void io_done(engine *e, baton_op *op, bool ready)
+{
+    baton_op *last = e->io[--e->nio];
+    e->io[op->ioidx] = last;
+    last->ioidx = op->ioidx;
+    op->io_ready = ready;
+    op->state = ST_SLEEPING;
+    op->queued = true;
+    /* first: an operation in the middle of its round trip goes before those not begun */
+    op->next = e->run_head;
+    e->run_head = op;
+    if (!e->run_tail)
+        e->run_tail = op;
+}
+
+/* Nothing to run (block): sleeps in poll() on the wake-up descriptor and the sockets its
+ * fibers wait for, until one is ready, a wake-up or `until` (ev->mu held; dropped
+ * meanwhile). Else a look at the sockets only, between fibers: their fibers go first. */
+static void engine_poll(engine *e, int64_t until, bool block)
+{
+    baton__evloop *ev = e->ev;
+    if (e->cappfd < e->nio + 1) {
+        size_t cap = 2 * (e->nio + 1);
+        struct pollfd *p = realloc(e->pfd, cap * sizeof *p);
+        if (!p) { /* wait for a wake-up or the timer only; the sockets are polled again */
+            cap = e->cappfd;
+            until = baton__now_us() + 1000;
+        } else {
+            e->pfd = p;
+        }
+        e->cappfd = cap;
+    }
+    size_t n = e->cappfd < e->nio + 1 ? 1 : e->nio + 1;
+    e->pfd[0] = (struct pollfd){e->wfd, POLLIN, 0};
+    for (size_t i = 1; i < n; i++)
+        e->pfd[i] = (struct pollfd){e->io[i - 1]->io_fd, e->io[i - 1]->io_events, 0};
+    e->last_poll_us = baton__now_us();
+    if (!block) {
+        int got = ppoll(e->pfd + 1, (nfds_t)(n - 1), &(struct timespec){0, 0}, NULL);
+        for (size_t i = n; got > 0 && i-- > 1;)
+            if (e->pfd[i].revents) {
+                baton_op *op = e->io[i - 1];
+                heap_remove(e, op);
+                io_done(e, op, true);
+            }
+        return;
+    }
+    e->asleep = true;
+    baton__mutex_unlock(&ev->mu);
+    struct timespec ts, *tp = NULL;
+    if (until != BATON__NO_DEADLINE) {
+        int64_t left = until - baton__now_us();
+        if (left < 0)
+            left = 0;
+        ts.tv_sec = (time_t)(left / 1000000);
+        ts.tv_nsec = (long)(left % 1000000) * 1000;
+        tp = &ts;
+    }
+    int got = ppoll(e->pfd, (nfds_t)n, tp, NULL);
+    baton__mutex_lock(&ev->mu);
+    e->asleep = false;
+    if (got <= 0)
+        return;
+    if (e->pfd[0].revents) {
+        uint64_t v;
+        ssize_t r = read(e->wfd, &v, sizeof v);
+        (void)r;
+    }
+    /* backwards: io_done moves the last entry into the place it frees */
+    for (size_t i = n; i-- > 1;)
+        if (e->pfd[i].revents) {
+            baton_op *op = e->io[i - 1];
+            heap_remove(e, op);
+            io_done(e, op, true);
+        }
+}
+
+static void *engine_main(void *arg)
+{
+    engine *e = arg;
+    baton__evloop *ev = e->ev;
+    on_engine = true;
+#ifdef BATON_TSAN
+    e->tsan_main = __tsan_get_current_fiber();
+#endif
+    baton__mutex_lock(&ev->mu);
+    for (;;) {
+        /* With fibers to run, the sockets are looked at every millisecond all the same:
+         * a round trip's reply waits no longer than that for the fibers started meanwhile. */
+        if (e->nio > 0 && e->run_head && baton__now_us() - e->last_poll_us >= POLL_EVERY_US)
+            engine_poll(e, 0, false);
+        baton_op *op = pop(&e->run_head, &e->run_tail);
+        if (op) {
+            op->queued = false;
+            bool fresh = op->state == ST_NEW;
+            op->state = ST_RUNNING;
+            /* The program's thread may be starting operations: it never waits for a stack
+             * to be made (the spare stacks are this thread's alone). */
+            baton__mutex_unlock(&ev->mu);
+            if (fresh && fiber_make(e, op) != BATON_OK) {
+                op->rc = BATON_ENOMEM;
+                snprintf(op->detail, sizeof op->detail, "out of memory for an operation's stack");
+                baton__mutex_lock(&ev->mu);
+                op->state = ST_DONE;
+            } else {
+                fiber_enter(e, op);
+                if (op->state == ST_DONE) /* written by its fiber, on this thread */
+                    fiber_unmake(e, op);
+                baton__mutex_lock(&ev->mu);
+            }
+            if (op->state == ST_DONE)
+                finish(ev, op);
+            continue;
+        }
+        if (ev->stop && e->live == 0)
+            break;
+        int64_t now = baton__now_us();
+        while (e->nheap > 0 && e->heap[0]->wake_at <= now) {
+            baton_op *due = e->heap[0];
+            heap_remove(e, due);
+            if (due->state == ST_IO)
+                io_done(e, due, false);
+            else
+                make_ready(ev, due);
+        }
+        if (e->run_head)
+            continue;
+        engine_poll(e, e->nheap > 0 ? e->heap[0]->wake_at : BATON__NO_DEADLINE, true);
+    }
+    baton__mutex_unlock(&ev->mu);
+    return NULL;
+}
+
+/* ------------------------------- waits (wait.c) --------------------------------------- */
+
+const void *baton__wait_handle(const void *handle)
+{
+    const void *saved = wait_handle;
+    if (!current && !saved) /* a fiber's handle is its operation's */
+        wait_handle = handle;
+    return saved;
+}
+
+void baton__wait_handle_restore(const void *saved)
+{
+    if (!current)
+        wait_handle = saved;
+}
+
+int baton__wait_enter(baton_client *c, baton__waiting *wt)
+{
+    baton__evloop *ev = c->ev;
+    wt->op = current;
+    wt->handle = current ? NULL : wait_handle;
+    atomic_init(&wt->cancelled, false);
+    wt->prev = wt->next = NULL;
+    baton__mutex_lock(&ev->mu);
+    bool closing = ev->closing && !current;
+    if (!closing && !current) {
+        ev->waits++;
+        wt->next = ev->waiting;
+        if (ev->waiting)
+            ev->waiting->prev = wt;
+        ev->waiting = wt;
+    }
+    wt->gen = atomic_load(&ev->gen);
+    baton__mutex_unlock(&ev->mu);
+    if (closing)
+        return baton__fail(c, BATON_ECANCELED, "the client is closing");
+    return BATON_OK;
+}
+
+void baton__wait_leave(baton_client *c, baton__waiting *wt)
+{
+    if (wt->op)
+        return;
+    baton__evloop *ev = c->ev;
+    baton__mutex_lock(&ev->mu);
+    if (wt->prev)
+        wt->prev->next = wt->next;
+    else
+        ev->waiting = wt->next;
+    if (wt->next)
+        wt->next->prev = wt->prev;
+    if (--ev->waits == 0)
+        baton__cond_broadcast(&ev->idle);
+    baton__mutex_unlock(&ev->mu);
+}
+
+static bool call_counted(const baton_client *c)
+{
+    return c && c->ev && !current && !baton__client_forked(c);
+}
+
+int baton__call_begin(baton_client *c)
+{
+    if (!call_counted(c))
+        return BATON_OK;
+    baton__evloop *ev = c->ev;
+    baton__mutex_lock(&ev->mu);
+    bool closing = ev->closing;
+    if (!closing)
+        ev->waits++;
+    baton__mutex_unlock(&ev->mu);
+    return closing ? baton__fail(c, BATON_ECANCELED, "the client is closing") : BATON_OK;
+}
+
+void baton__call_end(baton_client *c)
+{
+    if (!call_counted(c))
+        return;
+    baton__evloop *ev = c->ev;
+    baton__mutex_lock(&ev->mu);
+    if (--ev->waits == 0)
+        baton__cond_broadcast(&ev->idle);
+    baton__mutex_unlock(&ev->mu);
+}
+
+/* A thread's wait: the client's generation moved, or its handle's waits were cancelled. */
+static bool thread_cancelled(baton__evloop *ev, baton__waiting *wt)
+{
+    return atomic_load(&ev->gen) != wt->gen || atomic_load(&wt->cancelled);
+}
+
+static bool cancelled_locked(baton__evloop *ev, const baton__waiting *wt)
+{
+    return atomic_load(&ev->gen) != wt->gen || (wt->op && wt->op->cancelled);
+}
+
+bool baton__wait_cancelled(baton_client *c, const baton__waiting *wt)
+{
+    baton__evloop *ev = c->ev;
+    if (!wt->op)
+        return thread_cancelled(ev, (baton__waiting *)wt);
+    baton__mutex_lock(&ev->mu);
+    bool r = cancelled_locked(ev, wt);
+    baton__mutex_unlock(&ev->mu);
+    return r;
+}
+
+static int cancelled_error(baton_client *c)
+{
+    return baton__fail(c, BATON_ECANCELED,
+                       "wait cancelled (baton_op_cancel, baton_client_cancel_waits or "
+                       "baton_client_close)");
+}
+
+/* The fiber's sleep: arm the waker and the timer, yield, disarm. */
+static int fiber_sleep(baton_client *c, baton__waiting *wt, baton__sub *sub, int64_t until)
+{
+    baton_op *op = wt->op;
+    baton__evloop *ev = c->ev;
+    baton__mutex_lock(&ev->mu);
+    if (cancelled_locked(ev, wt)) {
+        baton__mutex_unlock(&ev->mu);
+        return cancelled_error(c);
+    }
+    if (op->pending_wake) {
+        op->pending_wake = false;
+        baton__mutex_unlock(&ev->mu);
+        return BATON_OK;
+    }
+    op->woken = false;
+    op->state = ST_SLEEPING;
+    op->wake_at = until;
+    if (until != BATON__NO_DEADLINE && heap_push(op->eng, op) != BATON_OK) {
+        op->state = ST_RUNNING;
+        baton__mutex_unlock(&ev->mu);
+        return baton__fail(c, BATON_ENOMEM, "out of memory");
+    }
+    engine_wake(op->eng); /* the engine's sleep must cover the new timer */
+    baton__mutex_unlock(&ev->mu);
+    op->waker.fn = on_wake;
+    op->waker.arg = op;
+    baton__sub_arm(c, sub, &op->waker);
+    fiber_yield(op);
+    baton__sub_disarm(c, sub, &op->waker);
+    baton__mutex_lock(&ev->mu);
+    heap_remove(op->eng, op);
+    bool woken = op->woken, cancelled = cancelled_locked(ev, wt);
+    op->woken = false;
+    baton__mutex_unlock(&ev->mu);
+    if (cancelled)
+        return cancelled_error(c);
+    return woken ? BATON_OK : BATON_ETIMEDOUT;
+}
+
+int baton__wait_sleep(baton_client *c, baton__waiting *wt, baton__sub *sub, int64_t until_us)
+{
+    if (wt->op)
+        return fiber_sleep(c, wt, sub, until_us);
+    baton__evloop *ev = c->ev;
+    if (thread_cancelled(ev, wt))
+        return cancelled_error(c);
+    int rc = baton__sub_wait(c, sub, until_us);
+    if (thread_cancelled(ev, wt))
+        return cancelled_error(c);
+    return rc;
+}
+
+/* ------------------------------- sockets and connections ----------------------------- */
+
+int baton__fiber_wait_fd(int fd, short events, int64_t deadline_us)
+{
+    baton_op *op = current;
+    if (!op)
+        return -1;
+    baton__evloop *ev = op->ev;
+    engine *e = op->eng;
+    baton__mutex_lock(&ev->mu);
+    if (e->nio == e->capio) {
+        size_t cap = e->capio ? 2 * e->capio : 16;
+        baton_op **io = realloc(e->io, cap * sizeof *io);
+        if (!io) {
+            baton__mutex_unlock(&ev->mu);
+            return -1; /* the caller polls on its own: only this fiber's engine waits */
+        }
+        e->io = io;
+        e->capio = cap;
+    }
+    if (deadline_us != BATON__NO_DEADLINE) {
+        op->wake_at = deadline_us;
+        if (heap_push(e, op) != BATON_OK) {
+            baton__mutex_unlock(&ev->mu);
+            return -1;
+        }
+    }
+    op->io_fd = fd;
+    op->io_events = events;
+    op->io_ready = false;
+    op->ioidx = e->nio;
+    e->io[e->nio++] = op;
+    op->state = ST_IO;
+    baton__mutex_unlock(&ev->mu);
+    fiber_yield(op); /* the engine takes it off its lists before it runs it again */
+    if (op->io_ready)
+        return 1;
+    /* Its timer ran out first. A busy engine may come back to it late, the socket ready
+     * by then: a look now decides, as a thread's poll() would have. */
+    struct pollfd p = {fd, events, 0};
+    return poll(&p, 1, 0) > 0 ? 1 : 0;
+}
+
+int baton__fiber_sleep_until(int64_t until_us)
+{
+    baton_op *op = current;
+    if (!op)
+        return -1;
+    baton__evloop *ev = op->ev;
+    baton__mutex_lock(&ev->mu);
+    op->wake_at = until_us;
+    if (heap_push(op->eng, op) != BATON_OK) {
+        baton__mutex_unlock(&ev->mu);
+        return -1;
+    }
+    op->state = ST_SLEEPING;
+    baton__mutex_unlock(&ev->mu);
+    fiber_yield(op); /* its timer, or a cancellation */
+    baton__mutex_lock(&ev->mu);
+    heap_remove(op->eng, op);
+    baton__mutex_unlock(&ev->mu);
+    return 0;
+}
+
+uint64_t baton__evloop_freed(baton_client *c)
+{
+    return c && c->ev ? atomic_load(&c->ev->freed) : 0;
+}
+
+bool baton__on_fiber(void)
+{
+    return current != NULL;
+}
+
+/* Takes a fiber off the pool waiters (ev->mu held). */
+static void pool_unlist(baton__evloop *ev, baton_op *op)
+{
+    if (op->pool_prev)
+        op->pool_prev->pool_next = op->pool_next;
+    else
+        ev->pool_head = op->pool_next;
+    if (op->pool_next)
+        op->pool_next->pool_prev = op->pool_prev;
+    else
+        ev->pool_tail = op->pool_prev;
+    op->pool_prev = op->pool_next = NULL;
+    op->pool_wait = false;
+    atomic_fetch_sub(&ev->npool_waiters, 1);
+}
+
+int baton__fiber_wait_pool(baton_client *c, const void *pool, uint64_t seen, int64_t deadline_us)
+{
+    baton_op *op = current;
+    baton__evloop *ev = c->ev;
+    baton__mutex_lock(&ev->mu);
+    /* counted before the look at `freed`: a connection given back after the look sees a
+     * waiter, and wakes one under ev->mu (conn_freed) */
+    atomic_fetch_add(&ev->npool_waiters, 1);
+    if (atomic_load(&ev->freed) != seen) {
+        atomic_fetch_sub(&ev->npool_waiters, 1);
+        baton__mutex_unlock(&ev->mu);
+        return 1;
+    }
+    if (deadline_us != BATON__NO_DEADLINE) {
+        op->wake_at = deadline_us;
+        if (heap_push(op->eng, op) != BATON_OK) {
+            atomic_fetch_sub(&ev->npool_waiters, 1);
+            baton__mutex_unlock(&ev->mu);
+            return baton__fail(c, BATON_ENOMEM, "out of memory"), 0;
+        }
+    }
+    op->pool_wait = true;
+    op->pool_for = pool;
+    op->pool_next = NULL;
+    op->pool_prev = ev->pool_tail;
+    if (ev->pool_tail)
+        ev->pool_tail->pool_next = op;
+    else
+        ev->pool_head = op;
+    ev->pool_tail = op;
+    op->state = ST_SLEEPING;
+    baton__mutex_unlock(&ev->mu);
+    fiber_yield(op);
+    baton__mutex_lock(&ev->mu);
+    heap_remove(op->eng, op);
+    if (op->pool_wait) /* its timer, or a cancellation: still listed */
+        pool_unlist(ev, op);
+    baton__mutex_unlock(&ev->mu);
+    return deadline_us == BATON__NO_DEADLINE || baton__now_us() < deadline_us;
+}
+
+void baton__evloop_conn_freed(baton_client *c, const void *pool, bool all)
+{
+    baton__evloop *ev = c ? c->ev : NULL;
+    if (!ev)
+        return;
+    atomic_fetch_add(&ev->freed, 1);
+    if (atomic_load(&ev->npool_waiters) == 0)
+        return;
+    /* One connection, one waiter (waking them all would make every waiter run for each
+     * connection given back); a waiter that finds it taken waits again. */
+    baton__mutex_lock(&ev->mu);
+    for (baton_op *op = ev->pool_head, *next; op; op = next) {
+        next = op->pool_next;
+        if (op->pool_for != pool)
+            continue;
+        pool_unlist(ev, op);
+        make_ready(ev, op);
+        if (!all)
+            break;
+    }
+    baton__mutex_unlock(&ev->mu);
+}
+
+/* ------------------------------- open and close --------------------------------------- */
+
+baton__evloop *baton__evloop_new(baton_client *c)
+{
+    baton__evloop *ev = calloc(1, sizeof *ev);
+    if (!ev)
+        return NULL;
+    ev->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (ev->efd < 0) {
+        free(ev);
+        return NULL;
+    }
+    ev->eng.ev = ev;
+    ev->eng.wfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (ev->eng.wfd < 0) {
+        close(ev->efd);
+        free(ev);
+        return NULL;
+    }
+    ev->c = c;
+    baton__mutex_init(&ev->mu);
+    baton__cond_init(&ev->idle);
+    return ev;
+}
+
+/* Cancels every operation and wait (ev->mu held). */
+static void cancel_all_locked(baton__evloop *ev)
+{
+    atomic_fetch_add(&ev->gen, 1);
+    for (baton_op *op = ev->all; op; op = op->all_next) {
+        op->cancelled = true;
+        make_ready(ev, op);
+    }
+}
+
+void baton__evloop_cancel_handle(baton_client *c, const void *handle)
+{
+    if (!c || !c->ev || baton__client_forked(c))
+        return;
+    baton__evloop *ev = c->ev;
+    bool threads = false;
+    baton__mutex_lock(&ev->mu);
+    for (baton__waiting *wt = ev->waiting; wt; wt = wt->next)
+        if (wt->handle == handle) {
+            atomic_store(&wt->cancelled, true);
+            threads = true;
+        }
+    for (baton_op *op = ev->all; op; op = op->all_next)
+        if (op->handle == handle && !is_release(op->kind)) {
+            op->cancelled = true;
+            make_ready(ev, op);
+        }
+    baton__mutex_unlock(&ev->mu);
+    /* A thread asleep on a subscription wakes, sees its flag and leaves; the other waiters
+     * woken with it find nothing changed and try once more. */
+    if (threads)
+        baton__sub_wake_all(c);
+}
+
+/* Whether an operation on handle is still live (ev->mu held). */
+static bool handle_busy(const baton__evloop *ev, const void *handle)
+{
+    for (const baton_op *op = ev->all; op; op = op->all_next)
+        if (op->handle == handle)
+            return true;
+    return false;
+}
+
+void baton__evloop_drop_handle(baton_client *c, void *handle)
+{
+    if (!c || !c->ev || baton__client_forked(c))
+        return;
+    baton__evloop *ev = c->ev;
+    baton__mutex_lock(&ev->mu);
+    for (baton_op *op = ev->all; op; op = op->all_next)
+        if (op->handle == handle) {
+            op->cancelled = true; /* a wait stops; a release still runs (fiber_main) */
+            make_ready(ev, op);
+        }
+    /* On an engine (a callback run by baton's thread) the operations may be this thread's
+     * own: it cannot wait for them, and the program was told not to close there. */
+    while (!on_engine && handle_busy(ev, handle))
+        baton__cond_wait_until(&ev->idle, &ev->mu, BATON__NO_DEADLINE);
+    baton__mutex_unlock(&ev->mu);
+}
+
+/* Frees what the engine kept (its thread has ended, or never ran). */
+static void free_engine(engine *e)
+{
+    while (e->nspare > 0)
+        munmap(e->spare[--e->nspare], STACK_SIZE + (size_t)sysconf(_SC_PAGESIZE));
+    free(e->heap);
+    free(e->io);
+    free(e->pfd);
+    close(e->wfd);
+}
+
+void baton__evloop_shut(baton__evloop *ev, bool forked)
+{
+    if (!ev || ev->shut)
+        return;
+    ev->shut = true;
+    if (forked) /* the child has no engine thread and no waiters */
+        return;
+    baton__mutex_lock(&ev->mu);
+    ev->closing = true;
+    cancel_all_locked(ev);
+    baton__mutex_unlock(&ev->mu);
+    baton__sub_wake_all(ev->c);
+    baton__mutex_lock(&ev->mu);
+    while (ev->waits > 0 || ev->live > 0)
+        baton__cond_wait_until(&ev->idle, &ev->mu, BATON__NO_DEADLINE);
+    ev->stop = true;
+    engine_wake(&ev->eng);
+    bool started = ev->started;
+    baton__mutex_unlock(&ev->mu);
+    if (started)
+        pthread_join(ev->eng.thread, NULL);
+    baton_op *op;
+    while ((op = pop(&ev->done_head, &ev->done_tail)))
+        deliver(ev, op);
+}
+
+void baton__evloop_free(baton__evloop *ev, bool forked)
+{
+    if (!ev)
+        return;
+    baton__evloop_shut(ev, forked);
+    /* In a fork child the operations' memory is the parent's copy: only the descriptors
+     * and the memory go. */
+    free_engine(&ev->eng);
+    close(ev->efd);
+    if (!forked) {
+        baton__mutex_destroy(&ev->mu);
+        baton__cond_destroy(&ev->idle);
+    }
+    free(ev);
+}
+
+/* ------------------------------- public: operations ----------------------------------- */
+
+/* Starts the engine thread if it does not run yet (ev->mu held). */
+static int engine_start(baton__evloop *ev)
+{
+    if (ev->started)
+        return BATON_OK;
+    int rc = pthread_create(&ev->eng.thread, NULL, engine_main, &ev->eng);
+    if (rc != 0)
+        return baton__fail(ev->c, BATON_ENOMEM, "pthread_create: %s", strerror(rc));
+    ev->started = true;
+    return BATON_OK;
+}
+
+/* Validates and queues a new operation. */
+static int start(baton_client *c, baton_op *tmpl, baton_op **out)
+{
+    int rc;
+    if (out)
+        *out = NULL;
+    if (!tmpl->fn)
+        return baton__fail(c, BATON_EINVAL, "fn is NULL");
+    if (baton__check_wait(tmpl->wait_ms) != BATON_OK)
+        return baton__fail(c, BATON_EINVAL, "wait_ms %lld: use BATON_WAIT_FOREVER or 0..%lld ms",
+                           (long long)tmpl->wait_ms, (long long)BATON_MAX_DURATION_MS);
+    if (tmpl->owner && baton__owner_client(tmpl->owner) != c)
+        return baton__fail(c, BATON_EINVAL, "the owner belongs to another client");
+    baton_op *op = malloc(sizeof *op);
+    if (!op)
+        return baton__fail(c, BATON_ENOMEM, "out of memory");
+    *op = *tmpl;
+    baton__evloop *ev = c->ev;
+    op->ev = ev;
+    op->owner_id = op->owner ? baton__owner_of(op->owner) : baton__owner_id();
+    op->state = ST_NEW;
+    op->hidx = NO_HEAP;
+    baton__mutex_lock(&ev->mu);
+    if (ev->closing) {
+        baton__mutex_unlock(&ev->mu);
+        free(op);
+        return baton__fail(c, BATON_ECANCELED, "the client is closing");
+    }
+    rc = engine_start(ev);
+    if (rc != BATON_OK) {
+        baton__mutex_unlock(&ev->mu);
+        free(op);
+        return rc;
+    }
+    ev->live++;
+    op->eng = &ev->eng;
+    op->eng->live++;
+    op->all_next = ev->all;
+    if (ev->all)
+        ev->all->all_prev = op;
+    ev->all = op;
+    op->queued = true;
+    push(&op->eng->run_head, &op->eng->run_tail, op);
+    engine_wake(op->eng);
+    baton__mutex_unlock(&ev->mu);
+    if (out)
+        *out = op;
+    return BATON_OK;
+}
+
+/* What every start does first: the handle's client usable from here. */
+static int enter(baton_client *c)
+{
+    if (!c)
+        return BATON_EINVAL;
+    return baton__client_enter(c);
+}
+
+int baton_lock_acquire_async(baton_lock *l, baton_owner *o, int64_t wait_ms, int64_t lease_ms,
+                             baton_async_fn fn, void *arg, baton_op **op)
+{
+    if (op)
+        *op = NULL;
+    if (!l)
+        return BATON_EINVAL;
+    baton_client *c = l->client ? l->client : (o ? baton__owner_client(o) : NULL);
+    int rc = enter(c);
+    if (rc != BATON_OK)
+        return c ? rc
+                 : BATON_EINVAL; /* a multi-lock over several clients needs an owner to name one */
+    if (baton__check_lease(lease_ms) != BATON_OK)
+        return baton__fail(c, BATON_EINVAL, "lease_ms %lld: use BATON_LEASE_WATCHDOG or 1..%lld ms",
+                           (long long)lease_ms, (long long)BATON_MAX_DURATION_MS);
+    baton_op t = {.kind = OP_LOCK,
+                  .handle = l,
+                  .owner = o,
+                  .wait_ms = wait_ms,
+                  .lease_ms = lease_ms,
+                  .fn = fn,
+                  .arg = arg};
+    return start(c, &t, op);
+}
+
+int baton_lock_release_async(baton_lock *l, baton_owner *o, baton_async_fn fn, void *arg,
+                             baton_op **op)
+{
+    if (op)
+        *op = NULL;
+    if (!l)
+        return BATON_EINVAL;
+    baton_client *c = l->client ? l->client : (o ? baton__owner_client(o) : NULL);
+    int rc = enter(c);
+    if (rc != BATON_OK)
+        return c ? rc : BATON_EINVAL;
+    baton_op t = {.kind = OP_UNLOCK, .handle = l, .owner = o, .fn = fn, .arg = arg};
+    return start(c, &t, op);
+}
+
+/* A semaphore's operation: acquire (wait_ms) or release `permits`. */
+static int semaphore_start(baton_semaphore *s, op_kind kind, int64_t permits, int64_t wait_ms,
+                           baton_async_fn fn, void *arg, baton_op **op)
+{
+    if (op)
+        *op = NULL;
+    baton_client *c = s ? baton__semaphore_client(s) : NULL;
+    int rc = enter(c);
+    if (rc != BATON_OK)
+        return rc;
+    if (permits < 1)
+        return baton__fail(c, BATON_EINVAL, "permits %lld: at least 1", (long long)permits);
+    baton_op t = {
+        .kind = kind, .handle = s, .n = permits, .wait_ms = wait_ms, .fn = fn, .arg = arg};
+    return start(c, &t, op);
+}
+
+int baton_semaphore_acquire_async(baton_semaphore *s, int64_t permits, int64_t wait_ms,
+                                  baton_async_fn fn, void *arg, baton_op **op)
+{
+    return semaphore_start(s, OP_SEMAPHORE, permits, wait_ms, fn, arg, op);
+}
+
+int baton_semaphore_release_async(baton_semaphore *s, int64_t permits, baton_async_fn fn, void *arg,
+                                  baton_op **op)
+{
+    return semaphore_start(s, OP_SEMAPHORE_RELEASE, permits, 0, fn, arg, op);
+}
+
+int baton_latch_await_async(baton_latch *l, int64_t timeout_ms, baton_async_fn fn, void *arg,
+                            baton_op **op)
+{
+    if (op)
+        *op = NULL;
+    baton_client *c = l ? baton__latch_client(l) : NULL;
+    int rc = enter(c);
+    if (rc != BATON_OK)
+        return rc;
+    baton_op t = {.kind = OP_LATCH, .handle = l, .wait_ms = timeout_ms, .fn = fn, .arg = arg};
+    return start(c, &t, op);
+}
+
+int baton_permits_acquire_async(baton_permits *p, int64_t wait_ms, int64_t lease_ms,
+                                char id[BATON_PERMIT_ID_SIZE], baton_async_fn fn, void *arg,
+                                baton_op **op)
+{
+    if (op)
+        *op = NULL;
+    baton_client *c = p ? baton__permits_client(p) : NULL;
+    int rc = enter(c);
+    if (rc != BATON_OK)
+        return rc;
+    if (!id)
+        return baton__fail(c, BATON_EINVAL, "id is NULL");
+    if (lease_ms != 0 && baton__check_lease(lease_ms) != BATON_OK)
+        return baton__fail(c, BATON_EINVAL, "lease_ms %lld: use BATON_LEASE_WATCHDOG or 1..%lld ms",
+                           (long long)lease_ms, (long long)BATON_MAX_DURATION_MS);
+    id[0] = '\0';
+    baton_op t = {.kind = OP_PERMITS,
+                  .handle = p,
+                  .wait_ms = wait_ms,
+                  .lease_ms = lease_ms,
+                  .id_out = id,
+                  .fn = fn,
+                  .arg = arg};
+    return start(c, &t, op);
+}
+
+int baton_op_cancel(baton_op *op)
+{
+    if (!op)
+        return BATON_EINVAL;
+    baton__evloop *ev = op->ev;
+    baton__mutex_lock(&ev->mu);
+    if (op->state != ST_DONE && !is_release(op->kind)) { /* a release is not a wait */
+        op->cancelled = true;
+        make_ready(ev, op);
+    }
+    baton__mutex_unlock(&ev->mu);
+    return BATON_OK;
+}
+
+/* ------------------------------- public: the loop's side ------------------------------ */
+
+int baton_client_async_fd(baton_client *c, int *fd)
+{
+    int rc = enter(c);
+    if (rc != BATON_OK)
+        return rc;
+    if (!fd)
+        return baton__fail(c, BATON_EINVAL, "fd is NULL");
+    /* A program that asks for the descriptor is about to start operations: the engine
+     * starts now, in its set-up, rather than inside its first start. */
+    baton__mutex_lock(&c->ev->mu);
+    rc = c->ev->closing ? BATON_OK : engine_start(c->ev);
+    baton__mutex_unlock(&c->ev->mu);
+    if (rc != BATON_OK)
+        return rc;
+    *fd = c->ev->efd;
+    return BATON_OK;
+}
+
+int baton_client_process(baton_client *c)
+{
+    int rc = enter(c);
+    if (rc != BATON_OK)
+        return rc;
+    baton__evloop *ev = c->ev;
+    uint64_t n;
+    ssize_t r = read(ev->efd, &n, sizeof n);
+    (void)r; /* nothing to read (EAGAIN) is fine: the queue decides */
+    baton__mutex_lock(&ev->mu);
+    baton_op *list = ev->done_head;
+    ev->done_head = ev->done_tail = NULL;
+    baton__mutex_unlock(&ev->mu);
+    int ran = 0;
+    while (list) {
+        baton_op *op = list;
+        list = op->next;
+        deliver(ev, op);
+        ran++;
+    }
+    return ran;
+}
+
+int baton_client_set_callbacks(baton_client *c, int mode)
+{
+    int rc = enter(c);
+    if (rc != BATON_OK)
+        return rc;
+    if (mode != BATON_CALLBACKS_PROCESS && mode != BATON_CALLBACKS_BATON)
+        return baton__fail(c, BATON_EINVAL, "mode %d: BATON_CALLBACKS_PROCESS or _BATON", mode);
+    baton__mutex_lock(&c->ev->mu);
+    c->ev->mode = mode;
+    baton__mutex_unlock(&c->ev->mu);
+    return BATON_OK;
+}
+
+int baton_client_cancel_waits(baton_client *c)
+{
+    int rc = enter(c);
+    if (rc != BATON_OK)
+        return rc;
+    baton__evloop *ev = c->ev;
+    baton__mutex_lock(&ev->mu);
+    cancel_all_locked(ev);
+    baton__mutex_unlock(&ev->mu);
+    baton__sub_wake_all(c);
+    return BATON_OK;
+}
