@@ -480,19 +480,20 @@ Test(sentinel, the_command_holds_its_lock_through_a_failover)
     wait_replica_synced();
     setenv("BATON_URL", dep.url, 1); /* the command's default server: the deployment */
     const char *name = th_tmpname("sn-cli");
+    char *started = cli_path("started");
     char *done = cli_path("done");
-    char script[256];
-    snprintf(script, sizeof script, "sleep 12; touch %s", done);
+    char script[512];
+    snprintf(script, sizeof script, "touch %s; sleep 12; touch %s", started, done);
     /* a watchdog lease of 10 s, renewed every 3.3 s: across the switch only renewals on the
      * new master keep it (a lease must outlast the switch: the sentinels' promotion plus up
      * to a second until the client asks them again) */
     pid_t pid = cli_spawn(
         ARGS("--sync-replicas", "1", "lock", name, "--watchdog", "10s", "--", "sh", "-c", script));
-    /* locked (the key is on the master) before the switch starts */
-    redisContext *m = th_redis_port(current_master());
-    for (int64_t t0 = th_ms(); th_cmd_int(m, "EXISTS %s", name) == 0; th_sleep_ms(20))
+    /* locked before the switch starts: the child runs only once the acquire, its WAIT for
+     * a replica included, has returned (the key alone existing is not enough: a switch
+     * started while the command waits for the replica's acknowledgement refuses the lock) */
+    for (int64_t t0 = th_ms(); access(started, F_OK) != 0; th_sleep_ms(20))
         cr_assert(lt(i64, th_ms() - t0, 10000), "the command never took its lock");
-    redisFree(m);
     fail_over();
     int st = th_wait(pid);
     char *err = cli_bg_err(pid);
@@ -501,6 +502,7 @@ Test(sentinel, the_command_holds_its_lock_through_a_failover)
     cr_assert(ran != NULL, "COMMAND ran to its end");
     free(ran);
     free(err);
+    free(started);
     free(done);
     /* and the command finds and uses the new master */
     cli_result r;
