@@ -6,7 +6,9 @@
  *
  *   baton-bench --port P --scenario ID [--n N] [--workers W] [--k K] [--permits P]
  *               [--think-ms T] [--processes] [--max-seconds S] [--lease-ms L]
- *               [--watchdog-ms W] [--duration S] [--periods N]
+ *               [--watchdog-ms W] [--duration S] [--periods N] [--groups G]
+ *   baton-bench --cluster P1,P2,... --scenario s1m|s2|s2f|s3 ...   (a Redis Cluster: the
+ *               objects spread over the masters, server figures summed over them)
  *
  * Scenarios: s1 (one thread, one lock, N acquire+release pairs), s1m (8 threads, 8 locks,
  * one client), s2 (W workers contend for one lock; critical section GET + SET of a counter
@@ -25,6 +27,7 @@
  */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "slots.h"
 
 #include <hiredis/hiredis.h>
 
@@ -32,6 +35,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -61,13 +65,18 @@ static struct {
     bool processes;
     bool stats_off; /* --stats off: the client's statistics paused (the A/B of s1) */
     bool leases;    /* --leases: s3 takes permit leases (baton_permits), not counts */
+    bool async;     /* --async: s2, s2f, s3 from one thread's event loop (run_async) */
     int64_t lease_ms, watchdog_ms;
     double duration;    /* > 0: run until this many seconds passed instead of K each */
     char prefix[64];    /* every key of this run starts with it */
     int sync_replicas;  /* --sync-replicas N: baton_options.sync_replicas */
     int tls_port;       /* > 0: baton connects over TLS to this port (rediss://) ... */
     const char *tls_ca; /* ... trusting this CA; --port stays the plain port for INFO */
+    int groups;         /* --groups G: s2/s2f/s3 workers split into G objects (w % G) */
+    int nmasters;       /* --cluster P1,P2,...: a Redis Cluster with these masters */
+    int masters[16];
 } opt = {.port = 0,
+         .groups = 1,
          .n = -1,
          .k = -1,
          .workers = -1,
@@ -170,14 +179,19 @@ static double cpu_us(const struct rusage *a, const struct rusage *b)
            (double)(b->ru_stime.tv_usec - a->ru_stime.tv_usec);
 }
 
-static redisContext *raw_connect(void)
+static redisContext *raw_connect_port(int port)
 {
     struct timeval tv = {10, 0};
-    redisContext *r = redisConnectWithTimeout("127.0.0.1", opt.port, tv);
+    redisContext *r = redisConnectWithTimeout("127.0.0.1", port, tv);
     if (!r || r->err)
-        die("cannot reach redis on 127.0.0.1:%d%s%s", opt.port, r ? ": " : "", r ? r->errstr : "");
+        die("cannot reach redis on 127.0.0.1:%d%s%s", port, r ? ": " : "", r ? r->errstr : "");
     redisSetTimeout(r, tv);
     return r;
+}
+
+static redisContext *raw_connect(void)
+{
+    return raw_connect_port(opt.port);
 }
 
 /* Runs a command on a raw connection; a failure ends the program (the server is gone). */
@@ -209,8 +223,13 @@ static long long raw_get_int(redisContext *r, const char *key)
 
 static baton_client *client_open(void)
 {
-    char url[64];
-    if (opt.tls_port)
+    char url[64 + 16 * 24];
+    if (opt.nmasters > 0) {
+        size_t off = (size_t)snprintf(url, sizeof url, "redis+cluster://");
+        for (int i = 0; i < opt.nmasters; i++)
+            off += (size_t)snprintf(url + off, sizeof url - off, "%s127.0.0.1:%d", i ? "," : "",
+                                    opt.masters[i]);
+    } else if (opt.tls_port)
         snprintf(url, sizeof url, "rediss://127.0.0.1:%d", opt.tls_port);
     else
         snprintf(url, sizeof url, "redis://127.0.0.1:%d", opt.port);
@@ -235,6 +254,72 @@ static void key(char *buf, size_t len, const char *what, int id)
         snprintf(buf, len, "%s:%s:%d", opt.prefix, what, id);
     else
         snprintf(buf, len, "%s:%s", opt.prefix, what);
+}
+
+/* --cluster: the index in opt.masters of each slot's master (CLUSTER SLOTS). */
+static signed char slot_master[BATON__SLOTS];
+
+static void load_slots(void)
+{
+    redisContext *r = redisConnect("127.0.0.1", opt.masters[0]);
+    if (!r || r->err)
+        die("cannot reach the cluster node 127.0.0.1:%d", opt.masters[0]);
+    redisReply *rep = redisCommand(r, "CLUSTER SLOTS");
+    if (!rep || rep->type != REDIS_REPLY_ARRAY)
+        die("CLUSTER SLOTS failed on %d", opt.masters[0]);
+    memset(slot_master, -1, sizeof slot_master);
+    for (size_t k = 0; k < rep->elements; k++) {
+        redisReply *e = rep->element[k];
+        int port = (int)e->element[2]->element[1]->integer, m = -1;
+        for (int i = 0; i < opt.nmasters; i++)
+            if (opt.masters[i] == port)
+                m = i;
+        if (m < 0)
+            die("master %d of CLUSTER SLOTS is not in --cluster", port);
+        for (long long s = e->element[0]->integer; s <= e->element[1]->integer; s++)
+            slot_master[s] = (signed char)m;
+    }
+    freeReplyObject(rep);
+    redisFree(r);
+}
+
+/* The name of object `what` number id (-1: the one object): key()'s, and on a cluster with
+ * a suffix that puts it on master id % masters, so that the objects spread evenly. */
+static void obj_name(char *buf, size_t len, const char *what, int id)
+{
+    key(buf, len, what, id);
+    if (opt.nmasters == 0)
+        return;
+    size_t base = strlen(buf);
+    int want = (id < 0 ? 0 : id) % opt.nmasters;
+    for (int i = 0; i < 1000000; i++) {
+        snprintf(buf + base, len - base, "~%d", i);
+        if (slot_master[baton__key_slot(buf, strlen(buf))] == want)
+            return;
+    }
+    die("no name for master %d", want);
+}
+
+/* The counter of an object: in its slot ("{name}:counter"). */
+static void counter_of(char *buf, size_t len, const char *name)
+{
+    snprintf(buf, len, "{%s}:counter", name);
+}
+
+/* The port of the node that serves key (the single server without --cluster). */
+static int port_of(const char *k)
+{
+    if (opt.nmasters == 0)
+        return opt.port;
+    return opt.masters[slot_master[baton__key_slot(k, strlen(k))]];
+}
+
+/* The object a worker uses: its own (s1m), or its group's (s2, s2f, s3). */
+static void worker_object(int id, char *name, size_t len)
+{
+    bool shared_obj = opt.sc == S2 || opt.sc == S2F || opt.sc == S3;
+    int g = opt.groups > 1 ? id % opt.groups : -1;
+    obj_name(name, len, opt.sc == S3 ? "sem" : "lock", shared_obj ? g : id);
 }
 
 static void note_error(worker *w, const char *what, int rc)
@@ -349,9 +434,9 @@ static int lock_open(baton_client *c, const char *name, baton_lock **out)
 static void lock_worker(worker *w)
 {
     bool contended = opt.sc == S2 || opt.sc == S2F;
-    char name[128], counter[128];
-    key(name, sizeof name, "lock", contended ? -1 : w->id);
-    key(counter, sizeof counter, "counter", -1);
+    char name[128], counter[160];
+    worker_object(w->id, name, sizeof name);
+    counter_of(counter, sizeof counter, name);
     baton_lock *l = NULL, *warm = NULL;
     int rc = lock_open(w->c, name, &l);
     if (rc != BATON_OK) {
@@ -362,7 +447,7 @@ static void lock_worker(worker *w)
     }
     /* Warm-up on a lock of its own: scripts loaded, the pool grown, nothing counted. */
     char wname[128];
-    key(wname, sizeof wname, "warm", w->id);
+    obj_name(wname, sizeof wname, "warm", w->id);
     if (lock_open(w->c, wname, &warm) == BATON_OK &&
         baton_lock_try_acquire(warm, 10000, opt.lease_ms) == BATON_OK)
         baton_lock_release(warm);
@@ -502,9 +587,9 @@ static void sem_close(sem_handle *h)
 
 static void semaphore_worker(worker *w)
 {
-    char name[128], counter[128];
-    key(name, sizeof name, "sem", -1);
-    key(counter, sizeof counter, "counter", -1);
+    char name[128], counter[160];
+    worker_object(w->id, name, sizeof name);
+    counter_of(counter, sizeof counter, name);
     sem_handle h;
     int rc = sem_open(w->c, name, &h);
     if (rc != BATON_OK) {
@@ -555,7 +640,9 @@ static void semaphore_worker(worker *w)
 
 static void run_worker(worker *w)
 {
-    w->raw = raw_connect();
+    char name[128];
+    worker_object(w->id, name, sizeof name);
+    w->raw = raw_connect_port(port_of(name)); /* the counter shares the object's slot */
     if (opt.sc == S3)
         semaphore_worker(w);
     else
@@ -635,6 +722,17 @@ static void server_read(redisContext *r, server_snap *s)
     rep = raw_cmd(r, "INFO cpu");
     s->cpu_s = info_field(rep->str, "used_cpu_sys:") + info_field(rep->str, "used_cpu_user:");
     freeReplyObject(rep);
+}
+
+/* The counters of several masters as one server's (the breakdown is the first master's). */
+static void server_sum(server_snap *sum, const server_snap *m, int n)
+{
+    *sum = m[0];
+    for (int i = 1; i < n; i++) {
+        sum->cpu_s += m[i].cpu_s;
+        sum->cmds += m[i].cmds;
+        sum->scripts += m[i].scripts;
+    }
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -791,8 +889,9 @@ static void print_human(const result *r, const char *extra)
            "lost_updates=%s max_holders=%s errors=%llu client_rtts_per_op=%s "
            "server_cmds_per_op=%s server_cpu_us_per_op=%s client_cpu_us_per_op=%s%s%s\n",
            scenario_ids[opt.sc], r->workers,
-           opt.processes ? (opt.leases ? " processes leases" : " processes")
-                         : (opt.leases ? " threads leases" : " threads"),
+           opt.async       ? " async"
+           : opt.processes ? (opt.leases ? " processes leases" : " processes")
+                           : (opt.leases ? " threads leases" : " threads"),
            b[14], (unsigned long long)r->ops, b[13], r->seconds, b[0],
            r->lat_kind ? r->lat_kind : "-", b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8],
            (unsigned long long)r->errors, b[9], b[10], b[11], b[12], extra ? " " : "",
@@ -865,23 +964,36 @@ static void run_workers(void)
 {
     int nw = opt.workers;
     int64_t prog_start = now_ns();
-    redisContext *ctl = raw_connect();
-    char counter[128], name[128];
-    key(counter, sizeof counter, "counter", -1);
-    raw_do(ctl, "DEL %s", counter);
-    key(name, sizeof name, opt.sc == S3 ? "sem" : "lock", -1);
-    raw_do(ctl, "DEL %s", name);
+    /* the servers: the one, or every master of the cluster (counters summed) */
+    int nctl = opt.nmasters ? opt.nmasters : 1;
+    redisContext *ctls[16];
+    for (int i = 0; i < nctl; i++)
+        ctls[i] = raw_connect_port(opt.nmasters ? opt.masters[i] : opt.port);
+    redisContext *ctl = ctls[0];
+    /* the shared objects (s2, s2f, s3): one per group */
+    int nobj = (opt.sc == S2 || opt.sc == S2F || opt.sc == S3) ? opt.groups : 0;
+    char names[64][128], counters[64][160];
+    for (int g = 0; g < nobj; g++) {
+        worker_object(g, names[g], sizeof names[g]);
+        counter_of(counters[g], sizeof counters[g], names[g]);
+        redisContext *r = raw_connect_port(port_of(names[g]));
+        raw_do(r, "DEL %s", counters[g]);
+        raw_do(r, "DEL %s", names[g]);
+        redisFree(r);
+    }
 
     baton_client *setup = NULL;
     if (opt.sc == S3) {
         setup = client_open();
-        sem_handle h;
-        int rc = sem_open(setup, name, &h);
-        if (rc == BATON_OK)
-            rc = sem_try_set(&h, opt.permits);
-        if (rc != BATON_OK)
-            die("semaphore setup: %s: %s", baton_err_name(rc), baton_client_errmsg(setup));
-        sem_close(&h);
+        for (int g = 0; g < nobj; g++) {
+            sem_handle h;
+            int rc = sem_open(setup, names[g], &h);
+            if (rc == BATON_OK)
+                rc = sem_try_set(&h, opt.permits);
+            if (rc != BATON_OK)
+                die("semaphore setup: %s: %s", baton_err_name(rc), baton_client_errmsg(setup));
+            sem_close(&h);
+        }
     }
 #ifndef BATON_BENCH_HAVE_FAIRLOCK
     if (opt.sc == S2F)
@@ -928,12 +1040,15 @@ static void run_workers(void)
     pthread_barrier_wait(&sh->barrier);
     baton__stats st0 = {0}, st1 = {0};
     struct rusage ru0, ru1;
-    server_snap s0, s1;
+    server_snap s0, s1, m0[16], m1[16];
     if (c)
         baton__client_stats(c, &st0);
     getrusage(RUSAGE_SELF, &ru0);
-    server_reset(ctl);
-    server_read(ctl, &s0);
+    for (int i = 0; i < nctl; i++)
+        server_reset(ctls[i]);
+    for (int i = 0; i < nctl; i++)
+        server_read(ctls[i], &m0[i]);
+    server_sum(&s0, m0, nctl);
     sh->start_ns = now_ns();
     if (opt.duration > 0)
         sh->until_ns = sh->start_ns + (int64_t)(opt.duration * 1e9);
@@ -957,14 +1072,16 @@ static void run_workers(void)
         baton__client_stats(c, &st1);
     }
     getrusage(RUSAGE_SELF, &ru1);
-    server_read(ctl, &s1);
+    for (int i = 0; i < nctl; i++)
+        server_read(ctls[i], &m1[i]);
+    server_sum(&s1, m1, nctl);
 
     /* The figures. */
     result r;
     result_init(&r);
     r.workers = nw;
     bool contended = opt.sc == S2 || opt.sc == S2F;
-    r.permits = opt.sc == S3 ? opt.permits : 1;
+    r.permits = opt.sc == S3 ? opt.permits * opt.groups : 1;
     if (contended || opt.sc == S3)
         r.think_ms = opt.think_ms;
     if (opt.duration <= 0)
@@ -1017,7 +1134,12 @@ static void run_workers(void)
         free(all);
     }
     if (contended || opt.sc == S3) {
-        r.counter = (double)raw_get_int(ctl, counter);
+        r.counter = 0;
+        for (int g = 0; g < nobj; g++) {
+            redisContext *cr = raw_connect_port(port_of(names[g]));
+            r.counter += (double)raw_get_int(cr, counters[g]);
+            redisFree(cr);
+        }
         r.expected = (double)r.ops;
         r.lost = r.expected - r.counter;
         r.max_holders = atomic_load(&sh->max_holders);
@@ -1028,10 +1150,10 @@ static void run_workers(void)
     r.server_cpu = (s1.cpu_s - s0.cpu_s) * 1e6 / ops;
     r.client_cpu = ccpu / ops;
 
-    if (opt.sc == S3) { /* every permit must be back */
+    for (int g = 0; opt.sc == S3 && g < nobj; g++) { /* every permit must be back */
         sem_handle h;
         int64_t avail = -1;
-        if (sem_open(setup, name, &h) == BATON_OK) {
+        if (sem_open(setup, names[g], &h) == BATON_OK) {
             avail = sem_available(&h);
             sem_close(&h);
         }
@@ -1071,6 +1193,19 @@ static void run_workers(void)
     if (opt.duration > 0)
         eo +=
             snprintf(extra + eo, sizeof extra - (size_t)eo, " per_second_ops:max_wait_ms=[%s]", tl);
+    if (opt.nmasters > 0) { /* the share of the scripts each master ran, and its CPU */
+        double all_scripts = (double)(s1.scripts - s0.scripts), dev = 0;
+        for (int i = 0; i < nctl; i++) {
+            double share = 100.0 * (double)(m1[i].scripts - m0[i].scripts) / all_scripts;
+            double even = 100.0 / nctl;
+            if (fabs(share - even) / even * 100 > dev)
+                dev = fabs(share - even) / even * 100;
+            eo += snprintf(extra + eo, sizeof extra - (size_t)eo,
+                           " master%d_share_pct=%.1f master%d_cpu_us_per_op=%.1f", i + 1, share,
+                           i + 1, (m1[i].cpu_s - m0[i].cpu_s) * 1e6 / ops);
+        }
+        eo += snprintf(extra + eo, sizeof extra - (size_t)eo, " share_max_dev_pct=%.1f", dev);
+    }
     snprintf(extra + eo, sizeof extra - (size_t)eo,
              " client_cmds=%llu client_pubsub=%llu cs_cmds=%llu server_scripts_per_op=%.3f "
              "server_calls=[%s]",
@@ -1083,7 +1218,8 @@ static void run_workers(void)
         baton_client_close(c);
     if (setup)
         baton_client_close(setup);
-    redisFree(ctl);
+    for (int i = 0; i < nctl; i++)
+        redisFree(ctls[i]);
     free(ws);
     free(pids);
 }
@@ -1362,13 +1498,284 @@ static void on_alarm(int sig)
     _exit(3);
 }
 
+/* ------------------------------------------------------------------------------------------
+ * --async (s2, s2f, s3): one thread, one event loop. W logical workers, each an owner
+ * (include/baton/async.h): acquire asynchronously; run the critical section from the loop
+ * as an event-loop program runs its own I/O, without blocking it (the counter's commands go
+ * out on a non-blocking connection whose replies come back through the same poll()); then
+ * release with the short blocking call (one round trip, as include/baton/async.h advises)
+ * and start the next acquisition. The threads of the threaded run block in their critical
+ * sections instead: each model as its programs use it.
+ * ---------------------------------------------------------------------------------------- */
+
+typedef struct aworker {
+    baton_owner *o;
+    long left;
+    int64_t t0;
+} aworker;
+
+static struct {
+    baton_client *c;
+    redisContext *raw;
+    baton_lock *l;
+    baton_semaphore *s;
+    char counter[128];
+    uint64_t ops, errors, cs;
+    int done, holders, max_holders;
+    int64_t end_ns;
+    int64_t *waits;
+    size_t nwaits;
+    char errmsg[200];
+} A;
+
+static void a_start(aworker *w);
+
+static void a_error(const char *what, int rc)
+{
+    if (A.errors++ == 0)
+        snprintf(A.errmsg, sizeof A.errmsg, "%s: %s: %s", what, baton_err_name(rc),
+                 baton_client_errmsg(A.c));
+}
+
+/* The critical section's commands in flight on A.raw (non-blocking), oldest first: the
+ * worker each reply belongs to, and what the reply is (stage). */
+enum { CS_GET = 1, CS_SET, CS_INCR };
+static struct {
+    aworker **w;
+    int *stage;
+    size_t cap, head, n;
+} Q;
+
+static void cs_send(aworker *w, int stage, const char *fmt, long long v)
+{
+    if (Q.n == Q.cap)
+        die("more critical-section commands in flight than workers");
+    if (stage == CS_SET)
+        redisAppendCommand(A.raw, fmt, A.counter, v);
+    else
+        redisAppendCommand(A.raw, fmt, A.counter);
+    size_t at = (Q.head + Q.n++) % Q.cap;
+    Q.w[at] = w;
+    Q.stage[at] = stage;
+    A.cs++;
+}
+
+/* The critical section is over: release (one blocking round trip), start the next one. */
+static void cs_done(aworker *w)
+{
+    A.holders--;
+    A.ops++;
+    w->left--;
+    int rc;
+#ifdef BATON_BENCH_HAVE_SEMAPHORE
+    if (opt.sc == S3)
+        rc = baton_semaphore_release(A.s, 1);
+    else
+#endif
+        rc = baton_lock_release_as(A.l, w->o);
+    if (rc != BATON_OK)
+        a_error("release", rc);
+    a_start(w);
+}
+
+/* Replies that arrived on A.raw, each moving its worker's critical section on. */
+static void cs_replies(void)
+{
+    if (redisBufferRead(A.raw) != REDIS_OK)
+        die("critical section: %s", A.raw->errstr);
+    for (;;) {
+        void *got = NULL;
+        if (redisGetReplyFromReader(A.raw, &got) != REDIS_OK)
+            die("critical section: %s", A.raw->errstr);
+        if (!got)
+            return;
+        redisReply *rep = got;
+        if (Q.n == 0 || rep->type == REDIS_REPLY_ERROR)
+            die("critical section: unexpected reply");
+        aworker *w = Q.w[Q.head];
+        int stage = Q.stage[Q.head];
+        Q.head = (Q.head + 1) % Q.cap;
+        Q.n--;
+        if (stage == CS_GET) {
+            long long v = rep->type == REDIS_REPLY_STRING ? atoll(rep->str) : 0;
+            cs_send(w, CS_SET, "SET %s %lld", v + 1);
+        } else {
+            cs_done(w);
+        }
+        freeReplyObject(rep);
+    }
+}
+
+static void a_acquired(void *h, baton_owner *o, int rc, void *arg)
+{
+    (void)h, (void)o;
+    aworker *w = arg;
+    if (rc != BATON_OK) {
+        a_error("acquire", rc);
+        w->left = 0;
+        a_start(w);
+        return;
+    }
+    A.waits[A.nwaits++] = now_ns() - w->t0;
+    if (++A.holders > A.max_holders)
+        A.max_holders = A.holders;
+    if (opt.sc == S3)
+        cs_send(w, CS_INCR, "INCR %s", 0);
+    else
+        cs_send(w, CS_GET, "GET %s", 0);
+}
+
+static void a_start(aworker *w)
+{
+    if (w->left <= 0) {
+        A.done++;
+        A.end_ns = now_ns();
+        return;
+    }
+    w->t0 = now_ns();
+    int rc;
+#ifdef BATON_BENCH_HAVE_SEMAPHORE
+    if (opt.sc == S3)
+        rc = baton_semaphore_acquire_async(A.s, 1, BATON_WAIT_FOREVER, a_acquired, w, NULL);
+    else
+#endif
+        rc = baton_lock_acquire_async(A.l, w->o, BATON_WAIT_FOREVER, opt.lease_ms, a_acquired, w,
+                                      NULL);
+    if (rc != BATON_OK) {
+        a_error("start", rc);
+        w->left = 0;
+        a_start(w);
+    }
+}
+
+static void run_async(void)
+{
+    int nw = opt.workers;
+    if (opt.sc != S2 && opt.sc != S2F && opt.sc != S3)
+        die("--async applies to s2, s2f and s3");
+    if (opt.processes || opt.think_ms > 0 || opt.leases || opt.duration > 0)
+        die("--async runs one process, think_ms 0, counted permits, --k acquisitions each");
+    redisContext *ctl = raw_connect();
+    char name[128];
+    key(A.counter, sizeof A.counter, "counter", -1);
+    raw_do(ctl, "DEL %s", A.counter);
+    key(name, sizeof name, opt.sc == S3 ? "sem" : "lock", -1);
+    raw_do(ctl, "DEL %s", name);
+    A.c = client_open();
+    A.raw = raw_connect();
+    /* non-blocking from here on (hiredis reads and writes what the socket allows) */
+    A.raw->flags &= ~REDIS_BLOCK;
+    if (fcntl(A.raw->fd, F_SETFL, fcntl(A.raw->fd, F_GETFL) | O_NONBLOCK) != 0)
+        die("fcntl: %s", strerror(errno));
+    Q.cap = (size_t)nw;
+    Q.w = calloc(Q.cap, sizeof *Q.w);
+    Q.stage = calloc(Q.cap, sizeof *Q.stage);
+    if (!Q.w || !Q.stage)
+        die("out of memory");
+    int rc;
+    if (opt.sc == S3) {
+#ifdef BATON_BENCH_HAVE_SEMAPHORE
+        rc = baton_semaphore_open(A.c, name, &A.s);
+        if (rc == BATON_OK)
+            rc = baton_semaphore_try_set_permits(A.s, opt.permits, NULL);
+#else
+        rc = BATON_ENOTSUP;
+#endif
+    } else {
+        rc = lock_open(A.c, name, &A.l);
+    }
+    if (rc != BATON_OK)
+        die("setup: %s: %s", baton_err_name(rc), baton_client_errmsg(A.c));
+    A.waits = calloc((size_t)nw * (size_t)opt.k + 1, sizeof *A.waits);
+    aworker *ws = calloc((size_t)nw, sizeof *ws);
+    if (!A.waits || !ws)
+        die("out of memory");
+    int fd;
+    baton_client_async_fd(A.c, &fd);
+    for (int i = 0; i < nw; i++) {
+        if (baton_owner_new(A.c, &ws[i].o) != BATON_OK)
+            die("baton_owner_new failed");
+        ws[i].left = opt.k;
+    }
+
+    baton__stats st0, st1;
+    struct rusage ru0, ru1;
+    server_snap s0, s1;
+    baton__client_stats(A.c, &st0);
+    getrusage(RUSAGE_SELF, &ru0);
+    server_reset(ctl);
+    server_read(ctl, &s0);
+    int64_t start = now_ns();
+    for (int i = 0; i < nw; i++)
+        a_start(&ws[i]);
+    while (A.done < nw) {
+        int wdone = 0;
+        if (A.raw->obuf[0] && redisBufferWrite(A.raw, &wdone) != REDIS_OK)
+            die("critical section: %s", A.raw->errstr);
+        struct pollfd p[2] = {{fd, POLLIN, 0},
+                              {A.raw->fd, (short)(POLLIN | (A.raw->obuf[0] ? POLLOUT : 0)), 0}};
+        poll(p, 2, 100);
+        if (p[1].revents & (POLLIN | POLLERR | POLLHUP))
+            cs_replies();
+        baton_client_process(A.c);
+    }
+    getrusage(RUSAGE_SELF, &ru1);
+    baton__client_stats(A.c, &st1);
+    server_read(ctl, &s1);
+
+    result r;
+    result_init(&r);
+    r.workers = nw;
+    r.permits = opt.sc == S3 ? opt.permits : 1;
+    r.think_ms = 0;
+    r.target_ops = (double)nw * (double)opt.k;
+    r.ops = A.ops;
+    r.errors = A.errors;
+    r.seconds = (double)(A.end_ns - start) / 1e9;
+    r.ops_per_s = (double)r.ops / r.seconds;
+    r.lat_kind = "acquire-wait";
+    qsort(A.waits, A.nwaits, sizeof *A.waits, cmp_i64);
+    r.lat_p50 = pct_ms(A.waits, A.nwaits, 50);
+    r.lat_p99 = pct_ms(A.waits, A.nwaits, 99);
+    r.lat_max = A.nwaits ? (double)A.waits[A.nwaits - 1] / 1e6 : NAN;
+    r.counter = (double)raw_get_int(ctl, A.counter);
+    r.expected = (double)r.ops;
+    r.lost = r.expected - r.counter;
+    r.max_holders = A.max_holders;
+    double ops = r.ops ? (double)r.ops : NAN;
+    r.server_cmds = ((double)(s1.cmds - s0.cmds) - (double)A.cs) / ops;
+    r.client_rtts = (double)(st1.commands - st0.commands + st1.pubsub - st0.pubsub) / ops;
+    r.server_cpu = (s1.cpu_s - s0.cpu_s) * 1e6 / ops;
+    r.client_cpu = cpu_us(&ru0, &ru1) / ops;
+    char extra[900];
+    snprintf(extra, sizeof extra, "async=1 server_calls=[%s]", s1.breakdown);
+    print_human(&r, extra);
+    if (A.errors)
+        fprintf(stderr, "  %llu error(s), first: %s\n", (unsigned long long)A.errors, A.errmsg);
+    write_json(&r);
+    for (int i = 0; i < nw; i++)
+        baton_owner_free(ws[i].o);
+    free(ws);
+    free(A.waits);
+    free(Q.w);
+    free(Q.stage);
+    baton_lock_close(A.l);
+#ifdef BATON_BENCH_HAVE_SEMAPHORE
+    baton_semaphore_close(A.s);
+#endif
+    redisFree(A.raw);
+    redisFree(ctl);
+    baton_client_close(A.c);
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: baton-bench --port P --scenario s1|s1m|s2|s2f|s3|s4|s5 [--n N]\n"
                     "       [--workers W] [--k K] [--permits P] [--think-ms T] [--processes]\n"
                     "       [--max-seconds S] [--lease-ms L] [--watchdog-ms W] [--duration S]\n"
                     "       [--periods N] [--stats on|off] [--tls-port P --tls-ca FILE]\n"
-                    "       [--sync-replicas N] [--leases]\n"
+                    "       [--sync-replicas N] [--leases] [--async] [--groups G]\n"
+                    "       baton-bench --cluster P1,P2,... (the masters) --scenario ...\n"
                     "       baton-bench --list   (the scenarios this build can run)\n"
                     "Appends one JSON line to $RESULTS_JSONL (if set) and prints a summary.\n");
     exit(2);
@@ -1414,11 +1821,14 @@ int main(int argc, char **argv)
                                           {"periods", required_argument, NULL, 'r'},
                                           {"stats", required_argument, NULL, 'S'},
                                           {"leases", no_argument, NULL, 'E'},
+                                          {"async", no_argument, NULL, 'A'},
                                           {"help", no_argument, NULL, 'h'},
                                           {"list", no_argument, NULL, 'L'},
                                           {"tls-port", required_argument, NULL, 'T'},
                                           {"tls-ca", required_argument, NULL, 'C'},
                                           {"sync-replicas", required_argument, NULL, 'R'},
+                                          {"groups", required_argument, NULL, 'G'},
+                                          {"cluster", required_argument, NULL, 'K'},
                                           {NULL, 0, NULL, 0}};
     const char *sc = NULL;
     int ch;
@@ -1471,6 +1881,9 @@ int main(int argc, char **argv)
         case 'E':
             opt.leases = true;
             break;
+        case 'A':
+            opt.async = true;
+            break;
         case 'L':
             list_scenarios();
             return 0;
@@ -1482,6 +1895,20 @@ int main(int argc, char **argv)
             break;
         case 'R':
             opt.sync_replicas = (int)arg_long(optarg, "--sync-replicas", 0);
+            break;
+        case 'G':
+            opt.groups = (int)arg_long(optarg, "--groups", 1);
+            if (opt.groups > 64)
+                die("at most 64 groups");
+            break;
+        case 'K':
+            for (char *save = NULL, *p = strtok_r(optarg, ",", &save); p;
+                 p = strtok_r(NULL, ",", &save)) {
+                if (opt.nmasters == 16)
+                    die("at most 16 masters");
+                opt.masters[opt.nmasters++] = (int)arg_long(p, "--cluster port", 1);
+            }
+            opt.port = opt.masters[0];
             break;
         default:
             usage();
@@ -1519,6 +1946,11 @@ int main(int argc, char **argv)
     if (opt.processes && (opt.sc == S4 || opt.sc == S5))
         die("--processes applies to s1, s1m, s2, s2f and s3");
     snprintf(opt.prefix, sizeof opt.prefix, "bench:%ld:%s", (long)getpid(), sc);
+    if (opt.nmasters > 0) {
+        if (opt.sc != S1M && opt.sc != S2 && opt.sc != S2F && opt.sc != S3)
+            die("--cluster applies to s1m, s2, s2f and s3");
+        load_slots();
+    }
 
     signal(SIGALRM, on_alarm);
     alarm((unsigned)opt.max_seconds); /* a hard stop, should the server stop answering */
@@ -1528,6 +1960,8 @@ int main(int argc, char **argv)
         run_latch();
     else if (opt.sc == S5)
         run_renewal();
+    else if (opt.async)
+        run_async();
     else
         run_workers();
     return 0;
