@@ -1103,6 +1103,19 @@ static int child_uses_copy(void *arg)
         baton_client_process(a->c) != BATON_ENOTSUP ||
         baton_client_cancel_waits(a->c) != BATON_ENOTSUP)
         return 7;
+    /* and no object opens on the copy: each open refuses it, before the name is looked at */
+    baton_lock *l2 = (baton_lock *)1;
+    baton_latch *la = (baton_latch *)1;
+    baton_semaphore *s = (baton_semaphore *)1;
+    baton_rwlock *rw = (baton_rwlock *)1;
+    baton_permits *p = (baton_permits *)1;
+    if (baton_lock_open(a->c, "fork-x", &l2) != BATON_ENOTSUP || l2 ||
+        baton_fairlock_open(a->c, "fork-x", &l2) != BATON_ENOTSUP || l2 ||
+        baton_latch_open(a->c, "fork-x", &la) != BATON_ENOTSUP || la ||
+        baton_semaphore_open(a->c, "fork-x", &s) != BATON_ENOTSUP || s ||
+        baton_rwlock_open(a->c, "", &rw) != BATON_ENOTSUP || rw ||
+        baton_permits_open(a->c, "fork-x", &p) != BATON_ENOTSUP || p)
+        return 8;
     th_sleep_ms(300);
     baton_lock_close(a->l);
     baton_client_close(a->c); /* frees the child's copy; the parent's sockets stay open */

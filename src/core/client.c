@@ -97,6 +97,9 @@ static void make_uuid(char out[40])
 
 int baton__check_open_name(baton_client *c, const char *name, const char *what)
 {
+    int rc = baton__client_enter(c);
+    if (rc != BATON_OK)
+        return rc;
     const char *sp = what[0] ? " " : "";
     if (baton__check_name(name) != BATON_OK)
         return baton__fail(c, BATON_EINVAL, "%s%sname must be 1 to %d bytes", what, sp,

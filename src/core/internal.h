@@ -85,9 +85,11 @@ void baton__map_each(const baton__map *m, void (*fn)(const char *key, void *val,
 
 /* BATON_OK if name is non-NULL, non-empty and at most BATON_MAX_NAME_LEN bytes. */
 int baton__check_name(const char *name);
-/* The name check of every object's open: baton__check_name, and on a Cluster, a name whose
- * keys all share one slot (baton__check_cluster_name: "a{b" would spread them over several,
- * Redisson #1098). BATON_EINVAL with the detail recorded on c ("<what> name must be ..."). */
+/* The prologue of every object's open: baton__client_enter (the error cleared; a forked
+ * copy of the client is BATON_ENOTSUP), then the name: baton__check_name, and on a Cluster,
+ * a name whose keys all share one slot (baton__check_cluster_name: "a{b" would spread them
+ * over several, Redisson #1098). BATON_EINVAL with the detail recorded on c ("<what> name
+ * must be ..."). */
 int baton__check_open_name(baton_client *c, const char *name, const char *what);
 /* BATON_OK if ms is a valid wait (BATON_WAIT_FOREVER or 0..BATON_MAX_DURATION_MS). */
 int baton__check_wait(int64_t ms);

@@ -222,9 +222,9 @@ int baton_fairlock_open(baton_client *c, const char *name, baton_lock **out)
         *out = NULL;
     if (!c || !out)
         return BATON_EINVAL;
-    baton__clear_error(c);
-    if (baton__check_open_name(c, name, "fair lock") != BATON_OK)
-        return BATON_EINVAL;
+    int rc = baton__check_open_name(c, name, "fair lock");
+    if (rc != BATON_OK)
+        return rc;
     baton_lock *l = calloc(1, sizeof *l);
     fair *f = calloc(1, sizeof *f);
     if (!l || !f)

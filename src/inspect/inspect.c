@@ -345,11 +345,9 @@ int baton_inspect(baton_client *c, const char *name, baton_inspection **out)
         *out = NULL;
     if (!c || !out)
         return BATON_EINVAL;
-    int rc = baton__client_enter(c);
+    int rc = baton__check_open_name(c, name, "");
     if (rc != BATON_OK)
         return rc;
-    if (baton__check_open_name(c, name, "") != BATON_OK)
-        return BATON_EINVAL;
     names n = {{NULL}, {NULL}};
     baton_inspection *ins = calloc(1, sizeof *ins);
     if (!ins || !names_make(&n, name) || !(ins->name = baton__strdup(name))) {

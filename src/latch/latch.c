@@ -47,9 +47,9 @@ int baton_latch_open(baton_client *c, const char *name, baton_latch **out)
         *out = NULL;
     if (!c || !out)
         return BATON_EINVAL;
-    baton__clear_error(c);
-    if (baton__check_open_name(c, name, "latch") != BATON_OK)
-        return BATON_EINVAL;
+    int rc = baton__check_open_name(c, name, "latch");
+    if (rc != BATON_OK)
+        return rc;
     baton_latch *l = calloc(1, sizeof *l);
     if (!l)
         return baton__fail(c, BATON_ENOMEM, "out of memory");

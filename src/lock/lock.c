@@ -163,9 +163,9 @@ int baton_lock_open(baton_client *c, const char *name, baton_lock **out)
         *out = NULL;
     if (!c || !out)
         return BATON_EINVAL;
-    baton__clear_error(c);
-    if (baton__check_open_name(c, name, "lock") != BATON_OK)
-        return BATON_EINVAL;
+    int rc = baton__check_open_name(c, name, "lock");
+    if (rc != BATON_OK)
+        return rc;
     baton_lock *l = calloc(1, sizeof *l);
     plain *p = calloc(1, sizeof *p);
     if (!l || !p)

@@ -150,11 +150,9 @@ int baton_permits_open(baton_client *c, const char *name, baton_permits **out)
         *out = NULL;
     if (!c || !out)
         return BATON_EINVAL;
-    int rc = baton__client_enter(c);
+    int rc = baton__check_open_name(c, name, "permits");
     if (rc != BATON_OK)
         return rc;
-    if (baton__check_open_name(c, name, "permits") != BATON_OK)
-        return BATON_EINVAL;
     baton_permits *p = calloc(1, sizeof *p);
     if (!p)
         return baton__fail(c, BATON_ENOMEM, "out of memory");

@@ -296,9 +296,9 @@ int baton_rwlock_open(baton_client *c, const char *name, baton_rwlock **out)
         *out = NULL;
     if (!c || !out)
         return BATON_EINVAL;
-    baton__clear_error(c);
-    if (baton__check_open_name(c, name, "read-write lock") != BATON_OK)
-        return BATON_EINVAL;
+    int rc = baton__check_open_name(c, name, "read-write lock");
+    if (rc != BATON_OK)
+        return rc;
     baton_rwlock *rw = calloc(1, sizeof *rw);
     if (!rw)
         return baton__fail(c, BATON_ENOMEM, "out of memory");

@@ -122,9 +122,9 @@ int baton_semaphore_open(baton_client *c, const char *name, baton_semaphore **ou
         *out = NULL;
     if (!c || !out)
         return BATON_EINVAL;
-    baton__clear_error(c);
-    if (baton__check_open_name(c, name, "semaphore") != BATON_OK)
-        return BATON_EINVAL;
+    int rc = baton__check_open_name(c, name, "semaphore");
+    if (rc != BATON_OK)
+        return rc;
     baton_semaphore *s = calloc(1, sizeof *s);
     if (!s)
         return baton__fail(c, BATON_ENOMEM, "out of memory");
