@@ -811,6 +811,13 @@ static int fiber_sleep(baton_client *c, baton__waiting *wt, baton__sub *sub, int
     return woken ? BATON_OK : BATON_ETIMEDOUT;
 }
 
+/* baton__sub_wait's question for a thread's wait wt (no lock taken: atomics only). */
+static bool thread_wait_cancelled(void *arg)
+{
+    baton__waiting *wt = arg;
+    return thread_cancelled(wt->ev, wt);
+}
+
 int baton__wait_sleep(baton_client *c, baton__waiting *wt, baton__sub *sub, int64_t until_us)
 {
     if (wt->op)
@@ -818,7 +825,10 @@ int baton__wait_sleep(baton_client *c, baton__waiting *wt, baton__sub *sub, int6
     baton__evloop *ev = c->ev;
     if (thread_cancelled(ev, wt))
         return cancelled_error(c);
-    int rc = baton__sub_wait(c, sub, until_us);
+    /* Asked again before each sleep: a cancellation's broadcast hands out one wake-up per
+     * waiter, and another waiter of the channel may take them all first. */
+    wt->ev = ev;
+    int rc = baton__sub_wait(c, sub, until_us, thread_wait_cancelled, wt);
     if (thread_cancelled(ev, wt))
         return cancelled_error(c);
     return rc;

@@ -1027,14 +1027,20 @@ uint64_t baton__sub_messages(baton_client *c, baton__sub *s)
     return n;
 }
 
-int baton__sub_wait(baton_client *c, baton__sub *s, int64_t deadline_us)
+int baton__sub_wait(baton_client *c, baton__sub *s, int64_t deadline_us, bool (*cancelled)(void *),
+                    void *arg)
 {
     (void)c;
     baton__dispatcher *d = s->d;
     baton__mutex_lock(&d->mu);
-    while (s->permits == 0 && !d->closing)
+    while (s->permits == 0 && !d->closing) {
+        if (cancelled && cancelled(arg)) {
+            baton__mutex_unlock(&d->mu);
+            return BATON_OK;
+        }
         if (baton__cond_wait_until(&s->wake, &d->mu, deadline_us) == ETIMEDOUT)
             break;
+    }
     int rc = BATON_ETIMEDOUT;
     if (s->permits > 0) {
         s->permits--;

@@ -19,6 +19,7 @@ typedef struct baton__waiting {
      * handle's waits were cancelled since, and its place in the client's list of them. */
     const void *handle;
     atomic_bool cancelled;
+    struct baton__evloop *ev; /* set by baton__wait_sleep for baton__sub_wait's question */
     struct baton__waiting *prev, *next;
 } baton__waiting;
 

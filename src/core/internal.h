@@ -312,10 +312,15 @@ void baton__sub_release(baton_client *c, baton__sub *s);
  * timeout) until the server confirmed the UNSUBSCRIBE: for paths that give up (timeout,
  * error), which promise to leave no subscription behind. */
 void baton__sub_release_sync(baton_client *c, baton__sub *s);
-/* Sleeps until a message (or a reconnection) hands this waiter a wake-up, or until the
- * deadline. A wake-up that arrived before the call is kept and returns at once.
- * Returns BATON_OK (woken) or BATON_ETIMEDOUT. */
-int baton__sub_wait(baton_client *c, baton__sub *s, int64_t deadline_us);
+/* Sleeps until a message (or a reconnection) hands this waiter a wake-up, until the
+ * deadline, or until cancelled(arg) says the wait was cancelled (if cancelled is not NULL:
+ * it is asked under the dispatcher's mutex before each sleep, and a cancellation sets its
+ * flag before baton__sub_wake_all broadcasts, so none is missed even when another waiter
+ * took the wake-ups that broadcast handed out). A wake-up that arrived before the call is
+ * kept and returns at once. Returns BATON_OK (woken; also when cancelled: the caller
+ * looks at its flag) or BATON_ETIMEDOUT. */
+int baton__sub_wait(baton_client *c, baton__sub *s, int64_t deadline_us, bool (*cancelled)(void *),
+                    void *arg);
 /* How many messages that woke waiters arrived on this channel since its entry was made: a
  * waiter that saw a change of this number knows a message came (a latch's "0", say), as
  * opposed to a timeout or a reconnection's wake-up. */
