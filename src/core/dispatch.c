@@ -811,6 +811,15 @@ static void *dispatcher_main(void *arg)
 
 /* ------------------------------- the waiters' side ------------------------------------ */
 
+/* The client's dispatcher if one was made (the first wait makes it), else NULL. */
+static baton__dispatcher *dispatcher_if_any(baton_client *c)
+{
+    baton__mutex_lock(&c->lazy_mu);
+    baton__dispatcher *d = c->disp;
+    baton__mutex_unlock(&c->lazy_mu);
+    return d;
+}
+
 /* The topology's events (conn.h): when another node is master, the subscriber connection
  * moves to it (on a demoted master it would still hear the replicated messages, but a dead
  * one would cost the keepalive bound); on a Cluster, the links whose channels moved. */
@@ -819,9 +828,7 @@ static void on_event(baton_client *c, int event, void *arg)
     (void)arg;
     if (event != BATON__EV_MASTER)
         return;
-    baton__mutex_lock(&c->lazy_mu);
-    baton__dispatcher *d = c->disp;
-    baton__mutex_unlock(&c->lazy_mu);
+    baton__dispatcher *d = dispatcher_if_any(c);
     if (!d)
         return;
     baton__mutex_lock(&d->mu);
@@ -980,9 +987,7 @@ int baton__sub_acquire(baton_client *c, const char *channel, baton__sub_kind kin
 
 baton__sub *baton__sub_try_acquire(baton_client *c, const char *channel)
 {
-    baton__mutex_lock(&c->lazy_mu);
-    baton__dispatcher *d = c->disp;
-    baton__mutex_unlock(&c->lazy_mu);
+    baton__dispatcher *d = dispatcher_if_any(c);
     if (!d)
         return NULL;
     baton__sub *s = NULL;
@@ -1089,9 +1094,7 @@ void baton__sub_disarm(baton_client *c, baton__sub *s, baton__sub_waker *w)
 
 void baton__sub_wake_all(baton_client *c)
 {
-    baton__mutex_lock(&c->lazy_mu);
-    baton__dispatcher *d = c->disp;
-    baton__mutex_unlock(&c->lazy_mu);
+    baton__dispatcher *d = dispatcher_if_any(c);
     if (!d)
         return;
     baton__mutex_lock(&d->mu);
@@ -1115,9 +1118,7 @@ static void count_subscribed(const char *key, void *val, void *arg)
 int baton__sub_count(baton_client *c)
 {
     int n = 0;
-    baton__mutex_lock(&c->lazy_mu);
-    baton__dispatcher *d = c->disp;
-    baton__mutex_unlock(&c->lazy_mu);
+    baton__dispatcher *d = dispatcher_if_any(c);
     if (!d)
         return 0;
     baton__mutex_lock(&d->mu);
