@@ -360,7 +360,7 @@ int baton__sub_count(baton_client *c);
  * lease ran out while the server could not be reached, or when the server restarted; the
  * registration is gone by then. */
 int baton__watchdog_add(baton_client *c, const char *name, const char *owner, bool renew,
-                        void (*lost)(void *arg), void *arg);
+                        void (*lost)(void *arg), void *arg, int64_t since_us);
 /* As baton__watchdog_add for a hold of another kind, renewed by `script` and checked by
  * `check` (the locks use lock_renew and hold_check): `script` gets KEYS = up to 100 of its
  * holds' names, ARGV = {lease ms, owner per key}, `check` (run for holds with a lease of
@@ -368,9 +368,11 @@ int baton__watchdog_add(baton_client *c, const char *name, const char *owner, bo
  * or 0 (gone) per key, in order. */
 int baton__watchdog_add_kind(baton_client *c, const baton__script *script,
                              const baton__script *check, const char *name, const char *owner,
-                             bool renew, void (*lost)(void *arg), void *arg);
+                             bool renew, void (*lost)(void *arg), void *arg, int64_t since_us);
 /* Starts renewing an existing registration (a re-entrant hold without a lease). */
 void baton__watchdog_renew(baton_client *c, const char *name, const char *owner);
+/* How many handles of this client have (name, owner) registered (0: none). */
+int baton__watchdog_refs(baton_client *c, const char *name, const char *owner);
 /* Drops one reference; the last one stops renewal. Never blocks on the server. */
 void baton__watchdog_remove(baton_client *c, const char *name, const char *owner);
 /* Drops every reference of (name, owner) (force release). */
@@ -437,18 +439,22 @@ void baton__lock_base_free(baton_lock *l);
  * only if this handle did not know the hold). Registers the watchdog for a
  * BATON_LEASE_WATCHDOG hold before returning; on failure the hold is released again. */
 int baton__hold_acquired(baton_lock *l, const char *owner, bool fresh, int64_t token,
-                         int64_t lease_ms);
+                         int64_t lease_ms, int64_t sent_us);
 /* An acquisition that ran but that fewer than sync_replicas replicas acknowledged: it is
  * recorded and at once released again (a failover could erase it), and BATON_ENOTSYNCED
  * returned with the detail of the WAIT. */
 int baton__hold_unsynced(baton_lock *l, const char *owner, bool fresh, int64_t token,
-                         int64_t lease_ms);
+                         int64_t lease_ms, int64_t sent_us);
 /* One release of the calling thread's hold, the protocol every hash lock shares: cancels
  * the watchdog first if this is the last hold, then runs `script` through
  * baton__script_run_once with KEYS = keys[0..nkeys) followed by the unlock latch
  * <latch_prefix><client-id>:<n>, and ARGV = {"0", lease to re-apply, owner, latch lifetime}. The
- * script answers nil (not held), 0 (holds remain) or 1 (released). Returns BATON_OK,
- * BATON_ENOTHELD, or the script's error. */
+ * script answers nil (not held), 0 (holds remain) or 1 (released). The handle's record
+ * follows the answer: holds the server still counts after the handle's last one are
+ * released too unless another handle of this client registered them (leftovers of lost
+ * releases); a last release while the handle counted more holds tells the loss. A failed
+ * last release drops the record (its registration went before it was sent). Returns
+ * BATON_OK, BATON_ENOTHELD, or the script's error. */
 int baton__hold_release(baton_lock *l, const char *script, const char *latch_prefix, int nkeys,
                         const char **keys);
 /* An acquire script's reply was lost (timeout, cut connection) after it was sent: ask the
@@ -456,7 +462,7 @@ int baton__hold_release(baton_lock *l, const char *script, const char *latch_pre
  * the acquire went through, and it is recorded (watchdog included, token read from
  * token_key) rather than left behind unknown. BATON_OK (acquired after all) or ECONN. */
 int baton__hold_resolve_lost(baton_lock *l, const char *owner, const char *token_key,
-                             int64_t lease_ms);
+                             int64_t lease_ms, int64_t sent_us);
 /* The queries of a lock kept in Redisson's hash (plain and fair lock alike): EXISTS,
  * HEXISTS/HGET of the calling thread's owner field, PTTL. */
 int baton__hash_is_locked(baton_lock *l, bool *out);

@@ -60,14 +60,11 @@ void baton__lock_base_free(baton_lock *l)
 
 /* ------------------------------- holds ------------------------------------------------ */
 
-/* Runs on the watchdog thread when a hold of this handle was found lost. */
-static void on_lost(void *arg)
+/* Marks the handle's hold lost and tells its holder (descriptor, then callback). */
+static void tell_lost(baton_lock *l)
 {
-    baton_lock *l = arg;
     baton__mutex_lock(&l->mu);
     l->lost = true;
-    l->registered = false; /* the registry dropped it before calling */
-    l->renewing = false;
     void (*fn)(baton_lock *, void *) = l->lost_fn;
     void *fn_arg = l->lost_arg;
     if (l->lost_pipe[1] >= 0) {
@@ -80,6 +77,17 @@ static void on_lost(void *arg)
         fn(l, fn_arg);
 }
 
+/* Runs on the watchdog thread when a hold of this handle was found lost. */
+static void on_lost(void *arg)
+{
+    baton_lock *l = arg;
+    baton__mutex_lock(&l->mu);
+    l->registered = false; /* the registry dropped it before calling */
+    l->renewing = false;
+    baton__mutex_unlock(&l->mu);
+    tell_lost(l);
+}
+
 static void drain_lost_pipe(baton_lock *l)
 {
     char buf[16];
@@ -88,17 +96,40 @@ static void drain_lost_pipe(baton_lock *l)
         }
 }
 
+/* Clears the handle's record of the calling thread's hold; true if it was registered (the
+ * caller then drops that registration). Called with l->mu held. */
+static bool clear_record(baton_lock *l)
+{
+    bool registered = l->registered;
+    l->registered = l->renewing = false;
+    l->holder = 0;
+    l->depth = 0;
+    l->token = 0;
+    l->lease_ms = BATON_LEASE_WATCHDOG;
+    return registered;
+}
+
+/*
+ * The handle's record of a hold (holder, depth, registration) follows what the server
+ * answered, never the other way round:
+ *  - a new hold (fresh), or a re-entry of a hold this handle did not know of (a leftover of
+ *    the same owner, or one taken through another handle), is registered with the watchdog
+ *    before the acquire returns, whatever the handle believed before;
+ *  - a fresh hold where the handle believed it held one means the server lost the earlier
+ *    hold: its loss is told (descriptor and callback) before the new hold is recorded.
+ */
 int baton__hold_acquired(baton_lock *l, const char *owner, bool fresh, int64_t token,
-                         int64_t lease_ms)
+                         int64_t lease_ms, int64_t sent_us)
 {
     baton_client *c = l->client;
     uint64_t tid = baton__owner_id();
-    bool stale = false, do_register = false, do_renew = false;
+    bool stale = false, do_register = false, do_renew = false, was_lost = false;
     bool renew = lease_ms == BATON_LEASE_WATCHDOG;
     baton__mutex_lock(&l->mu);
-    if (fresh || l->holder != tid || l->lost) {
-        /* A new hold (or one re-entered through another handle of this owner). A
-         * registration left from an earlier hold that was lost is dropped below. */
+    bool believed = l->holder == tid && !l->lost && l->depth > 0;
+    if (fresh || !believed) {
+        /* A registration left from an earlier hold that was lost is dropped below. */
+        was_lost = fresh && believed;
         stale = l->registered;
         l->registered = true;
         l->renewing = renew;
@@ -106,7 +137,8 @@ int baton__hold_acquired(baton_lock *l, const char *owner, bool fresh, int64_t t
         l->depth = 1;
         l->token = token;
         l->lost = false;
-        drain_lost_pipe(l);
+        if (!was_lost)
+            drain_lost_pipe(l); /* else it stays readable: the earlier hold was lost */
         do_register = true;
     } else {
         l->depth++;
@@ -116,11 +148,13 @@ int baton__hold_acquired(baton_lock *l, const char *owner, bool fresh, int64_t t
     l->lease_ms = lease_ms;
     baton__mutex_unlock(&l->mu);
     if (stale)
-        baton__watchdog_forget(c, l->name, owner);
+        baton__watchdog_remove(c, l->name, owner);
+    if (was_lost)
+        tell_lost(l);
     if (do_renew)
         baton__watchdog_renew(c, l->name, owner);
     if (do_register) {
-        int rc = baton__watchdog_add(c, l->name, owner, renew, on_lost, l);
+        int rc = baton__watchdog_add(c, l->name, owner, renew, on_lost, l, sent_us);
         if (rc != BATON_OK) {
             baton__mutex_lock(&l->mu);
             l->registered = l->renewing = false;
@@ -129,15 +163,20 @@ int baton__hold_acquired(baton_lock *l, const char *owner, bool fresh, int64_t t
             return rc;
         }
     }
+    if (was_lost) { /* tell_lost marked it; the new hold is not lost */
+        baton__mutex_lock(&l->mu);
+        l->lost = false;
+        baton__mutex_unlock(&l->mu);
+    }
     return BATON_OK;
 }
 
 int baton__hold_unsynced(baton_lock *l, const char *owner, bool fresh, int64_t token,
-                         int64_t lease_ms)
+                         int64_t lease_ms, int64_t sent_us)
 {
     baton_client *c = l->client;
     char *detail = baton__strdup(baton_client_errmsg(c));
-    if (baton__hold_acquired(l, owner, fresh, token, lease_ms) == BATON_OK)
+    if (baton__hold_acquired(l, owner, fresh, token, lease_ms, sent_us) == BATON_OK)
         l->ops->release(l); /* undone: a holder must not run on a lock a failover can erase */
     int rc = baton__fail(c, BATON_ENOTSYNCED, "lock %s: not acquired: %s", l->name,
                          detail ? detail : "not acknowledged by enough replicas");
@@ -145,51 +184,29 @@ int baton__hold_unsynced(baton_lock *l, const char *owner, bool fresh, int64_t t
     return rc;
 }
 
-static void hold_release_begin(baton_lock *l, const char *owner, int64_t *lease_ms)
+/* Before a release is sent: the lease to re-apply, and whether this is the handle's last
+ * hold (then the watchdog goes first, never after: Redisson #7272). */
+static bool hold_release_begin(baton_lock *l, const char *owner, int64_t *lease_ms, bool *mine)
 {
     baton_client *c = l->client;
     baton__mutex_lock(&l->mu);
-    bool mine = l->holder == baton__owner_id();
+    *mine = l->holder == baton__owner_id() && l->depth > 0;
     *lease_ms = l->lease_ms == BATON_LEASE_WATCHDOG ? baton__watchdog_lease(c) : l->lease_ms;
-    /* The watchdog goes before the last release is sent, never after (Redisson #7272). */
-    bool cancel = mine && l->depth <= 1 && l->registered;
+    bool last = *mine && l->depth <= 1;
+    bool cancel = last && l->registered;
     if (cancel)
         l->registered = l->renewing = false;
     baton__mutex_unlock(&l->mu);
     if (cancel)
         baton__watchdog_remove(c, l->name, owner);
+    return last;
 }
 
-static void hold_release_end(baton_lock *l, const char *owner, int outcome)
-{
-    bool forget = false;
-    baton__mutex_lock(&l->mu);
-    if (l->holder == baton__owner_id()) {
-        if (outcome == 0 && l->depth > 1) {
-            l->depth--;
-        } else if (outcome != 0) {
-            forget = l->registered;
-            l->registered = l->renewing = false;
-            l->holder = 0;
-            l->depth = 0;
-            l->token = 0;
-            l->lease_ms = BATON_LEASE_WATCHDOG;
-        }
-    }
-    baton__mutex_unlock(&l->mu);
-    if (forget)
-        baton__watchdog_forget(l->client, l->name, owner);
-}
-
-int baton__hold_release(baton_lock *l, const char *script, const char *latch_prefix, int nkeys,
-                        const char **keys)
+/* One run of a release script; *outcome = -1 (not held), 0 (holds remain), 1 (released). */
+static int release_once(baton_lock *l, const char *script, const char *latch_prefix, int nkeys,
+                        const char **keys, const char *owner, int64_t lease, int *outcome)
 {
     baton_client *c = l->client;
-    char owner[BATON__OWNER_LEN];
-    baton__lock_owner(l, owner, sizeof owner);
-    int64_t lease;
-    hold_release_begin(l, owner, &lease);
-
     char lease_s[32];
     snprintf(lease_s, sizeof lease_s, "%lld", (long long)lease);
     const char *args[3] = {"0", lease_s, owner};
@@ -205,9 +222,73 @@ int baton__hold_release(baton_lock *l, const char *script, const char *latch_pre
     freeReplyObject(r);
     if (type != REDIS_REPLY_NIL && type != REDIS_REPLY_INTEGER)
         return baton__fail(c, BATON_EPROTO, "lock %s: unexpected reply to %s", l->name, script);
+    *outcome = type == REDIS_REPLY_NIL ? -1 : v == 0 ? 0 : 1;
+    return BATON_OK;
+}
 
-    hold_release_end(l, owner, type == REDIS_REPLY_NIL ? -1 : (int)v);
-    if (type == REDIS_REPLY_NIL)
+/* The most leftover holds one release clears (each costs a round trip); more are left to
+ * their lease, unrenewed. */
+#define MAX_LEFTOVERS 64
+
+/*
+ * The last hold this handle knew of was released but the server still counts holds of
+ * this owner. If another handle of this client holds them (it registered them), they are
+ * its business. Otherwise no handle knows them: leftovers of releases the server lost (a
+ * failover promoted a replica that had not seen them) or of undone acquisitions. Nobody
+ * would renew them, and an acquire on top of them would be taken for a re-entry; so they
+ * are released now, as the caller's releases once asked.
+ */
+static void release_leftovers(baton_lock *l, const char *script, const char *latch_prefix,
+                              int nkeys, const char **keys, const char *owner, int64_t lease)
+{
+    if (baton__watchdog_refs(l->client, l->name, owner) > 0)
+        return;
+    int outcome = 0;
+    for (int i = 0; i < MAX_LEFTOVERS && outcome == 0; i++)
+        if (release_once(l, script, latch_prefix, nkeys, keys, owner, lease, &outcome) !=
+            BATON_OK)
+            return;
+}
+
+int baton__hold_release(baton_lock *l, const char *script, const char *latch_prefix, int nkeys,
+                        const char **keys)
+{
+    baton_client *c = l->client;
+    char owner[BATON__OWNER_LEN];
+    baton__lock_owner(l, owner, sizeof owner);
+    int64_t lease;
+    bool mine;
+    bool last = hold_release_begin(l, owner, &lease, &mine);
+
+    int outcome = -1;
+    int rc = release_once(l, script, latch_prefix, nkeys, keys, owner, lease, &outcome);
+    bool drop = false, lost = false;
+    baton__mutex_lock(&l->mu);
+    if (rc != BATON_OK) {
+        /* Unknown whether it ran. The last hold's registration is gone already: the
+         * record goes too, so no later acquire is taken for a re-entry of a hold nobody
+         * renews (the server's hold, if the release did not run, ends by its lease). */
+        if (last)
+            drop = clear_record(l);
+    } else if (mine && outcome == 0 && !last) {
+        l->depth--;
+    } else if (mine) {
+        /* The hold's end: released, held by nobody, or (outcome 0 at the last hold) holds
+         * the handle did not know of remain. Released while the handle counted more
+         * holds: the server had lost them, and the holder is told. */
+        lost = outcome == 1 && l->depth > 1;
+        drop = clear_record(l);
+    }
+    baton__mutex_unlock(&l->mu);
+    if (drop)
+        baton__watchdog_remove(c, l->name, owner);
+    if (rc != BATON_OK)
+        return rc;
+    if (lost)
+        tell_lost(l);
+    if (mine && last && outcome == 0)
+        release_leftovers(l, script, latch_prefix, nkeys, keys, owner, lease);
+    if (outcome == -1)
         return baton__fail(c, BATON_ENOTHELD,
                            "lock %s is not held by this thread (never taken, released, or "
                            "its lease ran out)",
@@ -259,7 +340,7 @@ void baton__hold_forget(baton_lock *l)
 }
 
 int baton__hold_resolve_lost(baton_lock *l, const char *owner, const char *token_key,
-                             int64_t lease_ms)
+                             int64_t lease_ms, int64_t sent_us)
 {
     baton_client *c = l->client;
     baton__mutex_lock(&l->mu);
@@ -284,7 +365,7 @@ int baton__hold_resolve_lost(baton_lock *l, const char *owner, const char *token
         token = r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
         freeReplyObject(r);
     }
-    return baton__hold_acquired(l, owner, known == 0, token, lease_ms);
+    return baton__hold_acquired(l, owner, known == 0, token, lease_ms, sent_us);
 }
 
 /* ------------------------------- queries on Redisson's lock hash ---------------------- */

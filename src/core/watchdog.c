@@ -63,6 +63,18 @@ struct baton__watchdog {
     uint64_t rounds;    /* renewal EVALSHAs sent */
 };
 
+/*
+ * How long after a renewal was sent (or an acquisition) a renewed hold is still surely
+ * held: the lease less a margin for the server's clock running faster than ours, as
+ * Redlock's drift allowance (1 % of the lease + 2 ms). A holder whose renewals fail is told
+ * then, before the server can have let the lease run out.
+ */
+static int64_t sure_us(const baton_client *c)
+{
+    int64_t lease_us = c->cfg.watchdog_ms * 1000;
+    return lease_us - lease_us / 100 - 2000;
+}
+
 /* A map key that no two (name, owner) pairs share, whatever bytes the name holds. */
 static char *entry_key(const char *name, const char *owner)
 {
@@ -305,7 +317,7 @@ static void renew_all(baton__watchdog *w, snapshot *s, signed char *result)
     bool *again = calloc(s->n, sizeof *again); /* at each batch's first hold */
     if (!again)
         return;
-    int64_t deadline = earliest_end(s, c->cfg.watchdog_ms * 1000);
+    int64_t deadline = earliest_end(s, sure_us(c));
     /* one pipeline per node (one server: one in all); a broken one once more, on a new
      * connection */
     for (size_t from = 0, to; from < s->n; from = to) {
@@ -431,7 +443,7 @@ static void check_all(baton__watchdog *w, snapshot *s, signed char *result)
 static bool pass(baton__watchdog *w, bool leased, bool moved)
 {
     baton_client *c = w->c;
-    int64_t lease_us = c->cfg.watchdog_ms * 1000;
+    int64_t lease_us = sure_us(c);
     snapshot s = {.leased = leased};
     size_t n = w->entries.count;
     s.names = calloc(n + 1, sizeof *s.names);
@@ -511,7 +523,7 @@ static void scan_end(const char *key, void *val, void *arg)
 /* The earliest lease end of the renewed holds (w->mu held). */
 static int64_t renewed_end(baton__watchdog *w)
 {
-    end_scan es = {w->c->cfg.watchdog_ms * 1000, BATON__NO_DEADLINE};
+    end_scan es = {sure_us(w->c), BATON__NO_DEADLINE};
     baton__map_each(&w->entries, scan_end, &es);
     return es.end;
 }
@@ -533,7 +545,7 @@ static void scan_due(const char *key, void *val, void *arg)
 static void expire_due(baton__watchdog *w)
 {
     size_t n = w->entries.count;
-    due_scan ds = {w->c->cfg.watchdog_ms * 1000,
+    due_scan ds = {sure_us(w->c),
                    baton__now_us(),
                    {calloc(n + 1, sizeof(lost_cb)), 0, calloc(n + 1, sizeof(char *))}};
     if (ds.l.cbs && ds.l.keys) {
@@ -635,16 +647,16 @@ static int get_watchdog(baton_client *c, baton__watchdog **out)
 }
 
 int baton__watchdog_add(baton_client *c, const char *name, const char *owner, bool renew,
-                        void (*lost)(void *arg), void *arg)
+                        void (*lost)(void *arg), void *arg, int64_t since_us)
 {
     return baton__watchdog_add_kind(c, baton__script_find("lock_renew"),
                                     baton__script_find("hold_check"), name, owner, renew, lost,
-                                    arg);
+                                    arg, since_us);
 }
 
 int baton__watchdog_add_kind(baton_client *c, const baton__script *script,
                              const baton__script *check, const char *name, const char *owner,
-                             bool renew, void (*lost)(void *arg), void *arg)
+                             bool renew, void (*lost)(void *arg), void *arg, int64_t since_us)
 {
     baton__watchdog *w = NULL;
     int rc = get_watchdog(c, &w);
@@ -680,7 +692,8 @@ int baton__watchdog_add_kind(baton_client *c, const baton__script *script,
         e->check = check;
         e->lost = lost;
         e->arg = arg;
-        e->last_ok_us = baton__now_us();
+        /* the lease runs from when the acquisition was sent, not from its reply */
+        e->last_ok_us = since_us > 0 && since_us < baton__now_us() ? since_us : baton__now_us();
         sync_pin(w);
     }
     baton__mutex_unlock(&w->mu);
@@ -722,6 +735,22 @@ void baton__watchdog_remove(baton_client *c, const char *name, const char *owner
 void baton__watchdog_forget(baton_client *c, const char *name, const char *owner)
 {
     drop(c, name, owner, true);
+}
+
+int baton__watchdog_refs(baton_client *c, const char *name, const char *owner)
+{
+    baton__mutex_lock(&c->lazy_mu);
+    baton__watchdog *w = c->wd;
+    baton__mutex_unlock(&c->lazy_mu);
+    char *key = w ? entry_key(name, owner) : NULL;
+    if (!key)
+        return 0;
+    baton__mutex_lock(&w->mu);
+    wd_entry *e = baton__map_get(&w->entries, key);
+    int refs = e ? e->refs : 0;
+    baton__mutex_unlock(&w->mu);
+    free(key);
+    return refs;
 }
 
 void baton__watchdog_renew(baton_client *c, const char *name, const char *owner)

@@ -1,0 +1,373 @@
+/*
+ * The client's record of a hold against what the server counts (issue 27): a hold taken on
+ * top of a leftover hold of the same owner (a release the server lost, an undone
+ * acquisition) is renewed like any other, and released with the caller's last release;
+ * holds the server lost while the handle counted them are told; an acquisition undone for
+ * want of replicas leaves neither a hold nor a record. Every kind of hash lock: plain,
+ * fair, read and write.
+ */
+#define _GNU_SOURCE
+#include "faultproxy.h"
+#include "helper.h"
+#include "internal.h"
+
+#include <criterion/new/assert.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+TestSuite(holds, .timeout = 60);
+
+/* The watchdog lease of these tests: a hold nobody renews is gone in 2 s. */
+#define LEASE_MS 2000
+
+static baton_client *client_with(int64_t watchdog_ms, int sync_replicas)
+{
+    baton_options o;
+    baton_options_init(&o);
+    o.watchdog_ms = watchdog_ms;
+    o.sync_replicas = sync_replicas;
+    o.sync_timeout_ms = sync_replicas ? 300 : 0;
+    return th_client(&o);
+}
+
+typedef enum kind { PLAIN, FAIR, READ, WRITE } kind;
+
+static int open_kind(baton_client *c, kind k, const char *name, baton_lock **out)
+{
+    switch (k) {
+    case PLAIN:
+        return baton_lock_open(c, name, out);
+    case FAIR:
+        return baton_fairlock_open(c, name, out);
+    case READ:
+    case WRITE: {
+        baton_rwlock *rw;
+        int rc = baton_rwlock_open(c, name, &rw);
+        if (rc != BATON_OK)
+            return rc;
+        /* the rwlock's halves live as long as the rwlock: leaked with it in these tests */
+        *out = k == READ ? baton_rwlock_read(rw) : baton_rwlock_write(rw);
+        return BATON_OK;
+    }
+    }
+    return BATON_EINVAL;
+}
+
+/* The owner field of the calling thread in a lock of kind k. */
+static void owner_field(baton_client *c, kind k, char *buf, size_t len)
+{
+    baton__owner(c, buf, len);
+    if (k == WRITE)
+        strncat(buf, ":write", len - strlen(buf) - 1);
+}
+
+/* Plants a hold of the calling thread's owner that no handle knows of: what a release the
+ * server lost leaves behind. */
+static void plant_leftover(redisContext *r, baton_client *c, kind k, const char *name)
+{
+    char owner[BATON__OWNER_LEN + 8];
+    owner_field(c, k, owner, sizeof owner);
+    if (k == READ || k == WRITE)
+        freeReplyObject(th_cmd(r, "HSET %s mode %s", name, k == READ ? "read" : "write"));
+    freeReplyObject(th_cmd(r, "HSET %s %s 1", name, owner));
+    freeReplyObject(th_cmd(r, "PEXPIRE %s %d", name, LEASE_MS));
+    if (k == READ) {
+        freeReplyObject(th_cmd(r, "SET {%s}:%s:rwlock_timeout:1 1 PX %d", name, owner, LEASE_MS));
+    }
+}
+
+static atomic_int lost_calls;
+
+static void on_lost(baton_lock *l, void *arg)
+{
+    (void)l;
+    (void)arg;
+    atomic_fetch_add(&lost_calls, 1);
+}
+
+/* Another client's attempt, as the same kind; true if it got the lock. */
+static bool other_acquires(kind k, const char *name)
+{
+    baton_client *c = client_with(LEASE_MS, 0);
+    baton_lock *l;
+    cr_assert(eq(int, open_kind(c, k == READ ? WRITE : k, name, &l), BATON_OK));
+    bool got = baton_lock_try_acquire(l, 0, 500) == BATON_OK;
+    baton_client_close(c);
+    return got;
+}
+
+/*
+ * The reproduction of issue 27: a leftover hold (count 1); acquire (server count 2),
+ * release (server: holds remain), acquire again. For 2.5 leases the hold must stay with
+ * its holder (renewed), nobody else may take it, and no loss is told; then it releases.
+ */
+static void leftover_then_reacquire(kind k)
+{
+    const char *name = th_name("leftover");
+    baton_client *c = client_with(LEASE_MS, 0);
+    redisContext *r = th_redis();
+    baton_lock *l;
+    cr_assert(eq(int, open_kind(c, k, name, &l), BATON_OK));
+    atomic_store(&lost_calls, 0);
+    cr_assert(eq(int, baton_lock_set_lost_handler(l, on_lost, NULL), BATON_OK));
+
+    plant_leftover(r, c, k, name);
+    cr_assert(eq(int, baton_lock_acquire(l, BATON_LEASE_WATCHDOG), BATON_OK));
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK), "%s", baton_client_errmsg(c));
+    cr_assert(eq(int, baton_lock_acquire(l, BATON_LEASE_WATCHDOG), BATON_OK));
+
+    int64_t end = th_ms() + LEASE_MS * 5 / 2;
+    while (th_ms() < end) {
+        th_sleep_ms(250);
+        if (atomic_load(&lost_calls))
+            break; /* told: the checks below say so */
+        cr_assert(not(other_acquires(k, name)),
+                  "another client acquired %s while its holder believed it held it", name);
+    }
+    cr_assert(eq(int, atomic_load(&lost_calls), 0), "a renewed hold was reported lost");
+    bool held = false;
+    cr_assert(eq(int, baton_lock_is_held_by_current_thread(l, &held), BATON_OK));
+    cr_assert(held, "the hold ran out: it was never renewed");
+    int64_t count = -1;
+    cr_assert(eq(int, baton_lock_hold_count(l, &count), BATON_OK));
+    cr_assert(eq(i64, count, 1), "the server counts the caller's one hold, no leftover");
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK), "%s", baton_client_errmsg(c));
+    cr_assert(other_acquires(k, name), "released, the lock is free for others");
+    redisFree(r);
+    baton_client_close(c);
+}
+
+Test(holds, a_hold_taken_over_a_leftover_of_the_plain_lock_is_renewed, .timeout = 30)
+{
+    leftover_then_reacquire(PLAIN);
+}
+
+Test(holds, a_hold_taken_over_a_leftover_of_the_fair_lock_is_renewed, .timeout = 30)
+{
+    leftover_then_reacquire(FAIR);
+}
+
+Test(holds, a_hold_taken_over_a_leftover_of_the_write_lock_is_renewed, .timeout = 30)
+{
+    leftover_then_reacquire(WRITE);
+}
+
+Test(holds, a_hold_taken_over_a_leftover_of_the_read_lock_is_renewed, .timeout = 30)
+{
+    leftover_then_reacquire(READ);
+}
+
+/* The caller's one acquire and one release leave no hold behind, leftover or not. */
+Test(holds, the_last_release_clears_a_leftover_nobody_registered)
+{
+    const char *name = th_name("clears");
+    baton_client *c = client_with(LEASE_MS, 0);
+    redisContext *r = th_redis();
+    baton_lock *l;
+    cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
+    plant_leftover(r, c, PLAIN, name);
+    cr_assert(eq(int, baton_lock_acquire(l, BATON_LEASE_WATCHDOG), BATON_OK));
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s", name), 0),
+              "the leftover was left to block others until its lease ran out");
+    redisFree(r);
+    baton_client_close(c);
+}
+
+/* Two handles of one lock in one thread share the owner: releasing one handle's hold must
+ * not release the other's. */
+Test(holds, another_handles_hold_of_the_same_owner_is_not_a_leftover)
+{
+    const char *name = th_name("twohandles");
+    baton_client *c = client_with(LEASE_MS, 0);
+    redisContext *r = th_redis();
+    baton_lock *a, *b;
+    cr_assert(eq(int, baton_lock_open(c, name, &a), BATON_OK));
+    cr_assert(eq(int, baton_lock_open(c, name, &b), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(a, BATON_LEASE_WATCHDOG), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(b, BATON_LEASE_WATCHDOG), BATON_OK));
+    cr_assert(eq(int, baton_lock_release(a), BATON_OK));
+    th_sleep_ms(LEASE_MS * 3 / 2);
+    bool held = false;
+    cr_assert(eq(int, baton_lock_is_held_by_current_thread(b, &held), BATON_OK));
+    cr_assert(held, "b's hold was released with a's, or not renewed");
+    cr_assert(eq(int, baton_lock_release(b), BATON_OK));
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s", name), 0));
+    redisFree(r);
+    baton_client_close(c);
+}
+
+static bool fd_readable(int fd)
+{
+    struct pollfd p = {fd, POLLIN, 0};
+    return poll(&p, 1, 0) == 1;
+}
+
+/* The server lost one of two holds (a re-entry a failover erased): the release that the
+ * server answers "released" while the handle counted another hold tells the loss. */
+Test(holds, a_last_release_while_the_handle_counted_more_tells_the_loss)
+{
+    const char *name = th_name("fewer");
+    baton_client *c = client_with(30000, 0);
+    redisContext *r = th_redis();
+    baton_lock *l;
+    cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
+    atomic_store(&lost_calls, 0);
+    cr_assert(eq(int, baton_lock_set_lost_handler(l, on_lost, NULL), BATON_OK));
+    int fd = -1;
+    cr_assert(eq(int, baton_lock_lost_fd(l, &fd), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(l, BATON_LEASE_WATCHDOG), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(l, BATON_LEASE_WATCHDOG), BATON_OK));
+    char owner[BATON__OWNER_LEN];
+    baton__owner(c, owner, sizeof owner);
+    freeReplyObject(th_cmd(r, "HSET %s %s 1", name, owner));
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    cr_assert(eq(int, atomic_load(&lost_calls), 1), "the lost hold was not told");
+    cr_assert(fd_readable(fd));
+    cr_assert(eq(int, baton_lock_release(l), BATON_ENOTHELD));
+    redisFree(r);
+    baton_client_close(c);
+}
+
+/* The server lost the hold (deleted) and the holder re-enters before any renewal: the
+ * server answers a fresh hold; the earlier one's loss is told. */
+Test(holds, a_fresh_hold_where_the_handle_believed_it_held_tells_the_loss)
+{
+    const char *name = th_name("fresh");
+    baton_client *c = client_with(30000, 0);
+    redisContext *r = th_redis();
+    baton_lock *l;
+    cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
+    atomic_store(&lost_calls, 0);
+    cr_assert(eq(int, baton_lock_set_lost_handler(l, on_lost, NULL), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(l, BATON_LEASE_WATCHDOG), BATON_OK));
+    int64_t first = 0, second = 0;
+    cr_assert(eq(int, baton_lock_fencing_token(l, &first), BATON_OK));
+    freeReplyObject(th_cmd(r, "DEL %s", name));
+    cr_assert(eq(int, baton_lock_acquire(l, BATON_LEASE_WATCHDOG), BATON_OK));
+    cr_assert(eq(int, atomic_load(&lost_calls), 1), "the erased hold was not told");
+    cr_assert(eq(int, baton_lock_fencing_token(l, &second), BATON_OK));
+    cr_assert(gt(i64, second, first), "the new hold has a new token");
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s", name), 0), "one release ends the one hold");
+    redisFree(r);
+    baton_client_close(c);
+}
+
+/*
+ * The same without a failover: an acquisition undone for want of a replica (ENOTSYNCED) on
+ * top of a leftover, then a replica arrives and the next acquisition is confirmed. The undo
+ * leaves neither a hold nor a record; the confirmed hold is renewed for 2.5 leases.
+ */
+Test(holds, an_undone_acquisition_over_a_leftover_then_a_late_replica, .timeout = 40)
+{
+    const char *name = th_name("late");
+    baton_client *c = client_with(LEASE_MS, 1);
+    redisContext *r = th_redis();
+    baton_lock *l;
+    cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
+    atomic_store(&lost_calls, 0);
+    cr_assert(eq(int, baton_lock_set_lost_handler(l, on_lost, NULL), BATON_OK));
+
+    plant_leftover(r, c, PLAIN, name);
+    cr_assert(eq(int, baton_lock_acquire(l, BATON_LEASE_WATCHDOG), BATON_ENOTSYNCED));
+    char owner[BATON__OWNER_LEN];
+    baton__owner(c, owner, sizeof owner);
+    cr_assert(eq(i64, th_cmd_int(r, "HEXISTS %s %s", name, owner), 0),
+              "the undo left a hold of the caller on the server");
+    bool held = true;
+    cr_assert(eq(int, baton_lock_is_held_by_current_thread(l, &held), BATON_OK));
+    cr_assert(not(held));
+
+    th_server replica;
+    char conf[64];
+    snprintf(conf, sizeof conf, "--replicaof 127.0.0.1 %d", th_port());
+    th_server_start(&replica, conf);
+    int64_t until = th_ms() + 10000;
+    while (th_ms() < until) {
+        redisReply *info = th_cmd(r, "INFO replication");
+        bool up = strstr(info->str, "state=online") != NULL;
+        freeReplyObject(info);
+        if (up)
+            break;
+        th_sleep_ms(50);
+    }
+    cr_assert(eq(int, baton_lock_acquire(l, BATON_LEASE_WATCHDOG), BATON_OK), "%s",
+              baton_client_errmsg(c));
+    int64_t end = th_ms() + LEASE_MS * 5 / 2;
+    while (th_ms() < end) {
+        th_sleep_ms(250);
+        cr_assert(not(other_acquires(PLAIN, name)),
+                  "another client acquired while the holder believed it held");
+    }
+    cr_assert(eq(int, atomic_load(&lost_calls), 0));
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s", name), 0));
+    th_server_stop(&replica);
+    freeReplyObject(th_cmd(r, "REPLICAOF NO ONE"));
+    redisFree(r);
+    baton_client_close(c);
+}
+
+/* ------------------------------------------------ the lost signal's margin ---------- */
+
+static _Atomic int64_t told_at;
+
+static void note_told(baton_lock *l, void *arg)
+{
+    (void)l;
+    (void)arg;
+    atomic_store(&told_at, th_ms());
+}
+
+/*
+ * A holder cut off from the server (both directions blackholed at the fault proxy) is told
+ * a margin before the server lets its lease run out: before another client, polling every
+ * 2 ms, acquires. With a 3 s lease the margin is 32 ms (1 % + 2 ms); half of it is asked.
+ */
+Test(holds, a_holder_cut_off_is_told_before_anyone_else_can_acquire, .timeout = 30)
+{
+    th_proxy *px = th_proxy_start(th_port());
+    baton_options o;
+    baton_options_init(&o);
+    o.url = th_proxy_url(px);
+    o.watchdog_ms = 3000;
+    o.command_timeout_ms = 300;
+    o.connect_timeout_ms = 300;
+    baton_client *c = th_client(&o);
+    const char *name = th_name("margin");
+    baton_lock *l;
+    cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
+    atomic_store(&told_at, 0);
+    cr_assert(eq(int, baton_lock_set_lost_handler(l, note_told, NULL), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(l, BATON_LEASE_WATCHDOG), BATON_OK));
+    th_sleep_ms(1100); /* a renewal or so went through */
+    th_proxy_blackhole(px, TH_UP, true);
+    th_proxy_blackhole(px, TH_DOWN, true);
+
+    baton_client *other = client_with(3000, 0);
+    baton_lock *o2;
+    cr_assert(eq(int, baton_lock_open(other, name, &o2), BATON_OK));
+    int64_t acquired_at = 0, until = th_ms() + 8000;
+    while (th_ms() < until) {
+        if (baton_lock_try_acquire(o2, 0, 5000) == BATON_OK) {
+            acquired_at = th_ms();
+            break;
+        }
+        th_sleep_ms(2);
+    }
+    cr_assert(gt(i64, acquired_at, 0), "the cut-off hold never expired on the server");
+    int64_t told = atomic_load(&told_at);
+    cr_assert(gt(i64, told, 0), "the cut-off holder was never told");
+    cr_assert(le(i64, told + 16, acquired_at),
+              "told %lld ms before another acquired: no margin", (long long)(acquired_at - told));
+    baton_lock_release(o2);
+    baton_client_close(other);
+    th_proxy_heal(px);
+    baton_client_close(c);
+    th_proxy_stop(px);
+}
