@@ -65,10 +65,11 @@ static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, bool queu
     redisReply *r;
     bool maybe_ran;
     baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_FAIRLOCK);
+    int64_t sent = baton__now_us(); /* the lease runs from no earlier than this */
     int rc = baton__script_call_synced(c, baton__script_find("fairlock_acquire"), 6, keys, 5, args,
                                        &r, &maybe_ran);
     if (rc == BATON_ECONN && maybe_ran)
-        return baton__hold_resolve_lost(l, owner, f->token_key, lease_ms);
+        return baton__hold_resolve_lost(l, owner, f->token_key, lease_ms, sent);
     bool unsynced = rc == BATON_ENOTSYNCED; /* it ran; the replicas did not confirm it */
     if (rc != BATON_OK && !unsynced)
         return rc;
@@ -86,8 +87,8 @@ static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, bool queu
     }
 
     if (unsynced)
-        return baton__hold_unsynced(l, owner, status == 1, value, lease_ms);
-    return baton__hold_acquired(l, owner, status == 1, value, lease_ms);
+        return baton__hold_unsynced(l, owner, status == 1, value, lease_ms, sent);
+    return baton__hold_acquired(l, owner, status == 1, value, lease_ms, sent);
 }
 
 typedef struct acquiring {

@@ -51,10 +51,11 @@ static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, int64_t *
     redisReply *r;
     bool maybe_ran;
     baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_LOCK);
+    int64_t sent = baton__now_us(); /* the lease runs from no earlier than this */
     int rc = baton__script_call_synced(c, baton__script_find("lock_acquire"), 3, keys, 3, args, &r,
                                        &maybe_ran);
     if (rc == BATON_ECONN && maybe_ran)
-        return baton__hold_resolve_lost(l, owner, p->token_key, lease_ms);
+        return baton__hold_resolve_lost(l, owner, p->token_key, lease_ms, sent);
     bool unsynced = rc == BATON_ENOTSYNCED; /* it ran; the replicas did not confirm it */
     if (rc != BATON_OK && !unsynced)
         return rc;
@@ -71,8 +72,8 @@ static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, int64_t *
     }
 
     if (unsynced)
-        return baton__hold_unsynced(l, owner, status == 1, value, lease_ms);
-    return baton__hold_acquired(l, owner, status == 1, value, lease_ms);
+        return baton__hold_unsynced(l, owner, status == 1, value, lease_ms, sent);
+    return baton__hold_acquired(l, owner, status == 1, value, lease_ms, sent);
 }
 
 /* The state of one acquisition, for the core's wait routine. */

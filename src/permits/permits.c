@@ -260,7 +260,7 @@ static void on_lost(void *arg)
 
 /* Records a permit just taken and registers it with the watchdog (renewed or not), before
  * the acquire returns. On failure the permit is released again. */
-static int record_held(baton_permits *p, const char *id, bool renew)
+static int record_held(baton_permits *p, const char *id, bool renew, int64_t sent_us)
 {
     baton_client *c = p->client;
     permit_rec *rec = calloc(1, sizeof *rec);
@@ -275,7 +275,7 @@ static int record_held(baton_permits *p, const char *id, bool renew)
     }
     int rc = rec ? baton__watchdog_add_kind(c, baton__script_find("permits_renew"),
                                             baton__script_find("permits_check"), p->timeouts, id,
-                                            renew, on_lost, rec)
+                                            renew, on_lost, rec, sent_us)
                  : baton__fail(c, BATON_ENOMEM, "out of memory");
     if (rc == BATON_OK)
         return BATON_OK;
@@ -316,6 +316,7 @@ typedef struct acquiring {
     int nargs;          /* 1 + the number of permits */
     int64_t nearest_ms; /* from the last attempt: ms until the nearest lease ends, or -1 */
     int64_t recheck_ms;
+    int64_t sent_us; /* when the last attempt was sent: the leases run from no earlier */
 } acquiring;
 
 /* One run of the acquire script: BATON_OK (every id taken) or BATON_ETIMEDOUT (none), with
@@ -330,6 +331,7 @@ static int try_once(void *arg, baton__sub *sub)
     redisReply *r;
     bool maybe_ran = false;
     baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_SEMAPHORE);
+    a->sent_us = baton__now_us();
     int rc = baton__script_call(c, baton__script_find("permits_acquire"), 3, keys, a->nargs,
                                 a->args, &r, &maybe_ran);
     if (rc == BATON_ECONN && maybe_ran)
@@ -407,7 +409,7 @@ static int try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_
     }
 
     int64_t start = baton__stat_start(c);
-    acquiring a = {p, args, (int)n + 1, -1, baton__client_config(c)->recheck_ms};
+    acquiring a = {p, args, (int)n + 1, -1, baton__client_config(c)->recheck_ms, 0};
     baton__wait w = {.channel = p->channel,
                      .kind = BATON__SUB_SEMAPHORE,
                      .stat = BATON__K_SEMAPHORE,
@@ -425,7 +427,7 @@ static int try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_
      * all of them are given back. */
     bool taken = rc == BATON_OK;
     int64_t recorded = 0;
-    while (rc == BATON_OK && recorded < n && (rc = record_held(p, fresh[recorded], renew)) == 0)
+    while (rc == BATON_OK && recorded < n && (rc = record_held(p, fresh[recorded], renew, a.sent_us)) == 0)
         recorded++;
     if (taken && rc != BATON_OK) {
         int64_t ignored;
@@ -518,7 +520,7 @@ int baton_permits_update_lease(baton_permits *p, const char *id, int64_t lease_m
         if (rec) {
             baton__watchdog_forget(c, p->timeouts, lower);
             free(rec);
-            rc = record_held(p, lower, false);
+            rc = record_held(p, lower, false, 0); /* leased: no expiry by time */
             if (rc != BATON_OK)
                 return rc;
         }

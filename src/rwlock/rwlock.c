@@ -73,10 +73,11 @@ static int try_once(void *arg, baton__sub *sub)
     redisReply *r;
     bool maybe_ran;
     baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_RWLOCK);
+    int64_t sent = baton__now_us(); /* the lease runs from no earlier than this */
     int rc = baton__script_call_synced(c, baton__script_find(script), a->write ? 3 : 4, keys,
                                        a->write ? 5 : 3, args, &r, &maybe_ran);
     if (rc == BATON_ECONN && maybe_ran)
-        return baton__hold_resolve_lost(l, a->owner, rw->token_key, a->lease_ms);
+        return baton__hold_resolve_lost(l, a->owner, rw->token_key, a->lease_ms, sent);
     bool unsynced = rc == BATON_ENOTSYNCED; /* it ran; the replicas did not confirm it */
     if (rc != BATON_OK && !unsynced)
         return rc;
@@ -99,8 +100,8 @@ static int try_once(void *arg, baton__sub *sub)
                            "release it before taking the write lock (no upgrade)",
                            l->name);
     if (unsynced)
-        return baton__hold_unsynced(l, a->owner, status == 1, value, a->lease_ms);
-    return baton__hold_acquired(l, a->owner, status == 1, value, a->lease_ms);
+        return baton__hold_unsynced(l, a->owner, status == 1, value, a->lease_ms, sent);
+    return baton__hold_acquired(l, a->owner, status == 1, value, a->lease_ms, sent);
 }
 
 /* Sleep until a release, or the script's bound: the holder's lease running out, a claim
