@@ -1138,8 +1138,8 @@ Test(cluster, script_flush_on_one_node_mid_run_costs_nothing)
 Test(cluster, names_without_a_usable_hash_tag_are_refused)
 {
     baton_client *c = client();
-    const char *bad[] = {"a{b", "{}x"};
-    for (int i = 0; i < 2; i++) {
+    const char *bad[] = {"a{b", "{}x", "}", "ab}", "x}"};
+    for (int i = 0; i < 5; i++) {
         const char *name = bad[i];
         baton_lock *l = NULL;
         int rc = baton_lock_open(c, name, &l);

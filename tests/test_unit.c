@@ -244,6 +244,9 @@ Test(unit, cluster_names_need_a_valid_hash_tag)
     cr_assert(eq(int, baton__check_cluster_name("a{b"), BATON_EINVAL));
     cr_assert(eq(int, baton__check_cluster_name("{}x"), BATON_EINVAL));
     cr_assert(eq(int, baton__check_cluster_name("x}{"), BATON_EINVAL));
+    cr_assert(eq(int, baton__check_cluster_name("}"), BATON_EINVAL));
+    cr_assert(eq(int, baton__check_cluster_name("ab}"), BATON_EINVAL));
+    cr_assert(eq(int, baton__check_cluster_name("x}"), BATON_EINVAL));
 }
 
 Test(unit, cluster_slots_reply_decodes_to_a_slot_map)

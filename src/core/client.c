@@ -107,7 +107,8 @@ int baton__check_open_name(baton_client *c, const char *name, const char *what)
     if (baton__topology_cluster(c) && baton__check_cluster_name(name) != BATON_OK)
         return baton__fail(c, BATON_EINVAL,
                            "%s%sname has a '{' that opens no hash tag (no '}' after it, or "
-                           "\"{}\"): on a Redis Cluster its keys would land in different slots",
+                           "\"{}\"), or a '}' with no '{': on a Redis Cluster its keys would land "
+                           "in different slots",
                            what, sp);
     return BATON_OK;
 }

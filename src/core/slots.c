@@ -59,7 +59,10 @@ int baton__key_slot(const char *key, size_t len)
 int baton__check_cluster_name(const char *name)
 {
     if (!strchr(name, '{'))
-        return BATON_OK; /* baton wraps it in braces: "{name}" is its tag */
+        /* baton wraps it in braces: "{name}" tags the derived keys with the part before the
+         * first '}', while the name itself, a key too, hashes whole: they agree only if
+         * the name has no '}' */
+        return strchr(name, '}') ? BATON_EINVAL : BATON_OK;
     /* Redisson's rule keeps a name that has a '{' as it is, so its keys share a slot only if
      * the name itself holds a hash tag: a '{', then a '}' with at least one byte between. */
     size_t from, n, len = strlen(name);
