@@ -371,3 +371,30 @@ Test(holds, a_holder_cut_off_is_told_before_anyone_else_can_acquire, .timeout = 
     baton_client_close(c);
     th_proxy_stop(px);
 }
+
+/* ------------------------------------------------ the WAIT's own budget --------------- */
+
+/* With sync_timeout_ms equal to the command timeout, an acquisition no replica confirms is
+ * BATON_ENOTSYNCED, never a connection error: the WAIT's reply comes sync_timeout_ms after
+ * the script's, and has that long besides the command timeout. */
+Test(holds, a_wait_as_long_as_the_command_timeout_is_enotsynced_not_econn, .timeout = 30)
+{
+    baton_options o;
+    baton_options_init(&o);
+    o.command_timeout_ms = 300;
+    o.sync_replicas = 1;
+    o.sync_timeout_ms = 300;
+    baton_client *c = th_client(&o);
+    redisContext *r = th_redis();
+    const char *name = th_name("waitbudget");
+    baton_lock *l;
+    cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
+    for (int i = 0; i < 8; i++) {
+        int rc = baton_lock_try_acquire(l, 0, 5000);
+        cr_assert(eq(int, rc, BATON_ENOTSYNCED), "attempt %d: %s: %s", i, baton_err_name(rc),
+                  baton_client_errmsg(c));
+        cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s", name), 0), "the undo left the lock held");
+    }
+    redisFree(r);
+    baton_client_close(c);
+}

@@ -99,7 +99,9 @@ typedef struct baton_options {
      * failover could erase (an old master cut off from its replicas cannot satisfy it
      * either); a renewal not acknowledged is logged (BATON_LOG_WARN) but counts, since the
      * master has it (after a failover the new master's replica resyncs for a while). Locks
-     * of every kind; semaphores and latches are not covered.
+     * of every kind; semaphores and latches are not covered. The WAIT's reply has
+     * sync_timeout_ms of its own besides command_timeout_ms, so an acquisition no replica
+     * confirms is BATON_ENOTSYNCED, never BATON_ECONN, whatever the two are.
      * 0: off (Redisson's default). sync_timeout_ms 0: 1000. */
     int sync_replicas;
     int64_t sync_timeout_ms;

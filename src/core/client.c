@@ -186,7 +186,9 @@ bool baton__append_wait(baton_client *c, baton__conn *k)
 int baton__read_wait(baton_client *c, baton__conn *k)
 {
     redisReply *r = NULL;
-    int rc = baton__conn_read(c, k, "WAIT", &r);
+    /* the server answers WAIT sync_timeout_ms after it got it at most: that long is its
+     * own budget, besides the command timeout */
+    int rc = baton__conn_read_longer(c, k, "WAIT", c->cfg.sync_timeout_ms, &r);
     if (rc != BATON_OK)
         return rc;
     long long acks = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;

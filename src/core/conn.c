@@ -343,6 +343,15 @@ int baton__conn_read(baton_client *c, baton__conn *k, const char *what, redisRep
     return baton__conn_read_by(c, k, what, BATON__NO_DEADLINE, out);
 }
 
+int baton__conn_read_longer(baton_client *c, baton__conn *k, const char *what, int64_t extra_ms,
+                            redisReply **out)
+{
+    int64_t deadline = baton__deadline_after_ms(c->cfg.command_timeout_ms + extra_ms);
+    if (read_until(k, deadline, out) == BATON_OK)
+        return BATON_OK;
+    return baton__fail(c, BATON_ECONN, "%s: %s", what, baton__conn_errstr(k));
+}
+
 short baton__conn_events(const baton__conn *k)
 {
     short ev = POLLIN;

@@ -79,6 +79,10 @@ void baton__conn_where(const baton_client *c, const baton__conn *k, char *buf, s
 int baton__conn_append(baton__conn *k, int argc, const char **argv, const size_t *lens);
 int baton__conn_flush(baton_client *c, baton__conn *k, const char *what);
 int baton__conn_read(baton_client *c, baton__conn *k, const char *what, struct redisReply **out);
+/* As baton__conn_read, with extra_ms more than the command timeout (a reply the server
+ * holds back on purpose: WAIT's, sync_timeout_ms). */
+int baton__conn_read_longer(baton_client *c, baton__conn *k, const char *what, int64_t extra_ms,
+                            struct redisReply **out);
 /* The same three with a monotonic deadline (µs) that may come before the client's
  * timeouts would (the watchdog must report a lease's end on time, whatever its renewal
  * pass waits for). */
