@@ -111,6 +111,30 @@ Test(unit, url_rejects)
     parse_bad("unix://relative.sock", NULL);
     parse_bad("unix:///s.sock?db=x", NULL);
     parse_bad("unix:///s.sock?foo=1", NULL);
+    /* a '/' in the password or a '@' in the path: which part is the password is a guess */
+    parse_bad("redis://:S3cr3t/pw@127.0.0.1:1", "S3cr3t");
+    parse_bad("redis://:S3cr3t@127.0.0.1:1/d@b", "S3cr3t");
+    parse_bad("redis+sentinel://u:123/4@h/m", "123");
+}
+
+Test(unit, url_redact_rebuilds_from_the_parse)
+{
+    char buf[128];
+    cr_assert(eq(int, baton_url_redact("redis://user:pw@h:1/2", buf, sizeof buf), BATON_OK));
+    cr_assert(eq(str, buf, "redis://***@h:1/2"));
+    cr_assert(eq(int, baton_url_redact("rediss+sentinel://pw@a,[::1]:2/mm/3", buf, sizeof buf),
+                 BATON_OK));
+    cr_assert(eq(str, buf, "rediss+sentinel://***@a:26379,[::1]:2/mm/3"));
+    cr_assert(eq(int, baton_url_redact("redis+cluster://h", buf, sizeof buf), BATON_OK));
+    cr_assert(eq(str, buf, "redis+cluster://h:6379"));
+    cr_assert(eq(int, baton_url_redact("unix:///tmp/r.sock?db=2", buf, sizeof buf), BATON_OK));
+    cr_assert(eq(str, buf, "unix:///tmp/r.sock?db=2"));
+    cr_assert(eq(int, baton_url_redact("redis://:S3cr3t/pw@h:1", buf, sizeof buf), BATON_EINVAL));
+    cr_assert(eq(str, buf, "redis://(a URL that does not parse, not shown)"));
+    cr_assert(eq(int, baton_url_redact("redis://u:pw@h", buf, 6), BATON_OK), "cut to fit");
+    cr_assert(eq(str, buf, "redis"));
+    cr_assert(eq(int, baton_url_redact(NULL, buf, sizeof buf), BATON_EINVAL));
+    cr_assert(eq(int, baton_url_redact("redis://h", NULL, 0), BATON_EINVAL));
 }
 
 Test(unit, names_and_keys)

@@ -45,7 +45,11 @@ typedef struct baton_options {
                                    for its slot map; database 0 only; rediss+cluster://
                                    over TLS; a name whose keys would land in different
                                    slots, "a{b", is BATON_EINVAL there) and
-                                   unix:///path/to/socket[?db=N] */
+                                   unix:///path/to/socket[?db=N]. A '/' in the password
+                                   is written %2F and a '@' after the host %40: a '@'
+                                   after the first '/' is BATON_EINVAL (which part would
+                                   be the password is a guess). Messages show the URL
+                                   only as baton_url_redact() gives it. */
     const char *username;       /* ACL user; overrides the URL's; NULL: the URL's, or none */
     const char *password;       /* overrides the URL's; NULL: the URL's, or none */
     int64_t connect_timeout_ms; /* connect + AUTH + SELECT on one connection; 0: 5000 */
@@ -148,6 +152,17 @@ BATON_API int baton_client_open_url(const char *url, baton_client **out);
  * there is none. Thread-local; valid until the calling thread's next baton_client_open().
  */
 BATON_API const char *baton_open_errmsg(void);
+
+/*
+ * Writes into buf (len bytes, always NUL-terminated, cut to fit) the URL as baton
+ * understands it, for messages: rebuilt from the library's own parse of url, with the
+ * user name and password shown as one "***" (a user name may be the start of a password
+ * with an unescaped ':'). A URL that
+ * does not parse is not shown at all (only its scheme): which part of it is the password
+ * cannot be told. Returns BATON_OK, or BATON_EINVAL (url does not parse, or buf is NULL or
+ * len 0). Never blocks.
+ */
+BATON_API int baton_url_redact(const char *url, char *buf, size_t len);
 
 /*
  * A client serves the process that opened it. In a child made by fork() every call on a

@@ -324,18 +324,6 @@ int cli_set_url(cli_global *g, const char *url)
     return EXIT_OK;
 }
 
-/* The URL without its password, for messages. */
-static void redact_url(const char *url, char *buf, size_t len)
-{
-    const char *scheme_end = strstr(url, "://");
-    const char *at = scheme_end ? strrchr(scheme_end, '@') : NULL;
-    const char *slash = scheme_end ? strchr(scheme_end + 3, '/') : NULL;
-    if (at && (!slash || at < slash))
-        snprintf(buf, len, "%.*s***@%s", (int)(scheme_end + 3 - url), url, at + 1);
-    else
-        snprintf(buf, len, "%s", url);
-}
-
 const char *cli_url(const cli_global *g)
 {
     const char *env = getenv("BATON_URL");
@@ -377,7 +365,7 @@ int cli_open_client(const cli_global *g, baton_client **out)
         return EXIT_OK;
     }
     char shown[512];
-    redact_url(o.url, shown, sizeof shown);
+    baton_url_redact(o.url, shown, sizeof shown); /* the library's parse: no password */
     const char *detail = baton_open_errmsg();
     cli_error("%s: %s%s%s", shown, baton_strerror(rc), detail[0] ? ": " : "", detail);
     switch (rc) {

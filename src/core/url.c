@@ -229,6 +229,11 @@ int baton__url_parse(const char *url, baton__endpoint *ep, char *errbuf, size_t 
     for (const char *s = p; s < auth_end; s++)
         if (*s == '@')
             at = s;
+    /* A '@' past the first '/' is a password with an unescaped '/' (or a path with an
+     * unescaped '@'): which part is the password is then a guess, so no guess is made. */
+    if (slash && memchr(slash, '@', (size_t)(end - slash)))
+        FAIL("a '@' after the first '/': escape a '/' in the password as %2F, and a '@' in "
+             "a path as %40");
     if (at) {
         int rc = parse_userinfo(p, at, ep, errbuf, errlen);
         if (rc != BATON_OK)
@@ -280,5 +285,70 @@ int baton__url_parse(const char *url, baton__endpoint *ep, char *errbuf, size_t 
         if (!parse_int(slash + 1, (size_t)(end - slash - 1), 0, 1000000, &ep->db))
             FAIL("the database after / must be a number from 0");
     }
+    return BATON_OK;
+}
+
+/* ------------------------------- the URL for messages ---------------------------------- */
+
+/* Appends to buf[*n..len) what fits, always NUL-terminated. */
+static void put(char *buf, size_t len, size_t *n, const char *fmt, const char *a, int i)
+{
+    if (*n + 1 >= len)
+        return;
+    int w = a ? snprintf(buf + *n, len - *n, fmt, a) : snprintf(buf + *n, len - *n, fmt, i);
+    if (w > 0)
+        *n = *n + (size_t)w < len ? *n + (size_t)w : len - 1;
+}
+
+int baton_url_redact(const char *url, char *buf, size_t len)
+{
+    if (!buf || len == 0)
+        return BATON_EINVAL;
+    buf[0] = '\0';
+    baton__endpoint ep;
+    char err[8];
+    if (baton__url_parse(url, &ep, err, sizeof err) != BATON_OK) {
+        /* Nothing of a URL that does not parse is shown but a scheme baton knows. */
+        static const char *const schemes[] = {"rediss+sentinel://", "redis+sentinel://",
+                                              "rediss+cluster://",  "redis+cluster://",
+                                              "rediss://",          "redis://",
+                                              "unix://"};
+        const char *scheme = "";
+        for (size_t i = 0; url && i < sizeof schemes / sizeof *schemes && !*scheme; i++)
+            if (strncmp(url, schemes[i], strlen(schemes[i])) == 0)
+                scheme = schemes[i];
+        snprintf(buf, len, "%s(a URL that does not parse, not shown)", scheme);
+        return BATON_EINVAL;
+    }
+    size_t n = 0;
+    if (ep.path) {
+        put(buf, len, &n, "unix://%s", ep.path, 0);
+        if (ep.db)
+            put(buf, len, &n, "?db=%d", NULL, ep.db);
+        baton__endpoint_free(&ep);
+        return BATON_OK;
+    }
+    put(buf, len, &n, "%s",
+        ep.kind == BATON__EP_SENTINEL  ? (ep.tls ? "rediss+sentinel://" : "redis+sentinel://")
+        : ep.kind == BATON__EP_CLUSTER ? (ep.tls ? "rediss+cluster://" : "redis+cluster://")
+        : ep.tls                       ? "rediss://"
+                                       : "redis://",
+        0);
+    /* The whole userinfo goes: in redis://a:b@h, "a" may be the start of a password
+     * with an unescaped ':' as well as a user name. */
+    if (ep.username || ep.password)
+        put(buf, len, &n, "%s@", "***", 0);
+    for (int i = 0; i < ep.nseeds; i++) {
+        bool v6 = strchr(ep.seeds[i].host, ':') != NULL;
+        if (i)
+            put(buf, len, &n, "%s", ",", 0);
+        put(buf, len, &n, v6 ? "[%s]" : "%s", ep.seeds[i].host, 0);
+        put(buf, len, &n, ":%d", NULL, ep.seeds[i].port);
+    }
+    if (ep.master)
+        put(buf, len, &n, "/%s", ep.master, 0);
+    if (ep.db)
+        put(buf, len, &n, "/%d", NULL, ep.db);
+    baton__endpoint_free(&ep);
     return BATON_OK;
 }
