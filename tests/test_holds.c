@@ -398,3 +398,27 @@ Test(holds, a_wait_as_long_as_the_command_timeout_is_enotsynced_not_econn, .time
     redisFree(r);
     baton_client_close(c);
 }
+
+/* A hold the server lost before any renewal noticed (deleted here; a demoted old master in
+ * the field) is told at the latest by the release that finds it gone, once. */
+Test(holds, a_release_that_finds_the_hold_gone_tells_the_loss_once)
+{
+    const char *name = th_name("gone");
+    baton_client *c = client_with(30000, 0);
+    redisContext *r = th_redis();
+    baton_lock *l;
+    cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
+    atomic_store(&lost_calls, 0);
+    cr_assert(eq(int, baton_lock_set_lost_handler(l, on_lost, NULL), BATON_OK));
+    int fd = -1;
+    cr_assert(eq(int, baton_lock_lost_fd(l, &fd), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(l, BATON_LEASE_WATCHDOG), BATON_OK));
+    freeReplyObject(th_cmd(r, "DEL %s", name));
+    cr_assert(eq(int, baton_lock_release(l), BATON_ENOTHELD));
+    cr_assert(eq(int, atomic_load(&lost_calls), 1), "the loss was not told");
+    cr_assert(fd_readable(fd));
+    cr_assert(eq(int, baton_lock_release(l), BATON_ENOTHELD));
+    cr_assert(eq(int, atomic_load(&lost_calls), 1), "told twice");
+    redisFree(r);
+    baton_client_close(c);
+}

@@ -721,6 +721,7 @@ typedef struct loop_arena {
     atomic_int token_falls;  /* a token not above the one before it */
     atomic_llong last_token; /* of the latest holder to enter */
     atomic_int counted, unknown, errors, acquisitions;
+    atomic_int untold; /* a release found the hold gone, and its holder was never told */
     atomic_bool go, stop;
 } loop_arena;
 
@@ -728,7 +729,17 @@ typedef struct looper {
     loop_arena *a;
     const char *lock, *counter;
     int hold_ms; /* how long each hold lasts (besides the increment) */
+    int sync_replicas;
 } looper;
+
+static atomic_bool hold_told; /* this process's: the current hold was reported lost */
+
+static void tell_hold_lost(baton_lock *l, void *arg)
+{
+    (void)l;
+    (void)arg;
+    atomic_store(&hold_told, true);
+}
 
 /* One process: one client and one handle for the whole run, acquiring and releasing in a
  * loop, as the processes of the reliability round did. */
@@ -744,16 +755,21 @@ static int loop_one_handle(void *arg)
     o.url = dep.url;
     o.connect_timeout_ms = 500;
     o.command_timeout_ms = 1000;
-    o.sync_replicas = 1;
+    o.sync_replicas = k->sync_replicas;
     o.sync_timeout_ms = 1000;
     o.watchdog_ms = 3000; /* a hold nobody renews is gone within 3 s */
     baton_client *c;
     baton_lock *l;
     if (baton_client_open(&o, &c) != BATON_OK || baton_lock_open(c, k->lock, &l) != BATON_OK)
         return 1;
+    baton_lock_set_lost_handler(l, tell_hold_lost, NULL);
     int64_t give_up = th_ms() + 90000;
     while (!a->stop && th_ms() < give_up) {
-        if (baton_lock_try_acquire(l, 5000, BATON_LEASE_WATCHDOG) != BATON_OK) {
+        atomic_store(&hold_told, false);
+        int arc = baton_lock_try_acquire(l, 5000, BATON_LEASE_WATCHDOG);
+        if (arc != BATON_OK) {
+            if (getenv("BATON_TEST_DEBUG") && a->errors % 200 == 0)
+                fprintf(stderr, "acquire: %s: %s\n", baton_err_name(arc), baton_client_errmsg(c));
             a->errors++;
             th_sleep_ms(5);
             continue;
@@ -772,7 +788,10 @@ static int loop_one_handle(void *arg)
             a->unknown++;
         th_sleep_ms(k->hold_ms);
         atomic_fetch_sub(&a->inside, 1);
-        if (baton_lock_release(l) != BATON_OK)
+        int rc = baton_lock_release(l);
+        if (rc == BATON_ENOTHELD && !atomic_load(&hold_told))
+            a->untold++;
+        if (rc != BATON_OK)
             a->errors++;
     }
     baton_lock_close(l);
@@ -794,7 +813,7 @@ static void loop_through_failovers(int run)
     looper ks[4];
     pid_t kids[4];
     for (int i = 0; i < 4; i++) {
-        ks[i] = (looper){a, lock, counter, i == 0 ? 3000 : 5};
+        ks[i] = (looper){a, lock, counter, i == 0 ? 3000 : 5, 1};
         kids[i] = th_fork(loop_one_handle, &ks[i]);
     }
     a->go = true;
@@ -824,6 +843,7 @@ static void loop_through_failovers(int run)
             run, (int)a->acquisitions, (int)a->counted, (int)a->unknown, value,
             (int)a->overlaps, (int)a->token_falls, (int)a->errors);
     cr_assert(eq(int, a->overlaps, 0), "run %d: two holders at once", run);
+    cr_assert(eq(int, a->untold, 0), "run %d: a hold was gone at its release, untold", run);
     cr_assert(eq(int, a->token_falls, 0), "run %d: a token fell", run);
     cr_assert(ge(i64, value, (long long)a->counted), "run %d: lost increments", run);
     cr_assert(le(i64, value, (long long)(a->counted + a->unknown)), "run %d: extra increments",
@@ -839,6 +859,62 @@ Test(sentinel, handles_looping_through_failovers_never_share_the_lock, .timeout 
     int runs = env && atoi(env) > 0 ? atoi(env) : 1;
     for (int i = 1; i <= runs; i++)
         loop_through_failovers(i);
+}
+
+/* The old master killed, a failover, and the old master restarted empty as a master (its
+ * own configuration) until the sentinels demote it; without sync_replicas (overlaps are
+ * outside the guarantee then), every hold that was gone at its release must have been told
+ * to its holder first. */
+static th_server revived; /* the old master, started again (defined again below) */
+
+static void restart_old_master_empty(int run)
+{
+    wait_replica_synced();
+    loop_arena *a =
+        mmap(NULL, sizeof *a, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert(a != MAP_FAILED);
+    memset(a, 0, sizeof *a);
+    const char *lock = th_tmpname("sn-empty"), *counter = th_tmpname("sn-empty-counter");
+    looper ks[4];
+    pid_t kids[4];
+    for (int i = 0; i < 4; i++) {
+        ks[i] = (looper){a, lock, counter, i == 0 ? 1500 : 5, 0};
+        kids[i] = th_fork(loop_one_handle, &ks[i]);
+    }
+    a->go = true;
+    for (int64_t t0 = th_ms(); a->counted < 10 && th_ms() - t0 < 15000;)
+        th_sleep_ms(50);
+    int master = current_master(), replica = master == dep.master ? dep.replica : dep.master;
+    kill(th_node_pid(master), SIGKILL);
+    int64_t t0 = th_ms();
+    while (role_of(replica, NULL) != BATON__ROLE_MASTER || master_port_now() != replica) {
+        cr_assert(lt(i64, th_ms() - t0, 20000), "no failover after kill -9");
+        th_sleep_ms(50);
+    }
+    th_server_start_on(&revived, master, "--repl-diskless-sync-delay 0");
+    int at_back = a->counted;
+    for (int64_t t1 = th_ms(); th_ms() - t1 < 8000 || a->counted < at_back + 10;) {
+        if (th_ms() - t1 > 20000)
+            break;
+        th_sleep_ms(50);
+    }
+    a->stop = true;
+    for (int i = 0; i < 4; i++)
+        cr_assert(eq(int, th_wait(kids[i]), 0));
+    fprintf(stderr,
+            "sentinel: old master back empty, run %d: %d acquisitions, %d overlaps, %d releases "
+            "found their hold gone untold, %d calls failed\n",
+            run, (int)a->acquisitions, (int)a->overlaps, (int)a->untold, (int)a->errors);
+    cr_assert(eq(int, a->untold, 0), "run %d: a hold was gone at its release, untold", run);
+    munmap(a, sizeof *a);
+}
+
+Test(sentinel, an_old_master_back_empty_tells_every_holder_it_cost, .timeout = 600)
+{
+    const char *env = getenv("BATON_LONG_RUNS");
+    int runs = env && atoi(env) > 0 ? atoi(env) : 1;
+    for (int i = 1; i <= runs; i++)
+        restart_old_master_empty(i);
 }
 
 /* ------------------------------- the fault proxy in front of the master ------------- */

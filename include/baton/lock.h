@@ -179,10 +179,15 @@ BATON_API int baton_lock_fencing_token(baton_lock *l, int64_t *token);
 /*
  * Registers fn(l, arg) to run when a hold of this lock is found lost: a watchdog renewal
  * finds the owner gone (deleted, expired, taken over), the lease ran out while the server
- * could not be reached, or the server restarted (its run_id changed). A restart reaches
+ * could not be reached, or the server restarted (its run_id changed); and, if nothing told
+ * it before, when a release or an acquisition of the calling thread finds that the server
+ * lost a hold the handle counted (a release answered "not held", or "released" while the
+ * handle counted more holds; an acquisition answered "new hold" where the handle believed
+ * it held one). A restart reaches
  * every hold, with a fixed lease or the watchdog, within about a quarter of a second of the
  * server accepting connections again: while the client holds anything it keeps its
- * subscriber connection open, and the restart closes it. fn runs on a library thread; it
+ * subscriber connection open, and the restart closes it. fn runs on a library thread (a
+ * loss found by a release or an acquisition: on the calling thread, before it returns); it
  * must not block, must not call baton functions on this lock, and must not close the
  * client. NULL fn unregisters. Returns BATON_OK or BATON_EINVAL.
  */

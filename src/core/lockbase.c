@@ -274,9 +274,10 @@ int baton__hold_release(baton_lock *l, const char *script, const char *latch_pre
         l->depth--;
     } else if (mine) {
         /* The hold's end: released, held by nobody, or (outcome 0 at the last hold) holds
-         * the handle did not know of remain. Released while the handle counted more
-         * holds: the server had lost them, and the holder is told. */
-        lost = outcome == 1 && l->depth > 1;
+         * the handle did not know of remain. Held by nobody, or released while the handle
+         * counted more holds: the server had lost them (expired, deleted, a failover or a
+         * demoted old master took them) and nothing told the holder yet: it is told now. */
+        lost = !l->lost && (outcome == -1 || (outcome == 1 && l->depth > 1));
         drop = clear_record(l);
     }
     baton__mutex_unlock(&l->mu);
