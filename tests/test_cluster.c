@@ -1758,3 +1758,94 @@ Test(cluster, z2_a_master_killed_reports_the_holds_it_took_and_work_resumes, .ti
     baton_client_close(c);
     munmap(a, sizeof *a);
 }
+
+/* ------------------------------- a slot held migrating (issue 27.3) ------------------- */
+
+typedef struct mig_waiter {
+    const char *name;
+    int rc;
+    int64_t took_ms;
+} mig_waiter;
+
+static void *mig_wait(void *arg)
+{
+    mig_waiter *w = arg;
+    baton_options o;
+    baton_options_init(&o);
+    o.url = cluster.url;
+    o.command_timeout_ms = 500;
+    baton_client *c = NULL;
+    if (baton_client_open(&o, &c) != BATON_OK) {
+        w->rc = -1000;
+        return NULL;
+    }
+    baton_lock *l;
+    baton_lock_open(c, w->name, &l);
+    int64_t t0 = th_ms();
+    w->rc = baton_lock_try_acquire(l, 12000, 5000);
+    w->took_ms = th_ms() - t0;
+    if (w->rc == BATON_OK)
+        baton_lock_release(l);
+    baton_client_close(c);
+    return NULL;
+}
+
+/*
+ * The lock's slot is held MIGRATING on its master and IMPORTING on another, its keys not
+ * moved, for twice the lease (Redis answers TRYAGAIN to a script whose declared keys are
+ * split or partly missing meanwhile). The holder keeps its hold by renewals, its release
+ * works at once (not ENOTHELD after its lease), and a waiter with a long enough wait gets
+ * the lock within it; every call ends within its bound.
+ */
+Test(cluster, a_slot_held_migrating_past_the_lease_lets_releases_and_waits_through, .timeout = 90)
+{
+    char name[96];
+    snprintf(name, sizeof name, "%s", th_tmpname("migrating"));
+    int slot = th_cluster_slot(name);
+    int src = th_cluster_master_of(&cluster, slot);
+    int masters[8], nm = th_cluster_masters(&cluster, masters, 8), dst = 0;
+    for (int i = 0; i < nm && !dst; i++)
+        if (masters[i] != src)
+            dst = masters[i];
+    cr_assert(gt(int, dst, 0));
+    baton_options o;
+    baton_options_init(&o);
+    o.url = cluster.url;
+    o.command_timeout_ms = 500;
+    o.watchdog_ms = 1500;
+    baton_client *a = NULL;
+    cr_assert(eq(int, baton_client_open(&o, &a), BATON_OK), "%s", baton_open_errmsg());
+    baton_lock *l;
+    cr_assert(eq(int, baton_lock_open(a, name, &l), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(l, BATON_LEASE_WATCHDOG), BATON_OK));
+
+    char src_id[41], dst_id[41];
+    th_cluster_node_id(src, src_id);
+    th_cluster_node_id(dst, dst_id);
+    redisContext *rs = th_redis_port(src), *rd = th_redis_port(dst);
+    freeReplyObject(th_cmd(rd, "CLUSTER SETSLOT %d IMPORTING %s", slot, src_id));
+    freeReplyObject(th_cmd(rs, "CLUSTER SETSLOT %d MIGRATING %s", slot, dst_id));
+
+    th_sleep_ms(2000); /* past the lease: only renewals keep the hold */
+    cr_assert(eq(i64, th_cmd_int(rs, "EXISTS %s", name), 1), "the hold ran out while migrating");
+    mig_waiter w = {name, 0, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, mig_wait, &w);
+    th_sleep_ms(300);
+    int64_t t0 = th_ms();
+    int rc = baton_lock_release(l);
+    int64_t took = th_ms() - t0;
+    cr_assert(eq(int, rc, BATON_OK), "release while migrating: %s: %s", baton_err_name(rc),
+              baton_client_errmsg(a));
+    cr_assert(lt(i64, took, 1500), "the release took %lld ms", (long long)took);
+    th_sleep_ms(700); /* the slot stays migrating for twice the lease in all */
+
+    freeReplyObject(th_cmd(rs, "CLUSTER SETSLOT %d STABLE", slot));
+    freeReplyObject(th_cmd(rd, "CLUSTER SETSLOT %d STABLE", slot));
+    pthread_join(t, NULL);
+    cr_assert(eq(int, w.rc, BATON_OK), "the waiter: %s", baton_err_name(w.rc));
+    cr_assert(lt(i64, w.took_ms, 12000));
+    redisFree(rs);
+    redisFree(rd);
+    baton_client_close(a);
+}

@@ -160,6 +160,21 @@ int baton__reply_error(baton_client *c, const redisReply *r)
     return baton__fail(c, code, "server replied: %s", s);
 }
 
+bool baton__in_flux(const baton_client *c)
+{
+    /* the detail baton__reply_error records for what is left of a Cluster's redirections */
+    static const char *const in_flux[] = {"server replied: TRYAGAIN", "server replied: ASK ",
+                                          "server replied: MOVED ",
+                                          "server replied: CLUSTERDOWN"};
+    if (!baton__topology_cluster(c))
+        return false;
+    const char *msg = baton_client_errmsg(c);
+    for (size_t i = 0; i < sizeof in_flux / sizeof *in_flux; i++)
+        if (strncmp(msg, in_flux[i], strlen(in_flux[i])) == 0)
+            return true;
+    return false;
+}
+
 uint64_t baton_client_epoch(const baton_client *c)
 {
     if (!c)

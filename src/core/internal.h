@@ -143,6 +143,10 @@ void baton__endpoint_free(baton__endpoint *ep);
 /* Records a detail for the calling thread's next baton_client_errmsg(c); returns code. */
 int baton__fail(baton_client *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* True when the calling thread's last failure on c was a Cluster slot in flux: TRYAGAIN,
+ * ASK, MOVED or CLUSTERDOWN still answered when a call's redirections ran out (a slot held
+ * migrating, a failover). The call did not run; a wait may try again within its bound. */
+bool baton__in_flux(const baton_client *c);
 /* Forgets the calling thread's detail for c (a call that succeeds starts clean). */
 void baton__clear_error(baton_client *c);
 

@@ -21,6 +21,13 @@ static void drop(baton_client *c, baton__sub *sub, bool done)
         baton__sub_release_sync(c, sub); /* gave up: leave nothing behind */
 }
 
+/* An attempt that did not run because a Cluster slot is in flux (held migrating past the
+ * call's redirections, a failover): for a wait, as good as "not yet". */
+static bool not_yet(baton_client *c, int rc)
+{
+    return rc == BATON_ETIMEDOUT || (rc == BATON_ECONN && baton__in_flux(c));
+}
+
 static int wait_for(baton_client *c, const baton__wait *w, baton__waiting *wt)
 {
     int64_t deadline = baton__deadline_after_ms(w->wait_ms);
@@ -28,7 +35,7 @@ static int wait_for(baton_client *c, const baton__wait *w, baton__waiting *wt)
     baton__sub *sub =
         (w->wait_ms != 0 && w->join_live) ? baton__sub_try_acquire(c, w->channel) : NULL;
     int rc = w->attempt(w->arg, sub);
-    if (rc != BATON_ETIMEDOUT || w->wait_ms == 0) {
+    if (!not_yet(c, rc) || w->wait_ms == 0) {
         if (sub)
             baton__sub_release(c, sub);
         if (rc != BATON_OK && w->wait_ms != 0 && w->give_up)
@@ -46,10 +53,12 @@ static int wait_for(baton_client *c, const baton__wait *w, baton__waiting *wt)
         rc = baton__wait_cancelled(c, wt) ? baton__fail(c, BATON_ECANCELED, "wait cancelled")
                                           : w->attempt(w->arg, sub);
     }
-    while (rc == BATON_ETIMEDOUT) {
+    while (not_yet(c, rc)) {
         int64_t now = baton__now_us();
-        if (now >= deadline)
+        if (now >= deadline) {
+            rc = BATON_ETIMEDOUT; /* the slot still in flux: not acquired within the wait */
             break;
+        }
         int64_t until = deadline;
         int64_t bound = w->bound_ms ? w->bound_ms(w->arg) : -1;
         /* On a Cluster a release can go unheard however the waiter listens: while its
