@@ -1570,3 +1570,97 @@ Test(cli, rwlock_readers_share_a_writer_excludes_and_waits_for_them)
     baton_rwlock_close(rw);
     baton_client_close(c);
 }
+
+/* ---------------------------------------------------------------- -E on a conflict --- */
+
+/*
+ * Runs `args` (a conflict is set up by the caller), expecting exit `code`, nothing run
+ * (COMMAND would touch `marker`) and, for -E 0, nothing on the way but the message.
+ */
+static void conflict_exits(const char *const *args, int code, const char *marker)
+{
+    cli_result r;
+    cli_exec(&r, args);
+    cr_assert(eq(int, r.status, code), "%s %s: status %d, stderr %s", args[0], args[1], r.status,
+              r.err);
+    cr_assert(access(marker, F_OK) != 0, "%s %s: COMMAND ran on a conflict (stderr %s)", args[0],
+              args[1], r.err);
+    cr_assert(strstr(r.out, "RAN") == NULL, "%s %s: COMMAND ran: %s", args[0], args[1], r.out);
+    cli_result_free(&r);
+}
+
+/* Issue 28.1: a conflict never runs COMMAND, whatever -E says; -E 0 exits 0 (flock -n -E 0). */
+Test(cli, a_conflict_never_runs_command_whatever_E_says, .timeout = 60)
+{
+    const char *name = th_tmpname("cli-e0");
+    const char *other = th_tmpname("cli-e0-other");
+    char *marker = cli_path("marker");
+    char touch[600];
+    snprintf(touch, sizeof touch, "echo RAN; touch '%s'", marker);
+    baton_lock *l;
+    baton_client *c = hold(name, &l);
+    for (int code = 0; code <= 7; code += 7) {
+        char e[8];
+        snprintf(e, sizeof e, "%d", code);
+        conflict_exits(ARGS("lock", name, "-n", "-E", e, "--", "sh", "-c", touch), code, marker);
+        conflict_exits(ARGS("lock", name, "-w", "200ms", "-E", e, "--", "sh", "-c", touch), code,
+                       marker);
+        conflict_exits(ARGS("lock", name, "--hold", "-n", "-E", e), code, marker);
+        conflict_exits(ARGS("lock", other, name, "-n", "-E", e, "--", "sh", "-c", touch), code,
+                       marker);
+        conflict_exits(ARGS("lock", "--conflict-exit-code", e, name, "-n", "-q", "--", "sh", "-c",
+                            touch),
+                       code, marker);
+    }
+    cr_assert(eq(i64, exists(other), 0), "a multi-lock member stayed held");
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    baton_lock_close(l);
+    baton_client_close(c);
+
+    /* a fair lock */
+    const char *fair = th_tmpname("cli-e0-fair");
+    pid_t holder = cli_spawn(ARGS("lock", fair, "--fair", "--hold"));
+    int64_t t0 = th_ms();
+    while (exists(fair) == 0 && th_ms() - t0 < 5000)
+        th_sleep_ms(10);
+    conflict_exits(ARGS("lock", fair, "--fair", "-n", "-E", "0", "--", "sh", "-c", touch), 0,
+                   marker);
+    conflict_exits(ARGS("lock", fair, "--fair", "--hold", "-n", "-E", "0"), 0, marker);
+    kill(holder, SIGTERM);
+    cr_assert(eq(int, th_wait(holder), 0));
+
+    /* read-write locks: a reader under a writer, a writer under a reader */
+    const char *rwname = th_tmpname("cli-e0-rw");
+    c = th_client(NULL);
+    baton_rwlock *rw;
+    cr_assert(eq(int, baton_rwlock_open(c, rwname, &rw), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(baton_rwlock_write(rw), BATON_LEASE_WATCHDOG), BATON_OK));
+    conflict_exits(ARGS("rwlock", rwname, "--read", "-n", "-E", "0", "--", "sh", "-c", touch), 0,
+                   marker);
+    conflict_exits(ARGS("rwlock", rwname, "--read", "--hold", "-n", "-E", "0"), 0, marker);
+    cr_assert(eq(int, baton_lock_release(baton_rwlock_write(rw)), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(baton_rwlock_read(rw), BATON_LEASE_WATCHDOG), BATON_OK));
+    conflict_exits(ARGS("rwlock", rwname, "--write", "-w", "200ms", "-E", "0", "--", "sh", "-c",
+                        touch),
+                   0, marker);
+    cr_assert(eq(int, baton_lock_release(baton_rwlock_read(rw)), BATON_OK));
+    baton_rwlock_close(rw);
+    baton_client_close(c);
+
+    /* semaphores: permit leases and --counting, with no permit left */
+    const char *sem = th_tmpname("cli-e0-sem");
+    cli_result r;
+    cli_exec(&r, ARGS("semaphore", sem, "set", "0"));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cli_result_free(&r);
+    conflict_exits(ARGS("semaphore", sem, "-n", "-E", "0", "--", "sh", "-c", touch), 0, marker);
+    conflict_exits(ARGS("semaphore", sem, "-w", "200ms", "-E", "0", "--", "sh", "-c", touch), 0,
+                   marker);
+    const char *csem = th_tmpname("cli-e0-csem");
+    cli_exec(&r, ARGS("semaphore", csem, "--counting", "set", "0"));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cli_result_free(&r);
+    conflict_exits(ARGS("semaphore", csem, "--counting", "-n", "-E", "0", "--", "sh", "-c", touch),
+                   0, marker);
+    free(marker);
+}

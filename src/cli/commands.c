@@ -366,10 +366,12 @@ static void lock_close(lock_run *r)
     baton_client_close(r->c);
 }
 
-/* Acquires, waiting as --wait/-n say. Returns 0 (held), or the exit code after a message
- * (-E's code when busy, -q: without one). */
-static int lock_acquire(const cli_global *g, lock_run *r)
+/* Acquires, waiting as --wait/-n say. Returns 0 with *held set, or the exit code after a
+ * message (-E's code when busy, -q: without one) with *held false: -E 0 is an exit code of
+ * 0 that runs nothing, as with flock -n -E 0. */
+static int lock_acquire(const cli_global *g, lock_run *r, bool *held)
 {
+    *held = false;
     const lock_args *la = r->la;
     int64_t lease = la->has_lease ? la->lease_ms : BATON_LEASE_WATCHDOG;
     r->asked_ms = cli_now_ms();
@@ -386,7 +388,10 @@ static int lock_acquire(const cli_global *g, lock_run *r)
                       la->hold ? "" : "; not run: ", la->hold ? "" : la->command[0]);
         return (int)la->b.code;
     }
-    return brc == BATON_OK ? 0 : cli_fail(r->c, brc, "%s", r->what);
+    if (brc != BATON_OK)
+        return cli_fail(r->c, brc, "%s", r->what);
+    *held = true;
+    return 0;
 }
 
 /* With --lease: when baton must consider the hold ended, as cli_now_ms(). The lease runs
@@ -469,9 +474,10 @@ static int lock_command(cli_global *g, int argc, char **argv, bool rw)
     }
     lock_run r = {.la = &la};
     rc = lock_open(g, &r);
+    bool held = false;
     if (!rc)
-        rc = lock_acquire(g, &r);
-    if (!rc) {
+        rc = lock_acquire(g, &r, &held);
+    if (held) {
         cli_guard_hold();
         cli_outcome out;
         lock_hold(&r, &out);
