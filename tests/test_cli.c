@@ -1664,3 +1664,56 @@ Test(cli, a_conflict_never_runs_command_whatever_E_says, .timeout = 60)
                    0, marker);
     free(marker);
 }
+
+/* ---------------------------------------------------------------- COMMAND's environment */
+
+/* Issue 28.9: COMMAND never inherits the password: BATON_PASSWORD and REDISCLI_AUTH are
+ * removed, and BATON_URL too when it carries credentials (kept when it has none, so that a
+ * nested baton reaches the same server). */
+Test(cli, command_inherits_no_password, .timeout = 30)
+{
+    th_server srv;
+    th_server_start(&srv, "--requirepass pw-Zq81x");
+    char url[160], url_pw[160];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
+    snprintf(url_pw, sizeof url_pw, "redis://:pw-Zq81x@127.0.0.1:%d", srv.port);
+    const char *const *runs[] = {
+        ARGS("lock", th_tmpname("cli-env-l"), "--", "env"),
+        ARGS("rwlock", th_tmpname("cli-env-rw"), "--read", "--", "env"),
+        ARGS("semaphore", th_tmpname("cli-env-p"), "--permits", "1", "--", "env"),
+        ARGS("semaphore", th_tmpname("cli-env-s"), "--counting", "--permits", "1", "--", "env"),
+    };
+    for (int how = 0; how < 3; how++) {
+        unsetenv("BATON_PASSWORD");
+        unsetenv("REDISCLI_AUTH");
+        if (how == 0) { /* in the environment's URL */
+            setenv("BATON_URL", url_pw, 1);
+        } else {
+            setenv("BATON_URL", url, 1);
+            setenv(how == 1 ? "BATON_PASSWORD" : "REDISCLI_AUTH", "pw-Zq81x", 1);
+            if (how == 1)
+                setenv("REDISCLI_AUTH", "pw-Zq81x", 1);
+        }
+        for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+            cli_result r;
+            cli_exec(&r, runs[i]);
+            cr_assert(eq(int, r.status, 0), "how %d run %zu: stderr %s", how, i, r.err);
+            cr_assert(strstr(r.out, "BATON_FENCING_TOKEN=") != NULL || i >= 2, "%s", r.out);
+            cr_assert(strstr(r.out, "PATH=") != NULL, "not env's output: %s", r.out);
+            cr_assert(strstr(r.out, "pw-Zq81x") == NULL, "how %d run %zu: the password: %s", how,
+                      i, r.out);
+            cr_assert(strstr(r.out, "BATON_PASSWORD") == NULL, "%s", r.out);
+            cr_assert(strstr(r.out, "REDISCLI_AUTH") == NULL, "%s", r.out);
+            if (how == 0)
+                cr_assert(strstr(r.out, "BATON_URL") == NULL, "%s", r.out);
+            else
+                cr_assert(strstr(r.out, url) != NULL, "BATON_URL without a password is kept: %s",
+                          r.out);
+            cli_result_free(&r);
+        }
+    }
+    unsetenv("BATON_PASSWORD");
+    unsetenv("REDISCLI_AUTH");
+    unsetenv("BATON_URL");
+    th_server_stop(&srv);
+}

@@ -258,7 +258,22 @@ int cli_hold(const cli_watch *w)
     }
 }
 
-/* environ with `add` ("NAME=value") in place of any NAME= already there. */
+/* Whether COMMAND must not see the variable env[i] ("NAME=value"): the password's
+ * variables, and BATON_URL when it may carry credentials. Any '@' after the scheme counts:
+ * the password may hold an unescaped '/' (the library takes the last '@' before the path),
+ * so no second parser here decides where the credentials end; a URL without one is kept,
+ * and a nested baton reaches the same server. */
+static bool secret_var(const char *var)
+{
+    static const char *const names[] = {"BATON_PASSWORD=", "REDISCLI_AUTH="};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strncmp(var, names[i], strlen(names[i])) == 0)
+            return true;
+    return strncmp(var, "BATON_URL=", 10) == 0 && strchr(var + 10, '@') != NULL;
+}
+
+/* environ without the secrets (secret_var) and with `add` ("NAME=value") in place of any
+ * NAME= already there. */
 static char **make_env(const char *add)
 {
     size_t n = 0;
@@ -269,7 +284,7 @@ static char **make_env(const char *add)
         return NULL;
     size_t j = 0, key = add ? (size_t)(strchr(add, '=') - add + 1) : 0;
     for (size_t i = 0; i < n; i++)
-        if (!add || strncmp(environ[i], add, key) != 0)
+        if ((!add || strncmp(environ[i], add, key) != 0) && !secret_var(environ[i]))
             env[j++] = environ[i];
     if (add)
         env[j++] = (char *)add;
