@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1716,4 +1717,339 @@ Test(cli, command_inherits_no_password, .timeout = 30)
     unsetenv("REDISCLI_AUTH");
     unsetenv("BATON_URL");
     th_server_stop(&srv);
+}
+
+/* ---------------------------------------------------------------- COMMAND's group ---- */
+
+/*
+ * Issue 27.2: COMMAND runs in its own process group, and every stop path signals the whole
+ * group, so a background child of COMMAND does not outlive the hold. The script starts a
+ * child, writes its pid (atomically) to `pidfile` and waits for it.
+ */
+static void background_child_script(char *buf, size_t len, const char *pidfile, bool ignore_term)
+{
+    snprintf(buf, len,
+             "%s & echo $! > \"%s.tmp\"; mv \"%s.tmp\" \"%s\"; wait",
+             ignore_term ? "(trap '' TERM; while :; do sleep 0.05; done)" : "sleep 30", pidfile,
+             pidfile, pidfile);
+}
+
+/* The pid in pidfile, once it is there. */
+static pid_t read_pidfile(const char *pidfile)
+{
+    cr_assert(cli_wait_file(pidfile, 5000), "COMMAND did not start");
+    char *text = cli_read_file(pidfile);
+    pid_t p = (pid_t)atoi(text);
+    free(text);
+    cr_assert(gt(int, (int)p, 0));
+    return p;
+}
+
+/* Waits up to ms for process p to be gone (reaping it if it became this process's child, as
+ * the subreaper); returns the ms it took, or -1. */
+static int64_t ms_until_gone(pid_t p, int64_t t0, int64_t ms)
+{
+    while (th_ms() - t0 < ms) {
+        int st;
+        pid_t r = waitpid(p, &st, WNOHANG);
+        if (r == p || (kill(p, 0) != 0 && errno == ESRCH))
+            return th_ms() - t0;
+        th_sleep_ms(5);
+    }
+    return -1;
+}
+
+Test(cli, kill_9_of_baton_ends_commands_background_child_too)
+{
+    cr_assert(eq(int, prctl(PR_SET_CHILD_SUBREAPER, 1), 0));
+    const char *name = th_tmpname("cli-kill9-group");
+    char *pidfile = cli_path("grandchild");
+    char script[512];
+    background_child_script(script, sizeof script, pidfile, false);
+    pid_t pid = cli_spawn(ARGS("lock", name, "--", "sh", "-c", script));
+    pid_t g = read_pidfile(pidfile);
+    int64_t t0 = th_ms();
+    kill(pid, SIGKILL);
+    cr_assert(eq(int, th_wait(pid), 128 + SIGKILL));
+    int64_t ms = ms_until_gone(g, t0, 5000);
+    cr_assert(ge(i64, ms, 0), "COMMAND's child %d outlived baton by 5 s", (int)g);
+    cr_assert(le(i64, ms, 1000), "COMMAND's child ended %lld ms after baton", (long long)ms);
+    while (waitpid(-1, NULL, WNOHANG) > 0) {
+    }
+    free(pidfile);
+}
+
+/* The child ignores SIGTERM and COMMAND itself exits at once: the child still gets SIGKILL
+ * --kill-after later. */
+Test(cli, kill_9_of_baton_sigkills_commands_child_after_kill_after_though_command_exited)
+{
+    cr_assert(eq(int, prctl(PR_SET_CHILD_SUBREAPER, 1), 0));
+    const char *name = th_tmpname("cli-kill9-group-term");
+    char *pidfile = cli_path("grandchild");
+    char script[512];
+    background_child_script(script, sizeof script, pidfile, true);
+    pid_t pid = cli_spawn(ARGS("lock", name, "--kill-after", "500ms", "--", "sh", "-c", script));
+    pid_t g = read_pidfile(pidfile);
+    th_sleep_ms(100); /* let the subshell set its trap */
+    int64_t t0 = th_ms();
+    kill(pid, SIGKILL);
+    cr_assert(eq(int, th_wait(pid), 128 + SIGKILL));
+    int64_t ms = ms_until_gone(g, t0, 5000);
+    cr_assert(ge(i64, ms, 0), "COMMAND's child %d outlived baton by 5 s", (int)g);
+    cr_assert(ge(i64, ms, 450), "COMMAND's child ended %lld ms after baton", (long long)ms);
+    cr_assert(le(i64, ms, 1500), "COMMAND's child ended %lld ms after baton", (long long)ms);
+    while (waitpid(-1, NULL, WNOHANG) > 0) {
+    }
+    free(pidfile);
+}
+
+/* A lost lock (deleted behind baton's back): exit 122, and COMMAND's child is gone too; one
+ * that ignores SIGTERM gets SIGKILL --kill-after later. */
+Test(cli, a_lost_lock_ends_commands_background_child_too)
+{
+    cr_assert(eq(int, prctl(PR_SET_CHILD_SUBREAPER, 1), 0));
+    for (int ignore = 0; ignore < 2; ignore++) {
+        const char *name = th_tmpname("cli-lost-group");
+        char *pidfile = cli_path("grandchild");
+        char script[512];
+        background_child_script(script, sizeof script, pidfile, ignore);
+        pid_t pid = cli_spawn(ARGS("lock", name, "--watchdog", "1500ms", "--kill-after", "700ms",
+                                   "--", "sh", "-c", script));
+        pid_t g = read_pidfile(pidfile);
+        th_sleep_ms(100);
+        redisContext *r = th_redis();
+        int64_t t0 = th_ms();
+        cr_assert(eq(i64, th_cmd_int(r, "DEL %s", name), 1));
+        redisFree(r);
+        int st = th_wait(pid);
+        char *err = cli_bg_err(pid);
+        cr_assert(eq(int, st, 122), "stderr: %s", err);
+        free(err);
+        int64_t ms = ms_until_gone(g, t0, 5000);
+        cr_assert(ge(i64, ms, 0), "COMMAND's child %d outlived the loss by 5 s", (int)g);
+        /* told within a renewal period (500 ms); SIGKILL 700 ms after the SIGTERM */
+        cr_assert(le(i64, ms, ignore ? 1700 : 900), "ignore %d: the child ended %lld ms after",
+                  ignore, (long long)ms);
+        if (ignore)
+            cr_assert(ge(i64, ms, 650), "the child ended %lld ms after", (long long)ms);
+        while (waitpid(-1, NULL, WNOHANG) > 0) {
+        }
+        free(pidfile);
+    }
+}
+
+/* The same through `baton unlock --force`. */
+Test(cli, unlock_force_while_command_runs_ends_commands_child)
+{
+    cr_assert(eq(int, prctl(PR_SET_CHILD_SUBREAPER, 1), 0));
+    const char *name = th_tmpname("cli-force-group");
+    char *pidfile = cli_path("grandchild");
+    char script[512];
+    background_child_script(script, sizeof script, pidfile, false);
+    pid_t pid = cli_spawn(ARGS("lock", name, "--watchdog", "1500ms", "--", "sh", "-c", script));
+    pid_t g = read_pidfile(pidfile);
+    cli_result r;
+    int64_t t0 = th_ms();
+    cli_exec(&r, ARGS("unlock", "--force", name));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cli_result_free(&r);
+    cr_assert(eq(int, th_wait(pid), 122));
+    int64_t ms = ms_until_gone(g, t0, 5000);
+    cr_assert(ge(i64, ms, 0), "COMMAND's child %d outlived the loss by 5 s", (int)g);
+    cr_assert(le(i64, ms, 900), "the child ended %lld ms after", (long long)ms);
+    while (waitpid(-1, NULL, WNOHANG) > 0) {
+    }
+    free(pidfile);
+}
+
+/* A SIGTERM sent to baton reaches COMMAND's whole group. */
+Test(cli, a_forwarded_sigterm_reaches_commands_background_child)
+{
+    cr_assert(eq(int, prctl(PR_SET_CHILD_SUBREAPER, 1), 0));
+    const char *name = th_tmpname("cli-fwd-group");
+    char *pidfile = cli_path("grandchild");
+    char script[512];
+    background_child_script(script, sizeof script, pidfile, false);
+    pid_t pid = cli_spawn(ARGS("lock", name, "--", "sh", "-c", script));
+    pid_t g = read_pidfile(pidfile);
+    int64_t t0 = th_ms();
+    kill(pid, SIGTERM);
+    cr_assert(eq(int, th_wait(pid), 128 + SIGTERM));
+    int64_t ms = ms_until_gone(g, t0, 5000);
+    cr_assert(ge(i64, ms, 0), "COMMAND's child %d outlived baton by 5 s", (int)g);
+    cr_assert(le(i64, ms, 1000), "the child ended %lld ms after", (long long)ms);
+    cr_assert(eq(i64, exists(name), 0));
+    while (waitpid(-1, NULL, WNOHANG) > 0) {
+    }
+    free(pidfile);
+}
+
+/*
+ * Runs baton under a new pseudo-terminal, as an interactive shell runs a job: a "shell"
+ * process leads the terminal's session and runs baton in a process group of its own, in the
+ * foreground, with stdin the terminal (stdin_tty) or /dev/null; stdout and stderr go to the
+ * terminal. When baton stops, the shell appends "stopped <1 if baton's group had the
+ * terminal>\n" to `stops` (if not NULL) and continues it in the foreground (as `fg`).
+ * Returns the shell's pid, which exits with baton's status, and *master.
+ */
+static pid_t spawn_on_pty(const char *const *args, bool stdin_tty, const char *stops, int *master)
+{
+    int m = posix_openpt(O_RDWR | O_NOCTTY);
+    cr_assert(m >= 0 && grantpt(m) == 0 && unlockpt(m) == 0);
+    const char *slave = ptsname(m);
+    cr_assert(slave != NULL);
+    size_t n = 0;
+    while (args[n])
+        n++;
+    const char **argv = calloc(n + 2, sizeof *argv);
+    argv[0] = "baton";
+    memcpy(argv + 1, args, n * sizeof *args);
+    if (!getenv("BATON_URL"))
+        setenv("BATON_URL", th_url(), 1);
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        setsid();
+        int s = open(slave, O_RDWR); /* the session's controlling terminal */
+        int null = open("/dev/null", O_RDONLY);
+        if (s < 0 || null < 0)
+            _exit(98);
+        close(m);
+        signal(SIGTTOU, SIG_IGN);
+        pid_t b = fork();
+        if (b == 0) {
+            setpgid(0, 0);
+            tcsetpgrp(s, getpid());
+            signal(SIGTTOU, SIG_DFL);
+            dup2(stdin_tty ? s : null, 0);
+            dup2(s, 1);
+            dup2(s, 2);
+            execv(BATON_CLI_PATH, (char **)argv);
+            _exit(99);
+        }
+        setpgid(b, b);
+        tcsetpgrp(s, b);
+        for (;;) {
+            int st;
+            if (waitpid(b, &st, WUNTRACED) != b)
+                _exit(97);
+            if (WIFEXITED(st))
+                _exit(WEXITSTATUS(st));
+            if (WIFSIGNALED(st))
+                _exit(128 + WTERMSIG(st));
+            if (stops) {
+                FILE *f = fopen(stops, "a");
+                fprintf(f, "stopped %d\n", tcgetpgrp(s) == b);
+                fclose(f);
+            }
+            tcsetpgrp(s, b);
+            kill(-b, SIGCONT);
+        }
+    }
+    free(argv);
+    *master = m;
+    return pid;
+}
+
+/* Reads from the terminal's master until `want` shows up or ms pass; true if it did. */
+static bool pty_expect(int m, const char *want, int64_t ms, char *seen, size_t len)
+{
+    size_t have = strlen(seen);
+    int64_t end = th_ms() + ms;
+    while (strstr(seen, want) == NULL) {
+        int64_t left = end - th_ms();
+        if (left <= 0)
+            return false;
+        struct pollfd p = {m, POLLIN, 0};
+        if (poll(&p, 1, (int)left) <= 0)
+            continue;
+        ssize_t r = read(m, seen + have, len - have - 1);
+        if (r <= 0)
+            return false;
+        have += (size_t)r;
+        seen[have] = '\0';
+    }
+    return true;
+}
+
+/* COMMAND has the terminal while it runs: it reads it, and Ctrl-C reaches it (once). */
+Test(cli, an_interactive_command_reads_the_terminal_and_gets_ctrl_c)
+{
+    const char *name = th_tmpname("cli-tty");
+    char *log = cli_path("ints");
+    char script[512];
+    snprintf(script, sizeof script,
+             "trap 'echo INT >> \"%s\"; exit 9' INT; read x; echo \"got:$x\"; "
+             "while :; do sleep 0.05; done",
+             log);
+    int m;
+    pid_t pid = spawn_on_pty(ARGS("lock", name, "--", "sh", "-c", script), true, NULL, &m);
+    char seen[8192] = "";
+    cr_assert(eq(int, (int)write(m, "hello\n", 6), 6));
+    cr_assert(pty_expect(m, "got:hello", 5000, seen, sizeof seen), "terminal: %s", seen);
+    th_sleep_ms(100);
+    cr_assert(eq(int, (int)write(m, "\003", 1), 1)); /* Ctrl-C */
+    int st = th_wait(pid);
+    cr_assert(eq(int, st, 9), "terminal: %s", seen);
+    char *ints = cli_read_file(log);
+    cr_assert(ints && strcmp(ints, "INT\n") == 0, "the trap ran: %s", ints ? ints : "never");
+    free(ints);
+    cr_assert(eq(i64, exists(name), 0));
+    close(m);
+    free(log);
+}
+
+/* With stdin not the terminal, baton keeps it; Ctrl-C goes to baton's group and baton
+ * forwards it to COMMAND's (once). */
+Test(cli, ctrl_c_to_batons_group_reaches_command_once)
+{
+    const char *name = th_tmpname("cli-tty-bg");
+    char *log = cli_path("ints");
+    char script[512];
+    snprintf(script, sizeof script,
+             "trap 'echo INT >> \"%s\"; exit 9' INT; echo ready; while :; do sleep 0.05; done",
+             log);
+    int m;
+    pid_t pid = spawn_on_pty(ARGS("lock", name, "--", "sh", "-c", script), false, NULL, &m);
+    char seen[8192] = "";
+    cr_assert(pty_expect(m, "ready", 5000, seen, sizeof seen), "terminal: %s", seen);
+    th_sleep_ms(100);
+    cr_assert(eq(int, (int)write(m, "\003", 1), 1)); /* Ctrl-C */
+    int st = th_wait(pid);
+    cr_assert(eq(int, st, 9), "terminal: %s", seen);
+    char *ints = cli_read_file(log);
+    cr_assert(ints && strcmp(ints, "INT\n") == 0, "the trap ran: %s", ints ? ints : "never");
+    free(ints);
+    cr_assert(eq(i64, exists(name), 0));
+    close(m);
+    free(log);
+}
+
+/* Ctrl-Z stops COMMAND's group: baton takes the terminal back and stops too (a shell sees the
+ * job stopped); continued, it gives COMMAND the terminal again and continues it. */
+Test(cli, ctrl_z_stops_baton_with_command_and_continue_resumes_both)
+{
+    const char *name = th_tmpname("cli-tty-stop");
+    int m;
+    char *stops = cli_path("stops");
+    pid_t pid = spawn_on_pty(ARGS("lock", name, "--", "sh", "-c",
+                                  "echo ready; read x; echo \"got:$x\"; read y; echo \"got:$y\""),
+                             true, stops, &m);
+    char seen[8192] = "";
+    cr_assert(pty_expect(m, "ready", 5000, seen, sizeof seen), "terminal: %s", seen);
+    th_sleep_ms(100);
+    cr_assert(eq(int, (int)write(m, "\032", 1), 1)); /* Ctrl-Z */
+    cr_assert(cli_wait_file(stops, 5000), "baton did not stop with COMMAND");
+    th_sleep_ms(50);
+    cr_assert(eq(int, (int)write(m, "one\n", 4), 4));
+    cr_assert(pty_expect(m, "got:one", 5000, seen, sizeof seen), "terminal: %s", seen);
+    cr_assert(eq(int, (int)write(m, "two\n", 4), 4));
+    cr_assert(pty_expect(m, "got:two", 5000, seen, sizeof seen), "terminal: %s", seen);
+    cr_assert(eq(int, th_wait(pid), 0), "terminal: %s", seen);
+    char *text = cli_read_file(stops);
+    cr_assert(eq(str, text, "stopped 1\n"), "baton took the terminal back and stopped once");
+    free(text);
+    free(stops);
+    close(m);
 }

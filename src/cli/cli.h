@@ -173,14 +173,14 @@ typedef struct cli_outcome {
 } cli_outcome;
 
 /*
- * Runs argv[0] (found on PATH) with argv, stdin/stdout/stderr untouched, the environment
- * plus w->token_env, and the signal state baton was started with. Forwards SIGINT, SIGTERM
- * and SIGHUP to it (except those the terminal sent to the whole foreground group, which
- * COMMAND got already). Returns when it has exited. If a lost fd becomes readable or the
- * lease runs out first, prints why on stderr, sends COMMAND SIGTERM (SIGKILL
- * w->kill_after_ms later if it is still running), waits for it and sets out->lost. COMMAND
- * does not outlive baton: if baton dies (even by SIGKILL) it gets SIGTERM at once and SIGKILL
- * w->kill_after_ms later.
+ * Runs argv[0] (found on PATH) with argv in a process group of its own (in the terminal's
+ * foreground if baton was), stdin/stdout/stderr untouched, the environment without the
+ * password's variables plus w->token_env, and the signal state baton was started with.
+ * Forwards SIGINT, SIGTERM and SIGHUP to its group. Returns when it has exited. If a lost fd
+ * becomes readable or the lease runs out first, prints why on stderr, sends the group
+ * SIGTERM (SIGKILL w->kill_after_ms later if any of it is still running, COMMAND or not),
+ * waits for it and sets out->lost. The group does not outlive baton: if baton dies (even by
+ * SIGKILL) it gets SIGTERM at once and SIGKILL w->kill_after_ms later.
  */
 void cli_run(char **argv, const cli_watch *w, cli_outcome *out);
 
