@@ -1186,7 +1186,7 @@ Test(cli, an_unreachable_server_exits_120)
     const char *const *cases[] = {
         ARGS("--url", url, "lock", "x", "--", "touch", marker),
         ARGS("--url", url, "status", "x"),
-        ARGS("lock", "x", "--url", url, "--", "touch", marker),
+        ARGS("lock", "--url", url, "x", "--", "touch", marker),
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         cli_result r;
@@ -2052,4 +2052,176 @@ Test(cli, ctrl_z_stops_baton_with_command_and_continue_resumes_both)
     free(text);
     free(stops);
     close(m);
+}
+
+/* ---------------------------------------------------------------- names vs options --- */
+
+/* A listening socket on a free loopback port that nothing should ever reach. */
+static int trap_listener(int *port)
+{
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    cr_assert(s >= 0);
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert(bind(s, (struct sockaddr *)&a, sizeof a) == 0);
+    cr_assert(listen(s, 64) == 0);
+    socklen_t len = sizeof a;
+    cr_assert(getsockname(s, (struct sockaddr *)&a, &len) == 0);
+    *port = ntohs(a.sin_port);
+    return s;
+}
+
+/* Asserts that no connection reached the listener (printing what one sent if it did). */
+static void assert_never_reached(int s, const char *secret)
+{
+    int c = accept(s, NULL, NULL);
+    if (c < 0) {
+        int e = errno;
+        cr_assert(e == EAGAIN || e == EWOULDBLOCK, "accept: %s", strerror(e));
+        return;
+    }
+    char buf[1024] = "";
+    th_sleep_ms(200);
+    ssize_t n = recv(c, buf, sizeof buf - 1, MSG_DONTWAIT);
+    buf[n > 0 ? n : 0] = '\0';
+    close(c);
+    cr_assert(strstr(buf, secret) == NULL, "the password reached the other server: %s", buf);
+    cr_assert(false, "baton connected to the server named in a NAME's place; it sent: %s", buf);
+}
+
+/* Issue 28.2: a word in a NAME's place never names the server. --url after a NAME, given
+ * twice, or abbreviated is a usage error (exit 2) that connects nowhere and runs nothing;
+ * the password never reaches the other server. */
+Test(cli, a_name_never_redirects_baton_to_another_server, .timeout = 60)
+{
+    int port;
+    int s = trap_listener(&port);
+    char url[160], url_pw[160], bad_eq[200], ab1[200], ab2[200];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+    snprintf(url_pw, sizeof url_pw, "redis://:Sekr1t-pw@127.0.0.1:%d", port);
+    snprintf(bad_eq, sizeof bad_eq, "--url=%s", url_pw);
+    snprintf(ab1, sizeof ab1, "--ur=%s", url_pw);
+    snprintf(ab2, sizeof ab2, "--u=%s", url);
+    setenv("BATON_PASSWORD", "Sekr1t-pw", 1);
+    char *marker = cli_path("marker");
+    const char *const *cases[] = {
+        /* the issue's command line */
+        ARGS("lock", "item:A", bad_eq, "-n", "--", "touch", marker),
+        ARGS("lock", "item:A", "--url", url_pw, "-n", "--", "touch", marker),
+        ARGS("lock", "item:A", "item:B", bad_eq, "--", "touch", marker),
+        ARGS("rwlock", "item:A", "--read", bad_eq, "--", "touch", marker),
+        ARGS("semaphore", "item:A", bad_eq, "--", "touch", marker),
+        ARGS("semaphore", "item:A", bad_eq, "set", "3"),
+        ARGS("latch", "item:A", bad_eq, "count"),
+        ARGS("latch", "item:A", "count", bad_eq),
+        ARGS("status", "item:A", bad_eq),
+        ARGS("unlock", "--force", "item:A", bad_eq),
+        ARGS("lock", "--object", "x", bad_eq, "--", "touch", marker),
+        /* abbreviations, anywhere */
+        ARGS("lock", "item:A", ab1, "--", "touch", marker),
+        ARGS("lock", ab1, "item:A", "--", "touch", marker),
+        ARGS(ab1, "lock", "item:A", "--", "touch", marker),
+        ARGS("--ur", url, "status", "item:A"),
+        ARGS("status", ab2, "item:A"),
+        ARGS("lock", "item:A", "--wa", "1s", "--", "touch", marker),
+        /* twice */
+        ARGS("--url", th_url(), "lock", "--url", url, "item:A", "--", "touch", marker),
+        ARGS("lock", "--url", th_url(), bad_eq, "item:A", "--", "touch", marker),
+        /* the other connection options after a NAME */
+        ARGS("lock", "item:A", "--tls-insecure", "--", "touch", marker),
+        ARGS("lock", "item:A", "--user", "admin", "--", "touch", marker),
+        ARGS("status", "item:A", "--askpass"),
+        ARGS("lock", "item:A", "--tls-sni=x", "--", "touch", marker),
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cli_result r;
+        cli_exec(&r, cases[i]);
+        cr_assert(eq(int, r.status, 2), "case %zu: status %d, stderr %s", i, r.status, r.err);
+        cr_assert(strstr(r.err, "Sekr1t") == NULL, "case %zu: the password shown: %s", i, r.err);
+        cli_result_free(&r);
+        assert_never_reached(s, "Sekr1t");
+    }
+    cr_assert(access(marker, F_OK) != 0, "a COMMAND ran");
+    unsetenv("BATON_PASSWORD");
+    close(s);
+    free(marker);
+}
+
+/* --object gives any NAME, even one that looks like an option, and it stays a NAME. */
+Test(cli, object_passes_a_name_that_starts_with_a_dash)
+{
+    int port;
+    int s = trap_listener(&port);
+    char name[200];
+    snprintf(name, sizeof name, "--url=redis://127.0.0.1:%d-%s", port, th_tmpname("obj"));
+    char script[600];
+    snprintf(script, sizeof script, "%s status --json --object '%s'", BATON_CLI_PATH, name);
+    cli_result r;
+    cli_exec(&r, ARGS("lock", "--object", name, "-n", "--", "sh", "-c", script));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    json *j = json_parse(r.out);
+    cr_assert(j != NULL, "%s", r.out);
+    cr_assert(eq(str, json_get(json_at(j, 0), "name")->string, name), "%s", r.out);
+    cr_assert(eq(str, json_get(json_at(j, 0), "kind")->string, "lock"), "%s", r.out);
+    json_free(j);
+    cli_result_free(&r);
+    /* --object=NAME, several, among other names; latch, semaphore, unlock */
+    const char *dash = th_tmpname("-n");
+    cli_exec(&r, ARGS("lock", "--object=-E", th_tmpname("plain"), "--object", dash, "--", "true"));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("latch", "--object", dash, "set", "2"));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("latch", "--object", dash, "count"));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cr_assert(eq(str, r.out, "2\n"));
+    cli_result_free(&r);
+    const char *sem = th_tmpname("-sem");
+    cli_exec(&r, ARGS("semaphore", "--object", sem, "--permits", "1", "--", "true"));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cli_result_free(&r);
+    const char *held = th_tmpname("--hold");
+    baton_lock *l;
+    baton_client *c = hold(held, &l);
+    cli_exec(&r, ARGS("unlock", "--force", "--object", held));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cli_result_free(&r);
+    baton_lock_close(l);
+    baton_client_close(c);
+    /* a word that starts with '-' and is not an option is refused, with the way out */
+    cli_exec(&r, ARGS("lock", "-x-name", "--", "true"));
+    cr_assert(eq(int, r.status, 2));
+    cr_assert(strstr(r.err, "--object") != NULL, "stderr %s", r.err);
+    cli_result_free(&r);
+    assert_never_reached(s, "");
+    close(s);
+}
+
+/* Issue 33: the global options that do not say where to connect are taken after the
+ * command and its NAMEs too; the server and credentials come before the first NAME. */
+Test(cli, global_options_after_the_command)
+{
+    const char *name = th_tmpname("cli-global-after");
+    cli_result r;
+    cli_exec(&r, ARGS("lock", name, "--sync-replicas", "0", "--", "true"));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("lock", "--url", th_url(), name, "--sync-replicas=0", "-n", "--", "true"));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("status", "--url", th_url(), name));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("lock", name, "--sync-replicas", "x", "--", "true"));
+    cr_assert(eq(int, r.status, 2), "stderr %s", r.err);
+    cli_result_free(&r);
+    /* no value after "=" for a flag, no value at all for an option that takes one */
+    cli_exec(&r, ARGS("lock", name, "--hold=yes"));
+    cr_assert(eq(int, r.status, 2), "stderr %s", r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("lock", name, "--", "true", "--url"));
+    cr_assert(eq(int, r.status, 0), "COMMAND's words are its own: stderr %s", r.err);
+    cli_result_free(&r);
 }
