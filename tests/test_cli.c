@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include "cli_helper.h"
+#include "faultproxy.h"
 
 #include <criterion/new/assert.h>
 #include <arpa/inet.h>
@@ -2224,4 +2225,44 @@ Test(cli, global_options_after_the_command)
     cli_exec(&r, ARGS("lock", name, "--", "true", "--url"));
     cr_assert(eq(int, r.status, 0), "COMMAND's words are its own: stderr %s", r.err);
     cli_result_free(&r);
+}
+
+/* ---------------------------------------------------------------- partition ---------- */
+
+/* Issue 27.3: partitioned from the server, baton is told the lock is lost, stops COMMAND and
+ * exits 122 within a bounded time: the release it then tries does not keep it for ~15 s. */
+Test(cli, a_partition_ends_baton_within_the_release_bound, .timeout = 60)
+{
+    for (int sem = 0; sem < 2; sem++) {
+        th_proxy *px = th_proxy_start(th_port());
+        const char *name = th_tmpname("cli-partition");
+        char *pidfile = cli_path("pid");
+        char script[256];
+        snprintf(script, sizeof script,
+                 "echo $$ > \"%s.tmp\"; mv \"%s.tmp\" \"%s\"; exec sleep 30", pidfile, pidfile,
+                 pidfile);
+        pid_t pid = cli_spawn(ARGS("--url", th_proxy_url(px), sem ? "semaphore" : "lock", name,
+                                   "--watchdog", "1500ms", "--kill-after", "300ms",
+                                   sem ? "--permits" : "--kill-after", sem ? "1" : "300ms", "--", "sh",
+                                   "-c", script));
+        cr_assert(cli_wait_file(pidfile, 5000), "COMMAND did not start");
+        int64_t t0 = th_ms();
+        th_proxy_hold(px, true);
+        int st = th_wait(pid);
+        int64_t took = th_ms() - t0;
+        char *err = cli_bg_err(pid);
+        cr_assert(eq(int, st, 122), "stderr: %s", err);
+        /* told at the lease's end (1.5 s), COMMAND gone at once; then the release, given
+         * CLI_LOST_RELEASE_MS (1 s) */
+        cr_assert(le(i64, took, 1500 + 300 + 1000 + 1000),
+                  "%s: exited %lld ms after the partition: %s", sem ? "semaphore" : "lock",
+                  (long long)took, err);
+        cr_assert(strstr(err, "lease") != NULL, "stderr: %s", err);
+        cr_log_info("%s: baton exited %lld ms after the partition", sem ? "semaphore" : "lock",
+                    (long long)took);
+        free(err);
+        th_proxy_heal(px);
+        th_proxy_stop(px);
+        free(pidfile);
+    }
 }

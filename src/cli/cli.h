@@ -225,6 +225,20 @@ void cli_run(char **argv, const cli_watch *w, cli_outcome *out);
  */
 int cli_hold(const cli_watch *w);
 
+/*
+ * Runs fn(arg) on a thread of its own and waits for it at most ms. True, with *rc its
+ * result, if it returned in time; false if not: it is still running, on objects the caller
+ * must then neither close nor free, and the caller ends baton with cli_exit_now().
+ */
+bool cli_call_bounded(int (*fn)(void *), void *arg, int64_t ms, int *rc);
+/* Flushes the output and ends baton now with code, whatever its threads are doing. */
+void cli_exit_now(int code) __attribute__((noreturn));
+
+/* After a loss, how long baton waits for its release (or the return of a semaphore's
+ * permits): the hold is over or ends by its lease anyway, and a server that cannot be
+ * reached would otherwise keep baton for 3 x (connect + command timeout). */
+#define CLI_LOST_RELEASE_MS 1000
+
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t cli_now_ms(void);
 

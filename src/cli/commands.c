@@ -440,10 +440,24 @@ static void lock_hold(lock_run *r, cli_outcome *out)
 
 /* Releases after the run; the exit code: COMMAND's, or EXIT_LOST if the hold was lost
  * while it ran (seen then, or found at the release). */
+static int release_lock(void *l)
+{
+    return baton_lock_release(l);
+}
+
 static int lock_release(const cli_global *g, lock_run *r, const cli_outcome *out)
 {
     const lock_args *la = r->la;
-    int brc = baton_lock_release(r->l);
+    int brc;
+    /* after a loss, the release is tidying up: bounded, however unreachable the server */
+    if (!out->lost) {
+        brc = baton_lock_release(r->l);
+    } else if (!cli_call_bounded(release_lock, r->l, CLI_LOST_RELEASE_MS, &brc)) {
+        cli_error("releasing %s: no answer within %d ms; what is left of the hold expires "
+                  "by its lease",
+                  r->what, CLI_LOST_RELEASE_MS);
+        cli_exit_now(EXIT_LOST);
+    }
     if (g->verbose)
         fprintf(stderr, "baton: released %s after %lld ms (%s)\n", r->what,
                 (long long)(cli_now_ms() - r->asked_ms),
@@ -684,6 +698,30 @@ static int semaphore_counting(baton_client *c, const char *name, bool has_permit
     return rc;
 }
 
+/* Returning the permit leases taken; lost: one was found gone. */
+typedef struct permits_return {
+    baton_client *c;
+    baton_permits *p;
+    char (*ids)[BATON_PERMIT_ID_SIZE];
+    int64_t take;
+    const char *what;
+    bool lost;
+} permits_return;
+
+static int return_permits(void *arg)
+{
+    permits_return *r = arg;
+    for (int64_t i = 0; i < r->take; i++) {
+        int brc = baton_permits_release(r->p, r->ids[i]);
+        if (brc == BATON_ENOTHELD)
+            r->lost = true;
+        else if (brc != BATON_OK)
+            cli_fail(r->c, brc, "returning a permit of %s (it comes back when its lease ends)",
+                     r->what);
+    }
+    return 0;
+}
+
 /* The default: K permit leases (Redisson's RPermitExpirableSemaphore), renewed by the
  * watchdog while COMMAND runs; a baton killed with -9 gives them back within the lease. */
 static int semaphore_leases(baton_client *c, const char *name, bool has_permits, int64_t permits,
@@ -711,15 +749,18 @@ static int semaphore_leases(baton_client *c, const char *name, bool has_permits,
         cli_watch w = {has_fd ? &lost_fd : NULL, has_fd ? 1 : 0, 0, what, NULL, kill_after_ms};
         cli_outcome out = {0, false, false};
         cli_run(command, &w, &out);
-        bool lost = out.lost;
-        for (int64_t i = 0; i < take; i++) {
-            brc = baton_permits_release(p, ids[i]);
-            if (brc == BATON_ENOTHELD)
-                lost = true;
-            else if (brc != BATON_OK)
-                cli_fail(c, brc, "returning a permit of %s (it comes back when its lease ends)",
-                         what);
+        permits_return ret = {c, p, ids, take, what, out.lost};
+        int ignored;
+        /* after a loss, returning the others is tidying up: bounded (see lock_release) */
+        if (!out.lost)
+            return_permits(&ret);
+        else if (!cli_call_bounded(return_permits, &ret, CLI_LOST_RELEASE_MS, &ignored)) {
+            cli_error("returning the permits of %s: no answer within %d ms; they come back "
+                      "when their leases end",
+                      what, CLI_LOST_RELEASE_MS);
+            cli_exit_now(EXIT_LOST);
         }
+        bool lost = ret.lost;
         if (lost && !out.lost)
             cli_error("%s: a permit was lost before %s finished (found at release)", what,
                       command[0]);

@@ -711,3 +711,81 @@ void cli_run(char **argv, const cli_watch *w, cli_outcome *out)
     prctl(PR_SET_CHILD_SUBREAPER, 0);
     out->status = status_code(gr.status);
 }
+
+/* ------------------------------- bounded calls ---------------------------------------- */
+
+typedef struct bounded {
+    int (*fn)(void *);
+    void *arg;
+    int rc;
+    bool done;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} bounded;
+
+static void *bounded_main(void *p)
+{
+    bounded *b = p;
+    int rc = b->fn(b->arg);
+    pthread_mutex_lock(&b->mu);
+    b->rc = rc;
+    b->done = true;
+    pthread_cond_signal(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    return NULL;
+}
+
+bool cli_call_bounded(int (*fn)(void *), void *arg, int64_t ms, int *rc)
+{
+    /* never freed when the call overruns: its thread still uses it until baton exits */
+    bounded *b = calloc(1, sizeof *b);
+    pthread_condattr_t ca;
+    pthread_t t;
+    if (!b || pthread_condattr_init(&ca) != 0) {
+        free(b);
+        *rc = fn(arg);
+        return true;
+    }
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&b->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&b->mu, NULL);
+    b->fn = fn;
+    b->arg = arg;
+    if (pthread_create(&t, NULL, bounded_main, b) != 0) {
+        *rc = fn(arg);
+        pthread_cond_destroy(&b->cv);
+        pthread_mutex_destroy(&b->mu);
+        free(b);
+        return true;
+    }
+    struct timespec end;
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    end.tv_sec += (time_t)(ms / 1000);
+    end.tv_nsec += (long)(ms % 1000) * 1000000;
+    if (end.tv_nsec >= 1000000000) {
+        end.tv_sec++;
+        end.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&b->mu);
+    while (!b->done && pthread_cond_timedwait(&b->cv, &b->mu, &end) != ETIMEDOUT) {
+    }
+    bool done = b->done;
+    pthread_mutex_unlock(&b->mu);
+    if (!done) {
+        pthread_detach(t);
+        return false;
+    }
+    pthread_join(t, NULL);
+    *rc = b->rc;
+    pthread_cond_destroy(&b->cv);
+    pthread_mutex_destroy(&b->mu);
+    free(b);
+    return true;
+}
+
+void cli_exit_now(int code)
+{
+    fflush(NULL);
+    _exit(code);
+}
