@@ -1610,9 +1610,9 @@ Test(cli, a_conflict_never_runs_command_whatever_E_says, .timeout = 60)
         conflict_exits(ARGS("lock", name, "--hold", "-n", "-E", e), code, marker);
         conflict_exits(ARGS("lock", other, name, "-n", "-E", e, "--", "sh", "-c", touch), code,
                        marker);
-        conflict_exits(ARGS("lock", "--conflict-exit-code", e, name, "-n", "-q", "--", "sh", "-c",
-                            touch),
-                       code, marker);
+        conflict_exits(
+            ARGS("lock", "--conflict-exit-code", e, name, "-n", "-q", "--", "sh", "-c", touch),
+            code, marker);
     }
     cr_assert(eq(i64, exists(other), 0), "a multi-lock member stayed held");
     cr_assert(eq(int, baton_lock_release(l), BATON_OK));
@@ -1642,9 +1642,9 @@ Test(cli, a_conflict_never_runs_command_whatever_E_says, .timeout = 60)
     conflict_exits(ARGS("rwlock", rwname, "--read", "--hold", "-n", "-E", "0"), 0, marker);
     cr_assert(eq(int, baton_lock_release(baton_rwlock_write(rw)), BATON_OK));
     cr_assert(eq(int, baton_lock_acquire(baton_rwlock_read(rw), BATON_LEASE_WATCHDOG), BATON_OK));
-    conflict_exits(ARGS("rwlock", rwname, "--write", "-w", "200ms", "-E", "0", "--", "sh", "-c",
-                        touch),
-                   0, marker);
+    conflict_exits(
+        ARGS("rwlock", rwname, "--write", "-w", "200ms", "-E", "0", "--", "sh", "-c", touch), 0,
+        marker);
     cr_assert(eq(int, baton_lock_release(baton_rwlock_read(rw)), BATON_OK));
     baton_rwlock_close(rw);
     baton_client_close(c);
@@ -1702,8 +1702,8 @@ Test(cli, command_inherits_no_password, .timeout = 30)
             cr_assert(eq(int, r.status, 0), "how %d run %zu: stderr %s", how, i, r.err);
             cr_assert(strstr(r.out, "BATON_FENCING_TOKEN=") != NULL || i >= 2, "%s", r.out);
             cr_assert(strstr(r.out, "PATH=") != NULL, "not env's output: %s", r.out);
-            cr_assert(strstr(r.out, "pw-Zq81x") == NULL, "how %d run %zu: the password: %s", how,
-                      i, r.out);
+            cr_assert(strstr(r.out, "pw-Zq81x") == NULL, "how %d run %zu: the password: %s", how, i,
+                      r.out);
             cr_assert(strstr(r.out, "BATON_PASSWORD") == NULL, "%s", r.out);
             cr_assert(strstr(r.out, "REDISCLI_AUTH") == NULL, "%s", r.out);
             if (how == 0)
@@ -1729,8 +1729,7 @@ Test(cli, command_inherits_no_password, .timeout = 30)
  */
 static void background_child_script(char *buf, size_t len, const char *pidfile, bool ignore_term)
 {
-    snprintf(buf, len,
-             "%s & echo $! > \"%s.tmp\"; mv \"%s.tmp\" \"%s\"; wait",
+    snprintf(buf, len, "%s & echo $! > \"%s.tmp\"; mv \"%s.tmp\" \"%s\"; wait",
              ignore_term ? "(trap '' TERM; while :; do sleep 0.05; done)" : "sleep 30", pidfile,
              pidfile, pidfile);
 }
@@ -2238,13 +2237,12 @@ Test(cli, a_partition_ends_baton_within_the_release_bound, .timeout = 60)
         const char *name = th_tmpname("cli-partition");
         char *pidfile = cli_path("pid");
         char script[256];
-        snprintf(script, sizeof script,
-                 "echo $$ > \"%s.tmp\"; mv \"%s.tmp\" \"%s\"; exec sleep 30", pidfile, pidfile,
-                 pidfile);
+        snprintf(script, sizeof script, "echo $$ > \"%s.tmp\"; mv \"%s.tmp\" \"%s\"; exec sleep 30",
+                 pidfile, pidfile, pidfile);
         pid_t pid = cli_spawn(ARGS("--url", th_proxy_url(px), sem ? "semaphore" : "lock", name,
                                    "--watchdog", "1500ms", "--kill-after", "300ms",
-                                   sem ? "--permits" : "--kill-after", sem ? "1" : "300ms", "--", "sh",
-                                   "-c", script));
+                                   sem ? "--permits" : "--kill-after", sem ? "1" : "300ms", "--",
+                                   "sh", "-c", script));
         cr_assert(cli_wait_file(pidfile, 5000), "COMMAND did not start");
         int64_t t0 = th_ms();
         th_proxy_hold(px, true);

@@ -185,12 +185,10 @@ static int next_short(cli_opts *o)
         o->cluster = NULL;
         if ((unsigned char)c >= 0x21 && (unsigned char)c < 0x7f)
             cli_usage_error(o->command, "unknown option '-%c'%s", c,
-                            o->command ? " (a NAME that starts with '-' goes after --object)"
-                                       : "");
+                            o->command ? " (a NAME that starts with '-' goes after --object)" : "");
         else
             cli_usage_error(o->command, "unknown option in '%s'%s", o->argv[o->i - 1],
-                            o->command ? " (a NAME that starts with '-' goes after --object)"
-                                       : "");
+                            o->command ? " (a NAME that starts with '-' goes after --object)" : "");
         return CLI_OPT_ERROR;
     }
     o->arg = NULL;

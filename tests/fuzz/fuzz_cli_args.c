@@ -29,12 +29,24 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 static const char *const commands[] = {"lock", "rwlock", "semaphore", "latch", "status", "unlock"};
 
 static const char *const dictionary[] = {
-    "--url",     "--url=redis://127.0.0.1:1", "--object",   "--object=-n", "--",     "-n",
-    "-w",        "--wait",                    "-E",         "0",           "-q",     "--hold",
-    "--read",    "--write",                   "--fair",     "--lease",     "1s",     "--watchdog",
-    "set",       "add",                       "-3",         "drain",       "count",  "await",
-    "--timeout", "--json",                    "--force",    "--ur=x",      "--user", "--askpass",
-    "--tls-ca",  "--sync-replicas",           "2",          "-nqE3",       "-w5s",   "--permits",
+    "--url",     "--url=redis://127.0.0.1:1",
+    "--object",  "--object=-n",
+    "--",        "-n",
+    "-w",        "--wait",
+    "-E",        "0",
+    "-q",        "--hold",
+    "--read",    "--write",
+    "--fair",    "--lease",
+    "1s",        "--watchdog",
+    "set",       "add",
+    "-3",        "drain",
+    "count",     "await",
+    "--timeout", "--json",
+    "--force",   "--ur=x",
+    "--user",    "--askpass",
+    "--tls-ca",  "--sync-replicas",
+    "2",         "-nqE3",
+    "-w5s",      "--permits",
 };
 #define N_DICT (sizeof dictionary / sizeof dictionary[0])
 
