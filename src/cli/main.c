@@ -33,7 +33,7 @@ typedef struct cli_command {
     "      -E, --conflict-exit-code CODE  exit with CODE when busy (default 124)\n"                \
     "      -q, --quiet            say nothing when busy\n"                                         \
     "      --kill-after DUR       when the hold is lost or baton dies (even by kill -9),\n"        \
-    "                             COMMAND gets SIGTERM, and SIGKILL DUR later (10s)\n"
+    "                             COMMAND's group gets SIGTERM, and SIGKILL DUR later (10s)\n"
 
 static const cli_command commands[] = {
     {"lock",
@@ -129,8 +129,10 @@ static const char help_tail[] =
     "only before the first NAME. Long options match by their exact name only.\n"
     "  --object NAME  (after the command) NAME as it is, even if it starts with '-'\n"
     "DUR is 250ms, 10s, 1.5s, 5m, 1m30s, 1h, or a bare number of seconds.\n"
-    "COMMAND gets BATON_FENCING_TOKEN (the lock's fencing token) in its environment;\n"
-    "SIGINT, SIGTERM and SIGHUP sent to baton are forwarded to it.\n"
+    "COMMAND gets BATON_FENCING_TOKEN (the lock's fencing token) in its environment, and\n"
+    "not BATON_PASSWORD, REDISCLI_AUTH or a BATON_URL holding an '@'. It runs in a process\n"
+    "group of its own (with the terminal, if baton has it); SIGINT, SIGTERM and SIGHUP sent\n"
+    "to baton are forwarded to that group.\n"
     "\n"
     "Exit status:\n"
     "  COMMAND's status      lock and semaphore, when COMMAND ran under the lock\n"
