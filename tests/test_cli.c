@@ -7,12 +7,14 @@
  */
 #define _GNU_SOURCE
 #include "cli_helper.h"
+#include "faultproxy.h"
 
 #include <criterion/new/assert.h>
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1185,7 +1187,7 @@ Test(cli, an_unreachable_server_exits_120)
     const char *const *cases[] = {
         ARGS("--url", url, "lock", "x", "--", "touch", marker),
         ARGS("--url", url, "status", "x"),
-        ARGS("lock", "x", "--url", url, "--", "touch", marker),
+        ARGS("lock", "--url", url, "x", "--", "touch", marker),
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         cli_result r;
@@ -1569,4 +1571,696 @@ Test(cli, rwlock_readers_share_a_writer_excludes_and_waits_for_them)
     cli_result_free(&r);
     baton_rwlock_close(rw);
     baton_client_close(c);
+}
+
+/* ---------------------------------------------------------------- -E on a conflict --- */
+
+/*
+ * Runs `args` (a conflict is set up by the caller), expecting exit `code`, nothing run
+ * (COMMAND would touch `marker`) and, for -E 0, nothing on the way but the message.
+ */
+static void conflict_exits(const char *const *args, int code, const char *marker)
+{
+    cli_result r;
+    cli_exec(&r, args);
+    cr_assert(eq(int, r.status, code), "%s %s: status %d, stderr %s", args[0], args[1], r.status,
+              r.err);
+    cr_assert(access(marker, F_OK) != 0, "%s %s: COMMAND ran on a conflict (stderr %s)", args[0],
+              args[1], r.err);
+    cr_assert(strstr(r.out, "RAN") == NULL, "%s %s: COMMAND ran: %s", args[0], args[1], r.out);
+    cli_result_free(&r);
+}
+
+/* Issue 28.1: a conflict never runs COMMAND, whatever -E says; -E 0 exits 0 (flock -n -E 0). */
+Test(cli, a_conflict_never_runs_command_whatever_E_says, .timeout = 60)
+{
+    const char *name = th_tmpname("cli-e0");
+    const char *other = th_tmpname("cli-e0-other");
+    char *marker = cli_path("marker");
+    char touch[600];
+    snprintf(touch, sizeof touch, "echo RAN; touch '%s'", marker);
+    baton_lock *l;
+    baton_client *c = hold(name, &l);
+    for (int code = 0; code <= 7; code += 7) {
+        char e[8];
+        snprintf(e, sizeof e, "%d", code);
+        conflict_exits(ARGS("lock", name, "-n", "-E", e, "--", "sh", "-c", touch), code, marker);
+        conflict_exits(ARGS("lock", name, "-w", "200ms", "-E", e, "--", "sh", "-c", touch), code,
+                       marker);
+        conflict_exits(ARGS("lock", name, "--hold", "-n", "-E", e), code, marker);
+        conflict_exits(ARGS("lock", other, name, "-n", "-E", e, "--", "sh", "-c", touch), code,
+                       marker);
+        conflict_exits(
+            ARGS("lock", "--conflict-exit-code", e, name, "-n", "-q", "--", "sh", "-c", touch),
+            code, marker);
+    }
+    cr_assert(eq(i64, exists(other), 0), "a multi-lock member stayed held");
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    baton_lock_close(l);
+    baton_client_close(c);
+
+    /* a fair lock */
+    const char *fair = th_tmpname("cli-e0-fair");
+    pid_t holder = cli_spawn(ARGS("lock", fair, "--fair", "--hold"));
+    int64_t t0 = th_ms();
+    while (exists(fair) == 0 && th_ms() - t0 < 5000)
+        th_sleep_ms(10);
+    conflict_exits(ARGS("lock", fair, "--fair", "-n", "-E", "0", "--", "sh", "-c", touch), 0,
+                   marker);
+    conflict_exits(ARGS("lock", fair, "--fair", "--hold", "-n", "-E", "0"), 0, marker);
+    kill(holder, SIGTERM);
+    cr_assert(eq(int, th_wait(holder), 0));
+
+    /* read-write locks: a reader under a writer, a writer under a reader */
+    const char *rwname = th_tmpname("cli-e0-rw");
+    c = th_client(NULL);
+    baton_rwlock *rw;
+    cr_assert(eq(int, baton_rwlock_open(c, rwname, &rw), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(baton_rwlock_write(rw), BATON_LEASE_WATCHDOG), BATON_OK));
+    conflict_exits(ARGS("rwlock", rwname, "--read", "-n", "-E", "0", "--", "sh", "-c", touch), 0,
+                   marker);
+    conflict_exits(ARGS("rwlock", rwname, "--read", "--hold", "-n", "-E", "0"), 0, marker);
+    cr_assert(eq(int, baton_lock_release(baton_rwlock_write(rw)), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(baton_rwlock_read(rw), BATON_LEASE_WATCHDOG), BATON_OK));
+    conflict_exits(
+        ARGS("rwlock", rwname, "--write", "-w", "200ms", "-E", "0", "--", "sh", "-c", touch), 0,
+        marker);
+    cr_assert(eq(int, baton_lock_release(baton_rwlock_read(rw)), BATON_OK));
+    baton_rwlock_close(rw);
+    baton_client_close(c);
+
+    /* semaphores: permit leases and --counting, with no permit left */
+    const char *sem = th_tmpname("cli-e0-sem");
+    cli_result r;
+    cli_exec(&r, ARGS("semaphore", sem, "set", "0"));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cli_result_free(&r);
+    conflict_exits(ARGS("semaphore", sem, "-n", "-E", "0", "--", "sh", "-c", touch), 0, marker);
+    conflict_exits(ARGS("semaphore", sem, "-w", "200ms", "-E", "0", "--", "sh", "-c", touch), 0,
+                   marker);
+    const char *csem = th_tmpname("cli-e0-csem");
+    cli_exec(&r, ARGS("semaphore", csem, "--counting", "set", "0"));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cli_result_free(&r);
+    conflict_exits(ARGS("semaphore", csem, "--counting", "-n", "-E", "0", "--", "sh", "-c", touch),
+                   0, marker);
+    free(marker);
+}
+
+/* ---------------------------------------------------------------- COMMAND's environment */
+
+/* Issue 28.9: COMMAND never inherits the password: BATON_PASSWORD and REDISCLI_AUTH are
+ * removed, and BATON_URL too when it carries credentials (kept when it has none, so that a
+ * nested baton reaches the same server). */
+Test(cli, command_inherits_no_password, .timeout = 30)
+{
+    th_server srv;
+    th_server_start(&srv, "--requirepass pw-Zq81x");
+    char url[160], url_pw[160];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
+    snprintf(url_pw, sizeof url_pw, "redis://:pw-Zq81x@127.0.0.1:%d", srv.port);
+    const char *const *runs[] = {
+        ARGS("lock", th_tmpname("cli-env-l"), "--", "env"),
+        ARGS("rwlock", th_tmpname("cli-env-rw"), "--read", "--", "env"),
+        ARGS("semaphore", th_tmpname("cli-env-p"), "--permits", "1", "--", "env"),
+        ARGS("semaphore", th_tmpname("cli-env-s"), "--counting", "--permits", "1", "--", "env"),
+    };
+    for (int how = 0; how < 3; how++) {
+        unsetenv("BATON_PASSWORD");
+        unsetenv("REDISCLI_AUTH");
+        if (how == 0) { /* in the environment's URL */
+            setenv("BATON_URL", url_pw, 1);
+        } else {
+            setenv("BATON_URL", url, 1);
+            setenv(how == 1 ? "BATON_PASSWORD" : "REDISCLI_AUTH", "pw-Zq81x", 1);
+            if (how == 1)
+                setenv("REDISCLI_AUTH", "pw-Zq81x", 1);
+        }
+        for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+            cli_result r;
+            cli_exec(&r, runs[i]);
+            cr_assert(eq(int, r.status, 0), "how %d run %zu: stderr %s", how, i, r.err);
+            cr_assert(strstr(r.out, "BATON_FENCING_TOKEN=") != NULL || i >= 2, "%s", r.out);
+            cr_assert(strstr(r.out, "PATH=") != NULL, "not env's output: %s", r.out);
+            cr_assert(strstr(r.out, "pw-Zq81x") == NULL, "how %d run %zu: the password: %s", how, i,
+                      r.out);
+            cr_assert(strstr(r.out, "BATON_PASSWORD") == NULL, "%s", r.out);
+            cr_assert(strstr(r.out, "REDISCLI_AUTH") == NULL, "%s", r.out);
+            if (how == 0)
+                cr_assert(strstr(r.out, "BATON_URL") == NULL, "%s", r.out);
+            else
+                cr_assert(strstr(r.out, url) != NULL, "BATON_URL without a password is kept: %s",
+                          r.out);
+            cli_result_free(&r);
+        }
+    }
+    unsetenv("BATON_PASSWORD");
+    unsetenv("REDISCLI_AUTH");
+    unsetenv("BATON_URL");
+    th_server_stop(&srv);
+}
+
+/* ---------------------------------------------------------------- COMMAND's group ---- */
+
+/*
+ * Issue 27.2: COMMAND runs in its own process group, and every stop path signals the whole
+ * group, so a background child of COMMAND does not outlive the hold. The script starts a
+ * child, writes its pid (atomically) to `pidfile` and waits for it.
+ */
+static void background_child_script(char *buf, size_t len, const char *pidfile, bool ignore_term)
+{
+    snprintf(buf, len, "%s & echo $! > \"%s.tmp\"; mv \"%s.tmp\" \"%s\"; wait",
+             ignore_term ? "(trap '' TERM; while :; do sleep 0.05; done)" : "sleep 30", pidfile,
+             pidfile, pidfile);
+}
+
+/* The pid in pidfile, once it is there. */
+static pid_t read_pidfile(const char *pidfile)
+{
+    cr_assert(cli_wait_file(pidfile, 5000), "COMMAND did not start");
+    char *text = cli_read_file(pidfile);
+    pid_t p = (pid_t)atoi(text);
+    free(text);
+    cr_assert(gt(int, (int)p, 0));
+    return p;
+}
+
+/* Waits up to ms for process p to be gone (reaping it if it became this process's child, as
+ * the subreaper); returns the ms it took, or -1. */
+static int64_t ms_until_gone(pid_t p, int64_t t0, int64_t ms)
+{
+    while (th_ms() - t0 < ms) {
+        int st;
+        pid_t r = waitpid(p, &st, WNOHANG);
+        if (r == p || (kill(p, 0) != 0 && errno == ESRCH))
+            return th_ms() - t0;
+        th_sleep_ms(5);
+    }
+    return -1;
+}
+
+Test(cli, kill_9_of_baton_ends_commands_background_child_too)
+{
+    cr_assert(eq(int, prctl(PR_SET_CHILD_SUBREAPER, 1), 0));
+    const char *name = th_tmpname("cli-kill9-group");
+    char *pidfile = cli_path("grandchild");
+    char script[512];
+    background_child_script(script, sizeof script, pidfile, false);
+    pid_t pid = cli_spawn(ARGS("lock", name, "--", "sh", "-c", script));
+    pid_t g = read_pidfile(pidfile);
+    int64_t t0 = th_ms();
+    kill(pid, SIGKILL);
+    cr_assert(eq(int, th_wait(pid), 128 + SIGKILL));
+    int64_t ms = ms_until_gone(g, t0, 5000);
+    cr_assert(ge(i64, ms, 0), "COMMAND's child %d outlived baton by 5 s", (int)g);
+    cr_assert(le(i64, ms, 1000), "COMMAND's child ended %lld ms after baton", (long long)ms);
+    while (waitpid(-1, NULL, WNOHANG) > 0) {
+    }
+    free(pidfile);
+}
+
+/* The child ignores SIGTERM and COMMAND itself exits at once: the child still gets SIGKILL
+ * --kill-after later. */
+Test(cli, kill_9_of_baton_sigkills_commands_child_after_kill_after_though_command_exited)
+{
+    cr_assert(eq(int, prctl(PR_SET_CHILD_SUBREAPER, 1), 0));
+    const char *name = th_tmpname("cli-kill9-group-term");
+    char *pidfile = cli_path("grandchild");
+    char script[512];
+    background_child_script(script, sizeof script, pidfile, true);
+    pid_t pid = cli_spawn(ARGS("lock", name, "--kill-after", "500ms", "--", "sh", "-c", script));
+    pid_t g = read_pidfile(pidfile);
+    th_sleep_ms(100); /* let the subshell set its trap */
+    int64_t t0 = th_ms();
+    kill(pid, SIGKILL);
+    cr_assert(eq(int, th_wait(pid), 128 + SIGKILL));
+    int64_t ms = ms_until_gone(g, t0, 5000);
+    cr_assert(ge(i64, ms, 0), "COMMAND's child %d outlived baton by 5 s", (int)g);
+    cr_assert(ge(i64, ms, 450), "COMMAND's child ended %lld ms after baton", (long long)ms);
+    cr_assert(le(i64, ms, 1500), "COMMAND's child ended %lld ms after baton", (long long)ms);
+    while (waitpid(-1, NULL, WNOHANG) > 0) {
+    }
+    free(pidfile);
+}
+
+/* A lost lock (deleted behind baton's back): exit 122, and COMMAND's child is gone too; one
+ * that ignores SIGTERM gets SIGKILL --kill-after later. */
+Test(cli, a_lost_lock_ends_commands_background_child_too)
+{
+    cr_assert(eq(int, prctl(PR_SET_CHILD_SUBREAPER, 1), 0));
+    for (int ignore = 0; ignore < 2; ignore++) {
+        const char *name = th_tmpname("cli-lost-group");
+        char *pidfile = cli_path("grandchild");
+        char script[512];
+        background_child_script(script, sizeof script, pidfile, ignore);
+        pid_t pid = cli_spawn(ARGS("lock", name, "--watchdog", "1500ms", "--kill-after", "700ms",
+                                   "--", "sh", "-c", script));
+        pid_t g = read_pidfile(pidfile);
+        th_sleep_ms(100);
+        redisContext *r = th_redis();
+        int64_t t0 = th_ms();
+        cr_assert(eq(i64, th_cmd_int(r, "DEL %s", name), 1));
+        redisFree(r);
+        int st = th_wait(pid);
+        char *err = cli_bg_err(pid);
+        cr_assert(eq(int, st, 122), "stderr: %s", err);
+        free(err);
+        int64_t ms = ms_until_gone(g, t0, 5000);
+        cr_assert(ge(i64, ms, 0), "COMMAND's child %d outlived the loss by 5 s", (int)g);
+        /* told within a renewal period (500 ms); SIGKILL 700 ms after the SIGTERM */
+        cr_assert(le(i64, ms, ignore ? 1700 : 900), "ignore %d: the child ended %lld ms after",
+                  ignore, (long long)ms);
+        if (ignore)
+            cr_assert(ge(i64, ms, 650), "the child ended %lld ms after", (long long)ms);
+        while (waitpid(-1, NULL, WNOHANG) > 0) {
+        }
+        free(pidfile);
+    }
+}
+
+/* The same through `baton unlock --force`. */
+Test(cli, unlock_force_while_command_runs_ends_commands_child)
+{
+    cr_assert(eq(int, prctl(PR_SET_CHILD_SUBREAPER, 1), 0));
+    const char *name = th_tmpname("cli-force-group");
+    char *pidfile = cli_path("grandchild");
+    char script[512];
+    background_child_script(script, sizeof script, pidfile, false);
+    pid_t pid = cli_spawn(ARGS("lock", name, "--watchdog", "1500ms", "--", "sh", "-c", script));
+    pid_t g = read_pidfile(pidfile);
+    cli_result r;
+    int64_t t0 = th_ms();
+    cli_exec(&r, ARGS("unlock", "--force", name));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cli_result_free(&r);
+    cr_assert(eq(int, th_wait(pid), 122));
+    int64_t ms = ms_until_gone(g, t0, 5000);
+    cr_assert(ge(i64, ms, 0), "COMMAND's child %d outlived the loss by 5 s", (int)g);
+    cr_assert(le(i64, ms, 900), "the child ended %lld ms after", (long long)ms);
+    while (waitpid(-1, NULL, WNOHANG) > 0) {
+    }
+    free(pidfile);
+}
+
+/* A SIGTERM sent to baton reaches COMMAND's whole group. */
+Test(cli, a_forwarded_sigterm_reaches_commands_background_child)
+{
+    cr_assert(eq(int, prctl(PR_SET_CHILD_SUBREAPER, 1), 0));
+    const char *name = th_tmpname("cli-fwd-group");
+    char *pidfile = cli_path("grandchild");
+    char script[512];
+    background_child_script(script, sizeof script, pidfile, false);
+    pid_t pid = cli_spawn(ARGS("lock", name, "--", "sh", "-c", script));
+    pid_t g = read_pidfile(pidfile);
+    int64_t t0 = th_ms();
+    kill(pid, SIGTERM);
+    cr_assert(eq(int, th_wait(pid), 128 + SIGTERM));
+    int64_t ms = ms_until_gone(g, t0, 5000);
+    cr_assert(ge(i64, ms, 0), "COMMAND's child %d outlived baton by 5 s", (int)g);
+    cr_assert(le(i64, ms, 1000), "the child ended %lld ms after", (long long)ms);
+    cr_assert(eq(i64, exists(name), 0));
+    while (waitpid(-1, NULL, WNOHANG) > 0) {
+    }
+    free(pidfile);
+}
+
+/*
+ * Runs baton under a new pseudo-terminal, as an interactive shell runs a job: a "shell"
+ * process leads the terminal's session and runs baton in a process group of its own, in the
+ * foreground, with stdin the terminal (stdin_tty) or /dev/null; stdout and stderr go to the
+ * terminal. When baton stops, the shell appends "stopped <1 if baton's group had the
+ * terminal>\n" to `stops` (if not NULL) and continues it in the foreground (as `fg`).
+ * Returns the shell's pid, which exits with baton's status, and *master.
+ */
+static pid_t spawn_on_pty(const char *const *args, bool stdin_tty, const char *stops, int *master)
+{
+    int m = posix_openpt(O_RDWR | O_NOCTTY);
+    cr_assert(m >= 0 && grantpt(m) == 0 && unlockpt(m) == 0);
+    const char *slave = ptsname(m);
+    cr_assert(slave != NULL);
+    size_t n = 0;
+    while (args[n])
+        n++;
+    const char **argv = calloc(n + 2, sizeof *argv);
+    argv[0] = "baton";
+    memcpy(argv + 1, args, n * sizeof *args);
+    if (!getenv("BATON_URL"))
+        setenv("BATON_URL", th_url(), 1);
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        setsid();
+        int s = open(slave, O_RDWR); /* the session's controlling terminal */
+        int null = open("/dev/null", O_RDONLY);
+        if (s < 0 || null < 0)
+            _exit(98);
+        close(m);
+        signal(SIGTTOU, SIG_IGN);
+        pid_t b = fork();
+        if (b == 0) {
+            setpgid(0, 0);
+            tcsetpgrp(s, getpid());
+            signal(SIGTTOU, SIG_DFL);
+            dup2(stdin_tty ? s : null, 0);
+            dup2(s, 1);
+            dup2(s, 2);
+            execv(BATON_CLI_PATH, (char **)argv);
+            _exit(99);
+        }
+        setpgid(b, b);
+        tcsetpgrp(s, b);
+        for (;;) {
+            int st;
+            if (waitpid(b, &st, WUNTRACED) != b)
+                _exit(97);
+            if (WIFEXITED(st))
+                _exit(WEXITSTATUS(st));
+            if (WIFSIGNALED(st))
+                _exit(128 + WTERMSIG(st));
+            if (stops) {
+                FILE *f = fopen(stops, "a");
+                fprintf(f, "stopped %d\n", tcgetpgrp(s) == b);
+                fclose(f);
+            }
+            tcsetpgrp(s, b);
+            kill(-b, SIGCONT);
+        }
+    }
+    free(argv);
+    *master = m;
+    return pid;
+}
+
+/* Reads from the terminal's master until `want` shows up or ms pass; true if it did. */
+static bool pty_expect(int m, const char *want, int64_t ms, char *seen, size_t len)
+{
+    size_t have = strlen(seen);
+    int64_t end = th_ms() + ms;
+    while (strstr(seen, want) == NULL) {
+        int64_t left = end - th_ms();
+        if (left <= 0)
+            return false;
+        struct pollfd p = {m, POLLIN, 0};
+        if (poll(&p, 1, (int)left) <= 0)
+            continue;
+        ssize_t r = read(m, seen + have, len - have - 1);
+        if (r <= 0)
+            return false;
+        have += (size_t)r;
+        seen[have] = '\0';
+    }
+    return true;
+}
+
+/* COMMAND has the terminal while it runs: it reads it, and Ctrl-C reaches it (once). */
+Test(cli, an_interactive_command_reads_the_terminal_and_gets_ctrl_c)
+{
+    const char *name = th_tmpname("cli-tty");
+    char *log = cli_path("ints");
+    char script[512];
+    snprintf(script, sizeof script,
+             "trap 'echo INT >> \"%s\"; exit 9' INT; read x; echo \"got:$x\"; "
+             "while :; do sleep 0.05; done",
+             log);
+    int m;
+    pid_t pid = spawn_on_pty(ARGS("lock", name, "--", "sh", "-c", script), true, NULL, &m);
+    char seen[8192] = "";
+    cr_assert(eq(int, (int)write(m, "hello\n", 6), 6));
+    cr_assert(pty_expect(m, "got:hello", 5000, seen, sizeof seen), "terminal: %s", seen);
+    th_sleep_ms(100);
+    cr_assert(eq(int, (int)write(m, "\003", 1), 1)); /* Ctrl-C */
+    int st = th_wait(pid);
+    cr_assert(eq(int, st, 9), "terminal: %s", seen);
+    char *ints = cli_read_file(log);
+    cr_assert(ints && strcmp(ints, "INT\n") == 0, "the trap ran: %s", ints ? ints : "never");
+    free(ints);
+    cr_assert(eq(i64, exists(name), 0));
+    close(m);
+    free(log);
+}
+
+/* With stdin not the terminal, baton keeps it; Ctrl-C goes to baton's group and baton
+ * forwards it to COMMAND's (once). */
+Test(cli, ctrl_c_to_batons_group_reaches_command_once)
+{
+    const char *name = th_tmpname("cli-tty-bg");
+    char *log = cli_path("ints");
+    char script[512];
+    snprintf(script, sizeof script,
+             "trap 'echo INT >> \"%s\"; exit 9' INT; echo ready; while :; do sleep 0.05; done",
+             log);
+    int m;
+    pid_t pid = spawn_on_pty(ARGS("lock", name, "--", "sh", "-c", script), false, NULL, &m);
+    char seen[8192] = "";
+    cr_assert(pty_expect(m, "ready", 5000, seen, sizeof seen), "terminal: %s", seen);
+    th_sleep_ms(100);
+    cr_assert(eq(int, (int)write(m, "\003", 1), 1)); /* Ctrl-C */
+    int st = th_wait(pid);
+    cr_assert(eq(int, st, 9), "terminal: %s", seen);
+    char *ints = cli_read_file(log);
+    cr_assert(ints && strcmp(ints, "INT\n") == 0, "the trap ran: %s", ints ? ints : "never");
+    free(ints);
+    cr_assert(eq(i64, exists(name), 0));
+    close(m);
+    free(log);
+}
+
+/* Ctrl-Z stops COMMAND's group: baton takes the terminal back and stops too (a shell sees the
+ * job stopped); continued, it gives COMMAND the terminal again and continues it. */
+Test(cli, ctrl_z_stops_baton_with_command_and_continue_resumes_both)
+{
+    const char *name = th_tmpname("cli-tty-stop");
+    int m;
+    char *stops = cli_path("stops");
+    pid_t pid = spawn_on_pty(ARGS("lock", name, "--", "sh", "-c",
+                                  "echo ready; read x; echo \"got:$x\"; read y; echo \"got:$y\""),
+                             true, stops, &m);
+    char seen[8192] = "";
+    cr_assert(pty_expect(m, "ready", 5000, seen, sizeof seen), "terminal: %s", seen);
+    th_sleep_ms(100);
+    cr_assert(eq(int, (int)write(m, "\032", 1), 1)); /* Ctrl-Z */
+    cr_assert(cli_wait_file(stops, 5000), "baton did not stop with COMMAND");
+    th_sleep_ms(50);
+    cr_assert(eq(int, (int)write(m, "one\n", 4), 4));
+    cr_assert(pty_expect(m, "got:one", 5000, seen, sizeof seen), "terminal: %s", seen);
+    cr_assert(eq(int, (int)write(m, "two\n", 4), 4));
+    cr_assert(pty_expect(m, "got:two", 5000, seen, sizeof seen), "terminal: %s", seen);
+    cr_assert(eq(int, th_wait(pid), 0), "terminal: %s", seen);
+    char *text = cli_read_file(stops);
+    cr_assert(eq(str, text, "stopped 1\n"), "baton took the terminal back and stopped once");
+    free(text);
+    free(stops);
+    close(m);
+}
+
+/* ---------------------------------------------------------------- names vs options --- */
+
+/* A listening socket on a free loopback port that nothing should ever reach. */
+static int trap_listener(int *port)
+{
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    cr_assert(s >= 0);
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert(bind(s, (struct sockaddr *)&a, sizeof a) == 0);
+    cr_assert(listen(s, 64) == 0);
+    socklen_t len = sizeof a;
+    cr_assert(getsockname(s, (struct sockaddr *)&a, &len) == 0);
+    *port = ntohs(a.sin_port);
+    return s;
+}
+
+/* Asserts that no connection reached the listener (printing what one sent if it did). */
+static void assert_never_reached(int s, const char *secret)
+{
+    int c = accept(s, NULL, NULL);
+    if (c < 0) {
+        int e = errno;
+        cr_assert(e == EAGAIN || e == EWOULDBLOCK, "accept: %s", strerror(e));
+        return;
+    }
+    char buf[1024] = "";
+    th_sleep_ms(200);
+    ssize_t n = recv(c, buf, sizeof buf - 1, MSG_DONTWAIT);
+    buf[n > 0 ? n : 0] = '\0';
+    close(c);
+    cr_assert(strstr(buf, secret) == NULL, "the password reached the other server: %s", buf);
+    cr_assert(false, "baton connected to the server named in a NAME's place; it sent: %s", buf);
+}
+
+/* Issue 28.2: a word in a NAME's place never names the server. --url after a NAME, given
+ * twice, or abbreviated is a usage error (exit 2) that connects nowhere and runs nothing;
+ * the password never reaches the other server. */
+Test(cli, a_name_never_redirects_baton_to_another_server, .timeout = 60)
+{
+    int port;
+    int s = trap_listener(&port);
+    char url[160], url_pw[160], bad_eq[200], ab1[200], ab2[200];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+    snprintf(url_pw, sizeof url_pw, "redis://:Sekr1t-pw@127.0.0.1:%d", port);
+    snprintf(bad_eq, sizeof bad_eq, "--url=%s", url_pw);
+    snprintf(ab1, sizeof ab1, "--ur=%s", url_pw);
+    snprintf(ab2, sizeof ab2, "--u=%s", url);
+    setenv("BATON_PASSWORD", "Sekr1t-pw", 1);
+    char *marker = cli_path("marker");
+    const char *const *cases[] = {
+        /* the issue's command line */
+        ARGS("lock", "item:A", bad_eq, "-n", "--", "touch", marker),
+        ARGS("lock", "item:A", "--url", url_pw, "-n", "--", "touch", marker),
+        ARGS("lock", "item:A", "item:B", bad_eq, "--", "touch", marker),
+        ARGS("rwlock", "item:A", "--read", bad_eq, "--", "touch", marker),
+        ARGS("semaphore", "item:A", bad_eq, "--", "touch", marker),
+        ARGS("semaphore", "item:A", bad_eq, "set", "3"),
+        ARGS("latch", "item:A", bad_eq, "count"),
+        ARGS("latch", "item:A", "count", bad_eq),
+        ARGS("status", "item:A", bad_eq),
+        ARGS("unlock", "--force", "item:A", bad_eq),
+        ARGS("lock", "--object", "x", bad_eq, "--", "touch", marker),
+        /* abbreviations, anywhere */
+        ARGS("lock", "item:A", ab1, "--", "touch", marker),
+        ARGS("lock", ab1, "item:A", "--", "touch", marker),
+        ARGS(ab1, "lock", "item:A", "--", "touch", marker),
+        ARGS("--ur", url, "status", "item:A"),
+        ARGS("status", ab2, "item:A"),
+        ARGS("lock", "item:A", "--wa", "1s", "--", "touch", marker),
+        /* twice */
+        ARGS("--url", th_url(), "lock", "--url", url, "item:A", "--", "touch", marker),
+        ARGS("lock", "--url", th_url(), bad_eq, "item:A", "--", "touch", marker),
+        /* the other connection options after a NAME */
+        ARGS("lock", "item:A", "--tls-insecure", "--", "touch", marker),
+        ARGS("lock", "item:A", "--user", "admin", "--", "touch", marker),
+        ARGS("status", "item:A", "--askpass"),
+        ARGS("lock", "item:A", "--tls-sni=x", "--", "touch", marker),
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cli_result r;
+        cli_exec(&r, cases[i]);
+        cr_assert(eq(int, r.status, 2), "case %zu: status %d, stderr %s", i, r.status, r.err);
+        cr_assert(strstr(r.err, "Sekr1t") == NULL, "case %zu: the password shown: %s", i, r.err);
+        cli_result_free(&r);
+        assert_never_reached(s, "Sekr1t");
+    }
+    cr_assert(access(marker, F_OK) != 0, "a COMMAND ran");
+    unsetenv("BATON_PASSWORD");
+    close(s);
+    free(marker);
+}
+
+/* --object gives any NAME, even one that looks like an option, and it stays a NAME. */
+Test(cli, object_passes_a_name_that_starts_with_a_dash)
+{
+    int port;
+    int s = trap_listener(&port);
+    char name[200];
+    snprintf(name, sizeof name, "--url=redis://127.0.0.1:%d-%s", port, th_tmpname("obj"));
+    char script[600];
+    snprintf(script, sizeof script, "%s status --json --object '%s'", BATON_CLI_PATH, name);
+    cli_result r;
+    cli_exec(&r, ARGS("lock", "--object", name, "-n", "--", "sh", "-c", script));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    json *j = json_parse(r.out);
+    cr_assert(j != NULL, "%s", r.out);
+    cr_assert(eq(str, json_get(json_at(j, 0), "name")->string, name), "%s", r.out);
+    cr_assert(eq(str, json_get(json_at(j, 0), "kind")->string, "lock"), "%s", r.out);
+    json_free(j);
+    cli_result_free(&r);
+    /* --object=NAME, several, among other names; latch, semaphore, unlock */
+    const char *dash = th_tmpname("-n");
+    cli_exec(&r, ARGS("lock", "--object=-E", th_tmpname("plain"), "--object", dash, "--", "true"));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("latch", "--object", dash, "set", "2"));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("latch", "--object", dash, "count"));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cr_assert(eq(str, r.out, "2\n"));
+    cli_result_free(&r);
+    const char *sem = th_tmpname("-sem");
+    cli_exec(&r, ARGS("semaphore", "--object", sem, "--permits", "1", "--", "true"));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cli_result_free(&r);
+    const char *held = th_tmpname("--hold");
+    baton_lock *l;
+    baton_client *c = hold(held, &l);
+    cli_exec(&r, ARGS("unlock", "--force", "--object", held));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cli_result_free(&r);
+    baton_lock_close(l);
+    baton_client_close(c);
+    /* a word that starts with '-' and is not an option is refused, with the way out */
+    cli_exec(&r, ARGS("lock", "-x-name", "--", "true"));
+    cr_assert(eq(int, r.status, 2));
+    cr_assert(strstr(r.err, "--object") != NULL, "stderr %s", r.err);
+    cli_result_free(&r);
+    assert_never_reached(s, "");
+    close(s);
+}
+
+/* Issue 33: the global options that do not say where to connect are taken after the
+ * command and its NAMEs too; the server and credentials come before the first NAME. */
+Test(cli, global_options_after_the_command)
+{
+    const char *name = th_tmpname("cli-global-after");
+    cli_result r;
+    cli_exec(&r, ARGS("lock", name, "--sync-replicas", "0", "--", "true"));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("lock", "--url", th_url(), name, "--sync-replicas=0", "-n", "--", "true"));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("status", "--url", th_url(), name));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("lock", name, "--sync-replicas", "x", "--", "true"));
+    cr_assert(eq(int, r.status, 2), "stderr %s", r.err);
+    cli_result_free(&r);
+    /* no value after "=" for a flag, no value at all for an option that takes one */
+    cli_exec(&r, ARGS("lock", name, "--hold=yes"));
+    cr_assert(eq(int, r.status, 2), "stderr %s", r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("lock", name, "--", "true", "--url"));
+    cr_assert(eq(int, r.status, 0), "COMMAND's words are its own: stderr %s", r.err);
+    cli_result_free(&r);
+}
+
+/* ---------------------------------------------------------------- partition ---------- */
+
+/* Issue 27.3: partitioned from the server, baton is told the lock is lost, stops COMMAND and
+ * exits 122 within a bounded time: the release it then tries does not keep it for ~15 s. */
+Test(cli, a_partition_ends_baton_within_the_release_bound, .timeout = 60)
+{
+    for (int sem = 0; sem < 2; sem++) {
+        th_proxy *px = th_proxy_start(th_port());
+        const char *name = th_tmpname("cli-partition");
+        char *pidfile = cli_path("pid");
+        char script[256];
+        snprintf(script, sizeof script, "echo $$ > \"%s.tmp\"; mv \"%s.tmp\" \"%s\"; exec sleep 30",
+                 pidfile, pidfile, pidfile);
+        pid_t pid = cli_spawn(ARGS("--url", th_proxy_url(px), sem ? "semaphore" : "lock", name,
+                                   "--watchdog", "1500ms", "--kill-after", "300ms",
+                                   sem ? "--permits" : "--kill-after", sem ? "1" : "300ms", "--",
+                                   "sh", "-c", script));
+        cr_assert(cli_wait_file(pidfile, 5000), "COMMAND did not start");
+        int64_t t0 = th_ms();
+        th_proxy_hold(px, true);
+        int st = th_wait(pid);
+        int64_t took = th_ms() - t0;
+        char *err = cli_bg_err(pid);
+        cr_assert(eq(int, st, 122), "stderr: %s", err);
+        /* told at the lease's end (1.5 s), COMMAND gone at once; then the release, given
+         * CLI_LOST_RELEASE_MS (1 s) */
+        cr_assert(le(i64, took, 1500 + 300 + 1000 + 1000),
+                  "%s: exited %lld ms after the partition: %s", sem ? "semaphore" : "lock",
+                  (long long)took, err);
+        cr_assert(strstr(err, "lease") != NULL, "stderr: %s", err);
+        cr_log_info("%s: baton exited %lld ms after the partition", sem ? "semaphore" : "lock",
+                    (long long)took);
+        free(err);
+        th_proxy_heal(px);
+        th_proxy_stop(px);
+        free(pidfile);
+    }
 }

@@ -38,10 +38,11 @@ enum {
 
 /* The global settings every command uses. */
 typedef struct cli_global {
-    const char *url;      /* --url (given once, before or after the command); NULL if not */
+    const char *url;      /* --url (given once, before any NAME); NULL if not */
     int64_t watchdog_ms;  /* --watchdog (lock only): client option watchdog_ms; 0 default */
     const char *user;     /* --user, or NULL: the URL's */
     const char *password; /* --askpass, $BATON_PASSWORD, $REDISCLI_AUTH, or NULL: the URL's */
+    bool askpass;         /* --askpass: the password is read from stdin at the open */
     const char *tls_ca;   /* --tls-ca or $BATON_TLS_CA: client option tls_ca */
     const char *tls_cert; /* --tls-cert or $BATON_TLS_CERT */
     const char *tls_key;  /* --tls-key or $BATON_TLS_KEY */
@@ -49,6 +50,12 @@ typedef struct cli_global {
     bool tls_insecure;    /* --tls-insecure: tls_insecure_skip_verify */
     int sync_replicas;    /* --sync-replicas: client option sync_replicas */
     bool verbose;         /* --verbose (lock only): the library's events, DEBUG up, on stderr */
+
+    /* Parsing only (the argument parser's fuzz target): the command parses its arguments,
+     * records its NAMEs here and returns without connecting or running anything. */
+    bool parse_only;
+    const char **names; /* room for argc NAMEs, provided by the caller */
+    size_t n_names;
 } cli_global;
 
 #define CLI_DEFAULT_URL "redis://127.0.0.1:6379"
@@ -80,10 +87,6 @@ int cli_fail(baton_client *c, int rc, const char *fmt, ...) __attribute__((forma
  * given already; EXIT_OK otherwise. */
 int cli_set_url(cli_global *g, const char *url);
 
-/* --askpass: reads one line from stdin (no echo on a terminal) into g->password; -1 (printed)
- * if there is none. */
-int cli_askpass(cli_global *g);
-
 /* The server's URL: --url, else $BATON_URL, else CLI_DEFAULT_URL. */
 const char *cli_url(const cli_global *g);
 
@@ -95,31 +98,63 @@ int cli_open_client(const cli_global *g, baton_client **out);
 
 struct option;
 
-/* One command's arguments under getopt_long(3); see opts.c. */
+/* The global options' values (cli_opts_next applies them to the cli_global itself). */
+enum {
+    CLI_G_URL = 0x1000,
+    CLI_G_USER,
+    CLI_G_ASKPASS,
+    CLI_G_TLS_CA,
+    CLI_G_TLS_CERT,
+    CLI_G_TLS_KEY,
+    CLI_G_TLS_SNI,
+    CLI_G_TLS_INSECURE,
+    CLI_G_SYNC_REPLICAS,
+    CLI_G_OBJECT, /* --object NAME */
+};
+
+/* One command's arguments (or baton's own before the command); see opts.c. */
 typedef struct cli_opts {
-    const char *command;           /* "lock", ...: for usage lines */
-    int argc;                      /* getopt's view: the command, then the words before "--" */
-    char **argv;                   /* (a copy of the pointers) */
+    const char *command;           /* "lock", ...: for usage lines; NULL: before the command */
+    cli_global *g;                 /* where the global options go */
+    int argc;                      /* the words before "--" */
+    char **argv;                   /* (borrowed) */
+    int i;                         /* the next word */
+    const char *cluster;           /* the rest of a "-abc" group being read, or NULL */
     char **rest;                   /* the words after "--" (COMMAND), or NULL: no "--" */
-    char *shortopts;               /* "-:" + the command's short options */
-    const struct option *longopts; /* the command's long options */
+    const char *shortopts;         /* the command's short options ("w:nq") */
+    const struct option *longopts; /* the command's long options (getopt.h's table) */
     const char *arg;               /* the value of the option, or the word, just returned */
+    const char *word;              /* the option as written ("--wait", "-w"), for messages */
+    bool saw_word;                 /* a word (NAME, verb, number) or --object came already */
+    char word_buf[80];
 } cli_opts;
 
 /* What cli_opts_next() returns besides an option's val. */
-enum { CLI_OPT_END = -1, CLI_OPT_WORD = -2, CLI_OPT_ERROR = -3 };
+enum { CLI_OPT_END = -1, CLI_OPT_WORD = -2, CLI_OPT_ERROR = -3, CLI_OPT_NAME = -4 };
 
-/* Prepares to parse argv[0..argc) for `command`, splitting it at the first "--". Returns 0,
- * or EXIT_FAILED (printed) when out of memory. Free with cli_opts_free(). */
-int cli_opts_init(cli_opts *o, const char *command, int argc, char **argv, const char *shortopts,
-                  const struct option *longopts);
+/* Prepares to parse argv[0..argc) for `command`, splitting it at the first "--" (command
+ * NULL: baton's own options before the command; the command's name is then returned as a
+ * word and left at argv[o->i]). Returns 0. */
+int cli_opts_init(cli_opts *o, const char *command, cli_global *g, int argc, char **argv,
+                  const char *shortopts, const struct option *longopts);
 void cli_opts_free(cli_opts *o);
 /* The next option's val (o->arg: its value), CLI_OPT_WORD (o->arg: the positional word, in
- * order), CLI_OPT_END, or CLI_OPT_ERROR after a usage error was printed (exit EXIT_USAGE). */
+ * order), CLI_OPT_NAME (o->arg: a NAME given by --object, taken as it is), CLI_OPT_END, or
+ * CLI_OPT_ERROR after a usage error was printed (exit EXIT_USAGE). The global options are
+ * applied to o->g and not returned; before the command, -h/--help and -V/--version are
+ * returned as 'h' and 'V'. */
 int cli_opts_next(cli_opts *o);
 /* The next word if it is a negative number ("-3"), consumed; else NULL. For a command that
  * takes one where it expects a number. */
 const char *cli_opts_take_number(cli_opts *o);
+
+/* Records a NAME the command was given (parse_only: into g->names). */
+void cli_note_name(cli_global *g, const char *name);
+
+/* Parses the whole command line as main() does (argv[0] is the program), without reading
+ * a password, connecting or running anything: for the fuzz target. g->names must have room
+ * for argc NAMEs. Returns the exit code a usage error would give (printed), or 0. */
+int cli_parse_only(int argc, char **argv, cli_global *g);
 
 /* ------------------------------- commands.c ------------------------------------------- */
 
@@ -173,14 +208,14 @@ typedef struct cli_outcome {
 } cli_outcome;
 
 /*
- * Runs argv[0] (found on PATH) with argv, stdin/stdout/stderr untouched, the environment
- * plus w->token_env, and the signal state baton was started with. Forwards SIGINT, SIGTERM
- * and SIGHUP to it (except those the terminal sent to the whole foreground group, which
- * COMMAND got already). Returns when it has exited. If a lost fd becomes readable or the
- * lease runs out first, prints why on stderr, sends COMMAND SIGTERM (SIGKILL
- * w->kill_after_ms later if it is still running), waits for it and sets out->lost. COMMAND
- * does not outlive baton: if baton dies (even by SIGKILL) it gets SIGTERM at once and SIGKILL
- * w->kill_after_ms later.
+ * Runs argv[0] (found on PATH) with argv in a process group of its own (in the terminal's
+ * foreground if baton was), stdin/stdout/stderr untouched, the environment without the
+ * password's variables plus w->token_env, and the signal state baton was started with.
+ * Forwards SIGINT, SIGTERM and SIGHUP to its group. Returns when it has exited. If a lost fd
+ * becomes readable or the lease runs out first, prints why on stderr, sends the group
+ * SIGTERM (SIGKILL w->kill_after_ms later if any of it is still running, COMMAND or not),
+ * waits for it and sets out->lost. The group does not outlive baton: if baton dies (even by
+ * SIGKILL) it gets SIGTERM at once and SIGKILL w->kill_after_ms later.
  */
 void cli_run(char **argv, const cli_watch *w, cli_outcome *out);
 
@@ -189,6 +224,20 @@ void cli_run(char **argv, const cli_watch *w, cli_outcome *out);
  * releases) or the hold is lost (a lost fd or the lease end of w: prints why, EXIT_LOST).
  */
 int cli_hold(const cli_watch *w);
+
+/*
+ * Runs fn(arg) on a thread of its own and waits for it at most ms. True, with *rc its
+ * result, if it returned in time; false if not: it is still running, on objects the caller
+ * must then neither close nor free, and the caller ends baton with cli_exit_now().
+ */
+bool cli_call_bounded(int (*fn)(void *), void *arg, int64_t ms, int *rc);
+/* Flushes the output and ends baton now with code, whatever its threads are doing. */
+void cli_exit_now(int code) __attribute__((noreturn));
+
+/* After a loss, how long baton waits for its release (or the return of a semaphore's
+ * permits): the hold is over or ends by its lease anyway, and a server that cannot be
+ * reached would otherwise keep baton for 3 x (connect + command timeout). */
+#define CLI_LOST_RELEASE_MS 1000
 
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t cli_now_ms(void);

@@ -7,7 +7,7 @@
 #define _GNU_SOURCE
 #include "cli.h"
 
-#include <getopt.h>
+#include <getopt.h> /* struct option: the tables cli_opts reads */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,8 +16,7 @@
 
 /* The long-only options' values (short ones use their letter). */
 enum {
-    OPT_URL = 256,
-    OPT_LEASE,
+    OPT_LEASE = 256,
     OPT_WATCHDOG,
     OPT_KILL_AFTER,
     OPT_FAIR,
@@ -86,7 +85,6 @@ typedef struct busy {
 #define BUSY_LONG                                                                                  \
     {"wait", required_argument, NULL, 'w'}, {"nonblock", no_argument, NULL, 'n'},                  \
         {"conflict-exit-code", required_argument, NULL, 'E'}, {"quiet", no_argument, NULL, 'q'},   \
-        {"url", required_argument, NULL, OPT_URL},                                                 \
     {                                                                                              \
         "kill-after", required_argument, NULL, OPT_KILL_AFTER                                      \
     }
@@ -115,15 +113,13 @@ static int busy_option(const cli_opts *o, int c, busy *b)
     }
 }
 
-/* What every command takes: --url (also after the command), and the parser's own errors.
- * Returns NOT_MINE, 0, or an exit code (printed). */
+/* The parser's own errors (the global options are applied by the parser). Returns
+ * NOT_MINE or an exit code (printed). */
 static int common_option(const cli_opts *o, int c, cli_global *g)
 {
-    if (c == CLI_OPT_ERROR)
-        return EXIT_USAGE;
-    if (c == OPT_URL)
-        return cli_set_url(g, o->arg);
-    return NOT_MINE;
+    (void)o;
+    (void)g;
+    return c == CLI_OPT_ERROR ? EXIT_USAGE : NOT_MINE;
 }
 
 static int unexpected(const cli_opts *o, const char *what)
@@ -134,7 +130,7 @@ static int unexpected(const cli_opts *o, const char *what)
 /* A command's own options and words: returns NOT_MINE, 0, or an exit code (printed). */
 typedef int option_fn(cli_opts *o, int c, cli_global *g, void *arg);
 
-/* Reads every option and word of o: --url and the parser's errors here, -w/-n/-E/-q into b
+/* Reads every option and word of o: the parser's errors here, -w/-n/-E/-q into b
  * (NULL: the command takes none), the rest to fn. Frees o. Returns 0 or the exit code after
  * a message. */
 static int each_option(cli_opts *o, cli_global *g, busy *b, option_fn *fn, void *arg)
@@ -147,7 +143,7 @@ static int each_option(cli_opts *o, cli_global *g, busy *b, option_fn *fn, void 
         if (rc == NOT_MINE)
             rc = fn(o, c, g, arg);
         if (rc == NOT_MINE)
-            rc = cli_usage_error(o->command, "unknown option '%s'", o->argv[optind - 1]);
+            rc = cli_usage_error(o->command, "unexpected %s", o->word);
     }
     cli_opts_free(o);
     return rc;
@@ -252,6 +248,7 @@ static int lock_option(cli_opts *o, int c, cli_global *g, void *arg)
         g->verbose = true;
         return 0;
     case CLI_OPT_WORD:
+    case CLI_OPT_NAME:
         la->names[la->n++] = o->arg;
         return 0;
     default:
@@ -293,14 +290,14 @@ static int lock_parse(cli_global *g, int argc, char **argv, bool rw, lock_args *
                       .kill_after_ms = CLI_DEFAULT_KILL_AFTER_MS,
                       .b = BUSY_INIT};
     la->names = calloc((size_t)argc + 1, sizeof *la->names);
+    if (!la->names)
+        return EXIT_FAILED;
     cli_opts o;
-    int rc = la->names ? cli_opts_init(&o, la->cmd, argc, argv, BUSY_SHORT,
-                                       rw ? rwlock_options : lock_options)
-                       : EXIT_FAILED;
-    if (rc)
-        return rc;
+    cli_opts_init(&o, la->cmd, g, argc, argv, BUSY_SHORT, rw ? rwlock_options : lock_options);
     la->command = o.rest;
-    rc = each_option(&o, g, &la->b, lock_option, la);
+    int rc = each_option(&o, g, &la->b, lock_option, la);
+    for (size_t i = 0; i < la->n; i++)
+        cli_note_name(g, la->names[i]);
     return rc ? rc : lock_check(la);
 }
 
@@ -366,10 +363,12 @@ static void lock_close(lock_run *r)
     baton_client_close(r->c);
 }
 
-/* Acquires, waiting as --wait/-n say. Returns 0 (held), or the exit code after a message
- * (-E's code when busy, -q: without one). */
-static int lock_acquire(const cli_global *g, lock_run *r)
+/* Acquires, waiting as --wait/-n say. Returns 0 with *held set, or the exit code after a
+ * message (-E's code when busy, -q: without one) with *held false: -E 0 is an exit code of
+ * 0 that runs nothing, as with flock -n -E 0. */
+static int lock_acquire(const cli_global *g, lock_run *r, bool *held)
 {
+    *held = false;
     const lock_args *la = r->la;
     int64_t lease = la->has_lease ? la->lease_ms : BATON_LEASE_WATCHDOG;
     r->asked_ms = cli_now_ms();
@@ -386,7 +385,10 @@ static int lock_acquire(const cli_global *g, lock_run *r)
                       la->hold ? "" : "; not run: ", la->hold ? "" : la->command[0]);
         return (int)la->b.code;
     }
-    return brc == BATON_OK ? 0 : cli_fail(r->c, brc, "%s", r->what);
+    if (brc != BATON_OK)
+        return cli_fail(r->c, brc, "%s", r->what);
+    *held = true;
+    return 0;
 }
 
 /* With --lease: when baton must consider the hold ended, as cli_now_ms(). The lease runs
@@ -438,10 +440,24 @@ static void lock_hold(lock_run *r, cli_outcome *out)
 
 /* Releases after the run; the exit code: COMMAND's, or EXIT_LOST if the hold was lost
  * while it ran (seen then, or found at the release). */
+static int release_lock(void *l)
+{
+    return baton_lock_release(l);
+}
+
 static int lock_release(const cli_global *g, lock_run *r, const cli_outcome *out)
 {
     const lock_args *la = r->la;
-    int brc = baton_lock_release(r->l);
+    int brc;
+    /* after a loss, the release is tidying up: bounded, however unreachable the server */
+    if (!out->lost) {
+        brc = baton_lock_release(r->l);
+    } else if (!cli_call_bounded(release_lock, r->l, CLI_LOST_RELEASE_MS, &brc)) {
+        cli_error("releasing %s: no answer within %d ms; what is left of the hold expires "
+                  "by its lease",
+                  r->what, CLI_LOST_RELEASE_MS);
+        cli_exit_now(EXIT_LOST);
+    }
     if (g->verbose)
         fprintf(stderr, "baton: released %s after %lld ms (%s)\n", r->what,
                 (long long)(cli_now_ms() - r->asked_ms),
@@ -463,15 +479,16 @@ static int lock_command(cli_global *g, int argc, char **argv, bool rw)
 {
     lock_args la;
     int rc = lock_parse(g, argc, argv, rw, &la);
-    if (rc) {
+    if (rc || g->parse_only) {
         free(la.names);
         return rc;
     }
     lock_run r = {.la = &la};
     rc = lock_open(g, &r);
+    bool held = false;
     if (!rc)
-        rc = lock_acquire(g, &r);
-    if (!rc) {
+        rc = lock_acquire(g, &r, &held);
+    if (held) {
         cli_guard_hold();
         cli_outcome out;
         lock_hold(&r, &out);
@@ -596,6 +613,11 @@ static int semaphore_option(cli_opts *o, int c, cli_global *g, void *arg)
     case OPT_COUNTING:
         sa->counting = true;
         return 0;
+    case CLI_OPT_NAME:
+        if (sa->name)
+            return cli_usage_error("semaphore", "one semaphore NAME only");
+        sa->name = o->arg;
+        return 0;
     case CLI_OPT_WORD:
         break;
     default:
@@ -623,11 +645,12 @@ static int semaphore_parse(cli_global *g, int argc, char **argv, semaphore_args 
 {
     *sa = (semaphore_args){.take = 1, .kill_after_ms = CLI_DEFAULT_KILL_AFTER_MS, .b = BUSY_INIT};
     cli_opts o;
-    int rc = cli_opts_init(&o, "semaphore", argc, argv, BUSY_SHORT, semaphore_options);
-    if (rc)
-        return rc;
+    cli_opts_init(&o, "semaphore", g, argc, argv, BUSY_SHORT, semaphore_options);
     sa->command = o.rest;
-    return each_option(&o, g, &sa->b, semaphore_option, sa);
+    int rc = each_option(&o, g, &sa->b, semaphore_option, sa);
+    if (sa->name)
+        cli_note_name(g, sa->name);
+    return rc;
 }
 
 /* The acquire failed: -w ran out (exit -E's code, or quiet) or an error. */
@@ -675,6 +698,30 @@ static int semaphore_counting(baton_client *c, const char *name, bool has_permit
     return rc;
 }
 
+/* Returning the permit leases taken; lost: one was found gone. */
+typedef struct permits_return {
+    baton_client *c;
+    baton_permits *p;
+    char (*ids)[BATON_PERMIT_ID_SIZE];
+    int64_t take;
+    const char *what;
+    bool lost;
+} permits_return;
+
+static int return_permits(void *arg)
+{
+    permits_return *r = arg;
+    for (int64_t i = 0; i < r->take; i++) {
+        int brc = baton_permits_release(r->p, r->ids[i]);
+        if (brc == BATON_ENOTHELD)
+            r->lost = true;
+        else if (brc != BATON_OK)
+            cli_fail(r->c, brc, "returning a permit of %s (it comes back when its lease ends)",
+                     r->what);
+    }
+    return 0;
+}
+
 /* The default: K permit leases (Redisson's RPermitExpirableSemaphore), renewed by the
  * watchdog while COMMAND runs; a baton killed with -9 gives them back within the lease. */
 static int semaphore_leases(baton_client *c, const char *name, bool has_permits, int64_t permits,
@@ -702,15 +749,18 @@ static int semaphore_leases(baton_client *c, const char *name, bool has_permits,
         cli_watch w = {has_fd ? &lost_fd : NULL, has_fd ? 1 : 0, 0, what, NULL, kill_after_ms};
         cli_outcome out = {0, false, false};
         cli_run(command, &w, &out);
-        bool lost = out.lost;
-        for (int64_t i = 0; i < take; i++) {
-            brc = baton_permits_release(p, ids[i]);
-            if (brc == BATON_ENOTHELD)
-                lost = true;
-            else if (brc != BATON_OK)
-                cli_fail(c, brc, "returning a permit of %s (it comes back when its lease ends)",
-                         what);
+        permits_return ret = {c, p, ids, take, what, out.lost};
+        int ignored;
+        /* after a loss, returning the others is tidying up: bounded (see lock_release) */
+        if (!out.lost)
+            return_permits(&ret);
+        else if (!cli_call_bounded(return_permits, &ret, CLI_LOST_RELEASE_MS, &ignored)) {
+            cli_error("returning the permits of %s: no answer within %d ms; they come back "
+                      "when their leases end",
+                      what, CLI_LOST_RELEASE_MS);
+            cli_exit_now(EXIT_LOST);
         }
+        bool lost = ret.lost;
         if (lost && !out.lost)
             cli_error("%s: a permit was lost before %s finished (found at release)", what,
                       command[0]);
@@ -731,6 +781,8 @@ int cli_cmd_semaphore(cli_global *g, int argc, char **argv)
     busy b = sa.b;
     bool has_permits = sa.has_permits, has_watchdog = sa.has_watchdog, counting = sa.counting;
     char **command = sa.command;
+    if (rc || g->parse_only)
+        return rc;
     if (!rc && name && sa.verb && !command)
         return semaphore_admin(g, name, sa.verb, sa.number, counting);
     if (!rc && !name)
@@ -764,7 +816,6 @@ int cli_cmd_semaphore(cli_global *g, int argc, char **argv)
 /* ------------------------------- latch ------------------------------------------------ */
 
 static const struct option latch_options[] = {
-    {"url", required_argument, NULL, OPT_URL},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {NULL, 0, NULL, 0},
 };
@@ -785,7 +836,9 @@ static int latch_option(cli_opts *o, int c, cli_global *g, void *arg)
         la->has_timeout = true;
         return duration_value(o, c, &la->timeout_ms);
     }
-    if (c != CLI_OPT_WORD)
+    if (c == CLI_OPT_NAME && la->n > 0)
+        return cli_usage_error("latch", "--object gives the NAME, before the verb");
+    if (c != CLI_OPT_WORD && c != CLI_OPT_NAME)
         return NOT_MINE;
     if (la->n == 3)
         return unexpected(o, o->arg);
@@ -800,14 +853,14 @@ int cli_cmd_latch(cli_global *g, int argc, char **argv)
 {
     latch_args la = {.timeout_ms = BATON_WAIT_FOREVER};
     cli_opts o;
-    int rc = cli_opts_init(&o, "latch", argc, argv, "", latch_options);
-    if (rc)
-        return rc;
+    cli_opts_init(&o, "latch", g, argc, argv, "", latch_options);
     if (o.rest) {
         cli_opts_free(&o);
         return cli_usage_error("latch", "unexpected '--'");
     }
-    rc = each_option(&o, g, NULL, latch_option, &la);
+    int rc = each_option(&o, g, NULL, latch_option, &la);
+    if (la.n > 0)
+        cli_note_name(g, la.words[0]);
     if (rc)
         return rc;
     const char **words = la.words;
@@ -830,6 +883,8 @@ int cli_cmd_latch(cli_global *g, int argc, char **argv)
         return cli_usage_error("latch", "unexpected '%s'", words[2]);
     if (has_timeout && !await)
         return cli_usage_error("latch", "--timeout goes with await only");
+    if (g->parse_only)
+        return EXIT_OK;
 
     baton_client *c = NULL;
     baton_latch *l = NULL;
@@ -899,7 +954,6 @@ static bool has_fair_queue(baton_client *c, const char *name)
 }
 
 static const struct option unlock_options[] = {
-    {"url", required_argument, NULL, OPT_URL},
     {"force", no_argument, NULL, OPT_FORCE},
     {NULL, 0, NULL, 0},
 };
@@ -916,7 +970,7 @@ static int unlock_option(cli_opts *o, int c, cli_global *g, void *arg)
     unlock_args *ua = arg;
     if (c == OPT_FORCE)
         ua->force = true;
-    else if (c != CLI_OPT_WORD)
+    else if (c != CLI_OPT_WORD && c != CLI_OPT_NAME)
         return NOT_MINE;
     else if (ua->name)
         return cli_usage_error("unlock", "one lock NAME only ('%s' is a second)", o->arg);
@@ -929,21 +983,21 @@ int cli_cmd_unlock(cli_global *g, int argc, char **argv)
 {
     unlock_args ua = {NULL, false};
     cli_opts o;
-    int rc = cli_opts_init(&o, "unlock", argc, argv, "", unlock_options);
-    if (rc)
-        return rc;
+    cli_opts_init(&o, "unlock", g, argc, argv, "", unlock_options);
     if (o.rest) {
         cli_opts_free(&o);
         return cli_usage_error("unlock", "unexpected '--'");
     }
-    rc = each_option(&o, g, NULL, unlock_option, &ua);
+    int rc = each_option(&o, g, NULL, unlock_option, &ua);
+    if (ua.name)
+        cli_note_name(g, ua.name);
     const char *name = ua.name;
     bool force = ua.force;
     if (!rc && !force)
         rc = cli_usage_error("unlock", "unlock deletes the lock whoever holds it: say --force");
     else if (!rc && !name)
         rc = cli_usage_error("unlock", "no lock NAME");
-    if (rc)
+    if (rc || g->parse_only)
         return rc;
 
     baton_client *c = NULL;

@@ -9,7 +9,6 @@
 #include "cli.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +33,7 @@ typedef struct cli_command {
     "      -E, --conflict-exit-code CODE  exit with CODE when busy (default 124)\n"                \
     "      -q, --quiet            say nothing when busy\n"                                         \
     "      --kill-after DUR       when the hold is lost or baton dies (even by kill -9),\n"        \
-    "                             COMMAND gets SIGTERM, and SIGKILL DUR later (10s)\n"
+    "                             COMMAND's group gets SIGTERM, and SIGKILL DUR later (10s)\n"
 
 static const cli_command commands[] = {
     {"lock",
@@ -126,9 +125,14 @@ static const char help_tail[] =
     "  --sync-replicas N  an acquisition counts once N replicas have it (WAIT), else it is\n"
     "              undone and baton fails (exit 125): a failover cannot erase the lock\n"
     "  --help      print this help (also after a command);  --version  the version\n"
+    "The options above may also follow the command; --url, --user, --askpass and --tls-*\n"
+    "only before the first NAME. Long options match by their exact name only.\n"
+    "  --object NAME  (after the command) NAME as it is, even if it starts with '-'\n"
     "DUR is 250ms, 10s, 1.5s, 5m, 1m30s, 1h, or a bare number of seconds.\n"
-    "COMMAND gets BATON_FENCING_TOKEN (the lock's fencing token) in its environment;\n"
-    "SIGINT, SIGTERM and SIGHUP sent to baton are forwarded to it.\n"
+    "COMMAND gets BATON_FENCING_TOKEN (the lock's fencing token) in its environment, and\n"
+    "not BATON_PASSWORD, REDISCLI_AUTH or a BATON_URL holding an '@'. It runs in a process\n"
+    "group of its own (with the terminal, if baton has it); SIGINT, SIGTERM and SIGHUP sent\n"
+    "to baton are forwarded to that group.\n"
     "\n"
     "Exit status:\n"
     "  COMMAND's status      lock and semaphore, when COMMAND ran under the lock\n"
@@ -287,7 +291,9 @@ bool cli_parse_duration(const char *s, int64_t *ms)
 
 /* ------------------------------- the client ------------------------------------------- */
 
-int cli_askpass(cli_global *g)
+/* --askpass: reads one line from stdin (no echo on a terminal) into *password; -1 (printed)
+ * if there is none. */
+static int askpass(const char **password)
 {
     static char buf[1024];
     bool tty = isatty(STDIN_FILENO);
@@ -310,7 +316,7 @@ int cli_askpass(cli_global *g)
         return -1;
     }
     buf[strcspn(buf, "\r\n")] = '\0';
-    g->password = buf;
+    *password = buf;
     return 0;
 }
 
@@ -349,7 +355,10 @@ int cli_open_client(const cli_global *g, baton_client **out)
     o.tls_key = g->tls_key;
     o.tls_sni = g->tls_sni;
     o.tls_insecure_skip_verify = g->tls_insecure;
-    o.password = g->password && *g->password ? g->password : NULL;
+    const char *password = g->password;
+    if (g->askpass && askpass(&password) != 0) /* read once the command line parsed */
+        return EXIT_FAILED;
+    o.password = password && *password ? password : NULL;
     o.watchdog_ms = g->watchdog_ms;
     o.sync_replicas = g->sync_replicas;
     if (g->verbose) {
@@ -418,118 +427,45 @@ static bool wants_help(int argc, char **argv)
     return false;
 }
 
-enum {
-    OPT_URL = 256,
-    OPT_USER,
-    OPT_ASKPASS,
-    OPT_TLS_CA,
-    OPT_TLS_CERT,
-    OPT_TLS_KEY,
-    OPT_TLS_SNI,
-    OPT_TLS_INSECURE,
-    OPT_SYNC_REPLICAS
-};
-
-static const struct option global_options[] = {
-    {"help", no_argument, NULL, 'h'},
-    {"version", no_argument, NULL, 'V'},
-    {"url", required_argument, NULL, OPT_URL},
-    {"user", required_argument, NULL, OPT_USER},
-    {"askpass", no_argument, NULL, OPT_ASKPASS},
-    {"tls-ca", required_argument, NULL, OPT_TLS_CA},
-    {"tls-cert", required_argument, NULL, OPT_TLS_CERT},
-    {"tls-key", required_argument, NULL, OPT_TLS_KEY},
-    {"tls-sni", required_argument, NULL, OPT_TLS_SNI},
-    {"tls-insecure", no_argument, NULL, OPT_TLS_INSECURE},
-    {"sync-replicas", required_argument, NULL, OPT_SYNC_REPLICAS},
-    {NULL, 0, NULL, 0},
-};
-
-/* Where a value-taking global option's value goes. */
-static const char **global_field(cli_global *g, int c)
+void cli_note_name(cli_global *g, const char *name)
 {
-    switch (c) {
-    case OPT_USER:
-        return &g->user;
-    case OPT_TLS_CA:
-        return &g->tls_ca;
-    case OPT_TLS_CERT:
-        return &g->tls_cert;
-    case OPT_TLS_KEY:
-        return &g->tls_key;
-    case OPT_TLS_SNI:
-        return &g->tls_sni;
-    default:
-        return NULL;
-    }
+    if (g->parse_only && g->names)
+        g->names[g->n_names++] = name;
 }
 
-/* The options before the command (getopt_long, stopping at the first word: the command).
- * Returns -1 to go on with the command at argv[optind], or the exit code to end with
- * (--help and --version: 0). */
-static int parse_global(cli_global *g, int argc, char **argv)
+/* The options before the command, up to the command's name. Returns -1 to go on with the
+ * command at argv[*at], or the exit code to end with (--help and --version: 0). */
+static int parse_global(cli_global *g, int argc, char **argv, int *at)
 {
-    opterr = 0; /* the messages are ours */
-    for (int c; (c = getopt_long(argc, argv, "+:hV", global_options, NULL)) != -1;) {
-        const char **field = global_field(g, c);
-        if (field) {
-            *field = optarg;
-        } else if (c == 'h') {
+    cli_opts o;
+    cli_opts_init(&o, NULL, g, argc - 1, argv + 1, "", NULL);
+    for (int c; (c = cli_opts_next(&o)) != CLI_OPT_END;) {
+        if (c == 'h') {
             print_help(NULL);
             return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAILED;
         } else if (c == 'V') {
             printf("baton %s (libbaton %s)\n", BATON_VERSION_STRING, baton_version());
             return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAILED;
-        } else if (c == OPT_URL) {
-            int rc = cli_set_url(g, optarg);
-            if (rc)
-                return rc;
-        } else if (c == OPT_TLS_INSECURE) {
-            g->tls_insecure = true;
-        } else if (c == OPT_SYNC_REPLICAS) {
-            char *end;
-            long n = strtol(optarg, &end, 10);
-            if (!*optarg || *end || n < 0 || n > 100)
-                return cli_usage_error(NULL,
-                                       "--sync-replicas takes a number of replicas, 0 to 100");
-            g->sync_replicas = (int)n;
-        } else if (c == OPT_ASKPASS) {
-            if (cli_askpass(g) != 0)
-                return EXIT_FAILED;
-        } else if (c == ':') {
-            return cli_usage_error(NULL, "%s needs a value", argv[optind - 1]);
-        } else if (optopt > 0 && optopt < 256) {
-            return cli_usage_error(NULL, "unknown option '-%c'", optopt);
+        } else if (c == CLI_OPT_WORD) {
+            break;
         } else {
-            return cli_usage_error(NULL, "unknown option '%s'", argv[optind - 1]);
+            return EXIT_USAGE; /* printed */
         }
     }
+    *at = o.i + 1;
     return -1;
 }
 
-int main(int argc, char **argv)
+/* main() up to running the command; g->parse_only stops before anything is read, opened
+ * or run. */
+static int cli_main(int argc, char **argv, cli_global *g)
 {
-    cli_global g = {0};
-    int rc = parse_global(&g, argc, argv);
+    int i = 0;
+    int rc = parse_global(g, argc, argv, &i);
     if (rc >= 0)
         return rc;
-    int i = optind;
     if (i >= argc)
         return cli_usage_error(NULL, "no command");
-    const char *tls_env[] = {"BATON_TLS_CA", "BATON_TLS_CERT", "BATON_TLS_KEY"};
-    const char **tls_field[] = {&g.tls_ca, &g.tls_cert, &g.tls_key};
-    for (size_t k = 0; k < 3; k++)
-        if (!*tls_field[k] && getenv(tls_env[k]) && *getenv(tls_env[k]))
-            *tls_field[k] = getenv(tls_env[k]);
-    if (!g.password) {
-        const char *pw = getenv("BATON_PASSWORD");
-        g.password = pw && *pw ? pw : getenv("REDISCLI_AUTH");
-    }
-    const char *env = getenv("BATON_URL");
-    if (env && !*env)
-        return cli_usage_error(NULL, "BATON_URL is set but empty (unset it for the default "
-                                     "server)");
-
     const char *cmd = argv[i];
     const cli_command *found = NULL;
     for (size_t k = 0; k < N_COMMANDS && !found; k++)
@@ -541,10 +477,24 @@ int main(int argc, char **argv)
         print_help(found);
         return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAILED;
     }
+    if (g->parse_only)
+        return found->fn(g, argc - i - 1, argv + i + 1);
+
+    const char *tls_env[] = {"BATON_TLS_CA", "BATON_TLS_CERT", "BATON_TLS_KEY"};
+    const char **tls_field[] = {&g->tls_ca, &g->tls_cert, &g->tls_key};
+    for (size_t k = 0; k < 3; k++)
+        if (!*tls_field[k] && getenv(tls_env[k]) && *getenv(tls_env[k]))
+            *tls_field[k] = getenv(tls_env[k]);
+    const char *env = getenv("BATON_URL");
+    if (env && !*env)
+        return cli_usage_error(NULL, "BATON_URL is set but empty (unset it for the default "
+                                     "server)");
 
     if (cli_signals_init() != 0)
         return EXIT_FAILED;
-    rc = found->fn(&g, argc - i - 1, argv + i + 1);
+    const char *pw = getenv("BATON_PASSWORD");
+    g->password = pw && *pw ? pw : getenv("REDISCLI_AUTH"); /* --askpass: read at the open */
+    rc = found->fn(g, argc - i - 1, argv + i + 1);
     cli_guard_stop(); /* join the signal thread on every path (a usage error included) */
     if (fflush(stdout) != 0 && rc == EXIT_OK) {
         cli_error("writing the output: %s", strerror(errno));
@@ -552,3 +502,17 @@ int main(int argc, char **argv)
     }
     return rc;
 }
+
+int cli_parse_only(int argc, char **argv, cli_global *g)
+{
+    g->parse_only = true;
+    return cli_main(argc, argv, g);
+}
+
+#ifndef BATON_CLI_NO_MAIN
+int main(int argc, char **argv)
+{
+    cli_global g = {0};
+    return cli_main(argc, argv, &g);
+}
+#endif

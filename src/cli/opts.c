@@ -1,11 +1,19 @@
 /*
- * Option parsing for the commands, with getopt_long(3): GNU long options ("--wait 5s",
- * "--wait=5s", unambiguous prefixes) and short ones ("-w 5s", "-w5s", "-nq"), in any order
- * among the positional words. The words after "--" are COMMAND and are never looked at:
- * they are split off before getopt_long runs, so that nothing in COMMAND (its own options
- * included) is taken for baton's. Positional words come back in order (getopt's "-" mode),
- * which lets a command take a negative number where it expects one ("semaphore NAME add
- * -3"). Errors are printed here, with the command's usage line, and exit 2.
+ * Option parsing for baton and its commands. Long options ("--wait 5s", "--wait=5s") are
+ * matched by their exact name only: never by an abbreviation, so that no word can become an
+ * option by being a prefix of one (getopt_long(3) accepts "--ur=" for "--url=", which let a
+ * lock NAME redirect baton to another server). Short ones: "-w 5s", "-w5s", "-nq". Words
+ * come back in order among the options; the words after "--" are COMMAND and are never
+ * looked at: they are split off first, so that nothing in COMMAND (its own options
+ * included) is taken for baton's.
+ *
+ * The global options (the server, credentials, TLS, --sync-replicas) are read here for every
+ * command, before or after the command's name. Those that say where to connect and how to
+ * authenticate (--url, --user, --askpass, --tls-*) must come before the first NAME or other
+ * word: a word after a NAME is never taken for the server, and a server given twice is
+ * refused. `--object NAME` gives a NAME as it is, even one that starts with '-'. Errors are
+ * printed here, with the command's usage line, and exit 2; a message shows an option's name,
+ * never its value (it may hold a password).
  */
 #define _GNU_SOURCE
 #include "cli.h"
@@ -15,84 +23,236 @@
 #include <stdlib.h>
 #include <string.h>
 
-int cli_opts_init(cli_opts *o, const char *command, int argc, char **argv, const char *shortopts,
-                  const struct option *longopts)
+/* The options every command takes (and `baton` before the command). */
+static const struct option global_options[] = {
+    {"url", required_argument, NULL, CLI_G_URL},
+    {"user", required_argument, NULL, CLI_G_USER},
+    {"askpass", no_argument, NULL, CLI_G_ASKPASS},
+    {"tls-ca", required_argument, NULL, CLI_G_TLS_CA},
+    {"tls-cert", required_argument, NULL, CLI_G_TLS_CERT},
+    {"tls-key", required_argument, NULL, CLI_G_TLS_KEY},
+    {"tls-sni", required_argument, NULL, CLI_G_TLS_SNI},
+    {"tls-insecure", no_argument, NULL, CLI_G_TLS_INSECURE},
+    {"sync-replicas", required_argument, NULL, CLI_G_SYNC_REPLICAS},
+    {NULL, 0, NULL, 0},
+};
+
+/* Only before the command: --help, --version. After it: --object. */
+static const struct option top_options[] = {
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
+};
+static const struct option object_option[] = {
+    {"object", required_argument, NULL, CLI_G_OBJECT},
+    {NULL, 0, NULL, 0},
+};
+
+int cli_opts_init(cli_opts *o, const char *command, cli_global *g, int argc, char **argv,
+                  const char *shortopts, const struct option *longopts)
 {
     memset(o, 0, sizeof *o);
     o->command = command;
+    o->g = g;
+    o->shortopts = shortopts;
     o->longopts = longopts;
+    o->argv = argv;
     int words = 0;
-    while (words < argc && strcmp(argv[words], "--") != 0)
-        words++;
-    o->rest = words < argc ? argv + words + 1 : NULL;
-    /* getopt's view: a program name, then the words before "--" */
-    o->argv = calloc((size_t)words + 2, sizeof *o->argv);
-    /* "-": positional words in order; ":": a missing value is reported as ':' */
-    o->shortopts = malloc(strlen(shortopts) + 3);
-    if (!o->argv || !o->shortopts) {
-        cli_opts_free(o);
-        cli_error("out of memory");
-        return EXIT_FAILED;
+    if (command) {
+        while (words < argc && strcmp(argv[words], "--") != 0)
+            words++;
+        o->rest = words < argc ? argv + words + 1 : NULL;
+    } else {
+        words = argc; /* before the command: the caller stops at the command's name */
     }
-    sprintf(o->shortopts, "-:%s", shortopts);
-    o->argv[0] = (char *)command;
-    memcpy(o->argv + 1, argv, (size_t)words * sizeof *argv);
-    o->argc = words + 1;
-    optind = 0; /* GNU: start afresh (main's parse ran before) */
-    opterr = 0; /* the messages are ours */
+    o->argc = words;
     return EXIT_OK;
 }
 
 void cli_opts_free(cli_opts *o)
 {
-    free(o->argv);
-    free(o->shortopts);
-    o->argv = NULL;
-    o->shortopts = NULL;
+    (void)o;
 }
 
-/* The long name of the option whose value is val, for messages. */
-static const char *long_name(const cli_opts *o, int val)
+/* The long option named exactly name[0..len) in table, or NULL. */
+static const struct option *find_long(const struct option *table, const char *name, size_t len)
 {
-    for (const struct option *l = o->longopts; l && l->name; l++)
-        if (l->val == val)
-            return l->name;
+    for (const struct option *l = table; l && l->name; l++)
+        if (strlen(l->name) == len && memcmp(l->name, name, len) == 0)
+            return l;
     return NULL;
+}
+
+/* A global option's value into g. Returns 0 or EXIT_USAGE (printed). */
+static int set_global(cli_opts *o, int val)
+{
+    cli_global *g = o->g;
+    bool connection = val != CLI_G_SYNC_REPLICAS;
+    if (connection && o->saw_word)
+        return cli_usage_error(o->command,
+                               "%s must come before the NAME: a word after a NAME is never "
+                               "taken for the server or its credentials (a NAME that starts "
+                               "with '-' goes after --object)",
+                               o->word);
+    switch (val) {
+    case CLI_G_URL:
+        return cli_set_url(g, o->arg);
+    case CLI_G_USER:
+        g->user = o->arg;
+        return 0;
+    case CLI_G_ASKPASS:
+        g->askpass = true;
+        return 0;
+    case CLI_G_TLS_CA:
+        g->tls_ca = o->arg;
+        return 0;
+    case CLI_G_TLS_CERT:
+        g->tls_cert = o->arg;
+        return 0;
+    case CLI_G_TLS_KEY:
+        g->tls_key = o->arg;
+        return 0;
+    case CLI_G_TLS_SNI:
+        g->tls_sni = o->arg;
+        return 0;
+    case CLI_G_TLS_INSECURE:
+        g->tls_insecure = true;
+        return 0;
+    default: {
+        char *end;
+        long n = strtol(o->arg, &end, 10);
+        if (!*o->arg || *end || n < 0 || n > 100 || o->arg[0] < '0' || o->arg[0] > '9')
+            return cli_usage_error(o->command,
+                                   "--sync-replicas takes a number of replicas, 0 to 100");
+        g->sync_replicas = (int)n;
+        return 0;
+    }
+    }
+}
+
+/* The next value-taking option's value: the rest of the word or the next word. */
+static int take_value(cli_opts *o, const char *inline_value)
+{
+    if (inline_value) {
+        o->arg = inline_value;
+        return 0;
+    }
+    if (o->i >= o->argc) {
+        cli_usage_error(o->command, "%s needs a value", o->word);
+        return CLI_OPT_ERROR;
+    }
+    o->arg = o->argv[o->i++];
+    return 0;
+}
+
+/* "--name[=value]" at o->argv[o->i - 1]. */
+static int next_long(cli_opts *o, const char *w)
+{
+    const char *name = w + 2, *eq = strchr(name, '=');
+    size_t len = eq ? (size_t)(eq - name) : strlen(name);
+    snprintf(o->word_buf, sizeof o->word_buf, "--%.*s", (int)(len > 64 ? 64 : len), name);
+    o->word = o->word_buf;
+    const struct option *l = find_long(o->longopts, name, len);
+    if (!l)
+        l = find_long(global_options, name, len);
+    if (!l)
+        l = find_long(o->command ? object_option : top_options, name, len);
+    if (!l) {
+        cli_usage_error(o->command, "unknown option '%s'%s", o->word,
+                        o->command ? " (a NAME that starts with '-' goes after --object)" : "");
+        return CLI_OPT_ERROR;
+    }
+    if (l->has_arg == no_argument && eq) {
+        cli_usage_error(o->command, "%s takes no value", o->word);
+        return CLI_OPT_ERROR;
+    }
+    o->arg = NULL;
+    if (l->has_arg != no_argument && take_value(o, eq ? eq + 1 : NULL) != 0)
+        return CLI_OPT_ERROR;
+    return l->val;
+}
+
+/* The next letter of a "-abc" group, at o->cluster. */
+static int next_short(cli_opts *o)
+{
+    char c = *o->cluster++;
+    snprintf(o->word_buf, sizeof o->word_buf, "-%c", c);
+    o->word = o->word_buf;
+    const char *s = c != ':' && c != '-' ? strchr(o->shortopts ? o->shortopts : "", c) : NULL;
+    if (!s && !o->command && (c == 'h' || c == 'V'))
+        s = c == 'h' ? "h" : "V";
+    if (!s || !c) {
+        o->cluster = NULL;
+        if ((unsigned char)c >= 0x21 && (unsigned char)c < 0x7f)
+            cli_usage_error(o->command, "unknown option '-%c'%s", c,
+                            o->command ? " (a NAME that starts with '-' goes after --object)" : "");
+        else
+            cli_usage_error(o->command, "unknown option in '%s'%s", o->argv[o->i - 1],
+                            o->command ? " (a NAME that starts with '-' goes after --object)" : "");
+        return CLI_OPT_ERROR;
+    }
+    o->arg = NULL;
+    if (s[1] == ':') {
+        const char *rest = *o->cluster ? o->cluster : NULL;
+        o->cluster = NULL;
+        if (take_value(o, rest) != 0)
+            return CLI_OPT_ERROR;
+    } else if (!*o->cluster) {
+        o->cluster = NULL;
+    }
+    return (unsigned char)c;
 }
 
 int cli_opts_next(cli_opts *o)
 {
-    int c = getopt_long(o->argc, o->argv, o->shortopts, o->longopts, NULL);
-    o->arg = optarg;
-    switch (c) {
-    case -1:
-        return CLI_OPT_END;
-    case 1:
-        return CLI_OPT_WORD;
-    case ':': {
-        /* the option is the word just passed: "--wait", or "-w" (alone or ending "-nw") */
-        const char *word = o->argv[optind - 1];
-        if (strncmp(word, "--", 2) == 0)
-            cli_usage_error(o->command, "%s needs a value", word);
-        else
-            cli_usage_error(o->command, "-%c needs a value", optopt);
-        return CLI_OPT_ERROR;
-    }
-    case '?':
-        if (optopt > 0 && optopt < 256 && !long_name(o, optopt))
-            cli_usage_error(o->command, "unknown option '-%c'", optopt);
-        else
-            cli_usage_error(o->command, "unknown option '%s'", o->argv[optind - 1]);
-        return CLI_OPT_ERROR;
-    default:
+    for (;;) {
+        int c;
+        if (o->cluster) {
+            c = next_short(o);
+        } else {
+            if (o->i >= o->argc)
+                return CLI_OPT_END;
+            const char *w = o->argv[o->i];
+            if (w[0] != '-' || w[1] == '\0') {
+                o->word = o->arg = w;
+                if (o->command)
+                    o->i++; /* before the command, the word is the command: left there */
+                o->saw_word = true;
+                return CLI_OPT_WORD;
+            }
+            o->i++;
+            if (w[1] == '-' && w[2] == '\0') {
+                cli_usage_error(o->command, "unexpected '--'");
+                return CLI_OPT_ERROR;
+            }
+            if (w[1] == '-') {
+                c = next_long(o, w);
+            } else {
+                o->cluster = w + 1;
+                c = next_short(o);
+            }
+        }
+        if (c == CLI_OPT_ERROR)
+            return c;
+        if (c == CLI_G_OBJECT) {
+            o->saw_word = true;
+            return CLI_OPT_NAME;
+        }
+        if (c >= CLI_G_URL && c <= CLI_G_SYNC_REPLICAS) {
+            if (set_global(o, c) != 0)
+                return CLI_OPT_ERROR;
+            continue;
+        }
         return c;
     }
 }
 
 const char *cli_opts_take_number(cli_opts *o)
 {
-    if (optind < o->argc && o->argv[optind][0] == '-' && o->argv[optind][1] >= '0' &&
-        o->argv[optind][1] <= '9')
-        return o->argv[optind++];
+    if (!o->cluster && o->i < o->argc && o->argv[o->i][0] == '-' && o->argv[o->i][1] >= '0' &&
+        o->argv[o->i][1] <= '9') {
+        o->saw_word = true;
+        return o->argv[o->i++];
+    }
     return NULL;
 }

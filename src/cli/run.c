@@ -11,9 +11,10 @@
  * While COMMAND runs, the main thread poll()s the signalfd (SIGCHLD: COMMAND exited;
  * SIGINT/SIGTERM/SIGHUP: forward them), the lock-lost descriptors the library gives, and
  * the end of a fixed lease. On a loss it stops COMMAND: a job must not go on believing it
- * is protected. Nor may COMMAND outlive baton: it is started with PR_SET_PDEATHSIG
- * (SIGTERM when baton dies, even by SIGKILL), and a small reaper process sends it SIGKILL
- * if it is still running --kill-after later.
+ * is protected. COMMAND runs in a process group of its own (given the terminal when baton
+ * has it), and every stop reaches the whole group, COMMAND's background children included.
+ * Nor may the group outlive baton: a small reaper process, started before COMMAND, sends it
+ * SIGTERM when baton dies (even by SIGKILL) and SIGKILL --kill-after later.
  */
 #define _GNU_SOURCE
 #include "cli.h"
@@ -258,7 +259,22 @@ int cli_hold(const cli_watch *w)
     }
 }
 
-/* environ with `add` ("NAME=value") in place of any NAME= already there. */
+/* Whether COMMAND must not see the variable env[i] ("NAME=value"): the password's
+ * variables, and BATON_URL when it may carry credentials. Any '@' after the scheme counts:
+ * the password may hold an unescaped '/' (the library takes the last '@' before the path),
+ * so no second parser here decides where the credentials end; a URL without one is kept,
+ * and a nested baton reaches the same server. */
+static bool secret_var(const char *var)
+{
+    static const char *const names[] = {"BATON_PASSWORD=", "REDISCLI_AUTH="};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strncmp(var, names[i], strlen(names[i])) == 0)
+            return true;
+    return strncmp(var, "BATON_URL=", 10) == 0 && strchr(var + 10, '@') != NULL;
+}
+
+/* environ without the secrets (secret_var) and with `add` ("NAME=value") in place of any
+ * NAME= already there. */
 static char **make_env(const char *add)
 {
     size_t n = 0;
@@ -269,7 +285,7 @@ static char **make_env(const char *add)
         return NULL;
     size_t j = 0, key = add ? (size_t)(strchr(add, '=') - add + 1) : 0;
     for (size_t i = 0; i < n; i++)
-        if (!add || strncmp(environ[i], add, key) != 0)
+        if ((!add || strncmp(environ[i], add, key) != 0) && !secret_var(environ[i]))
             env[j++] = environ[i];
     if (add)
         env[j++] = (char *)add;
@@ -278,21 +294,89 @@ static char **make_env(const char *add)
 }
 
 /*
- * In the child between fork and exec (only async-signal-safe calls): ask for SIGTERM when
- * baton dies, and close the race with a baton that died before the request was made (the
- * child was then reparented: getppid() is no longer the pid recorded before fork). Then
- * restore the signal state baton was started with and run COMMAND; if exec fails, its errno
- * goes back through err_fd.
+ * COMMAND's process group. COMMAND leads a group of its own (set by the child and by baton,
+ * so that neither order of the two matters), and every stop signal goes to that group: its
+ * background children are stopped with it. COMMAND itself also gets the signal directly if it
+ * left the group (setsid, setpgid): a COMMAND that puts its children elsewhere on purpose is
+ * its business, as with timeout(1), but COMMAND is always reached. group_kill is safe from
+ * recycled pids: a group id stays taken while a member lives, and COMMAND's pid is baton's
+ * unreaped child until baton stops sending to it.
  */
-static void exec_command(char **argv, char **env, pid_t parent, int err_fd)
+typedef struct group {
+    pid_t pid;     /* COMMAND */
+    bool done;     /* COMMAND reaped (its pid may be recycled: no more kill(pid)) */
+    int status;    /* its wait status once done */
+    bool terminal; /* the terminal was handed to the group (tcsetpgrp) */
+} group;
+
+static void group_kill(const group *gr, int signo)
 {
-    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent)
+    if (!gr->done && getpgid(gr->pid) != gr->pid)
+        kill(gr->pid, signo);
+    kill(-gr->pid, signo);
+}
+
+/* True when no process of COMMAND's group is left (adopted zombies of it reaped first). */
+static bool group_gone(group *gr)
+{
+    for (int st;;) {
+        pid_t r = waitpid(-gr->pid, &st, WNOHANG);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        if (r == gr->pid && !gr->done) {
+            gr->done = true;
+            gr->status = st;
+        }
+    }
+    return kill(-gr->pid, 0) != 0 && errno == ESRCH;
+}
+
+/* Whether the terminal on stdin has baton's group in the foreground: then COMMAND's group
+ * gets it while COMMAND runs, so that it can read it and get Ctrl-C, Ctrl-Z, resizes. */
+static bool in_foreground(void)
+{
+    return isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
+}
+
+/* Hands the terminal to pgid (SIGTTOU is ignored in baton while COMMAND runs, so a baton in
+ * the background may take it back too). */
+static void give_terminal(pid_t pgid)
+{
+    while (tcsetpgrp(STDIN_FILENO, pgid) != 0 && errno == EINTR) {
+    }
+}
+
+/*
+ * In the child between fork and exec (only async-signal-safe calls): lead a process group of
+ * its own, wait for baton's go (baton sets the group too, gives it the terminal and tells the
+ * reaper first; end of file means baton died before that, and COMMAND is then not run), then
+ * restore the signal state baton was started with and run COMMAND; if exec fails, its errno
+ * goes back through err_fd. Only when there is no reaper: ask for SIGTERM when baton dies,
+ * and close the race with a baton that died before the request was made (the child was then
+ * reparented: getppid() is no longer the pid recorded before fork).
+ */
+static void exec_command(char **argv, char **env, pid_t parent, int go_fd, int err_fd,
+                         bool deathsig, const struct sigaction *ttou)
+{
+    setpgid(0, 0);
+    if (deathsig && (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent))
+        _exit(EXIT_SIGNAL_BASE + SIGTERM);
+    char go;
+    ssize_t n;
+    do
+        n = read(go_fd, &go, 1);
+    while (n < 0 && errno == EINTR);
+    if (n != 1)
         _exit(EXIT_SIGNAL_BASE + SIGTERM);
     if (sig.pipe_was_default) {
         struct sigaction dfl = {0};
         dfl.sa_handler = SIG_DFL;
         sigaction(SIGPIPE, &dfl, NULL);
     }
+    if (ttou)
+        sigaction(SIGTTOU, ttou, NULL);
     sigprocmask(SIG_SETMASK, &sig.orig_mask, NULL);
     execvpe(argv[0], argv, env);
     int e = errno;
@@ -301,15 +385,27 @@ static void exec_command(char **argv, char **env, pid_t parent, int err_fd)
     _exit(EXIT_CANNOT_RUN);
 }
 
-/* Starts COMMAND; 0 and *pid, or the errno of the failed fork or exec. */
-static int spawn(char **argv, const char *token_env, pid_t *pid)
+/*
+ * Starts COMMAND in a group of its own (see exec_command), handing it the terminal if
+ * gr->terminal and telling the reaper its pid through reaper_fd (-1: no reaper). 0 and
+ * gr->pid, or the errno of the failed fork or exec.
+ */
+static int spawn(char **argv, const char *token_env, group *gr, int reaper_fd,
+                 const struct sigaction *ttou)
 {
     char **env = make_env(token_env);
     if (!env)
         return ENOMEM;
-    int ep[2];
+    int ep[2], gp[2];
     if (pipe2(ep, O_CLOEXEC) != 0) {
         int e = errno;
+        free(env);
+        return e;
+    }
+    if (pipe2(gp, O_CLOEXEC) != 0) {
+        int e = errno;
+        close(ep[0]);
+        close(ep[1]);
         free(env);
         return e;
     }
@@ -319,12 +415,27 @@ static int spawn(char **argv, const char *token_env, pid_t *pid)
     pid_t child = fork();
     if (child == 0) {
         close(ep[0]);
-        exec_command(argv, env, parent, ep[1]);
+        close(gp[1]);
+        exec_command(argv, env, parent, gp[0], ep[1], reaper_fd < 0, ttou);
     }
     int err = child < 0 ? errno : 0;
     close(ep[1]);
+    close(gp[0]);
     free(env);
     if (child > 0) {
+        setpgid(child, child); /* the child does it too; EACCES after its exec cannot be */
+        if (gr->terminal)
+            give_terminal(child);
+        if (reaper_fd >= 0) {
+            ssize_t w;
+            do
+                w = write(reaper_fd, &child, sizeof child);
+            while (w < 0 && errno == EINTR);
+        }
+        ssize_t w;
+        do
+            w = write(gp[1], "g", 1);
+        while (w < 0 && errno == EINTR);
         ssize_t r;
         do
             r = read(ep[0], &err, sizeof err);
@@ -334,36 +445,57 @@ static int spawn(char **argv, const char *token_env, pid_t *pid)
             }
         } else {
             err = 0;
-            *pid = child;
+            gr->pid = child;
         }
     }
+    close(gp[1]);
     close(ep[0]);
     return err;
 }
 
-/*
- * COMMAND's SIGKILL if baton dies: a small process that outlives baton. It waits on a pipe
- * whose write end only baton holds; a byte means baton finished normally, end of file means
- * baton died (COMMAND got its SIGTERM from the kernel then). It gives COMMAND kill_after_ms
- * to exit and then SIGKILLs it through a pidfd, which cannot hit a recycled pid. Returns its
- * pid (or -1: no pidfd or no fork; COMMAND still gets the SIGTERM) and *done_fd.
- */
-static pid_t start_reaper(pid_t command, int64_t kill_after_ms, int *done_fd)
+/* Sleeps ms (at most), without signals to wake it: the reaper's polling step. */
+static void nap(int64_t ms)
 {
-    int pfd = (int)syscall(SYS_pidfd_open, command, 0);
-    if (pfd < 0)
-        return -1;
-    int pp[2];
-    if (pipe2(pp, O_CLOEXEC) != 0) {
-        close(pfd);
-        return -1;
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
+}
+
+/*
+ * COMMAND's group's end if baton dies: a small process that outlives baton, started before
+ * COMMAND. It waits on a pipe whose write end only baton holds: first COMMAND's pid, then a
+ * byte when baton finished normally. End of file after the pid means baton died (even by
+ * SIGKILL): it sends the group SIGTERM (and SIGCONT, for a stopped one), gives it
+ * kill_after_ms to be gone and then SIGKILLs what is left, whether COMMAND itself is still
+ * running or only its children are. Returns its pid (or -1: no fork; COMMAND then asks for
+ * PR_SET_PDEATHSIG instead, which reaches only COMMAND) and *done_fd.
+ */
+static pid_t start_reaper(int64_t kill_after_ms, int *done_fd)
+{
+    int pp[2];
+    if (pipe2(pp, O_CLOEXEC) != 0)
+        return -1;
     pid_t r = fork();
     if (r == 0) {
-        /* keep only the pipe (as 0) and the pidfd (as 1) */
-        if (dup2(pp[0], 0) < 0 || dup2(pfd, 1) < 0)
+        /* keep only the pipe (as 0) */
+        if (dup2(pp[0], 0) < 0)
             _exit(1);
-        syscall(SYS_close_range, 2, ~0U, 0);
+        syscall(SYS_close_range, 1, ~0U, 0);
+        /* SIGINT, SIGTERM and SIGHUP stay blocked (baton's mask): the terminal's signals to
+         * baton's group, Ctrl-\ included, do not end the reaper */
+        struct sigaction ign = {0};
+        ign.sa_handler = SIG_IGN;
+        sigaction(SIGQUIT, &ign, NULL);
+        group gr = {0};
+        size_t got = 0;
+        while (got < sizeof gr.pid) {
+            ssize_t n = read(0, (char *)&gr.pid + got, sizeof gr.pid - got);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                _exit(0); /* baton ended before COMMAND was told to run: it runs nothing */
+            got += (size_t)n;
+        }
         char c;
         ssize_t n;
         do
@@ -371,16 +503,21 @@ static pid_t start_reaper(pid_t command, int64_t kill_after_ms, int *done_fd)
         while (n < 0 && errno == EINTR);
         if (n != 0)
             _exit(0);
-        struct pollfd p = {1, POLLIN, 0}; /* readable when COMMAND has exited */
-        int left = kill_after_ms > INT32_MAX ? INT32_MAX : (int)kill_after_ms;
-        while (poll(&p, 1, left) < 0 && errno == EINTR) {
+        group_kill(&gr, SIGTERM);
+        group_kill(&gr, SIGCONT);
+        int64_t end = cli_now_ms() + kill_after_ms;
+        /* not COMMAND's parent: zombies count as members until their parent reaps them */
+        while (kill(-gr.pid, 0) == 0 || kill(gr.pid, 0) == 0) {
+            int64_t left = end - cli_now_ms();
+            if (left <= 0) {
+                group_kill(&gr, SIGKILL);
+                break;
+            }
+            nap(left < 20 ? left : 20);
         }
-        if (!p.revents)
-            syscall(SYS_pidfd_send_signal, 1, SIGKILL, NULL, 0);
         _exit(0);
     }
     close(pp[0]);
-    close(pfd);
     if (r < 0) {
         close(pp[1]);
         return -1;
@@ -412,22 +549,43 @@ static int status_code(int st)
     return EXIT_FAILED;
 }
 
-/* Reaps the child if it exited; true then, with *st. */
-static bool reap(pid_t pid, int *st)
+/*
+ * Reaps COMMAND if it exited (gr->done then) and the group's members baton adopted (it is a
+ * subreaper while COMMAND runs). COMMAND stopped by the terminal (Ctrl-Z, or reading it
+ * from the background): baton takes the terminal back and stops too, as a shell's job
+ * would; when continued (fg or bg) it gives the terminal back if it is in the foreground
+ * and continues COMMAND's group.
+ */
+static void reap(group *gr)
 {
-    for (;;) {
-        pid_t r = waitpid(pid, st, WNOHANG);
-        if (r == pid)
-            return true;
+    for (int st;;) {
+        pid_t r = waitpid(gr->pid, &st, WNOHANG | WUNTRACED);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0) {
             /* ECHILD cannot happen for our own child; treat as gone */
-            *st = EXIT_FAILED << 8;
-            return true;
+            gr->done = true;
+            gr->status = EXIT_FAILED << 8;
+        } else if (r == gr->pid && WIFSTOPPED(st)) {
+            int by = WSTOPSIG(st);
+            if (by != SIGTSTP && by != SIGTTIN && by != SIGTTOU)
+                continue; /* SIGSTOP from someone: their business */
+            if (gr->terminal)
+                give_terminal(getpgrp());
+            kill(getpid(), sig.orig_ignored[SIGTSTP] ? SIGSTOP : SIGTSTP);
+            /* continued (or the stop was discarded: an orphaned group) */
+            gr->terminal = in_foreground();
+            if (gr->terminal)
+                give_terminal(gr->pid);
+            group_kill(gr, SIGCONT);
+            continue;
+        } else if (r == gr->pid) {
+            gr->done = true;
+            gr->status = st;
         }
-        return false;
+        break;
     }
+    group_gone(gr); /* reaps the adopted ones */
 }
 
 void cli_run(char **argv, const cli_watch *w, cli_outcome *out)
@@ -447,23 +605,37 @@ void cli_run(char **argv, const cli_watch *w, cli_outcome *out)
         return;
     }
     int64_t lease_end = w->lease_end_ms > 0 ? w->lease_end_ms : -1;
-    pid_t pid = -1;
-    int rc = spawn(argv, w->token_env, &pid);
+    group gr = {.pid = -1, .terminal = in_foreground()};
+    /* baton may write on the terminal and take it back while in the background; COMMAND
+     * gets SIGTTOU's disposition back */
+    struct sigaction ign = {0}, ttou;
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGTTOU, &ign, &ttou);
+    /* orphans of COMMAND's group come to baton, which reaps them and knows the group */
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    int done_fd = -1;
+    pid_t reaper = start_reaper(w->kill_after_ms, &done_fd);
+    int rc = spawn(argv, w->token_env, &gr, reaper >= 0 ? done_fd : -1, &ttou);
     if (rc != 0) {
+        if (gr.terminal)
+            give_terminal(getpgrp());
+        stop_reaper(reaper, done_fd);
+        sigaction(SIGTTOU, &ttou, NULL);
         cli_error("%s: %s", argv[0], rc == ENOENT ? "command not found" : strerror(rc));
         out->status = rc == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_RUN;
         free(p);
         return;
     }
     out->ran = true;
-    int done_fd = -1;
-    pid_t reaper = start_reaper(pid, w->kill_after_ms, &done_fd);
 
     size_t nl = w->n_lost_fds;
     int64_t kill_at = -1; /* when to send SIGKILL after a loss */
-    int st = 0;
-    bool reaped = false;
     for (;;) {
+        /* COMMAND's exit ends the run; after a loss, only once its whole group is gone
+         * (or SIGKILLed) */
+        if (gr.done && (kill_at < 0 || group_gone(&gr)))
+            break;
         p[0] = (struct pollfd){sig.sfd, POLLIN, 0};
         size_t np = 1;
         if (!out->lost)
@@ -474,6 +646,8 @@ void cli_run(char **argv, const cli_watch *w, cli_outcome *out)
             until = lease_end;
         if (kill_at >= 0)
             until = kill_at;
+        if (gr.done && now + 20 < until)
+            until = now + 20; /* the group's last members are not baton's children */
         int timeout = -1;
         if (until >= 0)
             timeout = until <= now ? 0 : (int)(until - now > 60000 ? 60000 : until - now);
@@ -484,22 +658,23 @@ void cli_run(char **argv, const cli_watch *w, cli_outcome *out)
         }
         now = cli_now_ms();
 
-        /* signals: COMMAND's exit, and the ones to forward */
+        /* signals: COMMAND's exit, and the ones to forward: to COMMAND's group, which is
+         * not baton's, so also those the terminal sent to baton's group */
         struct signalfd_siginfo si;
         bool child_event = false;
         while (read(sig.sfd, &si, sizeof si) == (ssize_t)sizeof si) {
             int signo = (int)si.ssi_signo;
-            if (signo == SIGCHLD) {
+            if (signo == SIGCHLD)
                 child_event = true;
-            } else if (!sig.orig_ignored[signo] && si.ssi_code != SI_KERNEL) {
-                /* SI_KERNEL: the terminal sent it to the foreground group, COMMAND too */
-                kill(pid, signo);
-            }
+            else if (!sig.orig_ignored[signo])
+                group_kill(&gr, signo);
         }
-        if (child_event && (reaped = reap(pid, &st)))
-            break;
+        if (child_event)
+            reap(&gr);
+        if (gr.done && kill_at < 0)
+            continue;
 
-        if (!out->lost) {
+        if (!out->lost && !gr.done) {
             const char *why = NULL;
             for (size_t i = 1; i < np; i++)
                 if (p[i].revents)
@@ -511,23 +686,106 @@ void cli_run(char **argv, const cli_watch *w, cli_outcome *out)
                 cli_error("%s was lost while %s ran: %s; stopping %s with SIGTERM", w->what,
                           argv[0], why, argv[0]);
                 out->lost = true;
-                kill(pid, SIGTERM);
+                group_kill(&gr, SIGTERM);
+                group_kill(&gr, SIGCONT);
                 kill_at = now + w->kill_after_ms;
             }
         }
         if (kill_at >= 0 && now >= kill_at) {
-            cli_error("%s still running %lld ms after SIGTERM: sending SIGKILL", argv[0],
-                      (long long)w->kill_after_ms);
-            kill(pid, SIGKILL);
+            cli_error("%s%s still running %lld ms after SIGTERM: sending SIGKILL", argv[0],
+                      gr.done ? "'s children" : "", (long long)w->kill_after_ms);
+            group_kill(&gr, SIGKILL);
             kill_at = -1;
         }
     }
     free(p);
-    if (!reaped) {
+    while (!gr.done) {
         /* only after a poll failure: wait without watching */
-        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-        }
+        if (waitpid(gr.pid, &gr.status, 0) == gr.pid || errno != EINTR)
+            gr.done = true;
     }
+    if (gr.terminal && tcgetpgrp(STDIN_FILENO) == gr.pid)
+        give_terminal(getpgrp());
     stop_reaper(reaper, done_fd);
-    out->status = status_code(st);
+    sigaction(SIGTTOU, &ttou, NULL);
+    prctl(PR_SET_CHILD_SUBREAPER, 0);
+    out->status = status_code(gr.status);
+}
+
+/* ------------------------------- bounded calls ---------------------------------------- */
+
+typedef struct bounded {
+    int (*fn)(void *);
+    void *arg;
+    int rc;
+    bool done;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} bounded;
+
+static void *bounded_main(void *p)
+{
+    bounded *b = p;
+    int rc = b->fn(b->arg);
+    pthread_mutex_lock(&b->mu);
+    b->rc = rc;
+    b->done = true;
+    pthread_cond_signal(&b->cv);
+    pthread_mutex_unlock(&b->mu);
+    return NULL;
+}
+
+bool cli_call_bounded(int (*fn)(void *), void *arg, int64_t ms, int *rc)
+{
+    /* never freed when the call overruns: its thread still uses it until baton exits */
+    bounded *b = calloc(1, sizeof *b);
+    pthread_condattr_t ca;
+    pthread_t t;
+    if (!b || pthread_condattr_init(&ca) != 0) {
+        free(b);
+        *rc = fn(arg);
+        return true;
+    }
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&b->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&b->mu, NULL);
+    b->fn = fn;
+    b->arg = arg;
+    if (pthread_create(&t, NULL, bounded_main, b) != 0) {
+        *rc = fn(arg);
+        pthread_cond_destroy(&b->cv);
+        pthread_mutex_destroy(&b->mu);
+        free(b);
+        return true;
+    }
+    struct timespec end;
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    end.tv_sec += (time_t)(ms / 1000);
+    end.tv_nsec += (long)(ms % 1000) * 1000000;
+    if (end.tv_nsec >= 1000000000) {
+        end.tv_sec++;
+        end.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&b->mu);
+    while (!b->done && pthread_cond_timedwait(&b->cv, &b->mu, &end) != ETIMEDOUT) {
+    }
+    bool done = b->done;
+    pthread_mutex_unlock(&b->mu);
+    if (!done) {
+        pthread_detach(t);
+        return false;
+    }
+    pthread_join(t, NULL);
+    *rc = b->rc;
+    pthread_cond_destroy(&b->cv);
+    pthread_mutex_destroy(&b->mu);
+    free(b);
+    return true;
+}
+
+void cli_exit_now(int code)
+{
+    fflush(NULL);
+    _exit(code);
 }

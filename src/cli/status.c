@@ -314,10 +314,9 @@ typedef struct status_args {
     int64_t interval_ms;
 } status_args;
 
-enum { OPT_URL = 256, OPT_JSON, OPT_WATCH, OPT_INTERVAL };
+enum { OPT_JSON = 256, OPT_WATCH, OPT_INTERVAL };
 
 static const struct option status_options[] = {
-    {"url", required_argument, NULL, OPT_URL},
     {"json", no_argument, NULL, OPT_JSON},
     {"watch", no_argument, NULL, OPT_WATCH},
     {"interval", required_argument, NULL, OPT_INTERVAL},
@@ -327,9 +326,8 @@ static const struct option status_options[] = {
 /* One option or word of status. Returns 0 or the exit code after a message. */
 static int status_option(cli_global *g, const cli_opts *o, int c, status_args *a)
 {
+    (void)g;
     switch (c) {
-    case OPT_URL:
-        return cli_set_url(g, o->arg);
     case OPT_JSON:
         a->json = true;
         return 0;
@@ -341,10 +339,13 @@ static int status_option(cli_global *g, const cli_opts *o, int c, status_args *a
             return cli_usage_error("status", "--interval needs a duration of at least 10ms");
         return 0;
     case CLI_OPT_WORD:
+    case CLI_OPT_NAME:
         a->names[a->n++] = o->arg;
         return 0;
-    default: /* CLI_OPT_ERROR: printed */
+    case CLI_OPT_ERROR: /* printed */
         return EXIT_USAGE;
+    default:
+        return cli_usage_error("status", "unexpected %s", o->word);
     }
 }
 
@@ -353,12 +354,15 @@ static int status_option(cli_global *g, const cli_opts *o, int c, status_args *a
 static int parse_args(cli_global *g, int argc, char **argv, status_args *a)
 {
     cli_opts o;
-    int rc = cli_opts_init(&o, "status", argc, argv, "", status_options);
-    if (!rc && o.rest)
+    cli_opts_init(&o, "status", g, argc, argv, "", status_options);
+    int rc = 0;
+    if (o.rest)
         rc = cli_usage_error("status", "unexpected '--'");
     for (int c; !rc && (c = cli_opts_next(&o)) != CLI_OPT_END;)
         rc = status_option(g, &o, c, a);
     cli_opts_free(&o);
+    for (size_t i = 0; i < a->n; i++)
+        cli_note_name(g, a->names[i]);
     if (!rc && a->n == 0)
         rc = cli_usage_error("status", "no NAME");
     if (!rc && a->watching && a->json)
@@ -400,8 +404,12 @@ int cli_cmd_status(cli_global *g, int argc, char **argv)
         return EXIT_FAILED;
     int rc = parse_args(g, argc, argv, &a);
     baton_client *c = NULL;
-    if (!rc)
+    if (!rc && !g->parse_only)
         rc = cli_open_client(g, &c);
+    if (g->parse_only) {
+        free(a.names);
+        return rc;
+    }
     if (!rc && a.watching)
         rc = watch(c, a.names, a.n, a.interval_ms);
     else if (!rc)

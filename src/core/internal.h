@@ -243,10 +243,17 @@ int baton__read_wait(baton_client *c, baton__conn *k);
  * ARGV = args plus the latch's lifetime in ms. The script must return the latch's value when
  * the latch exists, and otherwise store its integer outcome there (SET key value PX life).
  * After BATON_ECONN the same request is sent again on a fresh connection, up to 3 attempts.
- * At most 7 keys and 7 arguments. Returns as baton__script_run. */
+ * At most 7 keys and 6 arguments. Returns as baton__script_run. */
 int baton__script_run_once(baton_client *c, const baton__script *s, const char *latch_prefix,
                            int nkeys, const char **keys, int nargs, const char **args,
                            struct redisReply **reply);
+/* The same with the latch as the last argument (ARGV = args, lifetime, latch), not a key:
+ * for a script that declares only keys that exist while it matters (a Cluster answers
+ * TRYAGAIN to a script whose declared keys are partly missing while their slot migrates),
+ * and reaches the latch with redis.pcall. */
+int baton__script_run_once_arg(baton_client *c, const baton__script *s, const char *latch_prefix,
+                               int nkeys, const char **keys, int nargs, const char **args,
+                               struct redisReply **reply);
 /* Appends an EVALSHA to a connection's output (pipelining: conn.h's flush and read). */
 int baton__script_append(baton__conn *k, const baton__script *s, int nkeys, const char **keys,
                          int nargs, const char **args);

@@ -33,13 +33,13 @@
 #define MAX_KEYS 8
 #define MAX_ARGS 8
 
-int baton__script_run_once(baton_client *c, const baton__script *s, const char *latch_prefix,
-                           int nkeys, const char **keys, int nargs, const char **args,
-                           struct redisReply **reply)
+static int run_once(baton_client *c, const baton__script *s, const char *latch_prefix, int nkeys,
+                    const char **keys, int nargs, const char **args, bool latch_as_arg,
+                    struct redisReply **reply)
 {
     static atomic_uint_fast64_t requests;
     *reply = NULL;
-    if (nkeys < 0 || nkeys >= MAX_KEYS || nargs < 0 || nargs >= MAX_ARGS)
+    if (nkeys < 0 || nkeys >= MAX_KEYS || nargs < 0 || nargs + 1 >= MAX_ARGS)
         return baton__fail(c, BATON_EINVAL, "%s: too many keys or arguments", s->name);
     const baton__config *cfg = baton__client_config(c);
     char *latch = baton__asprintf(
@@ -56,11 +56,29 @@ int baton__script_run_once(baton_client *c, const baton__script *s, const char *
         k[i] = keys[i];
     for (int i = 0; i < nargs; i++)
         a[i] = args[i];
-    k[nkeys] = latch;
     a[nargs] = life;
+    if (latch_as_arg)
+        a[nargs + 1] = latch;
+    else
+        k[nkeys] = latch;
+    int xk = latch_as_arg ? 0 : 1, xa = latch_as_arg ? 2 : 1;
     int rc = BATON_ECONN;
     for (int i = 0; i < ATTEMPTS && rc == BATON_ECONN; i++)
-        rc = baton__script_run(c, s, nkeys + 1, k, nargs + 1, a, reply);
+        rc = baton__script_run(c, s, nkeys + xk, k, nargs + xa, a, reply);
     free(latch);
     return rc;
+}
+
+int baton__script_run_once(baton_client *c, const baton__script *s, const char *latch_prefix,
+                           int nkeys, const char **keys, int nargs, const char **args,
+                           struct redisReply **reply)
+{
+    return run_once(c, s, latch_prefix, nkeys, keys, nargs, args, false, reply);
+}
+
+int baton__script_run_once_arg(baton_client *c, const baton__script *s, const char *latch_prefix,
+                               int nkeys, const char **keys, int nargs, const char **args,
+                               struct redisReply **reply)
+{
+    return run_once(c, s, latch_prefix, nkeys, keys, nargs, args, true, reply);
 }
