@@ -453,8 +453,11 @@ static int lock_release(const cli_global *g, lock_run *r, const cli_outcome *out
                   la->hold ? "the hold" : la->command[0]);
         return EXIT_LOST;
     }
-    if (brc != BATON_OK && brc != BATON_ENOTHELD)
-        cli_fail(r->c, brc, "releasing %s (it expires by its lease)", r->what);
+    if (brc == BATON_OK)
+        cli_warn(r->c, r->what);
+    else if (brc != BATON_ENOTHELD)
+        cli_fail(r->c, brc, "releasing %s (unless it was released, it expires by its lease)",
+                 r->what);
     return out->status;
 }
 
@@ -666,7 +669,9 @@ static int semaphore_counting(baton_client *c, const char *name, bool has_permit
         cli_outcome out;
         cli_run(command, &w, &out);
         brc = baton_semaphore_release(s, take);
-        if (brc != BATON_OK)
+        if (brc == BATON_OK)
+            cli_warn(c, what);
+        else
             cli_fail(c, brc, "returning %lld permit%s of semaphore %s", (long long)take,
                      take == 1 ? "" : "s", name);
         rc = out.status;
@@ -705,7 +710,9 @@ static int semaphore_leases(baton_client *c, const char *name, bool has_permits,
         bool lost = out.lost;
         for (int64_t i = 0; i < take; i++) {
             brc = baton_permits_release(p, ids[i]);
-            if (brc == BATON_ENOTHELD)
+            if (brc == BATON_OK)
+                cli_warn(c, what);
+            else if (brc == BATON_ENOTHELD)
                 lost = true;
             else if (brc != BATON_OK)
                 cli_fail(c, brc, "returning a permit of %s (it comes back when its lease ends)",
@@ -842,6 +849,8 @@ int cli_cmd_latch(cli_global *g, int argc, char **argv)
     } else if (set) {
         bool was_set = false;
         brc = baton_latch_try_set_count(l, count, &was_set);
+        if (brc == BATON_OK)
+            cli_warn(c, name);
         if (brc != BATON_OK) {
             rc = cli_fail(c, brc, "latch %s: set", name);
         } else if (!was_set) {
@@ -879,6 +888,8 @@ int cli_cmd_latch(cli_global *g, int argc, char **argv)
         brc = baton_latch_count_down(l);
         if (brc != BATON_OK)
             rc = cli_fail(c, brc, "latch %s: count-down", name);
+        else
+            cli_warn(c, name);
     }
     baton_latch_close(l);
     baton_client_close(c);
@@ -959,10 +970,13 @@ int cli_cmd_unlock(cli_global *g, int argc, char **argv)
     if (brc != BATON_OK) {
         rc = cli_fail(c, brc, "unlock %s", name);
     } else if (!was_locked) {
-        cli_error("%s was not locked", name);
+        cli_warn(c, name);
+        cli_error("%s was not locked%s", name, fair ? " (its queue is cleared)" : "");
         rc = EXIT_NO;
     } else {
-        fprintf(stderr, "baton: %s%s released\n", fair ? "fair lock " : "lock ", name);
+        cli_warn(c, name);
+        fprintf(stderr, "baton: %s%s released%s\n", fair ? "fair lock " : "lock ", name,
+                fair ? ", its queue cleared" : "");
     }
     baton_lock_close(l);
     baton_client_close(c);

@@ -177,6 +177,13 @@ int cli_usage_error(const char *command, const char *fmt, ...)
     return EXIT_USAGE;
 }
 
+void cli_warn(baton_client *c, const char *what)
+{
+    const char *w = baton_client_errmsg(c);
+    if (w[0])
+        fprintf(stderr, "baton: warning: %s: %s\n", what, w);
+}
+
 int cli_fail(baton_client *c, int rc, const char *fmt, ...)
 {
     char what[1024];
@@ -194,6 +201,8 @@ int cli_fail(baton_client *c, int rc, const char *fmt, ...)
         return EXIT_CONN;
     case BATON_EAUTH:
         return EXIT_AUTH;
+    case BATON_EPERM:
+        return EXIT_PERM;
     case BATON_EINVAL:
         return EXIT_USAGE;
     default:
@@ -385,6 +394,8 @@ int cli_open_client(const cli_global *g, baton_client **out)
         return EXIT_CONN;
     case BATON_EAUTH:
         return EXIT_AUTH;
+    case BATON_EPERM:
+        return EXIT_PERM;
     case BATON_EINVAL:
         return EXIT_USAGE;
     default:
