@@ -808,6 +808,7 @@ static void run_verbs(redisContext *admin, const char *user, outcome *o)
     char *lname = th_name("Plock"), *fname = th_name("Pfair"), *rname = th_name("Prw");
     char *sname = th_name("Psem"), *pname = th_name("Pperm"), *cname = th_name("Platch");
     baton_lock *l = NULL, *l2 = NULL, *f = NULL, *f2 = NULL, *f3 = NULL;
+    baton_client *c3 = NULL;
     baton_rwlock *rw = NULL, *rw2 = NULL;
     baton_semaphore *s = NULL;
     baton_permits *p = NULL;
@@ -845,7 +846,7 @@ static void run_verbs(redisContext *admin, const char *user, outcome *o)
      * rounds read the head's deadline; its cancel leaves the queue), the head's turn */
     STEP("fairlock open", baton_fairlock_open(c, fname, &f));
     STEPC("fairlock open", c2, baton_fairlock_open(c2, fname, &f2));
-    baton_client *c3 = user_client(user);
+    c3 = user_client(user);
     if (!c3) {
         o->op = "open";
         o->rc = open_rc;
@@ -857,7 +858,6 @@ static void run_verbs(redisContext *admin, const char *user, outcome *o)
         o->op = "fairlock open";
         o->rc = rc3;
         snprintf(o->msg, sizeof o->msg, "%s", baton_client_errmsg(c3));
-        baton_client_close(c3);
         goto out;
     }
     STEP("fairlock acquire", baton_lock_acquire(f, 10000));
@@ -871,8 +871,6 @@ static void run_verbs(redisContext *admin, const char *user, outcome *o)
         o->op = "fairlock waiter behind";
         o->rc = rc_behind == BATON_OK ? BATON_EPROTO : rc_behind;
         snprintf(o->msg, sizeof o->msg, "%s", baton_client_errmsg(c3));
-        baton_lock_close(f3);
-        baton_client_close(c3);
         goto out;
     }
     STEP("fairlock release", baton_lock_release(f));
@@ -882,6 +880,7 @@ static void run_verbs(redisContext *admin, const char *user, outcome *o)
     baton_lock_close(f3);
     baton_client_close(c3);
     f3 = NULL;
+    c3 = NULL;
     STEP("fairlock re-enter", baton_lock_acquire(f, 10000));
     STEP("fairlock re-enter", baton_lock_acquire(f, 10000));
     STEP("fairlock release", baton_lock_release(f));
@@ -976,6 +975,8 @@ out:
     baton_lock_close(l2);
     baton_lock_close(f);
     baton_lock_close(f2);
+    baton_lock_close(f3);
+    baton_client_close(c3);
     baton_rwlock_close(rw);
     baton_rwlock_close(rw2);
     baton_semaphore_close(s);
