@@ -1335,3 +1335,46 @@ Test(scripts, unlock_force_of_a_held_fair_lock_clears_the_queue_and_the_waiters_
     free(name);
     redisFree(admin);
 }
+
+Test(scripts, the_cli_runs_every_verb_as_a_tenant_with_the_rule)
+{
+    redisContext *admin = th_redis();
+    acl_user(admin, "clitenant", NULL);
+    char *url = user_url("clitenant");
+    char *name = th_name("Pclit");
+    struct {
+        const char *const *args;
+        int status;
+    } runs[] = {
+        {ARGS("--url", url, "lock", name, "-n", "--", "true"), 0},
+        {ARGS("--url", url, "lock", name, "--fair", "-w", "1s", "--", "true"), 0},
+        {ARGS("--url", url, "rwlock", name, "--read", "-n", "--", "true"), 0},
+        {ARGS("--url", url, "rwlock", name, "--write", "-n", "--", "true"), 0},
+        {ARGS("--url", url, "semaphore", name, "--permits", "2", "-n", "--", "true"), 0},
+        {ARGS("--url", url, "semaphore", name, "--counting", "--permits", "2", "-n", "--", "true"),
+         0},
+        {ARGS("--url", url, "semaphore", name, "--counting", "add", "2"), 0},
+        {ARGS("--url", url, "semaphore", name, "--counting", "drain"), 0},
+        {ARGS("--url", url, "semaphore", name, "--counting", "delete"), 0},
+        {ARGS("--url", url, "semaphore", name, "set", "3"), 0},
+        {ARGS("--url", url, "semaphore", name, "delete"), 0},
+        {ARGS("--url", url, "latch", name, "set", "1"), 0},
+        {ARGS("--url", url, "latch", name, "count"), 0},
+        {ARGS("--url", url, "latch", name, "count-down"), 0},
+        {ARGS("--url", url, "latch", name, "await", "--timeout", "1s"), 0},
+        {ARGS("--url", url, "status", name), 0},
+        {ARGS("--url", url, "status", "--json", name), 0},
+        {ARGS("--url", url, "unlock", "--force", name), 1},
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        cli_result r;
+        cli_exec(&r, runs[i].args);
+        cr_expect(eq(int, r.status, runs[i].status), "run %zu (%s %s): exit %d: %s", i,
+                  runs[i].args[2], runs[i].args[4] ? runs[i].args[4] : "", r.status, r.err);
+        cr_expect(strstr(r.err, "warning") == NULL, "run %zu: %s", i, r.err);
+        cli_result_free(&r);
+    }
+    free(name);
+    free(url);
+    redisFree(admin);
+}

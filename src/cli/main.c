@@ -135,6 +135,7 @@ static const char help_tail[] =
     "  0                     success (latch, status, unlock)\n"
     "  1                     latch set: a count was already set; unlock: was not locked\n"
     "  2                     bad usage\n"
+    "  119                   the server's ACL refused a command, key or channel\n"
     "  120                   cannot connect to the server (or lost it while waiting)\n"
     "  121                   authentication refused\n"
     "  122                   the lock was lost while COMMAND ran (COMMAND got SIGTERM)\n"
