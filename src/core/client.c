@@ -523,8 +523,8 @@ static int script_attempt(baton_client *c, const baton__script *s, script_argv *
 /* A script whose writes are done but whose PUBLISH the server's ACL refused (its pcall)
  * returns, after its writes, the error reply
  *   BATON_UNPUBLISHED <outcome|nil> <what> <channel length> <channel> <server's error>
- * (lua/README: the scripts' convention). The caller gets the outcome as if published, and
- * the calling thread's message says what happened: a warning with BATON_OK. */
+ * (the publish() and reply() helpers the scripts share). The caller gets the outcome as if
+ * published, and the calling thread's message says what happened: a warning with BATON_OK. */
 #define UNPUBLISHED "BATON_UNPUBLISHED "
 
 /* A reply made by hiredis's own reader (its allocator), from protocol text. */
@@ -633,12 +633,13 @@ static int script_call(baton_client *c, const baton__script *s, int nkeys, const
     free_argv(&a);
     if (rc != BATON_OK)
         return rc;
-    if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, UNPUBLISHED, strlen(UNPUBLISHED)) == 0)
+    if (r->type == REDIS_REPLY_ERROR && r->str &&
+        strncmp(r->str, UNPUBLISHED, strlen(UNPUBLISHED)) == 0)
         r = unpublished(c, r);
     if (!r)
         return baton__fail(c, BATON_ENOMEM, "out of memory");
     rc = baton__reply_error(c, r);
-    if (rc == BATON_EPERM)
+    if (rc == BATON_EPERM && r->str)
         refused_in_script(c, s, r->str, nkeys, keys);
     if (rc != BATON_OK) {
         freeReplyObject(r);
