@@ -139,6 +139,7 @@ static const char help_tail[] =
     "  0                     success (latch, status, unlock)\n"
     "  1                     latch set: a count was already set; unlock: was not locked\n"
     "  2                     bad usage\n"
+    "  119                   the server's ACL refused a command, key or channel\n"
     "  120                   cannot connect to the server (or lost it while waiting)\n"
     "  121                   authentication refused\n"
     "  122                   the lock was lost while COMMAND ran (COMMAND got SIGTERM)\n"
@@ -181,6 +182,13 @@ int cli_usage_error(const char *command, const char *fmt, ...)
     return EXIT_USAGE;
 }
 
+void cli_warn(baton_client *c, const char *what)
+{
+    const char *w = baton_client_errmsg(c);
+    if (w[0])
+        fprintf(stderr, "baton: warning: %s: %s\n", what, w);
+}
+
 int cli_fail(baton_client *c, int rc, const char *fmt, ...)
 {
     char what[1024];
@@ -198,6 +206,8 @@ int cli_fail(baton_client *c, int rc, const char *fmt, ...)
         return EXIT_CONN;
     case BATON_EAUTH:
         return EXIT_AUTH;
+    case BATON_EPERM:
+        return EXIT_PERM;
     case BATON_EINVAL:
         return EXIT_USAGE;
     default:
@@ -382,6 +392,8 @@ int cli_open_client(const cli_global *g, baton_client **out)
         return EXIT_CONN;
     case BATON_EAUTH:
         return EXIT_AUTH;
+    case BATON_EPERM:
+        return EXIT_PERM;
     case BATON_EINVAL:
         return EXIT_USAGE;
     default:

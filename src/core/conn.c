@@ -858,7 +858,7 @@ static int handshake(baton_client *c, baton__conn *k, int64_t deadline_us, const
         }
         if (r->type == REDIS_REPLY_ERROR && steps[i].code != BATON_OK && rc == BATON_OK) {
             rc = baton__reply_error(c, r);
-            if (rc != BATON_EAUTH)
+            if (rc != BATON_EAUTH && rc != BATON_EPERM)
                 rc = steps[i].code;
             baton__fail(c, rc, "%s refused: %s", steps[i].what, r->str);
         } else if (strcmp(steps[i].what, "INFO") == 0 && rc == BATON_OK)
