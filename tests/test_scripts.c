@@ -108,7 +108,11 @@ typedef struct spec {
 
 static const spec SPECS[] = {
     {"lock_acquire", F_LOCK, {K_LOCK, K_TOKEN, K_META}, {"30000", "A:1", "h:1"}},
-    {"lock_release", F_LOCK, {K_LOCK, K_FAIRCH, K_META, K_UNLOCK}, {"0", "30000", "A:1", "60000"}},
+    {"lock_release",
+     F_LOCK,
+     {K_LOCK},
+     {"0", "30000", "A:1", "redisson_lock__channel:{$}", "baton_lock_meta:{$}", "60000",
+      "redisson_unlock_latch:{$}:r1"}},
     {"lock_force_release", F_LOCK, {K_LOCK, K_FAIRCH, K_META}, {"0"}},
     {"lock_renew", F_LOCK, {{"$", 'a'}}, {"30000", "A:1"}},
     {"hold_check", F_LOCK, {{"$", 'r'}}, {"A:1"}},
