@@ -671,21 +671,34 @@ static void drain_pipe(int fd)
     }
 }
 
-/* Does the I/O poll() allowed and dispatches every complete reply. false: broken. */
+/* How many replies one turn of the loop takes from one link: a flood of messages is
+ * taken in batches, and between two the thread lets go of its mutex (waiters whose
+ * deadline came can return) and looks at its other links, its pipe and its timers. */
+#define REPLIES_PER_TURN 4096
+
+/* Does the I/O poll() allowed and dispatches the complete replies, a batch at most (the
+ * link's conn then has more: the loop comes back at once). false: broken. */
 static bool do_io(baton__dispatcher *d, sub_link *l, short revents)
 {
-    if (!baton__conn_io(l->conn, revents))
-        return false;
+    int taken = 0;
     for (;;) {
-        redisReply *reply = NULL;
-        if (baton__conn_next(l->conn, &reply) != BATON_OK)
+        if (!baton__conn_io(l->conn, revents))
             return false;
-        if (!reply)
+        for (;;) {
+            redisReply *reply = NULL;
+            if (baton__conn_next(l->conn, &reply) != BATON_OK)
+                return false;
+            if (!reply)
+                break;
+            bool ok = dispatch_on(d, l, reply);
+            freeReplyObject(reply);
+            if (!ok || !l->conn)
+                return false;
+            taken++;
+        }
+        if (!baton__conn_more(l->conn) || taken >= REPLIES_PER_TURN)
             return true;
-        bool ok = dispatch_on(d, l, reply);
-        freeReplyObject(reply);
-        if (!ok || !l->conn)
-            return false;
+        revents = POLLIN; /* more may be there: read on without asking poll() */
     }
 }
 
@@ -786,6 +799,8 @@ static void *dispatcher_main(void *arg)
             }
             polled[n] = l;
             p[n++] = (struct pollfd){baton__conn_fd(l->conn), baton__conn_events(l->conn), 0};
+            if (baton__conn_more(l->conn))
+                timeout = 0; /* a batch was left to take (do_io) */
         }
         baton__mutex_unlock(&d->mu);
         int got = poll(p, (nfds_t)n, timeout);
@@ -798,6 +813,8 @@ static void *dispatcher_main(void *arg)
          * only the pipe woke it. */
         for (int i = 1; i < n; i++) {
             sub_link *l = polled[i];
+            if (l->conn && baton__conn_more(l->conn))
+                p[i].revents |= POLLIN;
             if (l->conn && baton__conn_fd(l->conn) == p[i].fd && !do_io(d, l, p[i].revents)) {
                 if (l->conn)
                     on_disconnect(d, l);
