@@ -386,3 +386,84 @@ Test(hostile, an_array_of_2_to_the_31_elements_is_refused_as_a_script_reply)
 {
     command_meets(H_HUGE_ARRAY, BATON_EPROTO);
 }
+
+/* ------------------------------- a real server, flooded ------------------------------- */
+
+#define FLOOD 400000
+
+typedef struct flood {
+    int port;
+    const char *channel;
+} flood;
+
+/* Publishes FLOOD unlock messages ("0": each wakes a waiter) on the channel once somebody
+ * listens, in one burst: a script publishes 100,000 at a time, faster than a client reads
+ * them, so a backlog builds up on the subscriber connection. Exits 0 when every message
+ * was published. */
+static int flooder(void *arg)
+{
+    flood *f = arg;
+    redisContext *r = redisConnect("127.0.0.1", f->port);
+    if (!r || r->err)
+        return 1;
+    for (int i = 0; i < 500; i++) {
+        redisReply *n = redisCommand(r, "PUBSUB NUMSUB %s", f->channel);
+        bool listening =
+            n && n->type == REDIS_REPLY_ARRAY && n->elements == 2 && n->element[1]->integer > 0;
+        freeReplyObject(n);
+        if (listening)
+            break;
+        usleep(10 * 1000);
+    }
+    for (int sent = 0; sent < FLOOD; sent += 100000) {
+        redisReply *n = redisCommand(r, "EVAL %s 0 %s",
+                                     "for i = 1, 100000 do redis.call('publish', ARGV[1], '0') end",
+                                     f->channel);
+        bool ok = n && n->type == REDIS_REPLY_NIL;
+        freeReplyObject(n);
+        if (!ok)
+            return 1;
+    }
+    redisFree(r);
+    return 0;
+}
+
+/* Before: the dispatcher parsed its backlog in one go, quadratic in hiredis's buffer
+ * handling, holding the mutex the waiter needs to return: a 5 s wait returned after 9.7 s,
+ * with 6 s of CPU. */
+Test(hostile, a_publish_flood_on_a_waiters_channel_keeps_its_deadline_and_costs_little_cpu)
+{
+    th_server s;
+    th_server_start(&s, NULL);
+    baton_client *holder = th_client_on(s.port, 5000), *waiter = th_client_on(s.port, 5000);
+    baton_lock *h, *w;
+    cr_assert(eq(int, baton_lock_open(holder, "flooded", &h), BATON_OK));
+    cr_assert(eq(int, baton_lock_open(waiter, "flooded", &w), BATON_OK));
+    cr_assert(eq(int, baton_lock_try_acquire(h, 0, 60000), BATON_OK));
+    flood f = {s.port, "redisson_lock__channel:{flooded}"};
+    int64_t t_start = th_ms();
+    pid_t pid = th_fork(flooder, &f);
+    int64_t cpu0 = cpu_ms(), t0 = th_ms();
+    int rc = baton_lock_try_acquire(w, 5000, 60000);
+    int64_t took = th_ms() - t0, cpu = cpu_ms() - cpu0;
+    int status = th_wait(pid);
+    int64_t flood_ms = th_ms() - t_start;
+    baton_stats st;
+    cr_assert(eq(int, baton_client_stats(waiter, &st), BATON_OK));
+    cr_log_info("flood: try_acquire %s in %lld ms, %lld ms CPU; %llu messages heard; the "
+                "flooder exited after %lld ms",
+                baton_err_name(rc), (long long)took, (long long)cpu,
+                (unsigned long long)st.messages, (long long)flood_ms);
+    cr_assert(eq(int, status, 0), "the flooder published everything");
+    cr_assert(eq(int, rc, BATON_ETIMEDOUT), "%s: %s", baton_err_name(rc),
+              baton_client_errmsg(waiter));
+    cr_assert(le(i64, took, 5500), "a 5 s wait returned after %lld ms", (long long)took);
+    cr_assert(ge(u64, st.messages, 100000), "the flood reached the waiter's connection");
+    cr_assert(le(i64, cpu, 2500), "%lld ms of CPU for %llu messages", (long long)cpu,
+              (unsigned long long)st.messages);
+    baton_lock_close(w);
+    baton_lock_close(h);
+    baton_client_close(waiter);
+    baton_client_close(holder);
+    th_server_stop(&s);
+}
