@@ -467,3 +467,103 @@ Test(hostile, a_publish_flood_on_a_waiters_channel_keeps_its_deadline_and_costs_
     baton_client_close(holder);
     th_server_stop(&s);
 }
+
+/* ------------------------------- a refused SUBSCRIBE ---------------------------------- */
+
+static long long connections_received(redisContext *r)
+{
+    redisReply *rep = th_cmd(r, "INFO stats");
+    const char *p = strstr(rep->str, "total_connections_received:");
+    cr_assert(p != NULL);
+    long long n = atoll(p + strlen("total_connections_received:"));
+    freeReplyObject(rep);
+    return n;
+}
+
+/* A waiter whose user may run scripts but not subscribe to the lock's channel (Redis 7's
+ * ACL: no &pattern, the default resetchannels): waits of 5 s against a lock held by
+ * another client, one after the other for 5 s. */
+typedef struct refused_run {
+    int calls, refused, timed_out;
+    int64_t slowest_ms;
+    char last[256];
+} refused_run;
+
+static void wait_refused(th_server *s, int64_t window_ms, bool again, refused_run *out)
+{
+    redisContext *r = th_redis_port(s->port);
+    freeReplyObject(th_cmd(r, "ACL SETUSER nosub on >pw ~* +@all resetchannels"));
+    baton_client *holder = th_client_on(s->port, 5000);
+    baton_lock *h, *w;
+    cr_assert(eq(int, baton_lock_open(holder, "refused", &h), BATON_OK));
+    cr_assert(eq(int, baton_lock_try_acquire(h, 0, 60000), BATON_OK));
+    char url[96];
+    snprintf(url, sizeof url, "redis://nosub:pw@127.0.0.1:%d", s->port);
+    baton_options o;
+    baton_options_init(&o);
+    o.url = url;
+    baton_client *waiter = th_client(&o);
+    cr_assert(eq(int, baton_lock_open(waiter, "refused", &w), BATON_OK));
+    memset(out, 0, sizeof *out);
+    long long before = connections_received(r);
+    int64_t end = th_ms() + window_ms;
+    do {
+        int64_t t0 = th_ms();
+        int rc = baton_lock_try_acquire(w, 5000, 60000);
+        int64_t took = th_ms() - t0;
+        out->calls++;
+        if (took > out->slowest_ms)
+            out->slowest_ms = took;
+        snprintf(out->last, sizeof out->last, "%s: %s", baton_err_name(rc),
+                 baton_client_errmsg(waiter));
+        if (rc == BATON_ETIMEDOUT)
+            out->timed_out++;
+        else {
+            /* the code of NOPERM as a command's reply (baton__reply_error) */
+            cr_assert(not(eq(ptr, strstr(out->last, "NOPERM"), NULL)), "%s", out->last);
+            cr_assert(not(eq(int, rc, BATON_OK)));
+            out->refused++;
+        }
+    } while (again && th_ms() < end);
+    while (th_ms() < end) /* the rest of the window: the dispatcher must stay quiet too */
+        th_sleep_ms(50);
+    long long conns = connections_received(r) - before - 1; /* the INFO connection is r's */
+    cr_log_info("refused SUBSCRIBE: %d calls (%d refused, %d timed out), slowest %lld ms, %lld "
+                "connections in %lld ms; last: %s",
+                out->calls, out->refused, out->timed_out, (long long)out->slowest_ms, conns,
+                (long long)window_ms, out->last);
+    cr_assert(le(i64, conns, 20), "%lld connections in %lld ms", conns, (long long)window_ms);
+    baton_lock_close(w);
+    baton_lock_close(h);
+    baton_client_close(waiter);
+    baton_client_close(holder);
+    redisFree(r);
+}
+
+/* Before: the refusal dropped the subscriber connection, which reconnected 10 ms later
+ * with its pause started over, and the waiter waited for a confirmation that never came:
+ * 463 connections in 5 s. */
+Test(hostile, a_waiter_refused_subscribe_gets_the_refusal_without_a_reconnect_storm)
+{
+    th_server s;
+    th_server_start(&s, NULL);
+    refused_run run;
+    wait_refused(&s, 5000, false, &run);
+    cr_assert(le(i64, run.slowest_ms, 5500));
+    cr_assert(eq(int, run.refused, 1), "the refusal, not a wait for nothing: %s", run.last);
+    cr_assert(not(eq(ptr, strstr(run.last, "NOPERM"), NULL)), "%s", run.last);
+    th_server_stop(&s);
+}
+
+/* Waits again and again for 5 s: each needs the subscriber connection made again, and the
+ * pause before each grows (50 ms doubling to 2 s) since none got a healthy reply. */
+Test(hostile, waits_refused_again_and_again_reconnect_with_a_growing_pause)
+{
+    th_server s;
+    th_server_start(&s, NULL);
+    refused_run run;
+    wait_refused(&s, 5000, true, &run);
+    cr_assert(le(i64, run.slowest_ms, 5500));
+    cr_assert(ge(int, run.refused, 3), "%d refused of %d", run.refused, run.calls);
+    th_server_stop(&s);
+}
