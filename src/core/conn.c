@@ -809,6 +809,10 @@ static bool tls_start(baton_client *c, baton__conn *k, const char *host, int64_t
     if (!is_ip)
         SSL_set_tlsext_host_name(k->ssl, name); /* SNI carries names, never addresses */
     if (!c->tls_insecure) {
+        /* A name is matched against the certificate's subjectAltName entries only, never
+         * its common name (OpenSSL falls back to the CN when there is no DNS entry;
+         * browsers and curl do not: RFC 6125, and CA/Browser Forum rules since 2012). */
+        SSL_set_hostflags(k->ssl, X509_CHECK_FLAG_NEVER_CHECK_SUBJECT);
         int ok = is_ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(k->ssl), name)
                        : SSL_set1_host(k->ssl, name);
         if (ok != 1) {
