@@ -89,6 +89,7 @@ struct baton__conn {
     guard guard;              /* the framing of what was read (the reply guard) */
     int64_t pending;          /* replies still due to commands appended (blocking use) */
     int64_t round_us;         /* deadline of the round trip being read; 0: none open */
+    int64_t round_wait_us;    /* a WAIT in it may hold its reply this long on the server */
     char errstr[160];
 };
 
@@ -481,6 +482,8 @@ int baton__conn_append(baton__conn *k, int argc, const char **argv, const size_t
     memcpy(k->out + k->len, cmd, (size_t)n);
     k->len += (size_t)n;
     k->pending++;
+    if (argc == 3 && !lens && strcmp(argv[0], "WAIT") == 0)    /* baton__append_wait's */
+        k->round_wait_us += strtoll(argv[2], NULL, 10) * 1000; /* the server's own bound */
     redisFreeCommand(cmd);
     return BATON_OK;
 }
@@ -547,7 +550,7 @@ static int read_until(baton__conn *k, int64_t deadline_us, redisReply **out)
             break;
         if (*out) {
             if (k->pending > 0 && --k->pending == 0)
-                k->round_us = 0; /* every reply of the round trip is in */
+                k->round_us = k->round_wait_us = 0; /* every reply of the round trip is in */
             return BATON_OK;
         }
         if (k->fd < 0) { /* detached: nothing more will come */
@@ -569,13 +572,14 @@ static int read_until(baton__conn *k, int64_t deadline_us, redisReply **out)
 }
 
 /* The deadline of the round trip on k: the earlier of deadline_us and one command timeout
- * from the flush that began it. Every reply of the round trip (ASKING, the command, WAIT)
- * shares it, so a server that answers each of them just in time cannot stretch the round
- * trip to a command timeout per reply. */
+ * from the flush that began it (plus what a WAIT in it may block on the server:
+ * sync_timeout_ms). Every reply of the round trip (ASKING, the command, WAIT) shares it,
+ * so a server that answers each of them just in time cannot stretch the round trip to a
+ * command timeout per reply. */
 static int64_t round_deadline(const baton_client *c, baton__conn *k, int64_t deadline_us)
 {
     if (k->round_us == 0)
-        k->round_us = baton__deadline_after_ms(c->cfg.command_timeout_ms);
+        k->round_us = baton__deadline_after_ms(c->cfg.command_timeout_ms) + k->round_wait_us;
     return deadline_us < k->round_us ? deadline_us : k->round_us;
 }
 

@@ -86,7 +86,8 @@ void baton__conn_where(const baton_client *c, const baton__conn *k, char *buf, s
 /* Blocking use. append encodes a command into the output buffer (BATON_ENOMEM only);
  * flush writes the whole buffer; read returns the next reply (free with freeReplyObject).
  * A round trip (the flush and the reads of every reply its commands are due) gives up
- * after one command timeout from the flush, whatever arrives meanwhile; a failure is
+ * after one command timeout from the flush (plus the timeout of a WAIT appended in it),
+ * whatever arrives meanwhile; a failure is
  * BATON_ECONN (no answer in time, a broken connection) or BATON_EPROTO (a reply refused:
  * malformed, or past the limits above), with the detail recorded on c ("<what>: <why>"),
  * and leaves the connection broken. */
