@@ -61,10 +61,11 @@
 /* A server that accepts the connection and then refuses what the dispatcher asks (an ACL
  * that denies SUBSCRIBE or the channel, a proxy that drops it) is different: connecting
  * succeeds every time, so the pause above would start over at each attempt, a reconnect
- * storm. A connection dropped before it gave one healthy reply (a confirmation, a message,
- * a PONG) pauses the next attempt REFUSED_MIN_MS, doubling to REFUSED_MAX_MS, each pause
- * drawn between half and all of it (jitter: many clients refused at once do not come back
- * in step); only a healthy reply starts the count over. */
+ * storm. A connection dropped after it was asked something (SUBSCRIBE, PING) and before
+ * it gave one healthy reply (a confirmation, a message, a PONG) pauses the next attempt
+ * REFUSED_MIN_MS, doubling to REFUSED_MAX_MS, each pause drawn between half and all of it
+ * (jitter: many clients refused at once do not come back in step); only a healthy reply
+ * starts the count over. */
 #define REFUSED_MIN_MS 50
 #define REFUSED_MAX_MS 2000
 
@@ -157,6 +158,7 @@ struct sub_link {
     int64_t backoff_ms; /* pause before the next connection attempt; 0: none */
     int64_t refused_ms; /* pause after a connection dropped before a healthy reply; 0: none */
     bool healthy;       /* the connection gave a healthy reply (refused_ms starts over) */
+    bool asked;         /* the connection was sent (UN)SUBSCRIBE or PING */
     int64_t retry_at;   /* monotonic µs: no connection attempt before */
     int subs;           /* subscriptions (being made, live or being undone) on it */
     bool want;          /* a subscription waits for it to connect */
@@ -361,6 +363,7 @@ static void reconcile(void *arg)
             baton__stat_inc(d->c, s->refs > 0 ? BATON__ST_SUBSCRIBES : BATON__ST_UNSUBSCRIBES);
             s->sent_seq = ++d->seq;
             s->refused = false;
+            l->asked = true;
             s->inflight = true; /* the permit stays taken until the confirmation */
             wake_thread(d);
             return;
@@ -625,7 +628,7 @@ static void on_connect(baton__dispatcher *d, sub_link *lk, baton__conn *conn)
     lk->ping_at = 0;
     lk->want = false;
     lk->backoff_ms = 0; /* the server is there; refused_ms waits for a healthy reply */
-    lk->healthy = false;
+    lk->healthy = lk->asked = false;
     reconcile_waiting(d);
 }
 
@@ -641,18 +644,19 @@ static int64_t jitter(baton__dispatcher *d, int64_t ms)
 }
 
 /* The link's connection was dropped (broken, silent, refused): when to connect again. One
- * that had been healthy is made again at once (10 ms: a restart, a cut); one dropped before
- * its first healthy reply waits a pause that grows (REFUSED_MIN_MS). */
+ * that had been healthy, or had not been asked anything yet (the watchdog's pin), is made
+ * again at once (10 ms: a restart, a cut); one dropped after it was asked something and
+ * before its first healthy reply waits a pause that grows (REFUSED_MIN_MS). */
 static void schedule_reconnect(baton__dispatcher *d, sub_link *l)
 {
     int64_t ms = 10;
-    if (!l->healthy) {
+    if (!l->healthy && l->asked) {
         l->refused_ms = l->refused_ms ? (l->refused_ms * 2 > REFUSED_MAX_MS ? REFUSED_MAX_MS
                                                                             : l->refused_ms * 2)
                                       : REFUSED_MIN_MS;
         ms = jitter(d, l->refused_ms);
     }
-    l->healthy = false;
+    l->healthy = l->asked = false;
     l->retry_at = baton__now_us() + ms * 1000;
 }
 
@@ -797,8 +801,10 @@ static bool keepalive(baton__dispatcher *d, sub_link *l, int *timeout_ms)
         return false;
     if (!l->ping_at && now - heard >= half) {
         const char *argv[1] = {"PING"};
-        if (baton__conn_append(l->conn, 1, argv, NULL) == BATON_OK)
+        if (baton__conn_append(l->conn, 1, argv, NULL) == BATON_OK) {
             l->ping_at = now;
+            l->asked = true;
+        }
     }
     int64_t next = (l->ping_at ? l->ping_at : heard) + half;
     int ms = next <= now ? 0 : (int)((next - now + 999) / 1000);
