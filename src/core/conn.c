@@ -4,11 +4,13 @@
  *
  * Why baton owns its sockets: hiredis 0.14.1 (Debian 12) has no TLS, and its blocking
  * context reads and writes the socket itself, so it cannot be given any. hiredis stays for
- * the protocol: redisFormatCommandArgv encodes, redisReader parses. Every socket here is
- * non-blocking; "blocking" calls poll() against a deadline (the connect timeout while
- * connecting, the command timeout per step after), so no call can hang on a server that
- * went silent. Writes never raise SIGPIPE (MSG_NOSIGNAL, and TLS goes through a BIO that
- * writes the same way): a library must not kill its host over a closed connection.
+ * the protocol: redisFormatCommandArgv encodes, redisReader parses, behind a guard that
+ * refuses what no baton reply can be (see "the reply guard"). Every socket here is
+ * non-blocking; "blocking" calls poll() against a deadline, looked at on every turn (the
+ * connect timeout while connecting, one command timeout per round trip after), so no call
+ * can hang on a server that went silent, or that sends without end. Writes never raise SIGPIPE
+ * (MSG_NOSIGNAL, and TLS goes through a BIO that writes the same way): a library must not kill its
+ * host over a closed connection.
  */
 #define _GNU_SOURCE
 #include "conn.h"

@@ -5,9 +5,10 @@
  *
  * A connection is a non-blocking socket (TCP over IPv4 or IPv6, or a unix socket), with
  * TLS on top for rediss://, an output buffer of commands encoded by hiredis
- * (redisFormatCommandArgv) and hiredis's reply parser (redisReader). It is used two ways:
- * blocking, by the command pool and the watchdog (append, flush, read: each step bounded by
- * the command timeout), and by the dispatcher's own poll() loop (events, io, next).
+ * (redisFormatCommandArgv) and hiredis's reply parser (redisReader) behind a guard that
+ * enforces the limits on replies below. It is used two ways: blocking, by the command pool
+ * and the watchdog (append, flush, read: a round trip bounded by the command timeout), and
+ * by the dispatcher's own poll() loop (events, io, more, next).
  */
 #ifndef BATON_CORE_CONN_H
 #define BATON_CORE_CONN_H
