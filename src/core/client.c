@@ -211,9 +211,9 @@ bool baton__append_wait(baton_client *c, baton__conn *k)
 int baton__read_wait(baton_client *c, baton__conn *k)
 {
     redisReply *r = NULL;
-    /* the server answers WAIT sync_timeout_ms after it got it at most: that long is its
-     * own budget, besides the command timeout */
-    int rc = baton__conn_read_longer(c, k, "WAIT", c->cfg.sync_timeout_ms, &r);
+    /* the server answers WAIT sync_timeout_ms after it got it at most: the round trip's
+     * deadline has that besides the command timeout (conn.c, round_deadline) */
+    int rc = baton__conn_read(c, k, "WAIT", &r);
     if (rc != BATON_OK)
         return rc;
     long long acks = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
