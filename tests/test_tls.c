@@ -447,6 +447,13 @@ Test(tls, the_command_locks_over_tls_with_flags_or_environment_and_mutual_tls)
     cr_assert(eq(int, r.status, 120), "stderr %s", r.err);
     cr_assert(strstr(r.err, "mismatch") != NULL, "stderr %s", r.err);
     cli_result_free(&r);
+    /* --tls-insecure works, and says on every run what it gives up */
+    for (int i = 0; i < 2; i++) {
+        cli_exec(&r, ARGS("--url", s.url, "--tls-insecure", "lock", name, "--", "true"));
+        cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+        cr_assert(strstr(r.err, "warning: --tls-insecure") != NULL, "run %d: %s", i, r.err);
+        cli_result_free(&r);
+    }
     unsetenv("BATON_TLS_CA");
     unsetenv("BATON_TLS_CERT");
     unsetenv("BATON_TLS_KEY");

@@ -365,6 +365,9 @@ int cli_open_client(const cli_global *g, baton_client **out)
     o.tls_key = g->tls_key;
     o.tls_sni = g->tls_sni;
     o.tls_insecure_skip_verify = g->tls_insecure;
+    if (g->tls_insecure) /* every run: a flag left in a script must not be forgotten */
+        fprintf(stderr, "baton: warning: --tls-insecure: the server's certificate and name are "
+                        "not checked; anyone on the path can pose as the server\n");
     const char *password = g->password;
     if (g->askpass && askpass(&password) != 0) /* read once the command line parsed */
         return EXIT_FAILED;
