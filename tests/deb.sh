@@ -7,7 +7,9 @@
 #  - installed into a fresh root (dpkg -x of the three .debs: the root holds nothing else of
 #    baton), `baton --version` runs against the root's libbaton, its man page is found, and
 #    two consumers of libbaton-dev build and run: one with the root's pkg-config flags (baton.pc
-#    alone: hiredis's and OpenSSL's .pc are not consulted), one with find_package(baton).
+#    alone: hiredis's and OpenSSL's .pc are not consulted; the packaged baton.pc says
+#    prefix=/usr, so PKG_CONFIG_SYSROOT_DIR points into the root), one with
+#    find_package(baton).
 #   tests/deb.sh SOURCE_DIR
 # Needs dpkg-dev, debhelper and lintian (apt-get install dpkg-dev debhelper lintian) and the
 # Build-Depends of debian/control. dpkg-buildpackage takes about 75 s on 2 cores.
@@ -100,11 +102,25 @@ v=$("$root/usr/bin/baton" --version) || fail "baton --version failed"
 page=$(MANPATH="$root/usr/share/man" man -w baton) || fail "man -w baton found nothing in the root"
 [ "$page" = "$root/usr/share/man/man1/baton.1.gz" ] || fail "man -w baton: $page"
 
-# pkg-config sees the root's baton.pc only (PKG_CONFIG_LIBDIR replaces the system's path)
+# pkg-config sees the root's baton.pc only (PKG_CONFIG_LIBDIR replaces the system's path).
+# Its prefix is /usr: installed, pkg-config leaves the system's directories out of the flags,
+# so --cflags is empty and --libs is -lbaton; in the root (PKG_CONFIG_SYSROOT_DIR) they are
+# the root's directories.
 pc="$root/usr/lib/$ma/pkgconfig"
+words() { # the words of $1, one space apart
+    # shellcheck disable=SC2086
+    echo $1
+}
+grep -qx 'prefix=/usr' "$pc/baton.pc" || fail "the packaged baton.pc's prefix is not /usr"
+sys=$(PKG_CONFIG_LIBDIR="$pc" pkg-config --cflags --libs baton) || fail "pkg-config baton"
+[ "$(words "$sys")" = "-lbaton" ] || fail "installed, pkg-config --cflags --libs baton: $sys"
+static=$(PKG_CONFIG_LIBDIR="$pc" pkg-config --static --libs baton)
+[ "$(words "$static")" = "-lbaton -lhiredis -lssl -lcrypto -lpthread" ] ||
+    fail "installed, pkg-config --static --libs baton: $static"
+export PKG_CONFIG_SYSROOT_DIR="$root"
 cflags=$(PKG_CONFIG_LIBDIR="$pc" pkg-config --cflags baton) || fail "pkg-config --cflags baton"
 libs=$(PKG_CONFIG_LIBDIR="$pc" pkg-config --libs baton) || fail "pkg-config --libs baton"
-case "$cflags" in "-I$root/"*) ;; *) fail "pkg-config --cflags baton: $cflags" ;; esac
+[ "$(words "$cflags")" = "-I$root/usr/include" ] || fail "in the root, pkg-config --cflags baton: $cflags"
 # shellcheck disable=SC2086
 quiet cc -o "$work/pc-consumer" "$src/tests/vendor/main.c" $cflags $libs
 out=$("$work/pc-consumer") || fail "the pkg-config consumer failed: $out"
