@@ -113,14 +113,21 @@ unit_cmd() {
     printf '%s\n' "$line"
 }
 
+# pstat PID FIELD: a field of /proc/PID/stat counted after the command name (1: the state,
+# 4: the session id); empty once the process is gone
+pstat() {
+    sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f"$2"
+}
 # session_pids PID: the processes of the session PID leads (the unit's control group here)
 session_pids() {
-    ps -e -o pid=,sid= | awk -v s="$1" '$2 == s { print $1 }'
+    for d in /proc/[0-9]*; do
+        [ "$(pstat "${d#/proc/}" 4)" = "$1" ] && echo "${d#/proc/}"
+    done
+    return 0
 }
-leads_session() { [ "$(ps -o sid= -p "$1" | tr -d ' ')" = "$1" ]; }
+leads_session() { [ "$(pstat "$1" 4)" = "$1" ]; }
 exited() { # true once PID (a child of this shell) has exited, zombie or reaped
-    st=$(ps -o stat= -p "$1" 2>/dev/null) || return 0
-    case "$st" in Z*) return 0 ;; *) return 1 ;; esac
+    case "$(pstat "$1" 1)" in Z | "") return 0 ;; *) return 1 ;; esac
 }
 # wait_for SECONDS COMMAND...: polls COMMAND every 50 ms until it succeeds; false after SECONDS
 wait_for() {
