@@ -113,21 +113,30 @@ unit_cmd() {
     printf '%s\n' "$line"
 }
 
-# pstat PID FIELD: a field of /proc/PID/stat counted after the command name (1: the state,
-# 4: the session id); empty once the process is gone
+# pstat PID: sets $p_state and $p_sid from /proc/PID/stat (both empty once PID is gone),
+# with shell builtins only: it runs in polling loops
 pstat() {
-    sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f"$2"
+    p_state='' p_sid=''
+    [ -r "/proc/$1/stat" ] && read -r p_line 2>/dev/null <"/proc/$1/stat" || return 0
+    # shellcheck disable=SC2086
+    set -- ${p_line##*) }
+    p_state=$1 p_sid=$4
 }
 # session_pids PID: the processes of the session PID leads (the unit's control group here)
 session_pids() {
     for d in /proc/[0-9]*; do
-        [ "$(pstat "${d#/proc/}" 4)" = "$1" ] && echo "${d#/proc/}"
+        pstat "${d#/proc/}"
+        [ "$p_sid" = "$1" ] && echo "${d#/proc/}"
     done
     return 0
 }
-leads_session() { [ "$(pstat "$1" 4)" = "$1" ]; }
+leads_session() {
+    pstat "$1"
+    [ "$p_sid" = "$1" ]
+}
 exited() { # true once PID (a child of this shell) has exited, zombie or reaped
-    case "$(pstat "$1" 1)" in Z | "") return 0 ;; *) return 1 ;; esac
+    pstat "$1"
+    case "$p_state" in Z | "") return 0 ;; *) return 1 ;; esac
 }
 # wait_for SECONDS COMMAND...: polls COMMAND every 50 ms until it succeeds; false after SECONDS
 wait_for() {
