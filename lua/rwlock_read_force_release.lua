@@ -9,21 +9,7 @@
 -- <channel length> <channel> <server's error>, which the library turns back into the
 -- outcome with a warning (client.c, unpublished()). A waiter not told finds out at its
 -- recheck.
-local refused
-local function publish(channel, message)
-    local r = redis.pcall('publish', channel, message)
-    if type(r) == 'table' and r.err then
-        refused = {channel, r.err}
-    end
-end
-local function reply(outcome, what)
-    if refused == nil then
-        return outcome
-    end
-    local o = outcome == nil and 'nil' or string.format('%.0f', outcome)
-    return redis.error_reply('BATON_UNPUBLISHED ' .. o .. ' ' .. what .. ' ' .. #refused[1] .. ' ' ..
-                             refused[1] .. ' ' .. refused[2])
-end
+-- uses: publish (lua/lib/publish.lua, put in front of this script by the build)
 if redis.call('hget', KEYS[1], 'mode') ~= 'read' then
     return 0
 end

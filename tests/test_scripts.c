@@ -11,6 +11,7 @@
  * it fails the verbs that need it with BATON_EPERM.
  */
 #define _GNU_SOURCE
+#include "acl_helper.h"
 #include "cli_helper.h"
 #include "helper.h"
 #include "internal.h"
@@ -676,12 +677,9 @@ Test(scripts, every_script_has_a_row)
 
 /* The single-server rule of docs/security.md (keep the two in step), scoped to names that
  * begin with "P". */
-#define RULE_COMMANDS                                                                              \
-    "-@all +ping +info +evalsha +eval +subscribe +unsubscribe +exists +hexists +hget +get "        \
-    "+pttl +del +type +time +incr +incrby +decr +decrby +set +hset +hincrby +hdel +hlen +hkeys "   \
-    "+pexpire +lindex +lpop +rpush +lrem +lrange +zadd +zrem +zscore +zmscore +zcard +zrange "     \
-    "+zrangebyscore +zremrangebyscore +hgetall +publish +pubsub|numsub"
-#define RULE_SCOPE "resetkeys resetchannels ~P* ~*{P*}* &*{P*}*"
+/* docs/security.md's single-server rule and per-tenant scope (acl_helper.h) */
+#define RULE_COMMANDS ACL_RULE_COMMANDS
+#define RULE_SCOPE ACL_RULE_SCOPE
 
 /* Commands of the rule that no verb needs to succeed: INFO (the server's version and
  * maxmemory policy, read at connect: without it, no warning and no allow-oom scripts),
@@ -1346,38 +1344,7 @@ Test(scripts, the_cli_runs_every_verb_as_a_tenant_with_the_rule)
     acl_user(admin, "clitenant", NULL);
     char *url = user_url("clitenant");
     char *name = th_name("Pclit");
-    struct {
-        const char *const *args;
-        int status;
-    } runs[] = {
-        {ARGS("--url", url, "lock", name, "-n", "--", "true"), 0},
-        {ARGS("--url", url, "lock", name, "--fair", "-w", "1s", "--", "true"), 0},
-        {ARGS("--url", url, "rwlock", name, "--read", "-n", "--", "true"), 0},
-        {ARGS("--url", url, "rwlock", name, "--write", "-n", "--", "true"), 0},
-        {ARGS("--url", url, "semaphore", name, "--permits", "2", "-n", "--", "true"), 0},
-        {ARGS("--url", url, "semaphore", name, "--counting", "--permits", "2", "-n", "--", "true"),
-         0},
-        {ARGS("--url", url, "semaphore", name, "--counting", "add", "2"), 0},
-        {ARGS("--url", url, "semaphore", name, "--counting", "drain"), 0},
-        {ARGS("--url", url, "semaphore", name, "--counting", "delete"), 0},
-        {ARGS("--url", url, "semaphore", name, "set", "3"), 0},
-        {ARGS("--url", url, "semaphore", name, "delete"), 0},
-        {ARGS("--url", url, "latch", name, "set", "1"), 0},
-        {ARGS("--url", url, "latch", name, "count"), 0},
-        {ARGS("--url", url, "latch", name, "count-down"), 0},
-        {ARGS("--url", url, "latch", name, "await", "--timeout", "1s"), 0},
-        {ARGS("--url", url, "status", name), 0},
-        {ARGS("--url", url, "status", "--json", name), 0},
-        {ARGS("--url", url, "unlock", "--force", name), 1},
-    };
-    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
-        cli_result r;
-        cli_exec(&r, runs[i].args);
-        cr_expect(eq(int, r.status, runs[i].status), "run %zu (%s %s): exit %d: %s", i,
-                  runs[i].args[2], runs[i].args[4] ? runs[i].args[4] : "", r.status, r.err);
-        cr_expect(strstr(r.err, "warning") == NULL, "run %zu: %s", i, r.err);
-        cli_result_free(&r);
-    }
+    acl_run_cli_verbs(url, name, "single server");
     free(name);
     free(url);
     redisFree(admin);
