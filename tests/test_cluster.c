@@ -1787,6 +1787,7 @@ static void *mig_wait(void *arg)
     w->took_ms = th_ms() - t0;
     if (w->rc == BATON_OK)
         baton_lock_release(l);
+    baton_lock_close(l);
     baton_client_close(c);
     return NULL;
 }
@@ -1848,6 +1849,7 @@ Test(cluster, a_slot_held_migrating_past_the_lease_lets_releases_and_waits_throu
     cr_assert(lt(i64, w.took_ms, 12000));
     redisFree(rs);
     redisFree(rd);
+    baton_lock_close(l);
     baton_client_close(a);
 }
 

@@ -36,8 +36,12 @@ static baton_client *client_with(int64_t watchdog_ms, int sync_replicas)
 
 typedef enum kind { PLAIN, FAIR, READ, WRITE } kind;
 
-static int open_kind(baton_client *c, kind k, const char *name, baton_lock **out)
+/* The handle of kind k; *rw is the read-write lock whose half it is (NULL for the others):
+ * close both with close_kind. */
+static int open_kind(baton_client *c, kind k, const char *name, baton_lock **out,
+                     baton_rwlock **rw_out)
 {
+    *rw_out = NULL;
     switch (k) {
     case PLAIN:
         return baton_lock_open(c, name, out);
@@ -51,10 +55,19 @@ static int open_kind(baton_client *c, kind k, const char *name, baton_lock **out
             return rc;
         /* the rwlock's halves live as long as the rwlock: leaked with it in these tests */
         *out = k == READ ? baton_rwlock_read(rw) : baton_rwlock_write(rw);
+        *rw_out = rw;
         return BATON_OK;
     }
     }
     return BATON_EINVAL;
+}
+
+static void close_kind(baton_lock *l, baton_rwlock *rw)
+{
+    if (rw)
+        baton_rwlock_close(rw);
+    else
+        baton_lock_close(l);
 }
 
 /* The owner field of the calling thread in a lock of kind k. */
@@ -94,8 +107,10 @@ static bool other_acquires(kind k, const char *name)
 {
     baton_client *c = client_with(LEASE_MS, 0);
     baton_lock *l;
-    cr_assert(eq(int, open_kind(c, k == READ ? WRITE : k, name, &l), BATON_OK));
+    baton_rwlock *rw;
+    cr_assert(eq(int, open_kind(c, k == READ ? WRITE : k, name, &l, &rw), BATON_OK));
     bool got = baton_lock_try_acquire(l, 0, 500) == BATON_OK;
+    close_kind(l, rw);
     baton_client_close(c);
     return got;
 }
@@ -107,11 +122,12 @@ static bool other_acquires(kind k, const char *name)
  */
 static void leftover_then_reacquire(kind k)
 {
-    const char *name = th_name("leftover");
+    char *name = th_name("leftover");
     baton_client *c = client_with(LEASE_MS, 0);
     redisContext *r = th_redis();
     baton_lock *l;
-    cr_assert(eq(int, open_kind(c, k, name, &l), BATON_OK));
+    baton_rwlock *rw;
+    cr_assert(eq(int, open_kind(c, k, name, &l, &rw), BATON_OK));
     atomic_store(&lost_calls, 0);
     cr_assert(eq(int, baton_lock_set_lost_handler(l, on_lost, NULL), BATON_OK));
 
@@ -137,6 +153,8 @@ static void leftover_then_reacquire(kind k)
     cr_assert(eq(i64, count, 1), "the server counts the caller's one hold, no leftover");
     cr_assert(eq(int, baton_lock_release(l), BATON_OK), "%s", baton_client_errmsg(c));
     cr_assert(other_acquires(k, name), "released, the lock is free for others");
+    close_kind(l, rw);
+    free(name);
     redisFree(r);
     baton_client_close(c);
 }
@@ -164,7 +182,7 @@ Test(holds, a_hold_taken_over_a_leftover_of_the_read_lock_is_renewed, .timeout =
 /* The caller's one acquire and one release leave no hold behind, leftover or not. */
 Test(holds, the_last_release_clears_a_leftover_nobody_registered)
 {
-    const char *name = th_name("clears");
+    char *name = th_name("clears");
     baton_client *c = client_with(LEASE_MS, 0);
     redisContext *r = th_redis();
     baton_lock *l;
@@ -174,6 +192,8 @@ Test(holds, the_last_release_clears_a_leftover_nobody_registered)
     cr_assert(eq(int, baton_lock_release(l), BATON_OK));
     cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s", name), 0),
               "the leftover was left to block others until its lease ran out");
+    baton_lock_close(l);
+    free(name);
     redisFree(r);
     baton_client_close(c);
 }
@@ -182,7 +202,7 @@ Test(holds, the_last_release_clears_a_leftover_nobody_registered)
  * not release the other's. */
 Test(holds, another_handles_hold_of_the_same_owner_is_not_a_leftover)
 {
-    const char *name = th_name("twohandles");
+    char *name = th_name("twohandles");
     baton_client *c = client_with(LEASE_MS, 0);
     redisContext *r = th_redis();
     baton_lock *a, *b;
@@ -197,6 +217,9 @@ Test(holds, another_handles_hold_of_the_same_owner_is_not_a_leftover)
     cr_assert(held, "b's hold was released with a's, or not renewed");
     cr_assert(eq(int, baton_lock_release(b), BATON_OK));
     cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s", name), 0));
+    baton_lock_close(a);
+    baton_lock_close(b);
+    free(name);
     redisFree(r);
     baton_client_close(c);
 }
@@ -211,7 +234,7 @@ static bool fd_readable(int fd)
  * server answers "released" while the handle counted another hold tells the loss. */
 Test(holds, a_last_release_while_the_handle_counted_more_tells_the_loss)
 {
-    const char *name = th_name("fewer");
+    char *name = th_name("fewer");
     baton_client *c = client_with(30000, 0);
     redisContext *r = th_redis();
     baton_lock *l;
@@ -229,6 +252,8 @@ Test(holds, a_last_release_while_the_handle_counted_more_tells_the_loss)
     cr_assert(eq(int, atomic_load(&lost_calls), 1), "the lost hold was not told");
     cr_assert(fd_readable(fd));
     cr_assert(eq(int, baton_lock_release(l), BATON_ENOTHELD));
+    baton_lock_close(l);
+    free(name);
     redisFree(r);
     baton_client_close(c);
 }
@@ -237,7 +262,7 @@ Test(holds, a_last_release_while_the_handle_counted_more_tells_the_loss)
  * server answers a fresh hold; the earlier one's loss is told. */
 Test(holds, a_fresh_hold_where_the_handle_believed_it_held_tells_the_loss)
 {
-    const char *name = th_name("fresh");
+    char *name = th_name("fresh");
     baton_client *c = client_with(30000, 0);
     redisContext *r = th_redis();
     baton_lock *l;
@@ -254,6 +279,8 @@ Test(holds, a_fresh_hold_where_the_handle_believed_it_held_tells_the_loss)
     cr_assert(gt(i64, second, first), "the new hold has a new token");
     cr_assert(eq(int, baton_lock_release(l), BATON_OK));
     cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s", name), 0), "one release ends the one hold");
+    baton_lock_close(l);
+    free(name);
     redisFree(r);
     baton_client_close(c);
 }
@@ -265,7 +292,7 @@ Test(holds, a_fresh_hold_where_the_handle_believed_it_held_tells_the_loss)
  */
 Test(holds, an_undone_acquisition_over_a_leftover_then_a_late_replica, .timeout = 40)
 {
-    const char *name = th_name("late");
+    char *name = th_name("late");
     baton_client *c = client_with(LEASE_MS, 1);
     redisContext *r = th_redis();
     baton_lock *l;
@@ -317,6 +344,8 @@ Test(holds, an_undone_acquisition_over_a_leftover_then_a_late_replica, .timeout 
     cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s", name), 0));
     th_server_stop(&replica);
     freeReplyObject(th_cmd(r, "REPLICAOF NO ONE"));
+    baton_lock_close(l);
+    free(name);
     redisFree(r);
     baton_client_close(c);
 }
@@ -347,7 +376,7 @@ Test(holds, a_holder_cut_off_is_told_before_anyone_else_can_acquire, .timeout = 
     o.command_timeout_ms = 300;
     o.connect_timeout_ms = 300;
     baton_client *c = th_client(&o);
-    const char *name = th_name("margin");
+    char *name = th_name("margin");
     baton_lock *l;
     cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
     atomic_store(&told_at, 0);
@@ -374,8 +403,11 @@ Test(holds, a_holder_cut_off_is_told_before_anyone_else_can_acquire, .timeout = 
     cr_assert(le(i64, told + 16, acquired_at),
               "told %lld ms before another acquired: no margin", (long long)(acquired_at - told));
     baton_lock_release(o2);
+    baton_lock_close(o2);
     baton_client_close(other);
     th_proxy_heal(px);
+    baton_lock_close(l);
+    free(name);
     baton_client_close(c);
     th_proxy_stop(px);
 }
@@ -394,7 +426,7 @@ Test(holds, a_wait_as_long_as_the_command_timeout_is_enotsynced_not_econn, .time
     o.sync_timeout_ms = 300;
     baton_client *c = th_client(&o);
     redisContext *r = th_redis();
-    const char *name = th_name("waitbudget");
+    char *name = th_name("waitbudget");
     baton_lock *l;
     cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
     for (int i = 0; i < 8; i++) {
@@ -403,6 +435,8 @@ Test(holds, a_wait_as_long_as_the_command_timeout_is_enotsynced_not_econn, .time
                   baton_client_errmsg(c));
         cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s", name), 0), "the undo left the lock held");
     }
+    baton_lock_close(l);
+    free(name);
     redisFree(r);
     baton_client_close(c);
 }
@@ -411,7 +445,7 @@ Test(holds, a_wait_as_long_as_the_command_timeout_is_enotsynced_not_econn, .time
  * the field) is told at the latest by the release that finds it gone, once. */
 Test(holds, a_release_that_finds_the_hold_gone_tells_the_loss_once)
 {
-    const char *name = th_name("gone");
+    char *name = th_name("gone");
     baton_client *c = client_with(30000, 0);
     redisContext *r = th_redis();
     baton_lock *l;
@@ -427,6 +461,8 @@ Test(holds, a_release_that_finds_the_hold_gone_tells_the_loss_once)
     cr_assert(fd_readable(fd));
     cr_assert(eq(int, baton_lock_release(l), BATON_ENOTHELD));
     cr_assert(eq(int, atomic_load(&lost_calls), 1), "told twice");
+    baton_lock_close(l);
+    free(name);
     redisFree(r);
     baton_client_close(c);
 }

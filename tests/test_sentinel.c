@@ -1107,6 +1107,7 @@ Test(sentinel, a_tenant_with_the_documented_acl_rule_runs_every_verb, .timeout =
     cr_assert(eq(int, baton_lock_try_acquire(l, 0, 5000), BATON_OK), "%s",
               baton_client_errmsg(c));
     cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    baton_lock_close(l);
     baton_client_close(c);
 
     /* without +role: no data connection can check it has the master */
@@ -1116,6 +1117,7 @@ Test(sentinel, a_tenant_with_the_documented_acl_rule_runs_every_verb, .timeout =
     if (rc == BATON_OK) {
         baton_lock_open(c, th_tmpname("Psn-acl-nr"), &l);
         rc = baton_lock_try_acquire(l, 0, 5000);
+        baton_lock_close(l);
         baton_client_close(c);
     }
     cr_assert(eq(int, rc, BATON_EPERM), "without +role: %s", baton_err_name(rc));
@@ -1129,5 +1131,6 @@ Test(sentinel, a_tenant_with_the_documented_acl_rule_runs_every_verb, .timeout =
               baton_client_errmsg(c));
     cr_assert(strstr(baton_client_errmsg(c), "wait") || strstr(baton_client_errmsg(c), "WAIT"),
               "%s", baton_client_errmsg(c));
+    baton_lock_close(l);
     baton_client_close(c);
 }
