@@ -47,9 +47,14 @@ typedef struct cli_global {
     const char *tls_cert; /* --tls-cert or $BATON_TLS_CERT */
     const char *tls_key;  /* --tls-key or $BATON_TLS_KEY */
     const char *tls_sni;  /* --tls-sni */
-    bool tls_insecure;    /* --tls-insecure: tls_insecure_skip_verify */
+    bool tls_insecure;    /* --tls-insecure (--insecure): tls_insecure_skip_verify */
+    bool tls;             /* --tls: a redis:// URL (or redis+sentinel://, redis+cluster://)
+                             is taken as its TLS form, rediss:// */
+    const char *password_file; /* --password-file FILE: the password is its first line */
+    const char *client_name;   /* --name: CLIENT SETNAME; NULL: baton:<host>:<pid> */
     int sync_replicas;    /* --sync-replicas: client option sync_replicas */
     bool verbose;         /* --verbose (lock only): the library's events, DEBUG up, on stderr */
+    bool quiet;           /* -q: no warning at the open either (the maxmemory-policy's) */
 
     /* Parsing only (the argument parser's fuzz target): the command parses its arguments,
      * records its NAMEs here and returns without connecting or running anything. */
@@ -59,6 +64,8 @@ typedef struct cli_global {
 } cli_global;
 
 #define CLI_DEFAULT_URL "redis://127.0.0.1:6379"
+/* --name's longest value */
+#define CLI_MAX_CLIENT_NAME 128
 
 /* ------------------------------- main.c ----------------------------------------------- */
 
@@ -109,7 +116,10 @@ enum {
     CLI_G_TLS_SNI,
     CLI_G_TLS_INSECURE,
     CLI_G_SYNC_REPLICAS,
-    CLI_G_OBJECT, /* --object NAME */
+    CLI_G_TLS,           /* redis-cli's --tls: redis:// taken as rediss:// */
+    CLI_G_PASSWORD_FILE, /* --password-file FILE */
+    CLI_G_NAME,          /* --name NAME: CLIENT SETNAME */
+    CLI_G_OBJECT,        /* --object NAME (the last: the ones before it are global) */
 };
 
 /* One command's arguments (or baton's own before the command); see opts.c. */
@@ -169,6 +179,8 @@ int cli_cmd_rwlock(cli_global *g, int argc, char **argv);
 /* ------------------------------- status.c --------------------------------------------- */
 
 int cli_cmd_status(cli_global *g, int argc, char **argv);
+/* `list [PATTERN]`: every object under PATTERN, by SCAN (baton_scan_keys) and inspection. */
+int cli_cmd_list(cli_global *g, int argc, char **argv);
 
 /* ------------------------------- run.c ------------------------------------------------ */
 

@@ -140,6 +140,8 @@ static int each_option(cli_opts *o, cli_global *g, busy *b, option_fn *fn, void 
         rc = common_option(o, c, g);
         if (rc == NOT_MINE && b)
             rc = busy_option(o, c, b);
+        if (rc == 0 && b && b->quiet)
+            g->quiet = true; /* -q silences the open's warning too */
         if (rc == NOT_MINE)
             rc = fn(o, c, g, arg);
         if (rc == NOT_MINE)
