@@ -208,7 +208,13 @@ typedef struct cli_watch {
     const char *what;      /* "lock NAME" for messages */
     const char *token_env; /* "BATON_FENCING_TOKEN=..." to add to the environment, or NULL */
     int64_t kill_after_ms; /* SIGTERM, then SIGKILL this much later (--kill-after) */
+    baton_client *client;  /* whose counters name a loss's cause (baton_client_stats); may
+                              be NULL */
 } cli_watch;
+
+/* The cause of a loss the library counted on c ("deleted or taken over", "expired", "the
+ * server restarted", "the master changed"), or a generic sentence when it counted none. */
+const char *cli_loss_cause(baton_client *c);
 
 #define CLI_DEFAULT_KILL_AFTER_MS 10000
 
