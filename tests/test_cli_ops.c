@@ -467,3 +467,49 @@ Test(cli_ops, semaphore_add_negative_stops_at_zero_and_says_what_it_removed)
     freeReplyObject(v);
     redisFree(rc);
 }
+
+/* ---------------------------------------------------------------- names -------------- */
+
+/* Whether CLIENT LIST shows a connection named want, within ms. */
+static bool client_named(const char *want, int64_t ms)
+{
+    redisContext *rc = th_redis();
+    char needle[200];
+    snprintf(needle, sizeof needle, " name=%s ", want);
+    int64_t end = th_ms() + ms;
+    bool seen = false;
+    do {
+        redisReply *r = th_cmd(rc, "CLIENT LIST");
+        seen = r->type == REDIS_REPLY_STRING && strstr(r->str, needle) != NULL;
+        freeReplyObject(r);
+        if (!seen)
+            th_sleep_ms(20);
+    } while (!seen && th_ms() < end);
+    redisFree(rc);
+    return seen;
+}
+
+Test(cli_ops, client_list_shows_the_connections_name_while_command_runs)
+{
+    const char *name = th_tmpname("ops-name");
+    char *marker = cli_path("started");
+    char script[300];
+    snprintf(script, sizeof script, "touch %s; sleep 30", marker);
+    pid_t pid = cli_spawn(ARGS("--name", "nightly report", "lock", name, "--", "sh", "-c", script));
+    cr_assert(cli_wait_file(marker, 5000));
+    cr_assert(client_named("nightly_report", 2000), "no connection named nightly_report");
+    kill(pid, SIGTERM);
+    th_wait(pid);
+    unlink(marker);
+
+    /* the default: baton:<host>:<pid> */
+    pid = cli_spawn(ARGS("lock", name, "--", "sh", "-c", script));
+    cr_assert(cli_wait_file(marker, 5000));
+    char host[200], want[300];
+    gethostname(host, sizeof host);
+    snprintf(want, sizeof want, "baton:%s:%d", host, (int)pid);
+    cr_assert(client_named(want, 2000), "no connection named %s", want);
+    kill(pid, SIGTERM);
+    th_wait(pid);
+    free(marker);
+}

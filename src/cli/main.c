@@ -460,6 +460,7 @@ int cli_open_client(const cli_global *g, baton_client **out)
     o.password = password && *password ? password : NULL;
     o.watchdog_ms = g->watchdog_ms;
     o.sync_replicas = g->sync_replicas;
+    o.client_name = g->client_name; /* NULL: the library's baton:<host>:<pid> */
     if (g->verbose) {
         o.log_fn = log_to_stderr;
         o.log_level = BATON_LOG_DEBUG;
