@@ -558,9 +558,10 @@ static int list_parse(cli_global *g, int argc, char **argv, list_args *a)
         }
     }
     cli_opts_free(&o);
-    if (!a->pattern)
+    if (a->pattern)
+        cli_note_name(g, a->pattern);
+    else
         a->pattern = "*";
-    cli_note_name(g, a->pattern);
     if (!rc && (!*a->pattern || strlen(a->pattern) > BATON_MAX_NAME_LEN))
         rc = cli_usage_error("list", "PATTERN must be 1 to %d bytes", BATON_MAX_NAME_LEN);
     return rc;
