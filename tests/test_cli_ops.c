@@ -434,8 +434,7 @@ Test(cli_ops, the_maxmemory_warning_says_warning_once_and_q_silences_it, .timeou
     cli_result r;
     cli_exec(&r, ARGS("--url", url, "lock", "mm", "--", "true"));
     cr_assert(eq(int, r.status, 0), "%s", r.err);
-    cr_assert(strstr(r.err, "baton: warning: the server's maxmemory-policy is allkeys-lru") !=
-                  NULL,
+    cr_assert(strstr(r.err, "baton: warning: the server's maxmemory-policy is allkeys-lru") != NULL,
               "%s", r.err);
     cr_assert(strstr(r.err, "warning: warning") == NULL, "%s", r.err);
     cli_result_free(&r);
@@ -512,4 +511,32 @@ Test(cli_ops, client_list_shows_the_connections_name_while_command_runs)
     kill(pid, SIGTERM);
     th_wait(pid);
     free(marker);
+}
+
+/* ---------------------------------------------------------------- the man page ------- */
+
+/* Every field `status --json` prints (a lock's, a permit semaphore's) has its row in the man
+ * page's field table. */
+Test(cli_ops, the_man_page_lists_every_json_field)
+{
+    char *page = cli_read_file(BATON_SOURCE_DIR "/docs/baton.1.md");
+    cr_assert(page != NULL);
+    const char *name = th_tmpname("ops-fields");
+    cli_result r;
+    cli_exec(&r, ARGS("lock", name, "--", BATON_CLI_PATH, "status", "--json", name));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    json *j = json_parse(r.out);
+    cr_assert(j != NULL, "%s", r.out);
+    const json *o = json_at(j, 0);
+    cr_assert(eq(sz, o->n, 13), "%s", r.out);
+    for (size_t i = 0; i < o->n; i++) {
+        char row[80];
+        snprintf(row, sizeof row, "\n| `%s` |", o->keys[i]);
+        cr_assert(strstr(page, row) != NULL, "the man page has no row for '%s'", o->keys[i]);
+    }
+    cr_assert(strstr(page, "`permits` (a semaphore with permit leases held now)") != NULL);
+    cr_assert(strstr(page, "as `flock -q`") == NULL);
+    json_free(j);
+    cli_result_free(&r);
+    free(page);
 }

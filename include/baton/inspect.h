@@ -139,9 +139,9 @@ BATON_API void baton_inspection_free(baton_inspection *ins);
  * baton_key_scan_free(). Fields are only ever appended (see baton_inspection's ABI).
  */
 typedef struct baton_key_scan {
-    size_t size;       /* sizeof this struct in the library that filled it */
-    char **keys;       /* the keys found, in SCAN's order; a key may repeat when the server
-                          rehashed or a slot moved during the scan */
+    size_t size; /* sizeof this struct in the library that filled it */
+    char **keys; /* the keys found, in SCAN's order; a key may repeat when the server
+                    rehashed or a slot moved during the scan */
     size_t n_keys;
     uint64_t examined; /* how many keys the servers were asked to examine: SCAN's COUNT
                           summed over the calls */

@@ -38,23 +38,23 @@ enum {
 
 /* The global settings every command uses. */
 typedef struct cli_global {
-    const char *url;      /* --url (given once, before any NAME); NULL if not */
-    int64_t watchdog_ms;  /* --watchdog (lock only): client option watchdog_ms; 0 default */
-    const char *user;     /* --user, or NULL: the URL's */
-    const char *password; /* --askpass, $BATON_PASSWORD, $REDISCLI_AUTH, or NULL: the URL's */
-    bool askpass;         /* --askpass: the password is read from stdin at the open */
-    const char *tls_ca;   /* --tls-ca or $BATON_TLS_CA: client option tls_ca */
-    const char *tls_cert; /* --tls-cert or $BATON_TLS_CERT */
-    const char *tls_key;  /* --tls-key or $BATON_TLS_KEY */
-    const char *tls_sni;  /* --tls-sni */
-    bool tls_insecure;    /* --tls-insecure (--insecure): tls_insecure_skip_verify */
-    bool tls;             /* --tls: a redis:// URL (or redis+sentinel://, redis+cluster://)
-                             is taken as its TLS form, rediss:// */
+    const char *url;           /* --url (given once, before any NAME); NULL if not */
+    int64_t watchdog_ms;       /* --watchdog (lock only): client option watchdog_ms; 0 default */
+    const char *user;          /* --user, or NULL: the URL's */
+    const char *password;      /* --askpass, $BATON_PASSWORD, $REDISCLI_AUTH, or NULL: the URL's */
+    bool askpass;              /* --askpass: the password is read from stdin at the open */
+    const char *tls_ca;        /* --tls-ca or $BATON_TLS_CA: client option tls_ca */
+    const char *tls_cert;      /* --tls-cert or $BATON_TLS_CERT */
+    const char *tls_key;       /* --tls-key or $BATON_TLS_KEY */
+    const char *tls_sni;       /* --tls-sni */
+    bool tls_insecure;         /* --tls-insecure (--insecure): tls_insecure_skip_verify */
+    bool tls;                  /* --tls: a redis:// URL (or redis+sentinel://, redis+cluster://)
+                                  is taken as its TLS form, rediss:// */
     const char *password_file; /* --password-file FILE: the password is its first line */
     const char *client_name;   /* --name: CLIENT SETNAME; NULL: baton:<host>:<pid> */
-    int sync_replicas;    /* --sync-replicas: client option sync_replicas */
-    bool verbose;         /* --verbose (lock only): the library's events, DEBUG up, on stderr */
-    bool quiet;           /* -q: no warning at the open either (the maxmemory-policy's) */
+    int sync_replicas;         /* --sync-replicas: client option sync_replicas */
+    bool verbose; /* --verbose (lock only): the library's events, DEBUG up, on stderr */
+    bool quiet;   /* -q: no warning at the open either (the maxmemory-policy's) */
 
     /* Parsing only (the argument parser's fuzz target): the command parses its arguments,
      * records its NAMEs here and returns without connecting or running anything. */

@@ -426,8 +426,7 @@ static void lock_hold(lock_run *r, cli_outcome *out)
     for (size_t i = 0; lost_fds && i < la->n; i++)
         if (baton_lock_lost_fd(r->members[i], &lost_fds[n_fds]) == BATON_OK)
             n_fds++;
-    cli_watch w = {lost_fds, n_fds,         lock_lease_end(r), r->what,
-                   token_env, la->kill_after_ms, r->c};
+    cli_watch w = {lost_fds, n_fds, lock_lease_end(r), r->what, token_env, la->kill_after_ms, r->c};
     *out = (cli_outcome){0, false, false};
     if (la->hold) {
         fprintf(stderr, "baton: holding %s until interrupted\n", r->what);

@@ -32,8 +32,8 @@ typedef struct cli_command {
     "      -w, --wait DUR         give up after DUR if busy (default: wait forever)\n"             \
     "      -n, --nonblock         one attempt: the same as --wait 0\n"                             \
     "      -E, --conflict-exit-code CODE  exit with CODE when busy (default 124)\n"                \
-    "      -q, --quiet            say nothing when busy (nor warn of the server's\n"           \
-    "                             maxmemory-policy)\n"                                         \
+    "      -q, --quiet            say nothing when busy (nor warn of the server's\n"               \
+    "                             maxmemory-policy)\n"                                             \
     "      --kill-after DUR       when the hold is lost or baton dies (even by kill -9),\n"        \
     "                             COMMAND's group gets SIGTERM, and SIGKILL DUR later (10s)\n"
 
@@ -389,8 +389,8 @@ static int find_password(const cli_global *g, const char **password)
     if (g->askpass)
         return askpass(password) == 0 ? EXIT_OK : EXIT_USAGE;
     if (g->password_file)
-        return password_from_file(g->password_file, "--password-file", file_buf,
-                                  sizeof file_buf) == 0
+        return password_from_file(g->password_file, "--password-file", file_buf, sizeof file_buf) ==
+                       0
                    ? (*password = file_buf, EXIT_OK)
                    : EXIT_USAGE;
     const char *dir = getenv("CREDENTIALS_DIRECTORY");

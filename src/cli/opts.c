@@ -139,8 +139,7 @@ static int set_global(cli_opts *o, int val)
         return 0;
     case CLI_G_NAME:
         if (!*o->arg || strlen(o->arg) > CLI_MAX_CLIENT_NAME)
-            return cli_usage_error(o->command, "--name takes 1 to %d bytes",
-                                   CLI_MAX_CLIENT_NAME);
+            return cli_usage_error(o->command, "--name takes 1 to %d bytes", CLI_MAX_CLIENT_NAME);
         g->client_name = o->arg;
         return 0;
     default: {

@@ -133,8 +133,7 @@ static void print_text(const char *name, const baton_inspection *s)
                E(name), v);
         break;
     case BATON_OBJECT_ABSENT:
-        printf("%s: nothing (no key: free lock, open or unset latch, unset semaphore)\n",
-               E(name));
+        printf("%s: nothing (no key: free lock, open or unset latch, unset semaphore)\n", E(name));
         break;
     default:
         printf("%s: not a baton object (a Redis %s)\n", E(name), E(s->redis_type));
@@ -477,11 +476,11 @@ static const struct {
     const char *prefix;
     bool names_object;
 } side_keys[] = {
-    {"redisson_lock_queue:", true},     {"redisson_lock_timeout:", false},
-    {"redisson_lock_token:", false},    {"baton_lock_meta:", false},
-    {"baton_request:", false},          {"redisson_unlock_latch:", false},
-    {"baton_rwlock_writers:", false},   {"redisson_lock__channel:", false},
-    {"redisson_sc:", false},            {"redisson_countdownlatch__channel__", false},
+    {"redisson_lock_queue:", true},   {"redisson_lock_timeout:", false},
+    {"redisson_lock_token:", false},  {"baton_lock_meta:", false},
+    {"baton_request:", false},        {"redisson_unlock_latch:", false},
+    {"baton_rwlock_writers:", false}, {"redisson_lock__channel:", false},
+    {"redisson_sc:", false},          {"redisson_countdownlatch__channel__", false},
     {"redisson_rwlock:", false},
 };
 

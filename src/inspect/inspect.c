@@ -487,8 +487,7 @@ static int scan_one(baton_client *c, baton__conn *k, const char *match, uint64_t
     return BATON_OK;
 }
 
-int baton_scan_keys(baton_client *c, const char *match, uint64_t max_examined,
-                    baton_key_scan **out)
+int baton_scan_keys(baton_client *c, const char *match, uint64_t max_examined, baton_key_scan **out)
 {
     if (out)
         *out = NULL;
@@ -506,8 +505,8 @@ int baton_scan_keys(baton_client *c, const char *match, uint64_t max_examined,
     }
     s->size = sizeof *s;
     size_t cap = 0;
-    size_t n = baton__topology_cluster(c) ? baton__topology_masters(c, masters, SCAN_MAX_MASTERS)
-                                          : 0;
+    size_t n =
+        baton__topology_cluster(c) ? baton__topology_masters(c, masters, SCAN_MAX_MASTERS) : 0;
     if (baton__topology_cluster(c) && n == 0) {
         baton__topology_kick(c);
         rc = baton__fail(c, BATON_ECONN, "no master of the cluster is known now");

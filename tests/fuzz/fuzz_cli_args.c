@@ -28,7 +28,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 #define MAX_WORDS 40
 
 static const char *const commands[] = {"lock",   "rwlock", "semaphore", "latch",
-                                        "status", "unlock", "list"};
+                                       "status", "unlock", "list"};
 
 static const char *const dictionary[] = {
     "--url",     "--url=redis://127.0.0.1:1",
@@ -134,8 +134,7 @@ static void same_but_name(const parse *a, const parse *b, char **argv_a, char **
         !same_str(a->g.tls_sni, b->g.tls_sni) || a->g.tls_insecure != b->g.tls_insecure ||
         a->g.askpass != b->g.askpass || a->g.sync_replicas != b->g.sync_replicas ||
         a->g.tls != b->g.tls || !same_str(a->g.password_file, b->g.password_file) ||
-        !same_str(a->g.client_name, b->g.client_name) ||
-        a->g.verbose != b->g.verbose)
+        !same_str(a->g.client_name, b->g.client_name) || a->g.verbose != b->g.verbose)
         abort();
     bool planted = false;
     size_t skip = joined ? 9 : 0;
