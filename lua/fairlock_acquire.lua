@@ -80,6 +80,10 @@ local function general()
             kind(KEYS[4], 'string')) then
         return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
     end
+    local raw = redis.call('get', KEYS[4])
+    if raw ~= false and not string.match(raw, '^-?%d+$') then
+        return redis.error_reply('ERR the fencing-token counter is not an integer')
+    end
     local now = server_now()
     local owner = ARGV[2]
     local fair_wait = tonumber(ARGV[3])
@@ -114,7 +118,7 @@ local function general()
             -- first, unannounced, so it is told to look now.
             local second = redis.call('lindex', KEYS[2], 0)
             if second ~= false and tonumber(ARGV[1]) < fair_wait then
-                redis.call('publish', KEYS[5] .. ':' .. second, '0')
+                redis.pcall('publish', KEYS[5] .. ':' .. second, '0')
             end
         end
         return {1, token}
@@ -126,7 +130,7 @@ local function general()
         return {2, tonumber(redis.call('get', KEYS[4]) or '0')}
     end
     if purged and not locked and head ~= false then
-        redis.call('publish', KEYS[5] .. ':' .. head, '0')
+        redis.pcall('publish', KEYS[5] .. ':' .. head, '0')
     end
 
     if mode ~= '0' then
@@ -166,7 +170,7 @@ local function take(dequeue)
             else
                 redis.call('decr', KEYS[4])
             end
-            return removed
+            return redis.error_reply(removed.err .. ' (ZREM ' .. KEYS[3] .. ')')
         end
         redis.call('lpop', KEYS[2])
     end
@@ -179,7 +183,7 @@ local function take(dequeue)
         -- first, unannounced, so it is told to look now.
         local second = redis.call('lindex', KEYS[2], 0)
         if second ~= false then
-            redis.call('publish', KEYS[5] .. ':' .. second, '0')
+            redis.pcall('publish', KEYS[5] .. ':' .. second, '0')
         end
     end
     return {1, token}
@@ -187,7 +191,11 @@ end
 
 -- Re-entry (the lock's type is known from HEXISTS); GET reads the token's type first.
 local function reenter()
-    local token = tonumber(redis.call('get', KEYS[4]) or '0')
+    local raw = redis.call('get', KEYS[4])
+    if raw ~= false and not string.match(raw, '^-?%d+$') then
+        return redis.error_reply('ERR the fencing-token counter is not an integer')
+    end
+    local token = tonumber(raw or '0')
     redis.call('hincrby', KEYS[1], owner, 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     note_holder(false)

@@ -8,6 +8,26 @@
 -- Returns  1 the owner was queued and is removed, 0 it was not queued.
 -- Queued owners whose deadline (server time) has passed are dropped from the head of the
 -- queue as well. A key of another type fails with WRONGTYPE before anything is written.
+-- A PUBLISH that the server's ACL refuses (pcall) leaves the writes before it in place: the
+-- outcome is then returned inside an error reply, BATON_UNPUBLISHED <outcome> <what>
+-- <channel length> <channel> <server's error>, which the library turns back into the
+-- outcome with a warning (client.c, unpublished()). A waiter not told finds out at its
+-- recheck.
+local refused
+local function publish(channel, message)
+    local r = redis.pcall('publish', channel, message)
+    if type(r) == 'table' and r.err then
+        refused = {channel, r.err}
+    end
+end
+local function reply(outcome, what)
+    if refused == nil then
+        return outcome
+    end
+    local o = outcome == nil and 'nil' or string.format('%.0f', outcome)
+    return redis.error_reply('BATON_UNPUBLISHED ' .. o .. ' ' .. what .. ' ' .. #refused[1] .. ' ' ..
+                             refused[1] .. ' ' .. refused[2])
+end
 local function kind(key, want)
     local t = redis.call('type', key).ok
     return t == 'none' or t == want
@@ -37,6 +57,6 @@ while true do
     changed = true
 end
 if changed and head ~= false and redis.call('exists', KEYS[1]) == 0 then
-    redis.call('publish', KEYS[4] .. ':' .. head, '0')
+    publish(KEYS[4] .. ':' .. head, '0')
 end
-return removed
+return reply(removed, 'withdrawn')

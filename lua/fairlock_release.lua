@@ -29,6 +29,26 @@
 -- schedules. A release by an owner that holds nothing (or the retry of a release that
 -- freed the lock) takes the general path below: the latch first, every key's type
 -- checked, lapsed heads dropped from the queue.
+-- A PUBLISH that the server's ACL refuses (pcall) leaves the writes before it in place: the
+-- outcome is then returned inside an error reply, BATON_UNPUBLISHED <outcome> <what>
+-- <channel length> <channel> <server's error>, which the library turns back into the
+-- outcome with a warning (client.c, unpublished()). A waiter not told finds out at its
+-- recheck.
+local refused
+local function publish(channel, message)
+    local r = redis.pcall('publish', channel, message)
+    if type(r) == 'table' and r.err then
+        refused = {channel, r.err}
+    end
+end
+local function reply(outcome, what)
+    if refused == nil then
+        return outcome
+    end
+    local o = outcome == nil and 'nil' or string.format('%.0f', outcome)
+    return redis.error_reply('BATON_UNPUBLISHED ' .. o .. ' ' .. what .. ' ' .. #refused[1] .. ' ' ..
+                             refused[1] .. ' ' .. refused[2])
+end
 
 -- The general path, with every key's type checked first.
 local function general()
@@ -62,9 +82,9 @@ local function general()
 
     if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
         if head ~= false and redis.call('exists', KEYS[1]) == 0 then
-            redis.call('publish', KEYS[4] .. ':' .. head, ARGV[1])
+            publish(KEYS[4] .. ':' .. head, ARGV[1])
         end
-        return nil
+        return reply(nil, 'nothing_released')
     end
     local holds = redis.call('hincrby', KEYS[1], ARGV[3], -1)
     if holds > 0 then
@@ -75,10 +95,10 @@ local function general()
     end
     redis.call('del', KEYS[1], KEYS[5])
     if head ~= false then
-        redis.call('publish', KEYS[4] .. ':' .. head, ARGV[1])
+        publish(KEYS[4] .. ':' .. head, ARGV[1])
     end
     redis.call('set', KEYS[6], 1, 'px', ARGV[4])
-    return 1
+    return reply(1, 'released')
 end
 
 local held = redis.call('hget', KEYS[1], ARGV[3]) -- fails with WRONGTYPE if not a hash
@@ -105,6 +125,6 @@ if not record(1) then
 end
 redis.call('del', KEYS[1], KEYS[5])
 if head ~= false then
-    redis.call('publish', KEYS[4] .. ':' .. head, ARGV[1])
+    publish(KEYS[4] .. ':' .. head, ARGV[1])
 end
-return 1
+return reply(1, 'released')

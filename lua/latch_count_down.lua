@@ -12,6 +12,26 @@
 --          the key and publishes "0", once.
 --          A key of another type, or a string that is not an integer, fails (WRONGTYPE, or
 --          ERR) before anything is written.
+-- A PUBLISH that the server's ACL refuses (pcall) leaves the writes before it in place: the
+-- outcome is then returned inside an error reply, BATON_UNPUBLISHED <outcome> <what>
+-- <channel length> <channel> <server's error>, which the library turns back into the
+-- outcome with a warning (client.c, unpublished()). A waiter not told finds out at its
+-- recheck.
+local refused
+local function publish(channel, message)
+    local r = redis.pcall('publish', channel, message)
+    if type(r) == 'table' and r.err then
+        refused = {channel, r.err}
+    end
+end
+local function reply(outcome, what)
+    if refused == nil then
+        return outcome
+    end
+    local o = outcome == nil and 'nil' or string.format('%.0f', outcome)
+    return redis.error_reply('BATON_UNPUBLISHED ' .. o .. ' ' .. what .. ' ' .. #refused[1] .. ' ' ..
+                             refused[1] .. ' ' .. refused[2])
+end
 local done = redis.call('get', KEYS[3])
 if done ~= false then
     return tonumber(done)
@@ -29,9 +49,9 @@ end
 local v = redis.call('decr', KEYS[1])
 if v <= 0 then
     redis.call('del', KEYS[1])
-    redis.call('publish', KEYS[2], ARGV[1])
+    publish(KEYS[2], ARGV[1])
     redis.call('set', KEYS[3], 0, 'px', ARGV[2])
-    return 0
+    return reply(0, 'counted_down')
 end
 redis.call('set', KEYS[3], v, 'px', ARGV[2])
 return v

@@ -1,21 +1,47 @@
 -- lock_release: release one hold of a reentrant lock, idempotently per request id.
 -- flags: allow-oom (it only shrinks or extends what is stored, and writes at most a small
 --        request latch with a TTL: it runs at maxmemory under noeviction; Redis >= 7)
--- KEYS[1]  the lock hash
--- KEYS[2]  the lock's channel, redisson_lock__channel:{name}
--- KEYS[3]  baton's side hash baton_lock_meta:{name} (holders' "host:pid"): keeps the
---          lock's lease while holds remain, deleted with the lock
--- KEYS[4]  the unlock latch, redisson_unlock_latch:{name}:<request-id>: remembers this
---          request's outcome, so a retry after a lost reply returns the first result
+-- KEYS[1]  the lock hash: the only key declared. While a Cluster slot migrates, Redis
+--          answers TRYAGAIN to a script whose declared keys are not all on the node (the
+--          channel and the latch never are), for as long as the migration lasts; the lock
+--          hash is wherever the lock is. The others below are reached with redis.pcall: on
+--          a node that does not have them (a migrating slot) they are skipped, never a
+--          failure after a write.
 -- ARGV[1]  the unlock message, "0"
 -- ARGV[2]  lease in ms re-applied when holds remain (the lease the lock was taken with)
 -- ARGV[3]  owner field, "<client-uuid>:<thread-id>"
--- ARGV[4]  how long the latch remembers the outcome, in ms
+-- ARGV[4]  the lock's channel, redisson_lock__channel:{name}
+-- ARGV[5]  baton's side hash baton_lock_meta:{name} (holders' "host:pid"): keeps the
+--          lock's lease while holds remain, deleted with the lock
+-- ARGV[6]  how long the latch remembers the outcome, in ms
+-- ARGV[7]  the unlock latch, redisson_unlock_latch:{name}:<request-id>: remembers this
+--          request's outcome, so a retry after a lost reply returns the first result (not
+--          while the slot migrates: the latch may then be out of reach)
 -- Returns  nil  the owner holds nothing (never held, released, or expired)
 --          0    one hold released, holds remain (lease re-applied)
 --          1    the last hold released: the key is deleted and "0" published
-local done = redis.call('get', KEYS[4])
-if done ~= false then
+-- A PUBLISH that the server's ACL refuses (pcall) leaves the writes before it in place: the
+-- outcome is then returned inside an error reply, BATON_UNPUBLISHED <outcome> <what>
+-- <channel length> <channel> <server's error>, which the library turns back into the
+-- outcome with a warning (client.c, unpublished()). A waiter not told finds out at its
+-- recheck.
+local refused
+local function publish(channel, message)
+    local r = redis.pcall('publish', channel, message)
+    if type(r) == 'table' and r.err then
+        refused = {channel, r.err}
+    end
+end
+local function reply(outcome, what)
+    if refused == nil then
+        return outcome
+    end
+    local o = outcome == nil and 'nil' or string.format('%.0f', outcome)
+    return redis.error_reply('BATON_UNPUBLISHED ' .. o .. ' ' .. what .. ' ' .. #refused[1] .. ' ' ..
+                             refused[1] .. ' ' .. refused[2])
+end
+local done = redis.pcall('get', ARGV[7])
+if type(done) == 'string' then
     return tonumber(done)
 end
 if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
@@ -24,11 +50,12 @@ end
 local holds = redis.call('hincrby', KEYS[1], ARGV[3], -1)
 if holds > 0 then
     redis.call('pexpire', KEYS[1], ARGV[2])
-    redis.pcall('pexpire', KEYS[3], ARGV[2])
-    redis.call('set', KEYS[4], 0, 'px', ARGV[4])
+    redis.pcall('pexpire', ARGV[5], ARGV[2])
+    redis.pcall('set', ARGV[7], 0, 'px', ARGV[6])
     return 0
 end
-redis.call('del', KEYS[1], KEYS[3])
-redis.call('publish', KEYS[2], ARGV[1])
-redis.call('set', KEYS[4], 1, 'px', ARGV[4])
-return 1
+redis.call('del', KEYS[1])
+redis.pcall('del', ARGV[5])
+publish(ARGV[4], ARGV[1])
+redis.pcall('set', ARGV[7], 1, 'px', ARGV[6])
+return reply(1, 'released')

@@ -41,7 +41,7 @@ if value >= n then
         redis.call('zadd', KEYS[2], lease_end, id)
     end
     if #ended > 0 and value > n then
-        redis.call('publish', KEYS[3], value - n)
+        redis.pcall('publish', KEYS[3], value - n)
     end
     return {1, tonumber(ARGV[1])}
 end

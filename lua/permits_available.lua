@@ -20,7 +20,7 @@ if #ended > 0 then
     redis.call('zrem', KEYS[2], unpack(ended))
     value = redis.call('incrby', KEYS[1], #ended)
     if value > 0 then
-        redis.call('publish', KEYS[3], value)
+        redis.pcall('publish', KEYS[3], value)
     end
 end
 return {value, redis.call('zcard', KEYS[2])}

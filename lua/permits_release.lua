@@ -13,6 +13,26 @@
 --          0  no such permit: never taken, released already, or reclaimed after its lease
 --          A count that is not an integer, or keys of another type, fail with an error reply
 --          before anything is written.
+-- A PUBLISH that the server's ACL refuses (pcall) leaves the writes before it in place: the
+-- outcome is then returned inside an error reply, BATON_UNPUBLISHED <outcome> <what>
+-- <channel length> <channel> <server's error>, which the library turns back into the
+-- outcome with a warning (client.c, unpublished()). A waiter not told finds out at its
+-- recheck.
+local refused
+local function publish(channel, message)
+    local r = redis.pcall('publish', channel, message)
+    if type(r) == 'table' and r.err then
+        refused = {channel, r.err}
+    end
+end
+local function reply(outcome, what)
+    if refused == nil then
+        return outcome
+    end
+    local o = outcome == nil and 'nil' or string.format('%.0f', outcome)
+    return redis.error_reply('BATON_UNPUBLISHED ' .. o .. ' ' .. what .. ' ' .. #refused[1] .. ' ' ..
+                             refused[1] .. ' ' .. refused[2])
+end
 local done = redis.call('get', KEYS[4])
 if done then
     return tonumber(done)
@@ -23,10 +43,10 @@ local out = 0
 if score then
     local value = redis.call('incr', KEYS[1])
     redis.call('zrem', KEYS[2], id)
-    redis.call('publish', KEYS[3], value)
+    publish(KEYS[3], value)
     local t = redis.call('time')
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     out = tonumber(score) > now and 1 or 2
 end
 redis.call('set', KEYS[4], out, 'px', ARGV[2])
-return out
+return reply(out, 'released')

@@ -6,6 +6,26 @@
 -- Returns  1 set, 0 a count was set already (nothing changed). Leases still in KEYS[2] (the
 --          count was deleted while they ran) are subtracted, so that available + held never
 --          exceeds ARGV[1] (Redisson sets ARGV[1] as the available count).
+-- A PUBLISH that the server's ACL refuses (pcall) leaves the writes before it in place: the
+-- outcome is then returned inside an error reply, BATON_UNPUBLISHED <outcome> <what>
+-- <channel length> <channel> <server's error>, which the library turns back into the
+-- outcome with a warning (client.c, unpublished()). A waiter not told finds out at its
+-- recheck.
+local refused
+local function publish(channel, message)
+    local r = redis.pcall('publish', channel, message)
+    if type(r) == 'table' and r.err then
+        refused = {channel, r.err}
+    end
+end
+local function reply(outcome, what)
+    if refused == nil then
+        return outcome
+    end
+    local o = outcome == nil and 'nil' or string.format('%.0f', outcome)
+    return redis.error_reply('BATON_UNPUBLISHED ' .. o .. ' ' .. what .. ' ' .. #refused[1] .. ' ' ..
+                             refused[1] .. ' ' .. refused[2])
+end
 if redis.call('exists', KEYS[1]) == 1 then
     return 0
 end
@@ -15,6 +35,6 @@ if value < 0 then
 end
 redis.call('set', KEYS[1], value)
 if value > 0 then
-    redis.call('publish', KEYS[3], value)
+    publish(KEYS[3], value)
 end
-return 1
+return reply(1, 'set')

@@ -15,8 +15,8 @@
 --          {0, wait}   not acquired: another owner writes, or a writer waits (its claim is
 --                      live); wait = ms to sleep at most before trying again (-1: none)
 -- A thread that holds a part of the lock (read, or write) is never refused for a waiting
--- writer: it would wait for a writer that waits for it. A key of another type fails with
--- WRONGTYPE before anything is written.
+-- writer: it would wait for a writer that waits for it. A key of another type (or a token
+-- that is not an integer) fails with WRONGTYPE (ERR) before anything is written.
 local mode = redis.call('hget', KEYS[1], 'mode')
 local writing = mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 1
 if mode == 'write' and not writing then
@@ -37,6 +37,12 @@ if not mine and redis.call('exists', KEYS[3]) == 1 then
         return {0, math.max(wait, 1)}
     end
 end
+-- The token counter is read before the first write: a key of another type, or a value that
+-- is not an integer, fails here (its INCR below would fail after the writes).
+local token = redis.call('get', KEYS[2])
+if token ~= false and not string.match(token, '^-?%d+$') then
+    return redis.error_reply('ERR the fencing-token counter is not an integer')
+end
 if mode == false then
     redis.call('hset', KEYS[1], 'mode', 'read')
 end
@@ -47,4 +53,4 @@ redis.call('pexpire', KEYS[1], math.max(pttl, tonumber(ARGV[1])))
 if n == 1 then
     return {1, redis.call('incr', KEYS[2])}
 end
-return {2, tonumber(redis.call('get', KEYS[2]) or '0')}
+return {2, tonumber(token or '0')}

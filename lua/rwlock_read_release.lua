@@ -16,6 +16,26 @@
 -- The hash's lease becomes the longest remaining timeout key of any reader; when no
 -- reader is left (and no writer: the writer's own reads are gone too) the hash is deleted
 -- and "0" published.
+-- A PUBLISH that the server's ACL refuses (pcall) leaves the writes before it in place: the
+-- outcome is then returned inside an error reply, BATON_UNPUBLISHED <outcome> <what>
+-- <channel length> <channel> <server's error>, which the library turns back into the
+-- outcome with a warning (client.c, unpublished()). A waiter not told finds out at its
+-- recheck.
+local refused
+local function publish(channel, message)
+    local r = redis.pcall('publish', channel, message)
+    if type(r) == 'table' and r.err then
+        refused = {channel, r.err}
+    end
+end
+local function reply(outcome, what)
+    if refused == nil then
+        return outcome
+    end
+    local o = outcome == nil and 'nil' or string.format('%.0f', outcome)
+    return redis.error_reply('BATON_UNPUBLISHED ' .. o .. ' ' .. what .. ' ' .. #refused[1] .. ' ' ..
+                             refused[1] .. ' ' .. refused[2])
+end
 local done = redis.call('get', KEYS[4])
 if done ~= false then
     return tonumber(done)
@@ -52,6 +72,6 @@ if redis.call('hlen', KEYS[1]) > 1 then
     end
 end
 redis.call('del', KEYS[1])
-redis.call('publish', KEYS[2], ARGV[1])
+publish(KEYS[2], ARGV[1])
 redis.call('set', KEYS[4], outcome, 'px', ARGV[4])
-return outcome
+return reply(outcome, 'released')

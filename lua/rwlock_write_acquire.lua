@@ -15,20 +15,37 @@
 --                      holder's remaining lease, and for a wait at most claim_ms / 3 (-1: none)
 --          {3, 0}      refused: this thread holds the read lock (no upgrade; it would
 --                      wait for itself)
--- Time is the server's (TIME). A key of another type fails with WRONGTYPE before anything
--- is written.
+-- Time is the server's (TIME). A key of another type (or a token that is not an integer)
+-- fails with WRONGTYPE (ERR) before anything is written.
 local mode = redis.call('hget', KEYS[1], 'mode')
+-- The token counter is read before the first write: a key of another type, or a value that
+-- is not an integer, fails here (its INCR below would fail after the writes).
+local function token()
+    local raw = redis.call('get', KEYS[2])
+    if raw ~= false and not string.match(raw, '^-?%d+$') then
+        return nil
+    end
+    return tonumber(raw or '0')
+end
 if mode == false then
+    if token() == nil then
+        return redis.error_reply('ERR the fencing-token counter is not an integer')
+    end
+    -- the claim's ZREM is the first write: it fails by itself on a key of another type
+    redis.call('zrem', KEYS[3], ARGV[2])
     redis.call('hset', KEYS[1], 'mode', 'write')
     redis.call('hset', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
-    redis.call('zrem', KEYS[3], ARGV[2])
     return {1, redis.call('incr', KEYS[2])}
 end
 if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    local t = token()
+    if t == nil then
+        return redis.error_reply('ERR the fencing-token counter is not an integer')
+    end
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
-    return {2, tonumber(redis.call('get', KEYS[2]) or '0')}
+    return {2, t}
 end
 if mode == 'read' and redis.call('hexists', KEYS[1], ARGV[3]) == 1 then
     return {3, 0}

@@ -15,6 +15,26 @@
 --          1    the last write hold released: the hash is deleted, or, when the writer
 --               still holds read holds, its mode becomes 'read'; "1" is published in both
 --               cases (Redisson publishes only in the first, leaving readers asleep)
+-- A PUBLISH that the server's ACL refuses (pcall) leaves the writes before it in place: the
+-- outcome is then returned inside an error reply, BATON_UNPUBLISHED <outcome> <what>
+-- <channel length> <channel> <server's error>, which the library turns back into the
+-- outcome with a warning (client.c, unpublished()). A waiter not told finds out at its
+-- recheck.
+local refused
+local function publish(channel, message)
+    local r = redis.pcall('publish', channel, message)
+    if type(r) == 'table' and r.err then
+        refused = {channel, r.err}
+    end
+end
+local function reply(outcome, what)
+    if refused == nil then
+        return outcome
+    end
+    local o = outcome == nil and 'nil' or string.format('%.0f', outcome)
+    return redis.error_reply('BATON_UNPUBLISHED ' .. o .. ' ' .. what .. ' ' .. #refused[1] .. ' ' ..
+                             refused[1] .. ' ' .. refused[2])
+end
 local done = redis.call('get', KEYS[3])
 if done ~= false then
     return tonumber(done)
@@ -34,6 +54,6 @@ if redis.call('hlen', KEYS[1]) == 1 then
 else
     redis.call('hset', KEYS[1], 'mode', 'read')
 end
-redis.call('publish', KEYS[2], '1')
+publish(KEYS[2], '1')
 redis.call('set', KEYS[3], 1, 'px', ARGV[4])
-return 1
+return reply(1, 'released')

@@ -11,6 +11,26 @@
 -- Returns  the new permit count (a re-sent request: the count its first run returned).
 --          A key of another type, or a string that is not an integer, fails with an error
 --          reply (WRONGTYPE / ERR) and is left untouched; so does an overflow (INCRBY's).
+-- A PUBLISH that the server's ACL refuses (pcall) leaves the writes before it in place: the
+-- outcome is then returned inside an error reply, BATON_UNPUBLISHED <outcome> <what>
+-- <channel length> <channel> <server's error>, which the library turns back into the
+-- outcome with a warning (client.c, unpublished()). A waiter not told finds out at its
+-- recheck.
+local refused
+local function publish(channel, message)
+    local r = redis.pcall('publish', channel, message)
+    if type(r) == 'table' and r.err then
+        refused = {channel, r.err}
+    end
+end
+local function reply(outcome, what)
+    if refused == nil then
+        return outcome
+    end
+    local o = outcome == nil and 'nil' or string.format('%.0f', outcome)
+    return redis.error_reply('BATON_UNPUBLISHED ' .. o .. ' ' .. what .. ' ' .. #refused[1] .. ' ' ..
+                             refused[1] .. ' ' .. refused[2])
+end
 local done = redis.call('get', KEYS[3])
 if done ~= false then
     return tonumber(done)
@@ -23,6 +43,6 @@ if t == 'string' and not string.match(redis.call('get', KEYS[1]), '^-?%d+$') the
     return redis.error_reply('ERR semaphore permit count is not an integer')
 end
 local value = redis.call('incrby', KEYS[1], ARGV[1])
-redis.call('publish', KEYS[2], value)
+publish(KEYS[2], value)
 redis.call('set', KEYS[3], value, 'px', ARGV[2])
-return value
+return reply(value, 'released')

@@ -6,15 +6,18 @@
 #   client.crt client.key      a client certificate for mutual TLS, signed by the CA
 #   expired.crt                the server's key, signed by the CA, expired yesterday
 #   other-ca.crt other.crt other.key   a second CA and a server certificate it signed
+#   cn-only.crt cn-only.key    signed by the CA, CN=localhost and no subjectAltName (no host
+#                              name may match it: there is no common-name fallback)
 # EC P-256 keys: made in milliseconds, unlike RSA.
 
 _tls_key() {
     openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null
 }
 
-# _tls_sign DIR NAME CA EXT DAYS: NAME.crt for NAME.key, signed by CA, with extensions EXT
+# _tls_sign DIR NAME CA EXT DAYS [CN]: NAME.crt for NAME.key, signed by CA, with extensions
+# EXT and the common name CN ("baton test NAME" when not given)
 _tls_sign() {
-    openssl req -new -key "$1/$2.key" -subj "/CN=baton test $2" -out "$1/$2.csr" 2>/dev/null &&
+    openssl req -new -key "$1/$2.key" -subj "/CN=${6:-baton test $2}" -out "$1/$2.csr" 2>/dev/null &&
     printf '%s\n' "$4" > "$1/$2.ext" &&
     openssl x509 -req -in "$1/$2.csr" -CA "$1/$3.crt" -CAkey "$1/$3.key" -CAcreateserial \
         -days "$5" -extfile "$1/$2.ext" -out "$1/$2.crt" 2>/dev/null
@@ -36,6 +39,8 @@ extendedKeyUsage=serverAuth'
     # expired: the server's own key, a certificate that ended yesterday
     cp "$_d/server.key" "$_d/expired.key" &&
     _tls_sign "$_d" expired ca "$_server_ext" -1 || return 1
+    cp "$_d/server.key" "$_d/cn-only.key" &&
+    _tls_sign "$_d" cn-only ca 'extendedKeyUsage=serverAuth' 2 localhost || return 1
     rm -f "$_d"/*.csr "$_d"/*.ext "$_d"/*.srl
 }
 

@@ -5,6 +5,7 @@
  * The cluster client (routing every primitive by slot) builds on exactly these pieces.
  */
 #define _GNU_SOURCE
+#include "acl_helper.h"
 #include "checkers.h"
 #include "cli_helper.h"
 #include "ha_helper.h"
@@ -1883,4 +1884,32 @@ Test(cluster, the_command_lists_objects_on_every_master)
     }
     json_free(j);
     cli_result_free(&r);
+}
+
+/* ------------------------------- the documented ACL rule (issue 28.6) ---------------- */
+
+/* A tenant with docs/security.md's rule for a Cluster on every node runs every CLI verb,
+ * on names served by each master; without the map's commands, the open fails BATON_EPERM. */
+Test(cluster, a_tenant_with_the_documented_acl_rule_runs_every_verb, .timeout = 180)
+{
+    for (int i = 0; i < cluster.n; i++) {
+        acl_setuser(cluster.ports[i], "tenant", ACL_RULE_CLUSTER);
+        acl_setuser(cluster.ports[i], "nomap", "+asking +spublish +ssubscribe +sunsubscribe");
+    }
+    char url[sizeof cluster.url + 32];
+    snprintf(url, sizeof url, "redis+cluster://tenant:pw@%s", strstr(cluster.url, "://") + 3);
+    int masters[8], nm = th_cluster_masters(&cluster, masters, 8);
+    for (int i = 0; i < nm; i++) {
+        char name[96];
+        th_cluster_name_on(&cluster, "Pcl-acl", masters[i], name, sizeof name);
+        acl_run_cli_verbs(url, name, "cluster");
+    }
+    snprintf(url, sizeof url, "redis+cluster://nomap:pw@%s", strstr(cluster.url, "://") + 3);
+    baton_options o;
+    baton_options_init(&o);
+    o.url = url;
+    baton_client *c = NULL;
+    int rc = baton_client_open(&o, &c);
+    cr_assert(eq(int, rc, BATON_EPERM), "without the map's commands: %s: %s", baton_err_name(rc),
+              baton_open_errmsg());
 }

@@ -759,7 +759,11 @@ Test(matrix, a_password_changed_under_the_client_is_eauth_without_the_password)
     cr_assert(eq(int, baton_lock_try_acquire(b, 1000, 5000), BATON_OK), "%s",
               baton_client_errmsg(c));
     cr_assert(eq(int, baton_lock_release(b), BATON_OK));
-    cr_assert(eq(int, baton_lock_release(a), BATON_ENOTHELD), "the lost hold is not released");
+    /* told a margin before its lease can end on the server (1 % + 2 ms), the hold may still
+     * be there that long: released then, else not held; never another owner's */
+    rc = baton_lock_release(a);
+    cr_assert(rc == BATON_ENOTHELD || rc == BATON_OK, "%s", baton_err_name(rc));
+    cr_assert(eq(int, atomic_load(&probe.calls), 1), "told once");
     baton_lock_close(a);
     baton_lock_close(b);
     baton_client_close(c);

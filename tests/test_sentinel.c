@@ -5,6 +5,7 @@
  * master decodes as the Sentinel client will read it, before and across a failover. The
  * Sentinel client (discovery, ROLE check, following a failover) builds on these pieces.
  */
+#include "acl_helper.h"
 #include "cli_helper.h"
 #include "faultproxy.h"
 #include "ha_helper.h"
@@ -861,62 +862,6 @@ Test(sentinel, handles_looping_through_failovers_never_share_the_lock, .timeout 
         loop_through_failovers(i);
 }
 
-/* The old master killed, a failover, and the old master restarted empty as a master (its
- * own configuration) until the sentinels demote it; without sync_replicas (overlaps are
- * outside the guarantee then), every hold that was gone at its release must have been told
- * to its holder first. */
-static th_server revived; /* the old master, started again (defined again below) */
-
-static void restart_old_master_empty(int run)
-{
-    wait_replica_synced();
-    loop_arena *a =
-        mmap(NULL, sizeof *a, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    cr_assert(a != MAP_FAILED);
-    memset(a, 0, sizeof *a);
-    const char *lock = th_tmpname("sn-empty"), *counter = th_tmpname("sn-empty-counter");
-    looper ks[4];
-    pid_t kids[4];
-    for (int i = 0; i < 4; i++) {
-        ks[i] = (looper){a, lock, counter, i == 0 ? 1500 : 5, 0};
-        kids[i] = th_fork(loop_one_handle, &ks[i]);
-    }
-    a->go = true;
-    for (int64_t t0 = th_ms(); a->counted < 10 && th_ms() - t0 < 15000;)
-        th_sleep_ms(50);
-    int master = current_master(), replica = master == dep.master ? dep.replica : dep.master;
-    kill(th_node_pid(master), SIGKILL);
-    int64_t t0 = th_ms();
-    while (role_of(replica, NULL) != BATON__ROLE_MASTER || master_port_now() != replica) {
-        cr_assert(lt(i64, th_ms() - t0, 20000), "no failover after kill -9");
-        th_sleep_ms(50);
-    }
-    th_server_start_on(&revived, master, "--repl-diskless-sync-delay 0");
-    int at_back = a->counted;
-    for (int64_t t1 = th_ms(); th_ms() - t1 < 8000 || a->counted < at_back + 10;) {
-        if (th_ms() - t1 > 20000)
-            break;
-        th_sleep_ms(50);
-    }
-    a->stop = true;
-    for (int i = 0; i < 4; i++)
-        cr_assert(eq(int, th_wait(kids[i]), 0));
-    fprintf(stderr,
-            "sentinel: old master back empty, run %d: %d acquisitions, %d overlaps, %d releases "
-            "found their hold gone untold, %d calls failed\n",
-            run, (int)a->acquisitions, (int)a->overlaps, (int)a->untold, (int)a->errors);
-    cr_assert(eq(int, a->untold, 0), "run %d: a hold was gone at its release, untold", run);
-    munmap(a, sizeof *a);
-}
-
-Test(sentinel, an_old_master_back_empty_tells_every_holder_it_cost, .timeout = 600)
-{
-    const char *env = getenv("BATON_LONG_RUNS");
-    int runs = env && atoi(env) > 0 ? atoi(env) : 1;
-    for (int i = 1; i <= runs; i++)
-        restart_old_master_empty(i);
-}
-
 /* ------------------------------- the fault proxy in front of the master ------------- */
 
 /* The master is reached through the fault proxy by everyone: the sentinels monitor it at
@@ -1115,4 +1060,74 @@ static void kill_master(void)
 Test(sentinel, with_the_master_killed_the_counter_stays_exact)
 {
     contend_through(NULL, kill_master, "kill -9 of the master", 2000 + 6000);
+}
+
+/* ------------------------------- the documented ACL rule (issue 28.6) ---------------- */
+
+/* "redis+sentinel://tenant:pw@..." from the deployment's URL. */
+static void tenant_url(char *buf, size_t len, const char *user)
+{
+    const char *rest = strstr(dep.url, "://") + 3;
+    snprintf(buf, len, "redis+sentinel://%s:pw@%s", user, rest);
+}
+
+/* A tenant with docs/security.md's rule for Sentinel (+role, +wait for sync_replicas) on
+ * both data nodes runs every CLI verb; the library also reaches the sentinels as their
+ * documented user; and each command the Sentinel rule adds, removed, fails BATON_EPERM. */
+Test(sentinel, a_tenant_with_the_documented_acl_rule_runs_every_verb, .timeout = 180)
+{
+    wait_replica_synced();
+    int nodes[2] = {dep.master, dep.replica};
+    for (int i = 0; i < 2; i++) {
+        acl_setuser(nodes[i], "tenant", ACL_RULE_SENTINEL " " ACL_RULE_SYNC);
+        acl_setuser(nodes[i], "norole", ACL_RULE_SYNC);
+        acl_setuser(nodes[i], "nowait", ACL_RULE_SENTINEL);
+    }
+    for (int i = 0; i < 3; i++) {
+        redisContext *r = th_redis_port(dep.sentinels[i]);
+        freeReplyObject(th_cmd(r, "ACL SETUSER baton-sentinel on >spw -@all +ping "
+                                  "+sentinel|get-master-addr-by-name"));
+        redisFree(r);
+    }
+    char url[256];
+    tenant_url(url, sizeof url, "tenant");
+    acl_run_cli_verbs(url, th_tmpname("Psn-acl"), "sentinel");
+
+    baton_options o;
+    baton_options_init(&o);
+    o.url = url;
+    o.sentinel_username = "baton-sentinel";
+    o.sentinel_password = "spw";
+    o.sync_replicas = 1;
+    o.command_timeout_ms = 1000;
+    baton_client *c = NULL;
+    cr_assert(eq(int, baton_client_open(&o, &c), BATON_OK), "%s", baton_open_errmsg());
+    baton_lock *l;
+    cr_assert(eq(int, baton_lock_open(c, th_tmpname("Psn-acl-lib"), &l), BATON_OK));
+    cr_assert(eq(int, baton_lock_try_acquire(l, 0, 5000), BATON_OK), "%s",
+              baton_client_errmsg(c));
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    baton_client_close(c);
+
+    /* without +role: no data connection can check it has the master */
+    tenant_url(url, sizeof url, "norole");
+    o.sync_replicas = 0;
+    int rc = baton_client_open(&o, &c);
+    if (rc == BATON_OK) {
+        baton_lock_open(c, th_tmpname("Psn-acl-nr"), &l);
+        rc = baton_lock_try_acquire(l, 0, 5000);
+        baton_client_close(c);
+    }
+    cr_assert(eq(int, rc, BATON_EPERM), "without +role: %s", baton_err_name(rc));
+    /* without +wait, under sync_replicas */
+    tenant_url(url, sizeof url, "nowait");
+    o.sync_replicas = 1;
+    cr_assert(eq(int, baton_client_open(&o, &c), BATON_OK), "%s", baton_open_errmsg());
+    baton_lock_open(c, th_tmpname("Psn-acl-nw"), &l);
+    rc = baton_lock_try_acquire(l, 0, 5000);
+    cr_assert(eq(int, rc, BATON_EPERM), "without +wait: %s: %s", baton_err_name(rc),
+              baton_client_errmsg(c));
+    cr_assert(strstr(baton_client_errmsg(c), "wait") || strstr(baton_client_errmsg(c), "WAIT"),
+              "%s", baton_client_errmsg(c));
+    baton_client_close(c);
 }

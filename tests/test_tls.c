@@ -3,7 +3,8 @@
  * serving TLS with throw-away certificates (tests/with-tls.sh makes them, in
  * BATON_TEST_TLS_DIR). What must hold: every primitive works over TLS, waits included (the
  * dispatcher's path); mutual TLS works and is enforced; an untrusted, expired or
- * wrong-name certificate and a wrong protocol on either side fail with BATON_ECONN, a
+ * wrong-name certificate (a name only in the common name, without a subjectAltName, is a
+ * wrong name) and a wrong protocol on either side fail with BATON_ECONN, a
  * clear reason and quickly, never a hang; no password appears in a message; idle TLS
  * connections are reused; a silent server is noticed within keepalive_ms.
  */
@@ -290,6 +291,24 @@ Test(tls, untrusted_expired_and_wrong_name_certificates_fail_fast)
     tls_stop(&other);
 }
 
+/* A certificate whose only name is its common name (CN=localhost, no subjectAltName) is
+ * accepted for no host name, as browsers and curl do (RFC 6125: the subject is not looked
+ * at when the name is checked); OpenSSL alone would fall back to the CN. */
+Test(tls, a_certificate_with_a_common_name_and_no_subject_alt_name_matches_no_host)
+{
+    tls_server s;
+    tls_start(&s, "cn-only", false, NULL);
+    baton_options o;
+    trusting(&o, s.url);
+    o.tls_sni = "localhost";
+    int64_t took = open_expect(&o, BATON_ECONN, "mismatch");
+    cr_assert(lt(i64, took, 1500), "%lld ms", (long long)took);
+    /* the chain itself is good: only the name check refuses it */
+    o.tls_insecure_skip_verify = true;
+    open_expect(&o, BATON_OK, NULL);
+    tls_stop(&s);
+}
+
 Test(tls, a_wrong_protocol_on_either_side_fails_clearly)
 {
     tls_server s;
@@ -428,6 +447,13 @@ Test(tls, the_command_locks_over_tls_with_flags_or_environment_and_mutual_tls)
     cr_assert(eq(int, r.status, 120), "stderr %s", r.err);
     cr_assert(strstr(r.err, "mismatch") != NULL, "stderr %s", r.err);
     cli_result_free(&r);
+    /* --tls-insecure works, and says on every run what it gives up */
+    for (int i = 0; i < 2; i++) {
+        cli_exec(&r, ARGS("--url", s.url, "--tls-insecure", "lock", name, "--", "true"));
+        cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+        cr_assert(strstr(r.err, "warning: --tls-insecure") != NULL, "run %d: %s", i, r.err);
+        cli_result_free(&r);
+    }
     unsetenv("BATON_TLS_CA");
     unsetenv("BATON_TLS_CERT");
     unsetenv("BATON_TLS_KEY");

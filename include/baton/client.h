@@ -63,7 +63,8 @@ typedef struct baton_options {
     int pool_size;              /* most command connections at once; 0: 16 */
     /* TLS, used with rediss:// URLs (OpenSSL; TLS 1.2 or newer). NULL or 0 in each means the
      * default beside it. The server's certificate chain and its name (tls_sni, or the URL's
-     * host; an IP address is checked against the certificate's IP entries) are verified
+     * host, checked against the certificate's subjectAltName entries, never its common
+     * name; an IP address against its IP entries) are verified
      * unless tls_insecure_skip_verify. Any of these set with a URL that is not rediss://
      * is refused (BATON_EINVAL) rather than connect in plain text to a server the caller
      * meant to reach over TLS. */

@@ -2,6 +2,17 @@
  * baton error codes. Every fallible baton function returns int: BATON_OK (0) on success or
  * one of the negative codes below. The list is one X-macro, so the enum, baton_strerror()
  * and baton_err_name() cannot drift apart.
+ *
+ * A call that fails in a script (a key of another type, a count that is not an integer)
+ * has written nothing. BATON_EPERM: the server's ACL refused a command, key or channel
+ * (NOPERM); baton_client_errmsg() names it (inside a script: the script, the line and the
+ * keys it uses). Under an ACL that lacks a command a script uses (docs/security.md gives
+ * the whole rule), a script may fail after a write it made before that command.
+ * One refusal is not a failure: a PUBLISH refused after the writes of a release, force
+ * release, latch set / count-down / delete or semaphore set / add. The call returns its
+ * outcome (BATON_OK) and baton_client_errmsg() holds the warning "<released>; waiters not
+ * told: PUBLISH to <channel> refused by the server's ACL (...); they see it at their next
+ * recheck". After any other success the message is "".
  */
 #ifndef BATON_ERROR_H
 #define BATON_ERROR_H
@@ -23,7 +34,8 @@ extern "C" {
     XX(ENOMEM, -7, "out of memory")                                                                \
     XX(ECANCELED, -8, "operation canceled")                                                        \
     XX(ENOTSUP, -9, "operation not supported by this object")                                      \
-    XX(ENOTSYNCED, -10, "not acknowledged by enough replicas in time (sync_replicas)")
+    XX(ENOTSYNCED, -10, "not acknowledged by enough replicas in time (sync_replicas)")             \
+    XX(EPERM, -11, "refused by the server's ACL (NOPERM)")
 
 typedef enum baton_errno {
     BATON_OK = 0,

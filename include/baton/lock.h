@@ -84,14 +84,18 @@ BATON_API int baton_lock_try_acquire(baton_lock *l, int64_t wait_ms, int64_t lea
  *
  * Returns BATON_OK; BATON_ENOTHELD (the calling thread holds no hold: never held, already
  * released, or the lease ran out and perhaps another owner holds it now, which the call
- * never touches); BATON_EINVAL; BATON_ECONN; BATON_EPROTO.
+ * never touches); BATON_EINVAL; BATON_ECONN; BATON_EPROTO; BATON_EPERM (the ACL refused
+ * the script). BATON_OK with a warning in baton_client_errmsg(): released, but the ACL
+ * refused the wake-up's PUBLISH (waiters see it at their next recheck; baton/error.h).
  */
 BATON_API int baton_lock_release(baton_lock *l);
 
 /*
  * Deletes the lock whoever holds it and wakes a waiter. *was_locked (may be NULL) is set
- * to whether it was held. Returns BATON_OK, BATON_EINVAL, BATON_ECONN, BATON_EPROTO (the
- * key holds another type; it is left untouched).
+ * to whether it was held. A fair lock's queue and deadlines are deleted too (every waiter
+ * is woken and joins a new queue: the way out of a poisoned queue). Returns BATON_OK (with
+ * a warning when the ACL refused the wake-up, as for release), BATON_EINVAL, BATON_ECONN,
+ * BATON_EPROTO (a key holds another type; nothing is changed), BATON_EPERM.
  */
 BATON_API int baton_lock_force_release(baton_lock *l, bool *was_locked);
 

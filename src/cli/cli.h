@@ -23,6 +23,7 @@ enum {
     EXIT_NO = 1,              /* a query answered "no": latch set found a count already set,
                                  unlock --force found nothing locked */
     EXIT_USAGE = 2,           /* bad usage: unknown option, missing --, bad duration, ... */
+    EXIT_PERM = 119,          /* the server's ACL refused a command, key or channel (NOPERM) */
     EXIT_CONN = 120,          /* cannot reach the server, or lost it while waiting */
     EXIT_AUTH = 121,          /* the server refused the credentials */
     EXIT_LOST = 122,          /* the lock was lost while COMMAND ran (COMMAND got SIGTERM) */
@@ -86,9 +87,12 @@ bool cli_parse_duration(const char *s, int64_t *ms);
 /* Parses a non-negative decimal integer up to max. */
 bool cli_parse_count(const char *s, int64_t max, int64_t *out);
 
-/* The exit code for a failed baton call: EXIT_CONN, EXIT_AUTH, EXIT_USAGE (invalid
- * argument), or EXIT_FAILED. Prints "baton: <what>: <reason>" first. */
+/* The exit code for a failed baton call: EXIT_CONN, EXIT_AUTH, EXIT_PERM, EXIT_USAGE
+ * (invalid argument), or EXIT_FAILED. Prints "baton: <what>: <reason>" first. */
 int cli_fail(baton_client *c, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* After a call that succeeded with a warning in baton_client_errmsg (a PUBLISH the ACL
+ * refused: done, waiters not told): prints "baton: warning: <what>: <warning>". */
+void cli_warn(baton_client *c, const char *what);
 
 /* Sets g->url from --url: a usage error (EXIT_USAGE, printed) if it is empty or a URL was
  * given already; EXIT_OK otherwise. */

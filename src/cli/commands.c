@@ -471,8 +471,11 @@ static int lock_release(const cli_global *g, lock_run *r, const cli_outcome *out
                   la->hold ? "the hold" : la->command[0]);
         return EXIT_LOST;
     }
-    if (brc != BATON_OK && brc != BATON_ENOTHELD)
-        cli_fail(r->c, brc, "releasing %s (it expires by its lease)", r->what);
+    if (brc == BATON_OK)
+        cli_warn(r->c, r->what);
+    else if (brc != BATON_ENOTHELD)
+        cli_fail(r->c, brc, "releasing %s (unless it was released, it expires by its lease)",
+                 r->what);
     return out->status;
 }
 
@@ -713,7 +716,9 @@ static int semaphore_counting(baton_client *c, const char *name, bool has_permit
         cli_outcome out;
         cli_run(command, &w, &out);
         brc = baton_semaphore_release(s, take);
-        if (brc != BATON_OK)
+        if (brc == BATON_OK)
+            cli_warn(c, what);
+        else
             cli_fail(c, brc, "returning %lld permit%s of semaphore %s", (long long)take,
                      take == 1 ? "" : "s", name);
         rc = out.status;
@@ -737,7 +742,9 @@ static int return_permits(void *arg)
     permits_return *r = arg;
     for (int64_t i = 0; i < r->take; i++) {
         int brc = baton_permits_release(r->p, r->ids[i]);
-        if (brc == BATON_ENOTHELD)
+        if (brc == BATON_OK)
+            cli_warn(r->c, r->what); /* released, and a warning (a refused PUBLISH) said */
+        else if (brc == BATON_ENOTHELD)
             r->lost = true;
         else if (brc != BATON_OK)
             cli_fail(r->c, brc, "returning a permit of %s (it comes back when its lease ends)",
@@ -921,6 +928,8 @@ int cli_cmd_latch(cli_global *g, int argc, char **argv)
     } else if (set) {
         bool was_set = false;
         brc = baton_latch_try_set_count(l, count, &was_set);
+        if (brc == BATON_OK)
+            cli_warn(c, name);
         if (brc != BATON_OK) {
             rc = cli_fail(c, brc, "latch %s: set", name);
         } else if (!was_set) {
@@ -958,6 +967,8 @@ int cli_cmd_latch(cli_global *g, int argc, char **argv)
         brc = baton_latch_count_down(l);
         if (brc != BATON_OK)
             rc = cli_fail(c, brc, "latch %s: count-down", name);
+        else
+            cli_warn(c, name);
     }
     baton_latch_close(l);
     baton_client_close(c);
@@ -1037,10 +1048,13 @@ int cli_cmd_unlock(cli_global *g, int argc, char **argv)
     if (brc != BATON_OK) {
         rc = cli_fail(c, brc, "unlock %s", name);
     } else if (!was_locked) {
-        cli_error("%s was not locked", name);
+        cli_warn(c, name);
+        cli_error("%s was not locked%s", name, fair ? " (its queue is cleared)" : "");
         rc = EXIT_NO;
     } else {
-        fprintf(stderr, "baton: %s%s released\n", fair ? "fair lock " : "lock ", name);
+        cli_warn(c, name);
+        fprintf(stderr, "baton: %s%s released%s\n", fair ? "fair lock " : "lock ", name,
+                fair ? ", its queue cleared" : "");
     }
     baton_lock_close(l);
     baton_client_close(c);

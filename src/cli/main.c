@@ -169,6 +169,7 @@ static const char help_tail[] =
     "  0                     success (latch, status, unlock)\n"
     "  1                     latch set: a count was already set; unlock: was not locked\n"
     "  2                     bad usage\n"
+    "  119                   the server's ACL refused a command, key or channel\n"
     "  120                   cannot connect to the server (or lost it while waiting)\n"
     "  121                   authentication refused\n"
     "  122                   the lock was lost while COMMAND ran (COMMAND got SIGTERM)\n"
@@ -211,6 +212,13 @@ int cli_usage_error(const char *command, const char *fmt, ...)
     return EXIT_USAGE;
 }
 
+void cli_warn(baton_client *c, const char *what)
+{
+    const char *w = baton_client_errmsg(c);
+    if (w[0])
+        fprintf(stderr, "baton: warning: %s: %s\n", what, w);
+}
+
 int cli_fail(baton_client *c, int rc, const char *fmt, ...)
 {
     char what[1024];
@@ -228,6 +236,8 @@ int cli_fail(baton_client *c, int rc, const char *fmt, ...)
         return EXIT_CONN;
     case BATON_EAUTH:
         return EXIT_AUTH;
+    case BATON_EPERM:
+        return EXIT_PERM;
     case BATON_EINVAL:
         return EXIT_USAGE;
     default:
@@ -453,6 +463,9 @@ int cli_open_client(const cli_global *g, baton_client **out)
     o.tls_key = g->tls_key;
     o.tls_sni = g->tls_sni;
     o.tls_insecure_skip_verify = g->tls_insecure;
+    if (g->tls_insecure) /* every run: a flag left in a script must not be forgotten */
+        fprintf(stderr, "baton: warning: --tls-insecure: the server's certificate and name are "
+                        "not checked; anyone on the path can pose as the server\n");
     const char *password = NULL;
     int prc = find_password(g, &password); /* read once the command line parsed */
     if (prc != EXIT_OK)
@@ -484,6 +497,8 @@ int cli_open_client(const cli_global *g, baton_client **out)
         return EXIT_CONN;
     case BATON_EAUTH:
         return EXIT_AUTH;
+    case BATON_EPERM:
+        return EXIT_PERM;
     case BATON_EINVAL:
         return EXIT_USAGE;
     default:

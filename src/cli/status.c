@@ -59,6 +59,15 @@ static const char *E(const char *str)
     return out;
 }
 
+/* A queue entry's deadline no waiter sets: none (absent, inf, nan) or more than a day
+ * ahead. Such an entry never lapses and blocks the queue behind it: a poisoned queue, which
+ * `baton unlock --force NAME` clears. */
+#define SANE_DEADLINE_MS (24LL * 3600 * 1000)
+static bool impossible_deadline(const baton_inspection *s, const baton_inspect_waiter *w)
+{
+    return !w->has_deadline || w->deadline_ms - s->server_time_ms > SANE_DEADLINE_MS;
+}
+
 /* A lock's or a fair lock's lines: state, holders, queue, listeners. */
 static void print_lock_text(const char *name, const baton_inspection *s)
 {
@@ -92,12 +101,15 @@ static void print_lock_text(const char *name, const baton_inspection *s)
         printf("  queue (%zu waiting, first in line first):\n", s->n_queue);
     for (size_t i = 0; i < s->n_queue; i++) {
         const baton_inspect_waiter *w = s->queue[i];
+        const char *bad = impossible_deadline(s, w) ? "  IMPOSSIBLE: never lapses (a poisoned "
+                                                      "queue? baton unlock --force clears it)"
+                                                    : "";
         if (w->has_deadline) {
             format_ms(w->deadline_ms - s->server_time_ms, t, sizeof t);
-            printf("  %4zu. %s  deadline %lld (in %s)\n", i + 1, E(w->owner),
-                   (long long)w->deadline_ms, t);
+            printf("  %4zu. %s  deadline %lld (in %s)%s\n", i + 1, E(w->owner),
+                   (long long)w->deadline_ms, t, bad);
         } else {
-            printf("  %4zu. %s  no deadline\n", i + 1, E(w->owner));
+            printf("  %4zu. %s  no valid deadline (none, inf or nan)%s\n", i + 1, E(w->owner), bad);
         }
     }
     if (s->subscribers_lock)
@@ -231,10 +243,11 @@ static void print_json_queue(const baton_inspection *s)
         printf("%s{\"owner\": ", i ? ", " : "");
         json_str(w->owner);
         if (w->has_deadline)
-            printf(", \"deadline_ms\": %lld, \"remaining_ms\": %lld}", (long long)w->deadline_ms,
+            printf(", \"deadline_ms\": %lld, \"remaining_ms\": %lld", (long long)w->deadline_ms,
                    (long long)(w->deadline_ms - s->server_time_ms));
         else
-            printf(", \"deadline_ms\": null, \"remaining_ms\": null}");
+            printf(", \"deadline_ms\": null, \"remaining_ms\": null");
+        printf(", \"impossible\": %s}", impossible_deadline(s, w) ? "true" : "false");
     }
 }
 

@@ -129,15 +129,25 @@ void baton__node_of_key(baton_client *c, const char *key, char *buf, size_t len,
 
 /* ------------------------------- errors from replies ---------------------------------- */
 
+/* Whether a server error text is an ACL refusal: BATON_EPERM. */
+static bool acl_refusal(const char *s)
+{
+    /* NOPERM: a command refused before it ran (its name, or "one of the keys/channels");
+     * inside a script Redis 7.0 says "ERR The user executing the script can't ..." */
+    return strncmp(s, "NOPERM", 6) == 0 ||
+           strncmp(s, "ERR The user executing the script can't", 39) == 0;
+}
+
 int baton__reply_error(baton_client *c, const redisReply *r)
 {
     if (!r || r->type != REDIS_REPLY_ERROR)
         return BATON_OK;
     const char *s = r->str ? r->str : "";
     int code = BATON_EPROTO;
-    if (strncmp(s, "NOAUTH", 6) == 0 || strncmp(s, "WRONGPASS", 9) == 0 ||
-        strncmp(s, "NOPERM", 6) == 0)
+    if (strncmp(s, "NOAUTH", 6) == 0 || strncmp(s, "WRONGPASS", 9) == 0)
         code = BATON_EAUTH;
+    else if (acl_refusal(s))
+        code = BATON_EPERM;
     else if (strncmp(s, "OOM", 3) == 0)
         code = BATON_ENOMEM;
     else if (strncmp(s, "READONLY", 8) == 0) {
@@ -201,9 +211,9 @@ bool baton__append_wait(baton_client *c, baton__conn *k)
 int baton__read_wait(baton_client *c, baton__conn *k)
 {
     redisReply *r = NULL;
-    /* the server answers WAIT sync_timeout_ms after it got it at most: that long is its
-     * own budget, besides the command timeout */
-    int rc = baton__conn_read_longer(c, k, "WAIT", c->cfg.sync_timeout_ms, &r);
+    /* the server answers WAIT sync_timeout_ms after it got it at most: the round trip's
+     * deadline has that besides the command timeout (conn.c, round_deadline) */
+    int rc = baton__conn_read(c, k, "WAIT", &r);
     if (rc != BATON_OK)
         return rc;
     long long acks = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
@@ -528,6 +538,93 @@ static int script_attempt(baton_client *c, const baton__script *s, script_argv *
     return rc;
 }
 
+/* A script whose writes are done but whose PUBLISH the server's ACL refused (its pcall)
+ * returns, after its writes, the error reply
+ *   BATON_UNPUBLISHED <outcome|nil> <what> <channel length> <channel> <server's error>
+ * (the publish() and reply() helpers the scripts share). The caller gets the outcome as if
+ * published, and the calling thread's message says what happened: a warning with BATON_OK. */
+#define UNPUBLISHED "BATON_UNPUBLISHED "
+
+/* A reply made by hiredis's own reader (its allocator), from protocol text. */
+static redisReply *make_reply(const char *proto)
+{
+    redisReader *rd = redisReaderCreate();
+    void *out = NULL;
+    if (rd && (redisReaderFeed(rd, proto, strlen(proto)) != REDIS_OK ||
+               redisReaderGetReply(rd, &out) != REDIS_OK))
+        out = NULL;
+    if (rd)
+        redisReaderFree(rd);
+    return out;
+}
+
+/* The outcome of a BATON_UNPUBLISHED reply (freed) as an integer or nil reply, the warning
+ * recorded; NULL when out of memory. A malformed one is returned as it is (EPROTO). */
+static redisReply *unpublished(baton_client *c, redisReply *r)
+{
+    const char *p = r->str + strlen(UNPUBLISHED);
+    char outcome[32], what[32];
+    int used = 0;
+    unsigned long chlen = 0;
+    if (sscanf(p, "%31s %31s %lu %n", outcome, what, &chlen, &used) != 3 || used == 0 ||
+        strlen(p + used) < chlen)
+        return r;
+    const char *channel = p + used, *err = channel + chlen;
+    while (*err == ' ')
+        err++;
+    for (char *w = what; *w; w++)
+        if (*w == '_')
+            *w = ' ';
+    char proto[48];
+    if (strcmp(outcome, "nil") == 0)
+        snprintf(proto, sizeof proto, "$-1\r\n");
+    else
+        snprintf(proto, sizeof proto, ":%lld\r\n", strtoll(outcome, NULL, 10));
+    redisReply *out = make_reply(proto);
+    if (out)
+        baton__fail(c, BATON_OK,
+                    "%s; waiters not told: PUBLISH to %.*s refused by the server's ACL (%s); "
+                    "they see it at their next recheck",
+                    what, (int)chlen, channel, err);
+    freeReplyObject(r);
+    return out;
+}
+
+/* An ACL refusal inside a script: the message names the script, the line the server gives
+ * ("on @user_script:N") and the keys that line names, so that the refused command, key or
+ * channel can be told from the rule (Redis 7.0 names none of them inside a script). */
+static void refused_in_script(baton_client *c, const baton__script *s, const char *text, int nkeys,
+                              const char **keys)
+{
+    const char *at = strstr(text, "@user_script:");
+    if (!at)
+        return;
+    long line = strtol(at + 13, NULL, 10);
+    const char *b = s->body, *e;
+    for (long i = 1; i < line && b; i++) {
+        b = strchr(b, '\n');
+        b = b ? b + 1 : NULL;
+    }
+    if (!b || line < 1)
+        return;
+    while (*b == ' ')
+        b++;
+    e = strchr(b, '\n');
+    int len = e ? (int)(e - b) : (int)strlen(b);
+    char named[256] = "";
+    size_t used = 0;
+    for (int k = 0; k < nkeys && k < 9 && used < sizeof named; k++) {
+        char ref[16];
+        snprintf(ref, sizeof ref, "KEYS[%d]", k + 1);
+        const char *hit = strstr(b, ref);
+        if (hit && hit < b + len)
+            used += (size_t)snprintf(named + used, sizeof named - used, "%s %s = %s",
+                                     used ? "," : " with", ref, keys[k]);
+    }
+    baton__fail(c, BATON_EPERM, "server replied: %s (script %s, line %ld: %.*s%s)", text, s->name,
+                line, len > 160 ? 160 : len, b, named);
+}
+
 static int script_call(baton_client *c, const baton__script *s, int nkeys, const char **keys,
                        int nargs, const char **args, redisReply **reply, bool *maybe_ran,
                        int *synced)
@@ -554,7 +651,14 @@ static int script_call(baton_client *c, const baton__script *s, int nkeys, const
     free_argv(&a);
     if (rc != BATON_OK)
         return rc;
+    if (r->type == REDIS_REPLY_ERROR && r->str &&
+        strncmp(r->str, UNPUBLISHED, strlen(UNPUBLISHED)) == 0)
+        r = unpublished(c, r);
+    if (!r)
+        return baton__fail(c, BATON_ENOMEM, "out of memory");
     rc = baton__reply_error(c, r);
+    if (rc == BATON_EPERM && r->str)
+        refused_in_script(c, s, r->str, nkeys, keys);
     if (rc != BATON_OK) {
         freeReplyObject(r);
         return rc;

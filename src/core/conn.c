@@ -4,11 +4,13 @@
  *
  * Why baton owns its sockets: hiredis 0.14.1 (Debian 12) has no TLS, and its blocking
  * context reads and writes the socket itself, so it cannot be given any. hiredis stays for
- * the protocol: redisFormatCommandArgv encodes, redisReader parses. Every socket here is
- * non-blocking; "blocking" calls poll() against a deadline (the connect timeout while
- * connecting, the command timeout per step after), so no call can hang on a server that
- * went silent. Writes never raise SIGPIPE (MSG_NOSIGNAL, and TLS goes through a BIO that
- * writes the same way): a library must not kill its host over a closed connection.
+ * the protocol: redisFormatCommandArgv encodes, redisReader parses, behind a guard that
+ * refuses what no baton reply can be (see "the reply guard"). Every socket here is
+ * non-blocking; "blocking" calls poll() against a deadline, looked at on every turn (the
+ * connect timeout while connecting, one command timeout per round trip after), so no call
+ * can hang on a server that went silent, or that sends without end. Writes never raise SIGPIPE
+ * (MSG_NOSIGNAL, and TLS goes through a BIO that writes the same way): a library must not kill its
+ * host over a closed connection.
  */
 #define _GNU_SOURCE
 #include "conn.h"
@@ -39,6 +41,38 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+/* ------------------------------- the reply guard -------------------------------------- */
+
+/* hiredis 0.14.1's reader trusts the server: it buffers a line until its CRLF however long,
+ * a bulk string until all of its announced length arrived (2^62 bytes: until memory runs
+ * out), and an array of any announced size; and it rescans an unfinished line, and moves
+ * what is left of its buffer, on every call. So every byte read goes through this small
+ * scanner of RESP2's framing first, once: it refuses what baton's limits refuse (conn.h,
+ * BATON__REPLY_MAX_*) as soon as the header that announces it arrives, and it counts the
+ * replies that are complete, so that hiredis is asked only for those (each parse is then
+ * linear in its reply, and its buffer never holds more than one chunk beyond the reply
+ * being parsed). It is stricter than hiredis (a bulk must end with CRLF, a length below -1
+ * is refused), never looser. */
+
+enum { G_TYPE, G_LINE, G_BULK, G_BULK_CR, G_BULK_LF };
+
+#define MAX_DEPTH 7 /* hiredis 0.14's own limit of nested arrays */
+
+typedef struct guard {
+    int state;
+    char type;               /* of the line being read */
+    bool cr;                 /* the line's last byte so far is '\r' */
+    size_t line;             /* bytes of the line so far (CR included) */
+    char num[24];            /* a $ or * header's digits */
+    size_t numlen;           /* > sizeof num - 1: too long to be a length */
+    uint64_t bulk;           /* payload bytes of a bulk string still to come */
+    int depth;               /* arrays open */
+    int64_t left[MAX_DEPTH]; /* elements still to come in each open array */
+    uint64_t bytes;          /* of the reply being read */
+    uint64_t elements;       /* array elements announced in it, at every depth */
+    size_t ready;            /* complete replies fed to hiredis and not yet taken */
+} guard;
+
 struct baton__conn {
     int fd;
     SSL *ssl;            /* NULL: plain text */
@@ -52,6 +86,12 @@ struct baton__conn {
     struct baton__conn *next; /* in the pool's idle list */
     baton__pool *pool;        /* where it goes back */
     bool reused;              /* lent from the pool, not connected for this use */
+    bool proto;               /* broken by a reply baton refuses (BATON_EPROTO) */
+    bool more;                /* io stopped reading with complete replies to take first */
+    guard guard;              /* the framing of what was read (the reply guard) */
+    int64_t pending;          /* replies still due to commands appended (blocking use) */
+    int64_t round_us;         /* deadline of the round trip being read; 0: none open */
+    int64_t round_wait_us;    /* a WAIT in it may hold its reply this long on the server */
     char errstr[160];
 };
 
@@ -67,6 +107,185 @@ static void set_err(baton__conn *k, const char *fmt, ...)
     vsnprintf(k->errstr, sizeof k->errstr, fmt, ap);
     va_end(ap);
     k->broken = true;
+}
+
+/* The connection is broken by what the server sent: a protocol error (BATON_EPROTO). */
+static void set_proto(baton__conn *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_proto(baton__conn *k, const char *fmt, ...)
+{
+    char why[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    set_err(k, "protocol error: %s", why);
+    k->proto = true;
+}
+
+/* One element (or a whole reply at depth 0) ended. */
+static void guard_item(guard *g)
+{
+    g->state = G_TYPE;
+    while (g->depth > 0) {
+        if (--g->left[g->depth - 1] > 0)
+            return;
+        g->depth--; /* that array is complete: an element of the one around it */
+    }
+    g->ready++;
+    g->bytes = g->elements = 0;
+}
+
+/* A $ or * header's number: -1 (nil) and up; false when it is not one. */
+static bool guard_number(guard *g, int64_t *out)
+{
+    size_t n = g->numlen;
+    if (n >= sizeof g->num || n < 2 || g->num[n - 1] != '\r')
+        return false;
+    n--; /* the CR */
+    if (n == 2 && g->num[0] == '-' && g->num[1] == '1') {
+        *out = -1;
+        return true;
+    }
+    if (n > 19) /* more than a 63-bit value has digits for */
+        return false;
+    int64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (g->num[i] < '0' || g->num[i] > '9' || v > (INT64_MAX - 9) / 10)
+            return false;
+        v = v * 10 + (g->num[i] - '0');
+    }
+    *out = v;
+    return true;
+}
+
+/* A line ended (its CRLF read). false: refused, why in k->errstr. */
+static bool guard_line(baton__conn *k, guard *g)
+{
+    if (g->type != '$' && g->type != '*') {
+        guard_item(g);
+        return true;
+    }
+    int64_t n;
+    if (!guard_number(g, &n)) {
+        set_proto(k, "a %s length that is not a number", g->type == '$' ? "bulk string" : "array");
+        return false;
+    }
+    if (n == -1) { /* nil */
+        guard_item(g);
+        return true;
+    }
+    if (g->type == '$') {
+        if ((uint64_t)n > BATON__REPLY_MAX_BYTES ||
+            g->bytes + (uint64_t)n + 2 > BATON__REPLY_MAX_BYTES) {
+            set_proto(k,
+                      "a reply larger than baton's limit of %d MiB (a bulk string of %lld bytes)",
+                      BATON__REPLY_MAX_BYTES >> 20, (long long)n);
+            return false;
+        }
+        g->bytes += (uint64_t)n + 2;
+        g->bulk = (uint64_t)n;
+        g->state = G_BULK;
+        return true;
+    }
+    if (n > BATON__REPLY_MAX_ELEMENTS || g->elements + (uint64_t)n > BATON__REPLY_MAX_ELEMENTS) {
+        set_proto(k,
+                  "a reply with more array elements than baton's limit of %d (an array of "
+                  "%lld)",
+                  BATON__REPLY_MAX_ELEMENTS, (long long)n);
+        return false;
+    }
+    if (n == 0) {
+        guard_item(g);
+        return true;
+    }
+    if (g->depth == MAX_DEPTH) {
+        set_proto(k, "arrays nested deeper than %d", MAX_DEPTH);
+        return false;
+    }
+    g->elements += (uint64_t)n;
+    g->left[g->depth++] = n;
+    g->state = G_TYPE;
+    return true;
+}
+
+/* Scans bytes about to be fed to hiredis. false: the stream is refused (k->errstr). */
+static bool guard_scan(baton__conn *k, const char *buf, size_t n)
+{
+    guard *g = &k->guard;
+    size_t i = 0;
+    while (i < n) {
+        switch (g->state) {
+        case G_TYPE: {
+            char t = buf[i++];
+            if (!strchr("+-:$*", t) || t == '\0') {
+                set_proto(k, "a reply that begins with byte 0x%02x", (unsigned char)t);
+                return false;
+            }
+            g->type = t;
+            g->state = G_LINE;
+            g->line = g->numlen = 0;
+            g->cr = false;
+            g->bytes++;
+            break;
+        }
+        case G_LINE: {
+            const char *lf = memchr(buf + i, '\n', n - i);
+            size_t end = lf ? (size_t)(lf - buf) : n, seg = end - i;
+            if (seg > 0) {
+                g->cr = buf[end - 1] == '\r';
+                if ((g->type == '$' || g->type == '*') && g->numlen < sizeof g->num) {
+                    size_t m = seg < sizeof g->num - g->numlen ? seg : sizeof g->num - g->numlen;
+                    memcpy(g->num + g->numlen, buf + i, m);
+                    g->numlen += seg; /* past sizeof num: refused as not a number */
+                }
+                g->line += seg;
+                g->bytes += seg;
+                if (g->line > BATON__REPLY_MAX_LINE || g->bytes > BATON__REPLY_MAX_BYTES) {
+                    set_proto(k, "a line longer than baton's limit of %d KiB",
+                              BATON__REPLY_MAX_LINE >> 10);
+                    return false;
+                }
+            }
+            if (!lf) {
+                i = n;
+                break;
+            }
+            i = end + 1;
+            g->bytes++;
+            g->line++;
+            if (!g->cr) { /* a bare LF is part of the line (hiredis looks for CRLF) */
+                if (g->numlen < sizeof g->num)
+                    g->num[g->numlen] = '\n';
+                g->numlen++;
+                continue;
+            }
+            g->cr = false;
+            if (!guard_line(k, g))
+                return false;
+            break;
+        }
+        case G_BULK: {
+            size_t m = n - i < g->bulk ? n - i : (size_t)g->bulk;
+            i += m;
+            g->bulk -= m;
+            if (g->bulk == 0)
+                g->state = G_BULK_CR;
+            break;
+        }
+        case G_BULK_CR:
+        case G_BULK_LF:
+            if (buf[i++] != (g->state == G_BULK_CR ? '\r' : '\n')) {
+                set_proto(k, "a bulk string longer than its announced length");
+                return false;
+            }
+            if (g->state == G_BULK_CR)
+                g->state = G_BULK_LF;
+            else
+                guard_item(g);
+            break;
+        }
+    }
+    return true;
 }
 
 /* OpenSSL's reason for the last failure on this thread (its error queue), or `fallback`. */
@@ -112,6 +331,11 @@ void baton__conn_close(baton__conn *k)
 int baton__conn_fd(const baton__conn *k)
 {
     return k->fd;
+}
+
+bool baton__conn_more(const baton__conn *k)
+{
+    return k->more && !k->broken;
 }
 
 const char *baton__conn_errstr(const baton__conn *k)
@@ -222,10 +446,12 @@ static int wait_fd(int fd, short events, int64_t deadline_us)
     }
 }
 
-/* Feeds bytes just read to the parser. */
+/* Feeds bytes just read to the parser, through the guard. */
 static bool take_bytes(baton__conn *k, const char *buf, size_t n)
 {
     k->last_read_us = baton__now_us();
+    if (!guard_scan(k, buf, n))
+        return false;
     if (redisReaderFeed(k->reader, buf, n) != REDIS_OK) {
         set_err(k, "out of memory reading a reply");
         return false;
@@ -257,6 +483,9 @@ int baton__conn_append(baton__conn *k, int argc, const char **argv, const size_t
     }
     memcpy(k->out + k->len, cmd, (size_t)n);
     k->len += (size_t)n;
+    k->pending++;
+    if (argc == 3 && !lens && strcmp(argv[0], "WAIT") == 0)    /* baton__append_wait's */
+        k->round_wait_us += strtoll(argv[2], NULL, 10) * 1000; /* the server's own bound */
     redisFreeCommand(cmd);
     return BATON_OK;
 }
@@ -265,10 +494,19 @@ int baton__conn_next(baton__conn *k, redisReply **out)
 {
     void *r = NULL;
     *out = NULL;
+    if (k->proto)
+        return BATON_EPROTO;
+    if (k->guard.ready == 0)
+        return BATON_OK; /* nothing complete: hiredis is not asked to look again */
     if (redisReaderGetReply(k->reader, &r) != REDIS_OK) {
-        set_err(k, "protocol error: %s", k->reader->errstr);
+        set_proto(k, "%s", k->reader->errstr); /* e.g. "Bad integer value" */
         return BATON_EPROTO;
     }
+    if (!r) { /* the guard counted a reply hiredis did not find: never, says the fuzzer */
+        set_proto(k, "a reply the parser did not complete");
+        return BATON_EPROTO;
+    }
+    k->guard.ready--;
     *out = r;
     return BATON_OK;
 }
@@ -277,6 +515,10 @@ int baton__conn_next(baton__conn *k, redisReply **out)
 static int flush_until(baton__conn *k, int64_t deadline_us)
 {
     while (!k->broken && k->off < k->len) {
+        if (baton__now_us() >= deadline_us) {
+            set_err(k, "could not send within the timeout");
+            break;
+        }
         short want;
         ssize_t n = io_write(k, k->out + k->off, k->len - k->off, &want);
         if (n > 0)
@@ -287,7 +529,20 @@ static int flush_until(baton__conn *k, int64_t deadline_us)
     return k->broken ? BATON_ECONN : BATON_OK;
 }
 
-/* Reads until one whole reply is parsed, before the deadline. */
+/* Why a read ran out of time: nothing came, or a reply began and did not end. */
+static void read_timed_out(baton__conn *k)
+{
+    if (k->guard.state != G_TYPE || k->guard.depth > 0)
+        set_err(k, "the reply did not end within the timeout (%llu bytes of it read)",
+                (unsigned long long)k->guard.bytes);
+    else
+        set_err(k, "no reply within the timeout");
+}
+
+/* Reads until one whole reply is parsed, before the deadline, which is looked at on every
+ * turn: a server that sends without end, or a byte at a time, is given up on time. One
+ * chunk is read at a time, and only when no complete reply is waiting (see the guard).
+ * BATON_ECONN or BATON_EPROTO (k->proto) on failure. */
 static int read_until(baton__conn *k, int64_t deadline_us, redisReply **out)
 {
     char buf[READ_CHUNK];
@@ -295,10 +550,17 @@ static int read_until(baton__conn *k, int64_t deadline_us, redisReply **out)
     while (!k->broken) {
         if (baton__conn_next(k, out) != BATON_OK)
             break;
-        if (*out)
+        if (*out) {
+            if (k->pending > 0 && --k->pending == 0)
+                k->round_us = k->round_wait_us = 0; /* every reply of the round trip is in */
             return BATON_OK;
+        }
         if (k->fd < 0) { /* detached: nothing more will come */
             set_err(k, "connection closed by the server");
+            break;
+        }
+        if (baton__now_us() >= deadline_us) {
+            read_timed_out(k);
             break;
         }
         short want;
@@ -306,21 +568,26 @@ static int read_until(baton__conn *k, int64_t deadline_us, redisReply **out)
         if (n > 0)
             take_bytes(k, buf, (size_t)n);
         else if (n == IO_AGAIN && !wait_fd(k->fd, want, deadline_us))
-            set_err(k, "no reply within the timeout");
+            read_timed_out(k);
     }
-    return BATON_ECONN;
+    return k->proto ? BATON_EPROTO : BATON_ECONN;
 }
 
-/* The earlier of the deadline and the command timeout from now. */
-static int64_t command_deadline(const baton_client *c, int64_t deadline_us)
+/* The deadline of the round trip on k: the earlier of deadline_us and one command timeout
+ * from the flush that began it (plus what a WAIT in it may block on the server:
+ * sync_timeout_ms). Every reply of the round trip (ASKING, the command, WAIT) shares it,
+ * so a server that answers each of them just in time cannot stretch the round trip to a
+ * command timeout per reply. */
+static int64_t round_deadline(const baton_client *c, baton__conn *k, int64_t deadline_us)
 {
-    int64_t d = baton__deadline_after_ms(c->cfg.command_timeout_ms);
-    return deadline_us < d ? deadline_us : d;
+    if (k->round_us == 0)
+        k->round_us = baton__deadline_after_ms(c->cfg.command_timeout_ms) + k->round_wait_us;
+    return deadline_us < k->round_us ? deadline_us : k->round_us;
 }
 
 int baton__conn_flush_by(baton_client *c, baton__conn *k, const char *what, int64_t deadline_us)
 {
-    if (flush_until(k, command_deadline(c, deadline_us)) == BATON_OK)
+    if (flush_until(k, round_deadline(c, k, deadline_us)) == BATON_OK)
         return BATON_OK;
     return baton__fail(c, BATON_ECONN, "%s: %s", what, baton__conn_errstr(k));
 }
@@ -328,9 +595,10 @@ int baton__conn_flush_by(baton_client *c, baton__conn *k, const char *what, int6
 int baton__conn_read_by(baton_client *c, baton__conn *k, const char *what, int64_t deadline_us,
                         redisReply **out)
 {
-    if (read_until(k, command_deadline(c, deadline_us), out) == BATON_OK)
+    int rc = read_until(k, round_deadline(c, k, deadline_us), out);
+    if (rc == BATON_OK)
         return BATON_OK;
-    return baton__fail(c, BATON_ECONN, "%s: %s", what, baton__conn_errstr(k));
+    return baton__fail(c, rc, "%s: %s", what, baton__conn_errstr(k));
 }
 
 int baton__conn_flush(baton_client *c, baton__conn *k, const char *what)
@@ -341,15 +609,6 @@ int baton__conn_flush(baton_client *c, baton__conn *k, const char *what)
 int baton__conn_read(baton_client *c, baton__conn *k, const char *what, redisReply **out)
 {
     return baton__conn_read_by(c, k, what, BATON__NO_DEADLINE, out);
-}
-
-int baton__conn_read_longer(baton_client *c, baton__conn *k, const char *what, int64_t extra_ms,
-                            redisReply **out)
-{
-    int64_t deadline = baton__deadline_after_ms(c->cfg.command_timeout_ms + extra_ms);
-    if (read_until(k, deadline, out) == BATON_OK)
-        return BATON_OK;
-    return baton__fail(c, BATON_ECONN, "%s: %s", what, baton__conn_errstr(k));
 }
 
 short baton__conn_events(const baton__conn *k)
@@ -364,12 +623,18 @@ bool baton__conn_io(baton__conn *k, short revents)
 {
     if (k->broken)
         return false;
+    k->more = false;
     if (revents & (POLLIN | POLLHUP | POLLERR) || k->ssl_wants_write) {
-        /* Read everything there is: with TLS, records already decrypted stay inside
-         * OpenSSL where poll() cannot see them, so stop only when it asks for more. */
+        /* Read until the socket has nothing more, or until replies are complete: they are
+         * taken before more is read (see the guard), and k->more tells the caller to come
+         * back without waiting for poll(), which cannot see records OpenSSL decrypted. */
         char buf[READ_CHUNK];
         k->ssl_wants_write = false;
         for (;;) {
+            if (k->guard.ready > 0) {
+                k->more = true;
+                break;
+            }
             short want;
             ssize_t n = io_read(k, buf, sizeof buf, &want);
             if (n > 0) {
@@ -550,6 +815,10 @@ static bool tls_start(baton_client *c, baton__conn *k, const char *host, int64_t
     if (!is_ip)
         SSL_set_tlsext_host_name(k->ssl, name); /* SNI carries names, never addresses */
     if (!c->tls_insecure) {
+        /* A name is matched against the certificate's subjectAltName entries only, never
+         * its common name (OpenSSL falls back to the CN when there is no DNS entry;
+         * browsers and curl do not: RFC 6125, and CA/Browser Forum rules since 2012). */
+        SSL_set_hostflags(k->ssl, X509_CHECK_FLAG_NEVER_CHECK_SUBJECT);
         int ok = is_ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(k->ssl), name)
                        : SSL_set1_host(k->ssl, name);
         if (ok != 1) {
@@ -852,17 +1121,17 @@ static int handshake(baton_client *c, baton__conn *k, int64_t deadline_us, const
     rc = BATON_OK;
     for (int i = 0; i < n; i++) {
         redisReply *r = NULL;
-        if (read_until(k, deadline_us, &r) != BATON_OK) {
+        int got = read_until(k, deadline_us, &r);
+        if (got != BATON_OK) {
             const char *hint =
                 i == 0 && !ep->tls && (strstr(k->errstr, "closed") || strstr(k->errstr, "reset"))
                     ? " (a TLS port? use rediss://)"
                     : "";
-            return baton__fail(c, BATON_ECONN, "connect to %s: %s%s", where, baton__conn_errstr(k),
-                               hint);
+            return baton__fail(c, got, "connect to %s: %s%s", where, baton__conn_errstr(k), hint);
         }
         if (r->type == REDIS_REPLY_ERROR && steps[i].code != BATON_OK && rc == BATON_OK) {
             rc = baton__reply_error(c, r);
-            if (rc != BATON_EAUTH)
+            if (rc != BATON_EAUTH && rc != BATON_EPERM)
                 rc = steps[i].code;
             baton__fail(c, rc, "%s refused: %s", steps[i].what, r->str);
         } else if (strcmp(steps[i].what, "INFO") == 0 && rc == BATON_OK)
@@ -1122,7 +1391,7 @@ void baton__conn_put(baton_client *c, baton__conn *k, bool broken)
     baton__pool *p = k->pool;
     baton__conn *stale = NULL;
     baton__mutex_lock(&p->mu);
-    if (broken || k->broken || k->off < k->len || k->gen != pool_gen(c, p)) {
+    if (broken || k->broken || k->off < k->len || k->pending != 0 || k->gen != pool_gen(c, p)) {
         /* Whatever broke this connection (a restart, a cut, a proxy that dropped its
          * connections) may have broken the idle ones too, in a way a look at their sockets
          * cannot see yet: they go as well, so that the retry that follows runs on a new

@@ -5,9 +5,10 @@
  *
  * A connection is a non-blocking socket (TCP over IPv4 or IPv6, or a unix socket), with
  * TLS on top for rediss://, an output buffer of commands encoded by hiredis
- * (redisFormatCommandArgv) and hiredis's reply parser (redisReader). It is used two ways:
- * blocking, by the command pool and the watchdog (append, flush, read: each step bounded by
- * the command timeout), and by the dispatcher's own poll() loop (events, io, next).
+ * (redisFormatCommandArgv) and hiredis's reply parser (redisReader) behind a guard that
+ * enforces the limits on replies below. It is used two ways: blocking, by the command pool
+ * and the watchdog (append, flush, read: a round trip bounded by the command timeout), and
+ * by the dispatcher's own poll() loop (events, io, more, next).
  */
 #ifndef BATON_CORE_CONN_H
 #define BATON_CORE_CONN_H
@@ -72,17 +73,28 @@ int baton__conn_get_node(baton_client *c, baton__pool *p, int64_t deadline_us, b
 /* "host:port" of the node a connection talks to (for messages). */
 void baton__conn_where(const baton_client *c, const baton__conn *k, char *buf, size_t len);
 
+/* What a reply may be (docs/guarantees.md, "Limits on replies"). A reply past one of
+ * these is refused as soon as the header that announces it arrives: a protocol error
+ * (BATON_EPROTO), and the connection is closed. The largest replies baton asks for are
+ * INFO (kilobytes), a Cluster's slot map (CLUSTER SLOTS of 16384 single-slot ranges:
+ * about 200,000 elements) and baton_inspect's snapshot of a name (a fair lock's queue, a
+ * semaphore's permit leases: 2 elements a lease); no value baton writes is more than a
+ * few hundred bytes. */
+#define BATON__REPLY_MAX_BYTES (64 << 20)   /* a whole reply, framing included */
+#define BATON__REPLY_MAX_ELEMENTS (1 << 20) /* array elements in one reply, every depth */
+#define BATON__REPLY_MAX_LINE (64 << 10)    /* a simple string, error or integer */
+
 /* Blocking use. append encodes a command into the output buffer (BATON_ENOMEM only);
  * flush writes the whole buffer; read returns the next reply (free with freeReplyObject).
- * flush and read each give up after the command timeout; a failure is BATON_ECONN with the
- * detail recorded on c ("<what>: <why>"), and leaves the connection broken. */
+ * A round trip (the flush and the reads of every reply its commands are due) gives up
+ * after one command timeout from the flush (plus the timeout of a WAIT appended in it),
+ * whatever arrives meanwhile; a failure is
+ * BATON_ECONN (no answer in time, a broken connection) or BATON_EPROTO (a reply refused:
+ * malformed, or past the limits above), with the detail recorded on c ("<what>: <why>"),
+ * and leaves the connection broken. */
 int baton__conn_append(baton__conn *k, int argc, const char **argv, const size_t *lens);
 int baton__conn_flush(baton_client *c, baton__conn *k, const char *what);
 int baton__conn_read(baton_client *c, baton__conn *k, const char *what, struct redisReply **out);
-/* As baton__conn_read, with extra_ms more than the command timeout (a reply the server
- * holds back on purpose: WAIT's, sync_timeout_ms). */
-int baton__conn_read_longer(baton_client *c, baton__conn *k, const char *what, int64_t extra_ms,
-                            struct redisReply **out);
 /* The same three with a monotonic deadline (µs) that may come before the client's
  * timeouts would (the watchdog must report a lease's end on time, whatever its renewal
  * pass waits for). */
@@ -98,6 +110,9 @@ int baton__conn_read_by(baton_client *c, baton__conn *k, const char *what, int64
 int baton__conn_fd(const baton__conn *k);
 short baton__conn_events(const baton__conn *k);
 bool baton__conn_io(baton__conn *k, short revents);
+/* io stopped reading because complete replies wait to be taken (next): once they are,
+ * call io again with POLLIN without waiting for poll(). */
+bool baton__conn_more(const baton__conn *k);
 int baton__conn_next(baton__conn *k, struct redisReply **out);
 const char *baton__conn_errstr(const baton__conn *k);
 /* Monotonic µs of the last byte read: a silent connection is probed (the dispatcher). */

@@ -58,6 +58,17 @@
  * connection attempts a second cost a dead server nothing. */
 #define MAX_BACKOFF_MS 250
 
+/* A server that accepts the connection and then refuses what the dispatcher asks (an ACL
+ * that denies SUBSCRIBE or the channel, a proxy that drops it) is different: connecting
+ * succeeds every time, so the pause above would start over at each attempt, a reconnect
+ * storm. A connection dropped after it was asked something (SUBSCRIBE, PING) and before
+ * it gave one healthy reply (a confirmation, a message, a PONG) pauses the next attempt
+ * REFUSED_MIN_MS, doubling to REFUSED_MAX_MS, each pause drawn between half and all of it
+ * (jitter: many clients refused at once do not come back in step); only a healthy reply
+ * starts the count over. */
+#define REFUSED_MIN_MS 50
+#define REFUSED_MAX_MS 2000
+
 /* ------------------------------- async semaphore -------------------------------------- */
 
 typedef struct asem_item {
@@ -127,6 +138,8 @@ struct baton__sub {
     bool queued;          /* a reconcile waits in the async semaphore */
     bool inflight;        /* a (UN)SUBSCRIBE awaits confirmation, holding the permit */
     bool wake_on_confirm; /* resubscribed after a reconnect: wake waiters when confirmed */
+    bool refused;         /* the server refused its SUBSCRIBE (NOPERM): waiters give up */
+    uint64_t sent_seq;    /* order of its last (UN)SUBSCRIBE on the link (refusals) */
     bool lingering;       /* refs == 0 but kept subscribed until linger_until */
     int64_t linger_until; /* monotonic µs */
     int64_t permits;      /* wake-ups not yet consumed, at most refs */
@@ -143,6 +156,9 @@ struct sub_link {
     baton__conn *conn;  /* NULL while disconnected */
     int64_t ping_at;    /* monotonic µs a keepalive PING was sent and not yet answered; 0 */
     int64_t backoff_ms; /* pause before the next connection attempt; 0: none */
+    int64_t refused_ms; /* pause after a connection dropped before a healthy reply; 0: none */
+    bool healthy;       /* the connection gave a healthy reply (refused_ms starts over) */
+    bool asked;         /* the connection was sent (UN)SUBSCRIBE or PING */
     int64_t retry_at;   /* monotonic µs: no connection attempt before */
     int subs;           /* subscriptions (being made, live or being undone) on it */
     bool want;          /* a subscription waits for it to connect */
@@ -165,6 +181,9 @@ struct baton__dispatcher {
     int pinned;                  /* baton__sub_pin() calls not yet undone */
     int lingering;               /* subs lingering (refs == 0, still subscribed) */
     pthread_cond_t unsubscribed; /* an UNSUBSCRIBE was confirmed, or the connection broke */
+    uint64_t seq;                /* (UN)SUBSCRIBE commands appended, for sent_seq */
+    uint64_t rng;                /* the jitter's xorshift state */
+    char refusal[160];           /* the server's last refusal of a SUBSCRIBE ("NOPERM ...") */
 };
 
 /* The link of a node, made on first use; NULL when MAX_LINKS are in use or no memory. */
@@ -342,6 +361,9 @@ static void reconcile(void *arg)
         const char *argv[2] = {v, s->channel};
         if (baton__conn_append(l->conn, 2, argv, NULL) == BATON_OK) {
             baton__stat_inc(d->c, s->refs > 0 ? BATON__ST_SUBSCRIBES : BATON__ST_UNSUBSCRIBES);
+            s->sent_seq = ++d->seq;
+            s->refused = false;
+            l->asked = true;
             s->inflight = true; /* the permit stays taken until the confirmation */
             wake_thread(d);
             return;
@@ -460,12 +482,64 @@ static void on_message(baton__dispatcher *d, const redisReply *ch, const redisRe
     add_permits(s, n);
 }
 
+typedef struct sub_list {
+    baton__sub **items;
+    size_t n, cap;
+} sub_list;
+
+static void collect(const char *key, void *val, void *arg)
+{
+    (void)key;
+    sub_list *l = arg;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        baton__sub **items = realloc(l->items, cap * sizeof *items);
+        if (!items)
+            return;
+        l->items = items;
+        l->cap = cap;
+    }
+    l->items[l->n++] = val;
+}
+
+/* The server refused an (UN)SUBSCRIBE on link l (an ACL without the channel, or without
+ * the command): replies come in the order of the commands, so it is the oldest one still
+ * awaiting its confirmation there. Its waiters give up with the server's words rather than
+ * wait for a subscription that will not come; the link is dropped (the caller) and made
+ * again for the others, after a pause that grows (REFUSED_MIN_MS). */
+static void refused(baton__dispatcher *d, sub_link *l, const char *why)
+{
+    sub_list all = {0};
+    baton__map_each(&d->subs, collect, &all);
+    baton__sub *oldest = NULL;
+    for (size_t i = 0; i < all.n; i++) {
+        baton__sub *s = all.items[i];
+        if (s->link == l && s->inflight && (!oldest || s->sent_seq < oldest->sent_seq))
+            oldest = s;
+    }
+    free(all.items);
+    snprintf(d->refusal, sizeof d->refusal, "%s", why);
+    baton__log(d->c, BATON_LOG_WARN, "pub/sub connection: the server replied %s", why);
+    if (oldest && oldest->state == S_SUBSCRIBING) {
+        oldest->refused = true;
+        baton__cond_broadcast(&oldest->ready);
+    }
+}
+
 /* Decodes one reply read from a subscriber connection. Anything not understood is ignored:
  * a pushed message can never crash or confuse the dispatcher. An error reply (a Cluster's
  * MOVED to a subscribe, say) returns false: the link is dropped and made again, which
  * resubscribes every channel where it lives now. */
 static bool dispatch_on(baton__dispatcher *d, sub_link *l, const redisReply *r)
 {
+    if (r && r->type == REDIS_REPLY_ERROR && r->str && strncmp(r->str, "NOPERM", 6) == 0) {
+        refused(d, l, r->str);
+        return false;
+    }
+    if (r && r->type != REDIS_REPLY_ERROR) {
+        l->healthy = true; /* a confirmation, a message, a PONG: reconnections start over */
+        l->refused_ms = 0;
+    }
     if (r && r->type == REDIS_REPLY_ERROR) {
         bool ask;
         int slot, port;
@@ -502,26 +576,6 @@ static bool dispatch_on(baton__dispatcher *d, sub_link *l, const redisReply *r)
 void baton__dispatch_reply(baton__dispatcher *d, const redisReply *r)
 {
     (void)dispatch_on(d, d->links[0], r);
-}
-
-typedef struct sub_list {
-    baton__sub **items;
-    size_t n, cap;
-} sub_list;
-
-static void collect(const char *key, void *val, void *arg)
-{
-    (void)key;
-    sub_list *l = arg;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        baton__sub **items = realloc(l->items, cap * sizeof *items);
-        if (!items)
-            return;
-        l->items = items;
-        l->cap = cap;
-    }
-    l->items[l->n++] = val;
 }
 
 /* A link's connection broke (or is dropped): forget the server's state of its channels and
@@ -573,8 +627,37 @@ static void on_connect(baton__dispatcher *d, sub_link *lk, baton__conn *conn)
     lk->conn = conn;
     lk->ping_at = 0;
     lk->want = false;
-    lk->backoff_ms = 0;
+    lk->backoff_ms = 0; /* the server is there; refused_ms waits for a healthy reply */
+    lk->healthy = lk->asked = false;
     reconcile_waiting(d);
+}
+
+/* A pause drawn between half and all of ms. */
+static int64_t jitter(baton__dispatcher *d, int64_t ms)
+{
+    if (d->rng == 0)
+        d->rng = (uint64_t)baton__now_us() * 0x9e3779b97f4a7c15ULL | 1;
+    d->rng ^= d->rng << 13;
+    d->rng ^= d->rng >> 7;
+    d->rng ^= d->rng << 17;
+    return ms / 2 + (int64_t)(d->rng % (uint64_t)(ms / 2 + 1));
+}
+
+/* The link's connection was dropped (broken, silent, refused): when to connect again. One
+ * that had been healthy, or had not been asked anything yet (the watchdog's pin), is made
+ * again at once (10 ms: a restart, a cut); one dropped after it was asked something and
+ * before its first healthy reply waits a pause that grows (REFUSED_MIN_MS). */
+static void schedule_reconnect(baton__dispatcher *d, sub_link *l)
+{
+    int64_t ms = 10;
+    if (!l->healthy && l->asked) {
+        l->refused_ms = l->refused_ms ? (l->refused_ms * 2 > REFUSED_MAX_MS ? REFUSED_MAX_MS
+                                                                            : l->refused_ms * 2)
+                                      : REFUSED_MIN_MS;
+        ms = jitter(d, l->refused_ms);
+    }
+    l->healthy = l->asked = false;
+    l->retry_at = baton__now_us() + ms * 1000;
 }
 
 /* The slot map changed or the master moved: every link whose channels live elsewhere now
@@ -671,21 +754,34 @@ static void drain_pipe(int fd)
     }
 }
 
-/* Does the I/O poll() allowed and dispatches every complete reply. false: broken. */
+/* How many replies one turn of the loop takes from one link: a flood of messages is
+ * taken in batches, and between two the thread lets go of its mutex (waiters whose
+ * deadline came can return) and looks at its other links, its pipe and its timers. */
+#define REPLIES_PER_TURN 4096
+
+/* Does the I/O poll() allowed and dispatches the complete replies, a batch at most (the
+ * link's conn then has more: the loop comes back at once). false: broken. */
 static bool do_io(baton__dispatcher *d, sub_link *l, short revents)
 {
-    if (!baton__conn_io(l->conn, revents))
-        return false;
+    int taken = 0;
     for (;;) {
-        redisReply *reply = NULL;
-        if (baton__conn_next(l->conn, &reply) != BATON_OK)
+        if (!baton__conn_io(l->conn, revents))
             return false;
-        if (!reply)
+        for (;;) {
+            redisReply *reply = NULL;
+            if (baton__conn_next(l->conn, &reply) != BATON_OK)
+                return false;
+            if (!reply)
+                break;
+            bool ok = dispatch_on(d, l, reply);
+            freeReplyObject(reply);
+            if (!ok || !l->conn)
+                return false;
+            taken++;
+        }
+        if (!baton__conn_more(l->conn) || taken >= REPLIES_PER_TURN)
             return true;
-        bool ok = dispatch_on(d, l, reply);
-        freeReplyObject(reply);
-        if (!ok || !l->conn)
-            return false;
+        revents = POLLIN; /* more may be there: read on without asking poll() */
     }
 }
 
@@ -705,8 +801,10 @@ static bool keepalive(baton__dispatcher *d, sub_link *l, int *timeout_ms)
         return false;
     if (!l->ping_at && now - heard >= half) {
         const char *argv[1] = {"PING"};
-        if (baton__conn_append(l->conn, 1, argv, NULL) == BATON_OK)
+        if (baton__conn_append(l->conn, 1, argv, NULL) == BATON_OK) {
             l->ping_at = now;
+            l->asked = true;
+        }
     }
     int64_t next = (l->ping_at ? l->ping_at : heard) + half;
     int ms = next <= now ? 0 : (int)((next - now + 999) / 1000);
@@ -782,10 +880,13 @@ static void *dispatcher_main(void *arg)
                            "pub/sub connection: no answer to PING within %lld ms",
                            (long long)d->c->cfg.keepalive_ms);
                 on_disconnect(d, l);
+                schedule_reconnect(d, l);
                 continue;
             }
             polled[n] = l;
             p[n++] = (struct pollfd){baton__conn_fd(l->conn), baton__conn_events(l->conn), 0};
+            if (baton__conn_more(l->conn))
+                timeout = 0; /* a batch was left to take (do_io) */
         }
         baton__mutex_unlock(&d->mu);
         int got = poll(p, (nfds_t)n, timeout);
@@ -798,10 +899,12 @@ static void *dispatcher_main(void *arg)
          * only the pipe woke it. */
         for (int i = 1; i < n; i++) {
             sub_link *l = polled[i];
+            if (l->conn && baton__conn_more(l->conn))
+                p[i].revents |= POLLIN;
             if (l->conn && baton__conn_fd(l->conn) == p[i].fd && !do_io(d, l, p[i].revents)) {
                 if (l->conn)
                     on_disconnect(d, l);
-                l->retry_at = baton__now_us() + 10000; /* an error reply: not in a loop */
+                schedule_reconnect(d, l); /* an error reply, a refusal: not in a loop */
             }
         }
     }
@@ -953,6 +1056,7 @@ int baton__sub_acquire(baton_client *c, const char *channel, baton__sub_kind kin
         d->wanted++;
         stop_lingering(d, s);
     }
+    s->refused = false; /* this waiter hears the answer to the next SUBSCRIBE */
     if (s->state != S_SUBSCRIBED)
         request_reconcile(d, s);
     int64_t timeout_us = c->cfg.command_timeout_ms * 1000;
@@ -961,9 +1065,11 @@ int baton__sub_acquire(baton_client *c, const char *channel, baton__sub_kind kin
         limit = deadline_us;
     /* A cancellation (baton__sub_wake_all broadcasts `ready`) ends the wait for the
      * confirmation too: it may be slow to come (the first link still connecting). */
-    bool cancelled = false;
+    bool cancelled = false, refused = false;
     while (s->state != S_SUBSCRIBED && !d->closing) {
         if (wt && (cancelled = baton__wait_cancelled(c, wt)))
+            break;
+        if ((refused = s->refused))
             break;
         if (baton__cond_wait_until(&s->ready, &d->mu, limit) == ETIMEDOUT)
             break;
@@ -973,12 +1079,20 @@ int baton__sub_acquire(baton_client *c, const char *channel, baton__sub_kind kin
         *out = s;
         return BATON_OK;
     }
+    char why[sizeof d->refusal];
+    snprintf(why, sizeof why, "%s", d->refusal);
     /* Gave up: a SUBSCRIBE still unconfirmed is undone before returning, so nothing is
      * left behind (bounded by one command timeout). */
     release_locked_sync(d, s, baton__now_us() + timeout_us);
     baton__mutex_unlock(&d->mu);
     if (cancelled)
         return baton__fail(c, BATON_ECANCELED, "wait cancelled while subscribing to %s", channel);
+    if (refused) {
+        /* the code the same words would have as a command's reply (NOPERM), and which
+         * subscription they refused */
+        redisReply r = {.type = REDIS_REPLY_ERROR, .str = why, .len = strlen(why)};
+        return baton__fail(c, baton__reply_error(c, &r), "SUBSCRIBE %s refused: %s", channel, why);
+    }
     if (baton__now_us() >= deadline_us)
         return baton__fail(c, BATON_ETIMEDOUT, "timed out subscribing to %s", channel);
     return baton__fail(c, BATON_ECONN, "no confirmation of SUBSCRIBE %s within %lld ms", channel,

@@ -469,6 +469,12 @@ int baton__hold_unsynced(baton_lock *l, const char *owner, bool fresh, int64_t t
  * BATON_OK, BATON_ENOTHELD, or the script's error. */
 int baton__hold_release(baton_lock *l, const char *script, const char *latch_prefix, int nkeys,
                         const char **keys);
+/* The same for a script that declares only the lock hash (keys[0]) and takes keys[1..] as
+ * ARGV after the owner, then the latch's life and the latch (baton__script_run_once_arg):
+ * it runs while a Cluster slot migrates, where a script declaring keys that do not exist
+ * is refused (TRYAGAIN) until the migration ends. */
+int baton__hold_release_hash_only(baton_lock *l, const char *script, const char *latch_prefix,
+                                  int nkeys, const char **keys);
 /* An acquire script's reply was lost (timeout, cut connection) after it was sent: ask the
  * server, as the same owner, how many holds it has; one more than the handle knows of means
  * the acquire went through, and it is recorded (watchdog included, token read from

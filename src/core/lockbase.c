@@ -202,26 +202,45 @@ static bool hold_release_begin(baton_lock *l, const char *owner, int64_t *lease_
     return last;
 }
 
+/* How a release script takes its keys: all declared (KEYS = keys, then the latch), or only
+ * the lock hash (KEYS = {keys[0]}; ARGV = the common three, keys[1..], the latch's life,
+ * the latch), so that it runs while the slot migrates. */
+typedef struct release_form {
+    const char *script, *latch_prefix;
+    int nkeys;
+    const char **keys;
+    bool hash_only;
+} release_form;
+
 /* One run of a release script; *outcome = -1 (not held), 0 (holds remain), 1 (released). */
-static int release_once(baton_lock *l, const char *script, const char *latch_prefix, int nkeys,
-                        const char **keys, const char *owner, int64_t lease, int *outcome)
+static int release_once(baton_lock *l, const release_form *f, const char *owner, int64_t lease,
+                        int *outcome)
 {
     baton_client *c = l->client;
     char lease_s[32];
     snprintf(lease_s, sizeof lease_s, "%lld", (long long)lease);
-    const char *args[3] = {"0", lease_s, owner};
+    const char *args[8] = {"0", lease_s, owner};
+    int nargs = 3;
     struct redisReply *r;
     /* A lost reply is followed by the same request again: the unlock latch makes the
      * retry return the first outcome (Redisson's unlockLatch). */
-    int rc = baton__script_run_once(c, baton__script_find(script), latch_prefix, nkeys, keys, 3,
-                                    args, &r);
+    int rc;
+    const baton__script *s = baton__script_find(f->script);
+    if (f->hash_only) {
+        for (int i = 1; i < f->nkeys && nargs < 6; i++)
+            args[nargs++] = f->keys[i];
+        rc = baton__script_run_once_arg(c, s, f->latch_prefix, 1, f->keys, nargs, args, &r);
+    } else {
+        rc = baton__script_run_once(c, s, f->latch_prefix, f->nkeys, f->keys, nargs, args, &r);
+    }
     if (rc != BATON_OK)
         return rc;
     int type = r->type;
     long long v = r->integer;
     freeReplyObject(r);
     if (type != REDIS_REPLY_NIL && type != REDIS_REPLY_INTEGER)
-        return baton__fail(c, BATON_EPROTO, "lock %s: unexpected reply to %s", l->name, script);
+        return baton__fail(c, BATON_EPROTO, "lock %s: unexpected reply to %s", l->name,
+                           f->script);
     *outcome = type == REDIS_REPLY_NIL ? -1 : v == 0 ? 0 : 1;
     return BATON_OK;
 }
@@ -238,20 +257,18 @@ static int release_once(baton_lock *l, const char *script, const char *latch_pre
  * would renew them, and an acquire on top of them would be taken for a re-entry; so they
  * are released now, as the caller's releases once asked.
  */
-static void release_leftovers(baton_lock *l, const char *script, const char *latch_prefix,
-                              int nkeys, const char **keys, const char *owner, int64_t lease)
+static void release_leftovers(baton_lock *l, const release_form *f, const char *owner,
+                              int64_t lease)
 {
     if (baton__watchdog_refs(l->client, l->name, owner) > 0)
         return;
     int outcome = 0;
     for (int i = 0; i < MAX_LEFTOVERS && outcome == 0; i++)
-        if (release_once(l, script, latch_prefix, nkeys, keys, owner, lease, &outcome) !=
-            BATON_OK)
+        if (release_once(l, f, owner, lease, &outcome) != BATON_OK)
             return;
 }
 
-int baton__hold_release(baton_lock *l, const char *script, const char *latch_prefix, int nkeys,
-                        const char **keys)
+static int hold_release(baton_lock *l, const release_form *f)
 {
     baton_client *c = l->client;
     char owner[BATON__OWNER_LEN];
@@ -261,7 +278,7 @@ int baton__hold_release(baton_lock *l, const char *script, const char *latch_pre
     bool last = hold_release_begin(l, owner, &lease, &mine);
 
     int outcome = -1;
-    int rc = release_once(l, script, latch_prefix, nkeys, keys, owner, lease, &outcome);
+    int rc = release_once(l, f, owner, lease, &outcome);
     bool drop = false, lost = false;
     baton__mutex_lock(&l->mu);
     if (rc != BATON_OK) {
@@ -288,13 +305,27 @@ int baton__hold_release(baton_lock *l, const char *script, const char *latch_pre
     if (lost)
         tell_lost(l);
     if (mine && last && outcome == 0)
-        release_leftovers(l, script, latch_prefix, nkeys, keys, owner, lease);
+        release_leftovers(l, f, owner, lease);
     if (outcome == -1)
         return baton__fail(c, BATON_ENOTHELD,
                            "lock %s is not held by this thread (never taken, released, or "
                            "its lease ran out)",
                            l->name);
     return BATON_OK;
+}
+
+int baton__hold_release(baton_lock *l, const char *script, const char *latch_prefix, int nkeys,
+                        const char **keys)
+{
+    release_form f = {script, latch_prefix, nkeys, keys, false};
+    return hold_release(l, &f);
+}
+
+int baton__hold_release_hash_only(baton_lock *l, const char *script, const char *latch_prefix,
+                                  int nkeys, const char **keys)
+{
+    release_form f = {script, latch_prefix, nkeys, keys, true};
+    return hold_release(l, &f);
 }
 
 int baton__hold_force_release(baton_lock *l, const char *script, int nkeys, const char **keys,

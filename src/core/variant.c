@@ -33,6 +33,7 @@ static pthread_once_t made = PTHREAD_ONCE_INIT;
  * the inspection script reads. */
 static const char *const EDITS[][2] = {
     {"redis.call('publish'", "redis.call('spublish'"},
+    {"redis.pcall('publish'", "redis.pcall('spublish'"},
     {"redis.call('pubsub', 'numsub'", "redis.call('pubsub', 'shardnumsub'"},
 };
 

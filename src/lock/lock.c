@@ -126,7 +126,7 @@ static int plain_release(baton_lock *l)
 {
     plain *p = l->impl;
     const char *keys[3] = {l->name, l->channel, p->meta_key};
-    return baton__hold_release(l, "lock_release", p->latch_pfx, 3, keys);
+    return baton__hold_release_hash_only(l, "lock_release", p->latch_pfx, 3, keys);
 }
 
 static int plain_force_release(baton_lock *l, bool *was_locked)

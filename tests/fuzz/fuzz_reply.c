@@ -3,11 +3,49 @@
  * wakes more waiters than hold references, and leaves the subscription table consistent.
  * dispatch.c is compiled into this file so its internals can be driven without a server.
  * The same bytes then go through a command connection's reader path (conn.c: a connection
- * without a socket, fed directly): every reply is parsed or the connection is broken, and
- * either way it frees cleanly. */
+ * without a socket, fed directly, through its reply guard): every reply is parsed or the
+ * connection is broken, and either way it frees cleanly; fed whole or a byte at a time, the
+ * same replies come out, and the guard never counts a reply complete that hiredis cannot
+ * parse. */
 #include "../../src/core/dispatch.c"
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
+
+/* The replies a detached connection yields from data fed `step` bytes at a time (each feed
+ * followed by taking every complete reply), up to the first error (*broken); *digest gets
+ * a digest of their types and sizes. */
+static int through_conn(const unsigned char *data, size_t size, size_t step, unsigned long *digest,
+                        bool *broken)
+{
+    baton__conn *k = baton__conn_detached();
+    if (!k)
+        abort();
+    int n = 0;
+    *digest = 0;
+    *broken = false;
+    for (size_t off = 0; off < size; off += step) {
+        size_t len = size - off < step ? size - off : step;
+        if (baton__conn_feed(k, (const char *)data + off, len) != BATON_OK) {
+            *broken = true;
+            break;
+        }
+        redisReply *r = NULL;
+        int rc;
+        while ((rc = baton__conn_next(k, &r)) == BATON_OK && r) {
+            *digest = *digest * 31 + (unsigned long)r->type * 7 + r->len + r->elements;
+            freeReplyObject(r);
+            n++;
+        }
+        if (rc != BATON_OK) {
+            if (strstr(baton__conn_errstr(k), "did not complete"))
+                abort(); /* the guard and hiredis disagree on where a reply ends */
+            *broken = true;
+            break;
+        }
+    }
+    baton__conn_close(k);
+    return n;
+}
 
 static baton__sub *add_sub(baton__dispatcher *d, const char *channel, baton__sub_kind kind,
                            sub_state state)
@@ -82,5 +120,16 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
             freeReplyObject(r);
         }
     baton__conn_close(k);
+
+    /* Fed whole, the replies before a refused byte are lost with the connection; a byte at
+     * a time they were taken first. Otherwise the chunks must not change what is parsed. */
+    unsigned long whole, bytewise;
+    bool whole_broken, bytewise_broken;
+    int n_whole = through_conn(data, size, size ? size : 1, &whole, &whole_broken);
+    int n_bytewise = through_conn(data, size, 1, &bytewise, &bytewise_broken);
+    if (whole_broken != bytewise_broken ||
+        (!whole_broken && (n_whole != n_bytewise || whole != bytewise)) ||
+        (whole_broken && n_whole > n_bytewise))
+        abort();
     return 0;
 }

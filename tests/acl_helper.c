@@ -1,0 +1,60 @@
+/* The ACL rule's application and the CLI verbs a tenant runs (acl_helper.h). */
+#define _GNU_SOURCE
+#include "acl_helper.h"
+#include "cli_helper.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void acl_setuser(int port, const char *user, const char *extra)
+{
+    char *cmd = NULL;
+    cr_assert(asprintf(&cmd, "ACL SETUSER %s reset on >pw " ACL_RULE_SCOPE " " ACL_RULE_COMMANDS
+                             " %s",
+                       user, extra ? extra : "") > 0);
+    const char *argv[128];
+    int argc = 0;
+    for (char *save = NULL, *t = strtok_r(cmd, " ", &save); t && argc < 128;
+         t = strtok_r(NULL, " ", &save))
+        argv[argc++] = t;
+    redisContext *r = th_redis_port(port);
+    redisReply *rep = redisCommandArgv(r, argc, argv, NULL);
+    cr_assert(rep && rep->type == REDIS_REPLY_STATUS, "ACL SETUSER on %d: %s", port,
+              rep ? rep->str : r->errstr);
+    freeReplyObject(rep);
+    redisFree(r);
+    free(cmd);
+}
+
+void acl_run_cli_verbs(const char *url, const char *name, const char *what)
+{
+    struct {
+        const char *const *args;
+        int status;
+    } runs[] = {
+        {ARGS("--url", url, "lock", name, "-n", "--", "true"), 0},
+        {ARGS("--url", url, "lock", name, "--fair", "-w", "1s", "--", "true"), 0},
+        {ARGS("--url", url, "rwlock", name, "--read", "-n", "--", "true"), 0},
+        {ARGS("--url", url, "rwlock", name, "--write", "-n", "--", "true"), 0},
+        {ARGS("--url", url, "semaphore", name, "--permits", "2", "-n", "--", "true"), 0},
+        {ARGS("--url", url, "semaphore", name, "--counting", "--permits", "2", "-n", "--", "true"),
+         0},
+        {ARGS("--url", url, "semaphore", name, "--counting", "delete"), 0},
+        {ARGS("--url", url, "semaphore", name, "delete"), 0},
+        {ARGS("--url", url, "latch", name, "set", "1"), 0},
+        {ARGS("--url", url, "latch", name, "count-down"), 0},
+        {ARGS("--url", url, "latch", name, "await", "--timeout", "1s"), 0},
+        {ARGS("--url", url, "status", "--json", name), 0},
+        {ARGS("--url", url, "unlock", "--force", name), 1},
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        cli_result r;
+        cli_exec(&r, runs[i].args);
+        cr_expect(r.status == runs[i].status, "%s: run %zu (%s %s): exit %d: %s", what, i,
+                  runs[i].args[2], runs[i].args[4] ? runs[i].args[4] : "", r.status, r.err);
+        cr_expect(strstr(r.err, "warning") == NULL, "%s: run %zu: %s", what, i, r.err);
+        cli_result_free(&r);
+    }
+}
