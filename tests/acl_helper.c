@@ -42,6 +42,7 @@ void acl_run_cli_verbs(const char *url, const char *name, const char *what)
         {ARGS("--url", url, "semaphore", name, "--counting", "--permits", "2", "-n", "--", "true"),
          0},
         {ARGS("--url", url, "semaphore", name, "--counting", "delete"), 0},
+        {ARGS("--url", url, "semaphore", name, "set", "3"), 0},
         {ARGS("--url", url, "semaphore", name, "delete"), 0},
         {ARGS("--url", url, "latch", name, "set", "1"), 0},
         {ARGS("--url", url, "latch", name, "count-down"), 0},
@@ -49,6 +50,7 @@ void acl_run_cli_verbs(const char *url, const char *name, const char *what)
         {ARGS("--url", url, "status", "--json", name), 0},
         {ARGS("--url", url, "unlock", "--force", name), 1},
     };
+    setenv("BATON_URL", url, 1); /* cli_exec's default, off a Sentinel or Cluster program */
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         cli_result r;
         cli_exec(&r, runs[i].args);
@@ -57,4 +59,5 @@ void acl_run_cli_verbs(const char *url, const char *name, const char *what)
         cr_expect(strstr(r.err, "warning") == NULL, "%s: run %zu: %s", what, i, r.err);
         cli_result_free(&r);
     }
+    unsetenv("BATON_URL");
 }

@@ -106,7 +106,8 @@ typedef struct baton_options {
      * master has it (after a failover the new master's replica resyncs for a while). Locks
      * of every kind; semaphores and latches are not covered. The WAIT's reply has
      * sync_timeout_ms of its own besides command_timeout_ms, so an acquisition no replica
-     * confirms is BATON_ENOTSYNCED, never BATON_ECONN, whatever the two are.
+     * confirms is BATON_ENOTSYNCED, never BATON_ECONN, whatever the two are; one whose
+     * WAIT the server's ACL refused is undone too and returns BATON_EPERM.
      * 0: off (Redisson's default). sync_timeout_ms 0: 1000. */
     int sync_replicas;
     int64_t sync_timeout_ms;

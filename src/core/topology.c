@@ -70,7 +70,8 @@ static int ask(baton_client *c, const baton__seed *s, baton__addr *out)
     if (rc != BATON_OK)
         return rc;
     if (r->type == REDIS_REPLY_ERROR)
-        rc = baton__fail(c, BATON_EPROTO, "sentinel %s:%d refused: %s", s->host, s->port, r->str);
+        rc = baton__fail(c, strncmp(r->str, "NOPERM", 6) == 0 ? BATON_EPERM : BATON_EPROTO,
+                         "sentinel %s:%d refused: %s", s->host, s->port, r->str);
     else {
         rc = baton__sentinel_master_addr(r, out);
         if (rc == BATON_ENOTHELD)
@@ -180,7 +181,8 @@ static int ask_node(baton_client *c, baton__pool *p, baton__slot_map *m)
     char err[160] = "";
     if (r->type == REDIS_REPLY_ERROR)
         rc = baton__fail(c,
-                         strncmp(r->str, "ERR This instance has cluster support disabled", 46)
+                         strncmp(r->str, "NOPERM", 6) == 0 ? BATON_EPERM
+                         : strncmp(r->str, "ERR This instance has cluster support disabled", 46)
                              ? BATON_EPROTO
                              : BATON_EINVAL,
                          "%s:%d refused CLUSTER %s: %s", p->host, p->port, argv[1], r->str);
