@@ -56,6 +56,8 @@ offers "baton rwlock cfg --" --read --write
 offers "baton semaphore api " set add drain delete --permits --take
 offers "baton latch b " set count-down count await delete
 offers "baton status x --" --json --watch
+offers "baton list --" --json --max-keys
+offers "baton " list --password-file --name --tls --cacert -u
 offers "baton unlock --" --force
 offers "baton --tls-insecure --sync-replicas 1 --user u --askpass " lock
 offers "baton lock jobs -- " sh

@@ -1853,6 +1853,41 @@ Test(cluster, a_slot_held_migrating_past_the_lease_lets_releases_and_waits_throu
     baton_client_close(a);
 }
 
+/* `baton list` scans every master (issue 33): an object on each is listed, each with the
+ * node and slot that serve it. */
+Test(cluster, the_command_lists_objects_on_every_master)
+{
+    spread s;
+    spread_names(&s, "cl-listops");
+    setenv("BATON_URL", cluster.url, 1);
+    cli_result r;
+    for (int i = 0; i < MASTERS; i++) {
+        cli_exec(&r, ARGS("semaphore", s.names[i], "--counting", "set", "3"));
+        cr_assert(eq(int, r.status, 0), "%s", r.err);
+        cli_result_free(&r);
+    }
+    cli_exec(&r, ARGS("list", "cl-listops*", "--json"));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    json *j = json_parse(r.out);
+    cr_assert(j != NULL, "not JSON: %s", r.out);
+    const json *objs = json_get(j, "objects");
+    cr_assert(eq(sz, objs->n, MASTERS), "%s", r.out);
+    for (int i = 0; i < MASTERS; i++) {
+        const json *o = NULL;
+        for (size_t k = 0; k < objs->n; k++)
+            if (strcmp(json_get(objs->items[k], "name")->string, s.names[i]) == 0)
+                o = objs->items[k];
+        cr_assert(o != NULL, "%s not listed: %s", s.names[i], r.out);
+        char node[32];
+        snprintf(node, sizeof node, "127.0.0.1:%d", s.masters[i]);
+        cr_assert(eq(str, json_get(o, "node")->string, node), "%s", r.out);
+        cr_assert(eq(int, (int)json_get(o, "slot")->number, th_cluster_slot(s.names[i])));
+        cr_assert(eq(int, (int)json_get(o, "value")->number, 3));
+    }
+    json_free(j);
+    cli_result_free(&r);
+}
+
 /* ------------------------------- the documented ACL rule (issue 28.6) ---------------- */
 
 /* A tenant with docs/security.md's rule for a Cluster on every node runs every CLI verb,

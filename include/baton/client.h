@@ -111,6 +111,12 @@ typedef struct baton_options {
      * 0: off (Redisson's default). sync_timeout_ms 0: 1000. */
     int sync_replicas;
     int64_t sync_timeout_ms;
+    /* The name every connection of the client gives itself (CLIENT SETNAME), so that
+     * CLIENT LIST tells an operator whose connections these are. Bytes CLIENT SETNAME
+     * refuses (spaces, control bytes, non-ASCII) become '_'; at most 128 bytes are kept.
+     * NULL or "": "baton:<host>:<pid>". A server that refuses CLIENT SETNAME (an ACL
+     * without it) is used anyway, unnamed. */
+    const char *client_name;
 } baton_options;
 
 /* Levels of the log hook, most severe first:

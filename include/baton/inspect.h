@@ -41,6 +41,8 @@ typedef enum baton_object_kind {
     BATON_OBJECT_SEMAPHORE_OR_LATCH = 5, /* a count above zero that nobody waits on: either */
     BATON_OBJECT_OTHER = 6,              /* a key of another type: not a baton object */
     BATON_OBJECT_RWLOCK = 7,             /* a held read-write lock (its hash has a 'mode') */
+    BATON_OBJECT_PERMITS = 8,            /* a semaphore with permit leases held now
+                                            (baton_permits, RPermitExpirableSemaphore) */
 } baton_object_kind;
 
 /* One holder of a lock: one field of Redisson's hash. */
@@ -88,7 +90,8 @@ typedef struct baton_inspection {
     baton_object_kind kind;         /* what it holds */
     const char *kind_name;          /* the kind as `baton status --json` spells it: "absent",
                                        "lock", "fairlock", "semaphore", "latch",
-                                       "semaphore-or-latch", "other", "rwlock"; static */
+                                       "semaphore-or-latch", "other", "rwlock",
+                                       "permits"; static */
     char *redis_type;               /* the key's Redis TYPE: "none", "hash", "string", ... */
     int64_t ttl_ms;                 /* the key's PTTL: -2 absent, -1 no expiry */
     baton_inspect_holder **holders; /* a lock's holders (none when free) */
@@ -129,6 +132,43 @@ BATON_API int baton_inspect(baton_client *c, const char *name, baton_inspection 
 
 /* Frees an inspection and everything it owns. NULL is a no-op. */
 BATON_API void baton_inspection_free(baton_inspection *ins);
+
+/*
+ * Key names matching a glob, found with SCAN (`baton list` finds its objects this way, then
+ * inspects each). What baton_scan_keys() found: owned by the struct, freed with it by
+ * baton_key_scan_free(). Fields are only ever appended (see baton_inspection's ABI).
+ */
+typedef struct baton_key_scan {
+    size_t size; /* sizeof this struct in the library that filled it */
+    char **keys; /* the keys found, in SCAN's order; a key may repeat when the server
+                    rehashed or a slot moved during the scan */
+    size_t n_keys;
+    uint64_t examined; /* how many keys the servers were asked to examine: SCAN's COUNT
+                          summed over the calls */
+    bool cut;          /* the scan stopped at max_examined before every SCAN ended: keys
+                          may be missing */
+    size_t masters;    /* how many servers were scanned: 1, or a Cluster's masters */
+} baton_key_scan;
+
+/*
+ * SCAN ... MATCH match COUNT n over the client's whole keyspace: one server (under Sentinel,
+ * the master), or every master of a Cluster one after the other (the masters that serve
+ * slots when the call starts). The work is bounded: once the COUNTs sent add up to
+ * max_examined (at least 1), no more SCAN is sent and (*out)->cut is true. Each round trip
+ * is bounded by the command timeout; a broken connection fails the call (no retry: the
+ * cursor belongs to the connection's server). Read-only.
+ *
+ * Returns BATON_OK with *out for the caller to free; BATON_EINVAL (c, match or out NULL,
+ * match empty, max_examined 0); BATON_ECONN; BATON_EAUTH; BATON_EPROTO (a server error, e.g.
+ * an ACL without SCAN, or a reply that is not SCAN's); BATON_ENOMEM; BATON_ENOTSUP (a
+ * client copied into a forked child). *out is NULL on failure. Details:
+ * baton_client_errmsg().
+ */
+BATON_API int baton_scan_keys(baton_client *c, const char *match, uint64_t max_examined,
+                              baton_key_scan **out);
+
+/* Frees a scan's result. NULL is a no-op. */
+BATON_API void baton_key_scan_free(baton_key_scan *s);
 
 #ifdef __cplusplus
 }

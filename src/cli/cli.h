@@ -39,18 +39,23 @@ enum {
 
 /* The global settings every command uses. */
 typedef struct cli_global {
-    const char *url;      /* --url (given once, before any NAME); NULL if not */
-    int64_t watchdog_ms;  /* --watchdog (lock only): client option watchdog_ms; 0 default */
-    const char *user;     /* --user, or NULL: the URL's */
-    const char *password; /* --askpass, $BATON_PASSWORD, $REDISCLI_AUTH, or NULL: the URL's */
-    bool askpass;         /* --askpass: the password is read from stdin at the open */
-    const char *tls_ca;   /* --tls-ca or $BATON_TLS_CA: client option tls_ca */
-    const char *tls_cert; /* --tls-cert or $BATON_TLS_CERT */
-    const char *tls_key;  /* --tls-key or $BATON_TLS_KEY */
-    const char *tls_sni;  /* --tls-sni */
-    bool tls_insecure;    /* --tls-insecure: tls_insecure_skip_verify */
-    int sync_replicas;    /* --sync-replicas: client option sync_replicas */
-    bool verbose;         /* --verbose (lock only): the library's events, DEBUG up, on stderr */
+    const char *url;           /* --url (given once, before any NAME); NULL if not */
+    int64_t watchdog_ms;       /* --watchdog (lock only): client option watchdog_ms; 0 default */
+    const char *user;          /* --user, or NULL: the URL's */
+    const char *password;      /* --askpass, $BATON_PASSWORD, $REDISCLI_AUTH, or NULL: the URL's */
+    bool askpass;              /* --askpass: the password is read from stdin at the open */
+    const char *tls_ca;        /* --tls-ca or $BATON_TLS_CA: client option tls_ca */
+    const char *tls_cert;      /* --tls-cert or $BATON_TLS_CERT */
+    const char *tls_key;       /* --tls-key or $BATON_TLS_KEY */
+    const char *tls_sni;       /* --tls-sni */
+    bool tls_insecure;         /* --tls-insecure (--insecure): tls_insecure_skip_verify */
+    bool tls;                  /* --tls: a redis:// URL (or redis+sentinel://, redis+cluster://)
+                                  is taken as its TLS form, rediss:// */
+    const char *password_file; /* --password-file FILE: the password is its first line */
+    const char *client_name;   /* --name: CLIENT SETNAME; NULL: baton:<host>:<pid> */
+    int sync_replicas;         /* --sync-replicas: client option sync_replicas */
+    bool verbose; /* --verbose (lock only): the library's events, DEBUG up, on stderr */
+    bool quiet;   /* -q: no warning at the open either (the maxmemory-policy's) */
 
     /* Parsing only (the argument parser's fuzz target): the command parses its arguments,
      * records its NAMEs here and returns without connecting or running anything. */
@@ -60,6 +65,8 @@ typedef struct cli_global {
 } cli_global;
 
 #define CLI_DEFAULT_URL "redis://127.0.0.1:6379"
+/* --name's longest value */
+#define CLI_MAX_CLIENT_NAME 128
 
 /* ------------------------------- main.c ----------------------------------------------- */
 
@@ -113,7 +120,10 @@ enum {
     CLI_G_TLS_SNI,
     CLI_G_TLS_INSECURE,
     CLI_G_SYNC_REPLICAS,
-    CLI_G_OBJECT, /* --object NAME */
+    CLI_G_TLS,           /* redis-cli's --tls: redis:// taken as rediss:// */
+    CLI_G_PASSWORD_FILE, /* --password-file FILE */
+    CLI_G_NAME,          /* --name NAME: CLIENT SETNAME */
+    CLI_G_OBJECT,        /* --object NAME (the last: the ones before it are global) */
 };
 
 /* One command's arguments (or baton's own before the command); see opts.c. */
@@ -173,6 +183,8 @@ int cli_cmd_rwlock(cli_global *g, int argc, char **argv);
 /* ------------------------------- status.c --------------------------------------------- */
 
 int cli_cmd_status(cli_global *g, int argc, char **argv);
+/* `list [PATTERN]`: every object under PATTERN, by SCAN (baton_scan_keys) and inspection. */
+int cli_cmd_list(cli_global *g, int argc, char **argv);
 
 /* ------------------------------- run.c ------------------------------------------------ */
 
@@ -200,7 +212,13 @@ typedef struct cli_watch {
     const char *what;      /* "lock NAME" for messages */
     const char *token_env; /* "BATON_FENCING_TOKEN=..." to add to the environment, or NULL */
     int64_t kill_after_ms; /* SIGTERM, then SIGKILL this much later (--kill-after) */
+    baton_client *client;  /* whose counters name a loss's cause (baton_client_stats); may
+                              be NULL */
 } cli_watch;
+
+/* The cause of a loss the library counted on c ("deleted or taken over", "expired", "the
+ * server restarted", "the master changed"), or a generic sentence when it counted none. */
+const char *cli_loss_cause(baton_client *c);
 
 #define CLI_DEFAULT_KILL_AFTER_MS 10000
 

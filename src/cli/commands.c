@@ -140,6 +140,8 @@ static int each_option(cli_opts *o, cli_global *g, busy *b, option_fn *fn, void 
         rc = common_option(o, c, g);
         if (rc == NOT_MINE && b)
             rc = busy_option(o, c, b);
+        if (rc == 0 && b && b->quiet)
+            g->quiet = true; /* -q silences the open's warning too */
         if (rc == NOT_MINE)
             rc = fn(o, c, g, arg);
         if (rc == NOT_MINE)
@@ -424,7 +426,7 @@ static void lock_hold(lock_run *r, cli_outcome *out)
     for (size_t i = 0; lost_fds && i < la->n; i++)
         if (baton_lock_lost_fd(r->members[i], &lost_fds[n_fds]) == BATON_OK)
             n_fds++;
-    cli_watch w = {lost_fds, n_fds, lock_lease_end(r), r->what, token_env, la->kill_after_ms};
+    cli_watch w = {lost_fds, n_fds, lock_lease_end(r), r->what, token_env, la->kill_after_ms, r->c};
     *out = (cli_outcome){0, false, false};
     if (la->hold) {
         fprintf(stderr, "baton: holding %s until interrupted\n", r->what);
@@ -521,6 +523,24 @@ static bool is_semaphore_verb(const char *s)
            strcmp(s, "delete") == 0;
 }
 
+/* add -N: the library removes up to N permits, never going below 0. *removed is told from
+ * the counts read just before and after (another client changing it in between may blur
+ * it); *left is the count after. */
+static int remove_permits(baton_semaphore *s, int64_t n, int64_t *removed, int64_t *left)
+{
+    int64_t before = 0;
+    int brc = baton_semaphore_available(s, &before);
+    if (brc == BATON_OK)
+        brc = baton_semaphore_add_permits(s, -n);
+    if (brc == BATON_OK)
+        brc = baton_semaphore_available(s, left);
+    if (brc == BATON_OK) {
+        int64_t r = before - *left;
+        *removed = r < 0 ? 0 : r > n ? n : r;
+    }
+    return brc;
+}
+
 /* `semaphore NAME set N | add [-]N | drain | delete`: the library's admin calls. set: exit 1
  * if a count was set already; drain: prints the permits taken; delete: exit 1 if absent.
  * set and delete act on the permit leases' keys too (set counts the leases running, delete
@@ -548,13 +568,15 @@ static int semaphore_admin(cli_global *g, const char *name, const char *verb, co
     bool leases = !counting && (set || del);
     int brc = leases ? baton_permits_open(c, name, &p) : baton_semaphore_open(c, name, &s);
     bool yes = true;
-    int64_t drained = 0;
+    int64_t drained = 0, removed = 0, left = 0;
     if (brc == BATON_OK) {
         if (set)
             brc = leases ? baton_permits_try_set_permits(p, n, &yes)
                          : baton_semaphore_try_set_permits(s, n, &yes);
+        else if (add && neg) /* the count stops at 0: say what was taken */
+            brc = remove_permits(s, n, &removed, &left);
         else if (add)
-            brc = baton_semaphore_add_permits(s, neg ? -n : n);
+            brc = baton_semaphore_add_permits(s, n);
         else if (strcmp(verb, "drain") == 0)
             brc = baton_semaphore_drain(s, &drained);
         else
@@ -568,6 +590,8 @@ static int semaphore_admin(cli_global *g, const char *name, const char *verb, co
         rc = EXIT_NO;
     } else if (strcmp(verb, "drain") == 0) {
         printf("%lld\n", (long long)drained);
+    } else if (add && neg) {
+        printf("removed %lld, %lld left\n", (long long)removed, (long long)left);
     }
     baton_semaphore_close(s);
     baton_permits_close(p);
@@ -753,7 +777,7 @@ static int semaphore_leases(baton_client *c, const char *name, bool has_permits,
         cli_guard_hold();
         int lost_fd = -1;
         bool has_fd = baton_permits_lost_fd(p, &lost_fd) == BATON_OK;
-        cli_watch w = {has_fd ? &lost_fd : NULL, has_fd ? 1 : 0, 0, what, NULL, kill_after_ms};
+        cli_watch w = {has_fd ? &lost_fd : NULL, has_fd ? 1 : 0, 0, what, NULL, kill_after_ms, c};
         cli_outcome out = {0, false, false};
         cli_run(command, &w, &out);
         permits_return ret = {c, p, ids, take, what, out.lost};

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -31,7 +32,8 @@ typedef struct cli_command {
     "      -w, --wait DUR         give up after DUR if busy (default: wait forever)\n"             \
     "      -n, --nonblock         one attempt: the same as --wait 0\n"                             \
     "      -E, --conflict-exit-code CODE  exit with CODE when busy (default 124)\n"                \
-    "      -q, --quiet            say nothing when busy\n"                                         \
+    "      -q, --quiet            say nothing when busy (nor warn of the server's\n"               \
+    "                             maxmemory-policy)\n"                                             \
     "      --kill-after DUR       when the hold is lost or baton dies (even by kill -9),\n"        \
     "                             COMMAND's group gets SIGTERM, and SIGKILL DUR later (10s)\n"
 
@@ -39,7 +41,8 @@ static const cli_command commands[] = {
     {"lock",
      "baton [--url URL] lock NAME... [-n | -w DUR] [-E CODE] [-q] [--lease DUR | --watchdog DUR]"
      " [--fair] [--kill-after DUR] [--verbose] -- COMMAND [ARG...]\n"
-     "       baton [--url URL] lock NAME... --hold [-n | -w DUR] [-E CODE] [-q] [--lease DUR]",
+     "       baton [--url URL] lock NAME... --hold [-n | -w DUR] [-E CODE] [-q]"
+     " [--lease DUR | --watchdog DUR] [--fair] [--verbose]",
      "  lock NAME... -- COMMAND    Run COMMAND while holding the lock NAME (several names:\n"
      "                             all of them or none, a multi-lock); exit with its "
      "status.\n" WAIT_HELP
@@ -55,12 +58,20 @@ static const cli_command commands[] = {
     {"rwlock",
      "baton [--url URL] rwlock NAME --read | --write [-n | -w DUR] [-E CODE] [-q]"
      " [--lease DUR | --watchdog DUR] [--kill-after DUR] [--verbose] -- COMMAND [ARG...]\n"
-     "       baton [--url URL] rwlock NAME --read | --write --hold [-n | -w DUR] [--lease DUR]",
+     "       baton [--url URL] rwlock NAME --read | --write --hold [-n | -w DUR] [-E CODE] [-q]"
+     " [--lease DUR | --watchdog DUR] [--verbose]",
      "  rwlock NAME --read -- COMMAND   Run COMMAND holding the read lock of the read-write\n"
      "                             lock NAME (beside other readers, no writer); --write:\n"
      "                             holding its write lock (alone). Redisson's RReadWriteLock;\n"
-     "                             a waiting writer holds back new readers. Options as lock\n"
-     "                             (--fair and several names excepted).\n",
+     "                             a waiting writer holds back new readers.\n"
+     "      --read, --write        which half to hold (one of them is required)\n" WAIT_HELP
+     "      --lease DUR            hold for at most DUR, no renewal (COMMAND still running\n"
+     "                             then counts as the lock lost)\n"
+     "      --watchdog DUR         renewed lease: the lock expires DUR after baton stops\n"
+     "                             renewing it; renewed every DUR/3 (default 30s)\n"
+     "      --hold                 no COMMAND: hold until SIGINT, SIGTERM or SIGHUP, then\n"
+     "                             release and exit 0\n"
+     "      --verbose              tell acquire time, renewals and release on stderr\n",
      cli_cmd_rwlock},
     {"semaphore",
      "baton [--url URL] semaphore NAME [--permits N] [--take K] [-n | -w DUR] [-E CODE] [-q]"
@@ -94,6 +105,15 @@ static const cli_command commands[] = {
      "      --json                 the same as JSON\n"
      "      --watch                redraw every --interval DUR (default 1s) until Ctrl-C\n",
      cli_cmd_status},
+    {"list", "baton [--url URL] list [PATTERN] [--json] [--max-keys N]",
+     "  list [PATTERN]             every lock, fair lock, read-write lock, semaphore, permit\n"
+     "                             semaphore and latch whose NAME matches PATTERN (a Redis\n"
+     "                             glob, default '*'): kind, holders (host, pid), TTL,\n"
+     "                             waiters; by SCAN, on every master of a Cluster\n"
+     "      --json                 the same as JSON (the fields of status --json)\n"
+     "      --max-keys N           examine at most N keys in all (default 100000); when\n"
+     "                             cut short, list says so (and exits 0)\n",
+     cli_cmd_list},
     {"unlock", "baton [--url URL] unlock --force NAME",
      "  unlock --force NAME        delete the lock NAME whoever holds it (exit 1 if it was\n"
      "                             not locked)\n",
@@ -112,21 +132,31 @@ static const char help_tail[] =
     "Options:\n"
     "  --url URL   the server: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB], rediss://...\n"
     "              over TLS, redis+sentinel://HOST[:PORT][,HOST[:PORT]...]/MASTER[/DB]\n"
-    "              (the sentinels; rediss+sentinel:// over TLS) or unix:///PATH[?db=N];\n"
+    "              (the sentinels; rediss+sentinel:// over TLS), redis+cluster://HOST[:PORT]\n"
+    "              [,HOST[:PORT]...] (any nodes of a Redis Cluster; rediss+cluster://) or\n"
+    "              unix:///PATH[?db=N]; -u URL (redis-cli's spelling) is the same;\n"
     "              default $BATON_URL, else " CLI_DEFAULT_URL "\n"
     "  --user USER the user name for AUTH (Redis 6 ACL)\n"
-    "  --askpass   read the password from stdin (without echo on a terminal); else\n"
-    "              $BATON_PASSWORD, else $REDISCLI_AUTH, else the URL's\n"
+    "  --askpass   read the password from stdin (without echo on a terminal; none: exit 2)\n"
+    "  --password-file FILE  the password is FILE's first line (FILE readable by every\n"
+    "              user: refused, exit 2). Without either: $BATON_PASSWORD, else\n"
+    "              $REDISCLI_AUTH, else $CREDENTIALS_DIRECTORY/baton-password (systemd's\n"
+    "              LoadCredential=), else the URL's\n"
     "  --tls-ca FILE, --tls-cert FILE, --tls-key FILE, --tls-sni NAME, --tls-insecure\n"
     "              TLS with rediss:// URLs: the CA that verifies the server (default: the\n"
     "              system's), a client certificate and key (mutual TLS), the name to verify,\n"
     "              or no verification at all (tests only); $BATON_TLS_CA, $BATON_TLS_CERT,\n"
-    "              $BATON_TLS_KEY\n"
+    "              $BATON_TLS_KEY. redis-cli's spellings work too: --tls (a redis:// URL\n"
+    "              is taken as rediss://), --cacert, --cacertdir, --cert, --key, --sni,\n"
+    "              --insecure\n"
     "  --sync-replicas N  an acquisition counts once N replicas have it (WAIT), else it is\n"
     "              undone and baton fails (exit 125): a failover cannot erase the lock\n"
+    "  --name NAME the connections' name (CLIENT SETNAME, seen in CLIENT LIST); default\n"
+    "              baton:HOST:PID\n"
     "  --help      print this help (also after a command);  --version  the version\n"
-    "The options above may also follow the command; --url, --user, --askpass and --tls-*\n"
-    "only before the first NAME. Long options match by their exact name only.\n"
+    "The options above may also follow the command; those that say the server or the\n"
+    "credentials (--url, -u, --user, --askpass, --password-file, TLS) only before the first\n"
+    "NAME. Long options match by their exact name only.\n"
     "  --object NAME  (after the command) NAME as it is, even if it starts with '-'\n"
     "DUR is 250ms, 10s, 1.5s, 5m, 1m30s, 1h, or a bare number of seconds.\n"
     "COMMAND gets BATON_FENCING_TOKEN (the lock's fencing token) in its environment, and\n"
@@ -321,13 +351,69 @@ static int askpass(const char **password)
         tcsetattr(STDIN_FILENO, TCSAFLUSH, &old);
         fputs("\n", stderr);
     }
-    if (!ok) {
+    if (ok)
+        buf[strcspn(buf, "\r\n")] = '\0';
+    if (!ok || !buf[0]) {
         cli_error("--askpass: no password on standard input");
         return -1;
     }
-    buf[strcspn(buf, "\r\n")] = '\0';
     *password = buf;
     return 0;
+}
+
+/* The first line of a password file (--password-file, or systemd's credential
+ * $CREDENTIALS_DIRECTORY/baton-password) into buf; -1 (printed) if it cannot be read, is
+ * readable by others than its owner and group, or holds no password. */
+static int password_from_file(const char *path, const char *what, char *buf, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        cli_error("%s %s: %s", what, path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || (st.st_mode & S_IROTH)) {
+        cli_error("%s %s: readable by every user: refused (chmod o-r, or 0600)", what, path);
+        fclose(f);
+        return -1;
+    }
+    bool ok = fgets(buf, (int)len, f) != NULL;
+    fclose(f);
+    if (ok)
+        buf[strcspn(buf, "\r\n")] = '\0';
+    if (!ok || !buf[0]) {
+        cli_error("%s %s: no password on its first line", what, path);
+        return -1;
+    }
+    return 0;
+}
+
+/* The password: --askpass, else --password-file, else $BATON_PASSWORD, else
+ * $REDISCLI_AUTH, else $CREDENTIALS_DIRECTORY/baton-password if it exists (systemd's
+ * LoadCredential=baton-password:...), else none (the URL's). EXIT_OK, or EXIT_USAGE after a
+ * message. */
+static int find_password(const cli_global *g, const char **password)
+{
+    static char file_buf[1024];
+    *password = g->password;
+    if (g->askpass)
+        return askpass(password) == 0 ? EXIT_OK : EXIT_USAGE;
+    if (g->password_file)
+        return password_from_file(g->password_file, "--password-file", file_buf, sizeof file_buf) ==
+                       0
+                   ? (*password = file_buf, EXIT_OK)
+                   : EXIT_USAGE;
+    const char *dir = getenv("CREDENTIALS_DIRECTORY");
+    if ((!*password || !**password) && dir && *dir) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/baton-password", dir);
+        if (access(path, F_OK) == 0) {
+            if (password_from_file(path, "credential", file_buf, sizeof file_buf) != 0)
+                return EXIT_USAGE;
+            *password = file_buf;
+        }
+    }
+    return EXIT_OK;
 }
 
 int cli_set_url(cli_global *g, const char *url)
@@ -358,7 +444,19 @@ int cli_open_client(const cli_global *g, baton_client **out)
 {
     baton_options o;
     baton_options_init(&o);
+    char tls_url[4096];
     o.url = cli_url(g);
+    if (g->tls) { /* redis-cli's --tls: the URL's TLS form */
+        static const char *const plain[] = {"redis://", "redis+sentinel://", "redis+cluster://"};
+        for (size_t k = 0; k < 3; k++)
+            if (strncmp(o.url, plain[k], strlen(plain[k])) == 0) {
+                snprintf(tls_url, sizeof tls_url, "rediss%s", o.url + 5);
+                o.url = tls_url;
+            }
+        if (strncmp(o.url, "rediss", 6) != 0)
+            return cli_usage_error(NULL, "--tls takes a redis:// URL (a unix socket has no "
+                                         "TLS)");
+    }
     o.username = g->user;
     o.tls_ca = g->tls_ca;
     o.tls_cert = g->tls_cert;
@@ -368,12 +466,14 @@ int cli_open_client(const cli_global *g, baton_client **out)
     if (g->tls_insecure) /* every run: a flag left in a script must not be forgotten */
         fprintf(stderr, "baton: warning: --tls-insecure: the server's certificate and name are "
                         "not checked; anyone on the path can pose as the server\n");
-    const char *password = g->password;
-    if (g->askpass && askpass(&password) != 0) /* read once the command line parsed */
-        return EXIT_FAILED;
+    const char *password = NULL;
+    int prc = find_password(g, &password); /* read once the command line parsed */
+    if (prc != EXIT_OK)
+        return prc;
     o.password = password && *password ? password : NULL;
     o.watchdog_ms = g->watchdog_ms;
     o.sync_replicas = g->sync_replicas;
+    o.client_name = g->client_name; /* NULL: the library's baton:<host>:<pid> */
     if (g->verbose) {
         o.log_fn = log_to_stderr;
         o.log_level = BATON_LOG_DEBUG;
@@ -382,7 +482,9 @@ int cli_open_client(const cli_global *g, baton_client **out)
     if (rc == BATON_OK) {
         /* an open that succeeded may leave a warning (an evicting maxmemory-policy) */
         const char *warning = baton_client_errmsg(*out);
-        if (warning[0])
+        if (strncmp(warning, "warning: ", 9) == 0)
+            warning += 9; /* the library's text says it already */
+        if (warning[0] && !g->quiet)
             fprintf(stderr, "baton: warning: %s\n", warning);
         return EXIT_OK;
     }

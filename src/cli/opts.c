@@ -33,7 +33,18 @@ static const struct option global_options[] = {
     {"tls-key", required_argument, NULL, CLI_G_TLS_KEY},
     {"tls-sni", required_argument, NULL, CLI_G_TLS_SNI},
     {"tls-insecure", no_argument, NULL, CLI_G_TLS_INSECURE},
+    {"password-file", required_argument, NULL, CLI_G_PASSWORD_FILE},
+    /* redis-cli's spellings, so that its command lines port as they are */
+    {"tls", no_argument, NULL, CLI_G_TLS},
+    {"cacert", required_argument, NULL, CLI_G_TLS_CA},
+    {"cacertdir", required_argument, NULL, CLI_G_TLS_CA},
+    {"cert", required_argument, NULL, CLI_G_TLS_CERT},
+    {"key", required_argument, NULL, CLI_G_TLS_KEY},
+    {"sni", required_argument, NULL, CLI_G_TLS_SNI},
+    {"insecure", no_argument, NULL, CLI_G_TLS_INSECURE},
+    /* neither the server nor a credential: accepted after a NAME too */
     {"sync-replicas", required_argument, NULL, CLI_G_SYNC_REPLICAS},
+    {"name", required_argument, NULL, CLI_G_NAME},
     {NULL, 0, NULL, 0},
 };
 
@@ -87,7 +98,7 @@ static const struct option *find_long(const struct option *table, const char *na
 static int set_global(cli_opts *o, int val)
 {
     cli_global *g = o->g;
-    bool connection = val != CLI_G_SYNC_REPLICAS;
+    bool connection = val != CLI_G_SYNC_REPLICAS && val != CLI_G_NAME;
     if (connection && o->saw_word)
         return cli_usage_error(o->command,
                                "%s must come before the NAME: a word after a NAME is never "
@@ -117,6 +128,19 @@ static int set_global(cli_opts *o, int val)
         return 0;
     case CLI_G_TLS_INSECURE:
         g->tls_insecure = true;
+        return 0;
+    case CLI_G_TLS:
+        g->tls = true;
+        return 0;
+    case CLI_G_PASSWORD_FILE:
+        if (g->password_file)
+            return cli_usage_error(o->command, "--password-file given twice");
+        g->password_file = o->arg;
+        return 0;
+    case CLI_G_NAME:
+        if (!*o->arg || strlen(o->arg) > CLI_MAX_CLIENT_NAME)
+            return cli_usage_error(o->command, "--name takes 1 to %d bytes", CLI_MAX_CLIENT_NAME);
+        g->client_name = o->arg;
         return 0;
     default: {
         char *end;
@@ -181,6 +205,8 @@ static int next_short(cli_opts *o)
     const char *s = c != ':' && c != '-' ? strchr(o->shortopts ? o->shortopts : "", c) : NULL;
     if (!s && !o->command && (c == 'h' || c == 'V'))
         s = c == 'h' ? "h" : "V";
+    if (!s && c == 'u')
+        s = "u:"; /* redis-cli's -u URL: --url */
     if (!s || !c) {
         o->cluster = NULL;
         if ((unsigned char)c >= 0x21 && (unsigned char)c < 0x7f)
@@ -234,11 +260,13 @@ int cli_opts_next(cli_opts *o)
         }
         if (c == CLI_OPT_ERROR)
             return c;
+        if (c == 'u' && !strchr(o->shortopts ? o->shortopts : "", 'u'))
+            c = CLI_G_URL;
         if (c == CLI_G_OBJECT) {
             o->saw_word = true;
             return CLI_OPT_NAME;
         }
-        if (c >= CLI_G_URL && c <= CLI_G_SYNC_REPLICAS) {
+        if (c >= CLI_G_URL && c < CLI_G_OBJECT) {
             if (set_global(o, c) != 0)
                 return CLI_OPT_ERROR;
             continue;

@@ -253,10 +253,31 @@ int cli_hold(const cli_watch *w)
         for (size_t i = 1; i < np; i++)
             lost = lost || p[i].revents;
         if (lost) {
-            cli_error("%s was lost while held", w->what);
+            cli_error("%s was lost while held: %s", w->what,
+                      w->lease_end_ms > 0 && cli_now_ms() >= w->lease_end_ms
+                          ? "its --lease ran out"
+                          : cli_loss_cause(w->client));
             return EXIT_LOST;
         }
     }
+}
+
+const char *cli_loss_cause(baton_client *c)
+{
+    baton_stats st;
+    if (c && baton_client_stats(c, &st) == BATON_OK) {
+        /* a fresh client per run: any count is this run's loss */
+        if (st.holds_lost_deleted)
+            return "the library found the hold deleted or taken over";
+        if (st.holds_lost_expired)
+            return "the library found the hold expired (its renewals failed or came late)";
+        if (st.holds_lost_restart)
+            return "the server restarted (and may have lost every key)";
+        if (st.holds_lost_failover)
+            return "the master changed and the new one lacks the hold";
+    }
+    return "the library reports the hold gone (deleted, expired, taken over, or the server "
+           "lost or restarted)";
 }
 
 /* Whether COMMAND must not see the variable env[i] ("NAME=value"): the password's
@@ -678,8 +699,7 @@ void cli_run(char **argv, const cli_watch *w, cli_outcome *out)
             const char *why = NULL;
             for (size_t i = 1; i < np; i++)
                 if (p[i].revents)
-                    why = "the library reports the hold gone (deleted, expired, taken over, "
-                          "or the server lost or restarted)";
+                    why = cli_loss_cause(w->client);
             if (!why && lease_end >= 0 && now >= lease_end)
                 why = "its --lease ran out";
             if (why) {

@@ -28,6 +28,37 @@ static void format_ms(long long ms, char *buf, size_t len)
         snprintf(buf, len, "%llds", ms / 1000);
 }
 
+static size_t utf8_len(const unsigned char *s);
+
+/* Redis data as a terminal may show it: control bytes (ESC included) and bytes that are not
+ * UTF-8 as \xNN, so that a name or an owner cannot move the cursor or recolour the screen.
+ * The result lives until the 16th call after this one. */
+static const char *E(const char *str)
+{
+    static char *ring[16];
+    static unsigned next;
+    const unsigned char *s = (const unsigned char *)(str ? str : "");
+    char *out = malloc(strlen((const char *)s) * 4 + 1);
+    if (!out)
+        return "?";
+    size_t o = 0;
+    while (*s) {
+        size_t n = utf8_len(s);
+        if (*s < 0x20 || *s == 0x7f || n == 0) {
+            o += (size_t)sprintf(out + o, "\\x%02x", *s);
+            n = 1;
+        } else {
+            memcpy(out + o, s, n);
+            o += n;
+        }
+        s += n;
+    }
+    out[o] = '\0';
+    free(ring[next % 16]);
+    ring[next++ % 16] = out;
+    return out;
+}
+
 /* A queue entry's deadline no waiter sets: none (absent, inf, nan) or more than a day
  * ahead. Such an entry never lapses and blocks the queue behind it: a poisoned queue, which
  * `baton unlock --force NAME` clears. */
@@ -43,10 +74,10 @@ static void print_lock_text(const char *name, const baton_inspection *s)
     char t[32];
     bool held = strcmp(s->redis_type, "hash") == 0;
     if (s->kind == BATON_OBJECT_RWLOCK)
-        printf("%s: read-write lock, %s by the holders below, ", name,
+        printf("%s: read-write lock, %s by the holders below, ", E(name),
                strcmp(s->rwlock_mode, "write") == 0 ? "written (\":write\")" : "read");
     else
-        printf("%s: %s, ", name, s->kind == BATON_OBJECT_LOCK ? "lock" : "fair lock");
+        printf("%s: %s, ", E(name), s->kind == BATON_OBJECT_LOCK ? "lock" : "fair lock");
     if (!held)
         printf("free");
     else if (s->ttl_ms == -1)
@@ -59,11 +90,11 @@ static void print_lock_text(const char *name, const baton_inspection *s)
     for (size_t i = 0; i < s->n_holders; i++) {
         const baton_inspect_holder *h = s->holders[i];
         if (h->holds >= 0)
-            printf("  holder %s  holds %lld", h->owner, (long long)h->holds);
+            printf("  holder %s  holds %lld", E(h->owner), (long long)h->holds);
         else
-            printf("  holder %s  holds ?", h->owner);
+            printf("  holder %s  holds ?", E(h->owner));
         if (h->host) /* recorded by baton; a Redisson holder has none */
-            printf("  host %s  pid %lld", h->host, (long long)h->pid);
+            printf("  host %s  pid %lld", E(h->host), (long long)h->pid);
         printf("\n");
     }
     if (s->n_queue)
@@ -75,10 +106,10 @@ static void print_lock_text(const char *name, const baton_inspection *s)
                                                     : "";
         if (w->has_deadline) {
             format_ms(w->deadline_ms - s->server_time_ms, t, sizeof t);
-            printf("  %4zu. %s  deadline %lld (in %s)%s\n", i + 1, w->owner,
+            printf("  %4zu. %s  deadline %lld (in %s)%s\n", i + 1, E(w->owner),
                    (long long)w->deadline_ms, t, bad);
         } else {
-            printf("  %4zu. %s  no valid deadline (none, inf or nan)%s\n", i + 1, w->owner, bad);
+            printf("  %4zu. %s  no valid deadline (none, inf or nan)%s\n", i + 1, E(w->owner), bad);
         }
     }
     if (s->subscribers_lock)
@@ -96,23 +127,28 @@ static void print_text(const char *name, const baton_inspection *s)
         print_lock_text(name, s);
         break;
     case BATON_OBJECT_SEMAPHORE:
-        printf("%s: semaphore, %lld permit%s available, %lld client%s waiting\n", name, v,
+        printf("%s: semaphore, %lld permit%s available, %lld client%s waiting\n", E(name), v,
                v == 1 ? "" : "s", sem, sem == 1 ? "" : "s");
         break;
+    case BATON_OBJECT_PERMITS:
+        printf("%s: semaphore with permit leases, %lld permit%s available, %lld client%s "
+               "waiting\n",
+               E(name), v, v == 1 ? "" : "s", sem, sem == 1 ? "" : "s");
+        break;
     case BATON_OBJECT_LATCH:
-        printf("%s: latch, count %lld, %lld client%s waiting\n", name, v, latch,
+        printf("%s: latch, count %lld, %lld client%s waiting\n", E(name), v, latch,
                latch == 1 ? "" : "s");
         break;
     case BATON_OBJECT_SEMAPHORE_OR_LATCH:
         printf("%s: semaphore or latch, value %lld (a semaphore's available permits or a "
                "latch's count)\n",
-               name, v);
+               E(name), v);
         break;
     case BATON_OBJECT_ABSENT:
-        printf("%s: nothing (no key: free lock, open or unset latch, unset semaphore)\n", name);
+        printf("%s: nothing (no key: free lock, open or unset latch, unset semaphore)\n", E(name));
         break;
     default:
-        printf("%s: not a baton object (a Redis %s)\n", name, s->redis_type);
+        printf("%s: not a baton object (a Redis %s)\n", E(name), E(s->redis_type));
         break;
     }
     if (s->ttl_ms >= 0 && strcmp(s->redis_type, "hash") != 0 &&
@@ -122,7 +158,7 @@ static void print_text(const char *name, const baton_inspection *s)
         printf("  expires in %s\n", t);
     }
     if (s->slot >= 0)
-        printf("  served by %s (cluster slot %d)\n", s->node, s->slot);
+        printf("  served by %s (cluster slot %d)\n", E(s->node), s->slot);
     if (s->n_permits)
         printf("  %zu permit lease%s held:\n", s->n_permits, s->n_permits == 1 ? "" : "s");
     for (size_t i = 0; i < s->n_permits; i++) {
@@ -429,5 +465,272 @@ int cli_cmd_status(cli_global *g, int argc, char **argv)
         rc = status_once(c, &a);
     baton_client_close(c);
     free(a.names);
+    return rc;
+}
+
+/* ------------------------------- list ------------------------------------------------- */
+
+/*
+ * `baton list [PATTERN]`: every object whose NAME matches PATTERN, found with the library's
+ * SCAN over every master (baton_scan_keys) and read with baton_inspect(), as `status` reads
+ * one. A SCAN MATCH PATTERN finds the objects' own keys (a lock's or a read-write lock's hash,
+ * a semaphore's or a latch's count); a second, MATCH redisson_lock_queue:*, finds the fair
+ * locks that nobody holds but some wait for. The keys baton and Redisson keep beside an
+ * object (queues, deadlines, tokens, holders' origins, request latches, ...) are not objects
+ * of their own: they are mapped to their object's NAME or left out.
+ */
+
+#include <fnmatch.h>
+
+/* The keys kept beside an object, by prefix: the object's NAME follows ("{NAME}", or NAME
+ * itself when it holds a '{'). Only the fair lock's queue names an object that may have no
+ * key of its own. */
+static const struct {
+    const char *prefix;
+    bool names_object;
+} side_keys[] = {
+    {"redisson_lock_queue:", true},   {"redisson_lock_timeout:", false},
+    {"redisson_lock_token:", false},  {"baton_lock_meta:", false},
+    {"baton_request:", false},        {"redisson_unlock_latch:", false},
+    {"baton_rwlock_writers:", false}, {"redisson_lock__channel:", false},
+    {"redisson_sc:", false},          {"redisson_countdownlatch__channel__", false},
+    {"redisson_rwlock:", false},
+};
+
+/* The object NAME a key stands for (malloc'ed), or NULL: a side key of no object of its
+ * own, or out of memory. */
+static char *object_of_key(const char *key)
+{
+    for (size_t i = 0; i < sizeof side_keys / sizeof side_keys[0]; i++) {
+        size_t n = strlen(side_keys[i].prefix);
+        if (strncmp(key, side_keys[i].prefix, n) != 0)
+            continue;
+        if (!side_keys[i].names_object)
+            return NULL;
+        const char *tag = key + n;
+        size_t len = strlen(tag);
+        if (len >= 3 && tag[0] == '{' && tag[len - 1] == '}' && !memchr(tag + 1, '{', len - 2))
+            return strndup(tag + 1, len - 2); /* "{NAME}" */
+        return strdup(tag);
+    }
+    if (strstr(key, ":rwlock_timeout:")) /* a read-write lock's reader timeouts */
+        return NULL;
+    size_t len = strlen(key);
+    if (len > 10 && key[0] == '{' && strcmp(key + len - 10, "}:timeout") == 0)
+        return NULL; /* permit leases: {NAME}:timeout, beside NAME's count */
+    if (len > 8 && strchr(key, '{') && strcmp(key + len - 8, ":timeout") == 0)
+        return NULL;
+    return strdup(key);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+typedef struct list_args {
+    const char *pattern;
+    bool json;
+    int64_t max_keys;
+} list_args;
+
+enum { OPT_LIST_JSON = 300, OPT_MAX_KEYS };
+
+static const struct option list_options[] = {
+    {"json", no_argument, NULL, OPT_LIST_JSON},
+    {"max-keys", required_argument, NULL, OPT_MAX_KEYS},
+    {NULL, 0, NULL, 0},
+};
+
+static int list_parse(cli_global *g, int argc, char **argv, list_args *a)
+{
+    cli_opts o;
+    cli_opts_init(&o, "list", g, argc, argv, "", list_options);
+    int rc = o.rest ? cli_usage_error("list", "unexpected '--'") : 0;
+    for (int c; !rc && (c = cli_opts_next(&o)) != CLI_OPT_END;) {
+        switch (c) {
+        case OPT_LIST_JSON:
+            a->json = true;
+            break;
+        case OPT_MAX_KEYS:
+            if (!cli_parse_count(o.arg, INT64_MAX / 2, &a->max_keys) || a->max_keys < 1)
+                rc = cli_usage_error("list", "--max-keys needs a whole number from 1");
+            break;
+        case CLI_OPT_WORD:
+        case CLI_OPT_NAME:
+            if (a->pattern)
+                rc = cli_usage_error("list", "one PATTERN only ('%s' is a second)", o.arg);
+            a->pattern = o.arg;
+            break;
+        case CLI_OPT_ERROR:
+            rc = EXIT_USAGE;
+            break;
+        default:
+            rc = cli_usage_error("list", "unexpected %s", o.word);
+        }
+    }
+    cli_opts_free(&o);
+    if (a->pattern)
+        cli_note_name(g, a->pattern);
+    else
+        a->pattern = "*";
+    if (!rc && (!*a->pattern || strlen(a->pattern) > BATON_MAX_NAME_LEN))
+        rc = cli_usage_error("list", "PATTERN must be 1 to %d bytes", BATON_MAX_NAME_LEN);
+    return rc;
+}
+
+/* Adds the object NAMEs of the scan's keys that match the pattern to names[*n..]. */
+static int collect(const baton_key_scan *s, const char *pattern, char ***names, size_t *n,
+                   size_t *cap)
+{
+    for (size_t i = 0; i < s->n_keys; i++) {
+        char *name = object_of_key(s->keys[i]);
+        if (!name)
+            continue;
+        if (fnmatch(pattern, name, 0) != 0 || strlen(name) > BATON_MAX_NAME_LEN) {
+            free(name);
+            continue;
+        }
+        if (*n == *cap) {
+            size_t ncap = *cap ? *cap * 2 : 64;
+            char **grown = realloc(*names, ncap * sizeof *grown);
+            if (!grown) {
+                free(name);
+                return EXIT_FAILED;
+            }
+            *names = grown;
+            *cap = ncap;
+        }
+        (*names)[(*n)++] = name;
+    }
+    return 0;
+}
+
+/* Scans for the NAMEs under the pattern, sorted, each once. */
+static int list_names(baton_client *c, const list_args *a, char ***names, size_t *n, bool *cut,
+                      uint64_t *examined)
+{
+    static const char queue_match[] = "redisson_lock_queue:*";
+    size_t cap = 0;
+    uint64_t budget = (uint64_t)a->max_keys;
+    *cut = false;
+    *examined = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        const char *match = pass == 0 ? a->pattern : queue_match;
+        if (pass == 1 && (strcmp(a->pattern, "*") == 0 || *cut))
+            break; /* "*" matched the queues already */
+        baton_key_scan *s = NULL;
+        int brc = baton_scan_keys(c, match, budget - *examined, &s);
+        if (brc != BATON_OK)
+            return cli_fail(c, brc, "list %s", a->pattern);
+        *examined += s->examined;
+        *cut = *cut || s->cut;
+        int rc = collect(s, a->pattern, names, n, &cap);
+        baton_key_scan_free(s);
+        if (rc)
+            return rc;
+        if (*examined >= budget && pass == 0) {
+            *cut = true;
+            break;
+        }
+    }
+    if (*n)
+        qsort(*names, *n, sizeof **names, cmp_str);
+    size_t k = 0;
+    for (size_t i = 0; i < *n; i++) {
+        if (k && strcmp((*names)[k - 1], (*names)[i]) == 0)
+            free((*names)[i]);
+        else
+            (*names)[k++] = (*names)[i];
+    }
+    *n = k;
+    return 0;
+}
+
+/* One line per object, for a terminal or grep. */
+static void print_list_line(const baton_inspection *s)
+{
+    char t[32] = "-";
+    if (s->ttl_ms >= 0)
+        format_ms(s->ttl_ms, t, sizeof t);
+    printf("%-18s %s  ttl %s", s->kind_name, E(s->name), t);
+    if (s->kind == BATON_OBJECT_SEMAPHORE || s->kind == BATON_OBJECT_PERMITS ||
+        s->kind == BATON_OBJECT_SEMAPHORE_OR_LATCH)
+        printf("  permits %lld", (long long)s->value);
+    if (s->kind == BATON_OBJECT_LATCH)
+        printf("  count %lld", (long long)s->value);
+    if (s->n_permits)
+        printf("  leases %zu", s->n_permits);
+    for (size_t i = 0; i < s->n_holders; i++) {
+        const baton_inspect_holder *h = s->holders[i];
+        if (h->host)
+            printf("  holder %s@%s:%lld", E(h->owner), E(h->host), (long long)h->pid);
+        else
+            printf("  holder %s", E(h->owner));
+    }
+    long long waiting = (long long)s->n_queue + s->subscribers_semaphore + s->subscribers_latch;
+    if (s->n_queue == 0)
+        waiting += s->subscribers_lock;
+    printf("  waiters %lld", waiting);
+    if (s->slot >= 0)
+        printf("  node %s slot %d", E(s->node), s->slot);
+    printf("\n");
+}
+
+int cli_cmd_list(cli_global *g, int argc, char **argv)
+{
+    list_args a = {NULL, false, 100000};
+    int rc = list_parse(g, argc, argv, &a);
+    if (rc || g->parse_only)
+        return rc;
+    baton_client *c = NULL;
+    if ((rc = cli_open_client(g, &c)) != 0)
+        return rc;
+    char **names = NULL;
+    size_t n = 0;
+    bool cut = false;
+    uint64_t examined = 0;
+    rc = list_names(c, &a, &names, &n, &cut, &examined);
+    baton_inspection **ins = n ? calloc(n, sizeof *ins) : NULL;
+    if (!rc && n && !ins)
+        rc = EXIT_FAILED;
+    size_t shown = 0;
+    for (size_t i = 0; !rc && i < n; i++) {
+        int brc = baton_inspect(c, names[i], &ins[i]);
+        if (brc != BATON_OK)
+            rc = cli_fail(c, brc, "list: %s", E(names[i]));
+        else if (ins[i]->kind == BATON_OBJECT_ABSENT || ins[i]->kind == BATON_OBJECT_OTHER) {
+            baton_inspection_free(ins[i]); /* gone since the scan, or not baton's */
+            ins[i] = NULL;
+        }
+    }
+    if (!rc) {
+        if (a.json)
+            printf("{\"objects\": [");
+        for (size_t i = 0; i < n; i++) {
+            if (!ins[i])
+                continue;
+            if (a.json)
+                print_json(ins[i]->name, ins[i], shown == 0);
+            else
+                print_list_line(ins[i]);
+            shown++;
+        }
+        if (a.json)
+            printf("%s], \"examined\": %llu, \"cut\": %s}\n", shown ? "\n" : "",
+                   (unsigned long long)examined, cut ? "true" : "false");
+        if (cut)
+            fprintf(stderr,
+                    "baton: list: stopped after examining %llu keys (--max-keys): objects may "
+                    "be missing\n",
+                    (unsigned long long)examined);
+    }
+    for (size_t i = 0; i < n; i++) {
+        baton_inspection_free(ins ? ins[i] : NULL);
+        free(names[i]);
+    }
+    free(ins);
+    free(names);
+    baton_client_close(c);
     return rc;
 }

@@ -754,6 +754,8 @@ static int configure(baton__config *cfg, const baton_options *o, char *err, size
         return BATON_EINVAL;
     }
     cfg->sync_replicas = o->sync_replicas;
+    if (o->client_name)
+        snprintf(cfg->client_name, 129, "%s", o->client_name);
     cfg->sync_timeout_ms = o->sync_timeout_ms ? o->sync_timeout_ms : 1000;
     if (cfg->keepalive_ms < 1000) {
         snprintf(err, errlen, "keepalive_ms must be at least 1000");
@@ -816,6 +818,11 @@ int baton_client_open(const baton_options *opts, baton_client **out)
     c->generation = baton__process_generation();
     c->pid = (long)getpid();
     make_origin(c);
+    if (!c->cfg.client_name[0])
+        snprintf(c->cfg.client_name, 129, "baton:%s", c->origin);
+    for (char *p = c->cfg.client_name; *p; p++) /* CLIENT SETNAME takes no space */
+        if (*p <= ' ' || *p > '~')
+            *p = '_';
     make_uuid(c->id);
     baton__stats_configure(c, opts);
     c->pool = malloc(sizeof *c->pool);

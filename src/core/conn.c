@@ -1068,7 +1068,7 @@ void baton__event_fire(baton_client *c, int event)
         hooks[i].fn(c, event, hooks[i].arg);
 }
 
-/* The handshake's commands, pipelined: [AUTH] [SELECT] PING INFO. */
+/* The handshake's commands, pipelined: [AUTH] [SELECT] PING INFO CLIENT SETNAME. */
 typedef struct hs_step {
     const char *what;
     int code; /* for an error reply other than an authentication failure */
@@ -1083,7 +1083,7 @@ static int handshake(baton_client *c, baton__conn *k, int64_t deadline_us, const
     const char *user = sentinel ? c->cfg.sentinel_username : ep->username;
     const char *pass = sentinel ? c->cfg.sentinel_password : ep->password;
     bool check_role = !sentinel && ep->kind == BATON__EP_SENTINEL;
-    hs_step steps[5];
+    hs_step steps[6];
     int n = 0, rc = BATON_OK;
     char db[16];
     snprintf(db, sizeof db, "%d", ep->db);
@@ -1104,6 +1104,10 @@ static int handshake(baton_client *c, baton__conn *k, int64_t deadline_us, const
     if (!sentinel) {
         rc |= baton__conn_append(k, 1, info, NULL);
         steps[n++] = (hs_step){"INFO", BATON_OK};
+        /* the connection's name for CLIENT LIST; a server that refuses it is used anyway */
+        const char *setname[3] = {"CLIENT", "SETNAME", c->cfg.client_name};
+        rc |= baton__conn_append(k, 3, setname, NULL);
+        steps[n++] = (hs_step){"CLIENT SETNAME", BATON_OK};
     }
     if (check_role) {
         const char *role[1] = {"ROLE"};

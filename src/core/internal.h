@@ -176,6 +176,7 @@ typedef struct baton__config {
     int64_t sync_timeout_ms;
     char *sentinel_username; /* AUTH to sentinels, or NULL */
     char *sentinel_password;
+    char client_name[132]; /* CLIENT SETNAME's name (options' client_name, sanitized) */
 } baton__config;
 
 const baton__config *baton__client_config(const baton_client *c);

@@ -8,8 +8,9 @@
  *  1. Every NAME the parser returns is a word of the command line given as a NAME: a word
  *     that does not start with '-' (or is "-"), or the value of --object; never an option
  *     nor an option's value. Each word is returned at most once.
- *  2. A server (--url) comes only from an exact "--url VALUE" or "--url=VALUE" that no NAME
- *     precedes, never from a word returned as a NAME.
+ *  2. A server (--url) comes only from an exact "--url VALUE" or "--url=VALUE" (or
+ *     redis-cli's "-u VALUE", "-uVALUE", also at the end of a group of short options) that
+ *     no NAME precedes, never from a word returned as a NAME.
  *  3. A NAME is inert: the same command line with an arbitrary word planted as a NAME
  *     (`--object WORD`) parses exactly as with a plain NAME there: same outcome, same
  *     server and options, the same NAMEs but that one.
@@ -26,7 +27,8 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 
 #define MAX_WORDS 40
 
-static const char *const commands[] = {"lock", "rwlock", "semaphore", "latch", "status", "unlock"};
+static const char *const commands[] = {"lock",   "rwlock", "semaphore", "latch",
+                                       "status", "unlock", "list"};
 
 static const char *const dictionary[] = {
     "--url",     "--url=redis://127.0.0.1:1",
@@ -47,6 +49,9 @@ static const char *const dictionary[] = {
     "--tls-ca",  "--sync-replicas",
     "2",         "-nqE3",
     "-w5s",      "--permits",
+    "-u",        "--tls",
+    "--cacert",  "--password-file",
+    "--name",    "--insecure",
 };
 #define N_DICT (sizeof dictionary / sizeof dictionary[0])
 
@@ -106,7 +111,12 @@ static void check(const parse *p, int argc, char **argv, bool command_first)
         int i = index_of(argv, argc, p->g.url);
         bool whole = i >= 1 && p->g.url == argv[i] && strcmp(argv[i - 1], "--url") == 0;
         bool joined = i >= 0 && p->g.url == argv[i] + 6 && strncmp(argv[i], "--url=", 6) == 0;
-        if (!whole && !joined)
+        /* -u VALUE, -nu VALUE, -uVALUE */
+        bool short_whole = i >= 1 && p->g.url == argv[i] && argv[i - 1][0] == '-' &&
+                           argv[i - 1][1] != '-' && argv[i - 1][strlen(argv[i - 1]) - 1] == 'u';
+        bool short_joined = i >= 0 && p->g.url > argv[i] + 1 && argv[i][0] == '-' &&
+                            argv[i][1] != '-' && p->g.url[-1] == 'u';
+        if (!whole && !joined && !short_whole && !short_joined)
             abort();
         if (i >= first_name || (i < argc && used[i]))
             abort(); /* a server after a NAME, or from a NAME */
@@ -123,7 +133,8 @@ static void same_but_name(const parse *a, const parse *b, char **argv_a, char **
         !same_str(a->g.tls_cert, b->g.tls_cert) || !same_str(a->g.tls_key, b->g.tls_key) ||
         !same_str(a->g.tls_sni, b->g.tls_sni) || a->g.tls_insecure != b->g.tls_insecure ||
         a->g.askpass != b->g.askpass || a->g.sync_replicas != b->g.sync_replicas ||
-        a->g.verbose != b->g.verbose)
+        a->g.tls != b->g.tls || !same_str(a->g.password_file, b->g.password_file) ||
+        !same_str(a->g.client_name, b->g.client_name) || a->g.verbose != b->g.verbose)
         abort();
     bool planted = false;
     size_t skip = joined ? 9 : 0;
@@ -160,7 +171,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         return 0;
     memcpy(copy, data + 1, size - 1);
     copy[size - 1] = '\0';
-    const char *command = commands[data[0] % 6];
+    const char *command = commands[data[0] % (sizeof commands / sizeof commands[0])];
     bool plant = (data[0] / 6) % 2;
     char *argv[MAX_WORDS + 8];
     int argc = 0;

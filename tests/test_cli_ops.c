@@ -1,0 +1,542 @@
+/*
+ * The baton command as an operator lives with it (issue 33): `baton list`, the help's usage
+ * lines, redis-cli's option spellings, connection names (CLIENT SETNAME), --password-file
+ * and systemd's credential, status's kinds, escapes and loss causes, and the small ones
+ * (one "warning:", --askpass without input, semaphore add -N). Each case runs the built
+ * binary against the program's private server (or one of its own).
+ */
+#define _GNU_SOURCE
+#include "cli_helper.h"
+
+#include <criterion/new/assert.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+TestSuite(cli_ops, .timeout = 60);
+
+/* The object named name in `list --json`'s "objects", or NULL. */
+static const json *listed(const json *j, const char *name)
+{
+    const json *objs = json_get(j, "objects");
+    for (size_t i = 0; objs && i < objs->n; i++)
+        if (strcmp(json_get(objs->items[i], "name")->string, name) == 0)
+            return objs->items[i];
+    return NULL;
+}
+
+/* Polls `status NAME --json` until f(object) holds or ms pass. */
+static bool status_until(const char *name, bool (*f)(const json *), int64_t ms)
+{
+    int64_t end = th_ms() + ms;
+    do {
+        cli_result r;
+        cli_exec(&r, ARGS("status", "--json", "--object", name));
+        json *j = json_parse(r.out);
+        bool ok = j && f(json_at(j, 0));
+        json_free(j);
+        cli_result_free(&r);
+        if (ok)
+            return true;
+        th_sleep_ms(20);
+    } while (th_ms() < end);
+    return false;
+}
+
+static bool held(const json *o)
+{
+    return json_get(o, "holders")->n > 0;
+}
+
+static bool queued(const json *o)
+{
+    return json_get(o, "queue")->n > 0;
+}
+
+static bool latch_waited(const json *o)
+{
+    return json_get(json_get(o, "subscribers"), "latch")->number > 0;
+}
+
+/* ---------------------------------------------------------------- list --------------- */
+
+Test(cli_ops, list_shows_every_kind_under_the_pattern_with_holders_and_waiters)
+{
+    char p[128], lock[160], fair[160], rw[160], sem[160], per[160], latch[160], other[160];
+    snprintf(p, sizeof p, "%s", th_tmpname("ops-list"));
+    snprintf(lock, sizeof lock, "%s:lock", p);
+    snprintf(fair, sizeof fair, "%s:fair", p);
+    snprintf(rw, sizeof rw, "%s:rw", p);
+    snprintf(sem, sizeof sem, "%s:sem", p);
+    snprintf(per, sizeof per, "%s:per", p);
+    snprintf(latch, sizeof latch, "%s:latch", p);
+    snprintf(other, sizeof other, "%s:other", p);
+    pid_t h_lock = cli_spawn(ARGS("lock", lock, "--hold"));
+    pid_t h_fair = cli_spawn(ARGS("lock", "--fair", fair, "--hold"));
+    cr_assert(status_until(fair, held, 5000));
+    pid_t w_fair = cli_spawn(ARGS("lock", "--fair", fair, "--", "true"));
+    pid_t h_rw = cli_spawn(ARGS("rwlock", rw, "--read", "--hold"));
+    pid_t h_per = cli_spawn(ARGS("semaphore", per, "--permits", "2", "--", "sleep", "30"));
+    cli_result r;
+    cli_exec(&r, ARGS("semaphore", sem, "--counting", "set", "4"));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("latch", latch, "set", "2"));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    cli_result_free(&r);
+    pid_t w_latch = cli_spawn(ARGS("latch", latch, "await"));
+    redisContext *rc = th_redis();
+    freeReplyObject(th_cmd(rc, "RPUSH %s x", other)); /* not baton's: left out */
+    cr_assert(status_until(lock, held, 5000));
+    cr_assert(status_until(fair, queued, 5000));
+    cr_assert(status_until(rw, held, 5000));
+    cr_assert(status_until(latch, latch_waited, 5000));
+    int64_t end = th_ms() + 5000;
+    const json *o = NULL;
+    json *j = NULL;
+    char pattern[160];
+    snprintf(pattern, sizeof pattern, "%s:*", p);
+    do { /* the permit lease, once taken */
+        json_free(j);
+        cli_exec(&r, ARGS("list", pattern, "--json"));
+        cr_assert(eq(int, r.status, 0), "%s", r.err);
+        j = json_parse(r.out);
+        cr_assert(j != NULL, "not JSON: %s", r.out);
+        cli_result_free(&r);
+        o = listed(j, per);
+    } while ((!o || strcmp(json_get(o, "kind")->string, "permits") != 0) && th_ms() < end);
+    cr_assert(eq(sz, json_get(j, "objects")->n, 6), "six objects, the list left out");
+    cr_assert(json_get(j, "cut")->type == JSON_BOOL && !json_get(j, "cut")->boolean);
+    o = listed(j, lock);
+    cr_assert(o != NULL);
+    cr_assert(eq(str, json_get(o, "kind")->string, "lock"));
+    const json *holder = json_at(json_get(o, "holders"), 0);
+    cr_assert(eq(int, (int)json_get(holder, "pid")->number, (int)h_lock));
+    char host[256];
+    gethostname(host, sizeof host);
+    cr_assert(eq(str, json_get(holder, "host")->string, host));
+    cr_assert(gt(int, (int)json_get(o, "ttl_ms")->number, 0));
+    o = listed(j, fair);
+    cr_assert(o != NULL);
+    cr_assert(eq(str, json_get(o, "kind")->string, "fairlock"));
+    cr_assert(eq(sz, json_get(o, "queue")->n, 1));
+    o = listed(j, rw);
+    cr_assert(o != NULL);
+    cr_assert(eq(str, json_get(o, "kind")->string, "rwlock"));
+    o = listed(j, sem);
+    cr_assert(o != NULL);
+    cr_assert(eq(int, (int)json_get(o, "value")->number, 4));
+    o = listed(j, per);
+    cr_assert(o != NULL);
+    cr_assert(eq(str, json_get(o, "kind")->string, "permits"));
+    cr_assert(eq(sz, json_get(o, "permits")->n, 1));
+    o = listed(j, latch);
+    cr_assert(o != NULL);
+    cr_assert(eq(str, json_get(o, "kind")->string, "latch"));
+    json_free(j);
+
+    /* text: one line per object, holder with host and pid */
+    cli_exec(&r, ARGS("list", pattern));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    char want[400];
+    snprintf(want, sizeof want, "@%s:%d", host, (int)h_lock);
+    cr_assert(strstr(r.out, want) != NULL, "%s", r.out);
+    size_t lines = 0;
+    for (const char *s = r.out; (s = strchr(s, '\n')); s++)
+        lines++;
+    cr_assert(eq(sz, lines, 6), "%s", r.out);
+    cr_assert(strstr(r.out, other) == NULL, "%s", r.out);
+    cli_result_free(&r);
+
+    /* a PATTERN narrows it: the queue of a fair lock is found by its NAME */
+    char only_fair[200];
+    snprintf(only_fair, sizeof only_fair, "%s:fa*", p);
+    cli_exec(&r, ARGS("list", only_fair, "--json"));
+    j = json_parse(r.out);
+    cr_assert(j != NULL, "%s", r.out);
+    cr_assert(eq(sz, json_get(j, "objects")->n, 1), "%s", r.out);
+    json_free(j);
+    cli_result_free(&r);
+
+    kill(h_lock, SIGTERM);
+    kill(h_fair, SIGTERM);
+    kill(h_rw, SIGTERM);
+    kill(h_per, SIGTERM);
+    cr_assert(eq(int, th_wait(h_lock), 0));
+    cr_assert(eq(int, th_wait(h_fair), 0));
+    cr_assert(eq(int, th_wait(w_fair), 0));
+    cr_assert(eq(int, th_wait(h_rw), 0));
+    th_wait(h_per);
+    cli_exec(&r, ARGS("latch", latch, "delete"));
+    cli_result_free(&r);
+    th_wait(w_latch);
+    redisFree(rc);
+}
+
+Test(cli_ops, list_stops_at_max_keys_and_says_so)
+{
+    const char *p = th_tmpname("ops-cut");
+    redisContext *rc = th_redis();
+    for (int i = 0; i < 300; i++)
+        freeReplyObject(th_cmd(rc, "SET %s:%d 1", p, i));
+    cli_result r;
+    char pattern[160];
+    snprintf(pattern, sizeof pattern, "%s:*", p);
+    cli_exec(&r, ARGS("list", pattern, "--json", "--max-keys", "20"));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    json *j = json_parse(r.out);
+    cr_assert(j != NULL, "%s", r.out);
+    cr_assert(json_get(j, "cut")->boolean, "%s", r.out);
+    cr_assert(le(int, (int)json_get(j, "examined")->number, 20));
+    cr_assert(strstr(r.err, "stopped after examining") != NULL, "%s", r.err);
+    json_free(j);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("list", pattern, "--json"));
+    j = json_parse(r.out);
+    cr_assert(j && !json_get(j, "cut")->boolean);
+    cr_assert(eq(sz, json_get(j, "objects")->n, 300), "%s", r.err);
+    json_free(j);
+    cli_result_free(&r);
+    redisFree(rc);
+}
+
+/* ---------------------------------------------------------------- help --------------- */
+
+Test(cli_ops, help_lists_hold_options_cluster_urls_and_rwlock_options)
+{
+    cli_result r;
+    cli_exec(&r, ARGS("lock", "--help"));
+    cr_assert(strstr(r.out, "--hold [-n | -w DUR] [-E CODE] [-q] [--lease DUR | --watchdog DUR] "
+                            "[--fair]") != NULL,
+              "%s", r.out);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("--help"));
+    cr_assert(strstr(r.out, "redis+cluster://") != NULL);
+    cr_assert(strstr(r.out, "--password-file") != NULL);
+    cr_assert(strstr(r.out, "list [PATTERN]") != NULL);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("rwlock", "--help"));
+    cr_assert(eq(int, r.status, 0));
+    cr_assert(strstr(r.out, "as lock") == NULL, "%s", r.out);
+    cr_assert(strstr(r.out, "--watchdog DUR") != NULL, "%s", r.out);
+    cr_assert(strstr(r.out, "--read, --write") != NULL, "%s", r.out);
+    cr_assert(strstr(r.out, "--kill-after DUR") != NULL, "%s", r.out);
+    cli_result_free(&r);
+}
+
+/* ---------------------------------------------------------------- redis-cli ---------- */
+
+Test(cli_ops, redis_cli_spellings_are_aliases_with_the_same_rules)
+{
+    const char *name = th_tmpname("ops-alias");
+    cli_result r;
+    unsetenv("BATON_URL");
+    cli_exec(&r, ARGS("-u", th_url(), "status", name));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    cli_result_free(&r);
+    char joined[200];
+    snprintf(joined, sizeof joined, "-u%s", th_url());
+    cli_exec(&r, ARGS("status", joined, name));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    cli_result_free(&r);
+    /* never after a NAME, and once */
+    const char *const *after[] = {
+        ARGS("status", name, "-u", th_url()),
+        ARGS("status", name, "--cacert", "/dev/null"),
+        ARGS("status", name, "--cacertdir", "/tmp"),
+        ARGS("status", name, "--cert", "/dev/null"),
+        ARGS("status", name, "--key", "/dev/null"),
+        ARGS("status", name, "--sni", "x"),
+        ARGS("status", name, "--insecure"),
+        ARGS("status", name, "--tls"),
+        ARGS("status", name, "--password-file", "/dev/null"),
+        ARGS("-u", th_url(), "status", "--url", th_url(), name),
+    };
+    for (size_t i = 0; i < sizeof after / sizeof after[0]; i++) {
+        cli_exec(&r, after[i]);
+        cr_assert(eq(int, r.status, 2), "case %zu: %d %s", i, r.status, r.err);
+        cli_result_free(&r);
+    }
+    /* TLS options with a redis:// URL are refused as their baton names are */
+    cli_exec(&r, ARGS("--cacert", "/dev/null", "status", name));
+    cr_assert(eq(int, r.status, 2), "%s", r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("--tls", "-u", "unix:///tmp/none.sock", "status", name));
+    cr_assert(eq(int, r.status, 2), "%s", r.err);
+    cli_result_free(&r);
+
+    /* --tls speaks TLS to a redis:// URL: the first byte is a TLS handshake record */
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    cr_assert(eq(int, bind(s, (struct sockaddr *)&a, sizeof a), 0));
+    cr_assert(eq(int, listen(s, 4), 0));
+    socklen_t len = sizeof a;
+    getsockname(s, (struct sockaddr *)&a, &len);
+    char url[100];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", ntohs(a.sin_port));
+    pid_t pid = cli_spawn(ARGS("--tls", "--insecure", "-u", url, "status", name));
+    struct pollfd pf = {s, POLLIN, 0};
+    cr_assert(eq(int, poll(&pf, 1, 5000), 1));
+    int k = accept(s, NULL, NULL);
+    unsigned char first = 0;
+    pf = (struct pollfd){k, POLLIN, 0};
+    cr_assert(eq(int, poll(&pf, 1, 5000), 1));
+    cr_assert(eq(int, (int)read(k, &first, 1), 1));
+    cr_assert(eq(int, first, 0x16), "not a TLS handshake: 0x%02x", first);
+    close(k);
+    close(s);
+    cr_assert(eq(int, th_wait(pid), 120));
+}
+
+/* ---------------------------------------------------------------- passwords ---------- */
+
+static char *write_file(const char *base, const char *text, mode_t mode)
+{
+    char *path = cli_path(base);
+    FILE *f = fopen(path, "w");
+    cr_assert(f != NULL);
+    fputs(text, f);
+    fclose(f);
+    chmod(path, mode);
+    return path;
+}
+
+Test(cli_ops, password_file_and_the_systemd_credential, .timeout = 30)
+{
+    th_server srv;
+    th_server_start(&srv, "--requirepass right-password");
+    char url[128];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
+    unsetenv("BATON_PASSWORD");
+    unsetenv("REDISCLI_AUTH");
+    char *good = write_file("pw-good", "right-password\nsecond line\n", 0600);
+    char *bad = write_file("pw-bad", "wrong-password\n", 0600);
+    char *open_to_all = write_file("pw-world", "right-password\n", 0644);
+    char *empty = write_file("pw-empty", "\n", 0600);
+    cli_result r;
+    cli_exec(&r, ARGS("--url", url, "--password-file", good, "lock", "pf", "--", "true"));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("--url", url, "--password-file", bad, "status", "pf"));
+    cr_assert(eq(int, r.status, 121), "%s", r.err);
+    cr_assert(strstr(r.err, "wrong-password") == NULL);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("--url", url, "--password-file", open_to_all, "status", "pf"));
+    cr_assert(eq(int, r.status, 2), "%s", r.err);
+    cr_assert(strstr(r.err, "readable by every user") != NULL, "%s", r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("--url", url, "--password-file", empty, "status", "pf"));
+    cr_assert(eq(int, r.status, 2), "%s", r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("--url", url, "--password-file", "/nonexistent/pw", "status", "pf"));
+    cr_assert(eq(int, r.status, 2), "%s", r.err);
+    cli_result_free(&r);
+
+    /* systemd's LoadCredential=baton-password:...: $CREDENTIALS_DIRECTORY/baton-password */
+    char *dir = cli_path("creds");
+    mkdir(dir, 0700);
+    char *cred = NULL;
+    cr_assert(asprintf(&cred, "%s/baton-password", dir) > 0);
+    FILE *f = fopen(cred, "w");
+    cr_assert(f != NULL);
+    fputs("right-password\n", f);
+    fclose(f);
+    chmod(cred, 0400);
+    setenv("CREDENTIALS_DIRECTORY", dir, 1);
+    cli_exec(&r, ARGS("--url", url, "status", "pf"));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    cli_result_free(&r);
+    /* $BATON_PASSWORD comes first */
+    setenv("BATON_PASSWORD", "wrong-password", 1);
+    cli_exec(&r, ARGS("--url", url, "status", "pf"));
+    cr_assert(eq(int, r.status, 121), "%s", r.err);
+    cli_result_free(&r);
+    unsetenv("BATON_PASSWORD");
+    unsetenv("CREDENTIALS_DIRECTORY");
+    cli_exec(&r, ARGS("--url", url, "status", "pf"));
+    cr_assert(eq(int, r.status, 121), "no password: %s", r.err);
+    cli_result_free(&r);
+
+    /* --askpass with nothing on stdin: a usage error, exit 2 */
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "\"$0\" --askpass --url %s status pf </dev/null", url);
+    cli_exec_program(&r, ARGS("/bin/sh", "-c", cmd, BATON_CLI_PATH));
+    cr_assert(eq(int, r.status, 2), "%s", r.err);
+    cli_result_free(&r);
+    snprintf(cmd, sizeof cmd, "echo | \"$0\" --askpass --url %s status pf", url);
+    cli_exec_program(&r, ARGS("/bin/sh", "-c", cmd, BATON_CLI_PATH));
+    cr_assert(eq(int, r.status, 2), "%s", r.err);
+    cli_result_free(&r);
+    free(good);
+    free(bad);
+    free(open_to_all);
+    free(empty);
+    free(dir);
+    free(cred);
+    th_server_stop(&srv);
+}
+
+/* ---------------------------------------------------------------- status ------------- */
+
+Test(cli_ops, status_escapes_control_bytes_on_a_terminal_and_not_in_json)
+{
+    const char *name = th_tmpname("ops-esc");
+    redisContext *rc = th_redis();
+    freeReplyObject(th_cmd(rc, "HSET %s %b 1", name, "x\033[31mRED", (size_t)9));
+    cli_result r;
+    cli_exec(&r, ARGS("status", name));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    cr_assert(strchr(r.out, '\033') == NULL, "an ESC reached the terminal: %s", r.out);
+    cr_assert(strstr(r.out, "holder x\\x1b[31mRED") != NULL, "%s", r.out);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("list", name));
+    cr_assert(strchr(r.out, '\033') == NULL, "%s", r.out);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("status", name, "--json"));
+    json *j = json_parse(r.out);
+    cr_assert(j != NULL, "%s", r.out);
+    const json *h = json_at(json_get(json_at(j, 0), "holders"), 0);
+    cr_assert(eq(str, json_get(h, "owner")->string, "x\033[31mRED"));
+    json_free(j);
+    cli_result_free(&r);
+    redisFree(rc);
+}
+
+Test(cli_ops, the_loss_message_names_the_cause)
+{
+    const char *name = th_tmpname("ops-loss");
+    pid_t pid = cli_spawn(ARGS("lock", name, "--watchdog", "900ms", "--", "sleep", "20"));
+    cr_assert(status_until(name, held, 5000));
+    redisContext *rc = th_redis();
+    freeReplyObject(th_cmd(rc, "DEL %s", name));
+    cr_assert(eq(int, th_wait(pid), 122));
+    char *err = cli_bg_err(pid);
+    cr_assert(strstr(err, "deleted or taken over") != NULL, "%s", err);
+    free(err);
+    redisFree(rc);
+}
+
+/* ---------------------------------------------------------------- small ones --------- */
+
+Test(cli_ops, the_maxmemory_warning_says_warning_once_and_q_silences_it, .timeout = 30)
+{
+    th_server srv;
+    th_server_start(&srv, "--maxmemory-policy allkeys-lru");
+    char url[128];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
+    cli_result r;
+    cli_exec(&r, ARGS("--url", url, "lock", "mm", "--", "true"));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    cr_assert(strstr(r.err, "baton: warning: the server's maxmemory-policy is allkeys-lru") != NULL,
+              "%s", r.err);
+    cr_assert(strstr(r.err, "warning: warning") == NULL, "%s", r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("--url", url, "lock", "mm", "-q", "--", "true"));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    cr_assert(eq(str, r.err, ""), "-q: %s", r.err);
+    cli_result_free(&r);
+    th_server_stop(&srv);
+}
+
+Test(cli_ops, semaphore_add_negative_stops_at_zero_and_says_what_it_removed)
+{
+    const char *name = th_tmpname("ops-add");
+    cli_result r;
+    cli_exec(&r, ARGS("semaphore", name, "add", "3"));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("semaphore", name, "add", "-2"));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    cr_assert(eq(str, r.out, "removed 2, 1 left\n"));
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("semaphore", name, "add", "-5"));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    cr_assert(eq(str, r.out, "removed 1, 0 left\n"));
+    cli_result_free(&r);
+    redisContext *rc = th_redis();
+    redisReply *v = th_cmd(rc, "GET %s", name);
+    cr_assert(eq(str, v->str, "0"));
+    freeReplyObject(v);
+    redisFree(rc);
+}
+
+/* ---------------------------------------------------------------- names -------------- */
+
+/* Whether CLIENT LIST shows a connection named want, within ms. */
+static bool client_named(const char *want, int64_t ms)
+{
+    redisContext *rc = th_redis();
+    char needle[200];
+    snprintf(needle, sizeof needle, " name=%s ", want);
+    int64_t end = th_ms() + ms;
+    bool seen = false;
+    do {
+        redisReply *r = th_cmd(rc, "CLIENT LIST");
+        seen = r->type == REDIS_REPLY_STRING && strstr(r->str, needle) != NULL;
+        freeReplyObject(r);
+        if (!seen)
+            th_sleep_ms(20);
+    } while (!seen && th_ms() < end);
+    redisFree(rc);
+    return seen;
+}
+
+Test(cli_ops, client_list_shows_the_connections_name_while_command_runs)
+{
+    const char *name = th_tmpname("ops-name");
+    char *marker = cli_path("started");
+    char script[300];
+    snprintf(script, sizeof script, "touch %s; sleep 30", marker);
+    pid_t pid = cli_spawn(ARGS("--name", "nightly report", "lock", name, "--", "sh", "-c", script));
+    cr_assert(cli_wait_file(marker, 5000));
+    cr_assert(client_named("nightly_report", 2000), "no connection named nightly_report");
+    kill(pid, SIGTERM);
+    th_wait(pid);
+    unlink(marker);
+
+    /* the default: baton:<host>:<pid> */
+    pid = cli_spawn(ARGS("lock", name, "--", "sh", "-c", script));
+    cr_assert(cli_wait_file(marker, 5000));
+    char host[200], want[300];
+    gethostname(host, sizeof host);
+    snprintf(want, sizeof want, "baton:%s:%d", host, (int)pid);
+    cr_assert(client_named(want, 2000), "no connection named %s", want);
+    kill(pid, SIGTERM);
+    th_wait(pid);
+    free(marker);
+}
+
+/* ---------------------------------------------------------------- the man page ------- */
+
+/* Every field `status --json` prints (a lock's, a permit semaphore's) has its row in the man
+ * page's field table. */
+Test(cli_ops, the_man_page_lists_every_json_field)
+{
+    char *page = cli_read_file(BATON_SOURCE_DIR "/docs/baton.1.md");
+    cr_assert(page != NULL);
+    const char *name = th_tmpname("ops-fields");
+    cli_result r;
+    cli_exec(&r, ARGS("lock", name, "--", BATON_CLI_PATH, "status", "--json", name));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    json *j = json_parse(r.out);
+    cr_assert(j != NULL, "%s", r.out);
+    const json *o = json_at(j, 0);
+    cr_assert(eq(sz, o->n, 13), "%s", r.out);
+    for (size_t i = 0; i < o->n; i++) {
+        char row[80];
+        snprintf(row, sizeof row, "\n| `%s` |", o->keys[i]);
+        cr_assert(strstr(page, row) != NULL, "the man page has no row for '%s'", o->keys[i]);
+    }
+    cr_assert(strstr(page, "`permits` (a semaphore with permit leases held now)") != NULL);
+    cr_assert(strstr(page, "as `flock -q`") == NULL);
+    json_free(j);
+    cli_result_free(&r);
+    free(page);
+}
