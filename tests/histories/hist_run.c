@@ -1,0 +1,740 @@
+/*
+ * The runner of the checked histories: starts the servers, the clients (hist_client, one
+ * process each) and the nemesis, then merges the histories and runs the checkers.
+ *
+ *   hist_run --seed S --time SECONDS --nemesis LIST --deployment single|sentinel
+ *            [--clients mutex:4,fair:3,...] [--keep DIR] [--client PATH]
+ *
+ * LIST: comma-separated faults, or "none", or "all": pause (SIGSTOP short of the lease),
+ * pause-long (past it), kill (kill -9 of a client, started again as its next incarnation),
+ * srvkill (kill -9 of the server, restarted with its AOF), srvkill-noaof (restarted with
+ * the AOF gone: the data is lost), cpause (CLIENT PAUSE past the command timeout), ckill
+ * (CLIENT KILL of every client connection), flush (SCRIPT FLUSH), failover (Sentinel:
+ * SENTINEL FAILOVER), netem (one client's traffic to the server delayed or dropped: its
+ * own network namespace and tc netem, when the machine allows it).
+ *
+ * The faults and their times come from the seed alone (a fixed schedule); what they hit
+ * depends on timing, as with any real system. Sentinel: the deployment is started by the
+ * wrapper (tests/histories/run), which passes it in HIST_SENTINEL_* variables.
+ *
+ * Every time in the histories is the TIME of a resource server of its own that no fault
+ * touches; the fenced store lives there too.
+ */
+#define _GNU_SOURCE
+#include "hist.h"
+
+#include <hiredis/hiredis.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_CLIENTS 64
+
+static unsigned long long rng;
+
+static uint64_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static int64_t rnd_in(int64_t lo, int64_t hi)
+{
+    return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1));
+}
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void sleep_ms(int64_t ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* ------------------------------------------------------------- servers ------------- */
+
+typedef struct server {
+    int port;
+    pid_t pid;
+    char dir[256];
+    bool aof;
+} server;
+
+static char workdir[200];
+
+static redisContext *connect_port(int port, int timeout_ms)
+{
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    redisContext *r = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (r && r->err) {
+        redisFree(r);
+        return NULL;
+    }
+    if (r)
+        redisSetTimeout(r, tv);
+    return r;
+}
+
+static bool ping(int port)
+{
+    redisContext *r = connect_port(port, 300);
+    if (!r)
+        return false;
+    redisReply *rep = redisCommand(r, "PING");
+    bool ok = rep && rep->type == REDIS_REPLY_STATUS;
+    /* a server loading its AOF answers -LOADING */
+    if (rep)
+        freeReplyObject(rep);
+    redisFree(r);
+    return ok;
+}
+
+static pid_t spawn_server(server *s)
+{
+    char port[16];
+    snprintf(port, sizeof port, "%d", s->port);
+    char log[300];
+    snprintf(log, sizeof log, "%s/redis.log", s->dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setpgid(0, 0);
+        execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", "--dir",
+               s->dir, "--save", "", "--appendonly", s->aof ? "yes" : "no", "--appendfsync",
+               "always", "--logfile", log, "--repl-diskless-sync-delay", "0",
+               "--repl-ping-replica-period", "1", (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+static bool start_server(server *s)
+{
+    for (int attempt = 0; attempt < 20; attempt++) {
+        if (s->port == 0 || attempt > 0) {
+            unsigned short r;
+            FILE *u = fopen("/dev/urandom", "r");
+            if (!u || fread(&r, sizeof r, 1, u) != 1)
+                return false;
+            fclose(u);
+            s->port = 20000 + r % 20000;
+            if (ping(s->port))
+                continue;
+        }
+        s->pid = spawn_server(s);
+        for (int i = 0; i < 200; i++) {
+            if (ping(s->port))
+                return true;
+            if (waitpid(s->pid, NULL, WNOHANG) == s->pid)
+                break;
+            sleep_ms(25);
+        }
+        kill(s->pid, SIGKILL);
+        waitpid(s->pid, NULL, 0);
+    }
+    return false;
+}
+
+/* Starts the server again on its port (after a kill -9), waiting until it answers. */
+static bool restart_server(server *s)
+{
+    s->pid = spawn_server(s);
+    for (int i = 0; i < 400; i++) {
+        if (ping(s->port))
+            return true;
+        sleep_ms(25);
+    }
+    return false;
+}
+
+static void stop_server(server *s)
+{
+    if (s->pid > 0) {
+        kill(s->pid, SIGKILL);
+        waitpid(s->pid, NULL, 0);
+        s->pid = 0;
+    }
+}
+
+static void rm_rf(const char *path)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        execlp("rm", "rm", "-rf", path, (char *)NULL);
+        _exit(127);
+    }
+    waitpid(pid, NULL, 0);
+}
+
+/* ------------------------------------------------------------- the history --------- */
+
+static server resource;
+static redisContext *res;
+static FILE *nem; /* the nemesis' history */
+
+static int64_t srv_us(void)
+{
+    for (int attempt = 0; attempt < 50; attempt++) {
+        if (!res)
+            res = connect_port(resource.port, 2000);
+        redisReply *r = res ? redisCommand(res, "TIME") : NULL;
+        if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
+            int64_t t = strtoll(r->element[0]->str, NULL, 10) * 1000000 +
+                        strtoll(r->element[1]->str, NULL, 10);
+            freeReplyObject(r);
+            return t;
+        }
+        if (r)
+            freeReplyObject(r);
+        if (res)
+            redisFree(res);
+        res = NULL;
+        sleep_ms(20);
+    }
+    fprintf(stderr, "hist_run: the resource server does not answer\n");
+    exit(3);
+}
+
+static void nemesis_event(const char *op, const char *type, int proc, int64_t value)
+{
+    fprintf(nem, "%" PRId64 " %" PRId64 " %d 0 nemesis %s %s 0 0 %" PRId64 "\n", srv_us(),
+            mono_ns(), proc, op, type, value);
+    fflush(nem);
+}
+
+/* ------------------------------------------------------------- clients ------------- */
+
+typedef struct client {
+    char workload[16];
+    int inc;
+    pid_t pid;
+    bool stopped;
+} client;
+
+static client clients[MAX_CLIENTS];
+static int nclients;
+static const char *client_path;
+static char lock_url[512];
+static long long seed;
+static int64_t end_us; /* when the clients stop */
+static int latch_base = -1;
+
+static void spawn_client(int i)
+{
+    client *c = &clients[i];
+    int64_t left_ms = (end_us - srv_us()) / 1000;
+    if (left_ms < 500)
+        return;
+    char port[16], proc[16], inc[16], sd[32], dur[32], out[400], base[16];
+    snprintf(port, sizeof port, "%d", resource.port);
+    snprintf(proc, sizeof proc, "%d", i);
+    snprintf(inc, sizeof inc, "%d", c->inc);
+    snprintf(sd, sizeof sd, "%lld", seed);
+    snprintf(dur, sizeof dur, "%" PRId64, left_ms);
+    snprintf(out, sizeof out, "%s/client-%d-%d.hist", workdir, i, c->inc);
+    snprintf(base, sizeof base, "%d", latch_base);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("HIST_LATCH_BASE", base, 1);
+        execl(client_path, client_path, lock_url, port, c->workload, proc, inc, sd, dur, out,
+              (char *)NULL);
+        _exit(127);
+    }
+    c->pid = pid;
+    c->stopped = false;
+}
+
+/* Reaps clients that ended; returns how many are still running. */
+static int reap(void)
+{
+    int running = 0;
+    for (int i = 0; i < nclients; i++) {
+        if (clients[i].pid <= 0)
+            continue;
+        int st;
+        pid_t r = waitpid(clients[i].pid, &st, WNOHANG);
+        if (r == clients[i].pid) {
+            if (WIFEXITED(st) && WEXITSTATUS(st) != 0)
+                fprintf(stderr, "hist_run: client %d.%d exited %d\n", i, clients[i].inc,
+                        WEXITSTATUS(st));
+            else if (WIFSIGNALED(st) && WTERMSIG(st) != SIGKILL)
+                fprintf(stderr, "hist_run: client %d.%d died of signal %d\n", i, clients[i].inc,
+                        WTERMSIG(st));
+            clients[i].pid = 0;
+        } else {
+            running++;
+        }
+    }
+    return running;
+}
+
+/* ------------------------------------------------------------- the deployment ------ */
+
+static bool sentinel_mode;
+static int sentinel_ports[3];
+static int sync_replicas;
+static server single;        /* single: the lock server */
+static server sent_nodes[2]; /* sentinel: the master and the replica as started */
+static int64_t client_timeout_ms = 1000;
+
+/* The port of the current master (Sentinel: as the first sentinel that answers says). */
+static int master_port(void)
+{
+    if (!sentinel_mode)
+        return single.port;
+    for (int i = 0; i < 3; i++) {
+        redisContext *r = connect_port(sentinel_ports[i], 500);
+        if (!r)
+            continue;
+        redisReply *rep = redisCommand(r, "SENTINEL get-master-addr-by-name mymaster");
+        int port = -1;
+        if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2)
+            port = atoi(rep->element[1]->str);
+        if (rep)
+            freeReplyObject(rep);
+        redisFree(r);
+        if (port > 0)
+            return port;
+    }
+    return -1;
+}
+
+static server *node_of_port(int port)
+{
+    if (!sentinel_mode)
+        return &single;
+    for (int i = 0; i < 2; i++)
+        if (sent_nodes[i].port == port)
+            return &sent_nodes[i];
+    return NULL;
+}
+
+static pid_t pid_of_port(int port)
+{
+    redisContext *r = connect_port(port, 500);
+    if (!r)
+        return -1;
+    redisReply *rep = redisCommand(r, "INFO server");
+    pid_t pid = -1;
+    if (rep && rep->type == REDIS_REPLY_STRING) {
+        const char *p = strstr(rep->str, "process_id:");
+        if (p)
+            pid = atoi(p + 11);
+    }
+    if (rep)
+        freeReplyObject(rep);
+    redisFree(r);
+    return pid;
+}
+
+/* Sends one command to the master; true if it answered without an error. */
+static bool master_cmd(const char *fmt, ...)
+{
+    int port = master_port();
+    if (port < 0)
+        return false;
+    redisContext *r = connect_port(port, 1000);
+    if (!r)
+        return false;
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *rep = redisvCommand(r, fmt, ap);
+    va_end(ap);
+    bool ok = rep && rep->type != REDIS_REPLY_ERROR;
+    if (rep)
+        freeReplyObject(rep);
+    redisFree(r);
+    return ok;
+}
+
+/* ------------------------------------------------------------- the nemesis --------- */
+
+enum {
+    F_PAUSE,
+    F_PAUSE_LONG,
+    F_KILL,
+    F_SRVKILL,
+    F_SRVKILL_NOAOF,
+    F_CPAUSE,
+    F_CKILL,
+    F_FLUSH,
+    F_FAILOVER,
+    F_COUNT
+};
+static const char *fault_names[F_COUNT] = {"pause",   "pause-long",    "kill",
+                                           "srvkill", "srvkill-noaof", "cpause",
+                                           "ckill",   "flush",         "failover"};
+static int faults[F_COUNT];
+static int nfaults;
+
+static bool parse_nemesis(const char *list)
+{
+    if (strcmp(list, "none") == 0)
+        return true;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s",
+             strcmp(list, "all") == 0 ? "pause,pause-long,kill,srvkill,srvkill-noaof,cpause,"
+                                        "ckill,flush,failover"
+                                      : list);
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        int f;
+        for (f = 0; f < F_COUNT; f++)
+            if (strcmp(tok, fault_names[f]) == 0)
+                break;
+        if (f == F_COUNT) {
+            fprintf(stderr, "hist_run: unknown fault %s\n", tok);
+            return false;
+        }
+        if (f == F_FAILOVER && !sentinel_mode)
+            continue; /* "all" on one server */
+        faults[nfaults++] = f;
+    }
+    return true;
+}
+
+/* A client worth pausing or killing: one that holds things (not the latch's). */
+static int pick_client(void)
+{
+    for (int tries = 0; tries < 100; tries++) {
+        int i = (int)(rnd() % (uint64_t)nclients);
+        if (clients[i].pid > 0 && !clients[i].stopped)
+            return i;
+    }
+    return -1;
+}
+
+static long restarts;
+
+static void kill_server(bool keep_data)
+{
+    int port = master_port();
+    server *s = port > 0 ? node_of_port(port) : NULL;
+    pid_t pid = port > 0 ? pid_of_port(port) : -1;
+    int64_t down_ms = rnd_in(0, sentinel_mode ? 4000 : 1500);
+    if (!s || pid <= 0) {
+        nemesis_event("srvkill", "fail", -1, keep_data);
+        return;
+    }
+    /* Sentinel: the node comes back empty (no AOF), as master if the sentinels have not
+     * failed over yet, and a failover loses what the replica had not received: either
+     * may lose the data */
+    int64_t value = sentinel_mode ? 0 : keep_data;
+    nemesis_event("srvkill", "invoke", -1, value);
+    kill(pid, SIGKILL);
+    if (s->pid == pid)
+        waitpid(pid, NULL, 0);
+    else
+        for (int i = 0; i < 100 && kill(pid, 0) == 0; i++)
+            sleep_ms(10);
+    if (!keep_data) {
+        char aof[400];
+        snprintf(aof, sizeof aof, "%s/appendonlydir", s->dir);
+        rm_rf(aof);
+    }
+    sleep_ms(down_ms);
+    bool up = restart_server(s);
+    nemesis_event("srvup", up ? "ok" : "fail", -1, value);
+    restarts++;
+}
+
+static void inject(int f)
+{
+    switch (f) {
+    case F_PAUSE:
+    case F_PAUSE_LONG: {
+        int i = pick_client();
+        if (i < 0)
+            return;
+        int64_t ms = f == F_PAUSE ? rnd_in(100, 800) : rnd_in(4000, 5500);
+        nemesis_event("pause", "invoke", i, f == F_PAUSE_LONG);
+        kill(clients[i].pid, SIGSTOP);
+        clients[i].stopped = true;
+        sleep_ms(ms);
+        kill(clients[i].pid, SIGCONT);
+        clients[i].stopped = false;
+        nemesis_event("pause", "ok", i, f == F_PAUSE_LONG);
+        break;
+    }
+    case F_KILL: {
+        int i = pick_client();
+        if (i < 0)
+            return;
+        nemesis_event("kill", "invoke", i, clients[i].inc);
+        kill(clients[i].pid, SIGKILL);
+        waitpid(clients[i].pid, NULL, 0);
+        clients[i].pid = 0;
+        sleep_ms(rnd_in(50, 500));
+        clients[i].inc++;
+        spawn_client(i);
+        break;
+    }
+    case F_SRVKILL:
+        kill_server(true);
+        break;
+    case F_SRVKILL_NOAOF:
+        kill_server(false);
+        break;
+    case F_CPAUSE: {
+        int64_t ms = client_timeout_ms + rnd_in(100, 1500);
+        nemesis_event("cpause", "invoke", -1, ms);
+        bool ok = master_cmd("CLIENT PAUSE %lld ALL", (long long)ms);
+        sleep_ms(ms);
+        nemesis_event("cpause", ok ? "ok" : "fail", -1, ms);
+        break;
+    }
+    case F_CKILL: {
+        bool ok = master_cmd("CLIENT KILL TYPE normal") && master_cmd("CLIENT KILL TYPE pubsub");
+        nemesis_event("ckill", ok ? "ok" : "fail", -1, 0);
+        break;
+    }
+    case F_FLUSH: {
+        bool ok = master_cmd("SCRIPT FLUSH");
+        nemesis_event("flush", ok ? "ok" : "fail", -1, 0);
+        break;
+    }
+    case F_FAILOVER: {
+        bool ok = false;
+        nemesis_event("failover", "invoke", -1, sync_replicas > 0);
+        for (int i = 0; i < 3 && !ok; i++) {
+            redisContext *r = connect_port(sentinel_ports[i], 1000);
+            if (!r)
+                continue;
+            redisReply *rep = redisCommand(r, "SENTINEL FAILOVER mymaster");
+            ok = rep && rep->type == REDIS_REPLY_STATUS;
+            if (rep)
+                freeReplyObject(rep);
+            redisFree(r);
+        }
+        nemesis_event("failover", ok ? "ok" : "fail", -1, sync_replicas > 0);
+        break;
+    }
+    }
+}
+
+/* ------------------------------------------------------------- main ---------------- */
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: hist_run --seed S --time SECONDS --nemesis LIST|all|none "
+                    "--deployment single|sentinel [--clients mutex:4,...] [--keep DIR] "
+                    "[--client PATH]\n");
+    exit(2);
+}
+
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+int main(int argc, char **argv)
+{
+    const char *nemesis = "none", *deployment = "single", *keep = NULL;
+    const char *spec = "mutex:4,fair:3,rw:3,sem:3,permits:3,latch:4";
+    int64_t seconds = 30;
+    seed = 1;
+    for (int i = 1; i < argc; i++) {
+        if (i + 1 >= argc)
+            usage();
+        if (strcmp(argv[i], "--seed") == 0)
+            seed = atoll(argv[++i]);
+        else if (strcmp(argv[i], "--time") == 0)
+            seconds = atoll(argv[++i]);
+        else if (strcmp(argv[i], "--nemesis") == 0)
+            nemesis = argv[++i];
+        else if (strcmp(argv[i], "--deployment") == 0)
+            deployment = argv[++i];
+        else if (strcmp(argv[i], "--clients") == 0)
+            spec = argv[++i];
+        else if (strcmp(argv[i], "--keep") == 0)
+            keep = argv[++i];
+        else if (strcmp(argv[i], "--client") == 0)
+            client_path = argv[++i];
+        else
+            usage();
+    }
+    if (strcmp(deployment, "sentinel") == 0)
+        sentinel_mode = true;
+    else if (strcmp(deployment, "single") != 0)
+        usage();
+    if (!parse_nemesis(nemesis))
+        return 2;
+    static char default_client[512];
+    if (!client_path) {
+        snprintf(default_client, sizeof default_client, "%s", argv[0]);
+        char *slash = strrchr(default_client, '/');
+        snprintf(slash ? slash + 1 : default_client,
+                 sizeof default_client - (size_t)(slash ? slash + 1 - default_client : 0),
+                 "hist_client");
+        client_path = default_client;
+    }
+    rng = (unsigned long long)seed * 0x2545F4914F6CDD1Dull + 12345;
+    const char *t = getenv("HIST_CMD_TIMEOUT_MS");
+    if (t)
+        client_timeout_ms = atoll(t);
+    t = getenv("HIST_SYNC_REPLICAS");
+    if (t)
+        sync_replicas = atoi(t);
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    signal(SIGPIPE, SIG_IGN);
+
+    if (keep) {
+        snprintf(workdir, sizeof workdir, "%s", keep);
+        mkdir(workdir, 0755);
+    } else {
+        snprintf(workdir, sizeof workdir, "/tmp/baton-hist.XXXXXX");
+        if (!mkdtemp(workdir))
+            return 3;
+    }
+    /* the resource server: the clock of the history and the fenced store */
+    snprintf(resource.dir, sizeof resource.dir, "%s/resource", workdir);
+    mkdir(resource.dir, 0755);
+    if (!start_server(&resource)) {
+        fprintf(stderr, "hist_run: could not start the resource server\n");
+        return 3;
+    }
+    if (sentinel_mode) {
+        const char *ports = getenv("HIST_SENTINEL_PORTS");
+        const char *m = getenv("HIST_SENTINEL_MASTER"), *rp = getenv("HIST_SENTINEL_REPLICA");
+        const char *dir = getenv("HIST_SENTINEL_DIR");
+        if (!ports || !m || !rp || !dir ||
+            sscanf(ports, "%d %d %d", &sentinel_ports[0], &sentinel_ports[1], &sentinel_ports[2]) !=
+                3) {
+            fprintf(stderr, "hist_run: --deployment sentinel needs tests/histories/run\n");
+            stop_server(&resource);
+            return 2;
+        }
+        sent_nodes[0].port = atoi(m);
+        sent_nodes[1].port = atoi(rp);
+        snprintf(sent_nodes[0].dir, sizeof sent_nodes[0].dir, "%s/master", dir);
+        snprintf(sent_nodes[1].dir, sizeof sent_nodes[1].dir, "%s/replica", dir);
+        snprintf(lock_url, sizeof lock_url,
+                 "redis+sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/mymaster",
+                 sentinel_ports[0], sentinel_ports[1], sentinel_ports[2]);
+    } else {
+        snprintf(single.dir, sizeof single.dir, "%s/server", workdir);
+        mkdir(single.dir, 0755);
+        single.aof = true;
+        if (!start_server(&single)) {
+            fprintf(stderr, "hist_run: could not start the lock server\n");
+            stop_server(&resource);
+            return 3;
+        }
+        snprintf(lock_url, sizeof lock_url, "redis://127.0.0.1:%d", single.port);
+    }
+    char path[400];
+    snprintf(path, sizeof path, "%s/nemesis.hist", workdir);
+    nem = fopen(path, "w");
+    if (!nem)
+        return 3;
+
+    /* the clients */
+    char specbuf[512];
+    snprintf(specbuf, sizeof specbuf, "%s", spec);
+    for (char *tok = strtok(specbuf, ","); tok; tok = strtok(NULL, ",")) {
+        char *colon = strchr(tok, ':');
+        int n = colon ? atoi(colon + 1) : 1;
+        if (colon)
+            *colon = 0;
+        if (strcmp(tok, "latch") == 0)
+            latch_base = nclients;
+        for (int k = 0; k < n && nclients < MAX_CLIENTS; k++) {
+            snprintf(clients[nclients].workload, sizeof clients[nclients].workload, "%s", tok);
+            nclients++;
+        }
+    }
+    int64_t start = srv_us();
+    end_us = start + seconds * 1000000;
+    for (int i = 0; i < nclients; i++)
+        spawn_client(i);
+
+    /* the nemesis: a fault every 1 to 3 s, none in the first and the last 2 s */
+    long injected = 0;
+    while (!interrupted && srv_us() < end_us - 2000000) {
+        int64_t gap = rnd_in(1000, 3000);
+        int f = nfaults ? faults[rnd() % (uint64_t)nfaults] : -1;
+        sleep_ms(gap);
+        reap();
+        if (f < 0 || srv_us() >= end_us - 2000000)
+            continue;
+        inject(f);
+        injected++;
+    }
+    /* the clients end by themselves (each bounded by its longest operation) */
+    int64_t deadline = mono_ns() + 30 * 1000000000ll;
+    while (reap() > 0 && mono_ns() < deadline && !interrupted)
+        sleep_ms(50);
+    for (int i = 0; i < nclients; i++)
+        if (clients[i].pid > 0) {
+            fprintf(stderr, "hist_run: client %d.%d did not end: killed\n", i, clients[i].inc);
+            kill(clients[i].pid, SIGCONT);
+            kill(clients[i].pid, SIGKILL);
+            waitpid(clients[i].pid, NULL, 0);
+        }
+    fclose(nem);
+    if (sentinel_mode) {
+        /* the nodes this runner started again are its own to stop */
+        for (int i = 0; i < 2; i++)
+            stop_server(&sent_nodes[i]);
+    } else {
+        stop_server(&single);
+    }
+    stop_server(&resource);
+
+    /* merge and check */
+    hist h = {0};
+    bool readable = true;
+    DIR *d = opendir(workdir);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        size_t len = strlen(de->d_name);
+        if (len > 5 && strcmp(de->d_name + len - 5, ".hist") == 0) {
+            snprintf(path, sizeof path, "%s/%s", workdir, de->d_name);
+            readable &= hist_read_file(&h, path);
+        }
+    }
+    if (d)
+        closedir(d);
+    hist_sort(&h);
+    snprintf(path, sizeof path, "%s/history.txt", workdir);
+    FILE *merged = fopen(path, "w");
+    for (size_t i = 0; merged && i < h.n; i++)
+        hist_print_event(merged, &h.ev[i]);
+    if (merged)
+        fclose(merged);
+    hist_params p;
+    hist_params_default(&p);
+    long bad = hist_check_all(&h, &p, stdout);
+    hist_counts c;
+    hist_count(&h, &c);
+    printf("counts seed %lld deployment %s nemesis %s time %" PRId64 " s: operations %ld ok %ld "
+           "fail %ld unknown %ld faults %ld (server restarts %ld)\n",
+           seed, deployment, nemesis, seconds, c.ops, c.ok, c.fail, c.info, c.faults, restarts);
+    printf("history %s\n", keep ? path : "(removed; --keep DIR keeps it)");
+    hist_free(&h);
+    if (!keep)
+        rm_rf(workdir);
+    if (!readable)
+        fprintf(stderr, "hist_run: a history could not be read\n");
+    (void)injected;
+    return bad ? 1 : interrupted ? 130 : 0;
+}
