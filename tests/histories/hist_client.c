@@ -322,6 +322,8 @@ static void lock_workload(lock_kind kind, int64_t until_us)
         }
         /* the hold: mostly short, sometimes past a third of the watchdog (renewals) */
         int64_t hold_ms = rnd() % 8 == 0 ? rnd_in(500, 2500) : rnd_in(1, 40);
+        if (lease != BATON_LEASE_WATCHDOG && hold_ms > lease / 2)
+            hold_ms = lease / 2; /* a fixed lease is the holder's own bound: it keeps it */
         lost = hold_for(lost_fd, hold_ms);
         if (!lost && write_side)
             fenced_write(token);
@@ -396,6 +398,8 @@ static void permits_workload(int64_t until_us)
         done("acquire", rc, 0, 0);
         if (rc == BATON_OK) {
             int64_t hold_ms = rnd() % 8 == 0 ? rnd_in(500, 2500) : rnd_in(1, 40);
+            if (lease != BATON_LEASE_WATCHDOG && hold_ms > lease / 2)
+                hold_ms = lease / 2;
             hold_for(lost_fd, hold_ms);
             emit("release", "invoke", 0, 0, 0);
             done("release", baton_permits_release(p, id), 0, 0);
