@@ -25,7 +25,9 @@
  *          error; it may or may not have happened).
  * TOKEN    the fencing token of the hold (0 if none).
  * RC       the baton return code.
- * VALUE    op-specific (the expected and read hold count, a round, ...).
+ * VALUE    op-specific: an acquire's fixed lease in ms (0: the watchdog's), a hold
+ *          count read (expected * 1000 + read), a latch round, a pause past the lease (1)
+ *          or short of it (0), a server kill that kept the data (1) or lost it (0).
  */
 #ifndef BATON_HIST_H
 #define BATON_HIST_H

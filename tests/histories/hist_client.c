@@ -281,7 +281,8 @@ static void lock_workload(lock_kind kind, int64_t until_us)
         int64_t lease = rnd() % 4 == 0 ? 2000 : BATON_LEASE_WATCHDOG;
         int64_t wait_ms = kind == W_FAIR ? 5000 : 2000;
         const char *acq = kind != W_RW ? "acquire" : write_side ? "wacquire" : "racquire";
-        emit(acq, "invoke", 0, 0, 0);
+        int64_t lease_v = lease == BATON_LEASE_WATCHDOG ? 0 : lease;
+        emit(acq, "invoke", 0, 0, lease_v);
         int rc;
         if (rnd() % 5 == 0)
             rc = async_acquire(c, h, o, wait_ms, lease);
@@ -289,8 +290,8 @@ static void lock_workload(lock_kind kind, int64_t until_us)
             rc = o ? baton_lock_try_acquire_as(h, o, wait_ms, lease)
                    : baton_lock_try_acquire(h, wait_ms, lease);
         if (rc != BATON_OK) {
-            done(acq, rc, 0, 0);
-            usleep((useconds_t)rnd_in(0, 20000));
+            done(acq, rc, 0, lease_v);
+            usleep((useconds_t)rnd_in(rc == BATON_ETIMEDOUT ? 0 : 20000, 50000));
             continue;
         }
         int64_t token = 0;
@@ -298,7 +299,7 @@ static void lock_workload(lock_kind kind, int64_t until_us)
             baton_lock_fencing_token_as(h, o, &token);
         else
             baton_lock_fencing_token(h, &token);
-        done(acq, BATON_OK, token, 0);
+        done(acq, BATON_OK, token, lease_v);
         int lost_fd = -1;
         baton_lock_lost_fd(h, &lost_fd);
         bool lost = false;
@@ -320,8 +321,11 @@ static void lock_workload(lock_kind kind, int64_t until_us)
             rc = o ? baton_lock_hold_count_as(h, o, &cnt) : baton_lock_hold_count(h, &cnt);
             done("count", rc, token, depth * 1000 + (cnt < 0 ? 0 : cnt % 1000));
         }
-        /* the hold: mostly short, sometimes past a third of the watchdog (renewals) */
-        int64_t hold_ms = rnd() % 8 == 0 ? rnd_in(500, 2500) : rnd_in(1, 40);
+        /* the hold: mostly short, sometimes past a third of the watchdog, sometimes past
+         * the watchdog's lease itself (only renewals keep it then) */
+        int64_t hold_ms = rnd() % 8 == 0    ? rnd_in(500, watchdog_ms * 2)
+                          : rnd() % 16 == 0 ? rnd_in(100, 500)
+                                            : rnd_in(1, 40);
         if (lease != BATON_LEASE_WATCHDOG && hold_ms > lease / 2)
             hold_ms = lease / 2; /* a fixed lease is the holder's own bound: it keeps it */
         lost = hold_for(lost_fd, hold_ms);
@@ -372,7 +376,7 @@ static void sem_workload(int64_t until_us)
             emit("release", "invoke", 0, 0, 1);
             done("release", baton_semaphore_release(s, 1), 0, 1);
         }
-        usleep((useconds_t)rnd_in(0, 20000));
+        usleep((useconds_t)rnd_in(rc == BATON_OK || rc == BATON_ETIMEDOUT ? 0 : 20000, 50000));
     }
     baton_semaphore_close(s);
     baton_client_close(c);
@@ -393,9 +397,10 @@ static void permits_workload(int64_t until_us)
     while (srv_us() < until_us) {
         char id[BATON_PERMIT_ID_SIZE];
         int64_t lease = rnd() % 2 ? 2000 : BATON_LEASE_WATCHDOG;
-        emit("acquire", "invoke", 0, 0, 0);
+        int64_t lease_v = lease == BATON_LEASE_WATCHDOG ? 0 : lease;
+        emit("acquire", "invoke", 0, 0, lease_v);
         int rc = baton_permits_try_acquire(p, 2000, lease, id);
-        done("acquire", rc, 0, 0);
+        done("acquire", rc, 0, lease_v);
         if (rc == BATON_OK) {
             int64_t hold_ms = rnd() % 8 == 0 ? rnd_in(500, 2500) : rnd_in(1, 40);
             if (lease != BATON_LEASE_WATCHDOG && hold_ms > lease / 2)
@@ -404,7 +409,7 @@ static void permits_workload(int64_t until_us)
             emit("release", "invoke", 0, 0, 0);
             done("release", baton_permits_release(p, id), 0, 0);
         }
-        usleep((useconds_t)rnd_in(0, 20000));
+        usleep((useconds_t)rnd_in(rc == BATON_OK || rc == BATON_ETIMEDOUT ? 0 : 20000, 50000));
     }
     baton_permits_close(p);
     baton_client_close(c);
