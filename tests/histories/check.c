@@ -139,8 +139,8 @@ void hist_count(const hist *h, hist_counts *c)
         if (is_nemesis(e)) {
             /* a fault is counted once: at its invoke, or its only event */
             if (strcmp(e->type, "invoke") == 0 ||
-                (strcmp(e->type, "ok") == 0 && strcmp(e->op, "pause") != 0 &&
-                 strcmp(e->op, "cpause") != 0 && strcmp(e->op, "srvup") != 0))
+                (strcmp(e->type, "ok") == 0 &&
+                 (strcmp(e->op, "ckill") == 0 || strcmp(e->op, "flush") == 0)))
                 c->faults++;
             continue;
         }

@@ -363,6 +363,22 @@ static bool master_cmd(const char *fmt, ...)
     return ok;
 }
 
+/* Whether the current master has a replica online. */
+static bool master_has_replica(void)
+{
+    int port = master_port();
+    redisContext *r = port > 0 ? connect_port(port, 500) : NULL;
+    if (!r)
+        return false;
+    redisReply *rep = redisCommand(r, "INFO replication");
+    bool yes = rep && rep->type == REDIS_REPLY_STRING && strstr(rep->str, "role:master") &&
+               strstr(rep->str, "state=online");
+    if (rep)
+        freeReplyObject(rep);
+    redisFree(r);
+    return yes;
+}
+
 /* ------------------------------------------------------------- the nemesis --------- */
 
 enum {
@@ -408,25 +424,48 @@ static bool parse_nemesis(const char *list)
     return true;
 }
 
-/* A client worth pausing or killing: one that holds things (not the latch's). */
-static int pick_client(void)
+/* Every draw of a step is made up front, a fixed number per step, so that a seed's
+ * schedule (fault, target, durations) does not depend on what the run did. */
+typedef struct step {
+    int64_t gap_ms;
+    int fault;
+    int target;      /* a client */
+    int64_t ms;      /* a pause's or a CLIENT PAUSE's length, a server's downtime */
+    int64_t wait_ms; /* before a killed client is started again */
+} step;
+
+static step draw(void)
 {
-    for (int tries = 0; tries < 100; tries++) {
-        int i = (int)(rnd() % (uint64_t)nclients);
-        if (clients[i].pid > 0 && !clients[i].stopped)
-            return i;
+    step st;
+    st.gap_ms = rnd_in(1000, 3000);
+    st.fault = nfaults ? faults[rnd() % (uint64_t)nfaults] : -1;
+    st.target = (int)(rnd() % (uint64_t)nclients);
+    uint64_t r = rnd();
+    switch (st.fault) {
+    case F_PAUSE:
+        st.ms = 100 + (int64_t)(r % 701);
+        break;
+    case F_PAUSE_LONG:
+        st.ms = 4000 + (int64_t)(r % 1501);
+        break;
+    case F_SRVKILL:
+    case F_SRVKILL_NOAOF:
+        st.ms = (int64_t)(r % (sentinel_mode ? 4001 : 1501));
+        break;
+    default:
+        st.ms = 100 + (int64_t)(r % 1401);
     }
-    return -1;
+    st.wait_ms = rnd_in(50, 500);
+    return st;
 }
 
 static long restarts;
 
-static void kill_server(bool keep_data)
+static void kill_server(bool keep_data, int64_t down_ms)
 {
     int port = master_port();
     server *s = port > 0 ? node_of_port(port) : NULL;
     pid_t pid = port > 0 ? pid_of_port(port) : -1;
-    int64_t down_ms = rnd_in(0, sentinel_mode ? 4000 : 1500);
     if (!s || pid <= 0) {
         nemesis_event("srvkill", "fail", -1, keep_data);
         return;
@@ -453,45 +492,48 @@ static void kill_server(bool keep_data)
     restarts++;
 }
 
-static void inject(int f)
+static void inject(const step *st)
 {
-    switch (f) {
+    int i = st->target;
+    switch (st->fault) {
     case F_PAUSE:
     case F_PAUSE_LONG: {
-        int i = pick_client();
-        if (i < 0)
+        bool long_ = st->fault == F_PAUSE_LONG;
+        if (clients[i].pid <= 0) {
+            nemesis_event("pause", "fail", i, long_);
             return;
-        int64_t ms = f == F_PAUSE ? rnd_in(100, 800) : rnd_in(4000, 5500);
-        nemesis_event("pause", "invoke", i, f == F_PAUSE_LONG);
+        }
+        nemesis_event("pause", "invoke", i, long_);
         kill(clients[i].pid, SIGSTOP);
         clients[i].stopped = true;
-        sleep_ms(ms);
+        sleep_ms(st->ms);
         kill(clients[i].pid, SIGCONT);
         clients[i].stopped = false;
-        nemesis_event("pause", "ok", i, f == F_PAUSE_LONG);
+        nemesis_event("pause", "ok", i, long_);
         break;
     }
     case F_KILL: {
-        int i = pick_client();
-        if (i < 0)
+        if (clients[i].pid <= 0) {
+            nemesis_event("kill", "fail", i, clients[i].inc);
             return;
+        }
         nemesis_event("kill", "invoke", i, clients[i].inc);
         kill(clients[i].pid, SIGKILL);
         waitpid(clients[i].pid, NULL, 0);
         clients[i].pid = 0;
-        sleep_ms(rnd_in(50, 500));
+        sleep_ms(st->wait_ms);
         clients[i].inc++;
         spawn_client(i);
         break;
     }
     case F_SRVKILL:
-        kill_server(true);
+        kill_server(true, st->ms);
         break;
     case F_SRVKILL_NOAOF:
-        kill_server(false);
+        kill_server(false, st->ms);
         break;
     case F_CPAUSE: {
-        int64_t ms = client_timeout_ms + rnd_in(100, 1500);
+        int64_t ms = client_timeout_ms + st->ms;
         nemesis_event("cpause", "invoke", -1, ms);
         bool ok = master_cmd("CLIENT PAUSE %lld ALL", (long long)ms);
         sleep_ms(ms);
@@ -511,8 +553,8 @@ static void inject(int f)
     case F_FAILOVER: {
         bool ok = false;
         nemesis_event("failover", "invoke", -1, sync_replicas > 0);
-        for (int i = 0; i < 3 && !ok; i++) {
-            redisContext *r = connect_port(sentinel_ports[i], 1000);
+        for (int k = 0; k < 3 && !ok; k++) {
+            redisContext *r = connect_port(sentinel_ports[k], 1000);
             if (!r)
                 continue;
             redisReply *rep = redisCommand(r, "SENTINEL FAILOVER mymaster");
@@ -522,6 +564,10 @@ static void inject(int f)
             redisFree(r);
         }
         nemesis_event("failover", ok ? "ok" : "fail", -1, sync_replicas > 0);
+        /* let the deployment settle (a new master with its replica online) before the
+         * next fault, within 10 s: failovers back to back never complete */
+        for (int k = 0; ok && k < 200 && !master_has_replica(); k++)
+            sleep_ms(50);
         break;
     }
     }
@@ -670,13 +716,12 @@ int main(int argc, char **argv)
     /* the nemesis: a fault every 1 to 3 s, none in the first and the last 2 s */
     long injected = 0;
     while (!interrupted && srv_us() < end_us - 2000000) {
-        int64_t gap = rnd_in(1000, 3000);
-        int f = nfaults ? faults[rnd() % (uint64_t)nfaults] : -1;
-        sleep_ms(gap);
+        step st = draw();
+        sleep_ms(st.gap_ms);
         reap();
-        if (f < 0 || srv_us() >= end_us - 2000000)
+        if (st.fault < 0 || srv_us() >= end_us - 2000000)
             continue;
-        inject(f);
+        inject(&st);
         injected++;
     }
     /* the clients end by themselves (each bounded by its longest operation) */
