@@ -3,7 +3,7 @@
  * process each) and the nemesis, then merges the histories and runs the checkers.
  *
  *   hist_run --seed S --time SECONDS --nemesis LIST --deployment single|sentinel
- *            [--clients mutex:4,fair:3,...] [--keep DIR] [--client PATH]
+ *            [--clients mutex:4,fair:3,...] [--keep DIR] [--client PATH] [--skew RATE]
  *
  * LIST: comma-separated faults, or "none", or "all": pause (SIGSTOP short of the lease),
  * pause-long (past it), kill (kill -9 of a client, started again as its next incarnation),
@@ -12,6 +12,9 @@
  * (CLIENT KILL of every client connection), flush (SCRIPT FLUSH), failover (Sentinel:
  * SENTINEL FAILOVER), netem (one client's traffic to the server delayed or dropped: its
  * own network namespace and tc netem, when the machine allows it).
+ *
+ * --skew RATE runs every other client under libfaketime with its clocks (wall and
+ * monotonic) at RATE times real time (0.95: slow, 1.05: fast).
  *
  * The faults and their times come from the seed alone (a fixed schedule); what they hit
  * depends on timing, as with any real system. Sentinel: the deployment is started by the
@@ -234,6 +237,8 @@ static char lock_url[512];
 static long long seed;
 static int64_t end_us; /* when the clients stop */
 static int latch_base = -1;
+static const char *skew; /* --skew RATE: libfaketime's rate for every other client */
+#define FAKETIME_LIB "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
 
 static void spawn_client(int i)
 {
@@ -252,6 +257,14 @@ static void spawn_client(int i)
     pid_t pid = fork();
     if (pid == 0) {
         setenv("HIST_LATCH_BASE", base, 1);
+        if (skew && i % 2 == 1) {
+            /* every other client's clocks (wall and monotonic) run at this rate */
+            char spec[64];
+            snprintf(spec, sizeof spec, "+0 x%s", skew);
+            setenv("LD_PRELOAD", FAKETIME_LIB, 1);
+            setenv("FAKETIME", spec, 1);
+            setenv("FAKETIME_NO_CACHE", "1", 1);
+        }
         execl(client_path, client_path, lock_url, port, c->workload, proc, inc, sd, dur, out,
               (char *)NULL);
         _exit(127);
@@ -579,7 +592,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: hist_run --seed S --time SECONDS --nemesis LIST|all|none "
                     "--deployment single|sentinel [--clients mutex:4,...] [--keep DIR] "
-                    "[--client PATH]\n");
+                    "[--client PATH] [--skew RATE]\n");
     exit(2);
 }
 
@@ -614,6 +627,8 @@ int main(int argc, char **argv)
             keep = argv[++i];
         else if (strcmp(argv[i], "--client") == 0)
             client_path = argv[++i];
+        else if (strcmp(argv[i], "--skew") == 0)
+            skew = argv[++i];
         else
             usage();
     }
@@ -623,6 +638,10 @@ int main(int argc, char **argv)
         usage();
     if (!parse_nemesis(nemesis))
         return 2;
+    if (skew && access(FAKETIME_LIB, R_OK) != 0) {
+        fprintf(stderr, "hist_run: --skew needs libfaketime (%s)\n", FAKETIME_LIB);
+        return 2;
+    }
     static char default_client[512];
     if (!client_path) {
         snprintf(default_client, sizeof default_client, "%s", argv[0]);
