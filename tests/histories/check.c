@@ -117,6 +117,7 @@ void hist_params_default(hist_params *p)
     p->permits_permits = 3;
     p->latch_count = 2;
     p->fifo_margin_us = 250000;
+    p->watchdog_ms = 3000;
     p->excerpts = 3;
 }
 
@@ -161,6 +162,9 @@ void hist_count(const hist *h, hist_counts *c)
 
 #define EX_PAUSE 1 /* the holder's process was stopped past its lease during the hold */
 #define EX_LOSS 2  /* the server lost the lock's data during the hold */
+#define EX_SERVER_PAUSE                                                                            \
+    4 /* the server was paused (CLIENT PAUSE) past the lease minus a                               \
+         renewal period: no renewal could reach it in time */
 
 typedef struct hold {
     int proc, inc;
@@ -286,7 +290,7 @@ static holds extract(const hist *h, const char *obj)
 
 /* What excuses a hold's overlap with another that began at `until`: a pause of its
  * process past the lease, or a loss of the server's data, between its start and until. */
-static int excuse(const hist *h, const hold *a, int64_t until)
+static int excuse(const hist *h, const hold *a, int64_t until, int64_t server_pause_ms)
 {
     int ex = 0;
     for (size_t i = 0; i < h->n; i++) {
@@ -305,6 +309,10 @@ static int excuse(const hist *h, const hold *a, int64_t until)
                 if (cont >= a->start)
                     ex |= EX_PAUSE;
             }
+        } else if (server_pause_ms > 0 && is(e, "nemesis", "cpause", "invoke") &&
+                   e->value >= server_pause_ms && e->t <= until &&
+                   e->t + e->value * 1000 >= a->start) {
+            ex |= EX_SERVER_PAUSE;
         } else if ((strcmp(e->op, "srvkill") == 0 || strcmp(e->op, "failover") == 0) &&
                    e->value == 0 && e->t >= a->start && e->t <= until) {
             ex |= EX_LOSS;
@@ -335,9 +343,10 @@ static void excerpt(FILE *out, const hist *h, const hold *a, const hold *b)
 
 static const char *why(int ex)
 {
-    return ex & EX_PAUSE  ? "allowed: the earlier holder was stopped past its lease"
-           : ex & EX_LOSS ? "allowed: the server lost its data during the hold"
-                          : "VIOLATION";
+    return ex & EX_PAUSE          ? "allowed: the earlier holder was stopped past its lease"
+           : ex & EX_LOSS         ? "allowed: the server lost its data during the hold"
+           : ex & EX_SERVER_PAUSE ? "allowed: the server was paused past the lease's margin"
+                                  : "VIOLATION";
 }
 
 static bool conflict(char a, char b)
@@ -362,7 +371,7 @@ static hist_verdict overlaps(const hist *h, const char *obj, const char *name, c
                 continue;
             if (a->end <= b->start || !conflict(a->kind, b->kind))
                 continue;
-            int ex = excuse(h, a, b->start);
+            int ex = excuse(h, a, b->start, p->watchdog_ms * 2 / 3);
             if (ex)
                 v.allowed++;
             else
@@ -542,7 +551,7 @@ hist_verdict hist_check_reentrant(const hist *h, const char *obj, const hist_par
             /* a fixed lease that had ended (the holder was kept past it in a call), or a
              * fault the guarantees name */
             hold a = {.proc = e->proc, .inc = e->inc, .start = since};
-            ok = (lease_ms > 0 && since + lease_ms * 1000 <= e->t) || excuse(h, &a, e->t) != 0;
+            ok = (lease_ms > 0 && since + lease_ms * 1000 <= e->t) || excuse(h, &a, e->t, 0) != 0;
         } else {
             for (size_t k = 0; k < i && !ok; k++) {
                 const hev *x = &h->ev[k];
@@ -565,7 +574,8 @@ hist_verdict hist_check_reentrant(const hist *h, const char *obj, const hist_par
                     ok ? (read > expected ? "allowed: an earlier operation's outcome was unknown"
                                           : "allowed: its fixed lease ended, or a fault the "
                                             "guarantees name")
-                       : "VIOLATION",
+                       : (read > expected ? "VIOLATION"
+                                          : "VIOLATION: the hold was gone and the holder not told"),
                     e->proc, e->inc, expected, read);
             int n = 0;
             for (size_t k = i + 1; k-- > 0 && n < 12;) {
@@ -597,7 +607,7 @@ hist_verdict hist_check_permits(const hist *h, const char *obj, int n, const his
             hold *a = &hs.v[i];
             if (a->end > b->start) {
                 open++;
-                ex |= excuse(h, a, b->start);
+                ex |= excuse(h, a, b->start, p->watchdog_ms * 2 / 3);
             }
         }
         if (open < n)

@@ -87,6 +87,9 @@ typedef struct hist_params {
     int latch_count;        /* count-downs per round */
     int64_t fifo_margin_us; /* fair lock: a waiter that invoked this long before another
                                must be served first */
+    int64_t watchdog_ms;    /* the clients' watchdog lease: a CLIENT PAUSE longer than two
+                               thirds of it (the lease minus a renewal period) may let a hold
+                               expire, which the guarantees allow */
     int excerpts;           /* excerpts printed per checker (0: none) */
 } hist_params;
 

@@ -21,6 +21,9 @@ int main(int argc, char **argv)
     hist_sort(&h);
     hist_params p;
     hist_params_default(&p);
+    const char *w = getenv("HIST_WATCHDOG_MS");
+    if (w)
+        p.watchdog_ms = atoll(w);
     const char *x = getenv("HIST_EXCERPTS");
     if (x)
         p.excerpts = atoi(x);

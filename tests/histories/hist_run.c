@@ -787,15 +787,19 @@ int main(int argc, char **argv)
         fclose(merged);
     hist_params p;
     hist_params_default(&p);
+    t = getenv("HIST_WATCHDOG_MS");
+    if (t)
+        p.watchdog_ms = atoll(t);
     long bad = hist_check_all(&h, &p, stdout);
     hist_counts c;
     hist_count(&h, &c);
     printf("counts seed %lld deployment %s nemesis %s time %" PRId64 " s: operations %ld ok %ld "
            "fail %ld unknown %ld faults %ld (server restarts %ld)\n",
            seed, deployment, nemesis, seconds, c.ops, c.ok, c.fail, c.info, c.faults, restarts);
-    printf("history %s\n", keep ? path : "(removed; --keep DIR keeps it)");
+    /* a history with a violation is kept, to be looked at */
+    printf("history %s\n", keep || bad ? path : "(removed; --keep DIR keeps it)");
     hist_free(&h);
-    if (!keep)
+    if (!keep && !bad)
         rm_rf(workdir);
     if (!readable)
         fprintf(stderr, "hist_run: a history could not be read\n");

@@ -107,6 +107,28 @@ Test(mutex, overlap_after_a_pause_past_the_lease_is_allowed)
     hist_free(&h);
 }
 
+Test(mutex, a_server_pause_past_the_lease_margin_is_allowed)
+{
+    /* watchdog 3 s: a CLIENT PAUSE of 2.5 s may let a hold expire, one of 1.5 s may not */
+    static const char *const lines[] = {"100000 0 0 mutex acquire ok 7 0 0",
+                                        "200000 -1 0 nemesis cpause invoke 0 0 2500",
+                                        "2700000 -1 0 nemesis cpause ok 0 0 2500",
+                                        "2700100 1 0 mutex acquire ok 8 0 0",
+                                        "2700200 0 0 mutex lost ok 0 0 0",
+                                        "2800000 1 0 mutex release invoke 8 0 0",
+                                        NULL};
+    hist h;
+    load(&h, lines);
+    hist_params p = params();
+    hist_verdict v = hist_check_mutex(&h, "mutex", &p, NULL);
+    cr_assert_eq(v.violations, 0);
+    cr_assert_eq(v.allowed, 1);
+    h.ev[1].value = 1500;
+    v = hist_check_mutex(&h, "mutex", &p, NULL);
+    cr_assert_eq(v.violations, 1);
+    hist_free(&h);
+}
+
 Test(mutex, a_hold_ends_when_told_lost_or_killed)
 {
     static const char *const lines[] = {
