@@ -160,11 +160,11 @@ void hist_count(const hist *h, hist_counts *c)
 
 /* ------------------------------------------------------------- holds --------------- */
 
-#define EX_PAUSE 1 /* the holder's process was stopped past its lease during the hold */
-#define EX_LOSS 2  /* the server lost the lock's data during the hold */
-#define EX_SERVER_PAUSE                                                                            \
-    4 /* the server was paused (CLIENT PAUSE) past the lease minus a                               \
-         renewal period: no renewal could reach it in time */
+/* What excuses an overlap (see the top of this file). */
+#define EX_PAUSE 1        /* the holder's process was stopped past its lease */
+#define EX_LOSS 2         /* the server lost the lock's data during the hold */
+#define EX_SERVER_PAUSE 4 /* CLIENT PAUSE past the lease minus a renewal period */
+#define EX_PARTITION 8    /* the holder cut off past the lease minus a renewal period */
 
 typedef struct hold {
     int proc, inc;
@@ -309,6 +309,10 @@ static int excuse(const hist *h, const hold *a, int64_t until, int64_t server_pa
                 if (cont >= a->start)
                     ex |= EX_PAUSE;
             }
+        } else if (server_pause_ms > 0 && is(e, "nemesis", "partition", "invoke") &&
+                   e->proc == a->proc && e->value >= server_pause_ms && e->t <= until &&
+                   e->t + e->value * 1000 >= a->start) {
+            ex |= EX_PARTITION;
         } else if (server_pause_ms > 0 && is(e, "nemesis", "cpause", "invoke") &&
                    e->value >= server_pause_ms && e->t <= until &&
                    e->t + e->value * 1000 >= a->start) {
@@ -346,6 +350,7 @@ static const char *why(int ex)
     return ex & EX_PAUSE          ? "allowed: the earlier holder was stopped past its lease"
            : ex & EX_LOSS         ? "allowed: the server lost its data during the hold"
            : ex & EX_SERVER_PAUSE ? "allowed: the server was paused past the lease's margin"
+           : ex & EX_PARTITION    ? "allowed: the holder was partitioned past the lease's margin"
                                   : "VIOLATION";
 }
 

@@ -60,7 +60,8 @@ static void res_connect(void)
 {
     for (;;) {
         struct timeval tv = {2, 0};
-        res = redisConnectWithTimeout("127.0.0.1", res_port, tv);
+        const char *host = getenv("HIST_RESOURCE_HOST");
+        res = redisConnectWithTimeout(host && *host ? host : "127.0.0.1", res_port, tv);
         if (res && !res->err) {
             redisSetTimeout(res, tv);
             return;
@@ -96,9 +97,12 @@ static redisReply *res_cmd(const char *fmt, ...)
 static int64_t srv_us(void)
 {
     redisReply *r = res_cmd("TIME");
-    int64_t t = 0;
-    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2)
-        t = strtoll(r->element[0]->str, NULL, 10) * 1000000 + strtoll(r->element[1]->str, NULL, 10);
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+        fprintf(stderr, "hist_client: TIME: %s\n", r->type == REDIS_REPLY_ERROR ? r->str : "?");
+        exit(3);
+    }
+    int64_t t =
+        strtoll(r->element[0]->str, NULL, 10) * 1000000 + strtoll(r->element[1]->str, NULL, 10);
     freeReplyObject(r);
     return t;
 }

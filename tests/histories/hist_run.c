@@ -10,8 +10,9 @@
  * srvkill (kill -9 of the server, restarted with its AOF), srvkill-noaof (restarted with
  * the AOF gone: the data is lost), cpause (CLIENT PAUSE past the command timeout), ckill
  * (CLIENT KILL of every client connection), flush (SCRIPT FLUSH), failover (Sentinel:
- * SENTINEL FAILOVER), netem (one client's traffic to the server delayed or dropped: its
- * own network namespace and tc netem, when the machine allows it).
+ * SENTINEL FAILOVER), partition (every third client cut off from the lock server for
+ * 0.5-6 s: network namespaces and tc, single deployment only), slow (the same clients'
+ * traffic squeezed through 16 kbit/s for 1-4 s).
  *
  * --skew RATE runs every other client under libfaketime with its clocks (wall and
  * monotonic) at RATE times real time (0.95: slow, 1.05: fast).
@@ -82,6 +83,120 @@ typedef struct server {
 
 static char workdir[200];
 
+/* ------------------------------------------------------------- the network --------- */
+
+/* With a network fault in the list, every third client (index % 3 == 1) runs in a network
+ * namespace of its own, joined to the host by a veth pair; the servers listen on the
+ * host's end too. tc on both ends, filtered on the lock server's port (the resource
+ * server's traffic is never touched), drops or slows that client's traffic to the lock
+ * server. */
+static char net_ns[32], veth_a[16], veth_b[16];
+static char net_ip[32];   /* the host's end, where those clients reach the servers */
+static bool net_filtered; /* the tc classes are in place */
+
+static int sh(const char *fmt, ...)
+{
+    char cmd[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    char full[600];
+    snprintf(full, sizeof full, "%s >/dev/null 2>&1", cmd);
+    int rc = system(full);
+    return rc;
+}
+
+static bool net_setup(void)
+{
+    int id = (int)getpid() % 100000;
+    int k = id % 250 + 1;
+    snprintf(net_ns, sizeof net_ns, "bhist%d", id);
+    snprintf(veth_a, sizeof veth_a, "bh%da", id);
+    snprintf(veth_b, sizeof veth_b, "bh%db", id);
+    snprintf(net_ip, sizeof net_ip, "10.213.%d.1", k);
+    if (sh("ip netns add %s", net_ns) != 0) {
+        net_ip[0] = 0;
+        net_ns[0] = 0;
+        return false;
+    }
+    if (sh("ip link add %s type veth peer name %s", veth_a, veth_b) != 0 ||
+        sh("ip link set %s netns %s", veth_b, net_ns) != 0 ||
+        sh("ip addr add %s/24 dev %s", net_ip, veth_a) != 0 ||
+        sh("ip link set %s up", veth_a) != 0 ||
+        sh("ip netns exec %s ip addr add 10.213.%d.2/24 dev %s", net_ns, k, veth_b) != 0 ||
+        sh("ip netns exec %s ip link set %s up", net_ns, veth_b) != 0 ||
+        sh("ip netns exec %s ip link set lo up", net_ns) != 0)
+        return false;
+    return true;
+}
+
+/* This machine's kernel has no netem (nor prio): the lock server's traffic goes through
+ * an htb class of its own (a u32 filter on its port) whose rate the faults change: 8 bit/s
+ * with a one-packet queue drops everything (a partition), 16 kbit/s queues it (a slow
+ * link); 10 gbit/s is the normal state. */
+static bool net_filter(int port)
+{
+    const char *ends[2][3] = {{"", veth_a, "sport"}, {"ns", veth_b, "dport"}};
+    for (int e = 0; e < 2; e++) {
+        char pre[64] = "";
+        if (ends[e][0][0])
+            snprintf(pre, sizeof pre, "ip netns exec %s ", net_ns);
+        if (sh("%stc qdisc add dev %s root handle 1: htb default 10", pre, ends[e][1]) != 0 ||
+            sh("%stc class add dev %s parent 1: classid 1:10 htb rate 10gbit", pre, ends[e][1]) !=
+                0 ||
+            sh("%stc class add dev %s parent 1: classid 1:30 htb rate 10gbit", pre, ends[e][1]) !=
+                0 ||
+            sh("%stc qdisc add dev %s parent 1:30 handle 30: pfifo limit 1000", pre, ends[e][1]) !=
+                0 ||
+            sh("%stc filter add dev %s protocol ip parent 1:0 prio 3 u32 match ip %s %d 0xffff "
+               "flowid 1:30",
+               pre, ends[e][1], ends[e][2], port) != 0)
+            return false;
+    }
+    net_filtered = true;
+    return true;
+}
+
+/* Sets both ends' class for the lock server's traffic: rate ("8bit", "16kbit", "10gbit")
+ * and queue length. */
+static bool net_set(const char *rate, int queue)
+{
+    if (!net_filtered)
+        return false;
+    bool ok = true;
+    for (int e = 0; e < 2; e++) {
+        char pre[64] = "";
+        if (e == 1)
+            snprintf(pre, sizeof pre, "ip netns exec %s ", net_ns);
+        const char *dev = e == 0 ? veth_a : veth_b;
+        ok &= sh("%stc class change dev %s parent 1: classid 1:30 htb rate %s ceil %s", pre, dev,
+                 rate, rate) == 0;
+        ok &= sh("%stc qdisc change dev %s parent 1:30 handle 30: pfifo limit %d", pre, dev,
+                 queue) == 0;
+    }
+    return ok;
+}
+
+static pid_t owner_pid;
+
+static void net_teardown(void);
+
+static void net_teardown_at_exit(void)
+{
+    if (getpid() == owner_pid)
+        net_teardown();
+}
+
+static void net_teardown(void)
+{
+    if (!net_ns[0])
+        return;
+    sh("ip netns del %s", net_ns);
+    sh("ip link del %s", veth_a);
+    net_ns[0] = 0;
+}
+
 static redisContext *connect_port(int port, int timeout_ms)
 {
     struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
@@ -118,6 +233,11 @@ static pid_t spawn_server(server *s)
     pid_t pid = fork();
     if (pid == 0) {
         setpgid(0, 0);
+        if (net_ip[0])
+            execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", net_ip,
+                   "--protected-mode", "no", "--dir", s->dir, "--save", "", "--appendonly",
+                   s->aof ? "yes" : "no", "--appendfsync", "always", "--logfile", log,
+                   (char *)NULL);
         execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", "--dir",
                s->dir, "--save", "", "--appendonly", s->aof ? "yes" : "no", "--appendfsync",
                "always", "--logfile", log, "--repl-diskless-sync-delay", "0",
@@ -188,6 +308,7 @@ static void rm_rf(const char *path)
 /* ------------------------------------------------------------- the history --------- */
 
 static server resource;
+static server single; /* single: the lock server */
 static redisContext *res;
 static FILE *nem; /* the nemesis' history */
 
@@ -254,9 +375,18 @@ static void spawn_client(int i)
     snprintf(dur, sizeof dur, "%" PRId64, left_ms);
     snprintf(out, sizeof out, "%s/client-%d-%d.hist", workdir, i, c->inc);
     snprintf(base, sizeof base, "%d", latch_base);
+    bool in_ns = net_filtered && i % 3 == 1;
+    char url_ns[128];
+    snprintf(url_ns, sizeof url_ns, "redis://%s:%d", net_ip, single.port);
     pid_t pid = fork();
     if (pid == 0) {
         setenv("HIST_LATCH_BASE", base, 1);
+        if (in_ns) {
+            setenv("HIST_RESOURCE_HOST", net_ip, 1);
+            execlp("ip", "ip", "netns", "exec", net_ns, client_path, url_ns, port, c->workload,
+                   proc, inc, sd, dur, out, (char *)NULL);
+            _exit(127);
+        }
         if (skew && i % 2 == 1) {
             /* every other client's clocks (wall and monotonic) run at this rate */
             char spec[64];
@@ -404,11 +534,13 @@ enum {
     F_CKILL,
     F_FLUSH,
     F_FAILOVER,
+    F_PARTITION,
+    F_SLOW,
     F_COUNT
 };
-static const char *fault_names[F_COUNT] = {"pause",   "pause-long",    "kill",
-                                           "srvkill", "srvkill-noaof", "cpause",
-                                           "ckill",   "flush",         "failover"};
+static const char *fault_names[F_COUNT] = {"pause",         "pause-long", "kill",  "srvkill",
+                                           "srvkill-noaof", "cpause",     "ckill", "flush",
+                                           "failover",      "partition",  "slow"};
 static int faults[F_COUNT];
 static int nfaults;
 
@@ -432,6 +564,8 @@ static bool parse_nemesis(const char *list)
         }
         if (f == F_FAILOVER && !sentinel_mode)
             continue; /* "all" on one server */
+        if ((f == F_PARTITION || f == F_SLOW) && sentinel_mode)
+            continue; /* the sentinels name the master by its loopback address */
         faults[nfaults++] = f;
     }
     return true;
@@ -464,6 +598,12 @@ static step draw(void)
     case F_SRVKILL:
     case F_SRVKILL_NOAOF:
         st.ms = (int64_t)(r % (sentinel_mode ? 4001 : 1501));
+        break;
+    case F_PARTITION:
+        st.ms = 500 + (int64_t)(r % 5501);
+        break;
+    case F_SLOW:
+        st.ms = 1000 + (int64_t)(r % 3001);
         break;
     default:
         st.ms = 100 + (int64_t)(r % 1401);
@@ -561,6 +701,24 @@ static void inject(const step *st)
     case F_FLUSH: {
         bool ok = master_cmd("SCRIPT FLUSH");
         nemesis_event("flush", ok ? "ok" : "fail", -1, 0);
+        break;
+    }
+    case F_PARTITION:
+    case F_SLOW: {
+        /* the namespace's clients from the lock server: every packet dropped, or squeezed
+         * through 16 kbit/s; one event per client it reaches */
+        const char *op = st->fault == F_PARTITION ? "partition" : "slow";
+        bool ok = st->fault == F_PARTITION ? net_set("8bit", 1) : net_set("16kbit", 1000);
+        for (int k = 0; k < nclients; k++)
+            if (k % 3 == 1)
+                nemesis_event(op, ok ? "invoke" : "fail", k, st->ms);
+        if (!ok)
+            break;
+        sleep_ms(st->ms);
+        net_set("10gbit", 1000);
+        for (int k = 0; k < nclients; k++)
+            if (k % 3 == 1)
+                nemesis_event(op, "ok", k, st->ms);
         break;
     }
     case F_FAILOVER: {
@@ -670,6 +828,16 @@ int main(int argc, char **argv)
         if (!mkdtemp(workdir))
             return 3;
     }
+    bool want_net = false;
+    for (int k = 0; k < nfaults; k++)
+        want_net |= faults[k] == F_PARTITION || faults[k] == F_SLOW;
+    owner_pid = getpid();
+    atexit(net_teardown_at_exit);
+    if (want_net && !net_setup()) {
+        fprintf(stderr, "hist_run: network namespaces unavailable (ip netns): no network faults\n");
+        net_teardown();
+        net_ip[0] = 0;
+    }
     /* the resource server: the clock of the history and the fenced store */
     snprintf(resource.dir, sizeof resource.dir, "%s/resource", workdir);
     mkdir(resource.dir, 0755);
@@ -705,6 +873,8 @@ int main(int argc, char **argv)
             return 3;
         }
         snprintf(lock_url, sizeof lock_url, "redis://127.0.0.1:%d", single.port);
+        if (net_ip[0] && !net_filter(single.port))
+            fprintf(stderr, "hist_run: tc (htb, u32) unavailable: no network faults\n");
     }
     char path[400];
     snprintf(path, sizeof path, "%s/nemesis.hist", workdir);
@@ -763,6 +933,7 @@ int main(int argc, char **argv)
         stop_server(&single);
     }
     stop_server(&resource);
+    net_teardown();
 
     /* merge and check */
     hist h = {0};

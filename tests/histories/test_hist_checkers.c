@@ -129,6 +129,28 @@ Test(mutex, a_server_pause_past_the_lease_margin_is_allowed)
     hist_free(&h);
 }
 
+Test(mutex, a_partition_past_the_lease_margin_is_allowed_for_the_one_cut_off)
+{
+    static const char *const lines[] = {"100000 0 0 mutex acquire ok 7 0 0",
+                                        "200000 0 0 nemesis partition invoke 0 0 4000",
+                                        "3300000 1 0 mutex acquire ok 8 0 0",
+                                        "3300500 0 0 mutex lost ok 0 0 0",
+                                        "3400000 1 0 mutex release invoke 8 0 0",
+                                        "4200000 0 0 nemesis partition ok 0 0 4000",
+                                        NULL};
+    hist h;
+    load(&h, lines);
+    hist_params p = params();
+    hist_verdict v = hist_check_mutex(&h, "mutex", &p, NULL);
+    cr_assert_eq(v.violations, 0);
+    cr_assert_eq(v.allowed, 1);
+    /* another client's partition excuses nothing */
+    h.ev[1].proc = 2;
+    v = hist_check_mutex(&h, "mutex", &p, NULL);
+    cr_assert_eq(v.violations, 1);
+    hist_free(&h);
+}
+
 Test(mutex, a_hold_ends_when_told_lost_or_killed)
 {
     static const char *const lines[] = {
