@@ -670,7 +670,11 @@ hist_verdict hist_check_latch(const hist *h, const hist_params *p, FILE *out)
         int64_t zero = (int)n >= p->latch_count ? cds[p->latch_count - 1] : INT64_MAX;
         if (w->t >= zero)
             continue;
+        /* sync_replicas does not cover latches: any failover may lose one */
         bool lost = data_lost_between(h, first, w->t);
+        for (size_t k = 0; k < h->n && !lost; k++)
+            lost = is(&h->ev[k], "nemesis", "failover", NULL) && h->ev[k].t >= first &&
+                   h->ev[k].t <= w->t;
         if (lost)
             v.allowed++;
         else

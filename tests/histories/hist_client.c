@@ -457,7 +457,12 @@ static void latch_workload(int64_t until_us, int nprocs_counting)
         } else {
             usleep((useconds_t)rnd_in(0, LATCH_ROUND_MS * 50));
             if (srv_us() < start + LATCH_ROUND_MS * 100) {
-                baton_latch_try_set_count(l, LATCH_K, NULL);
+                /* an absent latch reads as open: await only one known to be set */
+                int rc = baton_latch_try_set_count(l, LATCH_K, NULL);
+                if (rc != BATON_OK) {
+                    baton_latch_close(l);
+                    continue;
+                }
                 emit("await", "invoke", 0, 0, round);
                 int64_t left = (start + LATCH_ROUND_MS * 900 - srv_us()) / 1000;
                 done("await", baton_latch_await(l, left > 0 ? left : 0), 0, round);
