@@ -36,6 +36,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -233,6 +234,7 @@ static pid_t spawn_server(server *s)
     pid_t pid = fork();
     if (pid == 0) {
         setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* the runner killed (a ctest timeout): gone too */
         if (net_ip[0])
             execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", net_ip,
                    "--protected-mode", "no", "--dir", s->dir, "--save", "", "--appendonly",
@@ -380,6 +382,7 @@ static void spawn_client(int i)
     snprintf(url_ns, sizeof url_ns, "redis://%s:%d", net_ip, single.port);
     pid_t pid = fork();
     if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         setenv("HIST_LATCH_BASE", base, 1);
         if (in_ns) {
             setenv("HIST_RESOURCE_HOST", net_ip, 1);
