@@ -290,6 +290,33 @@ static holds extract(const hist *h, const char *obj)
 
 /* What excuses a hold's overlap with another that began at `until`: a pause of its
  * process past the lease, or a loss of the server's data, between its start and until. */
+/* Whether a loss of the server's data may have happened within [from, to]: a server kill
+ * that lost the data (VALUE 0) or a failover without sync_replicas (VALUE 0), each an
+ * interval from its invoke to its end (srvup, or the failover's ok / fail: the nemesis
+ * ends them once the deployment has settled), intersecting [from, to]. */
+static bool loss_within(const hist *h, int64_t from, int64_t to)
+{
+    for (size_t i = 0; i < h->n; i++) {
+        const hev *e = &h->ev[i];
+        if (e->t > to)
+            break;
+        if (!is_nemesis(e) || e->value != 0 || strcmp(e->type, "invoke") != 0 ||
+            (strcmp(e->op, "srvkill") != 0 && strcmp(e->op, "failover") != 0))
+            continue;
+        const char *end_op = strcmp(e->op, "srvkill") == 0 ? "srvup" : "failover";
+        int64_t end = INT64_MAX;
+        for (size_t j = i + 1; j < h->n; j++)
+            if (is_nemesis(&h->ev[j]) && strcmp(h->ev[j].op, end_op) == 0 &&
+                strcmp(h->ev[j].type, "invoke") != 0) {
+                end = h->ev[j].t;
+                break;
+            }
+        if (end >= from)
+            return true;
+    }
+    return false;
+}
+
 static int excuse(const hist *h, const hold *a, int64_t until, int64_t server_pause_ms)
 {
     int ex = 0;
@@ -317,11 +344,10 @@ static int excuse(const hist *h, const hold *a, int64_t until, int64_t server_pa
                    e->value >= server_pause_ms && e->t <= until &&
                    e->t + e->value * 1000 >= a->start) {
             ex |= EX_SERVER_PAUSE;
-        } else if ((strcmp(e->op, "srvkill") == 0 || strcmp(e->op, "failover") == 0) &&
-                   e->value == 0 && e->t >= a->start && e->t <= until) {
-            ex |= EX_LOSS;
         }
     }
+    if (loss_within(h, a->start, until))
+        ex |= EX_LOSS;
     return ex;
 }
 
@@ -415,15 +441,7 @@ hist_verdict hist_check_rw(const hist *h, const hist_params *p, FILE *out)
 
 static bool data_lost_between(const hist *h, int64_t from, int64_t to)
 {
-    for (size_t i = 0; i < h->n; i++) {
-        const hev *e = &h->ev[i];
-        if (e->t > to)
-            break;
-        if (e->t >= from && is_nemesis(e) &&
-            (strcmp(e->op, "srvkill") == 0 || strcmp(e->op, "failover") == 0) && e->value == 0)
-            return true;
-    }
-    return false;
+    return loss_within(h, from, to);
 }
 
 /* Whether the holder of b had an operation of unknown outcome on obj before b began. */

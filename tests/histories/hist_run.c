@@ -337,11 +337,16 @@ static int64_t srv_us(void)
     exit(3);
 }
 
+static void nemesis_event_at(int64_t t, const char *op, const char *type, int proc, int64_t value)
+{
+    fprintf(nem, "%" PRId64 " %" PRId64 " %d 0 nemesis %s %s 0 0 %" PRId64 "\n", t, mono_ns(), proc,
+            op, type, value);
+    fflush(nem);
+}
+
 static void nemesis_event(const char *op, const char *type, int proc, int64_t value)
 {
-    fprintf(nem, "%" PRId64 " %" PRId64 " %d 0 nemesis %s %s 0 0 %" PRId64 "\n", srv_us(),
-            mono_ns(), proc, op, type, value);
-    fflush(nem);
+    nemesis_event_at(srv_us(), op, type, proc, value);
 }
 
 /* ------------------------------------------------------------- clients ------------- */
@@ -644,6 +649,9 @@ static void kill_server(bool keep_data, int64_t down_ms)
     }
     sleep_ms(down_ms);
     bool up = restart_server(s);
+    /* Sentinel: the end of the loss is when the deployment has settled again */
+    for (int k = 0; sentinel_mode && up && k < 200 && !master_has_replica(); k++)
+        sleep_ms(50);
     nemesis_event("srvup", up ? "ok" : "fail", -1, value);
     restarts++;
 }
@@ -726,6 +734,7 @@ static void inject(const step *st)
     }
     case F_FAILOVER: {
         bool ok = false;
+        int old_master = master_port();
         nemesis_event("failover", "invoke", -1, sync_replicas > 0);
         for (int k = 0; k < 3 && !ok; k++) {
             redisContext *r = connect_port(sentinel_ports[k], 1000);
@@ -737,11 +746,13 @@ static void inject(const step *st)
                 freeReplyObject(rep);
             redisFree(r);
         }
-        nemesis_event("failover", ok ? "ok" : "fail", -1, sync_replicas > 0);
-        /* let the deployment settle (a new master with its replica online) before the
-         * next fault, within 10 s: failovers back to back never complete */
+        /* its end: the switch done and the deployment settled (a new master with its
+         * replica online), within 10 s; failovers back to back never complete */
+        for (int k = 0; ok && k < 200 && master_port() == old_master; k++)
+            sleep_ms(50);
         for (int k = 0; ok && k < 200 && !master_has_replica(); k++)
             sleep_ms(50);
+        nemesis_event("failover", ok ? "ok" : "fail", -1, sync_replicas > 0);
         break;
     }
     }
@@ -913,7 +924,21 @@ int main(int argc, char **argv)
         reap();
         if (st.fault < 0 || srv_us() >= end_us - 2000000)
             continue;
+        /* Sentinel: a fault that made the sentinels fail over by themselves (a CLIENT PAUSE
+         * past down-after-milliseconds, a master killed) is a failover too, over the
+         * fault's time, ended once the deployment settled */
+        int before = sentinel_mode ? master_port() : 0;
+        int64_t t0 = srv_us();
         inject(&st);
+        if (sentinel_mode && st.fault != F_FAILOVER) {
+            int after = master_port();
+            if (after > 0 && before > 0 && after != before) {
+                for (int k = 0; k < 200 && !master_has_replica(); k++)
+                    sleep_ms(50);
+                nemesis_event_at(t0, "failover", "invoke", -1, sync_replicas > 0);
+                nemesis_event("failover", "ok", -1, sync_replicas > 0);
+            }
+        }
         injected++;
     }
     /* the clients end by themselves (each bounded by its longest operation) */

@@ -191,6 +191,31 @@ Test(mutex, data_loss_excuses_the_overlap_and_the_token)
     hist_free(&h);
 }
 
+Test(mutex, a_failover_is_a_loss_until_it_has_settled)
+{
+    /* the hold began after SENTINEL FAILOVER was sent, before the switch: the new master
+     * may lack it */
+    static const char *const lines[] = {"100 -1 0 nemesis failover invoke 0 0 0",
+                                        "200 0 0 mutex acquire ok 7 0 0",
+                                        "900 -1 0 nemesis failover ok 0 0 0",
+                                        "1000 1 0 mutex acquire ok 7 0 0",
+                                        "1100 0 0 mutex lost ok 0 0 0",
+                                        "1200 1 0 mutex release invoke 7 0 0",
+                                        NULL};
+    hist h;
+    load(&h, lines);
+    hist_params p = params();
+    hist_verdict v = hist_check_mutex(&h, "mutex", &p, NULL);
+    cr_assert_eq(v.violations, 0);
+    cr_assert_eq(v.allowed, 1);
+    /* with sync_replicas (VALUE 1) it is not a loss */
+    h.ev[0].value = 1;
+    h.ev[2].value = 1;
+    v = hist_check_mutex(&h, "mutex", &p, NULL);
+    cr_assert_eq(v.violations, 1);
+    hist_free(&h);
+}
+
 /* ------------------------------------------------------------- fencing ------------- */
 
 Test(fenced, tokens_that_do_not_rise_are_a_violation)
