@@ -758,6 +758,25 @@ static void inject(const step *st)
     }
 }
 
+static int last_master = -1;
+static int64_t prev_fault_t;
+
+/* Logs a failover over [since, now] if the master changed since the last look. */
+static void check_switch(int64_t since)
+{
+    int port = master_port();
+    if (port <= 0 || last_master <= 0 || port == last_master) {
+        if (port > 0)
+            last_master = port;
+        return;
+    }
+    for (int k = 0; k < 200 && !master_has_replica(); k++)
+        sleep_ms(50);
+    nemesis_event_at(since, "failover", "invoke", -1, sync_replicas > 0);
+    nemesis_event("failover", "ok", -1, sync_replicas > 0);
+    last_master = master_port();
+}
+
 /* ------------------------------------------------------------- main ---------------- */
 
 static void usage(void)
@@ -917,6 +936,8 @@ int main(int argc, char **argv)
         spawn_client(i);
 
     /* the nemesis: a fault every 1 to 3 s, none in the first and the last 2 s */
+    last_master = master_port();
+    prev_fault_t = srv_us();
     long injected = 0;
     while (!interrupted && srv_us() < end_us - 2000000) {
         step st = draw();
@@ -925,22 +946,22 @@ int main(int argc, char **argv)
         if (st.fault < 0 || srv_us() >= end_us - 2000000)
             continue;
         /* Sentinel: a fault that made the sentinels fail over by themselves (a CLIENT PAUSE
-         * past down-after-milliseconds, a master killed) is a failover too, over the
-         * fault's time, ended once the deployment settled */
-        int before = sentinel_mode ? master_port() : 0;
+         * past down-after-milliseconds, a master killed) is a failover too, from the start
+         * of the fault before it was seen (the sentinels take seconds) until the deployment
+         * settled */
         int64_t t0 = srv_us();
+        if (sentinel_mode)
+            check_switch(prev_fault_t);
+        prev_fault_t = t0;
         inject(&st);
-        if (sentinel_mode && st.fault != F_FAILOVER) {
-            int after = master_port();
-            if (after > 0 && before > 0 && after != before) {
-                for (int k = 0; k < 200 && !master_has_replica(); k++)
-                    sleep_ms(50);
-                nemesis_event_at(t0, "failover", "invoke", -1, sync_replicas > 0);
-                nemesis_event("failover", "ok", -1, sync_replicas > 0);
-            }
-        }
+        if (sentinel_mode && st.fault != F_FAILOVER)
+            check_switch(t0);
+        else if (sentinel_mode)
+            last_master = master_port();
         injected++;
     }
+    if (sentinel_mode)
+        check_switch(prev_fault_t);
     /* the clients end by themselves (each bounded by its longest operation) */
     int64_t deadline = mono_ns() + 30 * 1000000000ll;
     while (reap() > 0 && mono_ns() < deadline && !interrupted)
