@@ -728,6 +728,16 @@ typedef struct wait_op {
     size_t i_inv, i_ok;
 } wait_op;
 
+/* Whether a fault reaches the waits of client proc: a pause, kill, partition or slow link
+ * only its target's; the others everyone's. */
+static bool hits(const hev *x, int proc)
+{
+    if (strcmp(x->op, "pause") == 0 || strcmp(x->op, "kill") == 0 ||
+        strcmp(x->op, "partition") == 0 || strcmp(x->op, "slow") == 0)
+        return x->proc == proc;
+    return true;
+}
+
 /* Among the fair lock's acquisitions that succeeded with no fault during their wait, one
  * sent fifo_margin_us before another is served first. */
 hist_verdict hist_check_fifo(const hist *h, const hist_params *p, FILE *out)
@@ -758,18 +768,23 @@ hist_verdict hist_check_fifo(const hist *h, const hist_params *p, FILE *out)
     for (size_t i = 0; i < n; i++) {
         bool fault = false;
         for (size_t k = w[i].i_inv; k <= w[i].i_ok && !fault; k++)
-            fault = is_nemesis(&h->ev[k]);
-        /* a pause that began before the wait and ended in it */
+            fault = is_nemesis(&h->ev[k]) && hits(&h->ev[k], w[i].proc);
+        /* a fault that began before the wait and ended in it or after (a pause, a server
+         * down or paused, a failover settling, a partition) */
         for (size_t k = 0; k < w[i].i_inv && !fault; k++) {
             const hev *x = &h->ev[k];
-            if (is(x, "nemesis", "pause", "invoke") || is(x, "nemesis", "cpause", "invoke")) {
-                for (size_t q = k + 1; q < h->n; q++)
-                    if (is_nemesis(&h->ev[q]) && strcmp(h->ev[q].op, x->op) == 0 &&
-                        strcmp(h->ev[q].type, "ok") == 0) {
-                        fault = h->ev[q].t >= w[i].invoke;
-                        break;
-                    }
-            }
+            if (!is_nemesis(x) || strcmp(x->type, "invoke") != 0 || !hits(x, w[i].proc))
+                continue;
+            const char *end_op = strcmp(x->op, "srvkill") == 0 ? "srvup" : x->op;
+            int64_t end = INT64_MAX;
+            for (size_t q = k + 1; q < h->n; q++)
+                if (is_nemesis(&h->ev[q]) && strcmp(h->ev[q].op, end_op) == 0 &&
+                    strcmp(h->ev[q].type, "invoke") != 0 &&
+                    (strcmp(x->op, "pause") != 0 || h->ev[q].proc == x->proc)) {
+                    end = h->ev[q].t;
+                    break;
+                }
+            fault = end >= w[i].invoke;
         }
         if (!fault)
             w[m++] = w[i];
