@@ -135,13 +135,20 @@ static bool is_nemesis(const hev *e)
 void hist_count(const hist *h, hist_counts *c)
 {
     memset(c, 0, sizeof *c);
+    int64_t net_t = -1; /* the last partition or slow link counted (-1: none) */
     for (size_t i = 0; i < h->n; i++) {
         const hev *e = &h->ev[i];
         if (is_nemesis(e)) {
-            /* a fault is counted once: at its invoke, or its only event */
-            if (strcmp(e->type, "invoke") == 0 ||
-                (strcmp(e->type, "ok") == 0 &&
-                 (strcmp(e->op, "ckill") == 0 || strcmp(e->op, "flush") == 0)))
+            /* a fault is counted once: at its invoke, or its only event; a partition or a
+             * slow link has an invoke per client it reaches, all within a few ms */
+            bool net = strcmp(e->op, "partition") == 0 || strcmp(e->op, "slow") == 0;
+            if (net && strcmp(e->type, "invoke") == 0) {
+                if (net_t < 0 || e->t - net_t > 100000)
+                    c->faults++;
+                net_t = e->t;
+            } else if (strcmp(e->type, "invoke") == 0 ||
+                       (strcmp(e->type, "ok") == 0 &&
+                        (strcmp(e->op, "ckill") == 0 || strcmp(e->op, "flush") == 0)))
                 c->faults++;
             continue;
         }

@@ -431,6 +431,21 @@ Test(counts, operations_and_faults)
     hist_free(&h);
 }
 
+Test(counts, a_partition_of_several_clients_is_one_fault)
+{
+    static const char *const lines[] = {
+        "100 1 0 nemesis partition invoke 0 0 900", "101 4 0 nemesis partition invoke 0 0 900",
+        "1000 1 0 nemesis partition ok 0 0 900",    "1001 4 0 nemesis partition ok 0 0 900",
+        "2000 -1 0 nemesis ckill ok 0 0 0",         NULL};
+    hist h;
+    load(&h, lines);
+    hist_counts c;
+    hist_count(&h, &c);
+    cr_assert_eq(c.faults, 2);
+    cr_assert_eq(c.ops, 0);
+    hist_free(&h);
+}
+
 Test(parse, a_line_cut_by_kill_is_refused)
 {
     hev e;
