@@ -1,0 +1,865 @@
+/*
+ * The checkers of the checked histories (see hist.h for the format).
+ *
+ * Holds. A hold of an exclusive object begins at the server time recorded when its
+ * acquire returned ok (after the fact, so later than the server's grant) and ends at the
+ * server time recorded just before its release was sent, or when the holder saw its lost
+ * signal, or when the nemesis killed its process: the interval is the time the holder
+ * *acted* as holder, and it lies inside the time the holder believed it held. Two such
+ * intervals of different holders that overlap are two holders at once, whatever the
+ * clocks of the clients (every time is read from one server).
+ *
+ * Allowed. The guarantees (docs/guarantees.md) allow an overlap when the earlier holder's
+ * process was stopped past its lease (a pause the holder cannot notice: fencing is the
+ * answer) or the lock's data was lost (a restart without AOF, a failover without
+ * sync_replicas) during the earlier hold; such overlaps are counted as "allowed", with
+ * their excerpt, not as violations. Everything else is a violation.
+ */
+#define _GNU_SOURCE
+#include "hist.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------- reading ------------- */
+
+bool hist_parse_line(const char *line, hev *e)
+{
+    memset(e, 0, sizeof *e);
+    long long t, mono, token, value;
+    int n = sscanf(line, "%lld %lld %d %d %15s %15s %7s %lld %d %lld", &t, &mono, &e->proc, &e->inc,
+                   e->obj, e->op, e->type, &token, &e->rc, &value);
+    if (n != 10)
+        return false;
+    e->t = t;
+    e->mono = mono;
+    e->token = token;
+    e->value = value;
+    return strcmp(e->type, "invoke") == 0 || strcmp(e->type, "ok") == 0 ||
+           strcmp(e->type, "fail") == 0 || strcmp(e->type, "info") == 0;
+}
+
+void hist_add(hist *h, const hev *e)
+{
+    if (h->n == h->cap) {
+        h->cap = h->cap ? h->cap * 2 : 1024;
+        h->ev = realloc(h->ev, h->cap * sizeof *h->ev);
+        if (!h->ev)
+            abort();
+    }
+    h->ev[h->n] = *e;
+    h->ev[h->n].seq = (long)h->n;
+    h->n++;
+}
+
+bool hist_read_file(hist *h, const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "hist: cannot read %s\n", path);
+        return false;
+    }
+    char line[512];
+    long no = 0;
+    bool good = true;
+    while (fgets(line, sizeof line, f)) {
+        no++;
+        hev e;
+        size_t len = strlen(line);
+        if (len == 0 || line[len - 1] != '\n') {
+            /* a last line cut by kill -9: the event was not completely written */
+            if (!feof(f))
+                good = false;
+            break;
+        }
+        if (!hist_parse_line(line, &e)) {
+            fprintf(stderr, "hist: %s:%ld does not parse: %s", path, no, line);
+            good = false;
+            continue;
+        }
+        hist_add(h, &e);
+    }
+    fclose(f);
+    return good;
+}
+
+static int cmp_ev(const void *a, const void *b)
+{
+    const hev *x = a, *y = b;
+    if (x->t != y->t)
+        return x->t < y->t ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+void hist_sort(hist *h)
+{
+    qsort(h->ev, h->n, sizeof *h->ev, cmp_ev);
+    for (size_t i = 0; i < h->n; i++)
+        h->ev[i].seq = (long)i;
+}
+
+void hist_free(hist *h)
+{
+    free(h->ev);
+    memset(h, 0, sizeof *h);
+}
+
+void hist_print_event(FILE *out, const hev *e)
+{
+    fprintf(out, "    %" PRId64 " %" PRId64 " %d %d %s %s %s %" PRId64 " %d %" PRId64 "\n", e->t,
+            e->mono, e->proc, e->inc, e->obj, e->op, e->type, e->token, e->rc, e->value);
+}
+
+void hist_params_default(hist_params *p)
+{
+    p->sem_permits = 2;
+    p->permits_permits = 3;
+    p->latch_count = 2;
+    p->fifo_margin_us = 250000;
+    p->watchdog_ms = 3000;
+    p->excerpts = 3;
+}
+
+static bool is(const hev *e, const char *obj, const char *op, const char *type)
+{
+    return (!obj || strcmp(e->obj, obj) == 0) && (!op || strcmp(e->op, op) == 0) &&
+           (!type || strcmp(e->type, type) == 0);
+}
+
+static bool is_nemesis(const hev *e)
+{
+    return strcmp(e->obj, "nemesis") == 0;
+}
+
+void hist_count(const hist *h, hist_counts *c)
+{
+    memset(c, 0, sizeof *c);
+    int64_t net_t = -1; /* the last partition or slow link counted (-1: none) */
+    for (size_t i = 0; i < h->n; i++) {
+        const hev *e = &h->ev[i];
+        if (is_nemesis(e)) {
+            /* a fault is counted once: at its invoke, or its only event; a partition or a
+             * slow link has an invoke per client it reaches, all within a few ms */
+            bool net = strcmp(e->op, "partition") == 0 || strcmp(e->op, "slow") == 0;
+            if (net && strcmp(e->type, "invoke") == 0) {
+                if (net_t < 0 || e->t - net_t > 100000)
+                    c->faults++;
+                net_t = e->t;
+            } else if (strcmp(e->type, "invoke") == 0 ||
+                       (strcmp(e->type, "ok") == 0 &&
+                        (strcmp(e->op, "ckill") == 0 || strcmp(e->op, "flush") == 0)))
+                c->faults++;
+            continue;
+        }
+        if (strcmp(e->op, "lost") == 0)
+            continue;
+        if (strcmp(e->type, "invoke") == 0)
+            c->ops++;
+        else if (strcmp(e->type, "ok") == 0)
+            c->ok++;
+        else if (strcmp(e->type, "fail") == 0)
+            c->fail++;
+        else
+            c->info++;
+    }
+}
+
+/* ------------------------------------------------------------- holds --------------- */
+
+/* What excuses an overlap (see the top of this file). */
+#define EX_PAUSE 1        /* the holder's process was stopped past its lease */
+#define EX_LOSS 2         /* the server lost the lock's data during the hold */
+#define EX_SERVER_PAUSE 4 /* CLIENT PAUSE past the lease minus a renewal period */
+#define EX_PARTITION 8    /* the holder cut off past the lease minus a renewal period */
+
+typedef struct hold {
+    int proc, inc;
+    char kind; /* 'x' exclusive, 'r' read, 'w' write, 'p' a permit */
+    int64_t start, end, token;
+    int64_t lease_end; /* a fixed lease's end (INT64_MAX: the watchdog's) */
+    size_t i_acq, i_end;
+    bool lost, killed, open_at_end, expired;
+} hold;
+
+typedef struct holds {
+    hold *v;
+    size_t n, cap;
+} holds;
+
+typedef struct open_st {
+    int proc, inc;
+    long idx; /* into holds, -1 if none open */
+} open_st;
+
+static void close_hold(holds *hs, long idx, const hev *e, size_t i)
+{
+    hold *x = &hs->v[idx];
+    x->end = e->t;
+    x->i_end = i;
+}
+
+static char acquire_kind(const hev *e)
+{
+    if (strcmp(e->op, "acquire") == 0)
+        return strcmp(e->obj, "sem") == 0 || strcmp(e->obj, "permits") == 0 ? 'p' : 'x';
+    if (strcmp(e->op, "racquire") == 0)
+        return 'r';
+    if (strcmp(e->op, "wacquire") == 0)
+        return 'w';
+    return 0;
+}
+
+/* The holds of obj, in the order they began. */
+static holds extract(const hist *h, const char *obj)
+{
+    holds hs = {0};
+    open_st st[1024];
+    size_t nst = 0;
+    for (size_t i = 0; i < h->n; i++) {
+        const hev *e = &h->ev[i];
+        if (is_nemesis(e)) {
+            if (strcmp(e->op, "kill") == 0) {
+                for (size_t k = 0; k < nst; k++)
+                    if (st[k].proc == e->proc && st[k].idx >= 0) {
+                        close_hold(&hs, st[k].idx, e, i);
+                        hs.v[st[k].idx].killed = true;
+                        st[k].idx = -1;
+                    }
+            }
+            continue;
+        }
+        if (strcmp(e->obj, obj) != 0)
+            continue;
+        size_t k;
+        for (k = 0; k < nst; k++)
+            if (st[k].proc == e->proc && st[k].inc == e->inc)
+                break;
+        if (k == nst) {
+            if (nst == sizeof st / sizeof st[0])
+                abort();
+            st[nst].proc = e->proc;
+            st[nst].inc = e->inc;
+            st[nst].idx = -1;
+            nst++;
+        }
+        char kind = acquire_kind(e);
+        if (kind && strcmp(e->type, "ok") == 0) {
+            if (st[k].idx >= 0) /* a client holds one at a time: close the previous */
+                close_hold(&hs, st[k].idx, e, i);
+            if (hs.n == hs.cap) {
+                hs.cap = hs.cap ? hs.cap * 2 : 256;
+                hs.v = realloc(hs.v, hs.cap * sizeof *hs.v);
+                if (!hs.v)
+                    abort();
+            }
+            hold *x = &hs.v[hs.n];
+            memset(x, 0, sizeof *x);
+            x->lease_end = INT64_MAX;
+            if (e->value > 0) /* a fixed lease: it ends at the latest lease ms after the
+                                 acquire was sent, whatever the holder does */
+                for (size_t q = i; q-- > 0;)
+                    if (h->ev[q].proc == e->proc && h->ev[q].inc == e->inc &&
+                        strcmp(h->ev[q].obj, obj) == 0 && strcmp(h->ev[q].op, e->op) == 0 &&
+                        strcmp(h->ev[q].type, "invoke") == 0) {
+                        x->lease_end = h->ev[q].t + e->value * 1000;
+                        break;
+                    }
+            x->proc = e->proc;
+            x->inc = e->inc;
+            x->kind = kind;
+            x->start = e->t;
+            x->token = e->token;
+            x->i_acq = i;
+            st[k].idx = (long)hs.n++;
+        } else if (st[k].idx >= 0 && strcmp(e->op, "release") == 0 &&
+                   strcmp(e->type, "invoke") == 0) {
+            close_hold(&hs, st[k].idx, e, i);
+            st[k].idx = -1;
+        } else if (st[k].idx >= 0 && strcmp(e->op, "lost") == 0) {
+            close_hold(&hs, st[k].idx, e, i);
+            hs.v[st[k].idx].lost = true;
+            st[k].idx = -1;
+        }
+    }
+    for (size_t k = 0; k < nst; k++)
+        if (st[k].idx >= 0 && h->n > 0) {
+            close_hold(&hs, st[k].idx, &h->ev[h->n - 1], h->n - 1);
+            hs.v[st[k].idx].open_at_end = true;
+        }
+    for (size_t k = 0; k < hs.n; k++)
+        if (hs.v[k].end > hs.v[k].lease_end) {
+            hs.v[k].end = hs.v[k].lease_end;
+            hs.v[k].expired = true;
+        }
+    return hs;
+}
+
+/* What excuses a hold's overlap with another that began at `until`: a pause of its
+ * process past the lease, or a loss of the server's data, between its start and until. */
+/* Whether a loss of the server's data may have happened within [from, to]: a server kill
+ * that lost the data (VALUE 0) or a failover without sync_replicas (VALUE 0), each an
+ * interval from its invoke to its end (srvup, or the failover's ok / fail: the nemesis
+ * ends them once the deployment has settled), intersecting [from, to]. */
+static bool loss_within(const hist *h, int64_t from, int64_t to)
+{
+    for (size_t i = 0; i < h->n; i++) {
+        const hev *e = &h->ev[i];
+        if (e->t > to)
+            break;
+        if (!is_nemesis(e) || e->value != 0 || strcmp(e->type, "invoke") != 0 ||
+            (strcmp(e->op, "srvkill") != 0 && strcmp(e->op, "failover") != 0))
+            continue;
+        const char *end_op = strcmp(e->op, "srvkill") == 0 ? "srvup" : "failover";
+        int64_t end = INT64_MAX;
+        for (size_t j = i + 1; j < h->n; j++)
+            if (is_nemesis(&h->ev[j]) && strcmp(h->ev[j].op, end_op) == 0 &&
+                strcmp(h->ev[j].type, "invoke") != 0) {
+                end = h->ev[j].t;
+                break;
+            }
+        if (end >= from)
+            return true;
+    }
+    return false;
+}
+
+static int excuse(const hist *h, const hold *a, int64_t until, int64_t server_pause_ms)
+{
+    int ex = 0;
+    for (size_t i = 0; i < h->n; i++) {
+        const hev *e = &h->ev[i];
+        if (!is_nemesis(e))
+            continue;
+        if (strcmp(e->op, "pause") == 0 && e->proc == a->proc && e->value == 1) {
+            /* the stop (invoke) before `until` and its end (ok) after the hold began */
+            if (strcmp(e->type, "invoke") == 0 && e->t <= until) {
+                int64_t cont = INT64_MAX;
+                for (size_t j = i + 1; j < h->n; j++)
+                    if (is(&h->ev[j], "nemesis", "pause", "ok") && h->ev[j].proc == a->proc) {
+                        cont = h->ev[j].t;
+                        break;
+                    }
+                if (cont >= a->start)
+                    ex |= EX_PAUSE;
+            }
+        } else if (server_pause_ms > 0 && is(e, "nemesis", "partition", "invoke") &&
+                   e->proc == a->proc && e->value >= server_pause_ms && e->t <= until &&
+                   e->t + e->value * 1000 >= a->start) {
+            ex |= EX_PARTITION;
+        } else if (server_pause_ms > 0 && is(e, "nemesis", "cpause", "invoke") &&
+                   e->value >= server_pause_ms && e->t <= until &&
+                   e->t + e->value * 1000 >= a->start) {
+            ex |= EX_SERVER_PAUSE;
+        }
+    }
+    if (loss_within(h, a->start, until))
+        ex |= EX_LOSS;
+    return ex;
+}
+
+static void excerpt(FILE *out, const hist *h, const hold *a, const hold *b)
+{
+    size_t from = a->i_acq, to = b->i_acq > a->i_end ? b->i_acq : a->i_end;
+    if (b->i_end > to)
+        to = b->i_end;
+    int shown = 0;
+    for (size_t i = from; i <= to && i < h->n; i++) {
+        const hev *e = &h->ev[i];
+        bool mine =
+            (e->proc == a->proc && e->inc == a->inc) || (e->proc == b->proc && e->inc == b->inc);
+        if (!(mine && strcmp(e->obj, h->ev[a->i_acq].obj) == 0) && !is_nemesis(e))
+            continue;
+        if (shown++ >= 40) {
+            fprintf(out, "    ...\n");
+            break;
+        }
+        hist_print_event(out, e);
+    }
+}
+
+static const char *why(int ex)
+{
+    return ex & EX_PAUSE          ? "allowed: the earlier holder was stopped past its lease"
+           : ex & EX_LOSS         ? "allowed: the server lost its data during the hold"
+           : ex & EX_SERVER_PAUSE ? "allowed: the server was paused past the lease's margin"
+           : ex & EX_PARTITION    ? "allowed: the holder was partitioned past the lease's margin"
+                                  : "VIOLATION";
+}
+
+static bool conflict(char a, char b)
+{
+    if (a == 'x' || b == 'x')
+        return true;
+    return a == 'w' || b == 'w';
+}
+
+static hist_verdict overlaps(const hist *h, const char *obj, const char *name, const hist_params *p,
+                             FILE *out)
+{
+    hist_verdict v = {name, 0, 0, 0};
+    holds hs = extract(h, obj);
+    v.checked = (long)hs.n;
+    int shown = 0;
+    for (size_t j = 0; j < hs.n; j++) {
+        hold *b = &hs.v[j];
+        for (size_t i = 0; i < j; i++) {
+            hold *a = &hs.v[i];
+            if (a->proc == b->proc && a->inc == b->inc)
+                continue;
+            if (a->end <= b->start || !conflict(a->kind, b->kind))
+                continue;
+            int ex = excuse(h, a, b->start, p->watchdog_ms * 2 / 3);
+            if (ex)
+                v.allowed++;
+            else
+                v.violations++;
+            if (shown < p->excerpts && out) {
+                shown++;
+                fprintf(out,
+                        "  %s: %s: hold of %d.%d (token %" PRId64 ", %c) from %" PRId64
+                        " to %" PRId64 "%s overlaps hold of %d.%d (token %" PRId64
+                        ", %c) from %" PRId64 " by %" PRId64 " us\n",
+                        name, why(ex), a->proc, a->inc, a->token, a->kind, a->start, a->end,
+                        a->lost     ? " (told lost)"
+                        : a->killed ? " (killed)"
+                                    : "",
+                        b->proc, b->inc, b->token, b->kind, b->start, a->end - b->start);
+                excerpt(out, h, a, b);
+            }
+            break; /* one overlap per hold is enough */
+        }
+    }
+    free(hs.v);
+    return v;
+}
+
+hist_verdict hist_check_mutex(const hist *h, const char *obj, const hist_params *p, FILE *out)
+{
+    return overlaps(h, obj, strcmp(obj, "fair") == 0 ? "fair lock" : "mutex", p, out);
+}
+
+hist_verdict hist_check_rw(const hist *h, const hist_params *p, FILE *out)
+{
+    return overlaps(h, "rw", "read-write lock", p, out);
+}
+
+/* ------------------------------------------------------------- fencing ------------- */
+
+static bool data_lost_between(const hist *h, int64_t from, int64_t to)
+{
+    return loss_within(h, from, to);
+}
+
+/* Whether the holder of b had an operation of unknown outcome on obj before b began. */
+static bool unknown_before(const hist *h, const char *obj, const hold *b)
+{
+    for (size_t k = 0; k < b->i_acq; k++) {
+        const hev *x = &h->ev[k];
+        if (x->proc == b->proc && x->inc == b->inc && strcmp(x->obj, obj) == 0 &&
+            strcmp(x->type, "info") == 0)
+            return true;
+    }
+    return false;
+}
+
+hist_verdict hist_check_fenced(const hist *h, const char *obj, const hist_params *p, FILE *out)
+{
+    hist_verdict v = {strcmp(obj, "rw") == 0 ? "fenced rw" : "fenced mutex", 0, 0, 0};
+    holds hs = extract(h, obj);
+    int shown = 0;
+    /* 1. tokens rise: a hold that began after another ended has a larger token */
+    for (size_t j = 0; j < hs.n; j++) {
+        hold *b = &hs.v[j];
+        if (b->kind == 'r')
+            continue;
+        v.checked++;
+        for (size_t i = 0; i < j; i++) {
+            hold *a = &hs.v[i];
+            if (a->kind == 'r' || a->end > b->start || a->token < b->token)
+                continue;
+            if (a->proc == b->proc && a->inc == b->inc && a->token == b->token &&
+                unknown_before(h, obj, b)) {
+                /* the same server hold: re-entered after an operation of unknown outcome
+                 * left it behind (the reentrant checker reports the counts) */
+                v.allowed++;
+                break;
+            }
+            if (data_lost_between(h, a->start, b->start))
+                v.allowed++;
+            else
+                v.violations++;
+            if (shown < p->excerpts && out) {
+                shown++;
+                fprintf(out,
+                        "  %s: %s: token %" PRId64 " of %d.%d (from %" PRId64
+                        ") after token %" PRId64 " of %d.%d (ended %" PRId64 ")\n",
+                        v.checker,
+                        data_lost_between(h, a->start, b->start)
+                            ? "allowed: the server lost its data (the token counter with it)"
+                            : "VIOLATION: tokens did not rise",
+                        b->token, b->proc, b->inc, b->start, a->token, a->proc, a->inc, a->end);
+                excerpt(out, h, a, b);
+            }
+            break;
+        }
+    }
+    /* 2. the store never accepts a lower token after it accepted a higher one: an accepted
+     * write's token is at least that of every write accepted before it was sent */
+    int64_t top = 0;
+    size_t top_i = 0;
+    for (size_t i = 0; i < h->n; i++) {
+        const hev *e = &h->ev[i];
+        if (!is(e, obj, "store", NULL))
+            continue;
+        if (strcmp(e->type, "ok") == 0) {
+            v.checked++;
+            /* find its invoke: the last store invoke of the same process before it */
+            int64_t sent = e->t;
+            for (size_t k = i; k-- > 0;)
+                if (is(&h->ev[k], obj, "store", "invoke") && h->ev[k].proc == e->proc &&
+                    h->ev[k].inc == e->inc) {
+                    sent = h->ev[k].t;
+                    break;
+                }
+            if (e->token < top && h->ev[top_i].t < sent) {
+                if (data_lost_between(h, h->ev[top_i].t, e->t))
+                    v.allowed++;
+                else {
+                    v.violations++;
+                    if (shown < p->excerpts && out) {
+                        shown++;
+                        fprintf(out,
+                                "  %s: VIOLATION: the store accepted token %" PRId64
+                                " after it had accepted %" PRId64 "\n",
+                                v.checker, e->token, top);
+                        hist_print_event(out, &h->ev[top_i]);
+                        hist_print_event(out, e);
+                    }
+                }
+            }
+            if (e->token > top) {
+                top = e->token;
+                top_i = i;
+            }
+        }
+    }
+    free(hs.v);
+    return v;
+}
+
+/* ------------------------------------------------------------- hold counts --------- */
+
+/* "count" events: VALUE = expected * 1000 + the count the server read. A read larger than
+ * expected is a hold the server keeps that the client does not know of (a leftover); a
+ * read smaller is a hold lost while the client believed it held. */
+hist_verdict hist_check_reentrant(const hist *h, const char *obj, const hist_params *p, FILE *out)
+{
+    hist_verdict v = {"reentrant", 0, 0, 0};
+    int shown = 0;
+    for (size_t i = 0; i < h->n; i++) {
+        const hev *e = &h->ev[i];
+        if (!is(e, obj, "count", "ok"))
+            continue;
+        v.checked++;
+        int64_t expected = e->value / 1000, read = e->value % 1000;
+        if (read == expected)
+            continue;
+        /* allowed: the hold was lost by a fault the guarantees name, or (read > expected)
+         * this client had an acquire of unknown outcome before: it may have taken a hold */
+        bool ok = false;
+        int64_t since = INT64_MIN, lease_ms = 0;
+        for (size_t k = i; k-- > 0;) {
+            const hev *x = &h->ev[k];
+            if (x->proc == e->proc && x->inc == e->inc && is(x, obj, "acquire", "ok")) {
+                since = x->t;
+                lease_ms = x->value;
+                break;
+            }
+        }
+        if (read < expected) {
+            /* a fixed lease that had ended (the holder was kept past it in a call), or a
+             * fault the guarantees name */
+            hold a = {.proc = e->proc, .inc = e->inc, .start = since};
+            ok = (lease_ms > 0 && since + lease_ms * 1000 <= e->t) || excuse(h, &a, e->t, 0) != 0;
+        } else {
+            for (size_t k = 0; k < i && !ok; k++) {
+                const hev *x = &h->ev[k];
+                if (x->proc == e->proc && x->inc == e->inc && strcmp(x->obj, obj) == 0 &&
+                    strcmp(x->type, "info") == 0 &&
+                    (strcmp(x->op, "acquire") == 0 || strcmp(x->op, "reenter") == 0 ||
+                     strcmp(x->op, "exit") == 0 || strcmp(x->op, "release") == 0))
+                    ok = true;
+            }
+        }
+        if (ok)
+            v.allowed++;
+        else
+            v.violations++;
+        if (shown < p->excerpts && out) {
+            shown++;
+            fprintf(out,
+                    "  reentrant: %s: %d.%d expected hold count %" PRId64
+                    ", the server has %" PRId64 "\n",
+                    ok ? (read > expected ? "allowed: an earlier operation's outcome was unknown"
+                                          : "allowed: its fixed lease ended, or a fault the "
+                                            "guarantees name")
+                       : (read > expected ? "VIOLATION"
+                                          : "VIOLATION: the hold was gone and the holder not told"),
+                    e->proc, e->inc, expected, read);
+            int n = 0;
+            for (size_t k = i + 1; k-- > 0 && n < 12;) {
+                const hev *x = &h->ev[k];
+                if ((x->proc == e->proc && x->inc == e->inc && strcmp(x->obj, obj) == 0) ||
+                    is_nemesis(x)) {
+                    hist_print_event(out, x);
+                    n++;
+                }
+            }
+        }
+    }
+    return v;
+}
+
+/* ------------------------------------------------------------- permits ------------- */
+
+hist_verdict hist_check_permits(const hist *h, const char *obj, int n, const hist_params *p,
+                                FILE *out)
+{
+    hist_verdict v = {strcmp(obj, "sem") == 0 ? "semaphore" : "permits", 0, 0, 0};
+    holds hs = extract(h, obj);
+    v.checked = (long)hs.n;
+    int shown = 0;
+    for (size_t j = 0; j < hs.n; j++) {
+        hold *b = &hs.v[j];
+        int open = 0, ex = 0;
+        for (size_t i = 0; i < j; i++) {
+            hold *a = &hs.v[i];
+            if (a->end > b->start) {
+                open++;
+                ex |= excuse(h, a, b->start, p->watchdog_ms * 2 / 3);
+            }
+        }
+        if (open < n)
+            continue;
+        if (ex)
+            v.allowed++;
+        else
+            v.violations++;
+        if (shown < p->excerpts && out) {
+            shown++;
+            fprintf(out, "  %s: %s: %d permits held when %d.%d took one at %" PRId64 " (of %d)\n",
+                    v.checker, why(ex), open, b->proc, b->inc, b->start, n);
+            for (size_t i = 0; i < j; i++)
+                if (hs.v[i].end > b->start) {
+                    hist_print_event(out, &h->ev[hs.v[i].i_acq]);
+                    hist_print_event(out, &h->ev[hs.v[i].i_end]);
+                }
+            hist_print_event(out, &h->ev[b->i_acq]);
+        }
+    }
+    free(hs.v);
+    return v;
+}
+
+/* ------------------------------------------------------------- latch --------------- */
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* A waiter released (await ok, VALUE = its round) before the latch_count-th count-down of
+ * its round was even sent was released before the count reached zero (nobody deletes). */
+hist_verdict hist_check_latch(const hist *h, const hist_params *p, FILE *out)
+{
+    hist_verdict v = {"latch", 0, 0, 0};
+    int shown = 0;
+    for (size_t i = 0; i < h->n; i++) {
+        const hev *w = &h->ev[i];
+        if (!is(w, "latch", "await", "ok"))
+            continue;
+        v.checked++;
+        int64_t cds[256];
+        size_t n = 0;
+        int64_t first = w->t;
+        for (size_t k = 0; k < h->n; k++) {
+            const hev *c = &h->ev[k];
+            if (is(c, "latch", NULL, NULL) && c->value == w->value && c->t < first)
+                first = c->t;
+            if (is(c, "latch", "cd", "invoke") && c->value == w->value && n < 256)
+                cds[n++] = c->t;
+        }
+        qsort(cds, n, sizeof cds[0], cmp_i64);
+        int64_t zero = (int)n >= p->latch_count ? cds[p->latch_count - 1] : INT64_MAX;
+        if (w->t >= zero)
+            continue;
+        /* sync_replicas does not cover latches: any failover may lose one; and a Sentinel
+         * deployment takes seconds to settle after a failover or a master restarted empty,
+         * during which clients may reach different nodes: a loss up to 10 s before the
+         * round counts */
+        int64_t from = first - 10000000;
+        bool lost = data_lost_between(h, from, w->t);
+        for (size_t k = 0; k < h->n && !lost; k++)
+            lost = is(&h->ev[k], "nemesis", "failover", NULL) && h->ev[k].t >= from &&
+                   h->ev[k].t <= w->t;
+        if (lost)
+            v.allowed++;
+        else
+            v.violations++;
+        if (shown < p->excerpts && out) {
+            shown++;
+            fprintf(out,
+                    "  latch: %s: %d.%d released in round %" PRId64 " at %" PRId64
+                    " before count-down %d of %d was sent\n",
+                    lost ? "allowed: the server lost its data" : "VIOLATION", w->proc, w->inc,
+                    w->value, w->t, (int)n < p->latch_count ? (int)n + 1 : p->latch_count,
+                    p->latch_count);
+            for (size_t k = 0; k < h->n; k++) {
+                const hev *c = &h->ev[k];
+                if ((is(c, "latch", NULL, NULL) && c->value == w->value) ||
+                    (is_nemesis(c) && c->t >= first - 10000000 && c->t <= w->t))
+                    hist_print_event(out, c);
+            }
+        }
+    }
+    return v;
+}
+
+/* ------------------------------------------------------------- fair lock FIFO ------ */
+
+typedef struct wait_op {
+    int proc, inc;
+    int64_t invoke, done;
+    size_t i_inv, i_ok;
+} wait_op;
+
+/* Whether a fault reaches the waits of client proc: a pause, kill, partition or slow link
+ * only its target's; the others everyone's. */
+static bool hits(const hev *x, int proc)
+{
+    if (strcmp(x->op, "pause") == 0 || strcmp(x->op, "kill") == 0 ||
+        strcmp(x->op, "partition") == 0 || strcmp(x->op, "slow") == 0)
+        return x->proc == proc;
+    return true;
+}
+
+/* Among the fair lock's acquisitions that succeeded with no fault during their wait, one
+ * sent fifo_margin_us before another is served first. */
+hist_verdict hist_check_fifo(const hist *h, const hist_params *p, FILE *out)
+{
+    hist_verdict v = {"fair lock fifo", 0, 0, 0};
+    wait_op *w = NULL;
+    size_t n = 0, cap = 0;
+    for (size_t i = 0; i < h->n; i++) {
+        const hev *e = &h->ev[i];
+        if (!is(e, "fair", "acquire", "ok"))
+            continue;
+        for (size_t k = i; k-- > 0;) {
+            const hev *x = &h->ev[k];
+            if (x->proc == e->proc && x->inc == e->inc && is(x, "fair", "acquire", "invoke")) {
+                if (n == cap) {
+                    cap = cap ? cap * 2 : 256;
+                    w = realloc(w, cap * sizeof *w);
+                    if (!w)
+                        abort();
+                }
+                w[n++] = (wait_op){e->proc, e->inc, x->t, e->t, k, i};
+                break;
+            }
+        }
+    }
+    /* a wait with a fault in it did not "stay": leave it out */
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool fault = false;
+        for (size_t k = w[i].i_inv; k <= w[i].i_ok && !fault; k++)
+            fault = is_nemesis(&h->ev[k]) && hits(&h->ev[k], w[i].proc);
+        /* a fault that began before the wait and ended in it or after (a pause, a server
+         * down or paused, a failover settling, a partition) */
+        for (size_t k = 0; k < w[i].i_inv && !fault; k++) {
+            const hev *x = &h->ev[k];
+            if (!is_nemesis(x) || strcmp(x->type, "invoke") != 0 || !hits(x, w[i].proc))
+                continue;
+            const char *end_op = strcmp(x->op, "srvkill") == 0 ? "srvup" : x->op;
+            int64_t end = INT64_MAX;
+            for (size_t q = k + 1; q < h->n; q++)
+                if (is_nemesis(&h->ev[q]) && strcmp(h->ev[q].op, end_op) == 0 &&
+                    strcmp(h->ev[q].type, "invoke") != 0 &&
+                    (strcmp(x->op, "pause") != 0 || h->ev[q].proc == x->proc)) {
+                    end = h->ev[q].t;
+                    break;
+                }
+            fault = end >= w[i].invoke;
+        }
+        if (!fault)
+            w[m++] = w[i];
+    }
+    v.checked = (long)m;
+    int shown = 0;
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < m; j++) {
+            if (w[i].invoke + p->fifo_margin_us < w[j].invoke && w[j].done < w[i].done) {
+                v.violations++;
+                if (shown < p->excerpts && out) {
+                    shown++;
+                    fprintf(out,
+                            "  fair lock fifo: VIOLATION: %d.%d asked at %" PRId64
+                            " and was served at %" PRId64 " after %d.%d, who asked at %" PRId64
+                            " and was served at %" PRId64 "\n",
+                            w[i].proc, w[i].inc, w[i].invoke, w[i].done, w[j].proc, w[j].inc,
+                            w[j].invoke, w[j].done);
+                    hist_print_event(out, &h->ev[w[i].i_inv]);
+                    hist_print_event(out, &h->ev[w[j].i_inv]);
+                    hist_print_event(out, &h->ev[w[j].i_ok]);
+                    hist_print_event(out, &h->ev[w[i].i_ok]);
+                }
+                break;
+            }
+        }
+    free(w);
+    return v;
+}
+
+/* ------------------------------------------------------------- all ----------------- */
+
+static bool has(const hist *h, const char *obj)
+{
+    for (size_t i = 0; i < h->n; i++)
+        if (strcmp(h->ev[i].obj, obj) == 0)
+            return true;
+    return false;
+}
+
+static long say(FILE *out, hist_verdict v)
+{
+    fprintf(out, "verdict %-16s %-5s checked %ld violations %ld allowed %ld\n", v.checker,
+            v.violations ? "FAIL" : "ok", v.checked, v.violations, v.allowed);
+    return v.violations;
+}
+
+long hist_check_all(const hist *h, const hist_params *p, FILE *out)
+{
+    long bad = 0;
+    if (has(h, "mutex")) {
+        bad += say(out, hist_check_mutex(h, "mutex", p, out));
+        bad += say(out, hist_check_fenced(h, "mutex", p, out));
+        bad += say(out, hist_check_reentrant(h, "mutex", p, out));
+    }
+    if (has(h, "fair")) {
+        bad += say(out, hist_check_mutex(h, "fair", p, out));
+        bad += say(out, hist_check_fifo(h, p, out));
+    }
+    if (has(h, "rw")) {
+        bad += say(out, hist_check_rw(h, p, out));
+        bad += say(out, hist_check_fenced(h, "rw", p, out));
+    }
+    if (has(h, "sem"))
+        bad += say(out, hist_check_permits(h, "sem", p->sem_permits, p, out));
+    if (has(h, "permits"))
+        bad += say(out, hist_check_permits(h, "permits", p->permits_permits, p, out));
+    if (has(h, "latch"))
+        bad += say(out, hist_check_latch(h, p, out));
+    return bad;
+}

@@ -1,0 +1,521 @@
+/*
+ * A client of the checked histories: one process that drives one primitive through the
+ * public API for a while and appends every operation to its history file (hist.h).
+ *
+ *   hist_client URL RESOURCE_PORT WORKLOAD PROC INC SEED DURATION_MS OUT
+ *
+ * WORKLOAD: mutex, fair, rw, sem, permits, latch. The process keeps its client and its
+ * handles across many operations (a process looping on one handle through faults is what
+ * found issue 27), and now and then opens fresh ones; it mixes the thread's owner and
+ * baton_owner owners, re-entry, and the asynchronous acquire. Every hold writes the fenced
+ * store (a key on the resource server updated by a script only if the token is at least
+ * the stored one) at its start and again just before its release.
+ *
+ * Environment: HIST_SYNC_REPLICAS (sync_replicas), HIST_WATCHDOG_MS (default 3000),
+ * HIST_CMD_TIMEOUT_MS (default 1000).
+ */
+#define _GNU_SOURCE
+#include <baton/baton.h>
+#include <hiredis/hiredis.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static FILE *hf;
+static redisContext *res;
+static int res_port;
+static int g_proc, g_inc;
+static const char *g_obj;
+static unsigned long long rng;
+
+static uint64_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static int64_t rnd_in(int64_t lo, int64_t hi)
+{
+    return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1));
+}
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void res_connect(void)
+{
+    for (;;) {
+        struct timeval tv = {2, 0};
+        const char *host = getenv("HIST_RESOURCE_HOST");
+        res = redisConnectWithTimeout(host && *host ? host : "127.0.0.1", res_port, tv);
+        if (res && !res->err) {
+            redisSetTimeout(res, tv);
+            return;
+        }
+        if (res)
+            redisFree(res);
+        res = NULL;
+        usleep(10000);
+    }
+}
+
+static redisReply *res_cmd(const char *fmt, ...)
+{
+    for (int attempt = 0;; attempt++) {
+        if (!res)
+            res_connect();
+        va_list ap;
+        va_start(ap, fmt);
+        redisReply *r = redisvCommand(res, fmt, ap);
+        va_end(ap);
+        if (r)
+            return r;
+        redisFree(res);
+        res = NULL;
+        if (attempt > 50) {
+            fprintf(stderr, "hist_client: the resource server does not answer\n");
+            exit(3);
+        }
+    }
+}
+
+/* The resource server's TIME in microseconds: the one clock of the history. */
+static int64_t srv_us(void)
+{
+    redisReply *r = res_cmd("TIME");
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+        fprintf(stderr, "hist_client: TIME: %s\n", r->type == REDIS_REPLY_ERROR ? r->str : "?");
+        exit(3);
+    }
+    int64_t t =
+        strtoll(r->element[0]->str, NULL, 10) * 1000000 + strtoll(r->element[1]->str, NULL, 10);
+    freeReplyObject(r);
+    return t;
+}
+
+static void emit(const char *op, const char *type, int64_t token, int rc, int64_t value)
+{
+    int64_t t = srv_us();
+    fprintf(hf, "%" PRId64 " %" PRId64 " %d %d %s %s %s %" PRId64 " %d %" PRId64 "\n", t, mono_ns(),
+            g_proc, g_inc, g_obj, op, type, token, rc, value);
+    fflush(hf);
+}
+
+/* A completion: ok, fail (it did not happen) or info (unknown). */
+static void done(const char *op, int rc, int64_t token, int64_t value)
+{
+    const char *type = rc == BATON_OK ? "ok"
+                       : rc == BATON_ETIMEDOUT || rc == BATON_ENOTHELD || rc == BATON_ENOTSYNCED ||
+                               rc == BATON_EINVAL || rc == BATON_ENOTSUP || rc == BATON_ECANCELED
+                           ? "fail"
+                           : "info";
+    emit(op, type, token, rc, value);
+}
+
+/* The fenced store: accepts a write whose token is at least the highest it accepted. */
+static const char *STORE_LUA =
+    "local top = tonumber(redis.call('GET', KEYS[1]) or '0') "
+    "local t = tonumber(ARGV[1]) "
+    "if t >= top then redis.call('SET', KEYS[1], ARGV[1]); redis.call('INCR', KEYS[2]); "
+    "return 1 end return 0";
+
+static void fenced_write(int64_t token)
+{
+    emit("store", "invoke", token, 0, 0);
+    redisReply *r = res_cmd("EVAL %s 2 hist:store:%s hist:writes:%s %lld", STORE_LUA, g_obj, g_obj,
+                            (long long)token);
+    bool accepted = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+    freeReplyObject(r);
+    emit("store", accepted ? "ok" : "fail", token, 0, 0);
+}
+
+static int64_t env_int(const char *name, int64_t def)
+{
+    const char *s = getenv(name);
+    return s && *s ? strtoll(s, NULL, 10) : def;
+}
+
+static const char *url;
+static int64_t watchdog_ms;
+
+static baton_client *open_client(int64_t until_us)
+{
+    baton_options o;
+    baton_options_init(&o);
+    o.url = url;
+    o.command_timeout_ms = env_int("HIST_CMD_TIMEOUT_MS", 1000);
+    o.connect_timeout_ms = 1000;
+    o.watchdog_ms = watchdog_ms;
+    o.fair_wait_ms = 2000;
+    o.recheck_ms = 200;
+    o.keepalive_ms = 2000;
+    o.sync_replicas = (int)env_int("HIST_SYNC_REPLICAS", 0);
+    o.sync_timeout_ms = 500;
+    for (;;) {
+        baton_client *c = NULL;
+        if (baton_client_open(&o, &c) == BATON_OK)
+            return c;
+        if (srv_us() > until_us)
+            return NULL;
+        usleep(50000);
+    }
+}
+
+/* ------------------------------------------------------------- async --------------- */
+
+static int async_pipe[2];
+
+static void async_done(void *handle, baton_owner *owner, int rc, void *arg)
+{
+    (void)handle;
+    (void)owner;
+    (void)arg;
+    ssize_t w = write(async_pipe[1], &rc, sizeof rc);
+    (void)w;
+}
+
+static int async_acquire(baton_client *c, baton_lock *l, baton_owner *o, int64_t wait_ms,
+                         int64_t lease)
+{
+    baton_client_set_callbacks(c, BATON_CALLBACKS_BATON);
+    int rc = baton_lock_acquire_async(l, o, wait_ms, lease, async_done, NULL, NULL);
+    if (rc != BATON_OK)
+        return rc;
+    int got;
+    while (read(async_pipe[0], &got, sizeof got) != sizeof got)
+        if (errno != EINTR)
+            return BATON_ECONN;
+    return got;
+}
+
+/* ------------------------------------------------------------- lock workloads ------ */
+
+/* Holds for hold_ms, watching the lost fd; returns true if the hold was found lost. */
+static bool hold_for(int lost_fd, int64_t hold_ms)
+{
+    struct pollfd pfd = {lost_fd, POLLIN, 0};
+    int64_t end = mono_ns() + hold_ms * 1000000;
+    for (;;) {
+        int64_t left = (end - mono_ns()) / 1000000;
+        if (left < 0)
+            left = 0;
+        int n = poll(&pfd, 1, (int)left);
+        if (n > 0 && (pfd.revents & POLLIN)) {
+            emit("lost", "ok", 0, 0, 0);
+            return true;
+        }
+        if (n == 0 || left == 0)
+            return false;
+    }
+}
+
+typedef enum { W_MUTEX, W_FAIR, W_RW } lock_kind;
+
+static void lock_workload(lock_kind kind, int64_t until_us)
+{
+    baton_client *c = NULL;
+    baton_rwlock *rw = NULL;
+    baton_lock *l = NULL;
+    baton_owner *owner = NULL;
+    const char *name = kind == W_MUTEX ? "h:mutex" : kind == W_FAIR ? "h:fair" : "h:rw";
+    while (srv_us() < until_us) {
+        /* fresh client now and then; a fresh handle more often */
+        if (c && rnd() % 50 == 0) {
+            baton_owner_free(owner);
+            owner = NULL;
+            if (rw)
+                baton_rwlock_close(rw);
+            else
+                baton_lock_close(l);
+            rw = NULL;
+            l = NULL;
+            baton_client_close(c);
+            c = NULL;
+        } else if (c && rnd() % 20 == 0) {
+            if (rw)
+                baton_rwlock_close(rw);
+            else
+                baton_lock_close(l);
+            rw = NULL;
+            l = NULL;
+        }
+        if (!c) {
+            c = open_client(until_us);
+            if (!c)
+                break;
+        }
+        bool write_side = true;
+        baton_lock *h;
+        if (kind == W_RW) {
+            if (!rw && baton_rwlock_open(c, name, &rw) != BATON_OK)
+                abort();
+            write_side = rnd() % 3 == 0;
+            h = write_side ? baton_rwlock_write(rw) : baton_rwlock_read(rw);
+        } else {
+            if (!l && (kind == W_FAIR ? baton_fairlock_open(c, name, &l)
+                                      : baton_lock_open(c, name, &l)) != BATON_OK)
+                abort();
+            h = l;
+        }
+        /* the owner: the thread's, or an explicit one kept across holds (sometimes new) */
+        baton_owner *o = NULL;
+        if (kind != W_RW && rnd() % 5 < 2) {
+            if (owner && rnd() % 10 == 0) {
+                baton_owner_free(owner);
+                owner = NULL;
+            }
+            if (!owner && baton_owner_new(c, &owner) != BATON_OK)
+                abort();
+            o = owner;
+        }
+        int64_t lease = rnd() % 4 == 0 ? 2000 : BATON_LEASE_WATCHDOG;
+        int64_t wait_ms = kind == W_FAIR ? 5000 : 2000;
+        const char *acq = kind != W_RW ? "acquire" : write_side ? "wacquire" : "racquire";
+        int64_t lease_v = lease == BATON_LEASE_WATCHDOG ? 0 : lease;
+        emit(acq, "invoke", 0, 0, lease_v);
+        int rc;
+        if (rnd() % 5 == 0)
+            rc = async_acquire(c, h, o, wait_ms, lease);
+        else
+            rc = o ? baton_lock_try_acquire_as(h, o, wait_ms, lease)
+                   : baton_lock_try_acquire(h, wait_ms, lease);
+        if (rc != BATON_OK) {
+            done(acq, rc, 0, lease_v);
+            usleep((useconds_t)rnd_in(rc == BATON_ETIMEDOUT ? 0 : 20000, 50000));
+            continue;
+        }
+        int64_t token = 0;
+        if (o)
+            baton_lock_fencing_token_as(h, o, &token);
+        else
+            baton_lock_fencing_token(h, &token);
+        done(acq, BATON_OK, token, lease_v);
+        int lost_fd = -1;
+        baton_lock_lost_fd(h, &lost_fd);
+        bool lost = false;
+        if (write_side)
+            fenced_write(token);
+        /* re-entry, with the server's hold count read at each depth */
+        int depth = 1;
+        int re = kind == W_RW ? 0 : (int)(rnd() % 3);
+        for (int k = 0; k < re && !lost; k++) {
+            emit("reenter", "invoke", token, 0, 0);
+            rc =
+                o ? baton_lock_try_acquire_as(h, o, 0, lease) : baton_lock_try_acquire(h, 0, lease);
+            done("reenter", rc, token, 0);
+            if (rc != BATON_OK)
+                break;
+            depth++;
+            int64_t cnt = -1;
+            emit("count", "invoke", token, 0, 0);
+            rc = o ? baton_lock_hold_count_as(h, o, &cnt) : baton_lock_hold_count(h, &cnt);
+            done("count", rc, token, depth * 1000 + (cnt < 0 ? 0 : cnt % 1000));
+        }
+        /* the hold: mostly short, sometimes past a third of the watchdog, sometimes past
+         * the watchdog's lease itself (only renewals keep it then) */
+        int64_t hold_ms = rnd() % 8 == 0    ? rnd_in(500, watchdog_ms * 2)
+                          : rnd() % 16 == 0 ? rnd_in(100, 500)
+                                            : rnd_in(1, 40);
+        if (lease != BATON_LEASE_WATCHDOG && hold_ms > lease / 2)
+            hold_ms = lease / 2; /* a fixed lease is the holder's own bound: it keeps it */
+        lost = hold_for(lost_fd, hold_ms);
+        if (!lost && write_side)
+            fenced_write(token);
+        if (!lost) {
+            int64_t cnt = -1;
+            emit("count", "invoke", token, 0, 0);
+            rc = o ? baton_lock_hold_count_as(h, o, &cnt) : baton_lock_hold_count(h, &cnt);
+            done("count", rc, token, depth * 1000 + (cnt < 0 ? 0 : cnt % 1000));
+        }
+        for (; depth > 1; depth--) {
+            emit("exit", "invoke", token, 0, 0);
+            rc = o ? baton_lock_release_as(h, o) : baton_lock_release(h);
+            done("exit", rc, token, 0);
+        }
+        emit("release", "invoke", token, 0, 0);
+        rc = o ? baton_lock_release_as(h, o) : baton_lock_release(h);
+        done("release", rc, token, 0);
+        usleep((useconds_t)rnd_in(0, 20000));
+    }
+    baton_owner_free(owner);
+    if (rw)
+        baton_rwlock_close(rw);
+    else
+        baton_lock_close(l);
+    baton_client_close(c);
+}
+
+/* ------------------------------------------------------------- semaphores ---------- */
+
+static void sem_workload(int64_t until_us)
+{
+    baton_client *c = open_client(until_us);
+    if (!c)
+        return;
+    baton_semaphore *s;
+    if (baton_semaphore_open(c, "h:sem", &s) != BATON_OK)
+        abort();
+    while (baton_semaphore_try_set_permits(s, 2, NULL) != BATON_OK && srv_us() < until_us)
+        usleep(50000);
+    while (srv_us() < until_us) {
+        emit("acquire", "invoke", 0, 0, 1);
+        int rc = baton_semaphore_try_acquire(s, 1, 2000);
+        done("acquire", rc, 0, 1);
+        if (rc == BATON_OK) {
+            usleep((useconds_t)rnd_in(1000, 40000));
+            emit("release", "invoke", 0, 0, 1);
+            done("release", baton_semaphore_release(s, 1), 0, 1);
+        }
+        usleep((useconds_t)rnd_in(rc == BATON_OK || rc == BATON_ETIMEDOUT ? 0 : 20000, 50000));
+    }
+    baton_semaphore_close(s);
+    baton_client_close(c);
+}
+
+static void permits_workload(int64_t until_us)
+{
+    baton_client *c = open_client(until_us);
+    if (!c)
+        return;
+    baton_permits *p;
+    if (baton_permits_open(c, "h:permits", &p) != BATON_OK)
+        abort();
+    while (baton_permits_try_set_permits(p, 3, NULL) != BATON_OK && srv_us() < until_us)
+        usleep(50000);
+    int lost_fd = -1;
+    baton_permits_lost_fd(p, &lost_fd);
+    while (srv_us() < until_us) {
+        char id[BATON_PERMIT_ID_SIZE];
+        int64_t lease = rnd() % 2 ? 2000 : BATON_LEASE_WATCHDOG;
+        int64_t lease_v = lease == BATON_LEASE_WATCHDOG ? 0 : lease;
+        emit("acquire", "invoke", 0, 0, lease_v);
+        int rc = baton_permits_try_acquire(p, 2000, lease, id);
+        done("acquire", rc, 0, lease_v);
+        if (rc == BATON_OK) {
+            int64_t hold_ms = rnd() % 8 == 0 ? rnd_in(500, 2500) : rnd_in(1, 40);
+            if (lease != BATON_LEASE_WATCHDOG && hold_ms > lease / 2)
+                hold_ms = lease / 2;
+            hold_for(lost_fd, hold_ms);
+            emit("release", "invoke", 0, 0, 0);
+            done("release", baton_permits_release(p, id), 0, 0);
+        }
+        usleep((useconds_t)rnd_in(rc == BATON_OK || rc == BATON_ETIMEDOUT ? 0 : 20000, 50000));
+    }
+    baton_permits_close(p);
+    baton_client_close(c);
+}
+
+/* ------------------------------------------------------------- latch --------------- */
+
+/* Rounds of LATCH_ROUND_MS by the resource server's clock: in each round the clients
+ * 0..LATCH_K-1 count down once (at a random moment of its first 40%), the others await;
+ * everyone sets the count first if it is not set (the first one does). */
+#define LATCH_ROUND_MS 1000
+#define LATCH_K 2
+
+static void latch_workload(int64_t until_us, int nprocs_counting)
+{
+    baton_client *c = open_client(until_us);
+    if (!c)
+        return;
+    for (;;) {
+        int64_t now = srv_us();
+        if (now >= until_us)
+            break;
+        int64_t round = now / (LATCH_ROUND_MS * 1000) + 1;
+        int64_t start = round * LATCH_ROUND_MS * 1000;
+        if (start + LATCH_ROUND_MS * 1000 > until_us)
+            break;
+        /* wait for the round to begin */
+        usleep((useconds_t)(start - now));
+        char name[64];
+        snprintf(name, sizeof name, "h:latch:%" PRId64, round);
+        baton_latch *l;
+        if (baton_latch_open(c, name, &l) != BATON_OK)
+            abort();
+        if (g_proc - (int)env_int("HIST_LATCH_BASE", 0) < nprocs_counting) {
+            usleep((useconds_t)rnd_in(0, LATCH_ROUND_MS * 400));
+            if (srv_us() < start + LATCH_ROUND_MS * 400) {
+                baton_latch_try_set_count(l, LATCH_K, NULL);
+                emit("cd", "invoke", 0, 0, round);
+                done("cd", baton_latch_count_down(l), 0, round);
+            }
+        } else {
+            usleep((useconds_t)rnd_in(0, LATCH_ROUND_MS * 50));
+            if (srv_us() < start + LATCH_ROUND_MS * 100) {
+                /* an absent latch reads as open: await only one known to be set */
+                int rc = baton_latch_try_set_count(l, LATCH_K, NULL);
+                if (rc != BATON_OK) {
+                    baton_latch_close(l);
+                    continue;
+                }
+                emit("await", "invoke", 0, 0, round);
+                int64_t left = (start + LATCH_ROUND_MS * 900 - srv_us()) / 1000;
+                done("await", baton_latch_await(l, left > 0 ? left : 0), 0, round);
+            }
+        }
+        baton_latch_close(l);
+    }
+    baton_client_close(c);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 9) {
+        fprintf(stderr,
+                "usage: hist_client URL RESOURCE_PORT WORKLOAD PROC INC SEED DURATION_MS OUT\n");
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    url = argv[1];
+    res_port = atoi(argv[2]);
+    g_obj = argv[3];
+    g_proc = atoi(argv[4]);
+    g_inc = atoi(argv[5]);
+    rng = strtoull(argv[6], NULL, 10) * 0x9E3779B97F4A7C15ull + (unsigned)g_proc * 7919u +
+          (unsigned)g_inc * 104729u + 1;
+    int64_t duration_ms = strtoll(argv[7], NULL, 10);
+    hf = fopen(argv[8], "a");
+    if (!hf) {
+        perror(argv[8]);
+        return 2;
+    }
+    watchdog_ms = env_int("HIST_WATCHDOG_MS", 3000);
+    if (pipe(async_pipe) != 0)
+        return 2;
+    res_connect();
+    int64_t until = srv_us() + duration_ms * 1000;
+    if (strcmp(g_obj, "mutex") == 0)
+        lock_workload(W_MUTEX, until);
+    else if (strcmp(g_obj, "fair") == 0)
+        lock_workload(W_FAIR, until);
+    else if (strcmp(g_obj, "rw") == 0)
+        lock_workload(W_RW, until);
+    else if (strcmp(g_obj, "sem") == 0)
+        sem_workload(until);
+    else if (strcmp(g_obj, "permits") == 0)
+        permits_workload(until);
+    else if (strcmp(g_obj, "latch") == 0)
+        latch_workload(until, LATCH_K);
+    else {
+        fprintf(stderr, "hist_client: unknown workload %s\n", g_obj);
+        return 2;
+    }
+    fclose(hf);
+    redisFree(res);
+    return 0;
+}

@@ -1,0 +1,1028 @@
+/*
+ * The runner of the checked histories: starts the servers, the clients (hist_client, one
+ * process each) and the nemesis, then merges the histories and runs the checkers.
+ *
+ *   hist_run --seed S --time SECONDS --nemesis LIST --deployment single|sentinel
+ *            [--clients mutex:4,fair:3,...] [--keep DIR] [--client PATH] [--skew RATE]
+ *
+ * LIST: comma-separated faults, or "none", or "all": pause (SIGSTOP short of the lease),
+ * pause-long (past it), kill (kill -9 of a client, started again as its next incarnation),
+ * srvkill (kill -9 of the server, restarted with its AOF), srvkill-noaof (restarted with
+ * the AOF gone: the data is lost), cpause (CLIENT PAUSE past the command timeout), ckill
+ * (CLIENT KILL of every client connection), flush (SCRIPT FLUSH), failover (Sentinel:
+ * SENTINEL FAILOVER), partition (every third client cut off from the lock server for
+ * 0.5-6 s: network namespaces and tc, single deployment only), slow (the same clients'
+ * traffic squeezed through 16 kbit/s for 1-4 s).
+ *
+ * --skew RATE runs every other client under libfaketime with its clocks (wall and
+ * monotonic) at RATE times real time (0.95: slow, 1.05: fast).
+ *
+ * The faults and their times come from the seed alone (a fixed schedule); what they hit
+ * depends on timing, as with any real system. Sentinel: the deployment is started by the
+ * wrapper (tests/histories/run), which passes it in HIST_SENTINEL_* variables.
+ *
+ * Every time in the histories is the TIME of a resource server of its own that no fault
+ * touches; the fenced store lives there too.
+ */
+#define _GNU_SOURCE
+#include "hist.h"
+
+#include <hiredis/hiredis.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_CLIENTS 64
+
+static unsigned long long rng;
+
+static uint64_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static int64_t rnd_in(int64_t lo, int64_t hi)
+{
+    return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1));
+}
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void sleep_ms(int64_t ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* ------------------------------------------------------------- servers ------------- */
+
+typedef struct server {
+    int port;
+    pid_t pid;
+    char dir[256];
+    bool aof;
+} server;
+
+static char workdir[200];
+
+/* ------------------------------------------------------------- the network --------- */
+
+/* With a network fault in the list, every third client (index % 3 == 1) runs in a network
+ * namespace of its own, joined to the host by a veth pair; the servers listen on the
+ * host's end too. tc on both ends, filtered on the lock server's port (the resource
+ * server's traffic is never touched), drops or slows that client's traffic to the lock
+ * server. */
+static char net_ns[32], veth_a[16], veth_b[16];
+static char net_ip[32];   /* the host's end, where those clients reach the servers */
+static bool net_filtered; /* the tc classes are in place */
+
+static int sh(const char *fmt, ...)
+{
+    char cmd[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    char full[600];
+    snprintf(full, sizeof full, "%s >/dev/null 2>&1", cmd);
+    int rc = system(full);
+    return rc;
+}
+
+static bool net_setup(void)
+{
+    int id = (int)getpid() % 100000;
+    int k = id % 250 + 1;
+    snprintf(net_ns, sizeof net_ns, "bhist%d", id);
+    snprintf(veth_a, sizeof veth_a, "bh%da", id);
+    snprintf(veth_b, sizeof veth_b, "bh%db", id);
+    snprintf(net_ip, sizeof net_ip, "10.213.%d.1", k);
+    if (sh("ip netns add %s", net_ns) != 0) {
+        net_ip[0] = 0;
+        net_ns[0] = 0;
+        return false;
+    }
+    if (sh("ip link add %s type veth peer name %s", veth_a, veth_b) != 0 ||
+        sh("ip link set %s netns %s", veth_b, net_ns) != 0 ||
+        sh("ip addr add %s/24 dev %s", net_ip, veth_a) != 0 ||
+        sh("ip link set %s up", veth_a) != 0 ||
+        sh("ip netns exec %s ip addr add 10.213.%d.2/24 dev %s", net_ns, k, veth_b) != 0 ||
+        sh("ip netns exec %s ip link set %s up", net_ns, veth_b) != 0 ||
+        sh("ip netns exec %s ip link set lo up", net_ns) != 0)
+        return false;
+    return true;
+}
+
+/* This machine's kernel has no netem (nor prio): the lock server's traffic goes through
+ * an htb class of its own (a u32 filter on its port) whose rate the faults change: 8 bit/s
+ * with a one-packet queue drops everything (a partition), 16 kbit/s queues it (a slow
+ * link); 10 gbit/s is the normal state. */
+static bool net_filter(int port)
+{
+    const char *ends[2][3] = {{"", veth_a, "sport"}, {"ns", veth_b, "dport"}};
+    for (int e = 0; e < 2; e++) {
+        char pre[64] = "";
+        if (ends[e][0][0])
+            snprintf(pre, sizeof pre, "ip netns exec %s ", net_ns);
+        if (sh("%stc qdisc add dev %s root handle 1: htb default 10", pre, ends[e][1]) != 0 ||
+            sh("%stc class add dev %s parent 1: classid 1:10 htb rate 10gbit", pre, ends[e][1]) !=
+                0 ||
+            sh("%stc class add dev %s parent 1: classid 1:30 htb rate 10gbit", pre, ends[e][1]) !=
+                0 ||
+            sh("%stc qdisc add dev %s parent 1:30 handle 30: pfifo limit 1000", pre, ends[e][1]) !=
+                0 ||
+            sh("%stc filter add dev %s protocol ip parent 1:0 prio 3 u32 match ip %s %d 0xffff "
+               "flowid 1:30",
+               pre, ends[e][1], ends[e][2], port) != 0)
+            return false;
+    }
+    net_filtered = true;
+    return true;
+}
+
+/* Sets both ends' class for the lock server's traffic: rate ("8bit", "16kbit", "10gbit")
+ * and queue length. */
+static bool net_set(const char *rate, int queue)
+{
+    if (!net_filtered)
+        return false;
+    bool ok = true;
+    for (int e = 0; e < 2; e++) {
+        char pre[64] = "";
+        if (e == 1)
+            snprintf(pre, sizeof pre, "ip netns exec %s ", net_ns);
+        const char *dev = e == 0 ? veth_a : veth_b;
+        ok &= sh("%stc class change dev %s parent 1: classid 1:30 htb rate %s ceil %s", pre, dev,
+                 rate, rate) == 0;
+        ok &= sh("%stc qdisc change dev %s parent 1:30 handle 30: pfifo limit %d", pre, dev,
+                 queue) == 0;
+    }
+    return ok;
+}
+
+static pid_t owner_pid;
+
+static void net_teardown(void);
+
+static void net_teardown_at_exit(void)
+{
+    if (getpid() == owner_pid)
+        net_teardown();
+}
+
+static void net_teardown(void)
+{
+    if (!net_ns[0])
+        return;
+    sh("ip netns del %s", net_ns);
+    sh("ip link del %s", veth_a);
+    net_ns[0] = 0;
+}
+
+static redisContext *connect_port(int port, int timeout_ms)
+{
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    redisContext *r = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (r && r->err) {
+        redisFree(r);
+        return NULL;
+    }
+    if (r)
+        redisSetTimeout(r, tv);
+    return r;
+}
+
+static bool ping(int port)
+{
+    redisContext *r = connect_port(port, 300);
+    if (!r)
+        return false;
+    redisReply *rep = redisCommand(r, "PING");
+    bool ok = rep && rep->type == REDIS_REPLY_STATUS;
+    /* a server loading its AOF answers -LOADING */
+    if (rep)
+        freeReplyObject(rep);
+    redisFree(r);
+    return ok;
+}
+
+static pid_t spawn_server(server *s)
+{
+    char port[16];
+    snprintf(port, sizeof port, "%d", s->port);
+    char log[300];
+    snprintf(log, sizeof log, "%s/redis.log", s->dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* the runner killed (a ctest timeout): gone too */
+        if (net_ip[0])
+            execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", net_ip,
+                   "--protected-mode", "no", "--dir", s->dir, "--save", "", "--appendonly",
+                   s->aof ? "yes" : "no", "--appendfsync", "always", "--logfile", log,
+                   (char *)NULL);
+        execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", "--dir",
+               s->dir, "--save", "", "--appendonly", s->aof ? "yes" : "no", "--appendfsync",
+               "always", "--logfile", log, "--repl-diskless-sync-delay", "0",
+               "--repl-ping-replica-period", "1", (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+static bool start_server(server *s)
+{
+    for (int attempt = 0; attempt < 20; attempt++) {
+        if (s->port == 0 || attempt > 0) {
+            unsigned short r;
+            FILE *u = fopen("/dev/urandom", "r");
+            if (!u || fread(&r, sizeof r, 1, u) != 1)
+                return false;
+            fclose(u);
+            s->port = 20000 + r % 20000;
+            if (ping(s->port))
+                continue;
+        }
+        s->pid = spawn_server(s);
+        for (int i = 0; i < 200; i++) {
+            if (ping(s->port))
+                return true;
+            if (waitpid(s->pid, NULL, WNOHANG) == s->pid)
+                break;
+            sleep_ms(25);
+        }
+        kill(s->pid, SIGKILL);
+        waitpid(s->pid, NULL, 0);
+    }
+    return false;
+}
+
+/* Starts the server again on its port (after a kill -9), waiting until it answers. */
+static bool restart_server(server *s)
+{
+    s->pid = spawn_server(s);
+    for (int i = 0; i < 400; i++) {
+        if (ping(s->port))
+            return true;
+        sleep_ms(25);
+    }
+    return false;
+}
+
+static void stop_server(server *s)
+{
+    if (s->pid > 0) {
+        kill(s->pid, SIGKILL);
+        waitpid(s->pid, NULL, 0);
+        s->pid = 0;
+    }
+}
+
+static void rm_rf(const char *path)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        execlp("rm", "rm", "-rf", path, (char *)NULL);
+        _exit(127);
+    }
+    waitpid(pid, NULL, 0);
+}
+
+/* ------------------------------------------------------------- the history --------- */
+
+static server resource;
+static server single; /* single: the lock server */
+static redisContext *res;
+static FILE *nem; /* the nemesis' history */
+
+static int64_t srv_us(void)
+{
+    for (int attempt = 0; attempt < 50; attempt++) {
+        if (!res)
+            res = connect_port(resource.port, 2000);
+        redisReply *r = res ? redisCommand(res, "TIME") : NULL;
+        if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
+            int64_t t = strtoll(r->element[0]->str, NULL, 10) * 1000000 +
+                        strtoll(r->element[1]->str, NULL, 10);
+            freeReplyObject(r);
+            return t;
+        }
+        if (r)
+            freeReplyObject(r);
+        if (res)
+            redisFree(res);
+        res = NULL;
+        sleep_ms(20);
+    }
+    fprintf(stderr, "hist_run: the resource server does not answer\n");
+    exit(3);
+}
+
+static void nemesis_event_at(int64_t t, const char *op, const char *type, int proc, int64_t value)
+{
+    fprintf(nem, "%" PRId64 " %" PRId64 " %d 0 nemesis %s %s 0 0 %" PRId64 "\n", t, mono_ns(), proc,
+            op, type, value);
+    fflush(nem);
+}
+
+static void nemesis_event(const char *op, const char *type, int proc, int64_t value)
+{
+    nemesis_event_at(srv_us(), op, type, proc, value);
+}
+
+/* ------------------------------------------------------------- clients ------------- */
+
+typedef struct client {
+    char workload[16];
+    int inc;
+    pid_t pid;
+    bool stopped;
+} client;
+
+static client clients[MAX_CLIENTS];
+static int nclients;
+static const char *client_path;
+static char lock_url[512];
+static long long seed;
+static int64_t end_us; /* when the clients stop */
+static int latch_base = -1;
+static const char *skew; /* --skew RATE: libfaketime's rate for every other client */
+#define FAKETIME_LIB "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
+
+static void spawn_client(int i)
+{
+    client *c = &clients[i];
+    int64_t left_ms = (end_us - srv_us()) / 1000;
+    if (left_ms < 500)
+        return;
+    char port[16], proc[16], inc[16], sd[32], dur[32], out[400], base[16];
+    snprintf(port, sizeof port, "%d", resource.port);
+    snprintf(proc, sizeof proc, "%d", i);
+    snprintf(inc, sizeof inc, "%d", c->inc);
+    snprintf(sd, sizeof sd, "%lld", seed);
+    snprintf(dur, sizeof dur, "%" PRId64, left_ms);
+    snprintf(out, sizeof out, "%s/client-%d-%d.hist", workdir, i, c->inc);
+    snprintf(base, sizeof base, "%d", latch_base);
+    bool in_ns = net_filtered && i % 3 == 1;
+    char url_ns[128];
+    snprintf(url_ns, sizeof url_ns, "redis://%s:%d", net_ip, single.port);
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        setenv("HIST_LATCH_BASE", base, 1);
+        if (in_ns) {
+            setenv("HIST_RESOURCE_HOST", net_ip, 1);
+            execlp("ip", "ip", "netns", "exec", net_ns, client_path, url_ns, port, c->workload,
+                   proc, inc, sd, dur, out, (char *)NULL);
+            _exit(127);
+        }
+        if (skew && i % 2 == 1) {
+            /* every other client's clocks (wall and monotonic) run at this rate */
+            char spec[64];
+            snprintf(spec, sizeof spec, "+0 x%s", skew);
+            setenv("LD_PRELOAD", FAKETIME_LIB, 1);
+            setenv("FAKETIME", spec, 1);
+            setenv("FAKETIME_NO_CACHE", "1", 1);
+        }
+        execl(client_path, client_path, lock_url, port, c->workload, proc, inc, sd, dur, out,
+              (char *)NULL);
+        _exit(127);
+    }
+    c->pid = pid;
+    c->stopped = false;
+}
+
+/* Reaps clients that ended; returns how many are still running. */
+static int reap(void)
+{
+    int running = 0;
+    for (int i = 0; i < nclients; i++) {
+        if (clients[i].pid <= 0)
+            continue;
+        int st;
+        pid_t r = waitpid(clients[i].pid, &st, WNOHANG);
+        if (r == clients[i].pid) {
+            if (WIFEXITED(st) && WEXITSTATUS(st) != 0)
+                fprintf(stderr, "hist_run: client %d.%d exited %d\n", i, clients[i].inc,
+                        WEXITSTATUS(st));
+            else if (WIFSIGNALED(st) && WTERMSIG(st) != SIGKILL)
+                fprintf(stderr, "hist_run: client %d.%d died of signal %d\n", i, clients[i].inc,
+                        WTERMSIG(st));
+            clients[i].pid = 0;
+        } else {
+            running++;
+        }
+    }
+    return running;
+}
+
+/* ------------------------------------------------------------- the deployment ------ */
+
+static bool sentinel_mode;
+static int sentinel_ports[3];
+static int sync_replicas;
+static server single;        /* single: the lock server */
+static server sent_nodes[2]; /* sentinel: the master and the replica as started */
+static int64_t client_timeout_ms = 1000;
+
+/* The port of the current master (Sentinel: as the first sentinel that answers says). */
+static int master_port(void)
+{
+    if (!sentinel_mode)
+        return single.port;
+    for (int i = 0; i < 3; i++) {
+        redisContext *r = connect_port(sentinel_ports[i], 500);
+        if (!r)
+            continue;
+        redisReply *rep = redisCommand(r, "SENTINEL get-master-addr-by-name mymaster");
+        int port = -1;
+        if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2)
+            port = atoi(rep->element[1]->str);
+        if (rep)
+            freeReplyObject(rep);
+        redisFree(r);
+        if (port > 0)
+            return port;
+    }
+    return -1;
+}
+
+static server *node_of_port(int port)
+{
+    if (!sentinel_mode)
+        return &single;
+    for (int i = 0; i < 2; i++)
+        if (sent_nodes[i].port == port)
+            return &sent_nodes[i];
+    return NULL;
+}
+
+static pid_t pid_of_port(int port)
+{
+    redisContext *r = connect_port(port, 500);
+    if (!r)
+        return -1;
+    redisReply *rep = redisCommand(r, "INFO server");
+    pid_t pid = -1;
+    if (rep && rep->type == REDIS_REPLY_STRING) {
+        const char *p = strstr(rep->str, "process_id:");
+        if (p)
+            pid = atoi(p + 11);
+    }
+    if (rep)
+        freeReplyObject(rep);
+    redisFree(r);
+    return pid;
+}
+
+/* Sends one command to the master; true if it answered without an error. */
+static bool master_cmd(const char *fmt, ...)
+{
+    int port = master_port();
+    if (port < 0)
+        return false;
+    redisContext *r = connect_port(port, 1000);
+    if (!r)
+        return false;
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *rep = redisvCommand(r, fmt, ap);
+    va_end(ap);
+    bool ok = rep && rep->type != REDIS_REPLY_ERROR;
+    if (rep)
+        freeReplyObject(rep);
+    redisFree(r);
+    return ok;
+}
+
+/* Whether the current master has a replica online. */
+static bool master_has_replica(void)
+{
+    int port = master_port();
+    redisContext *r = port > 0 ? connect_port(port, 500) : NULL;
+    if (!r)
+        return false;
+    redisReply *rep = redisCommand(r, "INFO replication");
+    bool yes = rep && rep->type == REDIS_REPLY_STRING && strstr(rep->str, "role:master") &&
+               strstr(rep->str, "state=online");
+    if (rep)
+        freeReplyObject(rep);
+    redisFree(r);
+    return yes;
+}
+
+/* ------------------------------------------------------------- the nemesis --------- */
+
+enum {
+    F_PAUSE,
+    F_PAUSE_LONG,
+    F_KILL,
+    F_SRVKILL,
+    F_SRVKILL_NOAOF,
+    F_CPAUSE,
+    F_CKILL,
+    F_FLUSH,
+    F_FAILOVER,
+    F_PARTITION,
+    F_SLOW,
+    F_COUNT
+};
+static const char *fault_names[F_COUNT] = {"pause",         "pause-long", "kill",  "srvkill",
+                                           "srvkill-noaof", "cpause",     "ckill", "flush",
+                                           "failover",      "partition",  "slow"};
+static int faults[F_COUNT];
+static int nfaults;
+
+static bool parse_nemesis(const char *list)
+{
+    if (strcmp(list, "none") == 0)
+        return true;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s",
+             strcmp(list, "all") == 0 ? "pause,pause-long,kill,srvkill,srvkill-noaof,cpause,"
+                                        "ckill,flush,failover"
+                                      : list);
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        int f;
+        for (f = 0; f < F_COUNT; f++)
+            if (strcmp(tok, fault_names[f]) == 0)
+                break;
+        if (f == F_COUNT) {
+            fprintf(stderr, "hist_run: unknown fault %s\n", tok);
+            return false;
+        }
+        if (f == F_FAILOVER && !sentinel_mode)
+            continue; /* "all" on one server */
+        if ((f == F_PARTITION || f == F_SLOW) && sentinel_mode)
+            continue; /* the sentinels name the master by its loopback address */
+        faults[nfaults++] = f;
+    }
+    return true;
+}
+
+/* Every draw of a step is made up front, a fixed number per step, so that a seed's
+ * schedule (fault, target, durations) does not depend on what the run did. */
+typedef struct step {
+    int64_t gap_ms;
+    int fault;
+    int target;      /* a client */
+    int64_t ms;      /* a pause's or a CLIENT PAUSE's length, a server's downtime */
+    int64_t wait_ms; /* before a killed client is started again */
+} step;
+
+static step draw(void)
+{
+    step st;
+    st.gap_ms = rnd_in(1000, 3000);
+    st.fault = nfaults ? faults[rnd() % (uint64_t)nfaults] : -1;
+    st.target = (int)(rnd() % (uint64_t)nclients);
+    uint64_t r = rnd();
+    switch (st.fault) {
+    case F_PAUSE:
+        st.ms = 100 + (int64_t)(r % 701);
+        break;
+    case F_PAUSE_LONG:
+        st.ms = 4000 + (int64_t)(r % 1501);
+        break;
+    case F_SRVKILL:
+    case F_SRVKILL_NOAOF:
+        st.ms = (int64_t)(r % (sentinel_mode ? 4001 : 1501));
+        break;
+    case F_PARTITION:
+        st.ms = 500 + (int64_t)(r % 5501);
+        break;
+    case F_SLOW:
+        st.ms = 1000 + (int64_t)(r % 3001);
+        break;
+    default:
+        st.ms = 100 + (int64_t)(r % 1401);
+    }
+    st.wait_ms = rnd_in(50, 500);
+    return st;
+}
+
+static long restarts;
+
+static void kill_server(bool keep_data, int64_t down_ms)
+{
+    int port = master_port();
+    server *s = port > 0 ? node_of_port(port) : NULL;
+    pid_t pid = port > 0 ? pid_of_port(port) : -1;
+    if (!s || pid <= 0) {
+        nemesis_event("srvkill", "fail", -1, keep_data);
+        return;
+    }
+    /* Sentinel: the node comes back empty (no AOF), as master if the sentinels have not
+     * failed over yet, and a failover loses what the replica had not received: either
+     * may lose the data */
+    int64_t value = sentinel_mode ? 0 : keep_data;
+    nemesis_event("srvkill", "invoke", -1, value);
+    kill(pid, SIGKILL);
+    if (s->pid == pid)
+        waitpid(pid, NULL, 0);
+    else
+        for (int i = 0; i < 100 && kill(pid, 0) == 0; i++)
+            sleep_ms(10);
+    if (!keep_data) {
+        char aof[400];
+        snprintf(aof, sizeof aof, "%s/appendonlydir", s->dir);
+        rm_rf(aof);
+    }
+    sleep_ms(down_ms);
+    bool up = restart_server(s);
+    /* Sentinel: the end of the loss is when the deployment has settled again */
+    for (int k = 0; sentinel_mode && up && k < 200 && !master_has_replica(); k++)
+        sleep_ms(50);
+    nemesis_event("srvup", up ? "ok" : "fail", -1, value);
+    restarts++;
+}
+
+static void inject(const step *st)
+{
+    int i = st->target;
+    switch (st->fault) {
+    case F_PAUSE:
+    case F_PAUSE_LONG: {
+        bool long_ = st->fault == F_PAUSE_LONG;
+        if (clients[i].pid <= 0) {
+            nemesis_event("pause", "fail", i, long_);
+            return;
+        }
+        nemesis_event("pause", "invoke", i, long_);
+        kill(clients[i].pid, SIGSTOP);
+        clients[i].stopped = true;
+        sleep_ms(st->ms);
+        kill(clients[i].pid, SIGCONT);
+        clients[i].stopped = false;
+        nemesis_event("pause", "ok", i, long_);
+        break;
+    }
+    case F_KILL: {
+        if (clients[i].pid <= 0) {
+            nemesis_event("kill", "fail", i, clients[i].inc);
+            return;
+        }
+        nemesis_event("kill", "invoke", i, clients[i].inc);
+        kill(clients[i].pid, SIGKILL);
+        waitpid(clients[i].pid, NULL, 0);
+        clients[i].pid = 0;
+        sleep_ms(st->wait_ms);
+        clients[i].inc++;
+        spawn_client(i);
+        break;
+    }
+    case F_SRVKILL:
+        kill_server(true, st->ms);
+        break;
+    case F_SRVKILL_NOAOF:
+        kill_server(false, st->ms);
+        break;
+    case F_CPAUSE: {
+        int64_t ms = client_timeout_ms + st->ms;
+        nemesis_event("cpause", "invoke", -1, ms);
+        bool ok = master_cmd("CLIENT PAUSE %lld ALL", (long long)ms);
+        sleep_ms(ms);
+        nemesis_event("cpause", ok ? "ok" : "fail", -1, ms);
+        break;
+    }
+    case F_CKILL: {
+        bool ok = master_cmd("CLIENT KILL TYPE normal") && master_cmd("CLIENT KILL TYPE pubsub");
+        nemesis_event("ckill", ok ? "ok" : "fail", -1, 0);
+        break;
+    }
+    case F_FLUSH: {
+        bool ok = master_cmd("SCRIPT FLUSH");
+        nemesis_event("flush", ok ? "ok" : "fail", -1, 0);
+        break;
+    }
+    case F_PARTITION:
+    case F_SLOW: {
+        /* the namespace's clients from the lock server: every packet dropped, or squeezed
+         * through 16 kbit/s; one event per client it reaches */
+        const char *op = st->fault == F_PARTITION ? "partition" : "slow";
+        bool ok = st->fault == F_PARTITION ? net_set("8bit", 1) : net_set("16kbit", 1000);
+        for (int k = 0; k < nclients; k++)
+            if (k % 3 == 1)
+                nemesis_event(op, ok ? "invoke" : "fail", k, st->ms);
+        if (!ok)
+            break;
+        sleep_ms(st->ms);
+        net_set("10gbit", 1000);
+        for (int k = 0; k < nclients; k++)
+            if (k % 3 == 1)
+                nemesis_event(op, "ok", k, st->ms);
+        break;
+    }
+    case F_FAILOVER: {
+        bool ok = false;
+        int old_master = master_port();
+        nemesis_event("failover", "invoke", -1, sync_replicas > 0);
+        for (int k = 0; k < 3 && !ok; k++) {
+            redisContext *r = connect_port(sentinel_ports[k], 1000);
+            if (!r)
+                continue;
+            redisReply *rep = redisCommand(r, "SENTINEL FAILOVER mymaster");
+            ok = rep && rep->type == REDIS_REPLY_STATUS;
+            if (rep)
+                freeReplyObject(rep);
+            redisFree(r);
+        }
+        /* its end: the switch done and the deployment settled (a new master with its
+         * replica online), within 10 s; failovers back to back never complete */
+        for (int k = 0; ok && k < 200 && master_port() == old_master; k++)
+            sleep_ms(50);
+        for (int k = 0; ok && k < 200 && !master_has_replica(); k++)
+            sleep_ms(50);
+        nemesis_event("failover", ok ? "ok" : "fail", -1, sync_replicas > 0);
+        break;
+    }
+    }
+}
+
+static int last_master = -1;
+static int64_t prev_fault_t;
+
+/* Logs a failover over [since, now] if the master changed since the last look. */
+static void check_switch(int64_t since)
+{
+    int port = master_port();
+    if (port <= 0 || last_master <= 0 || port == last_master) {
+        if (port > 0)
+            last_master = port;
+        return;
+    }
+    for (int k = 0; k < 200 && !master_has_replica(); k++)
+        sleep_ms(50);
+    nemesis_event_at(since, "failover", "invoke", -1, sync_replicas > 0);
+    nemesis_event("failover", "ok", -1, sync_replicas > 0);
+    last_master = master_port();
+}
+
+/* ------------------------------------------------------------- main ---------------- */
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: hist_run --seed S --time SECONDS --nemesis LIST|all|none "
+                    "--deployment single|sentinel [--clients mutex:4,...] [--keep DIR] "
+                    "[--client PATH] [--skew RATE]\n");
+    exit(2);
+}
+
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+int main(int argc, char **argv)
+{
+    const char *nemesis = "none", *deployment = "single", *keep = NULL;
+    const char *spec = "mutex:4,fair:3,rw:3,sem:3,permits:3,latch:4";
+    int64_t seconds = 30;
+    seed = 1;
+    for (int i = 1; i < argc; i++) {
+        if (i + 1 >= argc)
+            usage();
+        if (strcmp(argv[i], "--seed") == 0)
+            seed = atoll(argv[++i]);
+        else if (strcmp(argv[i], "--time") == 0)
+            seconds = atoll(argv[++i]);
+        else if (strcmp(argv[i], "--nemesis") == 0)
+            nemesis = argv[++i];
+        else if (strcmp(argv[i], "--deployment") == 0)
+            deployment = argv[++i];
+        else if (strcmp(argv[i], "--clients") == 0)
+            spec = argv[++i];
+        else if (strcmp(argv[i], "--keep") == 0)
+            keep = argv[++i];
+        else if (strcmp(argv[i], "--client") == 0)
+            client_path = argv[++i];
+        else if (strcmp(argv[i], "--skew") == 0)
+            skew = argv[++i];
+        else
+            usage();
+    }
+    if (strcmp(deployment, "sentinel") == 0)
+        sentinel_mode = true;
+    else if (strcmp(deployment, "single") != 0)
+        usage();
+    if (!parse_nemesis(nemesis))
+        return 2;
+    if (skew && access(FAKETIME_LIB, R_OK) != 0) {
+        fprintf(stderr, "hist_run: --skew needs libfaketime (%s)\n", FAKETIME_LIB);
+        return 2;
+    }
+    static char default_client[512];
+    if (!client_path) {
+        snprintf(default_client, sizeof default_client, "%s", argv[0]);
+        char *slash = strrchr(default_client, '/');
+        snprintf(slash ? slash + 1 : default_client,
+                 sizeof default_client - (size_t)(slash ? slash + 1 - default_client : 0),
+                 "hist_client");
+        client_path = default_client;
+    }
+    rng = (unsigned long long)seed * 0x2545F4914F6CDD1Dull + 12345;
+    const char *t = getenv("HIST_CMD_TIMEOUT_MS");
+    if (t)
+        client_timeout_ms = atoll(t);
+    t = getenv("HIST_SYNC_REPLICAS");
+    if (t)
+        sync_replicas = atoi(t);
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    signal(SIGPIPE, SIG_IGN);
+
+    if (keep) {
+        snprintf(workdir, sizeof workdir, "%s", keep);
+        mkdir(workdir, 0755);
+    } else {
+        snprintf(workdir, sizeof workdir, "/tmp/baton-hist.XXXXXX");
+        if (!mkdtemp(workdir))
+            return 3;
+    }
+    bool want_net = false;
+    for (int k = 0; k < nfaults; k++)
+        want_net |= faults[k] == F_PARTITION || faults[k] == F_SLOW;
+    owner_pid = getpid();
+    atexit(net_teardown_at_exit);
+    if (want_net && !net_setup()) {
+        fprintf(stderr, "hist_run: network namespaces unavailable (ip netns): no network faults\n");
+        net_teardown();
+        net_ip[0] = 0;
+    }
+    /* the resource server: the clock of the history and the fenced store */
+    snprintf(resource.dir, sizeof resource.dir, "%s/resource", workdir);
+    mkdir(resource.dir, 0755);
+    if (!start_server(&resource)) {
+        fprintf(stderr, "hist_run: could not start the resource server\n");
+        return 3;
+    }
+    if (sentinel_mode) {
+        const char *ports = getenv("HIST_SENTINEL_PORTS");
+        const char *m = getenv("HIST_SENTINEL_MASTER"), *rp = getenv("HIST_SENTINEL_REPLICA");
+        const char *dir = getenv("HIST_SENTINEL_DIR");
+        if (!ports || !m || !rp || !dir ||
+            sscanf(ports, "%d %d %d", &sentinel_ports[0], &sentinel_ports[1], &sentinel_ports[2]) !=
+                3) {
+            fprintf(stderr, "hist_run: --deployment sentinel needs tests/histories/run\n");
+            stop_server(&resource);
+            return 2;
+        }
+        sent_nodes[0].port = atoi(m);
+        sent_nodes[1].port = atoi(rp);
+        snprintf(sent_nodes[0].dir, sizeof sent_nodes[0].dir, "%s/master", dir);
+        snprintf(sent_nodes[1].dir, sizeof sent_nodes[1].dir, "%s/replica", dir);
+        snprintf(lock_url, sizeof lock_url,
+                 "redis+sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/mymaster",
+                 sentinel_ports[0], sentinel_ports[1], sentinel_ports[2]);
+    } else {
+        snprintf(single.dir, sizeof single.dir, "%s/server", workdir);
+        mkdir(single.dir, 0755);
+        single.aof = true;
+        if (!start_server(&single)) {
+            fprintf(stderr, "hist_run: could not start the lock server\n");
+            stop_server(&resource);
+            return 3;
+        }
+        snprintf(lock_url, sizeof lock_url, "redis://127.0.0.1:%d", single.port);
+        if (net_ip[0] && !net_filter(single.port))
+            fprintf(stderr, "hist_run: tc (htb, u32) unavailable: no network faults\n");
+    }
+    char path[400];
+    snprintf(path, sizeof path, "%s/nemesis.hist", workdir);
+    nem = fopen(path, "w");
+    if (!nem)
+        return 3;
+
+    /* the clients */
+    char specbuf[512];
+    snprintf(specbuf, sizeof specbuf, "%s", spec);
+    for (char *tok = strtok(specbuf, ","); tok; tok = strtok(NULL, ",")) {
+        char *colon = strchr(tok, ':');
+        int n = colon ? atoi(colon + 1) : 1;
+        if (colon)
+            *colon = 0;
+        if (strcmp(tok, "latch") == 0)
+            latch_base = nclients;
+        for (int k = 0; k < n && nclients < MAX_CLIENTS; k++) {
+            snprintf(clients[nclients].workload, sizeof clients[nclients].workload, "%s", tok);
+            nclients++;
+        }
+    }
+    int64_t start = srv_us();
+    end_us = start + seconds * 1000000;
+    for (int i = 0; i < nclients; i++)
+        spawn_client(i);
+
+    /* the nemesis: a fault every 1 to 3 s, none in the first and the last 2 s */
+    last_master = master_port();
+    prev_fault_t = srv_us();
+    long injected = 0;
+    while (!interrupted && srv_us() < end_us - 2000000) {
+        step st = draw();
+        sleep_ms(st.gap_ms);
+        reap();
+        if (st.fault < 0 || srv_us() >= end_us - 2000000)
+            continue;
+        /* Sentinel: a fault that made the sentinels fail over by themselves (a CLIENT PAUSE
+         * past down-after-milliseconds, a master killed) is a failover too, from the start
+         * of the fault before it was seen (the sentinels take seconds) until the deployment
+         * settled */
+        int64_t t0 = srv_us();
+        if (sentinel_mode)
+            check_switch(prev_fault_t);
+        prev_fault_t = t0;
+        inject(&st);
+        if (sentinel_mode && st.fault != F_FAILOVER)
+            check_switch(t0);
+        else if (sentinel_mode)
+            last_master = master_port();
+        injected++;
+    }
+    if (sentinel_mode)
+        check_switch(prev_fault_t);
+    /* the clients end by themselves (each bounded by its longest operation) */
+    int64_t deadline = mono_ns() + 30 * 1000000000ll;
+    while (reap() > 0 && mono_ns() < deadline && !interrupted)
+        sleep_ms(50);
+    for (int i = 0; i < nclients; i++)
+        if (clients[i].pid > 0) {
+            fprintf(stderr, "hist_run: client %d.%d did not end: killed\n", i, clients[i].inc);
+            kill(clients[i].pid, SIGCONT);
+            kill(clients[i].pid, SIGKILL);
+            waitpid(clients[i].pid, NULL, 0);
+        }
+    fclose(nem);
+    if (sentinel_mode) {
+        /* the nodes this runner started again are its own to stop */
+        for (int i = 0; i < 2; i++)
+            stop_server(&sent_nodes[i]);
+    } else {
+        stop_server(&single);
+    }
+    stop_server(&resource);
+    net_teardown();
+
+    /* merge and check */
+    hist h = {0};
+    bool readable = true;
+    DIR *d = opendir(workdir);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        size_t len = strlen(de->d_name);
+        if (len > 5 && strcmp(de->d_name + len - 5, ".hist") == 0) {
+            snprintf(path, sizeof path, "%s/%s", workdir, de->d_name);
+            readable &= hist_read_file(&h, path);
+        }
+    }
+    if (d)
+        closedir(d);
+    hist_sort(&h);
+    snprintf(path, sizeof path, "%s/history.txt", workdir);
+    FILE *merged = fopen(path, "w");
+    for (size_t i = 0; merged && i < h.n; i++)
+        hist_print_event(merged, &h.ev[i]);
+    if (merged)
+        fclose(merged);
+    hist_params p;
+    hist_params_default(&p);
+    t = getenv("HIST_WATCHDOG_MS");
+    if (t)
+        p.watchdog_ms = atoll(t);
+    long bad = hist_check_all(&h, &p, stdout);
+    hist_counts c;
+    hist_count(&h, &c);
+    printf("counts seed %lld deployment %s nemesis %s time %" PRId64 " s: operations %ld ok %ld "
+           "fail %ld unknown %ld faults %ld (server restarts %ld)\n",
+           seed, deployment, nemesis, seconds, c.ops, c.ok, c.fail, c.info, c.faults, restarts);
+    /* a history with a violation is kept, to be looked at */
+    printf("history %s\n", keep || bad ? path : "(removed; --keep DIR keeps it)");
+    hist_free(&h);
+    if (!keep && !bad)
+        rm_rf(workdir);
+    if (!readable)
+        fprintf(stderr, "hist_run: a history could not be read\n");
+    (void)injected;
+    return bad ? 1 : interrupted ? 130 : 0;
+}

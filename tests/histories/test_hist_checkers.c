@@ -1,0 +1,457 @@
+/*
+ * The checkers of the checked histories on hand-made histories: each must say no to one
+ * that violates its model and yes to a valid one. No server.
+ */
+#define _GNU_SOURCE
+#include "hist.h"
+
+#include <criterion/criterion.h>
+#include <string.h>
+
+/* Builds a history from lines "T PROC INC OBJ OP TYPE TOKEN RC VALUE" (no MONO_NS). */
+static void load(hist *h, const char *const *lines)
+{
+    memset(h, 0, sizeof *h);
+    for (size_t i = 0; lines[i]; i++) {
+        long long t;
+        char rest[256];
+        cr_assert_eq(sscanf(lines[i], "%lld %255[^\n]", &t, rest), 2);
+        char full[320];
+        snprintf(full, sizeof full, "%lld 0 %s", t, rest);
+        hev e;
+        cr_assert(hist_parse_line(full, &e), "line %zu: %s", i, lines[i]);
+        hist_add(h, &e);
+    }
+    hist_sort(h);
+}
+
+static hist_params params(void)
+{
+    hist_params p;
+    hist_params_default(&p);
+    p.excerpts = 5;
+    return p;
+}
+
+/* ------------------------------------------------------------- mutex --------------- */
+
+static const char *const mutex_ok[] = {"100 0 0 mutex acquire invoke 0 0 0",
+                                       "110 0 0 mutex acquire ok 1 0 0",
+                                       "120 1 0 mutex acquire invoke 0 0 0",
+                                       "200 0 0 mutex release invoke 1 0 0",
+                                       "205 0 0 mutex release ok 1 0 0",
+                                       "210 1 0 mutex acquire ok 2 0 0",
+                                       "300 1 0 mutex release invoke 2 0 0",
+                                       "301 1 0 mutex release ok 2 0 0",
+                                       NULL};
+
+/* issue 27's shape: 0 re-acquires on a leftover, its hold is never renewed, 1 acquires
+ * while 0 still acts as holder, and 0's release says ENOTHELD */
+static const char *const mutex_double[] = {
+    "100 0 0 mutex acquire invoke 0 0 0",  "110 0 0 mutex acquire ok 7 0 0",
+    "150 1 0 mutex acquire invoke 0 0 0",  "3000 1 0 mutex acquire ok 8 0 0",
+    "3500 0 0 mutex release invoke 7 0 0", "3501 0 0 mutex release fail 7 -2 0",
+    "3600 1 0 mutex release invoke 8 0 0", NULL};
+
+Test(mutex, valid_history_passes)
+{
+    hist h;
+    load(&h, mutex_ok);
+    hist_params p = params();
+    hist_verdict v = hist_check_mutex(&h, "mutex", &p, stderr);
+    cr_assert_eq(v.checked, 2);
+    cr_assert_eq(v.violations, 0);
+    cr_assert_eq(v.allowed, 0);
+    v = hist_check_fenced(&h, "mutex", &p, stderr);
+    cr_assert_eq(v.violations, 0);
+    hist_free(&h);
+}
+
+Test(mutex, two_holders_is_a_violation_with_an_excerpt)
+{
+    hist h;
+    load(&h, mutex_double);
+    hist_params p = params();
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&buf, &len);
+    hist_verdict v = hist_check_mutex(&h, "mutex", &p, out);
+    fclose(out);
+    cr_assert_eq(v.violations, 1);
+    cr_assert(strstr(buf, "VIOLATION"), "%s", buf);
+    cr_assert(strstr(buf, "3000 0 1 0 mutex acquire ok 8 0 0"), "%s", buf);
+    free(buf);
+    hist_free(&h);
+}
+
+Test(mutex, overlap_after_a_pause_past_the_lease_is_allowed)
+{
+    static const char *const lines[] = {"100 0 0 mutex acquire ok 7 0 0",
+                                        "150 0 0 nemesis pause invoke 0 0 1",
+                                        "3000 1 0 mutex acquire ok 8 0 0",
+                                        "5000 0 0 nemesis pause ok 0 0 1",
+                                        "5100 0 0 mutex release invoke 7 0 0",
+                                        "5200 1 0 mutex release invoke 8 0 0",
+                                        NULL};
+    hist h;
+    load(&h, lines);
+    hist_params p = params();
+    hist_verdict v = hist_check_mutex(&h, "mutex", &p, NULL);
+    cr_assert_eq(v.violations, 0);
+    cr_assert_eq(v.allowed, 1);
+    /* a pause short of the lease excuses nothing */
+    h.ev[1].value = 0;
+    h.ev[3].value = 0;
+    v = hist_check_mutex(&h, "mutex", &p, NULL);
+    cr_assert_eq(v.violations, 1);
+    hist_free(&h);
+}
+
+Test(mutex, a_server_pause_past_the_lease_margin_is_allowed)
+{
+    /* watchdog 3 s: a CLIENT PAUSE of 2.5 s may let a hold expire, one of 1.5 s may not */
+    static const char *const lines[] = {"100000 0 0 mutex acquire ok 7 0 0",
+                                        "200000 -1 0 nemesis cpause invoke 0 0 2500",
+                                        "2700000 -1 0 nemesis cpause ok 0 0 2500",
+                                        "2700100 1 0 mutex acquire ok 8 0 0",
+                                        "2700200 0 0 mutex lost ok 0 0 0",
+                                        "2800000 1 0 mutex release invoke 8 0 0",
+                                        NULL};
+    hist h;
+    load(&h, lines);
+    hist_params p = params();
+    hist_verdict v = hist_check_mutex(&h, "mutex", &p, NULL);
+    cr_assert_eq(v.violations, 0);
+    cr_assert_eq(v.allowed, 1);
+    h.ev[1].value = 1500;
+    v = hist_check_mutex(&h, "mutex", &p, NULL);
+    cr_assert_eq(v.violations, 1);
+    hist_free(&h);
+}
+
+Test(mutex, a_partition_past_the_lease_margin_is_allowed_for_the_one_cut_off)
+{
+    static const char *const lines[] = {"100000 0 0 mutex acquire ok 7 0 0",
+                                        "200000 0 0 nemesis partition invoke 0 0 4000",
+                                        "3300000 1 0 mutex acquire ok 8 0 0",
+                                        "3300500 0 0 mutex lost ok 0 0 0",
+                                        "3400000 1 0 mutex release invoke 8 0 0",
+                                        "4200000 0 0 nemesis partition ok 0 0 4000",
+                                        NULL};
+    hist h;
+    load(&h, lines);
+    hist_params p = params();
+    hist_verdict v = hist_check_mutex(&h, "mutex", &p, NULL);
+    cr_assert_eq(v.violations, 0);
+    cr_assert_eq(v.allowed, 1);
+    /* another client's partition excuses nothing */
+    h.ev[1].proc = 2;
+    v = hist_check_mutex(&h, "mutex", &p, NULL);
+    cr_assert_eq(v.violations, 1);
+    hist_free(&h);
+}
+
+Test(mutex, a_hold_ends_when_told_lost_or_killed)
+{
+    static const char *const lines[] = {
+        "100 0 0 mutex acquire ok 7 0 0",      "900 0 0 mutex lost ok 0 0 0",
+        "1000 1 0 mutex acquire ok 8 0 0",     "1100 1 0 nemesis kill invoke 0 0 0",
+        "1200 2 0 mutex acquire ok 9 0 0",     "1300 0 0 mutex release invoke 7 0 0",
+        "1400 2 0 mutex release invoke 9 0 0", NULL};
+    hist h;
+    load(&h, lines);
+    hist_params p = params();
+    hist_verdict v = hist_check_mutex(&h, "mutex", &p, stderr);
+    cr_assert_eq(v.checked, 3);
+    cr_assert_eq(v.violations, 0);
+    hist_free(&h);
+}
+
+Test(mutex, data_loss_excuses_the_overlap_and_the_token)
+{
+    static const char *const lines[] = {"100 0 0 mutex acquire ok 7 0 0",
+                                        "200 -1 0 nemesis srvkill invoke -1 0 0",
+                                        "300 -1 0 nemesis srvup ok -1 0 0",
+                                        "400 1 0 mutex acquire ok 1 0 0",
+                                        "500 0 0 mutex lost ok 0 0 0",
+                                        "600 1 0 mutex release invoke 1 0 0",
+                                        NULL};
+    hist h;
+    load(&h, lines);
+    hist_params p = params();
+    hist_verdict v = hist_check_mutex(&h, "mutex", &p, NULL);
+    cr_assert_eq(v.violations, 0);
+    cr_assert_eq(v.allowed, 1);
+    v = hist_check_fenced(&h, "mutex", &p, NULL);
+    cr_assert_eq(v.violations, 0);
+    /* kept by AOF (value 1): the same history is a violation */
+    h.ev[1].value = 1;
+    v = hist_check_mutex(&h, "mutex", &p, NULL);
+    cr_assert_eq(v.violations, 1);
+    hist_free(&h);
+}
+
+Test(mutex, a_failover_is_a_loss_until_it_has_settled)
+{
+    /* the hold began after SENTINEL FAILOVER was sent, before the switch: the new master
+     * may lack it */
+    static const char *const lines[] = {"100 -1 0 nemesis failover invoke 0 0 0",
+                                        "200 0 0 mutex acquire ok 7 0 0",
+                                        "900 -1 0 nemesis failover ok 0 0 0",
+                                        "1000 1 0 mutex acquire ok 7 0 0",
+                                        "1100 0 0 mutex lost ok 0 0 0",
+                                        "1200 1 0 mutex release invoke 7 0 0",
+                                        NULL};
+    hist h;
+    load(&h, lines);
+    hist_params p = params();
+    hist_verdict v = hist_check_mutex(&h, "mutex", &p, NULL);
+    cr_assert_eq(v.violations, 0);
+    cr_assert_eq(v.allowed, 1);
+    /* with sync_replicas (VALUE 1) it is not a loss */
+    h.ev[0].value = 1;
+    h.ev[2].value = 1;
+    v = hist_check_mutex(&h, "mutex", &p, NULL);
+    cr_assert_eq(v.violations, 1);
+    hist_free(&h);
+}
+
+/* ------------------------------------------------------------- fencing ------------- */
+
+Test(fenced, tokens_that_do_not_rise_are_a_violation)
+{
+    static const char *const lines[] = {
+        "100 0 0 mutex acquire ok 7 0 0", "200 0 0 mutex release invoke 7 0 0",
+        "300 1 0 mutex acquire ok 7 0 0", "400 1 0 mutex release invoke 7 0 0", NULL};
+    hist h;
+    load(&h, lines);
+    hist_params p = params();
+    hist_verdict v = hist_check_fenced(&h, "mutex", &p, stderr);
+    cr_assert_eq(v.violations, 1);
+    hist_free(&h);
+}
+
+Test(fenced, the_store_refusing_a_stale_holder_is_fine_accepting_it_is_not)
+{
+    static const char *const good[] = {"100 0 0 mutex acquire ok 7 0 0",
+                                       "3000 1 0 mutex acquire ok 8 0 0",
+                                       "3010 1 0 mutex store invoke 8 0 0",
+                                       "3020 1 0 mutex store ok 8 0 0",
+                                       "3100 0 0 mutex store invoke 7 0 0",
+                                       "3110 0 0 mutex store fail 7 0 0",
+                                       "3200 0 0 mutex release invoke 7 0 0",
+                                       "3300 1 0 mutex release invoke 8 0 0",
+                                       NULL};
+    hist h;
+    load(&h, good);
+    hist_params p = params();
+    hist_verdict v = hist_check_fenced(&h, "mutex", &p, stderr);
+    cr_assert_eq(v.violations, 0);
+    cr_assert_eq(v.checked, 2 + 1); /* two holds, one accepted write */
+    /* the store accepting token 7 after 8 */
+    strcpy(h.ev[5].type, "ok");
+    v = hist_check_fenced(&h, "mutex", &p, stderr);
+    cr_assert_eq(v.violations, 1);
+    hist_free(&h);
+}
+
+/* ------------------------------------------------------------- hold counts --------- */
+
+Test(reentrant, counts)
+{
+    static const char *const lines[] = {"100 0 0 mutex acquire invoke 0 0 0",
+                                        "110 0 0 mutex acquire ok 7 0 0",
+                                        "120 0 0 mutex reenter ok 7 0 0",
+                                        "130 0 0 mutex count ok 7 0 2002",
+                                        "140 0 0 mutex count ok 7 0 2003",
+                                        "150 0 0 mutex release invoke 7 0 0",
+                                        NULL};
+    hist h;
+    load(&h, lines);
+    hist_params p = params();
+    hist_verdict v = hist_check_reentrant(&h, "mutex", &p, stderr);
+    cr_assert_eq(v.checked, 2);
+    cr_assert_eq(v.violations, 1); /* a leftover hold the client never took */
+    /* after an acquire of unknown outcome, it may be the client's own */
+    strcpy(h.ev[0].type, "info");
+    v = hist_check_reentrant(&h, "mutex", &p, NULL);
+    cr_assert_eq(v.violations, 0);
+    cr_assert_eq(v.allowed, 1);
+    hist_free(&h);
+}
+
+/* ------------------------------------------------------------- read-write ---------- */
+
+Test(rw, readers_together_writer_alone)
+{
+    static const char *const lines[] = {"100 0 0 rw racquire ok 1 0 0",
+                                        "110 1 0 rw racquire ok 2 0 0",
+                                        "200 0 0 rw release invoke 1 0 0",
+                                        "210 1 0 rw release invoke 2 0 0",
+                                        "300 2 0 rw wacquire ok 3 0 0",
+                                        "400 2 0 rw release invoke 3 0 0",
+                                        "450 0 0 rw racquire ok 4 0 0",
+                                        "500 0 0 rw release invoke 4 0 0",
+                                        NULL};
+    hist h;
+    load(&h, lines);
+    hist_params p = params();
+    hist_verdict v = hist_check_rw(&h, &p, stderr);
+    cr_assert_eq(v.checked, 4);
+    cr_assert_eq(v.violations, 0);
+    /* the writer now begins while reader 1 still reads */
+    h.ev[3].t = 350;
+    hist_sort(&h);
+    v = hist_check_rw(&h, &p, stderr);
+    cr_assert_eq(v.violations, 1);
+    hist_free(&h);
+}
+
+/* ------------------------------------------------------------- permits ------------- */
+
+Test(permits, at_most_n)
+{
+    static const char *const lines[] = {"100 0 0 permits acquire ok 0 0 0",
+                                        "110 1 0 permits acquire ok 0 0 0",
+                                        "120 2 0 permits acquire ok 0 0 0",
+                                        "200 0 0 permits release invoke 0 0 0",
+                                        "210 3 0 permits acquire ok 0 0 0",
+                                        "300 1 0 permits release invoke 0 0 0",
+                                        "310 2 0 permits release invoke 0 0 0",
+                                        "320 3 0 permits release invoke 0 0 0",
+                                        NULL};
+    hist h;
+    load(&h, lines);
+    hist_params p = params();
+    hist_verdict v = hist_check_permits(&h, "permits", 3, &p, stderr);
+    cr_assert_eq(v.checked, 4);
+    cr_assert_eq(v.violations, 0);
+    v = hist_check_permits(&h, "permits", 2, &p, stderr);
+    cr_assert_eq(v.violations, 2); /* the third at 120 and the fourth at 210 */
+    hist_free(&h);
+}
+
+/* ------------------------------------------------------------- latch --------------- */
+
+Test(latch, released_only_after_the_last_count_down)
+{
+    static const char *const lines[] = {"100 2 0 latch await invoke 0 0 5",
+                                        "110 0 0 latch cd invoke 0 0 5",
+                                        "120 0 0 latch cd ok 0 0 5",
+                                        "130 1 0 latch cd invoke 0 0 5",
+                                        "140 1 0 latch cd ok 0 0 5",
+                                        "150 2 0 latch await ok 0 0 5",
+                                        NULL};
+    hist h;
+    load(&h, lines);
+    hist_params p = params();
+    p.latch_count = 2;
+    hist_verdict v = hist_check_latch(&h, &p, stderr);
+    cr_assert_eq(v.checked, 1);
+    cr_assert_eq(v.violations, 0);
+    /* released before the second count-down was sent */
+    h.ev[5].t = 125;
+    hist_sort(&h);
+    v = hist_check_latch(&h, &p, stderr);
+    cr_assert_eq(v.violations, 1);
+    /* or with only one count-down at all */
+    p.latch_count = 3;
+    v = hist_check_latch(&h, &p, NULL);
+    cr_assert_eq(v.violations, 1);
+    hist_free(&h);
+}
+
+/* ------------------------------------------------------------- fair lock ----------- */
+
+Test(fifo, served_in_order_of_asking)
+{
+    static const char *const lines[] = {"0 9 0 fair acquire ok 1 0 0",
+                                        "1000 0 0 fair acquire invoke 0 0 0",
+                                        "2000000 1 0 fair acquire invoke 0 0 0",
+                                        "3000000 9 0 fair release invoke 1 0 0",
+                                        "3000100 0 0 fair acquire ok 2 0 0",
+                                        "3100000 0 0 fair release invoke 2 0 0",
+                                        "3100100 1 0 fair acquire ok 3 0 0",
+                                        "3200000 1 0 fair release invoke 3 0 0",
+                                        NULL};
+    hist h;
+    load(&h, lines);
+    hist_params p = params();
+    hist_verdict v = hist_check_fifo(&h, &p, stderr);
+    cr_assert_eq(v.checked, 2); /* 9's acquire has no invoke in the history */
+    cr_assert_eq(v.violations, 0);
+    /* 1 served first although 0 asked two seconds before */
+    static const char *const bad[] = {"0 9 0 fair acquire ok 1 0 0",
+                                      "1000 0 0 fair acquire invoke 0 0 0",
+                                      "2000000 1 0 fair acquire invoke 0 0 0",
+                                      "3000000 9 0 fair release invoke 1 0 0",
+                                      "3000100 1 0 fair acquire ok 2 0 0",
+                                      "3100000 1 0 fair release invoke 2 0 0",
+                                      "3100100 0 0 fair acquire ok 3 0 0",
+                                      "3200000 0 0 fair release invoke 3 0 0",
+                                      NULL};
+    hist g;
+    load(&g, bad);
+    v = hist_check_fifo(&g, &p, stderr);
+    cr_assert_eq(v.violations, 1);
+    /* a waiter that was paused during its wait did not stay: no claim */
+    static const char *const paused[] = {"0 9 0 fair acquire ok 1 0 0",
+                                         "1000 0 0 fair acquire invoke 0 0 0",
+                                         "5000 0 0 nemesis pause invoke 0 0 1",
+                                         "2000000 1 0 fair acquire invoke 0 0 0",
+                                         "2500000 0 0 nemesis pause ok 0 0 1",
+                                         "3000000 9 0 fair release invoke 1 0 0",
+                                         "3000100 1 0 fair acquire ok 2 0 0",
+                                         "3100000 1 0 fair release invoke 2 0 0",
+                                         "3100100 0 0 fair acquire ok 3 0 0",
+                                         "3200000 0 0 fair release invoke 3 0 0",
+                                         NULL};
+    hist k;
+    load(&k, paused);
+    v = hist_check_fifo(&k, &p, NULL);
+    cr_assert_eq(v.violations, 0);
+    hist_free(&h);
+    hist_free(&g);
+    hist_free(&k);
+}
+
+/* ------------------------------------------------------------- counts -------------- */
+
+Test(counts, operations_and_faults)
+{
+    hist h;
+    load(&h, mutex_double);
+    hist_counts c;
+    hist_count(&h, &c);
+    cr_assert_eq(c.ops, 4);
+    cr_assert_eq(c.ok, 2);
+    cr_assert_eq(c.fail, 1);
+    cr_assert_eq(c.info, 0);
+    cr_assert_eq(c.faults, 0);
+    hist_free(&h);
+}
+
+Test(counts, a_partition_of_several_clients_is_one_fault)
+{
+    static const char *const lines[] = {
+        "100 1 0 nemesis partition invoke 0 0 900", "101 4 0 nemesis partition invoke 0 0 900",
+        "1000 1 0 nemesis partition ok 0 0 900",    "1001 4 0 nemesis partition ok 0 0 900",
+        "2000 -1 0 nemesis ckill ok 0 0 0",         NULL};
+    hist h;
+    load(&h, lines);
+    hist_counts c;
+    hist_count(&h, &c);
+    cr_assert_eq(c.faults, 2);
+    cr_assert_eq(c.ops, 0);
+    hist_free(&h);
+}
+
+Test(parse, a_line_cut_by_kill_is_refused)
+{
+    hev e;
+    cr_assert(hist_parse_line("1 2 3 4 mutex acquire ok 5 0 6\n", &e));
+    cr_assert_eq(e.t, 1);
+    cr_assert_eq(e.token, 5);
+    cr_assert_not(hist_parse_line("1 2 3 4 mutex acquire ok 5", &e));
+    cr_assert_not(hist_parse_line("1 2 3 4 mutex acquire maybe 5 0 6", &e));
+}
