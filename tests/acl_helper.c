@@ -51,6 +51,7 @@ void acl_run_cli_verbs(const char *url, const char *name, const char *what)
         {ARGS("--url", url, "latch", name, "count-down"), 0},
         {ARGS("--url", url, "latch", name, "await", "--timeout", "1s"), 0},
         {ARGS("--url", url, "status", name), 0},
+        {ARGS("--url", url, "list", "P*"), 0},
         {ARGS("--url", url, "status", "--json", name), 0},
         {ARGS("--url", url, "unlock", "--force", name), 1},
     };

@@ -686,8 +686,10 @@ Test(scripts, every_script_has_a_row)
  * UNSUBSCRIBE (the end of a wait: a refusal closes the subscription connection instead),
  * LREM (a fair-lock waiter that gives up leaves the queue: refused, the call still ends
  * BATON_ETIMEDOUT and its place lapses after fair_wait_ms), PUBLISH (refused: a warning,
- * see a_release_whose_publish_is_refused_*). */
-static const char *const OPTIONAL[] = {"info", "unsubscribe", "lrem", "publish"};
+ * see a_release_whose_publish_is_refused_*), SCAN (baton list only), CLIENT SETNAME (refused:
+ * the connections stay unnamed). */
+static const char *const OPTIONAL[] = {"info",   "unsubscribe", "lrem",
+                                       "publish", "scan",       "client|setname"};
 
 /* Creates (or resets) ACL user `user` with the rule, plus `extra` (e.g. "-hincrby"). */
 static void acl_user(redisContext *admin, const char *user, const char *extra)
