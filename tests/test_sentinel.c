@@ -824,9 +824,12 @@ static void loop_through_failovers(int run)
         wait_replica_synced();
         fail_over();
     }
+    /* the old master resyncs as a replica first (until then WAIT 1 confirms nothing and
+     * every acquisition is undone): progress is measured from there */
+    wait_replica_synced();
     int at_switch = a->counted;
-    for (int64_t t0 = th_ms(); th_ms() - t0 < 8000 || a->counted < at_switch + 10;) {
-        if (th_ms() - t0 > 20000)
+    for (int64_t t0 = th_ms(); th_ms() - t0 < 5000 || a->counted < at_switch + 5;) {
+        if (th_ms() - t0 > 30000)
             break;
         th_sleep_ms(50);
     }
@@ -849,7 +852,7 @@ static void loop_through_failovers(int run)
     cr_assert(ge(i64, value, (long long)a->counted), "run %d: lost increments", run);
     cr_assert(le(i64, value, (long long)(a->counted + a->unknown)), "run %d: extra increments",
               run);
-    cr_assert(ge(int, a->counted, at_switch + 10), "run %d: counting never resumed", run);
+    cr_assert(ge(int, a->counted, at_switch + 5), "run %d: counting never resumed", run);
     munmap(a, sizeof *a);
 }
 
