@@ -689,7 +689,7 @@ Test(scripts, every_script_has_a_row)
  * see a_release_whose_publish_is_refused_*), SCAN (baton list only), CLIENT SETNAME (refused:
  * the connections stay unnamed). */
 static const char *const OPTIONAL[] = {"info",   "unsubscribe", "lrem",
-                                       "publish", "scan",       "client|setname"};
+                                       "publish", "scan",       "client"};
 
 /* Creates (or resets) ACL user `user` with the rule, plus `extra` (e.g. "-hincrby"). */
 static void acl_user(redisContext *admin, const char *user, const char *extra)
