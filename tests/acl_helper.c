@@ -11,8 +11,8 @@
 void acl_setuser(int port, const char *user, const char *extra)
 {
     char *cmd = NULL;
-    cr_assert(asprintf(&cmd, "ACL SETUSER %s reset on >pw " ACL_RULE_SCOPE " " ACL_RULE_COMMANDS
-                             " %s",
+    cr_assert(asprintf(&cmd,
+                       "ACL SETUSER %s reset on >pw " ACL_RULE_SCOPE " " ACL_RULE_COMMANDS " %s",
                        user, extra ? extra : "") > 0);
     const char *argv[128];
     int argc = 0;

@@ -400,8 +400,8 @@ Test(holds, a_holder_cut_off_is_told_before_anyone_else_can_acquire, .timeout = 
     cr_assert(gt(i64, acquired_at, 0), "the cut-off hold never expired on the server");
     int64_t told = atomic_load(&told_at);
     cr_assert(gt(i64, told, 0), "the cut-off holder was never told");
-    cr_assert(le(i64, told + 16, acquired_at),
-              "told %lld ms before another acquired: no margin", (long long)(acquired_at - told));
+    cr_assert(le(i64, told + 16, acquired_at), "told %lld ms before another acquired: no margin",
+              (long long)(acquired_at - told));
     baton_lock_release(o2);
     baton_lock_close(o2);
     baton_client_close(other);

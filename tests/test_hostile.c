@@ -458,8 +458,8 @@ Test(hostile, a_publish_flood_on_a_waiters_channel_keeps_its_deadline_and_costs_
     cr_assert(eq(int, baton_lock_open(holder, "flooded", &h), BATON_OK));
     cr_assert(eq(int, baton_lock_open(waiter, "flooded", &w), BATON_OK));
     cr_assert(eq(int, baton_lock_try_acquire(h, 0, 60000), BATON_OK));
-    int64_t *longest = mmap(NULL, sizeof *longest, PROT_READ | PROT_WRITE,
-                            MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    int64_t *longest =
+        mmap(NULL, sizeof *longest, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     cr_assert(longest != MAP_FAILED);
     *longest = 0;
     flood f = {s.port, "redisson_lock__channel:{flooded}", longest};

@@ -688,8 +688,7 @@ Test(scripts, every_script_has_a_row)
  * BATON_ETIMEDOUT and its place lapses after fair_wait_ms), PUBLISH (refused: a warning,
  * see a_release_whose_publish_is_refused_*), SCAN (baton list only), CLIENT SETNAME (refused:
  * the connections stay unnamed). */
-static const char *const OPTIONAL[] = {"info",   "unsubscribe", "lrem",
-                                       "publish", "scan",       "client"};
+static const char *const OPTIONAL[] = {"info", "unsubscribe", "lrem", "publish", "scan", "client"};
 
 /* Creates (or resets) ACL user `user` with the rule, plus `extra` (e.g. "-hincrby"). */
 static void acl_user(redisContext *admin, const char *user, const char *extra)

@@ -69,8 +69,8 @@ static void assert_absent(const char *text, const char *raw, const char *plain, 
     cr_assert(eq(ptr, strstr(text, raw), NULL), "%s shows the password %s: %s", what, raw, text);
     cr_assert(eq(ptr, strstr(text, plain), NULL), "%s shows the password: %s", what, text);
     if (strlen(raw) > 8)
-        cr_assert(eq(ptr, strstr(text, raw + 2), NULL), "%s shows the password's tail %s: %s",
-                  what, raw + 2, text);
+        cr_assert(eq(ptr, strstr(text, raw + 2), NULL), "%s shows the password's tail %s: %s", what,
+                  raw + 2, text);
 }
 
 /* Every URL shape around one password. */

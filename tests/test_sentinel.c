@@ -844,8 +844,8 @@ static void loop_through_failovers(int run)
     fprintf(stderr,
             "sentinel: looping handles, run %d: %d acquisitions, %d increments confirmed, "
             "%d unknown, counter %lld, %d overlaps, %d token falls, %d calls failed\n",
-            run, (int)a->acquisitions, (int)a->counted, (int)a->unknown, value,
-            (int)a->overlaps, (int)a->token_falls, (int)a->errors);
+            run, (int)a->acquisitions, (int)a->counted, (int)a->unknown, value, (int)a->overlaps,
+            (int)a->token_falls, (int)a->errors);
     cr_assert(eq(int, a->overlaps, 0), "run %d: two holders at once", run);
     cr_assert(eq(int, a->untold, 0), "run %d: a hold was gone at its release, untold", run);
     cr_assert(eq(int, a->token_falls, 0), "run %d: a token fell", run);
@@ -1107,8 +1107,7 @@ Test(sentinel, a_tenant_with_the_documented_acl_rule_runs_every_verb, .timeout =
     cr_assert(eq(int, baton_client_open(&o, &c), BATON_OK), "%s", baton_open_errmsg());
     baton_lock *l;
     cr_assert(eq(int, baton_lock_open(c, th_tmpname("Psn-acl-lib"), &l), BATON_OK));
-    cr_assert(eq(int, baton_lock_try_acquire(l, 0, 5000), BATON_OK), "%s",
-              baton_client_errmsg(c));
+    cr_assert(eq(int, baton_lock_try_acquire(l, 0, 5000), BATON_OK), "%s", baton_client_errmsg(c));
     cr_assert(eq(int, baton_lock_release(l), BATON_OK));
     baton_lock_close(l);
     baton_client_close(c);

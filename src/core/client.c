@@ -174,8 +174,7 @@ bool baton__in_flux(const baton_client *c)
 {
     /* the detail baton__reply_error records for what is left of a Cluster's redirections */
     static const char *const in_flux[] = {"server replied: TRYAGAIN", "server replied: ASK ",
-                                          "server replied: MOVED ",
-                                          "server replied: CLUSTERDOWN"};
+                                          "server replied: MOVED ", "server replied: CLUSTERDOWN"};
     if (!baton__topology_cluster(c))
         return false;
     const char *msg = baton_client_errmsg(c);

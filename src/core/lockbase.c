@@ -241,8 +241,7 @@ static int release_once(baton_lock *l, const release_form *f, const char *owner,
     long long v = r->integer;
     freeReplyObject(r);
     if (type != REDIS_REPLY_NIL && type != REDIS_REPLY_INTEGER)
-        return baton__fail(c, BATON_EPROTO, "lock %s: unexpected reply to %s", l->name,
-                           f->script);
+        return baton__fail(c, BATON_EPROTO, "lock %s: unexpected reply to %s", l->name, f->script);
     *outcome = type == REDIS_REPLY_NIL ? -1 : v == 0 ? 0 : 1;
     return BATON_OK;
 }

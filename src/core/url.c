@@ -309,9 +309,12 @@ int baton_url_redact(const char *url, char *buf, size_t len)
     char err[8];
     if (baton__url_parse(url, &ep, err, sizeof err) != BATON_OK) {
         /* Nothing of a URL that does not parse is shown but a scheme baton knows. */
-        static const char *const schemes[] = {"rediss+sentinel://", "redis+sentinel://",
-                                              "rediss+cluster://",  "redis+cluster://",
-                                              "rediss://",          "redis://",
+        static const char *const schemes[] = {"rediss+sentinel://",
+                                              "redis+sentinel://",
+                                              "rediss+cluster://",
+                                              "redis+cluster://",
+                                              "rediss://",
+                                              "redis://",
                                               "unix://"};
         const char *scheme = "";
         for (size_t i = 0; url && i < sizeof schemes / sizeof *schemes && !*scheme; i++)

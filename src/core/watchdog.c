@@ -650,8 +650,8 @@ int baton__watchdog_add(baton_client *c, const char *name, const char *owner, bo
                         void (*lost)(void *arg), void *arg, int64_t since_us)
 {
     return baton__watchdog_add_kind(c, baton__script_find("lock_renew"),
-                                    baton__script_find("hold_check"), name, owner, renew, lost,
-                                    arg, since_us);
+                                    baton__script_find("hold_check"), name, owner, renew, lost, arg,
+                                    since_us);
 }
 
 int baton__watchdog_add_kind(baton_client *c, const baton__script *script,

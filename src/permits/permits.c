@@ -427,7 +427,8 @@ static int try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_
      * all of them are given back. */
     bool taken = rc == BATON_OK;
     int64_t recorded = 0;
-    while (rc == BATON_OK && recorded < n && (rc = record_held(p, fresh[recorded], renew, a.sent_us)) == 0)
+    while (rc == BATON_OK && recorded < n &&
+           (rc = record_held(p, fresh[recorded], renew, a.sent_us)) == 0)
         recorded++;
     if (taken && rc != BATON_OK) {
         int64_t ignored;
