@@ -385,8 +385,9 @@ int baton__watchdog_add_kind(baton_client *c, const baton__script *script,
 void baton__watchdog_renew(baton_client *c, const char *name, const char *owner);
 /* How many handles of this client have (name, owner) registered (0: none). */
 int baton__watchdog_refs(baton_client *c, const char *name, const char *owner);
-/* Drops one reference; the last one stops renewal. Never blocks on the server. */
-void baton__watchdog_remove(baton_client *c, const char *name, const char *owner);
+/* Drops the registration made with arg (the lost callback's argument); the last one stops
+ * renewal. Never blocks on the server. */
+void baton__watchdog_remove(baton_client *c, const char *name, const char *owner, const void *arg);
 /* Drops every reference of (name, owner) (force release). */
 void baton__watchdog_forget(baton_client *c, const char *name, const char *owner);
 /* Renewal commands sent so far (EVALSHA round trips), for tests and the benchmark. */

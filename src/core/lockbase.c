@@ -96,6 +96,13 @@ static void drain_lost_pipe(baton_lock *l)
         }
 }
 
+/* The owner field of holder (a thread or baton_owner id) in this lock. */
+static void owner_of(const baton_lock *l, uint64_t holder, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s:%llu%s", baton_client_id(l->client), (unsigned long long)holder,
+             l->owner_suffix ? l->owner_suffix : "");
+}
+
 /* Clears the handle's record of the calling thread's hold; true if it was registered (the
  * caller then drops that registration). Called with l->mu held. */
 static bool clear_record(baton_lock *l)
@@ -127,6 +134,7 @@ int baton__hold_acquired(baton_lock *l, const char *owner, bool fresh, int64_t t
     bool renew = lease_ms == BATON_LEASE_WATCHDOG;
     baton__mutex_lock(&l->mu);
     bool believed = l->holder == tid && !l->lost && l->depth > 0;
+    uint64_t old_holder = l->holder;
     if (fresh || !believed) {
         /* A registration left from an earlier hold that was lost is dropped below. */
         was_lost = fresh && believed;
@@ -147,8 +155,11 @@ int baton__hold_acquired(baton_lock *l, const char *owner, bool fresh, int64_t t
     }
     l->lease_ms = lease_ms;
     baton__mutex_unlock(&l->mu);
-    if (stale)
-        baton__watchdog_remove(c, l->name, owner);
+    if (stale) { /* the earlier hold's registration, under its own owner */
+        char old[BATON__OWNER_LEN];
+        owner_of(l, old_holder, old, sizeof old);
+        baton__watchdog_remove(c, l->name, old, l);
+    }
     if (was_lost)
         tell_lost(l);
     if (do_renew)
@@ -200,7 +211,7 @@ static bool hold_release_begin(baton_lock *l, const char *owner, int64_t *lease_
         l->registered = l->renewing = false;
     baton__mutex_unlock(&l->mu);
     if (cancel)
-        baton__watchdog_remove(c, l->name, owner);
+        baton__watchdog_remove(c, l->name, owner, l);
     return last;
 }
 
@@ -300,7 +311,7 @@ static int hold_release(baton_lock *l, const release_form *f)
     }
     baton__mutex_unlock(&l->mu);
     if (drop)
-        baton__watchdog_remove(c, l->name, owner);
+        baton__watchdog_remove(c, l->name, owner, l);
     if (rc != BATON_OK)
         return rc;
     if (lost)
@@ -366,9 +377,8 @@ void baton__hold_forget(baton_lock *l)
     baton__mutex_unlock(&l->mu);
     if (registered && l->client) {
         char owner[BATON__OWNER_LEN];
-        snprintf(owner, sizeof owner, "%s:%llu%s", baton_client_id(l->client),
-                 (unsigned long long)holder, l->owner_suffix ? l->owner_suffix : "");
-        baton__watchdog_forget(l->client, l->name, owner);
+        owner_of(l, holder, owner, sizeof owner);
+        baton__watchdog_remove(l->client, l->name, owner, l); /* this handle's only */
     }
 }
 

@@ -37,16 +37,20 @@
 
 #define BATCH 100
 
+typedef struct lost_cb {
+    void (*fn)(void *);
+    void *arg;
+} lost_cb;
+
 typedef struct wd_entry {
     char *name;
     char *owner;
-    int refs;
+    lost_cb *regs; /* who registered this (name, owner): each is told of its loss */
+    int nregs;
     bool renew;                  /* renewed every period (a hold without an explicit lease) */
     const baton__script *script; /* the renew script of the hold's kind */
     const baton__script *check;  /* and its check script (leased holds, master moved) */
-    void (*lost)(void *arg);
-    void *arg;
-    int64_t last_ok_us; /* last successful renewal (or registration) */
+    int64_t last_ok_us;          /* last successful renewal (or registration) */
 } wd_entry;
 
 struct baton__watchdog {
@@ -60,6 +64,7 @@ struct baton__watchdog {
     bool verify;        /* the master moved: check every hold there now, leased ones too */
     bool pinned;        /* the subscriber connection is pinned for the holds (see sync_pin) */
     baton__map entries; /* key(name, owner) -> wd_entry */
+    size_t nregs;       /* registrations in all entries */
     uint64_t rounds;    /* renewal EVALSHAs sent */
 };
 
@@ -83,6 +88,7 @@ static char *entry_key(const char *name, const char *owner)
 
 static void free_entry(wd_entry *e)
 {
+    free(e->regs);
     free(e->name);
     free(e->owner);
     free(e);
@@ -204,10 +210,14 @@ static void snapshot_free(snapshot *s)
     free(s->nodes);
 }
 
-typedef struct lost_cb {
-    void (*fn)(void *);
-    void *arg;
-} lost_cb;
+/* Moves an entry that leaves the registry's callbacks to cbs (room for w->nregs). */
+static void take_regs(baton__watchdog *w, const wd_entry *e, lost_cb *cbs, size_t *ncb)
+{
+    for (int i = 0; i < e->nregs; i++)
+        if (cbs && e->regs[i].fn)
+            cbs[(*ncb)++] = e->regs[i];
+    w->nregs -= (size_t)e->nregs;
+}
 
 /* A batch's reply: one 1/0 per hold, in order; anything else leaves them unknown. */
 static void take_results(const redisReply *r, size_t cnt, signed char *result)
@@ -362,8 +372,8 @@ static void run_callbacks(baton__watchdog *w, lost_cb *cbs, size_t ncb)
 }
 
 typedef struct lost_list {
-    lost_cb *cbs;
-    size_t n;
+    lost_cb *cbs; /* room for every registration */
+    size_t n;     /* keys collected */
     char **keys;
 } lost_list;
 
@@ -371,8 +381,8 @@ static void collect_lost(const char *key, void *val, void *arg)
 {
     wd_entry *e = val;
     lost_list *l = arg;
+    (void)e;
     l->keys[l->n] = baton__strdup(key);
-    l->cbs[l->n] = (lost_cb){e->lost, e->arg};
     l->n++;
 }
 
@@ -394,7 +404,7 @@ static void report_all_lost(baton__watchdog *w)
 {
     w->epoch_changed = false;
     size_t n = w->entries.count;
-    lost_list l = {calloc(n + 1, sizeof(lost_cb)), 0, calloc(n + 1, sizeof(char *))};
+    lost_list l = {calloc(w->nregs + 1, sizeof(lost_cb)), 0, calloc(n + 1, sizeof(char *))};
     if (!l.cbs || !l.keys) {
         free(l.cbs);
         free(l.keys);
@@ -405,10 +415,10 @@ static void report_all_lost(baton__watchdog *w)
     for (size_t i = 0; i < l.n; i++) {
         wd_entry *e = l.keys[i] ? baton__map_remove(&w->entries, l.keys[i]) : NULL;
         baton__stat_lost(w->c, BATON__LOST_RESTARTED, e ? e->name : NULL);
-        if (e)
+        if (e) {
+            take_regs(w, e, l.cbs, &ncb);
             free_entry(e);
-        if (l.cbs[i].fn)
-            l.cbs[ncb++] = l.cbs[i];
+        }
         free(l.keys[i]);
     }
     sync_pin(w);
@@ -472,7 +482,7 @@ static bool pass(baton__watchdog *w, bool leased, bool moved)
     baton__mutex_lock(&w->mu);
     int64_t ended = baton__now_us();
     bool unknown = false;
-    lost_cb *cbs = calloc(s.n + 1, sizeof *cbs);
+    lost_cb *cbs = calloc(w->nregs + 1, sizeof *cbs);
     size_t ncb = 0;
     for (size_t i = 0; i < s.n; i++) {
         char *key = entry_key(s.names[i], s.owners[i]);
@@ -492,8 +502,7 @@ static bool pass(baton__watchdog *w, bool leased, bool moved)
                              : result[i] == 0 && !expired ? BATON__LOST_DELETED
                                                           : BATON__LOST_EXPIRED,
                              e->name);
-            if (e->lost && cbs)
-                cbs[ncb++] = (lost_cb){e->lost, e->arg};
+            take_regs(w, e, cbs, &ncb);
             free_entry(e);
         } else if (e)
             unknown = true;
@@ -547,7 +556,7 @@ static void expire_due(baton__watchdog *w)
     size_t n = w->entries.count;
     due_scan ds = {sure_us(w->c),
                    baton__now_us(),
-                   {calloc(n + 1, sizeof(lost_cb)), 0, calloc(n + 1, sizeof(char *))}};
+                   {calloc(w->nregs + 1, sizeof(lost_cb)), 0, calloc(n + 1, sizeof(char *))}};
     if (ds.l.cbs && ds.l.keys) {
         baton__map_each(&w->entries, scan_due, &ds);
         size_t ncb = 0;
@@ -555,10 +564,9 @@ static void expire_due(baton__watchdog *w)
             wd_entry *e = ds.l.keys[i] ? baton__map_remove(&w->entries, ds.l.keys[i]) : NULL;
             if (e) {
                 baton__stat_lost(w->c, BATON__LOST_EXPIRED, e->name);
+                take_regs(w, e, ds.l.cbs, &ncb);
                 free_entry(e);
             }
-            if (ds.l.cbs[i].fn)
-                ds.l.cbs[ncb++] = ds.l.cbs[i];
             free(ds.l.keys[i]);
         }
         sync_pin(w);
@@ -667,8 +675,17 @@ int baton__watchdog_add_kind(baton_client *c, const baton__script *script,
         return baton__fail(c, BATON_ENOMEM, "out of memory");
     baton__mutex_lock(&w->mu);
     wd_entry *e = baton__map_get(&w->entries, key);
+    lost_cb *regs = e ? realloc(e->regs, (size_t)(e->nregs + 1) * sizeof *regs) : NULL;
+    if (e && !regs) {
+        baton__mutex_unlock(&w->mu);
+        free(key);
+        return baton__fail(c, BATON_ENOMEM, "out of memory");
+    }
     if (e) {
-        e->refs++;
+        /* another handle of the same (name, owner): one renewal, each handle told */
+        e->regs = regs;
+        e->regs[e->nregs++] = (lost_cb){lost, arg};
+        w->nregs++;
         if (renew && !e->renew) {
             e->renew = true;
             e->last_ok_us = baton__now_us();
@@ -678,20 +695,22 @@ int baton__watchdog_add_kind(baton_client *c, const baton__script *script,
         if (e) {
             e->name = baton__strdup(name);
             e->owner = baton__strdup(owner);
+            e->regs = calloc(1, sizeof *e->regs);
         }
-        if (!e || !e->name || !e->owner || baton__map_put(&w->entries, key, e) != BATON_OK) {
+        if (!e || !e->name || !e->owner || !e->regs ||
+            baton__map_put(&w->entries, key, e) != BATON_OK) {
             if (e)
                 free_entry(e);
             baton__mutex_unlock(&w->mu);
             free(key);
             return baton__fail(c, BATON_ENOMEM, "out of memory");
         }
-        e->refs = 1;
+        e->regs[0] = (lost_cb){lost, arg};
+        e->nregs = 1;
+        w->nregs++;
         e->renew = renew;
         e->script = script;
         e->check = check;
-        e->lost = lost;
-        e->arg = arg;
         /* the lease runs from when the acquisition was sent, not from its reply */
         e->last_ok_us = since_us > 0 && since_us < baton__now_us() ? since_us : baton__now_us();
         sync_pin(w);
@@ -701,9 +720,9 @@ int baton__watchdog_add_kind(baton_client *c, const baton__script *script,
     return BATON_OK;
 }
 
-/* Drops one reference (all of them if `all`), and waits out a running lost callback so
+/* Drops arg's registration (every one if `all`), and waits out a running lost callback so
  * that none runs for this hold after the call returns (unless called from one). */
-static void drop(baton_client *c, const char *name, const char *owner, bool all)
+static void drop(baton_client *c, const char *name, const char *owner, const void *arg, bool all)
 {
     baton__mutex_lock(&c->lazy_mu);
     baton__watchdog *w = c->wd;
@@ -715,7 +734,22 @@ static void drop(baton_client *c, const char *name, const char *owner, bool all)
         return;
     baton__mutex_lock(&w->mu);
     wd_entry *e = baton__map_get(&w->entries, key);
-    if (e && (all || --e->refs == 0)) {
+    if (e && !all) {
+        /* arg's registration goes (nothing if arg never registered: another handle's is
+         * not this caller's to drop); no callback is left pointing at a handle that may be
+         * freed next */
+        int i = -1;
+        for (int j = 0; j < e->nregs; j++)
+            if (e->regs[j].arg == arg)
+                i = j;
+        if (i >= 0) {
+            e->regs[i] = e->regs[e->nregs - 1];
+            e->nregs--;
+            w->nregs--;
+        }
+    }
+    if (e && (all || e->nregs == 0)) {
+        w->nregs -= (size_t)e->nregs;
         baton__map_remove(&w->entries, key);
         free_entry(e);
         sync_pin(w);
@@ -727,14 +761,14 @@ static void drop(baton_client *c, const char *name, const char *owner, bool all)
     free(key);
 }
 
-void baton__watchdog_remove(baton_client *c, const char *name, const char *owner)
+void baton__watchdog_remove(baton_client *c, const char *name, const char *owner, const void *arg)
 {
-    drop(c, name, owner, false);
+    drop(c, name, owner, arg, false);
 }
 
 void baton__watchdog_forget(baton_client *c, const char *name, const char *owner)
 {
-    drop(c, name, owner, true);
+    drop(c, name, owner, NULL, true);
 }
 
 int baton__watchdog_refs(baton_client *c, const char *name, const char *owner)
@@ -747,7 +781,7 @@ int baton__watchdog_refs(baton_client *c, const char *name, const char *owner)
         return 0;
     baton__mutex_lock(&w->mu);
     wd_entry *e = baton__map_get(&w->entries, key);
-    int refs = e ? e->refs : 0;
+    int refs = e ? e->nregs : 0;
     baton__mutex_unlock(&w->mu);
     free(key);
     return refs;
