@@ -102,6 +102,19 @@ static void on_lost(baton_lock *l, void *arg)
     atomic_fetch_add(&lost_calls, 1);
 }
 
+/* A plain lock on name whose losses count in lost_calls (counter reset); *fd (may be NULL)
+ * its lost descriptor. */
+static baton_lock *watched_lock(baton_client *c, const char *name, int *fd)
+{
+    baton_lock *l;
+    cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
+    atomic_store(&lost_calls, 0);
+    cr_assert(eq(int, baton_lock_set_lost_handler(l, on_lost, NULL), BATON_OK));
+    if (fd)
+        cr_assert(eq(int, baton_lock_lost_fd(l, fd), BATON_OK));
+    return l;
+}
+
 /* Another client's attempt, as the same kind; true if it got the lock. */
 static bool other_acquires(kind k, const char *name)
 {
@@ -237,12 +250,8 @@ Test(holds, a_last_release_while_the_handle_counted_more_tells_the_loss)
     char *name = th_name("fewer");
     baton_client *c = client_with(30000, 0);
     redisContext *r = th_redis();
-    baton_lock *l;
-    cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
-    atomic_store(&lost_calls, 0);
-    cr_assert(eq(int, baton_lock_set_lost_handler(l, on_lost, NULL), BATON_OK));
     int fd = -1;
-    cr_assert(eq(int, baton_lock_lost_fd(l, &fd), BATON_OK));
+    baton_lock *l = watched_lock(c, name, &fd);
     cr_assert(eq(int, baton_lock_acquire(l, BATON_LEASE_WATCHDOG), BATON_OK));
     cr_assert(eq(int, baton_lock_acquire(l, BATON_LEASE_WATCHDOG), BATON_OK));
     char owner[BATON__OWNER_LEN];
@@ -265,10 +274,7 @@ Test(holds, a_fresh_hold_where_the_handle_believed_it_held_tells_the_loss)
     char *name = th_name("fresh");
     baton_client *c = client_with(30000, 0);
     redisContext *r = th_redis();
-    baton_lock *l;
-    cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
-    atomic_store(&lost_calls, 0);
-    cr_assert(eq(int, baton_lock_set_lost_handler(l, on_lost, NULL), BATON_OK));
+    baton_lock *l = watched_lock(c, name, NULL);
     cr_assert(eq(int, baton_lock_acquire(l, BATON_LEASE_WATCHDOG), BATON_OK));
     int64_t first = 0, second = 0;
     cr_assert(eq(int, baton_lock_fencing_token(l, &first), BATON_OK));
@@ -295,10 +301,7 @@ Test(holds, an_undone_acquisition_over_a_leftover_then_a_late_replica, .timeout 
     char *name = th_name("late");
     baton_client *c = client_with(LEASE_MS, 1);
     redisContext *r = th_redis();
-    baton_lock *l;
-    cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
-    atomic_store(&lost_calls, 0);
-    cr_assert(eq(int, baton_lock_set_lost_handler(l, on_lost, NULL), BATON_OK));
+    baton_lock *l = watched_lock(c, name, NULL);
 
     plant_leftover(r, c, PLAIN, name);
     cr_assert(eq(int, baton_lock_acquire(l, BATON_LEASE_WATCHDOG), BATON_ENOTSYNCED));
@@ -448,12 +451,8 @@ Test(holds, a_release_that_finds_the_hold_gone_tells_the_loss_once)
     char *name = th_name("gone");
     baton_client *c = client_with(30000, 0);
     redisContext *r = th_redis();
-    baton_lock *l;
-    cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
-    atomic_store(&lost_calls, 0);
-    cr_assert(eq(int, baton_lock_set_lost_handler(l, on_lost, NULL), BATON_OK));
     int fd = -1;
-    cr_assert(eq(int, baton_lock_lost_fd(l, &fd), BATON_OK));
+    baton_lock *l = watched_lock(c, name, &fd);
     cr_assert(eq(int, baton_lock_acquire(l, BATON_LEASE_WATCHDOG), BATON_OK));
     freeReplyObject(th_cmd(r, "DEL %s", name));
     cr_assert(eq(int, baton_lock_release(l), BATON_ENOTHELD));

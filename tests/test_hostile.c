@@ -436,10 +436,10 @@ static int flooder(void *arg)
     }
     for (int sent = 0; sent < FLOOD; sent += CHUNK) {
         int64_t t0 = th_ms();
-        redisReply *n = redisCommand(
-            r, "EVAL %s 0 %s %d",
-            "for i = 1, tonumber(ARGV[2]) do redis.call('publish', ARGV[1], '0') end",
-            f->channel, CHUNK);
+        redisReply *n =
+            redisCommand(r, "EVAL %s 0 %s %d",
+                         "for i = 1, tonumber(ARGV[2]) do redis.call('publish', ARGV[1], '0') end",
+                         f->channel, CHUNK);
         if (th_ms() - t0 > *f->longest_ms)
             *f->longest_ms = th_ms() - t0;
         bool ok = n && n->type == REDIS_REPLY_NIL;

@@ -675,12 +675,6 @@ Test(scripts, every_script_has_a_row)
 
 /* ------------------------------- the ACL ---------------------------------------------- */
 
-/* The single-server rule of docs/security.md (keep the two in step), scoped to names that
- * begin with "P". */
-/* docs/security.md's single-server rule and per-tenant scope (acl_helper.h) */
-#define RULE_COMMANDS ACL_RULE_COMMANDS
-#define RULE_SCOPE ACL_RULE_SCOPE
-
 /* Commands of the rule that no verb needs to succeed: INFO (the server's version and
  * maxmemory policy, read at connect: without it, no warning and no allow-oom scripts),
  * UNSUBSCRIBE (the end of a wait: a refusal closes the subscription connection instead),
@@ -693,20 +687,8 @@ static const char *const OPTIONAL[] = {"info", "unsubscribe", "lrem", "publish",
 /* Creates (or resets) ACL user `user` with the rule, plus `extra` (e.g. "-hincrby"). */
 static void acl_user(redisContext *admin, const char *user, const char *extra)
 {
-    char *cmd = NULL;
-    cr_assert(asprintf(&cmd, "ACL SETUSER %s reset on >pw " RULE_SCOPE " " RULE_COMMANDS " %s",
-                       user, extra ? extra : "") > 0);
-    /* split on spaces: the rule has no quoted parts */
-    const char *argv[96];
-    int argc = 0;
-    for (char *save = NULL, *t = strtok_r(cmd, " ", &save); t && argc < 96;
-         t = strtok_r(NULL, " ", &save))
-        argv[argc++] = t;
-    redisReply *rep = redisCommandArgv(admin, argc, argv, NULL);
-    cr_assert(rep && rep->type == REDIS_REPLY_STATUS, "ACL SETUSER: %s",
-              rep ? rep->str : admin->errstr);
-    freeReplyObject(rep);
-    free(cmd);
+    (void)admin; /* the program's own server: acl_helper.c's application of the rule */
+    acl_setuser(th_port(), user, extra);
 }
 
 static int open_rc; /* the last user_client's open's code */
@@ -1034,7 +1016,7 @@ static void command_name(const char *tok, char *out, size_t len)
 Test(scripts, each_command_taken_out_of_the_rule_is_eperm_naming_it, .timeout = 600)
 {
     redisContext *admin = th_redis();
-    char *rule = strdup(RULE_COMMANDS);
+    char *rule = strdup(ACL_RULE_COMMANDS);
     int checked = 0;
     for (char *save = NULL, *tok = strtok_r(rule, " ", &save); tok;
          tok = strtok_r(NULL, " ", &save)) {
