@@ -73,6 +73,9 @@ typedef struct cli_global {
  * (baton_options.watchdog_ms), checked here first so that the usage error names the option. */
 #define CLI_MIN_WATCHDOG_MS 30
 
+/* The lock whose hold marks the open's warning as told today (client.c). */
+#define CLI_WARNED_MARKER "baton:warned:maxmemory"
+
 /*
  * The files and who calls whom: opts.c (messages, values, option parsing) calls only the
  * library; client.c (the open) and run.c (signals, COMMAND) call opts.c; commands.c and
@@ -204,7 +207,7 @@ const char *cli_url(const cli_global *g);
 /* Opens the client for g (watchdog_ms applied), or prints why not and returns its exit
  * code (EXIT_CONN, EXIT_AUTH, EXIT_USAGE for a malformed URL or a password that cannot be
  * read). An open that leaves a warning (an evicting maxmemory-policy) prints it unless
- * g->quiet. */
+ * g->quiet, once a day per server (the lock CLI_WARNED_MARKER marks it told). */
 int cli_open_client(const cli_global *g, baton_client **out);
 
 /* ------------------------------- commands.c ------------------------------------------- */

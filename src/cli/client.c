@@ -1,8 +1,9 @@
 /*
  * Opening the client: the options from the command line and the environment, the password
  * (--askpass, --password-file, the environment, systemd's credential), the library's
- * warning at the open, and a failed open's message and exit code. Every command that talks to the
- * server opens its client here.
+ * warning at the open (the maxmemory-policy's told once a day per server), and a failed
+ * open's message and exit code. Every command that talks to the server opens its client
+ * here.
  */
 #define _GNU_SOURCE
 #include "cli.h"
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ------------------------------- the password ----------------------------------------- */
@@ -110,8 +112,35 @@ const char *cli_url(const cli_global *g)
 
 /* ------------------------------- the open's warning ---------------------------------- */
 
-/* The warning an open that succeeded may leave (an evicting maxmemory-policy): on stderr
- * unless -q. */
+/*
+ * Whether this run is the first today to tell the open's warning (an evicting
+ * maxmemory-policy) about this server. cron runs baton every few minutes and mails what it
+ * prints: the warning is told once a day (UTC) per server. The first run of the day takes
+ * the lock CLI_WARNED_MARKER with a fixed lease that ends at the next 00:00 UTC; the runs
+ * after it find the lock held and say nothing. The public API has no call that sets a key of
+ * the caller's choosing: a lock taken with one attempt and a fixed lease is the cheapest
+ * public SET NX PX (one script; it also keeps Redisson's fencing counter
+ * redisson_lock_token:{NAME}, one small key for good, and baton's holder record, which
+ * expires with the lease). The name stays the same every day, so no key is left per day. A
+ * run that cannot tell (the ACL refuses the key, the server is gone, a key of another type)
+ * warns: better twice than never.
+ */
+static bool first_warning_today(baton_client *c)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    int64_t day_ms = 24LL * 3600 * 1000;
+    int64_t ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    baton_lock *marker = NULL;
+    int brc = baton_lock_open(c, CLI_WARNED_MARKER, &marker);
+    if (brc == BATON_OK)
+        brc = baton_lock_try_acquire(marker, 0, day_ms - ms % day_ms);
+    baton_lock_close(marker); /* the hold stays: it ends with its lease */
+    return brc != BATON_ETIMEDOUT;
+}
+
+/* The warning an open that succeeded may leave: on stderr unless -q; an evicting
+ * maxmemory-policy's once a day per server. */
 static void tell_open_warning(const cli_global *g, baton_client *c)
 {
     char warning[1024];
@@ -120,8 +149,13 @@ static void tell_open_warning(const cli_global *g, baton_client *c)
         w += 9; /* the library's text says it already */
     if (!w[0] || g->quiet)
         return;
-    snprintf(warning, sizeof warning, "%s", w);
-    fprintf(stderr, "baton: warning: %s\n", warning);
+    snprintf(warning, sizeof warning, "%s", w); /* the next call on c replaces it */
+    if (!strstr(warning, "maxmemory-policy"))
+        fprintf(stderr, "baton: warning: %s\n", warning);
+    else if (first_warning_today(c))
+        fprintf(stderr,
+                "baton: warning: %s (told once a day: %s marks it until 00:00 UTC; -q: never)\n",
+                warning, CLI_WARNED_MARKER);
 }
 
 /* ------------------------------- the open --------------------------------------------- */
