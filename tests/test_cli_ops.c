@@ -424,6 +424,27 @@ Test(cli_ops, the_loss_message_names_the_cause)
     redisFree(rc);
 }
 
+/* Another cause the library counts: a lease that ran out while baton could not renew it
+ * (stopped past it). */
+Test(cli_ops, the_loss_message_names_an_expiry, .timeout = 30)
+{
+    const char *name = th_tmpname("ops-expired");
+    pid_t pid = cli_spawn(ARGS("lock", name, "--watchdog", "600ms", "--", "sleep", "20"));
+    cr_assert(status_until(name, held, 5000));
+    kill(pid, SIGSTOP);
+    redisContext *rc = th_redis();
+    int64_t end = th_ms() + 5000;
+    while (th_cmd_int(rc, "EXISTS %s", name) == 1 && th_ms() < end)
+        th_sleep_ms(20);
+    cr_assert(eq(i64, (int64_t)th_cmd_int(rc, "EXISTS %s", name), 0), "the lease never ran out");
+    kill(pid, SIGCONT);
+    cr_assert(eq(int, th_wait(pid), 122));
+    char *err = cli_bg_err(pid);
+    cr_assert(strstr(err, "expired") != NULL, "%s", err);
+    free(err);
+    redisFree(rc);
+}
+
 /* ---------------------------------------------------------------- small ones --------- */
 
 Test(cli_ops, the_maxmemory_warning_says_warning_once_and_q_silences_it, .timeout = 30)
