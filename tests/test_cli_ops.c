@@ -553,6 +553,27 @@ Test(cli_ops, semaphore_add_negative_stops_at_zero_and_says_what_it_removed)
 
 /* ---------------------------------------------------------------- names -------------- */
 
+/* A NAME given by --object is taken as it is, "-h" and "--help" too: a lock named so, not a
+ * request for help (which printed the usage and exited 0 without running COMMAND; found by
+ * fuzz_cli_args's property 3). */
+Test(cli_ops, object_help_is_a_name_not_a_help_request)
+{
+    cli_result r;
+    cli_exec(&r, ARGS("lock", "--object", "--help", "-n", "--", "sh", "-c", "echo ran"));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    cr_assert(eq(str, r.out, "ran\n"), "COMMAND did not run: %s", r.out);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("unlock", "--force", "--object", "-h"));
+    cr_assert(eq(int, r.status, 1), "%s", r.out);
+    cr_assert(strstr(r.err, "-h was not locked") != NULL, "%s", r.err);
+    cli_result_free(&r);
+    /* --help itself still is one, after --object's NAME too */
+    cli_exec(&r, ARGS("lock", "--object", "x", "--help"));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    cr_assert(strstr(r.out, "usage: baton") != NULL, "%s", r.out);
+    cli_result_free(&r);
+}
+
 /* Whether CLIENT LIST shows a connection named want, within ms. */
 static bool client_named(const char *want, int64_t ms)
 {

@@ -200,12 +200,16 @@ static void print_help(const cli_command *cmd)
     fputs(help_tail, stdout);
 }
 
-/* True if args (up to "--") ask for help. */
+/* True if args (up to "--") ask for help. The word after --object is a NAME, whatever it
+ * is: "--object -h" names the lock "-h". */
 static bool wants_help(int argc, char **argv)
 {
-    for (int i = 0; i < argc && strcmp(argv[i], "--") != 0; i++)
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+    for (int i = 0; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        if (strcmp(argv[i], "--object") == 0 && i + 1 < argc && strcmp(argv[i + 1], "--") != 0)
+            i++; /* (a "--" there is COMMAND's start, and --object lacks its value) */
+        else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
             return true;
+    }
     return false;
 }
 

@@ -247,7 +247,9 @@ static void same_but_name(const parse *a, const parse *b, char **argv_a, char **
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
     static bool quiet;
-    if (!quiet) { /* usage errors and --help go nowhere */
+    /* usage errors and --help go nowhere; under libFuzzer, set BATON_FUZZ_KEEP_FDS=1 and pass
+     * -close_fd_mask=3 instead, which keeps libFuzzer's own reports on its copy of stderr */
+    if (!quiet && !getenv("BATON_FUZZ_KEEP_FDS")) {
         int null = open("/dev/null", O_WRONLY);
         if (null >= 0) {
             dup2(null, 1);
