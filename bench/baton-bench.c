@@ -1413,6 +1413,79 @@ static void *waiter_main(void *arg)
     return NULL;
 }
 
+/* nw threads of client c, each awaiting the latch. */
+static waiter *latch_waiters(baton_client *c, baton_latch *latch, int nw)
+{
+    waiter *ws = calloc((size_t)nw, sizeof *ws);
+    if (!ws)
+        die("out of memory");
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    for (int i = 0; i < nw; i++) {
+        ws[i].id = i;
+        ws[i].latch = latch;
+        ws[i].c = c;
+        if (pthread_create(&ws[i].thread, &attr, waiter_main, &ws[i]) != 0)
+            die("pthread_create failed (waiter %d)", i);
+    }
+    pthread_attr_destroy(&attr);
+    return ws;
+}
+
+/* Waits until every waiter is blocked: all entered, and the client's commands have stopped
+ * moving for 100 ms (each waiter reads the count before and after it joins the
+ * subscription, then sleeps). */
+static void latch_blocked(baton_client *c, int nw)
+{
+    uint64_t last = 0;
+    int64_t still_since = now_ns();
+    for (;;) {
+        bstats st;
+        client_counts(c, &st);
+        int64_t t = now_ns();
+        if (st.commands != last) {
+            last = st.commands;
+            still_since = t;
+        }
+        if (atomic_load(&sh->entered) == nw && t - still_since > 100000000)
+            break;
+        if (t > sh->stop_ns - 2000000000LL)
+            break;
+        sleep_ms(2);
+    }
+}
+
+/* The waiters' times from the count_down at t0 to their return, into r. */
+static void latch_waits(const waiter *ws, int nw, int64_t t0, result *r)
+{
+    int64_t *lat = malloc((size_t)nw * sizeof *lat);
+    if (!lat)
+        die("out of memory");
+    size_t n = 0;
+    int64_t lastret = t0;
+    for (int i = 0; i < nw; i++) {
+        if (ws[i].rc != BATON_OK || ws[i].returned_ns < t0) {
+            if (r->errors++ == 0)
+                fprintf(stderr, "s4: waiter %d: %s%s\n", i, baton_err_name(ws[i].rc),
+                        ws[i].returned_ns < t0 ? " (returned before the count_down)" : "");
+            continue;
+        }
+        r->ops++;
+        lat[n++] = ws[i].returned_ns - t0;
+        if (ws[i].returned_ns > lastret)
+            lastret = ws[i].returned_ns;
+    }
+    qsort(lat, n, sizeof *lat, cmp_i64);
+    r->seconds = (double)(lastret - t0) / 1e9;
+    r->lat_kind = "acquire-wait";
+    r->lat_p50 = pct_ms(lat, n, 50);
+    r->lat_p99 = pct_ms(lat, n, 99);
+    r->lat_p999 = pct_ms(lat, n, 99.9);
+    r->lat_max = n ? (double)lat[n - 1] / 1e6 : NAN;
+    free(lat);
+}
+
 static void run_latch(void)
 {
     int nw = opt.workers;
@@ -1436,40 +1509,8 @@ static void run_latch(void)
     bstats st0, st1, st2;
     struct rusage ru0, ru1;
     client_counts(c, &st0);
-    waiter *ws = calloc((size_t)nw, sizeof *ws);
-    if (!ws)
-        die("out of memory");
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 256 * 1024);
-    for (int i = 0; i < nw; i++) {
-        ws[i].id = i;
-        ws[i].latch = latch;
-        ws[i].c = c;
-        if (pthread_create(&ws[i].thread, &attr, waiter_main, &ws[i]) != 0)
-            die("pthread_create failed (waiter %d)", i);
-    }
-    pthread_attr_destroy(&attr);
-
-    /* Wait until every waiter is blocked: all entered, and the client's commands have
-     * stopped moving for 100 ms (each waiter reads the count before and after it joins the
-     * subscription, then sleeps). */
-    uint64_t last = 0;
-    int64_t still_since = now_ns();
-    for (;;) {
-        bstats st;
-        client_counts(c, &st);
-        int64_t t = now_ns();
-        if (st.commands != last) {
-            last = st.commands;
-            still_since = t;
-        }
-        if (atomic_load(&sh->entered) == nw && t - still_since > 100000000)
-            break;
-        if (t > sh->stop_ns - 2000000000LL)
-            break;
-        sleep_ms(2);
-    }
+    waiter *ws = latch_waiters(c, latch, nw);
+    latch_blocked(c, nw);
     client_counts(c, &st1);
     int subs = st1.subs;
     server_snap s0, s1;
@@ -1492,33 +1533,12 @@ static void run_latch(void)
     result_init(&r);
     r.workers = nw;
     r.target_ops = nw;
-    int64_t *lat = malloc((size_t)nw * sizeof *lat);
-    size_t n = 0;
-    int64_t lastret = t0;
-    for (int i = 0; i < nw; i++) {
-        if (ws[i].rc != BATON_OK || ws[i].returned_ns < t0) {
-            if (r.errors++ == 0)
-                fprintf(stderr, "s4: waiter %d: %s%s\n", i, baton_err_name(ws[i].rc),
-                        ws[i].returned_ns < t0 ? " (returned before the count_down)" : "");
-            continue;
-        }
-        r.ops++;
-        lat[n++] = ws[i].returned_ns - t0;
-        if (ws[i].returned_ns > lastret)
-            lastret = ws[i].returned_ns;
-    }
-    qsort(lat, n, sizeof *lat, cmp_i64);
-    r.seconds = (double)(lastret - t0) / 1e9;
-    r.lat_kind = "acquire-wait";
-    r.lat_p50 = pct_ms(lat, n, 50);
-    r.lat_p99 = pct_ms(lat, n, 99);
-    r.lat_max = n ? (double)lat[n - 1] / 1e6 : NAN;
+    latch_waits(ws, nw, t0, &r);
     double ops = r.ops ? (double)r.ops : NAN;
     r.server_cmds = (double)(s1.cmds - s0.cmds) / ops;
     r.client_rtts = (double)((st2.commands - st1.commands) + (st2.pubsub - st1.pubsub)) / ops;
     r.server_cpu = (s1.cpu_s - s0.cpu_s) * 1e6 / ops;
     r.client_cpu = cpu_us(&ru0, &ru1) / ops;
-    free(lat);
 
     char extra[900];
     snprintf(extra, sizeof extra,
@@ -1540,6 +1560,61 @@ static void run_latch(void)
  * s5: renewal at scale
  * ---------------------------------------------------------------------------------------- */
 
+/* s5: takes nlocks locks with the watchdog's lease; returns how many it holds. */
+static long renew_take(baton_client *c, baton_lock **locks, bool *got, long nlocks,
+                       uint64_t *errors, char first_err[256])
+{
+    long held = 0;
+    char name[128];
+    for (long i = 0; i < nlocks && now_ns() < sh->stop_ns; i++) {
+        key(name, sizeof name, "held", (int)i);
+        int rc = baton_lock_open(c, name, &locks[i]);
+        if (rc == BATON_OK)
+            rc = baton_lock_try_acquire(locks[i], 0, BATON_LEASE_WATCHDOG);
+        if (rc != BATON_OK) {
+            if ((*errors)++ == 0)
+                snprintf(first_err, 256, "acquire %s: %s: %s", name, baton_err_name(rc),
+                         baton_client_errmsg(c));
+            continue;
+        }
+        got[i] = true;
+        held++;
+    }
+    return held;
+}
+
+/* Every hold must still be there: a lease that ran out shows as BATON_ENOTHELD. Releases
+ * and closes them all, and frees the arrays. */
+static void renew_release(baton_client *c, baton_lock **locks, bool *got, long nlocks,
+                          uint64_t *errors, char first_err[256])
+{
+    for (long i = 0; i < nlocks; i++) {
+        if (got[i]) {
+            int rc = baton_lock_release(locks[i]);
+            if (rc != BATON_OK && (*errors)++ == 0)
+                snprintf(first_err, 256, "release %ld: %s: %s", i, baton_err_name(rc),
+                         baton_client_errmsg(c));
+        }
+        baton_lock_close(locks[i]);
+    }
+    free(locks);
+    free(got);
+}
+
+/* Returns 0.3 period after a round of renewals began (the round is over by then: the
+ * watchdog sends ceil(held / 100) pipelined EVALSHAs at once). A round shows as the
+ * client's renewals_sent moving; polling every 10 ms costs next to no CPU. */
+static void renew_round(baton_client *c, int64_t period_ms)
+{
+    int64_t limit = now_ns() + 2 * period_ms * 1000000 + 1000000000;
+    bstats sw;
+    client_counts(c, &sw);
+    uint64_t r0 = sw.renewals;
+    for (; sw.renewals == r0 && now_ns() < limit; client_counts(c, &sw))
+        sleep_ms(10);
+    sleep_ms(0.3 * (double)period_ms);
+}
+
 static void run_renewal(void)
 {
     long nlocks = opt.n;
@@ -1555,37 +1630,15 @@ static void run_renewal(void)
     if (!locks || !got)
         die("out of memory");
     uint64_t errors = 0;
-    long held = 0;
-    char name[128];
     char first_err[256] = "";
-    for (long i = 0; i < nlocks && now_ns() < sh->stop_ns; i++) {
-        key(name, sizeof name, "held", (int)i);
-        int rc = baton_lock_open(c, name, &locks[i]);
-        if (rc == BATON_OK)
-            rc = baton_lock_try_acquire(locks[i], 0, BATON_LEASE_WATCHDOG);
-        if (rc != BATON_OK) {
-            if (errors++ == 0)
-                snprintf(first_err, sizeof first_err, "acquire %s: %s: %s", name,
-                         baton_err_name(rc), baton_client_errmsg(c));
-            continue;
-        }
-        got[i] = true;
-        held++;
-    }
+    long held = renew_take(c, locks, got, nlocks, &errors, first_err);
 
     /* Hold them for exactly `periods` renewal periods, counting what renewal costs. The
-     * window starts 0.3 period after a round of renewals began (the round is over by then:
-     * the watchdog sends ceil(held / 100) pipelined EVALSHAs at once) and lasts `periods`
-     * periods, so it holds exactly that many whole rounds. A round shows as the client's
-     * renewals_sent moving; its renewal commands are the server's EVALSHAs in the window
-     * (nothing else runs a script then). Polling every 10 ms costs next to no CPU. */
-    int64_t limit = now_ns() + 2 * period_ms * 1000000 + 1000000000;
-    bstats sw;
-    client_counts(c, &sw);
-    uint64_t r0 = sw.renewals;
-    for (; sw.renewals == r0 && now_ns() < limit && held > 0; client_counts(c, &sw))
-        sleep_ms(10);
-    sleep_ms(0.3 * (double)period_ms);
+     * window starts 0.3 period after a round of renewals began and lasts `periods` periods,
+     * so it holds exactly that many whole rounds. Its renewal commands are the server's
+     * EVALSHAs in the window (nothing else runs a script then). */
+    if (held > 0)
+        renew_round(c, period_ms);
     bstats st0, st1;
     struct rusage ru0, ru1;
     server_snap s0, s1;
@@ -1604,18 +1657,7 @@ static void run_renewal(void)
     client_counts(c, &st1);
     server_read(ctl, &s1);
 
-    /* Every hold must still be there: a lease that ran out shows as BATON_ENOTHELD. */
-    for (long i = 0; i < nlocks; i++) {
-        if (got[i]) {
-            int rc = baton_lock_release(locks[i]);
-            if (rc != BATON_OK && errors++ == 0)
-                snprintf(first_err, sizeof first_err, "release %ld: %s: %s", i, baton_err_name(rc),
-                         baton_client_errmsg(c));
-        }
-        baton_lock_close(locks[i]);
-    }
-    free(locks);
-    free(got);
+    renew_release(c, locks, got, nlocks, &errors, first_err);
 
     double secs = (double)(t1 - t0) / 1e9;
     double periods = secs * 1000 / (double)period_ms; /* about opt.periods */
@@ -1816,14 +1858,10 @@ static void a_start(aworker *w)
     }
 }
 
-static void run_async(void)
+/* --async: the counter, the client, the non-blocking critical-section connection, the
+ * object and the logical workers. */
+static aworker *async_setup(redisContext *ctl, int nw)
 {
-    int nw = opt.workers;
-    if (opt.sc != S2 && opt.sc != S2F && opt.sc != S3)
-        die("--async applies to s2, s2f and s3");
-    if (opt.processes || opt.think_ms > 0 || opt.leases || opt.duration > 0)
-        die("--async runs one process, think_ms 0, counted permits, --k acquisitions each");
-    redisContext *ctl = raw_connect();
     char name[128];
     key(A.counter, sizeof A.counter, "counter", -1);
     raw_do(ctl, "DEL %s", A.counter);
@@ -1838,8 +1876,6 @@ static void run_async(void)
     Q.cap = (size_t)nw;
     Q.w = calloc(Q.cap, sizeof *Q.w);
     Q.stage = calloc(Q.cap, sizeof *Q.stage);
-    if (!Q.w || !Q.stage)
-        die("out of memory");
     int rc;
     if (opt.sc == S3) {
 #ifdef BATON_BENCH_HAVE_SEMAPHORE
@@ -1856,24 +1892,21 @@ static void run_async(void)
         die("setup: %s: %s", baton_err_name(rc), baton_client_errmsg(A.c));
     A.waits = calloc((size_t)nw * (size_t)opt.k + 1, sizeof *A.waits);
     aworker *ws = calloc((size_t)nw, sizeof *ws);
-    if (!A.waits || !ws)
+    if (!A.waits || !ws || !Q.w || !Q.stage)
         die("out of memory");
-    int fd;
-    baton_client_async_fd(A.c, &fd);
     for (int i = 0; i < nw; i++) {
         if (baton_owner_new(A.c, &ws[i].o) != BATON_OK)
             die("baton_owner_new failed");
         ws[i].left = opt.k;
     }
+    return ws;
+}
 
-    bstats st0, st1;
-    struct rusage ru0, ru1;
-    server_snap s0, s1;
-    client_counts(A.c, &st0);
-    getrusage(RUSAGE_SELF, &ru0);
-    server_reset(ctl);
-    server_read(ctl, &s0);
-    int64_t start = now_ns();
+/* --async: the loop, until every logical worker is done. */
+static void async_loop(aworker *ws, int nw)
+{
+    int fd;
+    baton_client_async_fd(A.c, &fd);
     for (int i = 0; i < nw; i++)
         a_start(&ws[i]);
     while (A.done < nw) {
@@ -1887,36 +1920,73 @@ static void run_async(void)
             cs_replies();
         baton_client_process(A.c);
     }
+}
+
+/* --async: the figures of the run that started at start. */
+static void async_figures(result *r, redisContext *ctl, int64_t start, double client_cpu_us)
+{
+    int nw = opt.workers;
+    result_init(r);
+    r->workers = nw;
+    r->permits = opt.sc == S3 ? opt.permits : 1;
+    r->think_ms = 0;
+    r->target_ops = (double)nw * (double)opt.k;
+    r->ops = A.ops;
+    r->errors = A.errors;
+    r->seconds = (double)(A.end_ns - start) / 1e9;
+    r->ops_per_s = (double)r->ops / r->seconds;
+    r->lat_kind = "acquire-wait";
+    qsort(A.waits, A.nwaits, sizeof *A.waits, cmp_i64);
+    r->lat_p50 = pct_ms(A.waits, A.nwaits, 50);
+    r->lat_p99 = pct_ms(A.waits, A.nwaits, 99);
+    r->lat_p999 = pct_ms(A.waits, A.nwaits, 99.9);
+    r->lat_max = A.nwaits ? (double)A.waits[A.nwaits - 1] / 1e6 : NAN;
+    r->counter = (double)raw_get_int(ctl, A.counter);
+    r->expected = (double)r->ops;
+    r->lost = r->expected - r->counter;
+    r->max_holders = A.max_holders;
+    r->client_cpu = client_cpu_us / (r->ops ? (double)r->ops : NAN);
+}
+
+static void run_async(void)
+{
+    int nw = opt.workers;
+    if (opt.sc != S2 && opt.sc != S2F && opt.sc != S3)
+        die("--async applies to s2, s2f and s3");
+    if (opt.processes || opt.think_ms > 0 || opt.leases || opt.duration > 0)
+        die("--async runs one process, think_ms 0, counted permits, --k acquisitions each");
+    redisContext *ctl = raw_connect();
+    aworker *ws = async_setup(ctl, nw);
+
+    bstats st0, st1;
+    syscount sc0, sc1, d;
+    struct rusage ru0, ru1;
+    server_snap s0, s1;
+    client_counts(A.c, &st0);
+    syscount_read(&sc0);
+    getrusage(RUSAGE_SELF, &ru0);
+    server_reset(ctl);
+    server_read(ctl, &s0);
+    int64_t start = now_ns();
+    async_loop(ws, nw);
     getrusage(RUSAGE_SELF, &ru1);
+    syscount_read(&sc1);
     client_counts(A.c, &st1);
     server_read(ctl, &s1);
 
     result r;
-    result_init(&r);
-    r.workers = nw;
-    r.permits = opt.sc == S3 ? opt.permits : 1;
-    r.think_ms = 0;
-    r.target_ops = (double)nw * (double)opt.k;
-    r.ops = A.ops;
-    r.errors = A.errors;
-    r.seconds = (double)(A.end_ns - start) / 1e9;
-    r.ops_per_s = (double)r.ops / r.seconds;
-    r.lat_kind = "acquire-wait";
-    qsort(A.waits, A.nwaits, sizeof *A.waits, cmp_i64);
-    r.lat_p50 = pct_ms(A.waits, A.nwaits, 50);
-    r.lat_p99 = pct_ms(A.waits, A.nwaits, 99);
-    r.lat_max = A.nwaits ? (double)A.waits[A.nwaits - 1] / 1e6 : NAN;
-    r.counter = (double)raw_get_int(ctl, A.counter);
-    r.expected = (double)r.ops;
-    r.lost = r.expected - r.counter;
-    r.max_holders = A.max_holders;
+    async_figures(&r, ctl, start, cpu_us(&ru0, &ru1));
     double ops = r.ops ? (double)r.ops : NAN;
+    double rtts = (double)(st1.commands - st0.commands + st1.pubsub - st0.pubsub);
     r.server_cmds = ((double)(s1.cmds - s0.cmds) - (double)A.cs) / ops;
-    r.client_rtts = (double)(st1.commands - st0.commands + st1.pubsub - st0.pubsub) / ops;
+    r.server_scripts = (double)(s1.scripts - s0.scripts) / ops;
+    r.client_rtts = rtts / ops;
     r.server_cpu = (s1.cpu_s - s0.cpu_s) * 1e6 / ops;
-    r.client_cpu = cpu_us(&ru0, &ru1) / ops;
-    char extra[900];
-    snprintf(extra, sizeof extra, "async=1 server_calls=[%s]", s1.breakdown);
+    syscount_diff(&sc0, &sc1, &d);
+    r.sys_per_rt = (double)d.total / rtts;
+    char extra[900], sys[200];
+    syscount_format(&d, sys, sizeof sys);
+    snprintf(extra, sizeof extra, "async=1 syscalls=[%s] server_calls=[%s]", sys, s1.breakdown);
     print_human(&r, extra);
     if (A.errors)
         fprintf(stderr, "  %llu error(s), first: %s\n", (unsigned long long)A.errors, A.errmsg);
