@@ -15,15 +15,18 @@
  * on a separate connection; think_ms pause after each release), s2f (s2 with the fair lock),
  * s3 (semaphore, P permits, W workers; critical section INCR), s4 (W threads of one client
  * await one latch; one count_down opens it), s5 (one client holds N locks with the watchdog
- * for a few renewal periods).
+ * for a few renewal periods), s6 (50 processes, 20 rounds, 1 ms holds on one plain lock,
+ * fair lock or 1-permit semaphore: s2, s2f or s3 with --primitive).
  *
  * Workers are threads of one client, or with --processes one process (and one client)
  * each. Counting follows BENCH.md: client round trips are the library's own counters
- * (commands on command connections plus SUBSCRIBE/UNSUBSCRIBE), the critical section runs
- * on a raw hiredis connection and is not counted; server commands are INFO commandstats
- * after CONFIG RESETSTAT (a script's own redis.call()s included, as Redis counts them),
- * less the critical section's commands and the benchmark's INFO/CONFIG. Every wait is
- * bounded, so the program stops by itself within --max-seconds.
+ * (baton_client_stats(): round trips on command connections plus SUBSCRIBE/UNSUBSCRIBE),
+ * the critical section runs on a raw hiredis connection and is not counted; server
+ * commands are INFO commandstats after CONFIG RESETSTAT (a script's own redis.call()s
+ * included, as Redis counts them), less the critical section's commands and the
+ * benchmark's INFO/CONFIG; socket system calls are counted by syscount.c (linked in) on the
+ * client's sockets only. Every wait is bounded, so the program stops by itself within
+ * --max-seconds. Only the public headers (include/baton/) are used.
  */
 #define _GNU_SOURCE
 #include "syscount.h"
