@@ -120,7 +120,7 @@ void syscount_format(const syscount *d, char *buf, size_t len)
         buf[0] = '\0';
     for (int k = 0; k < SC_KINDS && off < len; k++)
         if (d->n[k])
-            off += (size_t)snprintf(buf + off, len - off, "%s%s=%llu", off ? " " : "", names[k],
+            off += (size_t)snprintf(buf + off, len - off, "%s%s=%llu", off ? "," : "", names[k],
                                     (unsigned long long)d->n[k]);
 }
 

@@ -40,7 +40,7 @@ typedef struct syscount {
 void syscount_read(syscount *out);
 /* b - a, kind by kind. */
 void syscount_diff(const syscount *a, const syscount *b, syscount *out);
-/* "send=N write=N recv=N read=N poll=N eagain=N connect=N" of a difference, the kinds
+/* "send=N,write=N,recv=N,read=N,poll=N,eagain=N,connect=N" of a difference, the kinds
  * that are not 0, into buf (always NUL-terminated). */
 void syscount_format(const syscount *d, char *buf, size_t len);
 /* Calls on fd are no longer counted, until it is closed: the caller's own connections
