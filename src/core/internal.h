@@ -202,6 +202,9 @@ typedef struct baton__script {
     const struct baton__script *oom;
 } baton__script;
 
+/* The script of that name, or NULL: for the tests, which name scripts in tables. baton's own
+ * code names each script by its symbol (baton__script_<name>, generated baton_scripts.h),
+ * so that a wrong name fails to compile. */
 const baton__script *baton__script_find(const char *name);
 /* All scripts, terminated by an entry whose name is NULL. */
 const baton__script *baton__scripts(void);
@@ -468,14 +471,14 @@ int baton__hold_unsynced(baton_lock *l, const char *owner, bool fresh, int64_t t
  * releases); a last release while the handle counted more holds tells the loss. A failed
  * last release drops the record (its registration went before it was sent). Returns
  * BATON_OK, BATON_ENOTHELD, or the script's error. */
-int baton__hold_release(baton_lock *l, const char *script, const char *latch_prefix, int nkeys,
-                        const char **keys);
+int baton__hold_release(baton_lock *l, const baton__script *script, const char *latch_prefix,
+                        int nkeys, const char **keys);
 /* The same for a script that declares only the lock hash (keys[0]) and takes keys[1..] as
  * ARGV after the owner, then the latch's life and the latch (baton__script_run_once_arg):
  * it runs while a Cluster slot migrates, where a script declaring keys that do not exist
  * is refused (TRYAGAIN) until the migration ends. */
-int baton__hold_release_hash_only(baton_lock *l, const char *script, const char *latch_prefix,
-                                  int nkeys, const char **keys);
+int baton__hold_release_hash_only(baton_lock *l, const baton__script *script,
+                                  const char *latch_prefix, int nkeys, const char **keys);
 /* An acquire script's reply was lost (timeout, cut connection) after it was sent: ask the
  * server, as the same owner, how many holds it has; one more than the handle knows of means
  * the acquire went through, and it is recorded (watchdog included, token read from
@@ -491,8 +494,8 @@ int baton__hash_remaining_ttl(baton_lock *l, int64_t *out);
 /* Deletes the lock whoever holds it: runs `script` (KEYS = keys, ARGV = {"0"}; it answers 1
  * if the lock was held), retried once (deleting twice is harmless), then forgets the
  * handle's hold. *was_locked may be NULL. */
-int baton__hold_force_release(baton_lock *l, const char *script, int nkeys, const char **keys,
-                              bool *was_locked);
+int baton__hold_force_release(baton_lock *l, const baton__script *script, int nkeys,
+                              const char **keys, bool *was_locked);
 /* Forgets whatever hold the handle knew of (force release, close). */
 void baton__hold_forget(baton_lock *l);
 

@@ -219,7 +219,8 @@ static bool hold_release_begin(baton_lock *l, const char *owner, int64_t *lease_
  * the lock hash (KEYS = {keys[0]}; ARGV = the common three, keys[1..], the latch's life,
  * the latch), so that it runs while the slot migrates. */
 typedef struct release_form {
-    const char *script, *latch_prefix;
+    const baton__script *script;
+    const char *latch_prefix;
     int nkeys;
     const char **keys;
     bool hash_only;
@@ -238,7 +239,7 @@ static int release_once(baton_lock *l, const release_form *f, const char *owner,
     /* A lost reply is followed by the same request again: the unlock latch makes the
      * retry return the first outcome (Redisson's unlockLatch). */
     int rc;
-    const baton__script *s = baton__script_find(f->script);
+    const baton__script *s = f->script;
     if (f->hash_only) {
         for (int i = 1; i < f->nkeys && nargs < 6; i++)
             args[nargs++] = f->keys[i];
@@ -252,7 +253,8 @@ static int release_once(baton_lock *l, const release_form *f, const char *owner,
     long long v = r->integer;
     freeReplyObject(r);
     if (type != REDIS_REPLY_NIL && type != REDIS_REPLY_INTEGER)
-        return baton__fail(c, BATON_EPROTO, "lock %s: unexpected reply to %s", l->name, f->script);
+        return baton__fail(c, BATON_EPROTO, "lock %s: unexpected reply to %s", l->name,
+                           f->script->name);
     *outcome = type == REDIS_REPLY_NIL ? -1 : v == 0 ? 0 : 1;
     return BATON_OK;
 }
@@ -326,26 +328,25 @@ static int hold_release(baton_lock *l, const release_form *f)
     return BATON_OK;
 }
 
-int baton__hold_release(baton_lock *l, const char *script, const char *latch_prefix, int nkeys,
-                        const char **keys)
+int baton__hold_release(baton_lock *l, const baton__script *script, const char *latch_prefix,
+                        int nkeys, const char **keys)
 {
     release_form f = {script, latch_prefix, nkeys, keys, false};
     return hold_release(l, &f);
 }
 
-int baton__hold_release_hash_only(baton_lock *l, const char *script, const char *latch_prefix,
-                                  int nkeys, const char **keys)
+int baton__hold_release_hash_only(baton_lock *l, const baton__script *script,
+                                  const char *latch_prefix, int nkeys, const char **keys)
 {
     release_form f = {script, latch_prefix, nkeys, keys, true};
     return hold_release(l, &f);
 }
 
-int baton__hold_force_release(baton_lock *l, const char *script, int nkeys, const char **keys,
+int baton__hold_force_release(baton_lock *l, const baton__script *s, int nkeys, const char **keys,
                               bool *was_locked)
 {
     baton_client *c = l->client;
     const char *args[1] = {"0"};
-    const baton__script *s = baton__script_find(script);
     struct redisReply *r;
     int rc = baton__script_run(c, s, nkeys, keys, 1, args, &r);
     if (rc == BATON_ECONN) /* deleting twice is harmless */

@@ -21,6 +21,7 @@
  */
 #define _GNU_SOURCE
 #include "../core/internal.h"
+#include "baton_scripts.h"
 #include "../core/wait.h"
 
 #include <hiredis/hiredis.h>
@@ -66,8 +67,8 @@ static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, bool queu
     bool maybe_ran;
     baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_FAIRLOCK);
     int64_t sent = baton__now_us(); /* the lease runs from no earlier than this */
-    int rc = baton__script_call_synced(c, baton__script_find("fairlock_acquire"), 6, keys, 5, args,
-                                       &r, &maybe_ran);
+    int rc = baton__script_call_synced(c, &baton__script_fairlock_acquire, 6, keys, 5, args, &r,
+                                       &maybe_ran);
     if (rc == BATON_ECONN && maybe_ran)
         return baton__hold_resolve_lost(l, owner, f->token_key, lease_ms, sent);
     bool unsynced = rc == BATON_ENOTSYNCED; /* it ran; the replicas did not confirm it */
@@ -127,7 +128,7 @@ static void give_up(void *arg, int rc)
     char *detail = baton__strdup(baton_client_errmsg(c));
     const char *keys[4] = {l->name, f->queue_key, f->timeout_key, l->channel};
     const char *args[1] = {a->owner};
-    const baton__script *s = baton__script_find("fairlock_cancel");
+    const baton__script *s = &baton__script_fairlock_cancel;
     redisReply *r;
     int crc = baton__script_run(c, s, 4, keys, 1, args, &r);
     if (crc == BATON_ECONN) /* leaving the queue twice is harmless */
@@ -176,14 +177,14 @@ static int fair_release(baton_lock *l)
 {
     fair *f = l->impl;
     const char *keys[5] = {l->name, f->queue_key, f->timeout_key, l->channel, f->meta_key};
-    return baton__hold_release(l, "fairlock_release", f->latch_pfx, 5, keys);
+    return baton__hold_release(l, &baton__script_fairlock_release, f->latch_pfx, 5, keys);
 }
 
 static int fair_force_release(baton_lock *l, bool *was_locked)
 {
     fair *f = l->impl;
     const char *keys[5] = {l->name, f->queue_key, f->timeout_key, l->channel, f->meta_key};
-    return baton__hold_force_release(l, "fairlock_force_release", 5, keys, was_locked);
+    return baton__hold_force_release(l, &baton__script_fairlock_force_release, 5, keys, was_locked);
 }
 
 /* ------------------------------- open and close --------------------------------------- */

@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include "../core/internal.h"
+#include "baton_scripts.h"
 #include "decode.h"
 
 #include <hiredis/hiredis.h>
@@ -336,7 +337,7 @@ static bool names_make(names *n, const char *name)
 /* Runs the script; a read, so a broken connection earns it one more try on a new one. */
 static int snapshot(baton_client *c, const names *n, redisReply **reply)
 {
-    const baton__script *s = baton__script_find("inspect");
+    const baton__script *s = &baton__script_inspect;
     const char **keys = (const char **)n->keys, **channels = (const char **)n->channels;
     int rc = baton__script_run(c, s, NKEYS, keys, NCHANNELS, channels, reply);
     if (rc == BATON_ECONN)

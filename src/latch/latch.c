@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include "../core/internal.h"
+#include "baton_scripts.h"
 #include "../core/evloop.h"
 #include "../core/wait.h"
 
@@ -98,21 +99,22 @@ static int enter(baton_latch *l)
 
 /* Runs one of the latch's scripts (KEYS: name, channel; ARGV: message [, arg]) and stores
  * its integer reply in *out. */
-static int run(baton_latch *l, const char *script, const char *message, const char *arg,
+static int run(baton_latch *l, const baton__script *script, const char *message, const char *arg,
                long long *out)
 {
     baton_client *c = l->client;
     const char *keys[2] = {l->name, l->channel};
     const char *args[2] = {message, arg};
     redisReply *r;
-    int rc = baton__script_run(c, baton__script_find(script), 2, keys, arg ? 2 : 1, args, &r);
+    int rc = baton__script_run(c, script, 2, keys, arg ? 2 : 1, args, &r);
     if (rc != BATON_OK)
         return rc;
     int type = r->type;
     *out = r->integer;
     freeReplyObject(r);
     if (type != REDIS_REPLY_INTEGER)
-        return baton__fail(c, BATON_EPROTO, "latch %s: unexpected reply to %s", l->name, script);
+        return baton__fail(c, BATON_EPROTO, "latch %s: unexpected reply to %s", l->name,
+                           script->name);
     return BATON_OK;
 }
 
@@ -127,7 +129,7 @@ int baton_latch_try_set_count(baton_latch *l, int64_t count, bool *was_set)
     char n[32];
     snprintf(n, sizeof n, "%lld", (long long)count);
     long long set = 0;
-    rc = run(l, "latch_try_set_count", NEW_COUNT_MESSAGE, n, &set);
+    rc = run(l, &baton__script_latch_try_set_count, NEW_COUNT_MESSAGE, n, &set);
     if (rc == BATON_OK && was_set)
         *was_set = set == 1;
     return rc;
@@ -144,8 +146,8 @@ int baton_latch_count_down(baton_latch *l)
     const char *keys[2] = {l->name, l->channel};
     const char *args[1] = {ZERO_COUNT_MESSAGE};
     redisReply *r;
-    rc = baton__script_run_once(c, baton__script_find("latch_count_down"), l->request_prefix, 2,
-                                keys, 1, args, &r);
+    rc = baton__script_run_once(c, &baton__script_latch_count_down, l->request_prefix, 2, keys, 1,
+                                args, &r);
     if (rc != BATON_OK)
         return rc;
     int type = r->type;
@@ -161,7 +163,7 @@ int baton_latch_delete(baton_latch *l, bool *existed)
     if (rc != BATON_OK)
         return rc;
     long long was = 0;
-    rc = run(l, "latch_delete", ZERO_COUNT_MESSAGE, NULL, &was);
+    rc = run(l, &baton__script_latch_delete, ZERO_COUNT_MESSAGE, NULL, &was);
     if (rc == BATON_OK && existed)
         *existed = was == 1;
     return rc;

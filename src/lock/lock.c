@@ -15,6 +15,7 @@
  */
 #define _GNU_SOURCE
 #include "../core/internal.h"
+#include "baton_scripts.h"
 #include "../core/wait.h"
 
 #include <hiredis/hiredis.h>
@@ -52,8 +53,8 @@ static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, int64_t *
     bool maybe_ran;
     baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_LOCK);
     int64_t sent = baton__now_us(); /* the lease runs from no earlier than this */
-    int rc = baton__script_call_synced(c, baton__script_find("lock_acquire"), 3, keys, 3, args, &r,
-                                       &maybe_ran);
+    int rc =
+        baton__script_call_synced(c, &baton__script_lock_acquire, 3, keys, 3, args, &r, &maybe_ran);
     if (rc == BATON_ECONN && maybe_ran)
         return baton__hold_resolve_lost(l, owner, p->token_key, lease_ms, sent);
     bool unsynced = rc == BATON_ENOTSYNCED; /* it ran; the replicas did not confirm it */
@@ -126,14 +127,14 @@ static int plain_release(baton_lock *l)
 {
     plain *p = l->impl;
     const char *keys[3] = {l->name, l->channel, p->meta_key};
-    return baton__hold_release_hash_only(l, "lock_release", p->latch_pfx, 3, keys);
+    return baton__hold_release_hash_only(l, &baton__script_lock_release, p->latch_pfx, 3, keys);
 }
 
 static int plain_force_release(baton_lock *l, bool *was_locked)
 {
     plain *p = l->impl;
     const char *keys[3] = {l->name, l->channel, p->meta_key};
-    return baton__hold_force_release(l, "lock_force_release", 3, keys, was_locked);
+    return baton__hold_force_release(l, &baton__script_lock_force_release, 3, keys, was_locked);
 }
 
 /* ------------------------------- open and close --------------------------------------- */

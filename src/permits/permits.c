@@ -18,6 +18,7 @@
  */
 #define _GNU_SOURCE
 #include "../core/evloop.h"
+#include "baton_scripts.h"
 #include "../core/internal.h"
 #include "../core/wait.h"
 
@@ -113,11 +114,10 @@ static void new_id(char out[BATON_PERMIT_ID_SIZE])
 
 /* Runs a script whose reply is an integer or an array of integers: out[0..n) (missing
  * elements are left alone). */
-static int run_ints(baton_permits *p, const char *script, int nkeys, const char **keys, int nargs,
-                    const char **args, bool once, int64_t *out, size_t n)
+static int run_ints(baton_permits *p, const baton__script *sc, int nkeys, const char **keys,
+                    int nargs, const char **args, bool once, int64_t *out, size_t n)
 {
     baton_client *c = p->client;
-    const baton__script *sc = baton__script_find(script);
     redisReply *r;
     int rc = once ? baton__script_run_once(c, sc, p->request_prefix, nkeys, keys, nargs, args, &r)
                   : baton__script_run(c, sc, nkeys, keys, nargs, args, &r);
@@ -138,7 +138,8 @@ static int run_ints(baton_permits *p, const char *script, int nkeys, const char 
     }
     freeReplyObject(r);
     if (!ok)
-        return baton__fail(c, BATON_EPROTO, "permits %s: unexpected reply to %s", p->name, script);
+        return baton__fail(c, BATON_EPROTO, "permits %s: unexpected reply to %s", p->name,
+                           sc->name);
     return BATON_OK;
 }
 
@@ -273,9 +274,9 @@ static int record_held(baton_permits *p, const char *id, bool renew, int64_t sen
         p->held = rec;
         baton__mutex_unlock(&p->mu);
     }
-    int rc = rec ? baton__watchdog_add_kind(c, baton__script_find("permits_renew"),
-                                            baton__script_find("permits_check"), p->timeouts, id,
-                                            renew, on_lost, rec, sent_us)
+    int rc = rec ? baton__watchdog_add_kind(c, &baton__script_permits_renew,
+                                            &baton__script_permits_check, p->timeouts, id, renew,
+                                            on_lost, rec, sent_us)
                  : baton__fail(c, BATON_ENOMEM, "out of memory");
     if (rc == BATON_OK)
         return BATON_OK;
@@ -283,7 +284,7 @@ static int record_held(baton_permits *p, const char *id, bool renew, int64_t sen
     const char *keys[3] = {p->name, p->timeouts, p->channel};
     const char *args[1] = {id};
     int64_t ignored;
-    run_ints(p, "permits_release", 3, keys, 1, args, true, &ignored, 1);
+    run_ints(p, &baton__script_permits_release, 3, keys, 1, args, true, &ignored, 1);
     return baton__fail(c, rc, "permits %s: could not record the permit taken (%s); released",
                        p->name, baton_strerror(rc));
 }
@@ -302,7 +303,7 @@ static int resolve_lost_reply(baton_permits *p, const char *id, const char *leas
     int64_t held = 0;
     int rc = BATON_ECONN;
     for (int i = 0; i < 2 && rc == BATON_ECONN; i++)
-        rc = run_ints(p, "permits_renew", 1, keys, 2, args, false, &held, 1);
+        rc = run_ints(p, &baton__script_permits_renew, 1, keys, 2, args, false, &held, 1);
     if (rc == BATON_OK && held == 1)
         return BATON_OK;
     return baton__fail(p->client, BATON_ECONN,
@@ -332,8 +333,8 @@ static int try_once(void *arg, baton__sub *sub)
     bool maybe_ran = false;
     baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_SEMAPHORE);
     a->sent_us = baton__now_us();
-    int rc = baton__script_call(c, baton__script_find("permits_acquire"), 3, keys, a->nargs,
-                                a->args, &r, &maybe_ran);
+    int rc = baton__script_call(c, &baton__script_permits_acquire, 3, keys, a->nargs, a->args, &r,
+                                &maybe_ran);
     if (rc == BATON_ECONN && maybe_ran)
         return resolve_lost_reply(p, a->args[1], a->args[0]);
     if (rc != BATON_OK)
@@ -469,7 +470,7 @@ static int give_back(baton_permits *p, const char *lower, int64_t *outcome)
     free(rec);
     const char *keys[3] = {p->name, p->timeouts, p->channel};
     const char *args[1] = {lower};
-    return run_ints(p, "permits_release", 3, keys, 1, args, true, outcome, 1);
+    return run_ints(p, &baton__script_permits_release, 3, keys, 1, args, true, outcome, 1);
 }
 
 int baton_permits_release(baton_permits *p, const char *id)
@@ -529,7 +530,8 @@ int baton_permits_update_lease(baton_permits *p, const char *id, int64_t lease_m
     const char *keys[1] = {p->timeouts};
     const char *args[2] = {lower, lease};
     int64_t out = 0;
-    if ((rc = run_ints(p, "permits_update_lease", 1, keys, 2, args, false, &out, 1)) != BATON_OK)
+    if ((rc = run_ints(p, &baton__script_permits_update_lease, 1, keys, 2, args, false, &out, 1)) !=
+        BATON_OK)
         return rc;
     if (out != 1)
         return baton__fail(c, BATON_ENOTHELD, "permits %s: no permit %s held (or its lease ended)",
@@ -552,7 +554,7 @@ int baton_permits_try_set_permits(baton_permits *p, int64_t permits, bool *was_s
     const char *keys[3] = {p->name, p->timeouts, p->channel};
     const char *args[1] = {n};
     int64_t set = 0;
-    rc = run_ints(p, "permits_try_set_permits", 3, keys, 1, args, false, &set, 1);
+    rc = run_ints(p, &baton__script_permits_try_set_permits, 3, keys, 1, args, false, &set, 1);
     if (rc == BATON_OK && was_set)
         *was_set = set == 1;
     return rc;
@@ -567,7 +569,8 @@ int baton_permits_available(baton_permits *p, int64_t *available, int64_t *held)
         return baton__fail(p->client, BATON_EINVAL, "available is NULL");
     const char *keys[3] = {p->name, p->timeouts, p->channel};
     int64_t v[2] = {0, 0};
-    if ((rc = run_ints(p, "permits_available", 3, keys, 0, NULL, false, v, 2)) != BATON_OK)
+    if ((rc = run_ints(p, &baton__script_permits_available, 3, keys, 0, NULL, false, v, 2)) !=
+        BATON_OK)
         return rc;
     *available = v[0];
     if (held)

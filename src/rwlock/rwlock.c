@@ -19,6 +19,7 @@
  */
 #define _GNU_SOURCE
 #include "../core/internal.h"
+#include "baton_scripts.h"
 #include "../core/wait.h"
 
 #include <hiredis/hiredis.h>
@@ -69,13 +70,14 @@ static int try_once(void *arg, baton__sub *sub)
     snprintf(claim, sizeof claim, "%lld", (long long)baton__client_config(c)->fair_wait_ms);
     const char *keys[4] = {l->name, rw->token_key, rw->writers_key, rw->key_prefix};
     const char *args[5] = {lease, a->owner, a->other, claim, a->wait_ms != 0 ? "1" : "0"};
-    const char *script = a->write ? "rwlock_write_acquire" : "rwlock_read_acquire";
+    const baton__script *script =
+        a->write ? &baton__script_rwlock_write_acquire : &baton__script_rwlock_read_acquire;
     redisReply *r;
     bool maybe_ran;
     baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_RWLOCK);
     int64_t sent = baton__now_us(); /* the lease runs from no earlier than this */
-    int rc = baton__script_call_synced(c, baton__script_find(script), a->write ? 3 : 4, keys,
-                                       a->write ? 5 : 3, args, &r, &maybe_ran);
+    int rc = baton__script_call_synced(c, script, a->write ? 3 : 4, keys, a->write ? 5 : 3, args,
+                                       &r, &maybe_ran);
     if (rc == BATON_ECONN && maybe_ran)
         return baton__hold_resolve_lost(l, a->owner, rw->token_key, a->lease_ms, sent);
     bool unsynced = rc == BATON_ENOTSYNCED; /* it ran; the replicas did not confirm it */
@@ -85,7 +87,7 @@ static int try_once(void *arg, baton__sub *sub)
         r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER) {
         freeReplyObject(r);
         return baton__fail(c, BATON_EPROTO, "read-write lock %s: unexpected reply to %s", l->name,
-                           script);
+                           script->name);
     }
     long long status = r->element[0]->integer, value = r->element[1]->integer;
     freeReplyObject(r);
@@ -124,7 +126,7 @@ static void give_up(void *arg, int rc)
     char *detail = baton__strdup(baton_client_errmsg(c));
     const char *keys[3] = {l->name, rw->writers_key, l->channel};
     const char *args[1] = {a->owner};
-    const baton__script *s = baton__script_find("rwlock_write_cancel");
+    const baton__script *s = &baton__script_rwlock_write_cancel;
     redisReply *r;
     int crc = baton__script_run(c, s, 3, keys, 1, args, &r);
     if (crc == BATON_ECONN) /* withdrawing twice is harmless */
@@ -179,26 +181,28 @@ static int read_release(baton_lock *l)
 {
     baton_rwlock *rw = l->impl;
     const char *keys[3] = {l->name, l->channel, rw->key_prefix};
-    return baton__hold_release(l, "rwlock_read_release", rw->latch_pfx, 3, keys);
+    return baton__hold_release(l, &baton__script_rwlock_read_release, rw->latch_pfx, 3, keys);
 }
 
 static int write_release(baton_lock *l)
 {
     baton_rwlock *rw = l->impl;
     const char *keys[2] = {l->name, l->channel};
-    return baton__hold_release(l, "rwlock_write_release", rw->latch_pfx, 2, keys);
+    return baton__hold_release(l, &baton__script_rwlock_write_release, rw->latch_pfx, 2, keys);
 }
 
 static int read_force_release(baton_lock *l, bool *was_locked)
 {
     const char *keys[2] = {l->name, l->channel};
-    return baton__hold_force_release(l, "rwlock_read_force_release", 2, keys, was_locked);
+    return baton__hold_force_release(l, &baton__script_rwlock_read_force_release, 2, keys,
+                                     was_locked);
 }
 
 static int write_force_release(baton_lock *l, bool *was_locked)
 {
     const char *keys[2] = {l->name, l->channel};
-    return baton__hold_force_release(l, "rwlock_write_force_release", 2, keys, was_locked);
+    return baton__hold_force_release(l, &baton__script_rwlock_write_force_release, 2, keys,
+                                     was_locked);
 }
 
 /* ------------------------------- queries ---------------------------------------------- */

@@ -21,6 +21,7 @@
  */
 #define _GNU_SOURCE
 #include "../core/internal.h"
+#include "baton_scripts.h"
 #include "../core/evloop.h"
 #include "../core/wait.h"
 
@@ -77,15 +78,14 @@ typedef enum run_mode {
 } run_mode;
 
 /* Runs a script whose reply is one integer. */
-static int run_int(baton_semaphore *s, const char *script, run_mode mode, int64_t arg, bool has_arg,
-                   int64_t *out)
+static int run_int(baton_semaphore *s, const baton__script *sc, run_mode mode, int64_t arg,
+                   bool has_arg, int64_t *out)
 {
     baton_client *c = s->client;
     char arg_s[32];
     snprintf(arg_s, sizeof arg_s, "%lld", (long long)arg);
     const char *keys[2] = {s->name, s->channel};
     const char *args[1] = {arg_s};
-    const baton__script *sc = baton__script_find(script);
     redisReply *r;
     int rc;
     if (mode == RUN_ONCE) {
@@ -100,7 +100,7 @@ static int run_int(baton_semaphore *s, const char *script, run_mode mode, int64_
     freeReplyObject(r);
     if (!ok)
         return baton__fail(c, BATON_EPROTO, "semaphore %s: unexpected reply to %s", s->name,
-                           script);
+                           sc->name);
     if (out)
         *out = v;
     return BATON_OK;
@@ -173,8 +173,8 @@ static int attempt(baton_semaphore *s, const char *permits)
     const char *args[1] = {permits};
     redisReply *r;
     baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_SEMAPHORE);
-    int rc = baton__script_run_once(c, baton__script_find("semaphore_acquire"), s->request_prefix,
-                                    1, keys, 1, args, &r);
+    int rc = baton__script_run_once(c, &baton__script_semaphore_acquire, s->request_prefix, 1, keys,
+                                    1, args, &r);
     if (rc != BATON_OK)
         return rc;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
@@ -266,7 +266,7 @@ int baton_semaphore_release(baton_semaphore *s, int64_t permits)
         return rc;
     /* INCRBY is not idempotent (a permit returned twice lets one holder too many in): the
      * request latch makes a re-send after a lost reply count once. */
-    return run_int(s, "semaphore_release", RUN_ONCE, permits, true, NULL);
+    return run_int(s, &baton__script_semaphore_release, RUN_ONCE, permits, true, NULL);
 }
 
 int baton_semaphore_try_set_permits(baton_semaphore *s, int64_t permits, bool *was_set)
@@ -279,7 +279,7 @@ int baton_semaphore_try_set_permits(baton_semaphore *s, int64_t permits, bool *w
                            "semaphore %s: %lld permits: the count must be >= 0", s->name,
                            (long long)permits);
     int64_t set = 0;
-    rc = run_int(s, "semaphore_try_set_permits", RUN_CHANNEL, permits, true, &set);
+    rc = run_int(s, &baton__script_semaphore_try_set_permits, RUN_CHANNEL, permits, true, &set);
     if (rc == BATON_OK && was_set)
         *was_set = set == 1;
     return rc;
@@ -292,7 +292,7 @@ int baton_semaphore_add_permits(baton_semaphore *s, int64_t delta)
         return rc;
     if (delta == INT64_MIN)
         return baton__fail(s->client, BATON_EINVAL, "semaphore %s: delta out of range", s->name);
-    return run_int(s, "semaphore_add_permits", RUN_ONCE, delta, true, NULL);
+    return run_int(s, &baton__script_semaphore_add_permits, RUN_ONCE, delta, true, NULL);
 }
 
 int baton_semaphore_drain(baton_semaphore *s, int64_t *drained)
@@ -300,7 +300,7 @@ int baton_semaphore_drain(baton_semaphore *s, int64_t *drained)
     int rc = enter(s);
     if (rc != BATON_OK)
         return rc;
-    return run_int(s, "semaphore_drain", RUN_PLAIN, 0, false, drained);
+    return run_int(s, &baton__script_semaphore_drain, RUN_PLAIN, 0, false, drained);
 }
 
 int baton_semaphore_delete(baton_semaphore *s, bool *existed)
@@ -309,7 +309,7 @@ int baton_semaphore_delete(baton_semaphore *s, bool *existed)
     if (rc != BATON_OK)
         return rc;
     int64_t v = 0;
-    rc = run_int(s, "semaphore_delete", RUN_PLAIN, 0, false, &v);
+    rc = run_int(s, &baton__script_semaphore_delete, RUN_PLAIN, 0, false, &v);
     if (rc == BATON_OK && existed)
         *existed = v == 1;
     return rc;
