@@ -237,10 +237,6 @@ bool baton__append_wait(baton_client *c, baton__conn *k);
 /* Reads a WAIT's reply: BATON_OK when enough replicas acknowledged, BATON_ENOTSYNCED when
  * not (detail recorded), BATON_ECONN when the connection broke. */
 int baton__read_wait(baton_client *c, baton__conn *k);
-/* The prefix of the request latches of baton's own writes that must count once (semaphore
- * acquire, release and add_permits, latch count_down): baton_request:{name}:<client-id>:<n>.
- * The locks use Redisson's redisson_unlock_latch:{name}: instead. */
-#define BATON__REQUEST_PREFIX "baton_request:"
 
 /* Runs a script whose effect must apply once per call although the call may send it more
  * than once (see once.c): KEYS = keys plus a request latch <latch_prefix><client-id>:<n>,
@@ -282,10 +278,6 @@ void baton__node_of_key(baton_client *c, const char *key, char *buf, size_t len,
  * open: a client serves only that process). The lock kinds record it beside each hold. */
 #define BATON__ORIGIN_LEN 96
 const char *baton__client_origin(const baton_client *c);
-/* The prefix of the side hash where the lock kinds record each holder's origin:
- * baton_lock_meta:{name}, field <owner> -> "host:pid", with the lock's lease. Baton's own,
- * beside Redisson's layout (a Redisson holder simply has no entry). */
-#define BATON__LOCK_META_PREFIX "baton_lock_meta:"
 
 /* "<uuid>:<owner-id>" of the calling thread's owner (baton__owner_id) for this client, into buf (>=
  * 64 bytes). */

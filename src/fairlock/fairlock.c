@@ -22,6 +22,7 @@
 #define _GNU_SOURCE
 #include "../core/internal.h"
 #include "baton_scripts.h"
+#include "../core/keys.h"
 #include "../core/wait.h"
 
 #include <hiredis/hiredis.h>
@@ -29,12 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define CHANNEL_PREFIX "redisson_lock__channel:"
-#define QUEUE_PREFIX "redisson_lock_queue:"
-#define TIMEOUT_PREFIX "redisson_lock_timeout:"
-#define TOKEN_PREFIX "redisson_lock_token:"
-#define LATCH_PREFIX "redisson_unlock_latch:"
 
 typedef struct fair {
     char *queue_key;   /* redisson_lock_queue:{name} */
@@ -231,15 +226,15 @@ int baton_fairlock_open(baton_client *c, const char *name, baton_lock **out)
     fair *f = calloc(1, sizeof *f);
     if (!l || !f)
         goto nomem;
-    f->queue_key = baton__derive_key(QUEUE_PREFIX, name, NULL);
-    f->timeout_key = baton__derive_key(TIMEOUT_PREFIX, name, NULL);
-    f->token_key = baton__derive_key(TOKEN_PREFIX, name, NULL);
-    f->latch_pfx = baton__derive_key(LATCH_PREFIX, name, ":");
-    f->meta_key = baton__derive_key(BATON__LOCK_META_PREFIX, name, NULL);
+    f->queue_key = baton__derive_key(BATON__KEY_LOCK_QUEUE, name, NULL);
+    f->timeout_key = baton__derive_key(BATON__KEY_LOCK_TIMEOUT, name, NULL);
+    f->token_key = baton__derive_key(BATON__KEY_LOCK_TOKEN, name, NULL);
+    f->latch_pfx = baton__derive_key(BATON__KEY_UNLOCK_LATCH, name, ":");
+    f->meta_key = baton__derive_key(BATON__KEY_LOCK_META, name, NULL);
     if (!f->queue_key || !f->timeout_key || !f->token_key || !f->latch_pfx || !f->meta_key)
         goto nomem;
     /* l->channel is the waiters' channel prefix; each waiter appends ":<owner>". */
-    if (baton__lock_base_init(l, &fair_ops, c, name, CHANNEL_PREFIX) != BATON_OK)
+    if (baton__lock_base_init(l, &fair_ops, c, name, BATON__KEY_LOCK_CHANNEL) != BATON_OK)
         goto nomem;
     l->impl = f;
     *out = l;

@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include "../core/internal.h"
 #include "baton_scripts.h"
+#include "../core/keys.h"
 #include "decode.h"
 
 #include <hiredis/hiredis.h>
@@ -20,13 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LOCK_CHANNEL_PREFIX "redisson_lock__channel:"
-#define SEMAPHORE_CHANNEL_PREFIX "redisson_sc:"
-#define LATCH_CHANNEL_PREFIX "redisson_countdownlatch__channel__"
-#define QUEUE_PREFIX "redisson_lock_queue:"
-#define TIMEOUT_PREFIX "redisson_lock_timeout:"
-#define TOKEN_PREFIX "redisson_lock_token:"
-/* Baton's side hash of holders' origins: BATON__LOCK_META_PREFIX (internal.h). */
+/* Baton's side hash of holders' origins: BATON__KEY_LOCK_META (keys.h). */
 
 /* The script's reply: an array of this many elements, in this order. */
 enum {
@@ -317,14 +312,14 @@ static void names_free(names *n)
 static bool names_make(names *n, const char *name)
 {
     n->keys[0] = (char *)name; /* borrowed: never freed */
-    n->keys[1] = baton__derive_key(QUEUE_PREFIX, name, NULL);
-    n->keys[2] = baton__derive_key(TIMEOUT_PREFIX, name, NULL);
-    n->keys[3] = baton__derive_key(TOKEN_PREFIX, name, NULL);
-    n->keys[4] = baton__derive_key(BATON__LOCK_META_PREFIX, name, NULL);
+    n->keys[1] = baton__derive_key(BATON__KEY_LOCK_QUEUE, name, NULL);
+    n->keys[2] = baton__derive_key(BATON__KEY_LOCK_TIMEOUT, name, NULL);
+    n->keys[3] = baton__derive_key(BATON__KEY_LOCK_TOKEN, name, NULL);
+    n->keys[4] = baton__derive_key(BATON__KEY_LOCK_META, name, NULL);
     n->keys[5] = baton__derive_key("", name, ":timeout"); /* permits.c's TIMEOUT_SUFFIX */
-    n->channels[0] = baton__derive_key(LOCK_CHANNEL_PREFIX, name, NULL);
-    n->channels[1] = baton__derive_key(SEMAPHORE_CHANNEL_PREFIX, name, NULL);
-    n->channels[2] = baton__derive_key(LATCH_CHANNEL_PREFIX, name, NULL);
+    n->channels[0] = baton__derive_key(BATON__KEY_LOCK_CHANNEL, name, NULL);
+    n->channels[1] = baton__derive_key(BATON__KEY_SEMAPHORE_CHANNEL, name, NULL);
+    n->channels[2] = baton__derive_key(BATON__KEY_LATCH_CHANNEL, name, NULL);
     for (int i = 1; i < NKEYS; i++)
         if (!n->keys[i])
             return false;

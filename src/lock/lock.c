@@ -16,6 +16,7 @@
 #define _GNU_SOURCE
 #include "../core/internal.h"
 #include "baton_scripts.h"
+#include "../core/keys.h"
 #include "../core/wait.h"
 
 #include <hiredis/hiredis.h>
@@ -23,10 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define CHANNEL_PREFIX "redisson_lock__channel:"
-#define TOKEN_PREFIX "redisson_lock_token:"
-#define LATCH_PREFIX "redisson_unlock_latch:"
 
 typedef struct plain {
     char *token_key; /* redisson_lock_token:{name} */
@@ -172,12 +169,12 @@ int baton_lock_open(baton_client *c, const char *name, baton_lock **out)
     plain *p = calloc(1, sizeof *p);
     if (!l || !p)
         goto nomem;
-    p->token_key = baton__derive_key(TOKEN_PREFIX, name, NULL);
-    p->latch_pfx = baton__derive_key(LATCH_PREFIX, name, ":");
-    p->meta_key = baton__derive_key(BATON__LOCK_META_PREFIX, name, NULL);
+    p->token_key = baton__derive_key(BATON__KEY_LOCK_TOKEN, name, NULL);
+    p->latch_pfx = baton__derive_key(BATON__KEY_UNLOCK_LATCH, name, ":");
+    p->meta_key = baton__derive_key(BATON__KEY_LOCK_META, name, NULL);
     if (!p->token_key || !p->latch_pfx || !p->meta_key)
         goto nomem;
-    if (baton__lock_base_init(l, &plain_ops, c, name, CHANNEL_PREFIX) != BATON_OK)
+    if (baton__lock_base_init(l, &plain_ops, c, name, BATON__KEY_LOCK_CHANNEL) != BATON_OK)
         goto nomem;
     l->impl = p;
     *out = l;

@@ -20,6 +20,7 @@
 #define _GNU_SOURCE
 #include "../core/internal.h"
 #include "baton_scripts.h"
+#include "../core/keys.h"
 #include "../core/wait.h"
 
 #include <hiredis/hiredis.h>
@@ -27,12 +28,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define CHANNEL_PREFIX "redisson_rwlock:"
-#define TOKEN_PREFIX "redisson_lock_token:"
-#define LATCH_PREFIX "redisson_unlock_latch:"
-#define WRITERS_PREFIX "baton_rwlock_writers:"
-#define WRITE_SUFFIX ":write"
 
 struct baton_rwlock {
     baton_lock *read;
@@ -144,8 +139,8 @@ static int rw_acquire(baton_lock *l, bool write, int64_t wait_ms, int64_t lease_
     acquiring a = {.l = l, .write = write, .wait_ms = wait_ms, .lease_ms = lease_ms, .bound = -1};
     char thread[BATON__OWNER_LEN];
     baton__owner(c, thread, sizeof thread);
-    snprintf(a.owner, sizeof a.owner, "%s%s", thread, write ? WRITE_SUFFIX : "");
-    snprintf(a.other, sizeof a.other, "%s%s", thread, write ? "" : WRITE_SUFFIX);
+    snprintf(a.owner, sizeof a.owner, "%s%s", thread, write ? BATON__KEY_WRITE_SUFFIX : "");
+    snprintf(a.other, sizeof a.other, "%s%s", thread, write ? "" : BATON__KEY_WRITE_SUFFIX);
     baton__wait w = {.channel = l->channel,
                      .kind = BATON__SUB_RWLOCK,
                      .stat = BATON__K_RWLOCK,
@@ -286,12 +281,12 @@ static baton_lock *part_open(baton_rwlock *rw, baton_client *c, const char *name
     baton_lock *l = calloc(1, sizeof *l);
     if (!l)
         return NULL;
-    if (baton__lock_base_init(l, ops, c, name, CHANNEL_PREFIX) != BATON_OK) {
+    if (baton__lock_base_init(l, ops, c, name, BATON__KEY_RWLOCK_CHANNEL) != BATON_OK) {
         free(l);
         return NULL;
     }
     l->impl = rw;
-    l->owner_suffix = ops == &write_ops ? WRITE_SUFFIX : NULL;
+    l->owner_suffix = ops == &write_ops ? BATON__KEY_WRITE_SUFFIX : NULL;
     return l;
 }
 
@@ -307,10 +302,10 @@ int baton_rwlock_open(baton_client *c, const char *name, baton_rwlock **out)
     baton_rwlock *rw = calloc(1, sizeof *rw);
     if (!rw)
         return baton__fail(c, BATON_ENOMEM, "out of memory");
-    rw->token_key = baton__derive_key(TOKEN_PREFIX, name, NULL);
-    rw->writers_key = baton__derive_key(WRITERS_PREFIX, name, NULL);
+    rw->token_key = baton__derive_key(BATON__KEY_LOCK_TOKEN, name, NULL);
+    rw->writers_key = baton__derive_key(BATON__KEY_RWLOCK_WRITERS, name, NULL);
     rw->key_prefix = baton__hash_tag(name);
-    rw->latch_pfx = baton__derive_key(LATCH_PREFIX, name, ":");
+    rw->latch_pfx = baton__derive_key(BATON__KEY_UNLOCK_LATCH, name, ":");
     if (rw->token_key && rw->writers_key && rw->key_prefix && rw->latch_pfx) {
         rw->read = part_open(rw, c, name, &read_ops);
         rw->write = part_open(rw, c, name, &write_ops);
