@@ -231,12 +231,6 @@ int baton__script_call(baton_client *c, const baton__script *s, int nkeys, const
 int baton__script_call_synced(baton_client *c, const baton__script *s, int nkeys, const char **keys,
                               int nargs, const char **args, struct redisReply **reply,
                               bool *maybe_ran);
-/* Appends WAIT sync_replicas sync_timeout_ms when sync_replicas is set (pipelines that
- * must be acknowledged, the watchdog's); returns whether it did. */
-bool baton__append_wait(baton_client *c, baton__conn *k);
-/* Reads a WAIT's reply: BATON_OK when enough replicas acknowledged, BATON_ENOTSYNCED when
- * not (detail recorded), BATON_ECONN when the connection broke. */
-int baton__read_wait(baton_client *c, baton__conn *k);
 
 /* Runs a script whose effect must apply once per call although the call may send it more
  * than once (see once.c): KEYS = keys plus a request latch <latch_prefix><client-id>:<n>,
@@ -254,9 +248,6 @@ int baton__script_run_once(baton_client *c, const baton__script *s, const char *
 int baton__script_run_once_arg(baton_client *c, const baton__script *s, const char *latch_prefix,
                                int nkeys, const char **keys, int nargs, const char **args,
                                struct redisReply **reply);
-/* Appends an EVALSHA to a connection's output (pipelining: conn.h's flush and read). */
-int baton__script_append(baton__conn *k, const baton__script *s, int nkeys, const char **keys,
-                         int nargs, const char **args);
 
 /* Client-side counters, for tests and the benchmark (BENCH.md's "client round trips"):
  * commands: request/reply round trips on command connections (a retry or a NOSCRIPT
@@ -338,22 +329,6 @@ uint64_t baton__sub_messages(baton_client *c, baton__sub *s);
  * nothing until their release) learns within a moment that its holds are gone. Calls nest.
  * Never blocks on the server. */
 void baton__sub_pin(baton_client *c, bool pin);
-/* A waiter that is not a sleeping thread (an asynchronous operation): armed on a
- * subscription, it takes the next wake-up the channel's policy hands out, as a thread in
- * baton__sub_wait would, and fn(arg) runs then, on the dispatcher's thread under its mutex
- * (it must only queue work). Owned by the caller; armed at most once at a time. */
-typedef struct baton__sub_waker {
-    void (*fn)(void *arg);
-    void *arg;
-    struct baton__sub_waker *prev, *next;
-    bool armed;
-} baton__sub_waker;
-/* Arms w on s (s is held by w's owner): a wake-up kept for s already fires it at once. */
-void baton__sub_arm(baton_client *c, baton__sub *s, baton__sub_waker *w);
-/* Disarms w if it is still armed (it did not fire). */
-void baton__sub_disarm(baton_client *c, baton__sub *s, baton__sub_waker *w);
-/* Wakes every waiter of every channel once (cancellation: they re-check and leave). */
-void baton__sub_wake_all(baton_client *c);
 /* Counts of the dispatcher's state, for tests and the benchmark. */
 int baton__sub_count(baton_client *c);
 

@@ -646,3 +646,56 @@ int baton_lock_lost_fd(baton_lock *l, int *fd)
     baton__mutex_unlock(&l->mu);
     return BATON_OK;
 }
+
+/* ------------------------------- asynchronous forms ----------------------------------- */
+
+/* What an asynchronous operation's fiber runs (async.c): the blocking verbs. */
+static int async_acquire(void *h, const baton__op_args *a)
+{
+    return baton_lock_try_acquire(h, a->wait_ms, a->lease_ms);
+}
+
+static int async_release(void *h, const baton__op_args *a)
+{
+    (void)a;
+    return baton_lock_release(h);
+}
+
+/* The client an operation on l runs on: the handle's, or for a multi-lock spanning clients
+ * the owner's (without one, BATON_EINVAL). */
+static int async_enter(baton_lock *l, baton_owner *o, baton_op **op, baton_client **c)
+{
+    if (op)
+        *op = NULL;
+    if (!l)
+        return BATON_EINVAL;
+    *c = l->client ? l->client : (o ? baton__owner_client(o) : NULL);
+    if (!*c)
+        return BATON_EINVAL;
+    return baton__client_enter(*c);
+}
+
+int baton_lock_acquire_async(baton_lock *l, baton_owner *o, int64_t wait_ms, int64_t lease_ms,
+                             baton_async_fn fn, void *arg, baton_op **op)
+{
+    baton_client *c;
+    int rc = async_enter(l, o, op, &c);
+    if (rc != BATON_OK)
+        return rc;
+    if (baton__check_lease(lease_ms) != BATON_OK)
+        return baton__fail(c, BATON_EINVAL, "lease_ms %lld: use BATON_LEASE_WATCHDOG or 1..%lld ms",
+                           (long long)lease_ms, (long long)BATON_MAX_DURATION_MS);
+    baton__op_args a = {.owner = o, .wait_ms = wait_ms, .lease_ms = lease_ms};
+    return baton__op_start(c, l, async_acquire, false, &a, fn, arg, op);
+}
+
+int baton_lock_release_async(baton_lock *l, baton_owner *o, baton_async_fn fn, void *arg,
+                             baton_op **op)
+{
+    baton_client *c;
+    int rc = async_enter(l, o, op, &c);
+    if (rc != BATON_OK)
+        return rc;
+    baton__op_args a = {.owner = o};
+    return baton__op_start(c, l, async_release, true, &a, fn, arg, op);
+}

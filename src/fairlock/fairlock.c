@@ -20,10 +20,7 @@
  * The hold bookkeeping (depth, token, lease, watchdog) is the core's, as for the plain lock.
  */
 #define _GNU_SOURCE
-#include "../core/internal.h"
-#include "baton_scripts.h"
-#include "../core/keys.h"
-#include "../core/wait.h"
+#include "../core/prim.h"
 
 #include <hiredis/hiredis.h>
 

@@ -17,12 +17,7 @@
  * drops its reference synchronously, so it leaves no subscription behind.
  */
 #define _GNU_SOURCE
-#include "../core/internal.h"
-#include "baton_scripts.h"
-#include "../core/keys.h"
-#include "../core/object.h"
-#include "../core/evloop.h"
-#include "../core/wait.h"
+#include "../core/prim.h"
 
 #include <hiredis/hiredis.h>
 
@@ -269,8 +264,22 @@ static int await(baton_latch *l, int64_t timeout_ms)
     return rc;
 }
 
-/* The client of a handle, for the asynchronous forms (src/core/async.c). */
-baton_client *baton__latch_client(const baton_latch *l)
+/* ------------------------------- asynchronous forms ----------------------------------- */
+
+/* What an asynchronous operation's fiber runs (async.c): the blocking verb. */
+static int async_await(void *h, const baton__op_args *a)
 {
-    return l->base.client;
+    return baton_latch_await(h, a->wait_ms);
+}
+
+int baton_latch_await_async(baton_latch *l, int64_t timeout_ms, baton_async_fn fn, void *arg,
+                            baton_op **op)
+{
+    if (op)
+        *op = NULL;
+    int rc = enter(l);
+    if (rc != BATON_OK)
+        return rc;
+    baton__op_args a = {.wait_ms = timeout_ms};
+    return baton__op_start(l->base.client, l, async_await, false, &a, fn, arg, op);
 }

@@ -14,10 +14,7 @@
  * with, and the watchdog is cancelled before the last release is sent.
  */
 #define _GNU_SOURCE
-#include "../core/internal.h"
-#include "baton_scripts.h"
-#include "../core/keys.h"
-#include "../core/wait.h"
+#include "../core/prim.h"
 
 #include <hiredis/hiredis.h>
 

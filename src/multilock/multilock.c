@@ -31,8 +31,7 @@
  * members each hold taken are remembered per handle, so a release releases exactly those.
  */
 #define _GNU_SOURCE
-#include "../core/evloop.h"
-#include "../core/internal.h"
+#include "../core/prim.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -17,12 +17,7 @@
  * the lost report); a record lives until its release, the handle's close, or its lost report.
  */
 #define _GNU_SOURCE
-#include "../core/evloop.h"
-#include "baton_scripts.h"
-#include "../core/keys.h"
-#include "../core/object.h"
-#include "../core/internal.h"
-#include "../core/wait.h"
+#include "../core/prim.h"
 
 #include <hiredis/hiredis.h>
 
@@ -620,8 +615,30 @@ int baton_permits_lost_fd(baton_permits *p, int *fd)
     return BATON_OK;
 }
 
-/* The client of a handle, for the asynchronous forms (src/core/async.c). */
-baton_client *baton__permits_client(const baton_permits *p)
+/* ------------------------------- asynchronous forms ----------------------------------- */
+
+/* What an asynchronous operation's fiber runs (async.c): the blocking verb. */
+static int async_acquire(void *h, const baton__op_args *a)
 {
-    return p->base.client;
+    return baton_permits_try_acquire(h, a->wait_ms, a->lease_ms, a->id_out);
+}
+
+int baton_permits_acquire_async(baton_permits *p, int64_t wait_ms, int64_t lease_ms,
+                                char id[BATON_PERMIT_ID_SIZE], baton_async_fn fn, void *arg,
+                                baton_op **op)
+{
+    if (op)
+        *op = NULL;
+    int rc = enter(p);
+    if (rc != BATON_OK)
+        return rc;
+    baton_client *c = p->base.client;
+    if (!id)
+        return baton__fail(c, BATON_EINVAL, "id is NULL");
+    if (lease_ms != 0 && baton__check_lease(lease_ms) != BATON_OK)
+        return baton__fail(c, BATON_EINVAL, "lease_ms %lld: use BATON_LEASE_WATCHDOG or 1..%lld ms",
+                           (long long)lease_ms, (long long)BATON_MAX_DURATION_MS);
+    id[0] = '\0';
+    baton__op_args a = {.wait_ms = wait_ms, .lease_ms = lease_ms, .id_out = id};
+    return baton__op_start(c, p, async_acquire, false, &a, fn, arg, op);
 }

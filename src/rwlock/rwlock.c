@@ -18,10 +18,7 @@
  * Redisson's scripts ignore the claims: its readers on the same lock are not held back.
  */
 #define _GNU_SOURCE
-#include "../core/internal.h"
-#include "baton_scripts.h"
-#include "../core/keys.h"
-#include "../core/wait.h"
+#include "../core/prim.h"
 
 #include <hiredis/hiredis.h>
 

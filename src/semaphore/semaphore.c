@@ -20,12 +20,7 @@
  * and no permit count written by baton goes below zero.
  */
 #define _GNU_SOURCE
-#include "../core/internal.h"
-#include "baton_scripts.h"
-#include "../core/keys.h"
-#include "../core/object.h"
-#include "../core/evloop.h"
-#include "../core/wait.h"
+#include "../core/prim.h"
 
 #include <hiredis/hiredis.h>
 
@@ -313,8 +308,43 @@ int baton_semaphore_available(baton_semaphore *s, int64_t *out)
     return BATON_OK;
 }
 
-/* The client of a handle, for the asynchronous forms (src/core/async.c). */
-baton_client *baton__semaphore_client(const baton_semaphore *s)
+/* ------------------------------- asynchronous forms ----------------------------------- */
+
+/* What an asynchronous operation's fiber runs (async.c): the blocking verbs. */
+static int async_acquire(void *h, const baton__op_args *a)
 {
-    return s->base.client;
+    return baton_semaphore_try_acquire(h, a->n, a->wait_ms);
+}
+
+static int async_release(void *h, const baton__op_args *a)
+{
+    return baton_semaphore_release(h, a->n);
+}
+
+/* A semaphore's operation: acquire (wait_ms) or release `permits`. */
+static int async_start(baton_semaphore *s, baton__op_run_fn run, bool release, int64_t permits,
+                       int64_t wait_ms, baton_async_fn fn, void *arg, baton_op **op)
+{
+    if (op)
+        *op = NULL;
+    int rc = enter(s);
+    if (rc != BATON_OK)
+        return rc;
+    baton_client *c = s->base.client;
+    if (permits < 1)
+        return baton__fail(c, BATON_EINVAL, "permits %lld: at least 1", (long long)permits);
+    baton__op_args a = {.n = permits, .wait_ms = wait_ms};
+    return baton__op_start(c, s, run, release, &a, fn, arg, op);
+}
+
+int baton_semaphore_acquire_async(baton_semaphore *s, int64_t permits, int64_t wait_ms,
+                                  baton_async_fn fn, void *arg, baton_op **op)
+{
+    return async_start(s, async_acquire, false, permits, wait_ms, fn, arg, op);
+}
+
+int baton_semaphore_release_async(baton_semaphore *s, int64_t permits, baton_async_fn fn, void *arg,
+                                  baton_op **op)
+{
+    return async_start(s, async_release, true, permits, 0, fn, arg, op);
 }
