@@ -81,14 +81,8 @@ static void make_origin(baton_client *c)
 static void make_uuid(char out[40])
 {
     unsigned char b[16];
-    size_t got = 0;
-    while (got < sizeof b) {
-        ssize_t n = getrandom(b + got, sizeof b - got, 0);
-        if (n > 0)
-            got += (size_t)n;
-        else if (errno != EINTR)
-            abort(); /* no entropy on Linux >= 3.17 is not a condition to recover from */
-    }
+    if (baton__random_bytes(b, sizeof b) < sizeof b)
+        abort(); /* no entropy on Linux >= 3.17 is not a condition to recover from */
     b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
     b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
     snprintf(out, 40, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],

@@ -52,6 +52,9 @@ uint64_t baton__owner_act(uint64_t id);
  * Memory and strings
  * ---------------------------------------------------------------------------------------- */
 
+/* Fills buf with n bytes from getrandom(); how many it got (n unless the kernel has no
+ * entropy source, which Linux >= 3.17 always has). */
+size_t baton__random_bytes(void *buf, size_t n);
 char *baton__strdup(const char *s);
 char *baton__strndup(const char *s, size_t n);
 /* printf into a new string; NULL when out of memory. */
@@ -99,6 +102,26 @@ int baton__check_lease(int64_t ms);
 char *baton__hash_tag(const char *name);
 /* prefix + hash_tag(name) + suffix (suffix may be NULL). New string or NULL. */
 char *baton__derive_key(const char *prefix, const char *name, const char *suffix);
+/* One key of an object, derived from its name: *out = prefix + hash_tag(name) + suffix. */
+typedef struct baton__key_spec {
+    char **out;
+    const char *prefix;
+    const char *suffix; /* may be NULL */
+} baton__key_spec;
+/* Derives every key of specs[0..n); false when memory ran out (then every *out is freed
+ * and NULL). */
+bool baton__derive_keys(const char *name, const baton__key_spec *specs, size_t n);
+/* Frees every key of specs[0..n) (NULL ones too) and sets it NULL. */
+void baton__free_keys(const baton__key_spec *specs, size_t n);
+/* Fills k[] (at most BATON__MAX_KEYS) with the keys of an object's state impl; how many. */
+#define BATON__MAX_KEYS 8
+typedef size_t (*baton__keys_fn)(void *impl, baton__key_spec *k);
+
+/* The lost descriptor of a handle (baton_lock_lost_fd, baton_permits_lost_fd): under the
+ * handle's mutex, makes its pipe (pipe[0] < 0: none yet; written at once when the hold is
+ * lost already) and sets *fd to its read end. BATON_OK, or BATON_ENOMEM with pipe2's
+ * reason recorded on c (pipe[] stays -1). */
+int baton__lost_pipe_fd(baton_client *c, int pipe[2], bool lost, int *fd);
 
 /* ------------------------------------------------------------------------------------------
  * URL
@@ -376,7 +399,11 @@ typedef struct baton__lock_ops {
     int (*is_held)(baton_lock *l, bool *out);
     int (*hold_count)(baton_lock *l, int64_t *out);
     int (*remaining_ttl)(baton_lock *l, int64_t *out);
-    void (*close)(baton_lock *l); /* frees what the kind added; not the base */
+    void (*close)(baton_lock *l); /* frees what the kind added; not the base (NULL: keys) */
+    /* optional: a kind whose state is only keys derived from the name (impl_size bytes,
+     * keys(impl, k) names them): baton__lock_open makes it, close frees it */
+    baton__keys_fn keys;
+    size_t impl_size;
     /* optional: kinds without a single hold record (the multi-lock) answer themselves */
     int (*fencing_token)(baton_lock *l, int64_t *out);
     baton__kind kind; /* what the client's statistics count it as */
@@ -409,6 +436,13 @@ struct baton_lock {
 
 /* The calling thread's owner field in this lock's hash: baton__owner plus owner_suffix. */
 void baton__lock_owner(const baton_lock *l, char *buf, size_t len);
+
+/* The open of a lock kind with one handle whose state is keys (plain, fair: ops->keys):
+ * c, out and the name checked (`what` names the kind in the detail), then the handle with
+ * its base and its keys. Returns BATON_OK, BATON_EINVAL, BATON_ENOTSUP (a forked client)
+ * or BATON_ENOMEM; *out NULL unless OK. */
+int baton__lock_open(baton_client *c, const char *name, const char *what,
+                     const baton__lock_ops *ops, const char *channel_prefix, baton_lock **out);
 
 /* Initializes the base of a lock handle; frees with baton__lock_base_free. */
 int baton__lock_base_init(baton_lock *l, const baton__lock_ops *ops, baton_client *c,

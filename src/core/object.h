@@ -33,4 +33,25 @@ int baton__object_cancel_waits(baton__object *o);
  * NULL), then the base and the memory. */
 void baton__object_close(baton__object *o, void (*fini)(baton__object *o));
 
+/* The public open, cancel_waits and close of a kind whose handle is the base alone (the
+ * latch, the semaphore): baton_<kind>_open(c, name, out) and the others, written once.
+ * `what` names the kind in the open's detail; channel_prefix gives its channel. */
+#define BATON__OBJECT_VERBS(kind, what, channel_prefix)                                            \
+    int kind##_open(baton_client *c, const char *name, kind **out)                                 \
+    {                                                                                              \
+        baton__object *o;                                                                          \
+        int rc = baton__object_open(c, name, what, channel_prefix, sizeof **out, out != NULL, &o); \
+        if (out)                                                                                   \
+            *out = (kind *)o;                                                                      \
+        return rc;                                                                                 \
+    }                                                                                              \
+    int kind##_cancel_waits(kind *h)                                                               \
+    {                                                                                              \
+        return baton__object_cancel_waits((baton__object *)h);                                     \
+    }                                                                                              \
+    void kind##_close(kind *h)                                                                     \
+    {                                                                                              \
+        baton__object_close((baton__object *)h, NULL);                                             \
+    }
+
 #endif /* BATON_CORE_OBJECT_H */

@@ -37,25 +37,8 @@ struct baton_latch {
 
 /* ------------------------------- open and close --------------------------------------- */
 
-int baton_latch_open(baton_client *c, const char *name, baton_latch **out)
-{
-    baton__object *o;
-    int rc = baton__object_open(c, name, "latch", BATON__KEY_LATCH_CHANNEL, sizeof **out,
-                                out != NULL, &o);
-    if (out)
-        *out = (baton_latch *)o;
-    return rc;
-}
-
-int baton_latch_cancel_waits(baton_latch *l)
-{
-    return baton__object_cancel_waits((baton__object *)l);
-}
-
-void baton_latch_close(baton_latch *l)
-{
-    baton__object_close((baton__object *)l, NULL);
-}
+/* baton_latch_open, baton_latch_cancel_waits, baton_latch_close */
+BATON__OBJECT_VERBS(baton_latch, "latch", BATON__KEY_LATCH_CHANNEL)
 
 /* Validation shared by every verb. */
 static int enter(baton_latch *l)

@@ -133,13 +133,14 @@ static int plain_force_release(baton_lock *l, bool *was_locked)
 
 /* ------------------------------- open and close --------------------------------------- */
 
-static void plain_close(baton_lock *l)
+/* The keys of a plain lock, into k[]; how many. */
+static size_t plain_keys(void *impl, baton__key_spec *k)
 {
-    plain *p = l->impl;
-    free(p->token_key);
-    free(p->latch_pfx);
-    free(p->meta_key);
-    free(p);
+    plain *p = impl;
+    k[0] = (baton__key_spec){&p->token_key, BATON__KEY_LOCK_TOKEN, NULL};
+    k[1] = (baton__key_spec){&p->latch_pfx, BATON__KEY_UNLOCK_LATCH, ":"};
+    k[2] = (baton__key_spec){&p->meta_key, BATON__KEY_LOCK_META, NULL};
+    return 3;
 }
 
 static const baton__lock_ops plain_ops = {
@@ -150,39 +151,11 @@ static const baton__lock_ops plain_ops = {
     .is_held = baton__hash_is_held,
     .hold_count = baton__hash_hold_count,
     .remaining_ttl = baton__hash_remaining_ttl,
-    .close = plain_close,
+    .keys = plain_keys,
+    .impl_size = sizeof(plain),
 };
 
 int baton_lock_open(baton_client *c, const char *name, baton_lock **out)
 {
-    if (out)
-        *out = NULL;
-    if (!c || !out)
-        return BATON_EINVAL;
-    int rc = baton__check_open_name(c, name, "lock");
-    if (rc != BATON_OK)
-        return rc;
-    baton_lock *l = calloc(1, sizeof *l);
-    plain *p = calloc(1, sizeof *p);
-    if (!l || !p)
-        goto nomem;
-    p->token_key = baton__derive_key(BATON__KEY_LOCK_TOKEN, name, NULL);
-    p->latch_pfx = baton__derive_key(BATON__KEY_UNLOCK_LATCH, name, ":");
-    p->meta_key = baton__derive_key(BATON__KEY_LOCK_META, name, NULL);
-    if (!p->token_key || !p->latch_pfx || !p->meta_key)
-        goto nomem;
-    if (baton__lock_base_init(l, &plain_ops, c, name, BATON__KEY_LOCK_CHANNEL) != BATON_OK)
-        goto nomem;
-    l->impl = p;
-    *out = l;
-    return BATON_OK;
-nomem:
-    if (p) {
-        free(p->token_key);
-        free(p->latch_pfx);
-        free(p->meta_key);
-    }
-    free(p);
-    free(l);
-    return baton__fail(c, BATON_ENOMEM, "out of memory");
+    return baton__lock_open(c, name, "lock", &plain_ops, BATON__KEY_LOCK_CHANNEL, out);
 }

@@ -572,31 +572,17 @@ static int group_fencing_token(baton_lock *l, int64_t *out)
                        "a multi-lock has no single fencing token: ask each member");
 }
 
-static const baton__lock_ops multi_ops = {
-    .acquire = multi_acquire,
-    .release = multi_release,
-    .force_release = group_force_release,
-    .is_locked = group_is_locked,
-    .is_held = group_is_held,
-    .hold_count = group_hold_count,
-    .remaining_ttl = group_remaining_ttl,
-    .close = group_close,
-    .fencing_token = group_fencing_token,
-    .kind = BATON__K_MULTILOCK,
-};
+/* What a multi-lock and a Redlock share: all but acquire and release. */
+#define GROUP_OPS(acquire_fn, release_fn)                                                          \
+    {                                                                                              \
+        .acquire = acquire_fn, .release = release_fn, .force_release = group_force_release,        \
+        .is_locked = group_is_locked, .is_held = group_is_held, .hold_count = group_hold_count,    \
+        .remaining_ttl = group_remaining_ttl, .close = group_close,                                \
+        .fencing_token = group_fencing_token, .kind = BATON__K_MULTILOCK,                          \
+    }
 
-static const baton__lock_ops redlock_ops = {
-    .acquire = redlock_acquire,
-    .release = redlock_release,
-    .force_release = group_force_release,
-    .is_locked = group_is_locked,
-    .is_held = group_is_held,
-    .hold_count = group_hold_count,
-    .remaining_ttl = group_remaining_ttl,
-    .close = group_close,
-    .fencing_token = group_fencing_token,
-    .kind = BATON__K_MULTILOCK,
-};
+static const baton__lock_ops multi_ops = GROUP_OPS(multi_acquire, multi_release);
+static const baton__lock_ops redlock_ops = GROUP_OPS(redlock_acquire, redlock_release);
 
 static int cmp_str(const char *a, const char *b)
 {

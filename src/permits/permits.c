@@ -88,14 +88,7 @@ static void lower_id(const char *id, char out[BATON_PERMIT_ID_SIZE])
 static void new_id(char out[BATON_PERMIT_ID_SIZE])
 {
     unsigned char b[BATON_PERMIT_ID_LEN / 2];
-    size_t got = 0;
-    while (got < sizeof b) {
-        ssize_t n = getrandom(b + got, sizeof b - got, 0);
-        if (n > 0)
-            got += (size_t)n;
-        else if (errno != EINTR)
-            break;
-    }
+    size_t got = baton__random_bytes(b, sizeof b);
     for (; got < sizeof b; got++) /* getrandom cannot fail on Linux >= 3.17; never reached */
         b[got] = (unsigned char)random();
     for (size_t i = 0; i < sizeof b; i++)
@@ -598,21 +591,9 @@ int baton_permits_lost_fd(baton_permits *p, int *fd)
     if (rc != BATON_OK)
         return rc;
     baton__mutex_lock(&p->mu);
-    if (p->lost_pipe[0] < 0) {
-        if (pipe2(p->lost_pipe, O_NONBLOCK | O_CLOEXEC) != 0) {
-            p->lost_pipe[0] = p->lost_pipe[1] = -1;
-            baton__mutex_unlock(&p->mu);
-            return baton__fail(p->base.client, BATON_ENOMEM, "pipe: %s", strerror(errno));
-        }
-        if (p->lost) {
-            char b = 1;
-            ssize_t n = write(p->lost_pipe[1], &b, 1);
-            (void)n;
-        }
-    }
-    *fd = p->lost_pipe[0];
+    rc = baton__lost_pipe_fd(p->base.client, p->lost_pipe, p->lost, fd);
     baton__mutex_unlock(&p->mu);
-    return BATON_OK;
+    return rc;
 }
 
 /* ------------------------------- asynchronous forms ----------------------------------- */

@@ -287,6 +287,16 @@ static baton_lock *part_open(baton_rwlock *rw, baton_client *c, const char *name
     return l;
 }
 
+/* The keys of a read-write lock, into k[]; how many. key_prefix is "{name}" alone. */
+static size_t rw_keys(baton_rwlock *rw, baton__key_spec *k)
+{
+    k[0] = (baton__key_spec){&rw->token_key, BATON__KEY_LOCK_TOKEN, NULL};
+    k[1] = (baton__key_spec){&rw->writers_key, BATON__KEY_RWLOCK_WRITERS, NULL};
+    k[2] = (baton__key_spec){&rw->key_prefix, "", NULL};
+    k[3] = (baton__key_spec){&rw->latch_pfx, BATON__KEY_UNLOCK_LATCH, ":"};
+    return 4;
+}
+
 int baton_rwlock_open(baton_client *c, const char *name, baton_rwlock **out)
 {
     if (out)
@@ -299,11 +309,8 @@ int baton_rwlock_open(baton_client *c, const char *name, baton_rwlock **out)
     baton_rwlock *rw = calloc(1, sizeof *rw);
     if (!rw)
         return baton__fail(c, BATON_ENOMEM, "out of memory");
-    rw->token_key = baton__derive_key(BATON__KEY_LOCK_TOKEN, name, NULL);
-    rw->writers_key = baton__derive_key(BATON__KEY_RWLOCK_WRITERS, name, NULL);
-    rw->key_prefix = baton__hash_tag(name);
-    rw->latch_pfx = baton__derive_key(BATON__KEY_UNLOCK_LATCH, name, ":");
-    if (rw->token_key && rw->writers_key && rw->key_prefix && rw->latch_pfx) {
+    baton__key_spec k[4];
+    if (baton__derive_keys(name, k, rw_keys(rw, k))) {
         rw->read = part_open(rw, c, name, &read_ops);
         rw->write = part_open(rw, c, name, &write_ops);
     }
@@ -321,10 +328,8 @@ void baton_rwlock_close(baton_rwlock *rw)
         return;
     baton_lock_close(rw->read);
     baton_lock_close(rw->write);
-    free(rw->token_key);
-    free(rw->writers_key);
-    free(rw->key_prefix);
-    free(rw->latch_pfx);
+    baton__key_spec k[4];
+    baton__free_keys(k, rw_keys(rw, k));
     free(rw);
 }
 

@@ -110,25 +110,8 @@ static int check_permits(baton_semaphore *s, int64_t permits, const char *what)
 
 /* ------------------------------- open and close --------------------------------------- */
 
-int baton_semaphore_open(baton_client *c, const char *name, baton_semaphore **out)
-{
-    baton__object *o;
-    int rc = baton__object_open(c, name, "semaphore", BATON__KEY_SEMAPHORE_CHANNEL, sizeof **out,
-                                out != NULL, &o);
-    if (out)
-        *out = (baton_semaphore *)o;
-    return rc;
-}
-
-int baton_semaphore_cancel_waits(baton_semaphore *s)
-{
-    return baton__object_cancel_waits((baton__object *)s);
-}
-
-void baton_semaphore_close(baton_semaphore *s)
-{
-    baton__object_close((baton__object *)s, NULL);
-}
+/* baton_semaphore_open, baton_semaphore_cancel_waits, baton_semaphore_close */
+BATON__OBJECT_VERBS(baton_semaphore, "semaphore", BATON__KEY_SEMAPHORE_CHANNEL)
 
 /* ------------------------------- acquire ---------------------------------------------- */
 
