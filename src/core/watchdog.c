@@ -24,6 +24,7 @@
  */
 #define _GNU_SOURCE /* qsort_r */
 #include "client.h"
+#include "baton_scripts.h"
 #include "conn.h"
 #include "slots.h"
 #include "topology.h"
@@ -657,9 +658,8 @@ static int get_watchdog(baton_client *c, baton__watchdog **out)
 int baton__watchdog_add(baton_client *c, const char *name, const char *owner, bool renew,
                         void (*lost)(void *arg), void *arg, int64_t since_us)
 {
-    return baton__watchdog_add_kind(c, baton__script_find("lock_renew"),
-                                    baton__script_find("hold_check"), name, owner, renew, lost, arg,
-                                    since_us);
+    return baton__watchdog_add_kind(c, &baton__script_lock_renew, &baton__script_hold_check, name,
+                                    owner, renew, lost, arg, since_us);
 }
 
 int baton__watchdog_add_kind(baton_client *c, const baton__script *script,

@@ -14,18 +14,13 @@
  * with, and the watchdog is cancelled before the last release is sent.
  */
 #define _GNU_SOURCE
-#include "../core/internal.h"
-#include "../core/wait.h"
+#include "../core/prim.h"
 
 #include <hiredis/hiredis.h>
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define CHANNEL_PREFIX "redisson_lock__channel:"
-#define TOKEN_PREFIX "redisson_lock_token:"
-#define LATCH_PREFIX "redisson_unlock_latch:"
 
 typedef struct plain {
     char *token_key; /* redisson_lock_token:{name} */
@@ -52,8 +47,8 @@ static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, int64_t *
     bool maybe_ran;
     baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_LOCK);
     int64_t sent = baton__now_us(); /* the lease runs from no earlier than this */
-    int rc = baton__script_call_synced(c, baton__script_find("lock_acquire"), 3, keys, 3, args, &r,
-                                       &maybe_ran);
+    int rc =
+        baton__script_call_synced(c, &baton__script_lock_acquire, 3, keys, 3, args, &r, &maybe_ran);
     if (rc == BATON_ECONN && maybe_ran)
         return baton__hold_resolve_lost(l, owner, p->token_key, lease_ms, sent);
     bool unsynced = rc == BATON_ENOTSYNCED; /* it ran; the replicas did not confirm it */
@@ -126,25 +121,26 @@ static int plain_release(baton_lock *l)
 {
     plain *p = l->impl;
     const char *keys[3] = {l->name, l->channel, p->meta_key};
-    return baton__hold_release_hash_only(l, "lock_release", p->latch_pfx, 3, keys);
+    return baton__hold_release_hash_only(l, &baton__script_lock_release, p->latch_pfx, 3, keys);
 }
 
 static int plain_force_release(baton_lock *l, bool *was_locked)
 {
     plain *p = l->impl;
     const char *keys[3] = {l->name, l->channel, p->meta_key};
-    return baton__hold_force_release(l, "lock_force_release", 3, keys, was_locked);
+    return baton__hold_force_release(l, &baton__script_lock_force_release, 3, keys, was_locked);
 }
 
 /* ------------------------------- open and close --------------------------------------- */
 
-static void plain_close(baton_lock *l)
+/* The keys of a plain lock, into k[]; how many. */
+static size_t plain_keys(void *impl, baton__key_spec *k)
 {
-    plain *p = l->impl;
-    free(p->token_key);
-    free(p->latch_pfx);
-    free(p->meta_key);
-    free(p);
+    plain *p = impl;
+    k[0] = (baton__key_spec){&p->token_key, BATON__KEY_LOCK_TOKEN, NULL};
+    k[1] = (baton__key_spec){&p->latch_pfx, BATON__KEY_UNLOCK_LATCH, ":"};
+    k[2] = (baton__key_spec){&p->meta_key, BATON__KEY_LOCK_META, NULL};
+    return 3;
 }
 
 static const baton__lock_ops plain_ops = {
@@ -155,39 +151,11 @@ static const baton__lock_ops plain_ops = {
     .is_held = baton__hash_is_held,
     .hold_count = baton__hash_hold_count,
     .remaining_ttl = baton__hash_remaining_ttl,
-    .close = plain_close,
+    .keys = plain_keys,
+    .impl_size = sizeof(plain),
 };
 
 int baton_lock_open(baton_client *c, const char *name, baton_lock **out)
 {
-    if (out)
-        *out = NULL;
-    if (!c || !out)
-        return BATON_EINVAL;
-    int rc = baton__check_open_name(c, name, "lock");
-    if (rc != BATON_OK)
-        return rc;
-    baton_lock *l = calloc(1, sizeof *l);
-    plain *p = calloc(1, sizeof *p);
-    if (!l || !p)
-        goto nomem;
-    p->token_key = baton__derive_key(TOKEN_PREFIX, name, NULL);
-    p->latch_pfx = baton__derive_key(LATCH_PREFIX, name, ":");
-    p->meta_key = baton__derive_key(BATON__LOCK_META_PREFIX, name, NULL);
-    if (!p->token_key || !p->latch_pfx || !p->meta_key)
-        goto nomem;
-    if (baton__lock_base_init(l, &plain_ops, c, name, CHANNEL_PREFIX) != BATON_OK)
-        goto nomem;
-    l->impl = p;
-    *out = l;
-    return BATON_OK;
-nomem:
-    if (p) {
-        free(p->token_key);
-        free(p->latch_pfx);
-        free(p->meta_key);
-    }
-    free(p);
-    free(l);
-    return baton__fail(c, BATON_ENOMEM, "out of memory");
+    return baton__lock_open(c, name, "lock", &plain_ops, BATON__KEY_LOCK_CHANNEL, out);
 }
