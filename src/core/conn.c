@@ -97,6 +97,22 @@ struct baton__conn {
 
 #define READ_CHUNK 16384
 
+/* A blocking read waits in recv() itself, for at most this long (SO_RCVTIMEO, set once per
+ * connection), so that a round trip costs one send() and one recv(), as hiredis's blocking
+ * context did, instead of a recv() that finds nothing, a poll() and a recv(). The deadline
+ * is looked at after every slice; with less than a slice left, poll() waits for the rest. */
+#define READ_SLICE_MS 100
+
+/* A pooled connection is looked at (poll) before it is lent only when it sat idle this
+ * long: long enough for a server's idle timeout (whole seconds) or a load balancer to have
+ * closed it. One closed sooner (CLIENT KILL, a restart) fails the command sent on it, which
+ * the callers resolve like any connection lost mid-command. */
+#define IDLE_CHECK_US 1000000
+
+/* Whether TLS records are read blocking (with the slice above) on this thread: the BIO
+ * below reads with MSG_DONTWAIT unless set, around one SSL_read in read_until(). */
+static _Thread_local bool bio_blocking;
+
 /* ------------------------------- small pieces ----------------------------------------- */
 
 static void set_err(baton__conn *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -388,7 +404,7 @@ static ssize_t io_write(baton__conn *k, const char *buf, size_t len, short *want
                                                        : ssl_failed(k, want, "TLS write failed");
     }
     for (;;) {
-        ssize_t n = send(k->fd, buf, len, MSG_NOSIGNAL);
+        ssize_t n = send(k->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n >= 0)
             return n;
         if (errno == EINTR)
@@ -400,18 +416,21 @@ static ssize_t io_write(baton__conn *k, const char *buf, size_t len, short *want
     }
 }
 
-/* Reads what it can: bytes read (> 0), IO_AGAIN with *want set, or IO_BROKEN (closed). */
-static ssize_t io_read(baton__conn *k, char *buf, size_t len, short *want)
+/* Reads what it can: bytes read (> 0), IO_AGAIN with *want set, or IO_BROKEN (closed).
+ * block: wait in the read for up to READ_SLICE_MS (IO_AGAIN when nothing came). */
+static ssize_t io_read(baton__conn *k, char *buf, size_t len, short *want, bool block)
 {
     *want = POLLIN;
     if (k->ssl) {
         ERR_clear_error();
         size_t n = 0;
-        return SSL_read_ex(k->ssl, buf, len, &n) == 1 ? (ssize_t)n
-                                                      : ssl_failed(k, want, "TLS read failed");
+        bio_blocking = block;
+        int ok = SSL_read_ex(k->ssl, buf, len, &n);
+        bio_blocking = false;
+        return ok == 1 ? (ssize_t)n : ssl_failed(k, want, "TLS read failed");
     }
     for (;;) {
-        ssize_t n = recv(k->fd, buf, len, 0);
+        ssize_t n = recv(k->fd, buf, len, block ? 0 : MSG_DONTWAIT);
         if (n > 0)
             return n;
         if (n == 0) {
@@ -546,6 +565,7 @@ static void read_timed_out(baton__conn *k)
 static int read_until(baton__conn *k, int64_t deadline_us, redisReply **out)
 {
     char buf[READ_CHUNK];
+    bool may_block = !baton__on_fiber(); /* a fiber yields instead (wait_fd) */
     *out = NULL;
     while (!k->broken) {
         if (baton__conn_next(k, out) != BATON_OK)
@@ -559,15 +579,17 @@ static int read_until(baton__conn *k, int64_t deadline_us, redisReply **out)
             set_err(k, "connection closed by the server");
             break;
         }
-        if (baton__now_us() >= deadline_us) {
+        int64_t left = deadline_us - baton__now_us();
+        if (left <= 0) {
             read_timed_out(k);
             break;
         }
         short want;
-        ssize_t n = io_read(k, buf, sizeof buf, &want);
+        bool block = may_block && left >= READ_SLICE_MS * 1000;
+        ssize_t n = io_read(k, buf, sizeof buf, &want, block);
         if (n > 0)
             take_bytes(k, buf, (size_t)n);
-        else if (n == IO_AGAIN && !wait_fd(k->fd, want, deadline_us))
+        else if (n == IO_AGAIN && (!block || want == POLLOUT) && !wait_fd(k->fd, want, deadline_us))
             read_timed_out(k);
     }
     return k->proto ? BATON_EPROTO : BATON_ECONN;
@@ -636,7 +658,7 @@ bool baton__conn_io(baton__conn *k, short revents)
                 break;
             }
             short want;
-            ssize_t n = io_read(k, buf, sizeof buf, &want);
+            ssize_t n = io_read(k, buf, sizeof buf, &want, false);
             if (n > 0) {
                 if (!take_bytes(k, buf, (size_t)n))
                     return false;
@@ -673,7 +695,9 @@ int baton__conn_feed(baton__conn *k, const char *buf, size_t len)
 /* ------------------------------- TLS -------------------------------------------------- */
 
 /* The socket BIO writes with write(2), which raises SIGPIPE on a connection the peer
- * closed; this one is the socket BIO with send(MSG_NOSIGNAL) for its write. */
+ * closed, and reads with read(2), which blocks on baton's blocking sockets; this one is the
+ * socket BIO with send(MSG_NOSIGNAL | MSG_DONTWAIT) for its write and recv() for its read,
+ * blocking only inside read_until() (bio_blocking). */
 static BIO_METHOD *nosig_method;
 static pthread_once_t nosig_once = PTHREAD_ONCE_INIT;
 
@@ -683,10 +707,26 @@ static int nosig_write(BIO *b, const char *buf, int len)
     BIO_get_fd(b, &fd);
     BIO_clear_retry_flags(b);
     ssize_t n;
-    while ((n = send(fd, buf, (size_t)len, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
+    while ((n = send(fd, buf, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT)) < 0 && errno == EINTR) {
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
         BIO_set_retry_write(b);
+    return (int)n;
+}
+
+static int bio_read(BIO *b, char *buf, int len)
+{
+    int fd = -1;
+    BIO_get_fd(b, &fd);
+    BIO_clear_retry_flags(b);
+    if (!buf || len <= 0)
+        return 0;
+    ssize_t n;
+    while ((n = recv(fd, buf, (size_t)len, bio_blocking ? 0 : MSG_DONTWAIT)) < 0 &&
+           errno == EINTR) {
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        BIO_set_retry_read(b);
     return (int)n;
 }
 
@@ -697,7 +737,7 @@ static void make_nosig_method(void)
                                  "baton socket");
     if (!m)
         return;
-    if (!BIO_meth_set_write(m, nosig_write) || !BIO_meth_set_read(m, BIO_meth_get_read(s)) ||
+    if (!BIO_meth_set_write(m, nosig_write) || !BIO_meth_set_read(m, bio_read) ||
         !BIO_meth_set_puts(m, BIO_meth_get_puts(s)) ||
         !BIO_meth_set_ctrl(m, BIO_meth_get_ctrl(s)) ||
         !BIO_meth_set_create(m, BIO_meth_get_create(s)) ||
@@ -879,6 +919,19 @@ static void tune_tcp(int fd, int64_t keepalive_ms)
     (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
 }
 
+/* Connected, the socket blocks, and every read and write that must not says so
+ * (MSG_DONTWAIT): only read_until() waits in recv(), a slice at a time (READ_SLICE_MS). If
+ * the socket cannot be made so, it stays non-blocking and read_until() polls: slower, the
+ * same. */
+static void make_blocking(int fd)
+{
+    struct timeval tv = {READ_SLICE_MS / 1000, (READ_SLICE_MS % 1000) * 1000};
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0)
+        return;
+    (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+}
+
 /* A non-blocking connect to one address, finished within the deadline. */
 static int connect_addr(int family, const struct sockaddr *sa, socklen_t salen, int64_t deadline_us,
                         char *why, size_t whylen)
@@ -909,6 +962,7 @@ static int connect_addr(int family, const struct sockaddr *sa, socklen_t salen, 
             return -1;
         }
     }
+    make_blocking(fd);
     return fd;
 }
 
@@ -1253,6 +1307,8 @@ int baton__conn_open_sentinel(baton_client *c, const char *host, int port, baton
  * handshake: a read that yields no application data leaves the connection usable. */
 static bool idle_usable(baton__conn *k)
 {
+    if (baton__now_us() - k->last_read_us < IDLE_CHECK_US)
+        return true; /* see IDLE_CHECK_US */
     struct pollfd p = {k->fd, POLLIN, 0};
     int n;
     while ((n = poll(&p, 1, 0)) < 0 && errno == EINTR) {
@@ -1263,7 +1319,7 @@ static bool idle_usable(baton__conn *k)
         return false;
     char b;
     short want;
-    return io_read(k, &b, 1, &want) == IO_AGAIN; /* a byte of a reply nobody asked for: no */
+    return io_read(k, &b, 1, &want, false) == IO_AGAIN; /* a byte of a reply nobody asked for: no */
 }
 
 void baton__pool_init(baton__pool *p, const char *host, int port)
