@@ -52,6 +52,9 @@ uint64_t baton__owner_act(uint64_t id);
  * Memory and strings
  * ---------------------------------------------------------------------------------------- */
 
+/* Fills buf with n bytes from getrandom(); how many it got (n unless the kernel has no
+ * entropy source, which Linux >= 3.17 always has). */
+size_t baton__random_bytes(void *buf, size_t n);
 char *baton__strdup(const char *s);
 char *baton__strndup(const char *s, size_t n);
 /* printf into a new string; NULL when out of memory. */
@@ -99,6 +102,26 @@ int baton__check_lease(int64_t ms);
 char *baton__hash_tag(const char *name);
 /* prefix + hash_tag(name) + suffix (suffix may be NULL). New string or NULL. */
 char *baton__derive_key(const char *prefix, const char *name, const char *suffix);
+/* One key of an object, derived from its name: *out = prefix + hash_tag(name) + suffix. */
+typedef struct baton__key_spec {
+    char **out;
+    const char *prefix;
+    const char *suffix; /* may be NULL */
+} baton__key_spec;
+/* Derives every key of specs[0..n); false when memory ran out (then every *out is freed
+ * and NULL). */
+bool baton__derive_keys(const char *name, const baton__key_spec *specs, size_t n);
+/* Frees every key of specs[0..n) (NULL ones too) and sets it NULL. */
+void baton__free_keys(const baton__key_spec *specs, size_t n);
+/* Fills k[] (at most BATON__MAX_KEYS) with the keys of an object's state impl; how many. */
+#define BATON__MAX_KEYS 8
+typedef size_t (*baton__keys_fn)(void *impl, baton__key_spec *k);
+
+/* The lost descriptor of a handle (baton_lock_lost_fd, baton_permits_lost_fd): under the
+ * handle's mutex, makes its pipe (pipe[0] < 0: none yet; written at once when the hold is
+ * lost already) and sets *fd to its read end. BATON_OK, or BATON_ENOMEM with pipe2's
+ * reason recorded on c (pipe[] stays -1). */
+int baton__lost_pipe_fd(baton_client *c, int pipe[2], bool lost, int *fd);
 
 /* ------------------------------------------------------------------------------------------
  * URL
@@ -231,16 +254,6 @@ int baton__script_call(baton_client *c, const baton__script *s, int nkeys, const
 int baton__script_call_synced(baton_client *c, const baton__script *s, int nkeys, const char **keys,
                               int nargs, const char **args, struct redisReply **reply,
                               bool *maybe_ran);
-/* Appends WAIT sync_replicas sync_timeout_ms when sync_replicas is set (pipelines that
- * must be acknowledged, the watchdog's); returns whether it did. */
-bool baton__append_wait(baton_client *c, baton__conn *k);
-/* Reads a WAIT's reply: BATON_OK when enough replicas acknowledged, BATON_ENOTSYNCED when
- * not (detail recorded), BATON_ECONN when the connection broke. */
-int baton__read_wait(baton_client *c, baton__conn *k);
-/* The prefix of the request latches of baton's own writes that must count once (semaphore
- * acquire, release and add_permits, latch count_down): baton_request:{name}:<client-id>:<n>.
- * The locks use Redisson's redisson_unlock_latch:{name}: instead. */
-#define BATON__REQUEST_PREFIX "baton_request:"
 
 /* Runs a script whose effect must apply once per call although the call may send it more
  * than once (see once.c): KEYS = keys plus a request latch <latch_prefix><client-id>:<n>,
@@ -259,9 +272,6 @@ int baton__script_run_once(baton_client *c, const baton__script *s, const char *
 int baton__script_run_once_arg(baton_client *c, const baton__script *s, const char *latch_prefix,
                                int nkeys, const char **keys, int nargs, const char **args,
                                struct redisReply **reply);
-/* Appends an EVALSHA to a connection's output (pipelining: conn.h's flush and read). */
-int baton__script_append(baton__conn *k, const baton__script *s, int nkeys, const char **keys,
-                         int nargs, const char **args);
 
 /* Client-side counters, for tests and the benchmark (BENCH.md's "client round trips"):
  * commands: request/reply round trips on command connections (a retry or a NOSCRIPT
@@ -283,10 +293,6 @@ void baton__node_of_key(baton_client *c, const char *key, char *buf, size_t len,
  * open: a client serves only that process). The lock kinds record it beside each hold. */
 #define BATON__ORIGIN_LEN 96
 const char *baton__client_origin(const baton_client *c);
-/* The prefix of the side hash where the lock kinds record each holder's origin:
- * baton_lock_meta:{name}, field <owner> -> "host:pid", with the lock's lease. Baton's own,
- * beside Redisson's layout (a Redisson holder simply has no entry). */
-#define BATON__LOCK_META_PREFIX "baton_lock_meta:"
 
 /* "<uuid>:<owner-id>" of the calling thread's owner (baton__owner_id) for this client, into buf (>=
  * 64 bytes). */
@@ -351,22 +357,6 @@ uint64_t baton__sub_messages(baton_client *c, baton__sub *s);
  * nothing until their release) learns within a moment that its holds are gone. Calls nest.
  * Never blocks on the server. */
 void baton__sub_pin(baton_client *c, bool pin);
-/* A waiter that is not a sleeping thread (an asynchronous operation): armed on a
- * subscription, it takes the next wake-up the channel's policy hands out, as a thread in
- * baton__sub_wait would, and fn(arg) runs then, on the dispatcher's thread under its mutex
- * (it must only queue work). Owned by the caller; armed at most once at a time. */
-typedef struct baton__sub_waker {
-    void (*fn)(void *arg);
-    void *arg;
-    struct baton__sub_waker *prev, *next;
-    bool armed;
-} baton__sub_waker;
-/* Arms w on s (s is held by w's owner): a wake-up kept for s already fires it at once. */
-void baton__sub_arm(baton_client *c, baton__sub *s, baton__sub_waker *w);
-/* Disarms w if it is still armed (it did not fire). */
-void baton__sub_disarm(baton_client *c, baton__sub *s, baton__sub_waker *w);
-/* Wakes every waiter of every channel once (cancellation: they re-check and leave). */
-void baton__sub_wake_all(baton_client *c);
 /* Counts of the dispatcher's state, for tests and the benchmark. */
 int baton__sub_count(baton_client *c);
 
@@ -414,7 +404,11 @@ typedef struct baton__lock_ops {
     int (*is_held)(baton_lock *l, bool *out);
     int (*hold_count)(baton_lock *l, int64_t *out);
     int (*remaining_ttl)(baton_lock *l, int64_t *out);
-    void (*close)(baton_lock *l); /* frees what the kind added; not the base */
+    void (*close)(baton_lock *l); /* frees what the kind added; not the base (NULL: keys) */
+    /* optional: a kind whose state is only keys derived from the name (impl_size bytes,
+     * keys(impl, k) names them): baton__lock_open makes it, close frees it */
+    baton__keys_fn keys;
+    size_t impl_size;
     /* optional: kinds without a single hold record (the multi-lock) answer themselves */
     int (*fencing_token)(baton_lock *l, int64_t *out);
     baton__kind kind; /* what the client's statistics count it as */
@@ -447,6 +441,13 @@ struct baton_lock {
 
 /* The calling thread's owner field in this lock's hash: baton__owner plus owner_suffix. */
 void baton__lock_owner(const baton_lock *l, char *buf, size_t len);
+
+/* The open of a lock kind with one handle whose state is keys (plain, fair: ops->keys):
+ * c, out and the name checked (`what` names the kind in the detail), then the handle with
+ * its base and its keys. Returns BATON_OK, BATON_EINVAL, BATON_ENOTSUP (a forked client)
+ * or BATON_ENOMEM; *out NULL unless OK. */
+int baton__lock_open(baton_client *c, const char *name, const char *what,
+                     const baton__lock_ops *ops, const char *channel_prefix, baton_lock **out);
 
 /* Initializes the base of a lock handle; frees with baton__lock_base_free. */
 int baton__lock_base_init(baton_lock *l, const baton__lock_ops *ops, baton_client *c,

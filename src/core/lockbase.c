@@ -37,6 +37,55 @@ int baton__lock_base_init(baton_lock *l, const baton__lock_ops *ops, baton_clien
     return BATON_OK;
 }
 
+/* The state of a kind with ops->keys: impl_size zeroed bytes, every key derived; NULL
+ * when out of memory. */
+static void *keys_make(const char *name, const baton__lock_ops *ops)
+{
+    void *impl = calloc(1, ops->impl_size);
+    baton__key_spec k[BATON__MAX_KEYS];
+    if (impl && baton__derive_keys(name, k, ops->keys(impl, k)))
+        return impl;
+    free(impl);
+    return NULL;
+}
+
+/* Frees what keys_make made (or what the kind's close frees). */
+static void impl_close(baton_lock *l)
+{
+    if (l->ops->close) {
+        l->ops->close(l);
+        return;
+    }
+    baton__key_spec k[BATON__MAX_KEYS];
+    baton__free_keys(k, l->ops->keys(l->impl, k));
+    free(l->impl);
+}
+
+int baton__lock_open(baton_client *c, const char *name, const char *what,
+                     const baton__lock_ops *ops, const char *channel_prefix, baton_lock **out)
+{
+    if (out)
+        *out = NULL;
+    if (!c || !out)
+        return BATON_EINVAL;
+    int rc = baton__check_open_name(c, name, what);
+    if (rc != BATON_OK)
+        return rc;
+    baton_lock *l = calloc(1, sizeof *l);
+    void *impl = l ? keys_make(name, ops) : NULL;
+    if (!impl || baton__lock_base_init(l, ops, c, name, channel_prefix) != BATON_OK) {
+        if (impl) {
+            l->impl = impl;
+            impl_close(l);
+        }
+        free(l);
+        return baton__fail(c, BATON_ENOMEM, "out of memory");
+    }
+    l->impl = impl;
+    *out = l;
+    return BATON_OK;
+}
+
 void baton__lock_owner(const baton_lock *l, char *buf, size_t len)
 {
     baton__owner(l->client, buf, len);
@@ -440,8 +489,8 @@ int baton__hold_call(baton_lock *l, const baton__hold_script *h, struct redisRep
 
 /* ------------------------------- queries on Redisson's lock hash ---------------------- */
 
-/* One read of the lock hash: cmd NAME [owner]; *nil tells an absent field. */
-static int hash_query(baton_lock *l, const char *cmd, bool with_owner, long long *out, bool *nil)
+/* One read of the lock hash: cmd NAME [owner], its integer (an absent field: 0). */
+static int hash_int(baton_lock *l, const char *cmd, bool with_owner, int64_t *out)
 {
     char owner[BATON__OWNER_LEN];
     baton__lock_owner(l, owner, sizeof owner);
@@ -450,7 +499,6 @@ static int hash_query(baton_lock *l, const char *cmd, bool with_owner, long long
     int rc = baton__query_argv(l->client, with_owner ? 3 : 2, argv, &r);
     if (rc != BATON_OK)
         return rc;
-    *nil = r->type == REDIS_REPLY_NIL;
     if (r->type == REDIS_REPLY_INTEGER)
         *out = r->integer;
     else if (r->type == REDIS_REPLY_STRING)
@@ -461,44 +509,33 @@ static int hash_query(baton_lock *l, const char *cmd, bool with_owner, long long
     return BATON_OK;
 }
 
-int baton__hash_is_locked(baton_lock *l, bool *out)
+static int hash_bool(baton_lock *l, const char *cmd, bool with_owner, bool *out)
 {
-    long long v;
-    bool nil;
-    int rc = hash_query(l, "EXISTS", false, &v, &nil);
+    int64_t v;
+    int rc = hash_int(l, cmd, with_owner, &v);
     if (rc == BATON_OK)
         *out = v > 0;
     return rc;
+}
+
+int baton__hash_is_locked(baton_lock *l, bool *out)
+{
+    return hash_bool(l, "EXISTS", false, out);
 }
 
 int baton__hash_is_held(baton_lock *l, bool *out)
 {
-    long long v;
-    bool nil;
-    int rc = hash_query(l, "HEXISTS", true, &v, &nil);
-    if (rc == BATON_OK)
-        *out = v > 0;
-    return rc;
+    return hash_bool(l, "HEXISTS", true, out);
 }
 
 int baton__hash_hold_count(baton_lock *l, int64_t *out)
 {
-    long long v;
-    bool nil;
-    int rc = hash_query(l, "HGET", true, &v, &nil);
-    if (rc == BATON_OK)
-        *out = nil ? 0 : v;
-    return rc;
+    return hash_int(l, "HGET", true, out);
 }
 
 int baton__hash_remaining_ttl(baton_lock *l, int64_t *out)
 {
-    long long v;
-    bool nil;
-    int rc = hash_query(l, "PTTL", false, &v, &nil);
-    if (rc == BATON_OK)
-        *out = v;
-    return rc;
+    return hash_int(l, "PTTL", false, out);
 }
 
 /* ------------------------------- verbs ------------------------------------------------ */
@@ -509,7 +546,7 @@ void baton_lock_close(baton_lock *l)
         return;
     baton__evloop_drop_handle(l->client, l); /* no operation may run on it once freed */
     baton__hold_forget(l);
-    l->ops->close(l);
+    impl_close(l);
     baton__lock_base_free(l);
     free(l);
 }
@@ -656,19 +693,60 @@ int baton_lock_lost_fd(baton_lock *l, int *fd)
     if (rc != BATON_OK)
         return rc;
     baton__mutex_lock(&l->mu);
-    if (l->lost_pipe[0] < 0) {
-        if (pipe2(l->lost_pipe, O_NONBLOCK | O_CLOEXEC) != 0) {
-            l->lost_pipe[0] = l->lost_pipe[1] = -1;
-            baton__mutex_unlock(&l->mu);
-            return baton__fail(l->client, BATON_ENOMEM, "pipe: %s", strerror(errno));
-        }
-        if (l->lost) {
-            char b = 1;
-            ssize_t n = write(l->lost_pipe[1], &b, 1);
-            (void)n;
-        }
-    }
-    *fd = l->lost_pipe[0];
+    rc = baton__lost_pipe_fd(l->client, l->lost_pipe, l->lost, fd);
     baton__mutex_unlock(&l->mu);
-    return BATON_OK;
+    return rc;
+}
+
+/* ------------------------------- asynchronous forms ----------------------------------- */
+
+/* What an asynchronous operation's fiber runs (async.c): the blocking verbs. */
+static int async_acquire(void *h, const baton__op_args *a)
+{
+    return baton_lock_try_acquire(h, a->wait_ms, a->lease_ms);
+}
+
+static int async_release(void *h, const baton__op_args *a)
+{
+    (void)a;
+    return baton_lock_release(h);
+}
+
+/* The client an operation on l runs on: the handle's, or for a multi-lock spanning clients
+ * the owner's (without one, BATON_EINVAL). */
+static int async_enter(baton_lock *l, baton_owner *o, baton_op **op, baton_client **c)
+{
+    if (op)
+        *op = NULL;
+    if (!l)
+        return BATON_EINVAL;
+    *c = l->client ? l->client : (o ? baton__owner_client(o) : NULL);
+    if (!*c)
+        return BATON_EINVAL;
+    return baton__client_enter(*c);
+}
+
+int baton_lock_acquire_async(baton_lock *l, baton_owner *o, int64_t wait_ms, int64_t lease_ms,
+                             baton_async_fn fn, void *arg, baton_op **op)
+{
+    baton_client *c;
+    int rc = async_enter(l, o, op, &c);
+    if (rc != BATON_OK)
+        return rc;
+    if (baton__check_lease(lease_ms) != BATON_OK)
+        return baton__fail(c, BATON_EINVAL, "lease_ms %lld: use BATON_LEASE_WATCHDOG or 1..%lld ms",
+                           (long long)lease_ms, (long long)BATON_MAX_DURATION_MS);
+    baton__op_args a = {.owner = o, .wait_ms = wait_ms, .lease_ms = lease_ms};
+    return baton__op_start(c, l, async_acquire, false, &a, fn, arg, op);
+}
+
+int baton_lock_release_async(baton_lock *l, baton_owner *o, baton_async_fn fn, void *arg,
+                             baton_op **op)
+{
+    baton_client *c;
+    int rc = async_enter(l, o, op, &c);
+    if (rc != BATON_OK)
+        return rc;
+    baton__op_args a = {.owner = o};
+    return baton__op_start(c, l, async_release, true, &a, fn, arg, op);
 }

@@ -21,7 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define RECORD_PREFIX "baton_client:"
+#include "keys.h"
+
+#define RECORD_PREFIX BATON__KEY_CLIENT_RECORD
 
 /* The record lives this many watchdog leases (or the longest fixed lease taken, if
  * longer); it is written again once less than one lease of it is left. */

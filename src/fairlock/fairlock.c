@@ -20,21 +20,13 @@
  * The hold bookkeeping (depth, token, lease, watchdog) is the core's, as for the plain lock.
  */
 #define _GNU_SOURCE
-#include "../core/internal.h"
-#include "baton_scripts.h"
-#include "../core/wait.h"
+#include "../core/prim.h"
 
 #include <hiredis/hiredis.h>
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define CHANNEL_PREFIX "redisson_lock__channel:"
-#define QUEUE_PREFIX "redisson_lock_queue:"
-#define TIMEOUT_PREFIX "redisson_lock_timeout:"
-#define TOKEN_PREFIX "redisson_lock_token:"
-#define LATCH_PREFIX "redisson_unlock_latch:"
 
 typedef struct fair {
     char *queue_key;   /* redisson_lock_queue:{name} */
@@ -191,21 +183,16 @@ static int fair_force_release(baton_lock *l, bool *was_locked)
 
 /* ------------------------------- open and close --------------------------------------- */
 
-static void fair_free(fair *f)
+/* The keys of a fair lock, into k[]; how many. */
+static size_t fair_keys(void *impl, baton__key_spec *k)
 {
-    if (!f)
-        return;
-    free(f->queue_key);
-    free(f->timeout_key);
-    free(f->token_key);
-    free(f->latch_pfx);
-    free(f->meta_key);
-    free(f);
-}
-
-static void fair_close(baton_lock *l)
-{
-    fair_free(l->impl);
+    fair *f = impl;
+    k[0] = (baton__key_spec){&f->queue_key, BATON__KEY_LOCK_QUEUE, NULL};
+    k[1] = (baton__key_spec){&f->timeout_key, BATON__KEY_LOCK_TIMEOUT, NULL};
+    k[2] = (baton__key_spec){&f->token_key, BATON__KEY_LOCK_TOKEN, NULL};
+    k[3] = (baton__key_spec){&f->latch_pfx, BATON__KEY_UNLOCK_LATCH, ":"};
+    k[4] = (baton__key_spec){&f->meta_key, BATON__KEY_LOCK_META, NULL};
+    return 5;
 }
 
 static const baton__lock_ops fair_ops = {
@@ -216,38 +203,13 @@ static const baton__lock_ops fair_ops = {
     .is_held = baton__hash_is_held,
     .hold_count = baton__hash_hold_count,
     .remaining_ttl = baton__hash_remaining_ttl,
-    .close = fair_close,
+    .keys = fair_keys,
+    .impl_size = sizeof(fair),
     .kind = BATON__K_FAIRLOCK,
 };
 
 int baton_fairlock_open(baton_client *c, const char *name, baton_lock **out)
 {
-    if (out)
-        *out = NULL;
-    if (!c || !out)
-        return BATON_EINVAL;
-    int rc = baton__check_open_name(c, name, "fair lock");
-    if (rc != BATON_OK)
-        return rc;
-    baton_lock *l = calloc(1, sizeof *l);
-    fair *f = calloc(1, sizeof *f);
-    if (!l || !f)
-        goto nomem;
-    f->queue_key = baton__derive_key(QUEUE_PREFIX, name, NULL);
-    f->timeout_key = baton__derive_key(TIMEOUT_PREFIX, name, NULL);
-    f->token_key = baton__derive_key(TOKEN_PREFIX, name, NULL);
-    f->latch_pfx = baton__derive_key(LATCH_PREFIX, name, ":");
-    f->meta_key = baton__derive_key(BATON__LOCK_META_PREFIX, name, NULL);
-    if (!f->queue_key || !f->timeout_key || !f->token_key || !f->latch_pfx || !f->meta_key)
-        goto nomem;
     /* l->channel is the waiters' channel prefix; each waiter appends ":<owner>". */
-    if (baton__lock_base_init(l, &fair_ops, c, name, CHANNEL_PREFIX) != BATON_OK)
-        goto nomem;
-    l->impl = f;
-    *out = l;
-    return BATON_OK;
-nomem:
-    fair_free(f);
-    free(l);
-    return baton__fail(c, BATON_ENOMEM, "out of memory");
+    return baton__lock_open(c, name, "fair lock", &fair_ops, BATON__KEY_LOCK_CHANNEL, out);
 }

@@ -21,9 +21,7 @@
  * with, and the watchdog is cancelled before the last release is sent.
  */
 #define _GNU_SOURCE
-#include "../core/internal.h"
-#include "baton_scripts.h"
-#include "../core/wait.h"
+#include "../core/prim.h"
 
 #include <hiredis/hiredis.h>
 
@@ -31,17 +29,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHANNEL_PREFIX "redisson_lock__channel:"
-#define NEXT_PREFIX "baton_lock_next:"
-
 /* A waiter that waited this long may reserve the lock (a few lost races under contention;
  * uncontended waits never get here). */
 #define STARVE_AFTER_US 2000
 /* How long a reservation lasts unless its waiter renews it: what a waiter that died or
  * stalled costs a free lock. */
 #define RESERVE_MS 50
-#define TOKEN_PREFIX "redisson_lock_token:"
-#define LATCH_PREFIX "redisson_unlock_latch:"
 
 typedef struct plain {
     char *token_key; /* redisson_lock_token:{name} */
@@ -181,13 +174,14 @@ static int plain_force_release(baton_lock *l, bool *was_locked)
 
 /* ------------------------------- open and close --------------------------------------- */
 
-static void plain_close(baton_lock *l)
+/* The keys of a plain lock, into k[]; how many. */
+static size_t plain_keys(void *impl, baton__key_spec *k)
 {
-    plain *p = l->impl;
-    free(p->token_key);
-    free(p->latch_pfx);
-    free(p->next_key);
-    free(p);
+    plain *p = impl;
+    k[0] = (baton__key_spec){&p->token_key, BATON__KEY_LOCK_TOKEN, NULL};
+    k[1] = (baton__key_spec){&p->latch_pfx, BATON__KEY_UNLOCK_LATCH, ":"};
+    k[2] = (baton__key_spec){&p->next_key, BATON__KEY_LOCK_NEXT, NULL};
+    return 3;
 }
 
 static const baton__lock_ops plain_ops = {
@@ -198,39 +192,11 @@ static const baton__lock_ops plain_ops = {
     .is_held = baton__hash_is_held,
     .hold_count = baton__hash_hold_count,
     .remaining_ttl = baton__hash_remaining_ttl,
-    .close = plain_close,
+    .keys = plain_keys,
+    .impl_size = sizeof(plain),
 };
 
 int baton_lock_open(baton_client *c, const char *name, baton_lock **out)
 {
-    if (out)
-        *out = NULL;
-    if (!c || !out)
-        return BATON_EINVAL;
-    int rc = baton__check_open_name(c, name, "lock");
-    if (rc != BATON_OK)
-        return rc;
-    baton_lock *l = calloc(1, sizeof *l);
-    plain *p = calloc(1, sizeof *p);
-    if (!l || !p)
-        goto nomem;
-    p->token_key = baton__derive_key(TOKEN_PREFIX, name, NULL);
-    p->latch_pfx = baton__derive_key(LATCH_PREFIX, name, ":");
-    p->next_key = baton__derive_key(NEXT_PREFIX, name, NULL);
-    if (!p->token_key || !p->latch_pfx || !p->next_key)
-        goto nomem;
-    if (baton__lock_base_init(l, &plain_ops, c, name, CHANNEL_PREFIX) != BATON_OK)
-        goto nomem;
-    l->impl = p;
-    *out = l;
-    return BATON_OK;
-nomem:
-    if (p) {
-        free(p->token_key);
-        free(p->latch_pfx);
-        free(p->next_key);
-    }
-    free(p);
-    free(l);
-    return baton__fail(c, BATON_ENOMEM, "out of memory");
+    return baton__lock_open(c, name, "lock", &plain_ops, BATON__KEY_LOCK_CHANNEL, out);
 }

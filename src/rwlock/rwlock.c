@@ -18,21 +18,13 @@
  * Redisson's scripts ignore the claims: its readers on the same lock are not held back.
  */
 #define _GNU_SOURCE
-#include "../core/internal.h"
-#include "baton_scripts.h"
-#include "../core/wait.h"
+#include "../core/prim.h"
 
 #include <hiredis/hiredis.h>
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define CHANNEL_PREFIX "redisson_rwlock:"
-#define TOKEN_PREFIX "redisson_lock_token:"
-#define LATCH_PREFIX "redisson_unlock_latch:"
-#define WRITERS_PREFIX "baton_rwlock_writers:"
-#define WRITE_SUFFIX ":write"
 
 struct baton_rwlock {
     baton_lock *read;
@@ -144,8 +136,8 @@ static int rw_acquire(baton_lock *l, bool write, int64_t wait_ms, int64_t lease_
     acquiring a = {.l = l, .write = write, .wait_ms = wait_ms, .lease_ms = lease_ms, .bound = -1};
     char thread[BATON__OWNER_LEN];
     baton__owner(c, thread, sizeof thread);
-    snprintf(a.owner, sizeof a.owner, "%s%s", thread, write ? WRITE_SUFFIX : "");
-    snprintf(a.other, sizeof a.other, "%s%s", thread, write ? "" : WRITE_SUFFIX);
+    snprintf(a.owner, sizeof a.owner, "%s%s", thread, write ? BATON__KEY_WRITE_SUFFIX : "");
+    snprintf(a.other, sizeof a.other, "%s%s", thread, write ? "" : BATON__KEY_WRITE_SUFFIX);
     baton__wait w = {.channel = l->channel,
                      .kind = BATON__SUB_RWLOCK,
                      .stat = BATON__K_RWLOCK,
@@ -286,13 +278,23 @@ static baton_lock *part_open(baton_rwlock *rw, baton_client *c, const char *name
     baton_lock *l = calloc(1, sizeof *l);
     if (!l)
         return NULL;
-    if (baton__lock_base_init(l, ops, c, name, CHANNEL_PREFIX) != BATON_OK) {
+    if (baton__lock_base_init(l, ops, c, name, BATON__KEY_RWLOCK_CHANNEL) != BATON_OK) {
         free(l);
         return NULL;
     }
     l->impl = rw;
-    l->owner_suffix = ops == &write_ops ? WRITE_SUFFIX : NULL;
+    l->owner_suffix = ops == &write_ops ? BATON__KEY_WRITE_SUFFIX : NULL;
     return l;
+}
+
+/* The keys of a read-write lock, into k[]; how many. key_prefix is "{name}" alone. */
+static size_t rw_keys(baton_rwlock *rw, baton__key_spec *k)
+{
+    k[0] = (baton__key_spec){&rw->token_key, BATON__KEY_LOCK_TOKEN, NULL};
+    k[1] = (baton__key_spec){&rw->writers_key, BATON__KEY_RWLOCK_WRITERS, NULL};
+    k[2] = (baton__key_spec){&rw->key_prefix, "", NULL};
+    k[3] = (baton__key_spec){&rw->latch_pfx, BATON__KEY_UNLOCK_LATCH, ":"};
+    return 4;
 }
 
 int baton_rwlock_open(baton_client *c, const char *name, baton_rwlock **out)
@@ -307,11 +309,8 @@ int baton_rwlock_open(baton_client *c, const char *name, baton_rwlock **out)
     baton_rwlock *rw = calloc(1, sizeof *rw);
     if (!rw)
         return baton__fail(c, BATON_ENOMEM, "out of memory");
-    rw->token_key = baton__derive_key(TOKEN_PREFIX, name, NULL);
-    rw->writers_key = baton__derive_key(WRITERS_PREFIX, name, NULL);
-    rw->key_prefix = baton__hash_tag(name);
-    rw->latch_pfx = baton__derive_key(LATCH_PREFIX, name, ":");
-    if (rw->token_key && rw->writers_key && rw->key_prefix && rw->latch_pfx) {
+    baton__key_spec k[4];
+    if (baton__derive_keys(name, k, rw_keys(rw, k))) {
         rw->read = part_open(rw, c, name, &read_ops);
         rw->write = part_open(rw, c, name, &write_ops);
     }
@@ -329,10 +328,8 @@ void baton_rwlock_close(baton_rwlock *rw)
         return;
     baton_lock_close(rw->read);
     baton_lock_close(rw->write);
-    free(rw->token_key);
-    free(rw->writers_key);
-    free(rw->key_prefix);
-    free(rw->latch_pfx);
+    baton__key_spec k[4];
+    baton__free_keys(k, rw_keys(rw, k));
     free(rw);
 }
 
