@@ -554,6 +554,14 @@ Test(cli, status_json_shows_a_fair_lock_queue_of_three_in_order)
         cr_assert(left > 0 && left <= 5000, "remaining %f", left);
         cr_assert(eq(i64, (int64_t)json_get(w, "deadline_ms")->number,
                      (int64_t)(json_get(fl, "server_time_ms")->number + left)));
+        /* each waiter is a baton process of this host: its client's record names it */
+        char host[256] = "";
+        cr_assert(eq(int, gethostname(host, sizeof host - 1), 0));
+        cr_assert(eq(str, json_get(w, "host")->string, host), "%s", r.out);
+        bool ours = false;
+        for (int k = 0; k < 3; k++)
+            ours = ours || (int64_t)json_get(w, "pid")->number == (int64_t)pids[k];
+        cr_assert(ours, "waiter %zu: pid %f is none of the three", i, json_get(w, "pid")->number);
     }
     json_free(j);
     cli_result_free(&r);
@@ -562,6 +570,9 @@ Test(cli, status_json_shows_a_fair_lock_queue_of_three_in_order)
     cli_exec(&r, ARGS("status", name));
     cr_assert(strstr(r.out, "fair lock, held") != NULL, "%s", r.out);
     cr_assert(strstr(r.out, "queue (3 waiting") != NULL, "%s", r.out);
+    char want[64];
+    snprintf(want, sizeof want, "pid %d", (int)pids[0]);
+    cr_assert(strstr(r.out, want) != NULL, "the first waiter's pid: %s", r.out);
     cli_result_free(&r);
 
     /* released: they run in the order they asked */
