@@ -193,6 +193,7 @@ typedef struct baton__config {
     int64_t watchdog_ms;
     int64_t fair_wait_ms;
     int64_t recheck_ms;
+    int64_t starve_ms; /* BATON_STARVE_NEVER: the plain lock reserves for nobody */
     int64_t keepalive_ms;
     int pool_size;
     int sync_replicas; /* WAIT after acquisitions and renewals; 0: off */

@@ -445,7 +445,10 @@ static int resolve_lost(baton_lock *l, const char *owner, const char *token_key,
     baton__mutex_unlock(&l->mu);
     const char *hget[3] = {"HGET", l->name, owner};
     struct redisReply *r;
-    if (baton__query_argv(c, 3, hget, &r) != BATON_OK)
+    int qrc = baton__query_argv(c, 3, hget, &r);
+    if (qrc != BATON_OK && qrc != BATON_ECONN)
+        return qrc; /* the server refuses the client now (EAUTH after a password change) */
+    if (qrc != BATON_OK)
         return baton__fail(c, BATON_ECONN,
                            "lock %s: the acquire's reply was lost and the "
                            "server could not be asked whether it ran",

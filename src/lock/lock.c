@@ -9,7 +9,7 @@
  * holder's remaining lease, whichever comes first, and tries again. A holder that died without
  * releasing costs its waiters at most its lease, with no message at all.
  *
- * A waiter that has waited past STARVE_AFTER_US reserves the lock (baton_lock_next:{name}):
+ * A waiter that has waited past the client's starve_ms reserves the lock (baton_lock_next:{name}):
  * the next time it is free it goes to that waiter, and newcomers (the releasing thread
  * first among them) are refused until it came or its reservation ran out, as Go's
  * sync.Mutex hands itself to a waiter starved for 1 ms. One waiter holds the reservation at
@@ -29,9 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A waiter that waited this long may reserve the lock (a few lost races under contention;
- * uncontended waits never get here). */
-#define STARVE_AFTER_US 2000
 /* How long a reservation lasts unless its waiter renews it: what a waiter that died or
  * stalled costs a free lock. */
 #define RESERVE_MS 50
@@ -78,7 +75,16 @@ static int attempt(acquiring *a, baton__sub *sub)
     char reserve[16];
     snprintf(reserve, sizeof reserve, "%d", RESERVE_MS);
     int64_t sent = baton__now_us(); /* when the attempt began (its waiter starves after) */
-    bool starving = sub && sent - a->since_us >= STARVE_AFTER_US;
+    int64_t starve_ms = baton__client_config(c)->starve_ms;
+    bool starving =
+        sub && starve_ms != BATON_STARVE_NEVER && sent - a->since_us >= starve_ms * 1000;
+    if (starving && !a->sub) {
+        /* Favoured before the script reserves: an unlock published between the reservation
+         * and its reply must wake this waiter too (else the lock sits reserved until the
+         * reservation's renewal, RESERVE_MS / 2). Undone below if it reserves nothing. */
+        a->sub = sub;
+        baton__sub_favour(sub, 1);
+    }
     const char *keys[3] = {l->name, p->token_key, p->next_key};
     const char *args[4] = {lease, owner, starving ? "1" : "0", reserve};
     baton__hold_script h = {
@@ -98,12 +104,8 @@ static int attempt(acquiring *a, baton__sub *sub)
     }
     long long status = r->element[0]->integer, value = r->element[1]->integer;
     freeReplyObject(r);
-    if (status == 4 && !a->sub) { /* reserved for this waiter: be woken by the next unlock */
-        a->sub = sub;
-        baton__sub_favour(sub, 1);
-    } else if (status != 4 && a->sub) {
+    if (status != 4 && a->sub) /* 4: reserved for this waiter: woken by the next unlock */
         unfavour(a);
-    }
     if (status == 0 || status == 3 || status == 4) {
         a->ttl = status == 4 && (value < 0 || value > RESERVE_MS / 2) ? RESERVE_MS / 2 : value;
         return BATON_ETIMEDOUT;
