@@ -477,13 +477,17 @@ int baton__hold_call(baton_lock *l, const baton__hold_script *h, struct redisRep
                                            reply, &maybe_ran);
         if (rc != BATON_ECONN || !maybe_ran)
             return rc;
+        /* A reply lost sooner than a command timeout is a connection the server closed or
+         * reset, not a server too slow: only that is worth sending once more. */
+        bool closed = baton__now_us() - *sent_us <
+                      baton__client_config(c)->command_timeout_ms * 1000 / 2;
         rc = resolve_lost(l, h->owner, h->token_key, h->lease_ms, *sent_us);
         if (rc != BATON__NOT_TAKEN)
             return rc;
-        /* It did not run: a connection lent from the pool had been closed while idle
-         * (conn.c looks at an idle one only after IDLE_CHECK_US), or the server went away
-         * before it read the script. Once more, on a fresh connection. */
-        if (attempt == 1)
+        /* It did not run: a connection lent from the pool had been closed while idle (the
+         * pool looks at an idle one only after BATON__IDLE_CHECK_US), or the server went
+         * away before it read the script. Once more, on a fresh connection. */
+        if (attempt == 1 || !closed)
             return baton__fail(c, BATON_ECONN,
                                "lock %s: the acquire's reply was lost; it did not take the lock",
                                l->name);
