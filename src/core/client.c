@@ -33,6 +33,10 @@
 #define DEFAULT_WATCHDOG_MS 30000
 #define DEFAULT_FAIR_WAIT_MS 5000
 #define DEFAULT_RECHECK_MS 1000
+/* The plain lock's starvation bound (src/lock/lock.c): past the waits of ordinary
+ * contention (s2, 8 workers without think time: 5 ms and 10 ms halved the threads' rate,
+ * bench/RESULTS.md), well short of the 255-413 ms the unfair lock let a waiter lose. */
+#define DEFAULT_STARVE_MS 20
 #define DEFAULT_POOL_SIZE 16
 #define DEFAULT_KEEPALIVE_MS 15000
 #define MIN_WATCHDOG_MS 30 /* renewal every 10 ms: tests go this low, nobody should */
@@ -568,7 +572,9 @@ static int configure(baton__config *cfg, const baton_options *o, char *err, size
         check_timeout(o->recheck_ms, "recheck_ms", err, errlen) ||
         check_timeout(o->slow_acquire_ms, "slow_acquire_ms", err, errlen) ||
         check_timeout(o->keepalive_ms, "keepalive_ms", err, errlen) ||
-        check_timeout(o->sync_timeout_ms, "sync_timeout_ms", err, errlen))
+        check_timeout(o->sync_timeout_ms, "sync_timeout_ms", err, errlen) ||
+        (o->starve_ms != BATON_STARVE_NEVER &&
+         check_timeout(o->starve_ms, "starve_ms (or BATON_STARVE_NEVER)", err, errlen)))
         return BATON_EINVAL;
     if (o->watchdog_ms != 0 && o->watchdog_ms < MIN_WATCHDOG_MS) {
         snprintf(err, errlen, "watchdog_ms must be at least %d", MIN_WATCHDOG_MS);
@@ -607,6 +613,7 @@ static int configure(baton__config *cfg, const baton_options *o, char *err, size
     cfg->watchdog_ms = o->watchdog_ms ? o->watchdog_ms : DEFAULT_WATCHDOG_MS;
     cfg->fair_wait_ms = o->fair_wait_ms ? o->fair_wait_ms : DEFAULT_FAIR_WAIT_MS;
     cfg->recheck_ms = o->recheck_ms ? o->recheck_ms : DEFAULT_RECHECK_MS;
+    cfg->starve_ms = o->starve_ms ? o->starve_ms : DEFAULT_STARVE_MS;
     cfg->pool_size = o->pool_size ? o->pool_size : DEFAULT_POOL_SIZE;
     cfg->keepalive_ms = o->keepalive_ms ? o->keepalive_ms : DEFAULT_KEEPALIVE_MS;
     if (o->sync_replicas < 0 || o->sync_replicas > 100) {

@@ -56,6 +56,10 @@
  * being parsed). It is stricter than hiredis (a bulk must end with CRLF, a length below -1
  * is refused), never looser. Its state (struct guard) is in conn_impl.h. */
 
+/* Whether TLS records are read blocking (with the slice above) on this thread: the BIO
+ * below reads with MSG_DONTWAIT unless set, around one SSL_read in read_until(). */
+static _Thread_local bool bio_blocking;
+
 /* ------------------------------- small pieces ----------------------------------------- */
 
 void baton__conn_set_err(baton__conn *k, const char *fmt, ...)
@@ -345,7 +349,7 @@ static ssize_t io_write(baton__conn *k, const char *buf, size_t len, short *want
                                                        : ssl_failed(k, want, "TLS write failed");
     }
     for (;;) {
-        ssize_t n = send(k->fd, buf, len, MSG_NOSIGNAL);
+        ssize_t n = send(k->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n >= 0)
             return n;
         if (errno == EINTR)
@@ -357,18 +361,21 @@ static ssize_t io_write(baton__conn *k, const char *buf, size_t len, short *want
     }
 }
 
-/* Reads what it can: bytes read (> 0), IO_AGAIN with *want set, or IO_BROKEN (closed). */
-ssize_t baton__conn_io_read(baton__conn *k, char *buf, size_t len, short *want)
+/* Reads what it can: bytes read (> 0), IO_AGAIN with *want set, or IO_BROKEN (closed).
+ * block: wait in the read for up to BATON__READ_SLICE_MS (IO_AGAIN when nothing came). */
+ssize_t baton__conn_io_read(baton__conn *k, char *buf, size_t len, short *want, bool block)
 {
     *want = POLLIN;
     if (k->ssl) {
         ERR_clear_error();
         size_t n = 0;
-        return SSL_read_ex(k->ssl, buf, len, &n) == 1 ? (ssize_t)n
-                                                      : ssl_failed(k, want, "TLS read failed");
+        bio_blocking = block;
+        int ok = SSL_read_ex(k->ssl, buf, len, &n);
+        bio_blocking = false;
+        return ok == 1 ? (ssize_t)n : ssl_failed(k, want, "TLS read failed");
     }
     for (;;) {
-        ssize_t n = recv(k->fd, buf, len, 0);
+        ssize_t n = recv(k->fd, buf, len, block ? 0 : MSG_DONTWAIT);
         if (n > 0)
             return n;
         if (n == 0) {
@@ -503,6 +510,7 @@ static void read_timed_out(baton__conn *k)
 int baton__conn_read_until(baton__conn *k, int64_t deadline_us, redisReply **out)
 {
     char buf[READ_CHUNK];
+    bool may_block = !baton__on_fiber(); /* a fiber yields instead (wait_fd) */
     *out = NULL;
     while (!k->broken) {
         if (baton__conn_next(k, out) != BATON_OK)
@@ -516,15 +524,18 @@ int baton__conn_read_until(baton__conn *k, int64_t deadline_us, redisReply **out
             baton__conn_set_err(k, "connection closed by the server");
             break;
         }
-        if (baton__now_us() >= deadline_us) {
+        int64_t left = deadline_us - baton__now_us();
+        if (left <= 0) {
             read_timed_out(k);
             break;
         }
         short want;
-        ssize_t n = baton__conn_io_read(k, buf, sizeof buf, &want);
+        bool block = may_block && left >= BATON__READ_SLICE_MS * 1000;
+        ssize_t n = baton__conn_io_read(k, buf, sizeof buf, &want, block);
         if (n > 0)
             take_bytes(k, buf, (size_t)n);
-        else if (n == IO_AGAIN && !baton__conn_wait_fd(k->fd, want, deadline_us))
+        else if (n == IO_AGAIN && (!block || want == POLLOUT) &&
+                 !baton__conn_wait_fd(k->fd, want, deadline_us))
             read_timed_out(k);
     }
     return k->proto ? BATON_EPROTO : BATON_ECONN;
@@ -593,7 +604,7 @@ bool baton__conn_io(baton__conn *k, short revents)
                 break;
             }
             short want;
-            ssize_t n = baton__conn_io_read(k, buf, sizeof buf, &want);
+            ssize_t n = baton__conn_io_read(k, buf, sizeof buf, &want, false);
             if (n > 0) {
                 if (!take_bytes(k, buf, (size_t)n))
                     return false;
@@ -630,7 +641,9 @@ int baton__conn_feed(baton__conn *k, const char *buf, size_t len)
 /* ------------------------------- TLS -------------------------------------------------- */
 
 /* The socket BIO writes with write(2), which raises SIGPIPE on a connection the peer
- * closed; this one is the socket BIO with send(MSG_NOSIGNAL) for its write. */
+ * closed, and reads with read(2), which blocks on baton's blocking sockets; this one is the
+ * socket BIO with send(MSG_NOSIGNAL | MSG_DONTWAIT) for its write and recv() for its read,
+ * blocking only inside read_until() (bio_blocking). */
 static BIO_METHOD *nosig_method;
 static pthread_once_t nosig_once = PTHREAD_ONCE_INIT;
 
@@ -640,10 +653,26 @@ static int nosig_write(BIO *b, const char *buf, int len)
     BIO_get_fd(b, &fd);
     BIO_clear_retry_flags(b);
     ssize_t n;
-    while ((n = send(fd, buf, (size_t)len, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
+    while ((n = send(fd, buf, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT)) < 0 && errno == EINTR) {
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
         BIO_set_retry_write(b);
+    return (int)n;
+}
+
+static int bio_read(BIO *b, char *buf, int len)
+{
+    int fd = -1;
+    BIO_get_fd(b, &fd);
+    BIO_clear_retry_flags(b);
+    if (!buf || len <= 0)
+        return 0;
+    ssize_t n;
+    while ((n = recv(fd, buf, (size_t)len, bio_blocking ? 0 : MSG_DONTWAIT)) < 0 &&
+           errno == EINTR) {
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        BIO_set_retry_read(b);
     return (int)n;
 }
 
@@ -654,7 +683,7 @@ static void make_nosig_method(void)
                                  "baton socket");
     if (!m)
         return;
-    if (!BIO_meth_set_write(m, nosig_write) || !BIO_meth_set_read(m, BIO_meth_get_read(s)) ||
+    if (!BIO_meth_set_write(m, nosig_write) || !BIO_meth_set_read(m, bio_read) ||
         !BIO_meth_set_puts(m, BIO_meth_get_puts(s)) ||
         !BIO_meth_set_ctrl(m, BIO_meth_get_ctrl(s)) ||
         !BIO_meth_set_create(m, BIO_meth_get_create(s)) ||

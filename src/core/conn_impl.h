@@ -56,6 +56,20 @@ struct baton__conn {
 
 #define READ_CHUNK 16384
 
+/* A blocking read waits in recv() itself, for at most this long (SO_RCVTIMEO, set once per
+ * connection by connect.c), so that a round trip costs one send() and one recv(), as
+ * hiredis's blocking context did, instead of a recv() that finds nothing, a poll() and a
+ * recv(). The deadline is looked at after every slice; with less than a slice left, poll()
+ * waits for the rest. Every other read and write says MSG_DONTWAIT. */
+#define BATON__READ_SLICE_MS 100
+
+/* A pooled connection is looked at (poll) before it is lent only when it sat idle this
+ * long (pool.c): long enough for a server's idle timeout (whole seconds) or a load
+ * balancer to have closed it. One closed sooner (CLIENT KILL, a restart) fails the command
+ * sent on it, which the callers resolve like any connection lost mid-command (an acquire
+ * that did not run goes once more: baton__hold_call). */
+#define BATON__IDLE_CHECK_US 1000000
+
 /* What a raw read or write returned besides a count of bytes. */
 enum { IO_BROKEN = -1, IO_AGAIN = 0 };
 
@@ -65,7 +79,8 @@ void baton__conn_set_err(baton__conn *k, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Waits for fd to allow events until deadline_us (a fiber yields meanwhile): 1 ready, 0 not. */
 int baton__conn_wait_fd(int fd, short events, int64_t deadline_us);
-ssize_t baton__conn_io_read(baton__conn *k, char *buf, size_t len, short *want);
+/* Reads what it can; block: wait up to BATON__READ_SLICE_MS in the read. */
+ssize_t baton__conn_io_read(baton__conn *k, char *buf, size_t len, short *want, bool block);
 /* Writes what was appended / reads the next reply, within deadline_us; BATON_OK or
  * BATON_ECONN (k broken, k->errstr says why). */
 int baton__conn_flush_until(baton__conn *k, int64_t deadline_us);

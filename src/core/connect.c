@@ -56,6 +56,19 @@ static void tune_tcp(int fd, int64_t keepalive_ms)
     (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
 }
 
+/* Connected, the socket blocks, and every read and write that must not says so
+ * (MSG_DONTWAIT, conn.c): only a blocking read waits in recv(), a slice at a time
+ * (BATON__READ_SLICE_MS). If the socket cannot be made so, it stays non-blocking and the
+ * read polls: slower, the same. */
+static void make_blocking(int fd)
+{
+    struct timeval tv = {BATON__READ_SLICE_MS / 1000, (BATON__READ_SLICE_MS % 1000) * 1000};
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0)
+        return;
+    (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+}
+
 /* A non-blocking connect to one address, finished within the deadline. */
 static int connect_addr(int family, const struct sockaddr *sa, socklen_t salen, int64_t deadline_us,
                         char *why, size_t whylen)
@@ -86,6 +99,7 @@ static int connect_addr(int family, const struct sockaddr *sa, socklen_t salen, 
             return -1;
         }
     }
+    make_blocking(fd);
     return fd;
 }
 

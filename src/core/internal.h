@@ -193,6 +193,7 @@ typedef struct baton__config {
     int64_t watchdog_ms;
     int64_t fair_wait_ms;
     int64_t recheck_ms;
+    int64_t starve_ms; /* BATON_STARVE_NEVER: the plain lock reserves for nobody */
     int64_t keepalive_ms;
     int pool_size;
     int sync_replicas; /* WAIT after acquisitions and renewals; 0: off */
@@ -264,7 +265,8 @@ int baton__script_call_synced(baton_client *c, const baton__script *s, int nkeys
 int baton__script_run_once(baton_client *c, const baton__script *s, const char *latch_prefix,
                            int nkeys, const char **keys, int nargs, const char **args,
                            struct redisReply **reply);
-/* The same with the latch as the last argument (ARGV = args, lifetime, latch), not a key:
+/* The same with the latch as an argument (ARGV = args, lifetime, latch, then "0" on the
+ * first attempt and "1" on a retry, so that a first attempt need not read it), not a key:
  * for a script that declares only keys that exist while it matters (a Cluster answers
  * TRYAGAIN to a script whose declared keys are partly missing while their slot migrates),
  * and reaches the latch with redis.pcall. */
@@ -326,6 +328,10 @@ int baton__sub_acquire(baton_client *c, const char *channel, baton__sub_kind kin
  * first attempt misses no message after that attempt, so it need not try again after
  * subscribing: one round trip less per contended acquisition. Never blocks on the server. */
 baton__sub *baton__sub_try_acquire(baton_client *c, const char *channel);
+/* A waiter of this process holds (delta 1) or no longer holds (-1) the reservation of the
+ * lock whose channel s is: while any does, an unlock message wakes every waiter here, so
+ * that it is among them (the plain lock's starvation bound, src/lock/lock.c). */
+void baton__sub_favour(baton__sub *s, int delta);
 /* Drops the reference; the last one unsubscribes (after the confirmation of any pending
  * subscribe: subscribe and unsubscribe of one channel never interleave). */
 void baton__sub_release(baton_client *c, baton__sub *s);
@@ -480,12 +486,35 @@ int baton__hold_release(baton_lock *l, const baton__script *script, const char *
  * is refused (TRYAGAIN) until the migration ends. */
 int baton__hold_release_hash_only(baton_lock *l, const baton__script *script,
                                   const char *latch_prefix, int nkeys, const char **keys);
-/* An acquire script's reply was lost (timeout, cut connection) after it was sent: ask the
- * server, as the same owner, how many holds it has; one more than the handle knows of means
- * the acquire went through, and it is recorded (watchdog included, token read from
- * token_key) rather than left behind unknown. BATON_OK (acquired after all) or ECONN. */
-int baton__hold_resolve_lost(baton_lock *l, const char *owner, const char *token_key,
-                             int64_t lease_ms, int64_t sent_us);
+/* The client's record baton_client:{<client id>} = "host:pid" (record.c): kept alive for
+ * at least lease_ms more (BATON_LEASE_WATCHDOG: the watchdog's lease), written only when it
+ * would not be. Best effort: never fails, never changes the caller's error. */
+void baton__client_record_keep(baton_client *c, int64_t lease_ms);
+/* For a write of the record that is not a round trip of its own (the watchdog pipelines
+ * it): true when it is due, with argv = SET key origin PX life (key and life are the
+ * caller's buffers); the caller sends it, and a failure is tried again after one life. */
+#define BATON__RECORD_KEY_LEN 64
+bool baton__client_record_due(baton_client *c, int64_t lease_ms, const char *argv[5],
+                              char key[BATON__RECORD_KEY_LEN], char life[24]);
+/* The record's key for an owner field "<client id>:<thread id>[:write]" (malloc'd), or NULL. */
+char *baton__client_record_key(const char *owner);
+/* An acquire script of a lock kept in Redisson's hash, and what resolves its lost reply. */
+typedef struct baton__hold_script {
+    const baton__script *script;
+    int nkeys, nargs;
+    const char **keys, **args;
+    const char *owner, *token_key; /* the owner field, and the fencing-token counter */
+    int64_t lease_ms;
+} baton__hold_script;
+/* Runs h's script (baton__script_call_synced). A reply lost after the script was sent is
+ * resolved by asking the server, as the same owner, how many holds it has: one more than
+ * the handle knows of means the acquire went through, and it is recorded (watchdog
+ * included, token read from token_key) rather than left behind unknown; none means it did
+ * not run, and it is sent once more. *reply is set (BATON_OK or BATON_ENOTSYNCED: the
+ * caller reads it) or NULL (the outcome is rc: acquired after all, or an error);
+ * *sent_us is when the last attempt was sent. */
+int baton__hold_call(baton_lock *l, const baton__hold_script *h, struct redisReply **reply,
+                     int64_t *sent_us);
 /* The queries of a lock kept in Redisson's hash (plain and fair lock alike): EXISTS,
  * HEXISTS/HGET of the calling thread's owner field, PTTL. */
 int baton__hash_is_locked(baton_lock *l, bool *out);

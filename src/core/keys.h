@@ -40,9 +40,16 @@
  * release and add_permits, latch count_down, permit release):
  * baton_request:{name}:<client-id>:<n>. The locks use BATON__KEY_UNLOCK_LATCH instead. */
 #define BATON__KEY_REQUEST "baton_request:"
-/* The side hash where the lock kinds record each holder's origin: baton_lock_meta:{name},
- * field <owner> -> "host:pid", with the lock's lease (a Redisson holder has no entry). */
+/* The side hash where the fair lock records each holder's origin: baton_lock_meta:{name},
+ * field <owner> -> "host:pid", with the lock's lease (a Redisson holder has no entry). The
+ * other kinds have their client's record instead (below). */
 #define BATON__KEY_LOCK_META "baton_lock_meta:"
+/* The plain lock's reservation for a starved waiter: baton_lock_next:{name} = its owner
+ * field, with a life of RESERVE_MS (src/lock/lock.c). */
+#define BATON__KEY_LOCK_NEXT "baton_lock_next:"
+/* The client's record: baton_client:{<client id>} = "host:pid" of its process, for every
+ * holder and waiter whose owner field begins with that id (src/core/record.c). */
+#define BATON__KEY_CLIENT_RECORD "baton_client:"
 /* A waiting writer's claim on a read-write lock (server time + fair_wait_ms). */
 #define BATON__KEY_RWLOCK_WRITERS "baton_rwlock_writers:"
 

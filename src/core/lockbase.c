@@ -214,6 +214,7 @@ int baton__hold_acquired(baton_lock *l, const char *owner, bool fresh, int64_t t
     if (do_renew)
         baton__watchdog_renew(c, l->name, owner);
     if (do_register) {
+        baton__client_record_keep(c, lease_ms); /* who holds it, for an operator's status */
         int rc = baton__watchdog_add(c, l->name, owner, renew, on_lost, l, sent_us);
         if (rc != BATON_OK) {
             baton__mutex_lock(&l->mu);
@@ -432,8 +433,11 @@ void baton__hold_forget(baton_lock *l)
     }
 }
 
-int baton__hold_resolve_lost(baton_lock *l, const char *owner, const char *token_key,
-                             int64_t lease_ms, int64_t sent_us)
+/* Whether the acquire resolved below did not run (BATON__NOT_TAKEN) */
+#define BATON__NOT_TAKEN 1
+
+static int resolve_lost(baton_lock *l, const char *owner, const char *token_key, int64_t lease_ms,
+                        int64_t sent_us)
 {
     baton_client *c = l->client;
     baton__mutex_lock(&l->mu);
@@ -441,7 +445,10 @@ int baton__hold_resolve_lost(baton_lock *l, const char *owner, const char *token
     baton__mutex_unlock(&l->mu);
     const char *hget[3] = {"HGET", l->name, owner};
     struct redisReply *r;
-    if (baton__query_argv(c, 3, hget, &r) != BATON_OK)
+    int qrc = baton__query_argv(c, 3, hget, &r);
+    if (qrc != BATON_OK && qrc != BATON_ECONN)
+        return qrc; /* the server refuses the client now (EAUTH after a password change) */
+    if (qrc != BATON_OK)
         return baton__fail(c, BATON_ECONN,
                            "lock %s: the acquire's reply was lost and the "
                            "server could not be asked whether it ran",
@@ -449,9 +456,7 @@ int baton__hold_resolve_lost(baton_lock *l, const char *owner, const char *token
     long long held = r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
     freeReplyObject(r);
     if (held <= known)
-        return baton__fail(c, BATON_ECONN,
-                           "lock %s: the acquire's reply was lost; it did not take the lock",
-                           l->name);
+        return BATON__NOT_TAKEN;
     const char *get[2] = {"GET", token_key};
     int64_t token = 0;
     if (baton__query_argv(c, 2, get, &r) == BATON_OK) {
@@ -459,6 +464,34 @@ int baton__hold_resolve_lost(baton_lock *l, const char *owner, const char *token
         freeReplyObject(r);
     }
     return baton__hold_acquired(l, owner, known == 0, token, lease_ms, sent_us);
+}
+
+int baton__hold_call(baton_lock *l, const baton__hold_script *h, struct redisReply **reply,
+                     int64_t *sent_us)
+{
+    baton_client *c = l->client;
+    for (int attempt = 0;; attempt++) {
+        bool maybe_ran;
+        *sent_us = baton__now_us(); /* the lease runs from no earlier than this */
+        int rc = baton__script_call_synced(c, h->script, h->nkeys, h->keys, h->nargs, h->args,
+                                           reply, &maybe_ran);
+        if (rc != BATON_ECONN || !maybe_ran)
+            return rc;
+        /* A reply lost sooner than a command timeout is a connection the server closed or
+         * reset, not a server too slow: only that is worth sending once more. */
+        bool closed = baton__now_us() - *sent_us <
+                      baton__client_config(c)->command_timeout_ms * 1000 / 2;
+        rc = resolve_lost(l, h->owner, h->token_key, h->lease_ms, *sent_us);
+        if (rc != BATON__NOT_TAKEN)
+            return rc;
+        /* It did not run: a connection lent from the pool had been closed while idle (the
+         * pool looks at an idle one only after BATON__IDLE_CHECK_US), or the server went
+         * away before it read the script. Once more, on a fresh connection. */
+        if (attempt == 1 || !closed)
+            return baton__fail(c, BATON_ECONN,
+                               "lock %s: the acquire's reply was lost; it did not take the lock",
+                               l->name);
+    }
 }
 
 /* ------------------------------- queries on Redisson's lock hash ---------------------- */

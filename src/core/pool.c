@@ -41,6 +41,8 @@
  * handshake: a read that yields no application data leaves the connection usable. */
 static bool idle_usable(baton__conn *k)
 {
+    if (baton__now_us() - k->last_read_us < BATON__IDLE_CHECK_US)
+        return true; /* see BATON__IDLE_CHECK_US */
     struct pollfd p = {k->fd, POLLIN, 0};
     int n;
     while ((n = poll(&p, 1, 0)) < 0 && errno == EINTR) {
@@ -51,8 +53,8 @@ static bool idle_usable(baton__conn *k)
         return false;
     char b;
     short want;
-    return baton__conn_io_read(k, &b, 1, &want) ==
-           IO_AGAIN; /* a byte of a reply nobody asked for: no */
+    /* a byte of a reply nobody asked for: no */
+    return baton__conn_io_read(k, &b, 1, &want, false) == IO_AGAIN;
 }
 
 void baton__pool_init(baton__pool *p, const char *host, int port)

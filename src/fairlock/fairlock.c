@@ -55,14 +55,14 @@ static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, bool queu
                            f->token_key, l->channel,   f->meta_key};
     const char *mode = !queue ? "0" : *wait_ms > 0 ? "2" : "1";
     const char *args[5] = {lease, owner, fair_wait, mode, baton__client_origin(c)};
+    baton__hold_script h = {
+        &baton__script_fairlock_acquire, 6, 5, keys, args, owner, f->token_key, lease_ms};
     redisReply *r;
-    bool maybe_ran;
+    int64_t sent;
     baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_FAIRLOCK);
-    int64_t sent = baton__now_us(); /* the lease runs from no earlier than this */
-    int rc = baton__script_call_synced(c, &baton__script_fairlock_acquire, 6, keys, 5, args, &r,
-                                       &maybe_ran);
-    if (rc == BATON_ECONN && maybe_ran)
-        return baton__hold_resolve_lost(l, owner, f->token_key, lease_ms, sent);
+    int rc = baton__hold_call(l, &h, &r, &sent);
+    if (!r)
+        return rc;
     bool unsynced = rc == BATON_ENOTSYNCED; /* it ran; the replicas did not confirm it */
     if (rc != BATON_OK && !unsynced)
         return rc;
@@ -76,6 +76,8 @@ static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, bool queu
     freeReplyObject(r);
     if (status == 0) {
         *wait_ms = value;
+        if (queue) /* it waits in the queue: who waits, for an operator's status */
+            baton__client_record_keep(c, BATON_LEASE_WATCHDOG);
         return BATON_ETIMEDOUT;
     }
 

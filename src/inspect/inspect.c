@@ -78,9 +78,10 @@ static const redisReply *flat_get(const redisReply *map, const char *key)
     return NULL;
 }
 
-/* A holder's host and pid from its "host:pid" in the side hash; none if absent or not of
- * that form (the host may hold no ':', the pid is a positive number). */
-static int decode_origin(baton_inspect_holder *h, const redisReply *origin)
+/* A process's host and pid from its "host:pid" (its client's record, or the side hash
+ * older versions wrote); none if absent or not of that form (the host may hold no ':', the
+ * pid is a positive number). */
+static int parse_origin(const char **host, int64_t *pid_out, const redisReply *origin)
 {
     if (!is_str(origin))
         return BATON_OK;
@@ -92,10 +93,52 @@ static int decode_origin(baton_inspect_holder *h, const redisReply *origin)
     long long pid = strtoll(colon + 1, &end, 10);
     if (errno != 0 || end == colon + 1 || *end != '\0' || pid <= 0)
         return BATON_OK;
-    h->host = baton__strndup(origin->str, (size_t)(colon - origin->str));
-    if (!h->host)
+    *host = baton__strndup(origin->str, (size_t)(colon - origin->str));
+    if (!*host)
         return BATON_ENOMEM;
-    h->pid = pid;
+    *pid_out = pid;
+    return BATON_OK;
+}
+
+static int decode_origin(baton_inspect_holder *h, const redisReply *origin)
+{
+    return parse_origin(&h->host, &h->pid, origin);
+}
+
+/* The host and pid of the process whose owner field this is, from its client's record
+ * (a read of baton_client:{<client id>}, on whichever node has it). Best effort: a record
+ * that is absent or unreadable leaves them unknown. */
+static int record_origin(baton_client *c, const char *owner, const char **host, int64_t *pid)
+{
+    char *key = baton__client_record_key(owner);
+    if (!key)
+        return BATON_OK;
+    const char *argv[2] = {"GET", key};
+    redisReply *r = NULL;
+    int rc = baton__query_argv(c, 2, argv, &r);
+    free(key);
+    if (rc != BATON_OK) {
+        baton__clear_error(c);
+        return BATON_OK;
+    }
+    rc = parse_origin(host, pid, r);
+    freeReplyObject(r);
+    return rc;
+}
+
+/* Holders and waiters without a host from the snapshot get their client's record. */
+static int resolve_origins(baton_client *c, baton_inspection *ins)
+{
+    for (size_t i = 0; i < ins->n_holders; i++) {
+        baton_inspect_holder *h = ins->holders[i];
+        if (!h->host && record_origin(c, h->owner, &h->host, &h->pid) != BATON_OK)
+            return BATON_ENOMEM;
+    }
+    for (size_t i = 0; i < ins->n_queue; i++) {
+        baton_inspect_waiter *w = ins->queue[i];
+        if (!w->host && record_origin(c, w->owner, &w->host, &w->pid) != BATON_OK)
+            return BATON_ENOMEM;
+    }
     return BATON_OK;
 }
 
@@ -361,6 +404,8 @@ int baton_inspect(baton_client *c, const char *name, baton_inspection **out)
     if (rc == BATON_OK) {
         rc = baton__inspect_decode(ins, r);
         freeReplyObject(r);
+        if (rc == BATON_OK)
+            rc = resolve_origins(c, ins);
         if (rc == BATON_EPROTO)
             rc = baton__fail(c, rc, "inspect %s: the reply is not a snapshot", name);
         else if (rc == BATON_ENOMEM)
@@ -395,6 +440,7 @@ void baton_inspection_free(baton_inspection *ins)
     }
     for (size_t i = 0; i < ins->n_queue; i++) {
         free((char *)ins->queue[i]->owner);
+        free((char *)ins->queue[i]->host);
         free(ins->queue[i]);
     }
     for (size_t i = 0; i < ins->n_permits; i++)

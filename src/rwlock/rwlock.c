@@ -64,14 +64,14 @@ static int try_once(void *arg, baton__sub *sub)
     const char *args[5] = {lease, a->owner, a->other, claim, a->wait_ms != 0 ? "1" : "0"};
     const baton__script *script =
         a->write ? &baton__script_rwlock_write_acquire : &baton__script_rwlock_read_acquire;
+    baton__hold_script h = {script, a->write ? 3 : 4, a->write ? 5 : 3, keys,
+                            args,   a->owner,         rw->token_key,    a->lease_ms};
     redisReply *r;
-    bool maybe_ran;
+    int64_t sent;
     baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_RWLOCK);
-    int64_t sent = baton__now_us(); /* the lease runs from no earlier than this */
-    int rc = baton__script_call_synced(c, script, a->write ? 3 : 4, keys, a->write ? 5 : 3, args,
-                                       &r, &maybe_ran);
-    if (rc == BATON_ECONN && maybe_ran)
-        return baton__hold_resolve_lost(l, a->owner, rw->token_key, a->lease_ms, sent);
+    int rc = baton__hold_call(l, &h, &r, &sent);
+    if (!r)
+        return rc;
     bool unsynced = rc == BATON_ENOTSYNCED; /* it ran; the replicas did not confirm it */
     if (rc != BATON_OK && !unsynced)
         return rc;
