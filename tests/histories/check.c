@@ -662,6 +662,113 @@ hist_verdict hist_check_permits(const hist *h, const char *obj, int n, const his
     return v;
 }
 
+/* ------------------------------------------------------------- permits returned ---- */
+
+/* The outcome of one client incarnation's permits on obj, from its own events in order:
+ * *certain = permits it took and certainly did not give back (an acquire ok, then no
+ * release sent: the holder was killed), *unknown = permits whose fate is unknown (an
+ * acquire or a release of unknown outcome: info, or cut short by a kill). */
+static void permit_fate(const hist *h, const char *obj, int proc, int inc, long *certain,
+                        long *unknown)
+{
+    const hev *pending = NULL; /* an invoke not yet completed */
+    long held = 0;
+    for (size_t i = 0; i < h->n; i++) {
+        const hev *e = &h->ev[i];
+        if (e->proc != proc || e->inc != inc || strcmp(e->obj, obj) != 0)
+            continue;
+        bool acq = strcmp(e->op, "acquire") == 0, rel = strcmp(e->op, "release") == 0;
+        if (!acq && !rel)
+            continue;
+        if (strcmp(e->type, "invoke") == 0) {
+            pending = e;
+            continue;
+        }
+        pending = NULL;
+        if (strcmp(e->type, "ok") == 0)
+            held += acq ? 1 : -1;
+        else if (strcmp(e->type, "info") == 0) {
+            (*unknown)++;
+            if (rel)
+                held--; /* counted as unknown, not as certainly kept */
+        }
+    }
+    if (pending) { /* killed during the call */
+        (*unknown)++;
+        if (strcmp(pending->op, "release") == 0)
+            held--;
+    }
+    if (held > 0)
+        *certain += held;
+}
+
+/* After the run, every client stopped and every lease ended, the runner's final client
+ * reads the free permits ("final" ok: VALUE = available, TOKEN = leases still running).
+ * Permit leases (permits): every permit is back, available == n and none held. A counting
+ * semaphore (sem) has no leases: a permit taken by a client killed before its release is
+ * gone for good (as with Redisson's RSemaphore), so available lies between n - certain -
+ * unknown and n - certain (permit_fate). Allowed: the server lost its data during the run. */
+hist_verdict hist_check_returned(const hist *h, const char *obj, int n, const hist_params *p,
+                                 FILE *out)
+{
+    hist_verdict v = {strcmp(obj, "sem") == 0 ? "semaphore final" : "permits final", 0, 0, 0};
+    bool leases = strcmp(obj, "sem") != 0;
+    for (size_t i = 0; i < h->n; i++) {
+        const hev *e = &h->ev[i];
+        if (!is(e, obj, "final", "ok"))
+            continue;
+        v.checked++;
+        long certain = 0, unknown = 0;
+        if (!leases) {
+            /* every incarnation that touched obj, once */
+            int seen[4096][2];
+            size_t ns = 0;
+            for (size_t k = 0; k < h->n; k++) {
+                const hev *x = &h->ev[k];
+                if (strcmp(x->obj, obj) != 0 || !is(x, NULL, "acquire", "invoke"))
+                    continue;
+                size_t q;
+                for (q = 0; q < ns; q++)
+                    if (seen[q][0] == x->proc && seen[q][1] == x->inc)
+                        break;
+                if (q < ns || ns == sizeof seen / sizeof seen[0])
+                    continue;
+                seen[ns][0] = x->proc;
+                seen[ns][1] = x->inc;
+                ns++;
+                permit_fate(h, obj, x->proc, x->inc, &certain, &unknown);
+            }
+        }
+        int64_t hi = n - certain, lo = n - certain - unknown;
+        bool good = leases ? e->value == n && e->token == 0 : e->value >= lo && e->value <= hi;
+        if (good)
+            continue;
+        bool lost = loss_within(h, INT64_MIN, e->t);
+        if (lost)
+            v.allowed++;
+        else
+            v.violations++;
+        if (p->excerpts > 0 && out) {
+            if (leases)
+                fprintf(out,
+                        "  %s: %s: %" PRId64 " of %d permits free and %" PRId64
+                        " leases running after every client stopped and every lease ended\n",
+                        v.checker,
+                        lost ? "allowed: the server lost its data during the run" : "VIOLATION",
+                        e->value, n, e->token);
+            else
+                fprintf(out,
+                        "  %s: %s: %" PRId64 " of %d permits free; expected %" PRId64
+                        " to %" PRId64 " (%ld kept by killed holders, %ld of unknown outcome)\n",
+                        v.checker,
+                        lost ? "allowed: the server lost its data during the run" : "VIOLATION",
+                        e->value, n, lo, hi, certain, unknown);
+            hist_print_event(out, e);
+        }
+    }
+    return v;
+}
+
 /* ------------------------------------------------------------- latch --------------- */
 
 static int cmp_i64(const void *a, const void *b)
@@ -832,6 +939,14 @@ static bool has(const hist *h, const char *obj)
     return false;
 }
 
+static bool has_op(const hist *h, const char *obj, const char *op)
+{
+    for (size_t i = 0; i < h->n; i++)
+        if (strcmp(h->ev[i].obj, obj) == 0 && strcmp(h->ev[i].op, op) == 0)
+            return true;
+    return false;
+}
+
 static long say(FILE *out, hist_verdict v)
 {
     fprintf(out, "verdict %-16s %-5s checked %ld violations %ld allowed %ld\n", v.checker,
@@ -855,10 +970,16 @@ long hist_check_all(const hist *h, const hist_params *p, FILE *out)
         bad += say(out, hist_check_rw(h, p, out));
         bad += say(out, hist_check_fenced(h, "rw", p, out));
     }
-    if (has(h, "sem"))
+    if (has(h, "sem")) {
         bad += say(out, hist_check_permits(h, "sem", p->sem_permits, p, out));
-    if (has(h, "permits"))
+        if (has_op(h, "sem", "final"))
+            bad += say(out, hist_check_returned(h, "sem", p->sem_permits, p, out));
+    }
+    if (has(h, "permits")) {
         bad += say(out, hist_check_permits(h, "permits", p->permits_permits, p, out));
+        if (has_op(h, "permits", "final"))
+            bad += say(out, hist_check_returned(h, "permits", p->permits_permits, p, out));
+    }
     if (has(h, "latch"))
         bad += say(out, hist_check_latch(h, p, out));
     return bad;

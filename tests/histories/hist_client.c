@@ -4,7 +4,8 @@
  *
  *   hist_client URL RESOURCE_PORT WORKLOAD PROC INC SEED DURATION_MS OUT
  *
- * WORKLOAD: mutex, fair, rw, sem, permits, latch. The process keeps its client and its
+ * WORKLOAD: mutex, fair, rw, sem, permits, latch; final:sem and final:permits read the
+ * free permits once the run is over (the runner's last step). The process keeps its client and its
  * handles across many operations (a process looping on one handle through faults is what
  * found issue 27), and now and then opens fresh ones; it mixes the thread's owner and
  * baton_owner owners, re-entry, and the asynchronous acquire. Every hold writes the fenced
@@ -473,6 +474,44 @@ static void latch_workload(int64_t until_us, int nprocs_counting)
     baton_client_close(c);
 }
 
+/* ------------------------------------------------------------- final reads ------- */
+
+/* After the run (every client stopped): waits until no permit lease runs (the killed
+ * holders' leases end within the watchdog's lease), then records the free permits as
+ * "final" ok, VALUE = available, TOKEN = leases still running (info: unreadable). */
+static void final_workload(int64_t until_us)
+{
+    emit("final", "invoke", 0, 0, 0);
+    baton_client *c = open_client(until_us);
+    if (!c) {
+        emit("final", "info", 0, BATON_ECONN, 0);
+        return;
+    }
+    int rc = BATON_ECONN;
+    int64_t avail = -1, held = -1;
+    if (strcmp(g_obj, "permits") == 0) {
+        baton_permits *p;
+        if (baton_permits_open(c, "h:permits", &p) != BATON_OK)
+            abort();
+        while ((rc = baton_permits_available(p, &avail, &held)) != BATON_OK || held > 0) {
+            if (srv_us() > until_us)
+                break;
+            usleep(200000);
+        }
+        baton_permits_close(p);
+    } else {
+        baton_semaphore *s;
+        if (baton_semaphore_open(c, "h:sem", &s) != BATON_OK)
+            abort();
+        while ((rc = baton_semaphore_available(s, &avail)) != BATON_OK && srv_us() < until_us)
+            usleep(200000);
+        held = 0;
+        baton_semaphore_close(s);
+    }
+    emit("final", rc == BATON_OK ? "ok" : "info", held, rc, avail);
+    baton_client_close(c);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 9) {
@@ -484,6 +523,9 @@ int main(int argc, char **argv)
     url = argv[1];
     res_port = atoi(argv[2]);
     g_obj = argv[3];
+    bool final = strncmp(g_obj, "final:", 6) == 0;
+    if (final)
+        g_obj += 6;
     g_proc = atoi(argv[4]);
     g_inc = atoi(argv[5]);
     rng = strtoull(argv[6], NULL, 10) * 0x9E3779B97F4A7C15ull + (unsigned)g_proc * 7919u +
@@ -499,7 +541,9 @@ int main(int argc, char **argv)
         return 2;
     res_connect();
     int64_t until = srv_us() + duration_ms * 1000;
-    if (strcmp(g_obj, "mutex") == 0)
+    if (final)
+        final_workload(until);
+    else if (strcmp(g_obj, "mutex") == 0)
         lock_workload(W_MUTEX, until);
     else if (strcmp(g_obj, "fair") == 0)
         lock_workload(W_FAIR, until);
