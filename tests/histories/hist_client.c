@@ -4,7 +4,8 @@
  *
  *   hist_client URL RESOURCE_PORT WORKLOAD PROC INC SEED DURATION_MS OUT
  *
- * WORKLOAD: mutex, fair, rw, sem, permits, latch; final:sem and final:permits read the
+ * WORKLOAD: mutex, fair, rw, sem, permits, latch, cli (the mutex through `baton lock`);
+ * final:sem and final:permits read the
  * free permits once the run is over (the runner's last step). The process keeps its client and its
  * handles across many operations (a process looping on one handle through faults is what
  * found issue 27), and now and then opens fresh ones; it mixes the thread's owner and
@@ -20,10 +21,13 @@
 #include <hiredis/hiredis.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -474,6 +478,136 @@ static void latch_workload(int64_t until_us, int nprocs_counting)
     baton_client_close(c);
 }
 
+/* ------------------------------------------------------------- the CLI ----------- */
+
+/* A client that takes the mutex through the command line, mixed with the library's mutex
+ * clients on the same lock (h:mutex, its events under obj "mutex"): in a loop it runs
+ *   baton --url URL lock h:mutex --wait 2s (--lease 2s | --watchdog W) -q -- \
+ *       sh -c 'exec "$0" "$@"' hist_client ... cli-hold ...
+ * The acquire's invoke is written here; COMMAND (cli_hold below, this program again)
+ * writes the acquire's ok with $BATON_FENCING_TOKEN, the fenced writes with that token,
+ * and the release's invoke; this loop writes the release's completion from baton's exit
+ * status (0 released, 122 lost, else unknown), or, when COMMAND never ran, the acquire's
+ * (124 fail, else unknown). baton is this process's child with PR_SET_PDEATHSIG: a kill -9
+ * of this client kills baton too (whose helper then stops COMMAND); a pause stops this
+ * client's process group, baton with it (not COMMAND, which runs in a group of its own
+ * and goes on acting as holder: a pause past the lease is the unfenced case). */
+static volatile sig_atomic_t cli_term;
+
+static void on_term(int sig)
+{
+    (void)sig;
+    cli_term = 1;
+}
+
+static int cli_hold(int argc, char **argv)
+{
+    /* argv: ... cli-hold PROC INC SEED HOLD_MS OUT LEASE_V RAN_FILE */
+    struct sigaction sa = {0};
+    sa.sa_handler = on_term;
+    sigaction(SIGTERM, &sa, NULL);
+    if (argc != 11)
+        return 2;
+    int64_t hold_ms = strtoll(argv[7], NULL, 10), lease_v = strtoll(argv[9], NULL, 10);
+    FILE *ran = fopen(argv[10], "w");
+    if (ran)
+        fclose(ran);
+    const char *tok = getenv("BATON_FENCING_TOKEN");
+    int64_t token = tok ? strtoll(tok, NULL, 10) : -1;
+    emit("acquire", "ok", token, 0, lease_v);
+    fenced_write(token);
+    int64_t end = mono_ns() + hold_ms * 1000000;
+    while (!cli_term && mono_ns() < end)
+        usleep(2000);
+    if (cli_term) {
+        emit("lost", "ok", 0, 0, 0);
+        return 0;
+    }
+    fenced_write(token);
+    emit("release", "invoke", token, 0, 0);
+    return 0;
+}
+
+static void cli_workload(int64_t until_us, const char *self, const char *resport,
+                         const char *seed, const char *out)
+{
+    const char *baton = getenv("HIST_BATON");
+    if (!baton || !*baton)
+        baton = "baton";
+    char ran[600], proc[16], inc[16];
+    snprintf(ran, sizeof ran, "%s.ran", out);
+    snprintf(proc, sizeof proc, "%d", g_proc);
+    snprintf(inc, sizeof inc, "%d", g_inc);
+    char watchdog[32], sync[32];
+    snprintf(watchdog, sizeof watchdog, "%" PRId64 "ms", watchdog_ms);
+    snprintf(sync, sizeof sync, "%" PRId64, env_int("HIST_SYNC_REPLICAS", 0));
+    while (srv_us() < until_us) {
+        bool fixed = rnd() % 4 == 0;
+        int64_t lease_v = fixed ? 2000 : 0;
+        int64_t hold_ms = rnd() % 8 == 0    ? rnd_in(500, watchdog_ms * 2)
+                          : rnd() % 16 == 0 ? rnd_in(100, 500)
+                                            : rnd_in(1, 40);
+        if (fixed && hold_ms > lease_v / 2)
+            hold_ms = lease_v / 2;
+        char hold[32], lv[32];
+        snprintf(hold, sizeof hold, "%" PRId64, hold_ms);
+        snprintf(lv, sizeof lv, "%" PRId64, lease_v);
+        unlink(ran);
+        emit("acquire", "invoke", 0, 0, lease_v);
+        pid_t pid = fork();
+        if (pid == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            const char *av[40];
+            int n = 0;
+            av[n++] = baton;
+            av[n++] = "--url";
+            av[n++] = url;
+            if (env_int("HIST_SYNC_REPLICAS", 0) > 0) {
+                av[n++] = "--sync-replicas";
+                av[n++] = sync;
+            }
+            av[n++] = "lock";
+            av[n++] = "h:mutex";
+            av[n++] = "--wait";
+            av[n++] = "2s";
+            av[n++] = fixed ? "--lease" : "--watchdog";
+            av[n++] = fixed ? "2s" : watchdog;
+            av[n++] = "-q";
+            av[n++] = "--";
+            av[n++] = "sh";
+            av[n++] = "-c";
+            av[n++] = "exec \"$0\" \"$@\"";
+            av[n++] = self;
+            av[n++] = url;
+            av[n++] = resport;
+            av[n++] = "cli-hold";
+            av[n++] = proc;
+            av[n++] = inc;
+            av[n++] = seed;
+            av[n++] = hold;
+            av[n++] = out;
+            av[n++] = lv;
+            av[n++] = ran;
+            av[n] = NULL;
+            int devnull = open("/dev/null", O_WRONLY);
+            if (devnull >= 0 && !getenv("HIST_CLI_STDERR"))
+                dup2(devnull, 2);
+            execvp(baton, (char *const *)av);
+            _exit(127);
+        }
+        int st = 0;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+        }
+        int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        if (access(ran, F_OK) == 0)
+            emit("release", code == 0 ? "ok" : code == 122 ? "fail" : "info", 0, code, 0);
+        else
+            emit("acquire", code == 124 ? "fail" : "info", 0, code, lease_v);
+        usleep((useconds_t)rnd_in(code == 124 || code == 0 ? 0 : 20000, 50000));
+    }
+    unlink(ran);
+}
+
 /* ------------------------------------------------------------- final reads ------- */
 
 /* After the run (every client stopped): waits until no permit lease runs (the killed
@@ -514,6 +648,18 @@ static void final_workload(int64_t until_us)
 
 int main(int argc, char **argv)
 {
+    if (argc == 11 && strcmp(argv[3], "cli-hold") == 0) {
+        /* COMMAND of a cli client's baton lock: its obj is the mutex's */
+        res_port = atoi(argv[2]);
+        g_obj = "mutex";
+        g_proc = atoi(argv[4]);
+        g_inc = atoi(argv[5]);
+        hf = fopen(argv[8], "a");
+        if (!hf)
+            return 2;
+        res_connect();
+        return cli_hold(argc, argv);
+    }
     if (argc != 9) {
         fprintf(stderr,
                 "usage: hist_client URL RESOURCE_PORT WORKLOAD PROC INC SEED DURATION_MS OUT\n");
@@ -543,7 +689,15 @@ int main(int argc, char **argv)
     int64_t until = srv_us() + duration_ms * 1000;
     if (final)
         final_workload(until);
-    else if (strcmp(g_obj, "mutex") == 0)
+    else if (strcmp(g_obj, "cli") == 0) {
+        g_obj = "mutex"; /* the same lock as the library's mutex clients */
+        static char self[512];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (n <= 0)
+            return 2;
+        self[n] = 0;
+        cli_workload(until, self, argv[2], argv[6], argv[8]);
+    } else if (strcmp(g_obj, "mutex") == 0)
         lock_workload(W_MUTEX, until);
     else if (strcmp(g_obj, "fair") == 0)
         lock_workload(W_FAIR, until);

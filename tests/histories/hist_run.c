@@ -388,6 +388,9 @@ static void spawn_client(int i)
     pid_t pid = fork();
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
+        /* a cli client leads a process group with its baton: a pause stops both */
+        if (strcmp(c->workload, "cli") == 0)
+            setpgid(0, 0);
         setenv("HIST_LATCH_BASE", base, 1);
         if (in_ns) {
             setenv("HIST_RESOURCE_HOST", net_ip, 1);
@@ -689,9 +692,13 @@ static void inject(const step *st)
             return;
         }
         nemesis_event("pause", "invoke", i, long_);
-        kill(clients[i].pid, SIGSTOP);
+        /* a cli client: its group, the baton it runs with it */
+        pid_t target = strcmp(clients[i].workload, "cli") == 0 ? -clients[i].pid : clients[i].pid;
+        if (kill(target, SIGSTOP) != 0)
+            kill(clients[i].pid, SIGSTOP);
         clients[i].stopped = true;
         sleep_ms(st->ms);
+        kill(target, SIGCONT);
         kill(clients[i].pid, SIGCONT);
         clients[i].stopped = false;
         nemesis_event("pause", "ok", i, long_);
@@ -819,7 +826,7 @@ static void on_signal(int sig)
 int main(int argc, char **argv)
 {
     const char *nemesis = "none", *deployment = "single", *keep = NULL;
-    const char *spec = "mutex:4,fair:3,rw:3,sem:3,permits:3,latch:4";
+    const char *spec = "mutex:4,cli:2,fair:3,rw:3,sem:3,permits:3,latch:4";
     int64_t seconds = 30;
     seed = 1;
     for (int i = 1; i < argc; i++) {
