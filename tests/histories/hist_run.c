@@ -80,6 +80,7 @@ typedef struct server {
     pid_t pid;
     char dir[256];
     bool aof;
+    bool cluster; /* a node of the Cluster deployment (restarted with its nodes.conf) */
 } server;
 
 static char workdir[200];
@@ -235,6 +236,12 @@ static pid_t spawn_server(server *s)
     if (pid == 0) {
         setpgid(0, 0);
         prctl(PR_SET_PDEATHSIG, SIGKILL); /* the runner killed (a ctest timeout): gone too */
+        if (s->cluster) /* as scripts/cluster-lib.sh starts it */
+            execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", "--dir",
+                   s->dir, "--save", "", "--appendonly", "no", "--cluster-enabled", "yes",
+                   "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000",
+                   "--repl-diskless-sync-delay", "0", "--repl-ping-replica-period", "1",
+                   "--logfile", log, (char *)NULL);
         if (net_ip[0])
             execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", net_ip,
                    "--protected-mode", "no", "--dir", s->dir, "--save", "", "--appendonly",
@@ -518,9 +525,34 @@ static pid_t pid_of_port(int port)
     return pid;
 }
 
-/* Sends one command to the master; true if it answered without an error. */
+static bool cluster_mode;
+static int cluster_masters(int *ports);
+
+/* Sends one command to the master (Cluster: to every master); true if it answered without
+ * an error (every one). */
 static bool master_cmd(const char *fmt, ...)
 {
+    if (cluster_mode) {
+        int ports[12];
+        int n = cluster_masters(ports);
+        bool ok = n > 0;
+        for (int i = 0; i < n; i++) {
+            redisContext *r = connect_port(ports[i], 1000);
+            if (!r) {
+                ok = false;
+                continue;
+            }
+            va_list ap;
+            va_start(ap, fmt);
+            redisReply *rep = redisvCommand(r, fmt, ap);
+            va_end(ap);
+            ok &= rep && rep->type != REDIS_REPLY_ERROR;
+            if (rep)
+                freeReplyObject(rep);
+            redisFree(r);
+        }
+        return ok;
+    }
     int port = master_port();
     if (port < 0)
         return false;
@@ -554,6 +586,236 @@ static bool master_has_replica(void)
     return yes;
 }
 
+/* ------------------------------------------------------------- the Cluster -------- */
+
+#define CLUSTER_MAX 12
+static server cl_nodes[CLUSTER_MAX]; /* as the wrapper started them (pid 0: not ours) */
+static int ncl;
+
+/* A reply to one command on one node (NULL: no answer). */
+static redisReply *node_cmd(int port, const char *fmt, ...)
+{
+    redisContext *r = connect_port(port, 1000);
+    if (!r)
+        return NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *rep = redisvCommand(r, fmt, ap);
+    va_end(ap);
+    redisFree(r);
+    return rep;
+}
+
+/* The port of the master of slot as the first node that answers says, or -1. */
+static int slot_master(int slot)
+{
+    for (int i = 0; i < ncl; i++) {
+        redisReply *rep = node_cmd(cl_nodes[i].port, "CLUSTER SLOTS");
+        if (!rep)
+            continue;
+        int port = -1;
+        if (rep->type == REDIS_REPLY_ARRAY)
+            for (size_t k = 0; k < rep->elements; k++) {
+                redisReply *e = rep->element[k];
+                if (e->type == REDIS_REPLY_ARRAY && e->elements >= 3 &&
+                    e->element[0]->integer <= slot && slot <= e->element[1]->integer &&
+                    e->element[2]->type == REDIS_REPLY_ARRAY && e->element[2]->elements >= 2)
+                    port = (int)e->element[2]->element[1]->integer;
+            }
+        freeReplyObject(rep);
+        if (port > 0)
+            return port;
+    }
+    return -1;
+}
+
+/* The masters that answer ROLE "master" and serve slots: ports, how many. */
+static int cluster_masters(int *ports)
+{
+    int n = 0;
+    for (int i = 0; i < ncl; i++) {
+        redisReply *rep = node_cmd(cl_nodes[i].port, "ROLE");
+        bool master = rep && rep->type == REDIS_REPLY_ARRAY && rep->elements > 0 &&
+                      rep->element[0]->type == REDIS_REPLY_STRING &&
+                      strcmp(rep->element[0]->str, "master") == 0;
+        if (rep)
+            freeReplyObject(rep);
+        if (!master)
+            continue;
+        /* a master with no slots (an emptied one) is left out */
+        rep = node_cmd(cl_nodes[i].port, "CLUSTER MYID");
+        char id[64] = "";
+        if (rep && rep->type == REDIS_REPLY_STRING)
+            snprintf(id, sizeof id, "%s", rep->str);
+        if (rep)
+            freeReplyObject(rep);
+        rep = node_cmd(cl_nodes[i].port, "CLUSTER NODES");
+        bool slots = false;
+        if (rep && rep->type == REDIS_REPLY_STRING && id[0]) {
+            const char *line = strstr(rep->str, id);
+            if (line) {
+                const char *eol = strchr(line, '\n');
+                int fields = 0;
+                for (const char *c = line; c < (eol ? eol : line + strlen(line)); c++)
+                    fields += *c == ' ';
+                slots = fields >= 8;
+            }
+        }
+        if (rep)
+            freeReplyObject(rep);
+        if (slots)
+            ports[n++] = cl_nodes[i].port;
+    }
+    return n;
+}
+
+static void node_id(int port, char id[64])
+{
+    id[0] = 0;
+    redisReply *rep = node_cmd(port, "CLUSTER MYID");
+    if (rep && rep->type == REDIS_REPLY_STRING)
+        snprintf(id, 64, "%s", rep->str);
+    if (rep)
+        freeReplyObject(rep);
+}
+
+/* A replica of the master on port that is in sync (ROLE: slave of it, connected), or -1. */
+static int replica_of(int master)
+{
+    for (int i = 0; i < ncl; i++) {
+        redisReply *rep = node_cmd(cl_nodes[i].port, "ROLE");
+        int port = -1;
+        if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements >= 4 &&
+            strcmp(rep->element[0]->str, "slave") == 0 &&
+            rep->element[2]->integer == master &&
+            strcmp(rep->element[3]->str, "connected") == 0)
+            port = cl_nodes[i].port;
+        if (rep)
+            freeReplyObject(rep);
+        if (port > 0)
+            return port;
+    }
+    return -1;
+}
+
+/* Every node that answers says cluster_state:ok and names port master of slot. */
+static bool cluster_settled(int slot, int port)
+{
+    for (int i = 0; i < ncl; i++) {
+        redisReply *rep = node_cmd(cl_nodes[i].port, "CLUSTER INFO");
+        if (!rep)
+            continue;
+        bool ok = rep->type == REDIS_REPLY_STRING && strstr(rep->str, "cluster_state:ok");
+        freeReplyObject(rep);
+        if (!ok)
+            return false;
+    }
+    return port < 0 || slot_master(slot) == port;
+}
+
+static int slot_of(const char *name)
+{
+    redisReply *rep = node_cmd(cl_nodes[0].port, "CLUSTER KEYSLOT %s", name);
+    for (int i = 1; (!rep || rep->type != REDIS_REPLY_INTEGER) && i < ncl; i++) {
+        if (rep)
+            freeReplyObject(rep);
+        rep = node_cmd(cl_nodes[i].port, "CLUSTER KEYSLOT %s", name);
+    }
+    int slot = rep && rep->type == REDIS_REPLY_INTEGER ? (int)rep->integer : -1;
+    if (rep)
+        freeReplyObject(rep);
+    return slot;
+}
+
+/* Moves slot to the master on to, as redis-cli --cluster reshard does: IMPORTING on the
+ * target, MIGRATING on the source, MIGRATE of its keys 10 at a time, then SETSLOT NODE on
+ * the target, the source and every other master. Returns whether every step answered. */
+static bool move_slot(int slot, int from, int to)
+{
+    char from_id[64], to_id[64];
+    node_id(from, from_id);
+    node_id(to, to_id);
+    if (!from_id[0] || !to_id[0])
+        return false;
+    bool ok = true;
+    redisReply *rep = node_cmd(to, "CLUSTER SETSLOT %d IMPORTING %s", slot, from_id);
+    ok &= rep && rep->type != REDIS_REPLY_ERROR;
+    if (rep)
+        freeReplyObject(rep);
+    rep = node_cmd(from, "CLUSTER SETSLOT %d MIGRATING %s", slot, to_id);
+    ok &= rep && rep->type != REDIS_REPLY_ERROR;
+    if (rep)
+        freeReplyObject(rep);
+    for (int round = 0; ok && round < 1000; round++) {
+        rep = node_cmd(from, "CLUSTER GETKEYSINSLOT %d 10", slot);
+        if (!rep || rep->type != REDIS_REPLY_ARRAY) {
+            ok = false;
+            if (rep)
+                freeReplyObject(rep);
+            break;
+        }
+        size_t n = rep->elements;
+        if (n == 0) {
+            freeReplyObject(rep);
+            break;
+        }
+        const char *argv[32];
+        size_t lens[32];
+        int c = 0;
+        char port[16];
+        snprintf(port, sizeof port, "%d", to);
+        const char *head[] = {"MIGRATE", "127.0.0.1", port, "", "0", "5000", "KEYS"};
+        for (int k = 0; k < 7; k++)
+            argv[c++] = head[k];
+        for (size_t k = 0; k < n; k++)
+            argv[c++] = rep->element[k]->str;
+        for (int k = 0; k < c; k++)
+            lens[k] = strlen(argv[k]);
+        redisContext *r = connect_port(from, 5000);
+        redisReply *m = r ? redisCommandArgv(r, c, argv, lens) : NULL;
+        ok &= m && m->type != REDIS_REPLY_ERROR;
+        if (m && m->type == REDIS_REPLY_ERROR)
+            fprintf(stderr, "hist_run: MIGRATE: %s\n", m->str);
+        if (m)
+            freeReplyObject(m);
+        if (r)
+            redisFree(r);
+        freeReplyObject(rep);
+    }
+    /* the target first, then the source, then the others (as redis-cli does) */
+    int order[CLUSTER_MAX], no = 0;
+    order[no++] = to;
+    order[no++] = from;
+    int masters[CLUSTER_MAX];
+    int nm = cluster_masters(masters);
+    for (int k = 0; k < nm; k++)
+        if (masters[k] != to && masters[k] != from)
+            order[no++] = masters[k];
+    for (int k = 0; k < no; k++) {
+        rep = node_cmd(order[k], "CLUSTER SETSLOT %d NODE %s", slot, to_id);
+        ok &= rep && rep->type != REDIS_REPLY_ERROR;
+        if (rep)
+            freeReplyObject(rep);
+    }
+    return ok;
+}
+
+/* The names of the objects the clients use (their slots are the nemesis' targets). */
+static const char *object_name(const char *workload)
+{
+    if (strcmp(workload, "mutex") == 0 || strcmp(workload, "cli") == 0)
+        return "h:mutex";
+    if (strcmp(workload, "fair") == 0)
+        return "h:fair";
+    if (strcmp(workload, "rw") == 0)
+        return "h:rw";
+    if (strcmp(workload, "sem") == 0)
+        return "h:sem";
+    if (strcmp(workload, "permits") == 0)
+        return "h:permits";
+    return NULL;
+}
+
 /* ------------------------------------------------------------- the nemesis --------- */
 
 enum {
@@ -568,11 +830,13 @@ enum {
     F_FAILOVER,
     F_PARTITION,
     F_SLOW,
+    F_SLOTMOVE,
     F_COUNT
 };
 static const char *fault_names[F_COUNT] = {"pause",         "pause-long", "kill",  "srvkill",
                                            "srvkill-noaof", "cpause",     "ckill", "flush",
-                                           "failover",      "partition",  "slow"};
+                                           "failover",      "partition",  "slow",
+                                           "slotmove"};
 static int faults[F_COUNT];
 static int nfaults;
 
@@ -583,7 +847,7 @@ static bool parse_nemesis(const char *list)
     char buf[512];
     snprintf(buf, sizeof buf, "%s",
              strcmp(list, "all") == 0 ? "pause,pause-long,kill,srvkill,srvkill-noaof,cpause,"
-                                        "ckill,flush,failover"
+                                        "ckill,flush,failover,slotmove"
                                       : list);
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
         int f;
@@ -594,10 +858,12 @@ static bool parse_nemesis(const char *list)
             fprintf(stderr, "hist_run: unknown fault %s\n", tok);
             return false;
         }
-        if (f == F_FAILOVER && !sentinel_mode)
+        if (f == F_FAILOVER && !sentinel_mode && !cluster_mode)
             continue; /* "all" on one server */
-        if ((f == F_PARTITION || f == F_SLOW) && sentinel_mode)
+        if ((f == F_PARTITION || f == F_SLOW) && (sentinel_mode || cluster_mode))
             continue; /* the sentinels name the master by its loopback address */
+        if (f == F_SLOTMOVE && !cluster_mode)
+            continue;
         faults[nfaults++] = f;
     }
     return true;
@@ -680,6 +946,122 @@ static void kill_server(bool keep_data, int64_t down_ms)
     restarts++;
 }
 
+/* ------------------------------------------------------------- Cluster faults ----- */
+
+static const char *objects[8];
+static int nobjects;
+
+/* The slot of the object the step aims at (its target modulo the objects), or -1. */
+static int target_slot(const step *st, const char **name)
+{
+    if (nobjects == 0)
+        return -1;
+    *name = objects[st->target % nobjects];
+    return slot_of(*name);
+}
+
+static server *cl_node(int port)
+{
+    for (int i = 0; i < ncl; i++)
+        if (cl_nodes[i].port == port)
+            return &cl_nodes[i];
+    return NULL;
+}
+
+/* Waits (up to 10 s) until the Cluster has settled: every node ok, the slot served, and
+ * its master with a replica in sync. */
+static bool cluster_settle(int slot)
+{
+    for (int k = 0; k < 200; k++) {
+        int m = slot_master(slot);
+        if (m > 0 && cluster_settled(slot, m) && replica_of(m) > 0)
+            return true;
+        sleep_ms(50);
+    }
+    return false;
+}
+
+/* kill -9 of the master of the target's slot; the Cluster fails over by itself (its
+ * replica takes the slots after cluster-node-timeout); the node is started again after
+ * down_ms (no AOF: empty, it rejoins as a replica, or as the master if it came back
+ * before the failover, with nothing). Either may lose the data: VALUE 0. */
+static void cluster_kill(const step *st)
+{
+    const char *name = "";
+    int slot = target_slot(st, &name);
+    int port = slot >= 0 ? slot_master(slot) : -1;
+    server *s = port > 0 ? cl_node(port) : NULL;
+    pid_t pid = port > 0 ? pid_of_port(port) : -1;
+    if (!s || pid <= 0) {
+        nemesis_event("srvkill", "fail", -1, 0);
+        return;
+    }
+    nemesis_event("srvkill", "invoke", -1, 0);
+    kill(pid, SIGKILL);
+    if (s->pid == pid)
+        waitpid(pid, NULL, 0);
+    else
+        for (int i = 0; i < 100 && kill(pid, 0) == 0; i++)
+            sleep_ms(10);
+    sleep_ms(st->ms);
+    bool up = restart_server(s);
+    up &= cluster_settle(slot);
+    nemesis_event("srvup", up ? "ok" : "fail", -1, 0);
+    restarts++;
+}
+
+/* CLUSTER FAILOVER on a replica of the target slot's master: a coordinated switch (the
+ * master stops its clients until the replica has caught up), which loses nothing: VALUE 1.
+ * Its end: every node names the replica master of the slot, and it has a replica again. */
+static void cluster_failover(const step *st)
+{
+    const char *name = "";
+    int slot = target_slot(st, &name);
+    int master = slot >= 0 ? slot_master(slot) : -1;
+    int replica = master > 0 ? replica_of(master) : -1;
+    if (replica < 0) {
+        nemesis_event("failover", "fail", -1, 1);
+        return;
+    }
+    nemesis_event("failover", "invoke", -1, 1);
+    redisReply *rep = node_cmd(replica, "CLUSTER FAILOVER");
+    bool ok = rep && rep->type == REDIS_REPLY_STATUS;
+    if (rep)
+        freeReplyObject(rep);
+    bool switched = false;
+    for (int k = 0; ok && k < 200 && !switched; k++) {
+        switched = cluster_settled(slot, replica);
+        if (!switched)
+            sleep_ms(50);
+    }
+    for (int k = 0; switched && k < 200 && replica_of(replica) < 0; k++)
+        sleep_ms(50);
+    nemesis_event("failover", ok && switched ? "ok" : "fail", -1, 1);
+}
+
+/* The target's slot moved to another master (MIGRATE of its keys while clients use them:
+ * ASK and TRYAGAIN meanwhile). VALUE = the slot. */
+static void cluster_slotmove(const step *st)
+{
+    const char *name = "";
+    int slot = target_slot(st, &name);
+    int from = slot >= 0 ? slot_master(slot) : -1;
+    int masters[CLUSTER_MAX];
+    int n = cluster_masters(masters), to = -1;
+    for (int k = 0; k < n && to < 0; k++)
+        if (masters[(k + st->target) % n] != from)
+            to = masters[(k + st->target) % n];
+    if (from < 0 || to < 0) {
+        nemesis_event("slotmove", "fail", -1, slot);
+        return;
+    }
+    nemesis_event("slotmove", "invoke", -1, slot);
+    bool ok = move_slot(slot, from, to);
+    for (int k = 0; ok && k < 200 && !cluster_settled(slot, to); k++)
+        sleep_ms(50);
+    nemesis_event("slotmove", ok ? "ok" : "fail", -1, slot);
+}
+
 static void inject(const step *st)
 {
     int i = st->target;
@@ -719,10 +1101,14 @@ static void inject(const step *st)
         break;
     }
     case F_SRVKILL:
-        kill_server(true, st->ms);
-        break;
     case F_SRVKILL_NOAOF:
-        kill_server(false, st->ms);
+        if (cluster_mode)
+            cluster_kill(st);
+        else
+            kill_server(st->fault == F_SRVKILL, st->ms);
+        break;
+    case F_SLOTMOVE:
+        cluster_slotmove(st);
         break;
     case F_CPAUSE: {
         int64_t ms = client_timeout_ms + st->ms;
@@ -761,6 +1147,10 @@ static void inject(const step *st)
         break;
     }
     case F_FAILOVER: {
+        if (cluster_mode) {
+            cluster_failover(st);
+            break;
+        }
         bool ok = false;
         int old_master = master_port();
         nemesis_event("failover", "invoke", -1, sync_replicas > 0);
@@ -810,7 +1200,7 @@ static void check_switch(int64_t since)
 static void usage(void)
 {
     fprintf(stderr, "usage: hist_run --seed S --time SECONDS --nemesis LIST|all|none "
-                    "--deployment single|sentinel [--clients mutex:4,...] [--keep DIR] "
+                    "--deployment single|sentinel|cluster [--clients mutex:4,...] [--keep DIR] "
                     "[--client PATH] [--skew RATE]\n");
     exit(2);
 }
@@ -853,6 +1243,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(deployment, "sentinel") == 0)
         sentinel_mode = true;
+    else if (strcmp(deployment, "cluster") == 0)
+        cluster_mode = true;
     else if (strcmp(deployment, "single") != 0)
         usage();
     if (!parse_nemesis(nemesis))
@@ -924,6 +1316,24 @@ int main(int argc, char **argv)
         snprintf(lock_url, sizeof lock_url,
                  "redis+sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/mymaster",
                  sentinel_ports[0], sentinel_ports[1], sentinel_ports[2]);
+    } else if (cluster_mode) {
+        const char *ports = getenv("HIST_CLUSTER_PORTS"), *dir = getenv("HIST_CLUSTER_DIR");
+        if (!ports || !dir) {
+            fprintf(stderr, "hist_run: --deployment cluster needs tests/histories/run\n");
+            stop_server(&resource);
+            return 2;
+        }
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", ports);
+        int len = snprintf(lock_url, sizeof lock_url, "redis+cluster://");
+        for (char *tok = strtok(buf, " "); tok && ncl < CLUSTER_MAX; tok = strtok(NULL, " ")) {
+            server *n = &cl_nodes[ncl++];
+            n->port = atoi(tok);
+            n->cluster = true;
+            snprintf(n->dir, sizeof n->dir, "%s/%d", dir, n->port);
+            len += snprintf(lock_url + len, sizeof lock_url - (size_t)len, "%s127.0.0.1:%d",
+                            ncl > 1 ? "," : "", n->port);
+        }
     } else {
         snprintf(single.dir, sizeof single.dir, "%s/server", workdir);
         mkdir(single.dir, 0755);
@@ -957,6 +1367,14 @@ int main(int argc, char **argv)
             snprintf(clients[nclients].workload, sizeof clients[nclients].workload, "%s", tok);
             nclients++;
         }
+    }
+    for (int i = 0; i < nclients; i++) {
+        const char *o = object_name(clients[i].workload);
+        bool seen = !o;
+        for (int k = 0; k < nobjects && !seen; k++)
+            seen = strcmp(objects[k], o) == 0;
+        if (!seen && nobjects < 8)
+            objects[nobjects++] = o;
     }
     int64_t start = srv_us();
     end_us = start + seconds * 1000000;
@@ -1015,6 +1433,9 @@ int main(int argc, char **argv)
         /* the nodes this runner started again are its own to stop */
         for (int i = 0; i < 2; i++)
             stop_server(&sent_nodes[i]);
+    } else if (cluster_mode) {
+        for (int i = 0; i < ncl; i++)
+            stop_server(&cl_nodes[i]);
     } else {
         stop_server(&single);
     }
