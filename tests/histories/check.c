@@ -436,7 +436,11 @@ static hist_verdict overlaps(const hist *h, const char *obj, const char *name, c
 
 hist_verdict hist_check_mutex(const hist *h, const char *obj, const hist_params *p, FILE *out)
 {
-    return overlaps(h, obj, strcmp(obj, "fair") == 0 ? "fair lock" : "mutex", p, out);
+    return overlaps(h, obj,
+                    strcmp(obj, "fair") == 0      ? "fair lock"
+                    : strcmp(obj, "redlock") == 0 ? "redlock"
+                                                  : "mutex",
+                    p, out);
 }
 
 hist_verdict hist_check_rw(const hist *h, const hist_params *p, FILE *out)
@@ -962,6 +966,8 @@ long hist_check_all(const hist *h, const hist_params *p, FILE *out)
         bad += say(out, hist_check_fenced(h, "mutex", p, out));
         bad += say(out, hist_check_reentrant(h, "mutex", p, out));
     }
+    if (has(h, "redlock"))
+        bad += say(out, hist_check_mutex(h, "redlock", p, out));
     if (has(h, "fair")) {
         bad += say(out, hist_check_mutex(h, "fair", p, out));
         bad += say(out, hist_check_fifo(h, p, out));

@@ -364,6 +364,132 @@ static void lock_workload(lock_kind kind, int64_t until_us)
     baton_client_close(c);
 }
 
+/* ------------------------------------------------------------- Redlock ----------- */
+
+/* The quorum lock over three independent servers (URL: their three URLs, comma-separated):
+ * one client and one member lock h:redlock per server, grouped by baton_redlock_open. The
+ * group has no fencing token or lost signal of its own (docs/multilock.md): the hold's
+ * members are those whose handle has a token after the acquire, and the hold counts as
+ * lost (the "lost" event) once fewer than a majority of them are still held, that is once
+ * the lost fds of enough of them became readable (a member's fd readable before the hold
+ * began, from an earlier hold, is not counted). The client keeps its clients and handles
+ * across holds, and reopens them now and then. */
+#define RL_N 3
+
+static void redlock_workload(int64_t until_us)
+{
+    char urls[512];
+    snprintf(urls, sizeof urls, "%s", url);
+    const char *u[RL_N];
+    int nu = 0;
+    for (char *tok = strtok(urls, ","); tok && nu < RL_N; tok = strtok(NULL, ","))
+        u[nu++] = tok;
+    if (nu != RL_N) {
+        fprintf(stderr, "hist_client: redlock needs %d URLs\n", RL_N);
+        exit(2);
+    }
+    baton_client *c[RL_N] = {0};
+    baton_lock *m[RL_N] = {0}, *g = NULL;
+    const char *saved = url;
+    while (srv_us() < until_us) {
+        if (g && rnd() % 30 == 0) {
+            baton_lock_close(g);
+            g = NULL;
+            for (int k = 0; k < RL_N; k++) {
+                baton_lock_close(m[k]);
+                m[k] = NULL;
+                if (rnd() % 2 == 0) {
+                    baton_client_close(c[k]);
+                    c[k] = NULL;
+                }
+            }
+        }
+        for (int k = 0; k < RL_N; k++)
+            if (!c[k]) {
+                url = u[k];
+                c[k] = open_client(until_us);
+                url = saved;
+                if (!c[k])
+                    goto out;
+            }
+        if (!g) {
+            for (int k = 0; k < RL_N; k++)
+                if (baton_lock_open(c[k], "h:redlock", &m[k]) != BATON_OK)
+                    abort();
+            if (baton_redlock_open(m, RL_N, &g) != BATON_OK)
+                abort();
+        }
+        int fds[RL_N];
+        for (int k = 0; k < RL_N; k++)
+            baton_lock_lost_fd(m[k], &fds[k]);
+        int64_t lease = rnd() % 4 == 0 ? 2000 : BATON_LEASE_WATCHDOG;
+        int64_t lease_v = lease == BATON_LEASE_WATCHDOG ? 0 : lease;
+        emit("acquire", "invoke", 0, 0, lease_v);
+        int rc = baton_lock_try_acquire(g, 2000, lease);
+        if (rc != BATON_OK) {
+            done("acquire", rc, 0, lease_v);
+            usleep((useconds_t)rnd_in(rc == BATON_ETIMEDOUT ? 0 : 20000, 50000));
+            continue;
+        }
+        /* the members this hold took, and their lost fds not already readable */
+        bool taken[RL_N];
+        int ntaken = 0;
+        int64_t tokens = 0;
+        for (int k = 0; k < RL_N; k++) {
+            int64_t t = 0;
+            taken[k] = baton_lock_fencing_token(m[k], &t) == BATON_OK;
+            if (taken[k]) {
+                struct pollfd p = {fds[k], POLLIN, 0};
+                if (poll(&p, 1, 0) > 0 && (p.revents & POLLIN))
+                    taken[k] = false; /* cannot watch it: count it lost already */
+                else
+                    ntaken++;
+                tokens += t; /* informative: the sum of the members' tokens */
+            }
+        }
+        done("acquire", BATON_OK, tokens, lease_v);
+        int64_t hold_ms = rnd() % 8 == 0    ? rnd_in(500, watchdog_ms * 2)
+                          : rnd() % 16 == 0 ? rnd_in(100, 500)
+                                            : rnd_in(1, 40);
+        if (lease != BATON_LEASE_WATCHDOG && hold_ms > lease / 2)
+            hold_ms = lease / 2;
+        int64_t end = mono_ns() + hold_ms * 1000000;
+        bool lost = ntaken < RL_N / 2 + 1;
+        while (!lost) {
+            int64_t left = (end - mono_ns()) / 1000000;
+            if (left <= 0)
+                break;
+            struct pollfd p[RL_N];
+            int np = 0, idx[RL_N];
+            for (int k = 0; k < RL_N; k++)
+                if (taken[k]) {
+                    p[np] = (struct pollfd){fds[k], POLLIN, 0};
+                    idx[np++] = k;
+                }
+            if (poll(p, (nfds_t)np, (int)left) <= 0)
+                continue;
+            for (int q = 0; q < np; q++)
+                if (p[q].revents & POLLIN) {
+                    taken[idx[q]] = false;
+                    ntaken--;
+                }
+            lost = ntaken < RL_N / 2 + 1;
+        }
+        if (lost)
+            emit("lost", "ok", 0, 0, 0);
+        emit("release", "invoke", tokens, 0, 0);
+        rc = baton_lock_release(g);
+        done("release", rc, tokens, 0);
+        usleep((useconds_t)rnd_in(0, 20000));
+    }
+out:
+    baton_lock_close(g);
+    for (int k = 0; k < RL_N; k++) {
+        baton_lock_close(m[k]);
+        baton_client_close(c[k]);
+    }
+}
+
 /* ------------------------------------------------------------- semaphores ---------- */
 
 static void sem_workload(int64_t until_us)
@@ -703,6 +829,8 @@ int main(int argc, char **argv)
         lock_workload(W_FAIR, until);
     else if (strcmp(g_obj, "rw") == 0)
         lock_workload(W_RW, until);
+    else if (strcmp(g_obj, "redlock") == 0)
+        redlock_workload(until);
     else if (strcmp(g_obj, "sem") == 0)
         sem_workload(until);
     else if (strcmp(g_obj, "permits") == 0)

@@ -318,6 +318,9 @@ static void rm_rf(const char *path)
 
 static server resource;
 static server single; /* single: the lock server */
+static bool redlock_mode;
+static server rl_nodes[3]; /* Redlock: three independent servers (AOF) */
+static int rl_target;      /* the one a server fault aims at */
 static redisContext *res;
 static FILE *nem; /* the nemesis' history */
 
@@ -408,12 +411,18 @@ static void spawn_client(int i)
         if (skew && i % 2 == 1) {
             /* every other client's clocks (wall and monotonic) run at this rate */
             char spec[64];
-            snprintf(spec, sizeof spec, "+0 x%s", skew);
+            snprintf(spec, sizeof spec, "%+d x%s", (i * 37) % 61 - 30, skew);
             setenv("LD_PRELOAD", FAKETIME_LIB, 1);
             setenv("FAKETIME", spec, 1);
             setenv("FAKETIME_NO_CACHE", "1", 1);
         }
-        execl(client_path, client_path, lock_url, port, c->workload, proc, inc, sd, dur, out,
+        const char *u = lock_url;
+        char first[128];
+        if (redlock_mode && strcmp(c->workload, "redlock") != 0) {
+            snprintf(first, sizeof first, "redis://127.0.0.1:%d", rl_nodes[0].port);
+            u = first; /* the other workloads: on the first server */
+        }
+        execl(client_path, client_path, u, port, c->workload, proc, inc, sd, dur, out,
               (char *)NULL);
         _exit(127);
     }
@@ -478,6 +487,8 @@ static int64_t client_timeout_ms = 1000;
 /* The port of the current master (Sentinel: as the first sentinel that answers says). */
 static int master_port(void)
 {
+    if (redlock_mode)
+        return rl_nodes[rl_target].port;
     if (!sentinel_mode)
         return single.port;
     for (int i = 0; i < 3; i++) {
@@ -499,6 +510,10 @@ static int master_port(void)
 
 static server *node_of_port(int port)
 {
+    if (redlock_mode)
+        for (int i = 0; i < 3; i++)
+            if (rl_nodes[i].port == port)
+                return &rl_nodes[i];
     if (!sentinel_mode)
         return &single;
     for (int i = 0; i < 2; i++)
@@ -831,12 +846,13 @@ enum {
     F_PARTITION,
     F_SLOW,
     F_SLOTMOVE,
+    F_SRVPAUSE,
     F_COUNT
 };
 static const char *fault_names[F_COUNT] = {"pause",         "pause-long", "kill",  "srvkill",
                                            "srvkill-noaof", "cpause",     "ckill", "flush",
                                            "failover",      "partition",  "slow",
-                                           "slotmove"};
+                                           "slotmove",      "srvpause"};
 static int faults[F_COUNT];
 static int nfaults;
 
@@ -863,6 +879,8 @@ static bool parse_nemesis(const char *list)
         if ((f == F_PARTITION || f == F_SLOW) && (sentinel_mode || cluster_mode))
             continue; /* the sentinels name the master by its loopback address */
         if (f == F_SLOTMOVE && !cluster_mode)
+            continue;
+        if (f == F_SRVPAUSE && (sentinel_mode || cluster_mode))
             continue;
         faults[nfaults++] = f;
     }
@@ -903,6 +921,9 @@ static step draw(void)
     case F_SLOW:
         st.ms = 1000 + (int64_t)(r % 3001);
         break;
+    case F_SRVPAUSE:
+        st.ms = 100 + (int64_t)(r % 4901);
+        break;
     default:
         st.ms = 100 + (int64_t)(r % 1401);
     }
@@ -924,7 +945,9 @@ static void kill_server(bool keep_data, int64_t down_ms)
     /* Sentinel: the node comes back empty (no AOF), as master if the sentinels have not
      * failed over yet, and a failover loses what the replica had not received: either
      * may lose the data */
-    int64_t value = sentinel_mode ? 0 : keep_data;
+    /* Redlock: one member's server; VALUE 2 when it lost its data (one of three: the
+     * quorum survives it, so the checkers do not count it as a loss of the lock) */
+    int64_t value = sentinel_mode ? 0 : redlock_mode ? (keep_data ? 1 : 2) : keep_data;
     nemesis_event("srvkill", "invoke", -1, value);
     kill(pid, SIGKILL);
     if (s->pid == pid)
@@ -1065,7 +1088,23 @@ static void cluster_slotmove(const step *st)
 static void inject(const step *st)
 {
     int i = st->target;
+    rl_target = st->target % 3;
     switch (st->fault) {
+    case F_SRVPAUSE: {
+        /* SIGSTOP of the server (Redlock: one of the three) for 0.1-5 s */
+        int port = master_port();
+        pid_t pid = port > 0 ? pid_of_port(port) : -1;
+        if (pid <= 0) {
+            nemesis_event("srvpause", "fail", -1, st->ms);
+            return;
+        }
+        nemesis_event("srvpause", "invoke", -1, st->ms);
+        kill(pid, SIGSTOP);
+        sleep_ms(st->ms);
+        kill(pid, SIGCONT);
+        nemesis_event("srvpause", "ok", -1, st->ms);
+        break;
+    }
     case F_PAUSE:
     case F_PAUSE_LONG: {
         bool long_ = st->fault == F_PAUSE_LONG;
@@ -1200,7 +1239,7 @@ static void check_switch(int64_t since)
 static void usage(void)
 {
     fprintf(stderr, "usage: hist_run --seed S --time SECONDS --nemesis LIST|all|none "
-                    "--deployment single|sentinel|cluster [--clients mutex:4,...] [--keep DIR] "
+                    "--deployment single|sentinel|cluster|redlock [--clients mutex:4,...] [--keep DIR] "
                     "[--client PATH] [--skew RATE]\n");
     exit(2);
 }
@@ -1216,7 +1255,7 @@ static void on_signal(int sig)
 int main(int argc, char **argv)
 {
     const char *nemesis = "none", *deployment = "single", *keep = NULL;
-    const char *spec = "mutex:4,cli:2,fair:3,rw:3,sem:3,permits:3,latch:4";
+    const char *spec = NULL;
     int64_t seconds = 30;
     seed = 1;
     for (int i = 1; i < argc; i++) {
@@ -1245,8 +1284,12 @@ int main(int argc, char **argv)
         sentinel_mode = true;
     else if (strcmp(deployment, "cluster") == 0)
         cluster_mode = true;
+    else if (strcmp(deployment, "redlock") == 0)
+        redlock_mode = true;
     else if (strcmp(deployment, "single") != 0)
         usage();
+    if (!spec)
+        spec = redlock_mode ? "redlock:6" : "mutex:4,cli:2,fair:3,rw:3,sem:3,permits:3,latch:4";
     if (!parse_nemesis(nemesis))
         return 2;
     if (skew && access(FAKETIME_LIB, R_OK) != 0) {
@@ -1316,6 +1359,19 @@ int main(int argc, char **argv)
         snprintf(lock_url, sizeof lock_url,
                  "redis+sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/mymaster",
                  sentinel_ports[0], sentinel_ports[1], sentinel_ports[2]);
+    } else if (redlock_mode) {
+        int len = 0;
+        for (int i = 0; i < 3; i++) {
+            snprintf(rl_nodes[i].dir, sizeof rl_nodes[i].dir, "%s/server%d", workdir, i);
+            mkdir(rl_nodes[i].dir, 0755);
+            rl_nodes[i].aof = true;
+            if (!start_server(&rl_nodes[i])) {
+                fprintf(stderr, "hist_run: could not start Redlock server %d\n", i);
+                return 3;
+            }
+            len += snprintf(lock_url + len, sizeof lock_url - (size_t)len,
+                            "%sredis://127.0.0.1:%d", i ? "," : "", rl_nodes[i].port);
+        }
     } else if (cluster_mode) {
         const char *ports = getenv("HIST_CLUSTER_PORTS"), *dir = getenv("HIST_CLUSTER_DIR");
         if (!ports || !dir) {
@@ -1436,6 +1492,9 @@ int main(int argc, char **argv)
     } else if (cluster_mode) {
         for (int i = 0; i < ncl; i++)
             stop_server(&cl_nodes[i]);
+    } else if (redlock_mode) {
+        for (int i = 0; i < 3; i++)
+            stop_server(&rl_nodes[i]);
     } else {
         stop_server(&single);
     }
