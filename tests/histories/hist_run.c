@@ -81,7 +81,34 @@ typedef struct server {
     char dir[256];
     bool aof;
     bool cluster; /* a node of the Cluster deployment (restarted with its nodes.conf) */
+    char ns[32];  /* sentinel-net: the node's network namespace and address */
+    char ip[32];
 } server;
+
+/* sentinel-net: where each port lives (a node in a namespace of its own); others are on
+ * 127.0.0.1 */
+static struct {
+    int port;
+    char ip[32];
+} addr_map[16];
+static int naddr;
+
+static const char *ip_of_port(int port)
+{
+    for (int i = 0; i < naddr; i++)
+        if (addr_map[i].port == port)
+            return addr_map[i].ip;
+    return "127.0.0.1";
+}
+
+static void map_port(int port, const char *ip)
+{
+    if (naddr < 16) {
+        addr_map[naddr].port = port;
+        snprintf(addr_map[naddr].ip, sizeof addr_map[naddr].ip, "%s", ip);
+        naddr++;
+    }
+}
 
 static char workdir[200];
 
@@ -181,13 +208,20 @@ static bool net_set(const char *rate, int queue)
 }
 
 static pid_t owner_pid;
+static bool snet_mode;
+static void snet_teardown(void);
 
 static void net_teardown(void);
 
 static void net_teardown_at_exit(void)
 {
-    if (getpid() == owner_pid)
+    if (getpid() == owner_pid) {
+        if (snet_mode) {
+            net_ns[0] = 0;
+            snet_teardown();
+        }
         net_teardown();
+    }
 }
 
 static void net_teardown(void)
@@ -202,7 +236,7 @@ static void net_teardown(void)
 static redisContext *connect_port(int port, int timeout_ms)
 {
     struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-    redisContext *r = redisConnectWithTimeout("127.0.0.1", port, tv);
+    redisContext *r = redisConnectWithTimeout(ip_of_port(port), port, tv);
     if (r && r->err) {
         redisFree(r);
         return NULL;
@@ -236,6 +270,11 @@ static pid_t spawn_server(server *s)
     if (pid == 0) {
         setpgid(0, 0);
         prctl(PR_SET_PDEATHSIG, SIGKILL); /* the runner killed (a ctest timeout): gone too */
+        if (s->ns[0]) /* sentinel-net: in its namespace, on its address */
+            execlp("ip", "ip", "netns", "exec", s->ns, "redis-server", "--port", port, "--bind",
+                   s->ip, "--protected-mode", "no", "--dir", s->dir, "--save", "",
+                   "--appendonly", "no", "--logfile", log, "--repl-diskless-sync-delay", "0",
+                   "--repl-ping-replica-period", "1", (char *)NULL);
         if (s->cluster) /* as scripts/cluster-lib.sh starts it */
             execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", "--dir",
                    s->dir, "--save", "", "--appendonly", "no", "--cluster-enabled", "yes",
@@ -392,9 +431,12 @@ static void spawn_client(int i)
     snprintf(dur, sizeof dur, "%" PRId64, left_ms);
     snprintf(out, sizeof out, "%s/client-%d-%d.hist", workdir, i, c->inc);
     snprintf(base, sizeof base, "%d", latch_base);
-    bool in_ns = net_filtered && i % 3 == 1;
-    char url_ns[128];
-    snprintf(url_ns, sizeof url_ns, "redis://%s:%d", net_ip, single.port);
+    bool in_ns = (net_filtered || snet_mode) && i % 3 == 1;
+    char url_ns[512];
+    if (snet_mode)
+        snprintf(url_ns, sizeof url_ns, "%s", lock_url);
+    else
+        snprintf(url_ns, sizeof url_ns, "redis://%s:%d", net_ip, single.port);
     pid_t pid = fork();
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -599,6 +641,239 @@ static bool master_has_replica(void)
         freeReplyObject(rep);
     redisFree(r);
     return yes;
+}
+
+/* ------------------------------------------------------------- sentinel-net ------- */
+
+/* --deployment sentinel-net: the Sentinel deployment of tests/histories/run (a master, a
+ * replica, three sentinels, quorum 2), started here with every node in a network
+ * namespace of its own, and a seventh namespace for every third client, all joined by a
+ * bridge (the runner and the other clients reach them from the host, through the bridge).
+ * Partitions drop the traffic between two namespaces both ways: in each, an htb class of 8
+ * bit/s with a one-packet queue, and a u32 filter on the other's address (this kernel has
+ * no netem and no iptables). */
+#define SNET_N 6 /* master, replica, sentinels 1-3, clients */
+static const char *const snet_tag[SNET_N] = {"m", "r", "s1", "s2", "s3", "c"};
+static const int snet_host[SNET_N] = {11, 12, 21, 22, 23, 31};
+static char snet_ns[SNET_N][32], snet_br[16];
+static int snet_k;
+static pid_t snet_sentinel_pid[3];
+static server snet_sentinel[3];
+
+static void snet_ip(int i, char *out, size_t n)
+{
+    snprintf(out, n, "10.214.%d.%d", snet_k, snet_host[i]);
+}
+
+static void snet_teardown(void)
+{
+    for (int i = 0; i < 3; i++)
+        if (snet_sentinel_pid[i] > 0) {
+            kill(snet_sentinel_pid[i], SIGKILL);
+            waitpid(snet_sentinel_pid[i], NULL, 0);
+            snet_sentinel_pid[i] = 0;
+        }
+    for (int i = 0; i < SNET_N; i++)
+        if (snet_ns[i][0]) {
+            sh("ip netns del %s", snet_ns[i]);
+            snet_ns[i][0] = 0;
+        }
+    if (snet_br[0]) {
+        sh("ip link del %s", snet_br);
+        snet_br[0] = 0;
+    }
+}
+
+static bool snet_setup(void)
+{
+    int id = (int)getpid() % 100000;
+    snet_k = id % 250 + 1;
+    snprintf(snet_br, sizeof snet_br, "bs%d", id);
+    if (sh("ip link add %s type bridge", snet_br) != 0) {
+        fprintf(stderr, "hist_run: ip link add %s type bridge failed\n", snet_br);
+        snet_br[0] = 0;
+        return false;
+    }
+    if (sh("ip addr add 10.214.%d.1/24 dev %s", snet_k, snet_br) != 0 ||
+        sh("ip link set %s up", snet_br) != 0)
+        return false;
+    for (int i = 0; i < SNET_N; i++) {
+        char ns[32], ip[32];
+        snprintf(ns, sizeof ns, "bs%d%s", id, snet_tag[i]);
+        snet_ip(i, ip, sizeof ip);
+        if (sh("ip netns add %s", ns) != 0) {
+            fprintf(stderr, "hist_run: ip netns add %s failed\n", ns);
+            return false;
+        }
+        snprintf(snet_ns[i], sizeof snet_ns[i], "%s", ns);
+        const char *pre = "ip netns exec";
+        if (sh("ip link add %sh type veth peer name e0 netns %s", ns, ns) != 0 ||
+            sh("ip link set %sh master %s", ns, snet_br) != 0 ||
+            sh("ip link set %sh up", ns) != 0 ||
+            sh("%s %s ip addr add %s/24 dev e0", pre, ns, ip) != 0 ||
+            sh("%s %s ip link set e0 up", pre, ns) != 0 ||
+            sh("%s %s ip link set lo up", pre, ns) != 0 ||
+            sh("%s %s tc qdisc add dev e0 root handle 1: htb default 10", pre, ns) != 0 ||
+            sh("%s %s tc class add dev e0 parent 1: classid 1:10 htb rate 10gbit", pre, ns) != 0 ||
+            sh("%s %s tc class add dev e0 parent 1: classid 1:30 htb rate 8bit ceil 8bit", pre,
+               ns) != 0 ||
+            sh("%s %s tc qdisc add dev e0 parent 1:30 handle 30: pfifo limit 1", pre, ns) != 0) {
+            fprintf(stderr, "hist_run: setting up namespace %s failed\n", ns);
+            return false;
+        }
+    }
+    /* the resource server listens on the bridge too; the clients' namespace reaches it */
+    snprintf(net_ip, sizeof net_ip, "10.214.%d.1", snet_k);
+    snprintf(net_ns, sizeof net_ns, "%s", snet_ns[5]);
+    return true;
+}
+
+/* Drops the traffic between namespaces a and b, both ways. */
+static bool snet_block(int a, int b)
+{
+    char ipa[32], ipb[32];
+    snet_ip(a, ipa, sizeof ipa);
+    snet_ip(b, ipb, sizeof ipb);
+    bool ok = sh("ip netns exec %s tc filter add dev e0 parent 1: protocol ip prio 1 u32 match "
+                 "ip dst %s/32 flowid 1:30",
+                 snet_ns[a], ipb) == 0;
+    ok &= sh("ip netns exec %s tc filter add dev e0 parent 1: protocol ip prio 1 u32 match ip "
+             "dst %s/32 flowid 1:30",
+             snet_ns[b], ipa) == 0;
+    return ok;
+}
+
+static void snet_heal(void)
+{
+    for (int i = 0; i < SNET_N; i++)
+        sh("ip netns exec %s tc filter del dev e0 parent 1: prio 1", snet_ns[i]);
+}
+
+static bool snet_ping(int port)
+{
+    redisContext *r = connect_port(port, 300);
+    if (!r)
+        return false;
+    redisReply *rep = redisCommand(r, "PING");
+    bool ok = rep && rep->type == REDIS_REPLY_STATUS;
+    if (rep)
+        freeReplyObject(rep);
+    redisFree(r);
+    return ok;
+}
+
+static int snet_port(void)
+{
+    unsigned short r = 0;
+    FILE *u = fopen("/dev/urandom", "r");
+    if (u) {
+        if (fread(&r, sizeof r, 1, u) != 1)
+            r = (unsigned short)getpid();
+        fclose(u);
+    }
+    return 20000 + r % 20000;
+}
+
+/* Starts the master, the replica and the sentinels in their namespaces. */
+static bool snet_start(void)
+{
+    for (int i = 0; i < 2; i++) {
+        server *n = &sent_nodes[i];
+        snprintf(n->dir, sizeof n->dir, "%s/%s", workdir, i ? "replica" : "master");
+        mkdir(n->dir, 0755);
+        snprintf(n->ns, sizeof n->ns, "%.31s", snet_ns[i]);
+        snet_ip(i, n->ip, sizeof n->ip);
+        n->port = snet_port();
+        map_port(n->port, n->ip);
+        n->pid = spawn_server(n);
+        bool up = false;
+        for (int k = 0; k < 200 && !up; k++) {
+            up = snet_ping(n->port);
+            if (!up)
+                sleep_ms(25);
+        }
+        if (!up) {
+            fprintf(stderr, "hist_run: sentinel-net: node %d did not start\n", i);
+            return false;
+        }
+    }
+    redisContext *r = connect_port(sent_nodes[1].port, 1000);
+    redisReply *rep = r ? redisCommand(r, "REPLICAOF %s %d", sent_nodes[0].ip, sent_nodes[0].port)
+                        : NULL;
+    if (rep)
+        freeReplyObject(rep);
+    if (r)
+        redisFree(r);
+    int len = snprintf(lock_url, sizeof lock_url, "redis+sentinel://");
+    for (int i = 0; i < 3; i++) {
+        server *n = &snet_sentinel[i];
+        snprintf(n->dir, sizeof n->dir, "%s/s%d", workdir, i + 1);
+        mkdir(n->dir, 0755);
+        snet_ip(2 + i, n->ip, sizeof n->ip);
+        n->port = snet_port();
+        map_port(n->port, n->ip);
+        sentinel_ports[i] = n->port;
+        char conf[400];
+        snprintf(conf, sizeof conf, "%s/sentinel.conf", n->dir);
+        FILE *f = fopen(conf, "w");
+        if (!f)
+            return false;
+        fprintf(f,
+                "port %d\nbind %s\nprotected-mode no\ndir %s\nlogfile %s/sentinel.log\n"
+                "sentinel monitor mymaster %s %d 2\n"
+                "sentinel down-after-milliseconds mymaster 1000\n"
+                "sentinel failover-timeout mymaster 5000\n"
+                "sentinel parallel-syncs mymaster 1\n",
+                n->port, n->ip, n->dir, n->dir, sent_nodes[0].ip, sent_nodes[0].port);
+        fclose(f);
+        pid_t pid = fork();
+        if (pid == 0) {
+            setpgid(0, 0);
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            execlp("ip", "ip", "netns", "exec", snet_ns[2 + i], "redis-server", conf,
+                   "--sentinel", (char *)NULL);
+            _exit(127);
+        }
+        snet_sentinel_pid[i] = pid;
+        len += snprintf(lock_url + len, sizeof lock_url - (size_t)len, "%s%s:%d", i ? "," : "",
+                        n->ip, n->port);
+    }
+    snprintf(lock_url + len, sizeof lock_url - (size_t)len, "/mymaster");
+    /* ready: the replica in sync, every sentinel sees the replica and the two others */
+    for (int k = 0; k < 600; k++) {
+        bool ready = master_has_replica();
+        for (int i = 0; i < 3 && ready; i++) {
+            redisContext *c = connect_port(sentinel_ports[i], 500);
+            redisReply *m = c ? redisCommand(c, "SENTINEL MASTER mymaster") : NULL;
+            int others = -1, slaves = -1;
+            if (m && m->type == REDIS_REPLY_ARRAY)
+                for (size_t q = 0; q + 1 < m->elements; q += 2) {
+                    if (strcmp(m->element[q]->str, "num-other-sentinels") == 0)
+                        others = atoi(m->element[q + 1]->str);
+                    if (strcmp(m->element[q]->str, "num-slaves") == 0)
+                        slaves = atoi(m->element[q + 1]->str);
+                }
+            ready = others == 2 && slaves == 1;
+            if (m)
+                freeReplyObject(m);
+            if (c)
+                redisFree(c);
+        }
+        if (ready)
+            return true;
+        sleep_ms(50);
+    }
+    fprintf(stderr, "hist_run: sentinel-net: the deployment never settled\n");
+    return false;
+}
+
+/* The namespace index of the node on port (0 master as started, 1 replica), or -1. */
+static int snet_index(int port)
+{
+    for (int i = 0; i < 2; i++)
+        if (sent_nodes[i].port == port)
+            return i;
+    return -1;
 }
 
 /* ------------------------------------------------------------- the Cluster -------- */
@@ -847,12 +1122,15 @@ enum {
     F_SLOW,
     F_SLOTMOVE,
     F_SRVPAUSE,
+    F_RPARTITION,
+    F_SPARTITION,
     F_COUNT
 };
 static const char *fault_names[F_COUNT] = {"pause",         "pause-long", "kill",  "srvkill",
                                            "srvkill-noaof", "cpause",     "ckill", "flush",
                                            "failover",      "partition",  "slow",
-                                           "slotmove",      "srvpause"};
+                                           "slotmove",      "srvpause",   "rpartition",
+                                           "spartition"};
 static int faults[F_COUNT];
 static int nfaults;
 
@@ -876,8 +1154,11 @@ static bool parse_nemesis(const char *list)
         }
         if (f == F_FAILOVER && !sentinel_mode && !cluster_mode)
             continue; /* "all" on one server */
-        if ((f == F_PARTITION || f == F_SLOW) && (sentinel_mode || cluster_mode))
-            continue; /* the sentinels name the master by its loopback address */
+        if ((f == F_PARTITION || f == F_SLOW) && (sentinel_mode || cluster_mode) &&
+            !(f == F_PARTITION && snet_mode))
+            continue; /* network faults: single and sentinel-net (partition) only */
+        if ((f == F_RPARTITION || f == F_SPARTITION) && !snet_mode)
+            continue;
         if (f == F_SLOTMOVE && !cluster_mode)
             continue;
         if (f == F_SRVPAUSE && (sentinel_mode || cluster_mode))
@@ -923,6 +1204,12 @@ static step draw(void)
         break;
     case F_SRVPAUSE:
         st.ms = 100 + (int64_t)(r % 4901);
+        break;
+    case F_RPARTITION:
+        st.ms = 1000 + (int64_t)(r % 5001);
+        break;
+    case F_SPARTITION:
+        st.ms = 2000 + (int64_t)(r % 6001);
         break;
     default:
         st.ms = 100 + (int64_t)(r % 1401);
@@ -1149,6 +1436,39 @@ static void inject(const step *st)
     case F_SLOTMOVE:
         cluster_slotmove(st);
         break;
+    case F_RPARTITION: {
+        /* the current master from its replica */
+        int m = snet_index(master_port());
+        bool ok = m >= 0 && snet_block(m, 1 - m);
+        nemesis_event("rpartition", ok ? "invoke" : "fail", -1, st->ms);
+        if (ok) {
+            sleep_ms(st->ms);
+            snet_heal();
+            nemesis_event("rpartition", "ok", -1, st->ms);
+        } else {
+            snet_heal();
+        }
+        break;
+    }
+    case F_SPARTITION: {
+        /* the current master and one sentinel (a minority) from the replica, the two other
+         * sentinels and the clients' namespace: the majority fails over */
+        int m = snet_index(master_port());
+        int sen = 2 + st->target % 3;
+        bool ok = m >= 0;
+        for (int k = 0; k < SNET_N && ok; k++)
+            if (k != m && k != sen)
+                ok = snet_block(m, k) && snet_block(sen, k);
+        nemesis_event("spartition", ok ? "invoke" : "fail", -1, st->ms);
+        if (ok) {
+            sleep_ms(st->ms);
+            snet_heal();
+            nemesis_event("spartition", "ok", -1, st->ms);
+        } else {
+            snet_heal();
+        }
+        break;
+    }
     case F_CPAUSE: {
         int64_t ms = client_timeout_ms + st->ms;
         nemesis_event("cpause", "invoke", -1, ms);
@@ -1168,6 +1488,25 @@ static void inject(const step *st)
         break;
     }
     case F_PARTITION:
+        if (snet_mode) {
+            /* the clients' namespace from the current master */
+            int m = snet_index(master_port());
+            bool ok = m >= 0 && snet_block(5, m);
+            for (int k = 0; k < nclients; k++)
+                if (k % 3 == 1)
+                    nemesis_event("partition", ok ? "invoke" : "fail", k, st->ms);
+            if (!ok) {
+                snet_heal();
+                break;
+            }
+            sleep_ms(st->ms);
+            snet_heal();
+            for (int k = 0; k < nclients; k++)
+                if (k % 3 == 1)
+                    nemesis_event("partition", "ok", k, st->ms);
+            break;
+        }
+        /* fall through */
     case F_SLOW: {
         /* the namespace's clients from the lock server: every packet dropped, or squeezed
          * through 16 kbit/s; one event per client it reaches */
@@ -1239,7 +1578,7 @@ static void check_switch(int64_t since)
 static void usage(void)
 {
     fprintf(stderr, "usage: hist_run --seed S --time SECONDS --nemesis LIST|all|none "
-                    "--deployment single|sentinel|cluster|redlock [--clients mutex:4,...] [--keep DIR] "
+                    "--deployment single|sentinel|sentinel-net|cluster|redlock [--clients mutex:4,...] [--keep DIR] "
                     "[--client PATH] [--skew RATE]\n");
     exit(2);
 }
@@ -1282,6 +1621,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(deployment, "sentinel") == 0)
         sentinel_mode = true;
+    else if (strcmp(deployment, "sentinel-net") == 0)
+        sentinel_mode = snet_mode = true;
     else if (strcmp(deployment, "cluster") == 0)
         cluster_mode = true;
     else if (strcmp(deployment, "redlock") == 0)
@@ -1329,7 +1670,13 @@ int main(int argc, char **argv)
         want_net |= faults[k] == F_PARTITION || faults[k] == F_SLOW;
     owner_pid = getpid();
     atexit(net_teardown_at_exit);
-    if (want_net && !net_setup()) {
+    if (snet_mode) {
+        if (!snet_setup()) {
+            fprintf(stderr, "hist_run: sentinel-net: network namespaces unusable (above)\n");
+            snet_teardown();
+            return 3;
+        }
+    } else if (want_net && !net_setup()) {
         fprintf(stderr, "hist_run: network namespaces unavailable (ip netns): no network faults\n");
         net_teardown();
         net_ip[0] = 0;
@@ -1341,7 +1688,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "hist_run: could not start the resource server\n");
         return 3;
     }
-    if (sentinel_mode) {
+    if (snet_mode) {
+        if (!snet_start()) {
+            snet_teardown();
+            stop_server(&sent_nodes[0]);
+            stop_server(&sent_nodes[1]);
+            stop_server(&resource);
+            return 3;
+        }
+    } else if (sentinel_mode) {
         const char *ports = getenv("HIST_SENTINEL_PORTS");
         const char *m = getenv("HIST_SENTINEL_MASTER"), *rp = getenv("HIST_SENTINEL_REPLICA");
         const char *dir = getenv("HIST_SENTINEL_DIR");
@@ -1499,6 +1854,10 @@ int main(int argc, char **argv)
         stop_server(&single);
     }
     stop_server(&resource);
+    if (snet_mode) {
+        net_ns[0] = 0; /* the clients' namespace is snet's */
+        snet_teardown();
+    }
     net_teardown();
 
     /* merge and check */
