@@ -298,7 +298,8 @@ static holds extract(const hist *h, const char *obj)
 /* What excuses a hold's overlap with another that began at `until`: a pause of its
  * process past the lease, or a loss of the server's data, between its start and until. */
 /* Whether a loss of the server's data may have happened within [from, to]: a server kill
- * that lost the data (VALUE 0) or a failover without sync_replicas (VALUE 0), each an
+ * that lost the data (VALUE 0), a failover without sync_replicas (VALUE 0), or memory
+ * pressure under an evicting policy (evict, VALUE 0: the guarantees require noeviction), each an
  * interval from its invoke to its end (srvup, or the failover's ok / fail: the nemesis
  * ends them once the deployment has settled), intersecting [from, to]. */
 static bool loss_within(const hist *h, int64_t from, int64_t to)
@@ -308,9 +309,10 @@ static bool loss_within(const hist *h, int64_t from, int64_t to)
         if (e->t > to)
             break;
         if (!is_nemesis(e) || e->value != 0 || strcmp(e->type, "invoke") != 0 ||
-            (strcmp(e->op, "srvkill") != 0 && strcmp(e->op, "failover") != 0))
+            (strcmp(e->op, "srvkill") != 0 && strcmp(e->op, "failover") != 0 &&
+             strcmp(e->op, "evict") != 0))
             continue;
-        const char *end_op = strcmp(e->op, "srvkill") == 0 ? "srvup" : "failover";
+        const char *end_op = strcmp(e->op, "srvkill") == 0 ? "srvup" : e->op;
         int64_t end = INT64_MAX;
         for (size_t j = i + 1; j < h->n; j++)
             if (is_nemesis(&h->ev[j]) && strcmp(h->ev[j].op, end_op) == 0 &&

@@ -1124,13 +1124,15 @@ enum {
     F_SRVPAUSE,
     F_RPARTITION,
     F_SPARTITION,
+    F_OOM,
+    F_EVICT,
     F_COUNT
 };
 static const char *fault_names[F_COUNT] = {"pause",         "pause-long", "kill",  "srvkill",
                                            "srvkill-noaof", "cpause",     "ckill", "flush",
                                            "failover",      "partition",  "slow",
                                            "slotmove",      "srvpause",   "rpartition",
-                                           "spartition"};
+                                           "spartition",    "oom",        "evict"};
 static int faults[F_COUNT];
 static int nfaults;
 
@@ -1159,6 +1161,8 @@ static bool parse_nemesis(const char *list)
             continue; /* network faults: single and sentinel-net (partition) only */
         if ((f == F_RPARTITION || f == F_SPARTITION) && !snet_mode)
             continue;
+        if ((f == F_OOM || f == F_EVICT) && cluster_mode)
+            continue; /* the filler's keys would have to follow the slots */
         if (f == F_SLOTMOVE && !cluster_mode)
             continue;
         if (f == F_SRVPAUSE && (sentinel_mode || cluster_mode))
@@ -1210,6 +1214,10 @@ static step draw(void)
         break;
     case F_SPARTITION:
         st.ms = 2000 + (int64_t)(r % 6001);
+        break;
+    case F_OOM:
+    case F_EVICT:
+        st.ms = 500 + (int64_t)(r % 3501);
         break;
     default:
         st.ms = 100 + (int64_t)(r % 1401);
@@ -1372,6 +1380,66 @@ static void cluster_slotmove(const step *st)
     nemesis_event("slotmove", ok ? "ok" : "fail", -1, slot);
 }
 
+/* Memory pressure on the master (Redlock: one server): maxmemory set just above what it
+ * uses, then a filler writes 4 KB values until the server refuses (noeviction: "oom",
+ * acquisitions get BATON_ENOMEM, renewals and releases go on) or, with allkeys-lru
+ * ("evict", a policy the guarantees exclude: the locks' keys may be evicted, a loss, VALUE
+ * 0), until it has written twice the headroom; held for ms, then the filler's keys are
+ * deleted and the limits restored. */
+static void memory_pressure(bool evict, int64_t ms)
+{
+    const char *op = evict ? "evict" : "oom";
+    int port = master_port();
+    redisContext *r = port > 0 ? connect_port(port, 2000) : NULL;
+    if (!r) {
+        nemesis_event(op, "fail", -1, evict ? 0 : 1);
+        return;
+    }
+    long long used = 0;
+    redisReply *rep = redisCommand(r, "INFO memory");
+    if (rep && rep->type == REDIS_REPLY_STRING) {
+        const char *u = strstr(rep->str, "used_memory:");
+        if (u)
+            used = atoll(u + 12);
+    }
+    if (rep)
+        freeReplyObject(rep);
+    nemesis_event(op, "invoke", -1, evict ? 0 : 1);
+    long long headroom = 256 * 1024;
+    rep = redisCommand(r, "CONFIG SET maxmemory-policy %s", evict ? "allkeys-lru" : "noeviction");
+    if (rep)
+        freeReplyObject(rep);
+    rep = redisCommand(r, "CONFIG SET maxmemory %lld", used + headroom);
+    if (rep)
+        freeReplyObject(rep);
+    static char value[4096];
+    memset(value, 'x', sizeof value - 1);
+    int n = 0;
+    for (; n < 2 * headroom / 4096 + 64; n++) {
+        rep = redisCommand(r, "SET hist:fill:%d %s", n, value);
+        bool refused = !rep || rep->type == REDIS_REPLY_ERROR;
+        if (rep)
+            freeReplyObject(rep);
+        if (refused)
+            break;
+    }
+    sleep_ms(ms);
+    for (int k = 0; k <= n; k++) {
+        rep = redisCommand(r, "DEL hist:fill:%d", k);
+        if (rep)
+            freeReplyObject(rep);
+    }
+    rep = redisCommand(r, "CONFIG SET maxmemory 0");
+    bool ok = rep && rep->type == REDIS_REPLY_STATUS;
+    if (rep)
+        freeReplyObject(rep);
+    rep = redisCommand(r, "CONFIG SET maxmemory-policy noeviction");
+    if (rep)
+        freeReplyObject(rep);
+    redisFree(r);
+    nemesis_event(op, ok ? "ok" : "fail", -1, evict ? 0 : 1);
+}
+
 static void inject(const step *st)
 {
     int i = st->target;
@@ -1435,6 +1503,10 @@ static void inject(const step *st)
         break;
     case F_SLOTMOVE:
         cluster_slotmove(st);
+        break;
+    case F_OOM:
+    case F_EVICT:
+        memory_pressure(st->fault == F_EVICT, st->ms);
         break;
     case F_RPARTITION: {
         /* the current master from its replica */
