@@ -775,6 +775,77 @@ hist_verdict hist_check_returned(const hist *h, const char *obj, int n, const hi
     return v;
 }
 
+/* ------------------------------------------------------------- the stock table ---- */
+
+/* The MariaDB stock table (stock init, sql, stock final): the database never accepts a
+ * lower token after a higher one (a sale whose UPDATE was sent after another sale returned
+ * has a larger fence), and never oversells (qty never below 0, the sales, counted by the
+ * clients, are what the row lost: init - final lies between the sales that returned ok and
+ * those plus the ones of unknown outcome). */
+hist_verdict hist_check_stock(const hist *h, const hist_params *p, FILE *out)
+{
+    hist_verdict v = {"stock (MariaDB)", 0, 0, 0};
+    int shown = 0;
+    int64_t top = 0; /* the highest token of a sale that returned */
+    size_t top_i = 0;
+    long sold = 0, unknown = 0;
+    int64_t init = -1, final = -1;
+    for (size_t i = 0; i < h->n; i++) {
+        const hev *e = &h->ev[i];
+        if (strcmp(e->obj, "stock") != 0)
+            continue;
+        if (strcmp(e->op, "init") == 0)
+            init = e->value;
+        if (strcmp(e->op, "final") == 0 && strcmp(e->type, "ok") == 0)
+            final = e->value;
+        if (strcmp(e->op, "sql") != 0 || strcmp(e->type, "invoke") == 0)
+            continue;
+        if (strcmp(e->type, "info") == 0) {
+            unknown++;
+            continue;
+        }
+        if (strcmp(e->type, "ok") != 0)
+            continue;
+        v.checked++;
+        sold++;
+        int64_t sent = e->t;
+        for (size_t k = i; k-- > 0;)
+            if (is(&h->ev[k], "stock", "sql", "invoke") && h->ev[k].proc == e->proc &&
+                h->ev[k].inc == e->inc) {
+                sent = h->ev[k].t;
+                break;
+            }
+        if (top > 0 && e->token <= top && h->ev[top_i].t < sent) {
+            v.violations++;
+            if (shown++ < p->excerpts && out) {
+                fprintf(out,
+                        "  stock: VIOLATION: the database sold with token %" PRId64
+                        " after it had sold with %" PRId64 "\n",
+                        e->token, top);
+                hist_print_event(out, &h->ev[top_i]);
+                hist_print_event(out, e);
+            }
+        }
+        if (e->token > top) {
+            top = e->token;
+            top_i = i;
+        }
+    }
+    if (init >= 0) {
+        /* final < 0: never read, or oversold */
+        bool bad = final < 0 || init - final < sold || init - final > sold + unknown;
+        if (bad) {
+            v.violations++;
+            if (out)
+                fprintf(out,
+                        "  stock: VIOLATION: %" PRId64 " in stock at the start, %" PRId64
+                        " at the end, %ld sales returned ok and %ld of unknown outcome\n",
+                        init, final, sold, unknown);
+        }
+    }
+    return v;
+}
+
 /* ------------------------------------------------------------- latch --------------- */
 
 static int cmp_i64(const void *a, const void *b)
@@ -968,6 +1039,8 @@ long hist_check_all(const hist *h, const hist_params *p, FILE *out)
         bad += say(out, hist_check_fenced(h, "mutex", p, out));
         bad += say(out, hist_check_reentrant(h, "mutex", p, out));
     }
+    if (has(h, "stock"))
+        bad += say(out, hist_check_stock(h, p, out));
     if (has(h, "redlock"))
         bad += say(out, hist_check_mutex(h, "redlock", p, out));
     if (has(h, "fair")) {

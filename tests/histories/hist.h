@@ -108,6 +108,9 @@ hist_verdict hist_check_permits(const hist *h, const char *obj, int n, const his
  * the killed holders and the unknown outcomes allow (sem): the "final" event. */
 hist_verdict hist_check_returned(const hist *h, const char *obj, int n, const hist_params *p,
                                  FILE *out);
+/* The MariaDB stock table: no sale with a lower token after one with a higher token
+ * returned; the row lost exactly the sales (within the unknown outcomes). */
+hist_verdict hist_check_stock(const hist *h, const hist_params *p, FILE *out);
 hist_verdict hist_check_latch(const hist *h, const hist_params *p, FILE *out);
 hist_verdict hist_check_fifo(const hist *h, const hist_params *p, FILE *out);
 

@@ -148,6 +148,59 @@ static void fenced_write(int64_t token)
     emit("store", accepted ? "ok" : "fail", token, 0, 0);
 }
 
+/* The seed's own case: a stock table in a real SQL database (MariaDB, started by the
+ * runner with --stock), updated by every mutex hold with its fencing token through the
+ * mariadb client program: one row, sold one at a time, only by a token above the last one
+ * that sold and only while some is left. Events under obj "stock": sql invoke, then ok (a
+ * row sold), fail (refused: a stale token or nothing left) or info (an error). */
+static void stock_write(int64_t token)
+{
+    const char *sock = getenv("HIST_MARIADB_SOCKET");
+    if (!sock || !*sock)
+        return;
+    char sql[300];
+    snprintf(sql, sizeof sql,
+             "UPDATE h.stock SET qty = qty - 1, fence = %" PRId64
+             " WHERE id = 1 AND fence < %" PRId64 " AND qty > 0; SELECT ROW_COUNT();",
+             token, token);
+    const char *obj = g_obj;
+    g_obj = "stock";
+    emit("sql", "invoke", token, 0, 0);
+    int pp[2];
+    int rc = -1;
+    if (pipe(pp) == 0) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            dup2(pp[1], 1);
+            close(pp[0]);
+            close(pp[1]);
+            execlp("mariadb", "mariadb", "--no-defaults", "-S", sock, "-u", "root", "-N", "-B",
+                   "--connect-timeout=5", "-e", sql, (char *)NULL);
+            _exit(127);
+        }
+        close(pp[1]);
+        char out[64] = "";
+        size_t got = 0;
+        ssize_t n;
+        while (got < sizeof out - 1 && (n = read(pp[0], out + got, sizeof out - 1 - got)) != 0) {
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0)
+                break;
+            got += (size_t)n;
+        }
+        out[got] = 0;
+        close(pp[0]);
+        int st = 0;
+        while (pid > 0 && waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+        }
+        if (pid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0 && got > 0)
+            rc = atoi(out);
+    }
+    emit("sql", rc == 1 ? "ok" : rc == 0 ? "fail" : "info", token, rc, 0);
+    g_obj = obj;
+}
+
 static int64_t env_int(const char *name, int64_t def)
 {
     const char *s = getenv(name);
@@ -314,6 +367,8 @@ static void lock_workload(lock_kind kind, int64_t until_us)
         bool lost = false;
         if (write_side)
             fenced_write(token);
+        if (kind == W_MUTEX)
+            stock_write(token);
         /* re-entry, with the server's hold count read at each depth */
         int depth = 1;
         int re = kind == W_RW ? 0 : (int)(rnd() % 3);
@@ -642,6 +697,7 @@ static int cli_hold(int argc, char **argv)
     int64_t token = tok ? strtoll(tok, NULL, 10) : -1;
     emit("acquire", "ok", token, 0, lease_v);
     fenced_write(token);
+    stock_write(token);
     int64_t end = mono_ns() + hold_ms * 1000000;
     while (!cli_term && mono_ns() < end)
         usleep(2000);

@@ -31,6 +31,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -515,6 +516,141 @@ static int reap(void)
         }
     }
     return running;
+}
+
+/* ------------------------------------------------------------- MariaDB ------------ */
+
+/* --stock N: a MariaDB server of Debian's (mariadbd) on loopback with a private datadir in
+ * the run's directory, the table h.stock (one row: qty N, fence 0) that the mutex holds
+ * update with their tokens (hist_client's stock_write), read once more after the run;
+ * stopped by pid. */
+static pid_t mdb_pid;
+static char mdb_sock[340];
+
+static int run_wait(const char *const *argv, char *out, size_t outlen)
+{
+    int pp[2];
+    if (pipe(pp) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pp[1], 1);
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0)
+            dup2(devnull, 2);
+        close(pp[0]);
+        close(pp[1]);
+        execvp(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(pp[1]);
+    size_t got = 0;
+    ssize_t n;
+    char sink[256];
+    while ((n = read(pp[0], out && got < outlen - 1 ? out + got : sink,
+                     out && got < outlen - 1 ? outlen - 1 - got : sizeof sink)) != 0) {
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            break;
+        if (out && got < outlen - 1)
+            got += (size_t)n;
+    }
+    if (out)
+        out[got] = 0;
+    close(pp[0]);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int mdb_sql(const char *sql, char *out, size_t outlen)
+{
+    const char *argv[] = {"mariadb", "--no-defaults", "-S", mdb_sock, "-u", "root", "-N", "-B",
+                          "-e", sql, NULL};
+    return run_wait(argv, out, outlen);
+}
+
+static bool mdb_start(long long qty)
+{
+    char dir[300], data[320], log[340], port[16];
+    _Static_assert(sizeof mdb_sock >= sizeof dir + 8, "the socket's path fits");
+    snprintf(dir, sizeof dir, "%s/mariadb", workdir);
+    mkdir(dir, 0755);
+    snprintf(data, sizeof data, "%s/data", dir);
+    snprintf(mdb_sock, sizeof mdb_sock, "%s/sock", dir);
+    snprintf(log, sizeof log, "%s/error.log", dir);
+    char datadir[340];
+    snprintf(datadir, sizeof datadir, "--datadir=%s", data);
+    const char *inst[] = {"mariadb-install-db", "--no-defaults", datadir, "--user=root",
+                          "--auth-root-authentication-method=normal", "--skip-test-db", NULL};
+    if (run_wait(inst, NULL, 0) != 0) {
+        fprintf(stderr, "hist_run: mariadb-install-db failed (scripts/deps.sh installs "
+                        "mariadb-server)\n");
+        return false;
+    }
+    unsigned short r = (unsigned short)getpid();
+    FILE *u = fopen("/dev/urandom", "r");
+    if (u) {
+        if (fread(&r, sizeof r, 1, u) != 1)
+            r = (unsigned short)getpid();
+        fclose(u);
+    }
+    snprintf(port, sizeof port, "%d", 40000 + r % 20000);
+    char a_sock[360], a_log[360], a_port[32];
+    snprintf(a_sock, sizeof a_sock, "--socket=%s", mdb_sock);
+    snprintf(a_log, sizeof a_log, "--log-error=%s", log);
+    snprintf(a_port, sizeof a_port, "--port=%s", port);
+    mdb_pid = fork();
+    if (mdb_pid == 0) {
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0) {
+            dup2(devnull, 1);
+            dup2(devnull, 2);
+        }
+        execlp("mariadbd", "mariadbd", "--no-defaults", datadir, a_sock, "--bind-address=127.0.0.1",
+               a_port, "--user=root", a_log, "--skip-log-bin", "--innodb-buffer-pool-size=16M",
+               (char *)NULL);
+        _exit(127);
+    }
+    for (int k = 0; k < 300; k++) {
+        if (mdb_sql("SELECT 1", NULL, 0) == 0) {
+            char sql[300];
+            snprintf(sql, sizeof sql,
+                     "CREATE DATABASE h; CREATE TABLE h.stock (id INT PRIMARY KEY, qty INT NOT "
+                     "NULL, fence BIGINT NOT NULL) ENGINE=InnoDB; INSERT INTO h.stock VALUES "
+                     "(1, %lld, 0);",
+                     qty);
+            return mdb_sql(sql, NULL, 0) == 0;
+        }
+        if (waitpid(mdb_pid, NULL, WNOHANG) == mdb_pid) {
+            mdb_pid = 0;
+            break;
+        }
+        sleep_ms(100);
+    }
+    fprintf(stderr, "hist_run: mariadbd did not start (%s)\n", log);
+    return false;
+}
+
+static void mdb_stop(void)
+{
+    if (mdb_pid <= 0)
+        return;
+    kill(mdb_pid, SIGTERM);
+    for (int k = 0; k < 200; k++) {
+        if (waitpid(mdb_pid, NULL, WNOHANG) == mdb_pid) {
+            mdb_pid = 0;
+            return;
+        }
+        sleep_ms(50);
+    }
+    kill(mdb_pid, SIGKILL);
+    waitpid(mdb_pid, NULL, 0);
+    mdb_pid = 0;
 }
 
 /* ------------------------------------------------------------- the deployment ------ */
@@ -1651,7 +1787,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: hist_run --seed S --time SECONDS --nemesis LIST|all|none "
                     "--deployment single|sentinel|sentinel-net|cluster|redlock [--clients mutex:4,...] [--keep DIR] "
-                    "[--client PATH] [--skew RATE]\n");
+                    "[--client PATH] [--skew RATE] [--stock N]\n");
     exit(2);
 }
 
@@ -1668,6 +1804,7 @@ int main(int argc, char **argv)
     const char *nemesis = "none", *deployment = "single", *keep = NULL;
     const char *spec = NULL;
     int64_t seconds = 30;
+    long long stock = 0;
     seed = 1;
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc)
@@ -1688,6 +1825,8 @@ int main(int argc, char **argv)
             client_path = argv[++i];
         else if (strcmp(argv[i], "--skew") == 0)
             skew = argv[++i];
+        else if (strcmp(argv[i], "--stock") == 0)
+            stock = atoll(argv[++i]);
         else
             usage();
     }
@@ -1835,6 +1974,16 @@ int main(int argc, char **argv)
     nem = fopen(path, "w");
     if (!nem)
         return 3;
+    if (stock > 0) {
+        if (!mdb_start(stock)) {
+            mdb_stop();
+            return 3;
+        }
+        setenv("HIST_MARIADB_SOCKET", mdb_sock, 1);
+        fprintf(nem, "%" PRId64 " %" PRId64 " 2000 0 stock init ok 0 0 %lld\n", srv_us(),
+                mono_ns(), stock);
+        fflush(nem);
+    }
 
     /* the clients */
     char specbuf[512];
@@ -1910,6 +2059,15 @@ int main(int argc, char **argv)
             first &= strcmp(clients[k].workload, w) != 0;
         if (first && (strcmp(w, "sem") == 0 || strcmp(w, "permits") == 0))
             run_final(w, 1000 + i);
+    }
+    if (mdb_pid > 0) {
+        char out[128] = "";
+        long long qty = -1, fence = -1;
+        bool read = mdb_sql("SELECT qty, fence FROM h.stock WHERE id = 1", out, sizeof out) == 0 &&
+                    sscanf(out, "%lld %lld", &qty, &fence) == 2;
+        fprintf(nem, "%" PRId64 " %" PRId64 " 2000 0 stock final %s %lld 0 %lld\n", srv_us(),
+                mono_ns(), read ? "ok" : "info", fence, qty);
+        mdb_stop();
     }
     fclose(nem);
     if (sentinel_mode) {

@@ -412,6 +412,50 @@ Test(permits, a_semaphore_keeps_only_what_killed_holders_and_unknowns_explain)
     }
 }
 
+/* ------------------------------------------------------------- stock --------------- */
+
+Test(stock, no_lower_token_after_a_higher_one_and_no_oversell)
+{
+    static const char *const ok[] = {"1 2000 0 stock init ok 0 0 5",
+                                     "100 0 0 stock sql invoke 3 0 0",
+                                     "110 0 0 stock sql ok 3 1 0",
+                                     "120 1 0 stock sql invoke 2 0 0", /* a stale holder */
+                                     "130 1 0 stock sql fail 2 0 0",
+                                     "140 1 0 stock sql invoke 4 0 0",
+                                     "150 1 0 stock sql info 4 -1 0",
+                                     "9000 2000 0 stock final ok 4 0 3",
+                                     NULL};
+    static const char *const lower[] = {"1 2000 0 stock init ok 0 0 5",
+                                        "100 0 0 stock sql invoke 3 0 0",
+                                        "110 0 0 stock sql ok 3 1 0",
+                                        "120 1 0 stock sql invoke 2 0 0",
+                                        "130 1 0 stock sql ok 2 1 0",
+                                        "9000 2000 0 stock final ok 3 0 3",
+                                        NULL};
+    static const char *const oversold[] = {"1 2000 0 stock init ok 0 0 1",
+                                           "100 0 0 stock sql invoke 3 0 0",
+                                           "110 0 0 stock sql ok 3 1 0",
+                                           "120 1 0 stock sql invoke 4 0 0",
+                                           "130 1 0 stock sql ok 4 1 0",
+                                           "9000 2000 0 stock final ok 4 0 -1",
+                                           NULL};
+    hist_params p = params();
+    hist h;
+    load(&h, ok);
+    hist_verdict v = hist_check_stock(&h, &p, stderr);
+    cr_assert_eq(v.checked, 1);
+    cr_assert_eq(v.violations, 0); /* 5 - 3 = 2: one sale ok, one unknown that happened */
+    hist_free(&h);
+    load(&h, lower);
+    v = hist_check_stock(&h, &p, stderr);
+    cr_assert_eq(v.violations, 1);
+    hist_free(&h);
+    load(&h, oversold);
+    v = hist_check_stock(&h, &p, stderr);
+    cr_assert_eq(v.violations, 1);
+    hist_free(&h);
+}
+
 /* ------------------------------------------------------------- latch --------------- */
 
 Test(latch, released_only_after_the_last_count_down)
