@@ -764,8 +764,8 @@ hist_verdict hist_check_returned(const hist *h, const char *obj, int n, const hi
                         e->value, n, e->token);
             else
                 fprintf(out,
-                        "  %s: %s: %" PRId64 " of %d permits free; expected %" PRId64
-                        " to %" PRId64 " (%ld kept by killed holders, %ld of unknown outcome)\n",
+                        "  %s: %s: %" PRId64 " of %d permits free; expected %" PRId64 " to %" PRId64
+                        " (%ld kept by killed holders, %ld of unknown outcome)\n",
                         v.checker,
                         lost ? "allowed: the server lost its data during the run" : "VIOLATION",
                         e->value, n, lo, hi, certain, unknown);

@@ -710,8 +710,8 @@ static int cli_hold(int argc, char **argv)
     return 0;
 }
 
-static void cli_workload(int64_t until_us, const char *self, const char *resport,
-                         const char *seed, const char *out)
+static void cli_workload(int64_t until_us, const char *self, const char *resport, const char *seed,
+                         const char *out)
 {
     const char *baton = getenv("HIST_BATON");
     if (!baton || !*baton)

@@ -271,10 +271,10 @@ static pid_t spawn_server(server *s)
     if (pid == 0) {
         setpgid(0, 0);
         prctl(PR_SET_PDEATHSIG, SIGKILL); /* the runner killed (a ctest timeout): gone too */
-        if (s->ns[0]) /* sentinel-net: in its namespace, on its address */
+        if (s->ns[0])                     /* sentinel-net: in its namespace, on its address */
             execlp("ip", "ip", "netns", "exec", s->ns, "redis-server", "--port", port, "--bind",
-                   s->ip, "--protected-mode", "no", "--dir", s->dir, "--save", "",
-                   "--appendonly", "no", "--logfile", log, "--repl-diskless-sync-delay", "0",
+                   s->ip, "--protected-mode", "no", "--dir", s->dir, "--save", "", "--appendonly",
+                   "no", "--logfile", log, "--repl-diskless-sync-delay", "0",
                    "--repl-ping-replica-period", "1", (char *)NULL);
         if (s->cluster) /* as scripts/cluster-lib.sh starts it */
             execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", "--dir",
@@ -486,8 +486,7 @@ static void run_final(const char *workload, int proc)
     pid_t pid = fork();
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
-        execl(client_path, client_path, lock_url, port, w, pr, "0", sd, "20000", out,
-              (char *)NULL);
+        execl(client_path, client_path, lock_url, port, w, pr, "0", sd, "20000", out, (char *)NULL);
         _exit(127);
     }
     if (pid > 0)
@@ -567,8 +566,8 @@ static int run_wait(const char *const *argv, char *out, size_t outlen)
 
 static int mdb_sql(const char *sql, char *out, size_t outlen)
 {
-    const char *argv[] = {"mariadb", "--no-defaults", "-S", mdb_sock, "-u", "root", "-N", "-B",
-                          "-e", sql, NULL};
+    const char *argv[] = {
+        "mariadb", "--no-defaults", "-S", mdb_sock, "-u", "root", "-N", "-B", "-e", sql, NULL};
     return run_wait(argv, out, outlen);
 }
 
@@ -583,8 +582,13 @@ static bool mdb_start(long long qty)
     snprintf(log, sizeof log, "%s/error.log", dir);
     char datadir[340];
     snprintf(datadir, sizeof datadir, "--datadir=%s", data);
-    const char *inst[] = {"mariadb-install-db", "--no-defaults", datadir, "--user=root",
-                          "--auth-root-authentication-method=normal", "--skip-test-db", NULL};
+    const char *inst[] = {"mariadb-install-db",
+                          "--no-defaults",
+                          datadir,
+                          "--user=root",
+                          "--auth-root-authentication-method=normal",
+                          "--skip-test-db",
+                          NULL};
     if (run_wait(inst, NULL, 0) != 0) {
         fprintf(stderr, "hist_run: mariadb-install-db failed (scripts/deps.sh installs "
                         "mariadb-server)\n");
@@ -934,8 +938,8 @@ static bool snet_start(void)
         }
     }
     redisContext *r = connect_port(sent_nodes[1].port, 1000);
-    redisReply *rep = r ? redisCommand(r, "REPLICAOF %s %d", sent_nodes[0].ip, sent_nodes[0].port)
-                        : NULL;
+    redisReply *rep =
+        r ? redisCommand(r, "REPLICAOF %s %d", sent_nodes[0].ip, sent_nodes[0].port) : NULL;
     if (rep)
         freeReplyObject(rep);
     if (r)
@@ -966,8 +970,8 @@ static bool snet_start(void)
         if (pid == 0) {
             setpgid(0, 0);
             prctl(PR_SET_PDEATHSIG, SIGKILL);
-            execlp("ip", "ip", "netns", "exec", snet_ns[2 + i], "redis-server", conf,
-                   "--sentinel", (char *)NULL);
+            execlp("ip", "ip", "netns", "exec", snet_ns[2 + i], "redis-server", conf, "--sentinel",
+                   (char *)NULL);
             _exit(127);
         }
         snet_sentinel_pid[i] = pid;
@@ -1112,8 +1116,7 @@ static int replica_of(int master)
         redisReply *rep = node_cmd(cl_nodes[i].port, "ROLE");
         int port = -1;
         if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements >= 4 &&
-            strcmp(rep->element[0]->str, "slave") == 0 &&
-            rep->element[2]->integer == master &&
+            strcmp(rep->element[0]->str, "slave") == 0 && rep->element[2]->integer == master &&
             strcmp(rep->element[3]->str, "connected") == 0)
             port = cl_nodes[i].port;
         if (rep)
@@ -1264,11 +1267,10 @@ enum {
     F_EVICT,
     F_COUNT
 };
-static const char *fault_names[F_COUNT] = {"pause",         "pause-long", "kill",  "srvkill",
-                                           "srvkill-noaof", "cpause",     "ckill", "flush",
-                                           "failover",      "partition",  "slow",
-                                           "slotmove",      "srvpause",   "rpartition",
-                                           "spartition",    "oom",        "evict"};
+static const char *fault_names[F_COUNT] = {
+    "pause",    "pause-long", "kill",       "srvkill",   "srvkill-noaof", "cpause",
+    "ckill",    "flush",      "failover",   "partition", "slow",          "slotmove",
+    "srvpause", "rpartition", "spartition", "oom",       "evict"};
 static int faults[F_COUNT];
 static int nfaults;
 
@@ -1786,7 +1788,8 @@ static void check_switch(int64_t since)
 static void usage(void)
 {
     fprintf(stderr, "usage: hist_run --seed S --time SECONDS --nemesis LIST|all|none "
-                    "--deployment single|sentinel|sentinel-net|cluster|redlock [--clients mutex:4,...] [--keep DIR] "
+                    "--deployment single|sentinel|sentinel-net|cluster|redlock [--clients "
+                    "mutex:4,...] [--keep DIR] "
                     "[--client PATH] [--skew RATE] [--stock N]\n");
     exit(2);
 }
@@ -1935,8 +1938,8 @@ int main(int argc, char **argv)
                 fprintf(stderr, "hist_run: could not start Redlock server %d\n", i);
                 return 3;
             }
-            len += snprintf(lock_url + len, sizeof lock_url - (size_t)len,
-                            "%sredis://127.0.0.1:%d", i ? "," : "", rl_nodes[i].port);
+            len += snprintf(lock_url + len, sizeof lock_url - (size_t)len, "%sredis://127.0.0.1:%d",
+                            i ? "," : "", rl_nodes[i].port);
         }
     } else if (cluster_mode) {
         const char *ports = getenv("HIST_CLUSTER_PORTS"), *dir = getenv("HIST_CLUSTER_DIR");
@@ -1980,8 +1983,8 @@ int main(int argc, char **argv)
             return 3;
         }
         setenv("HIST_MARIADB_SOCKET", mdb_sock, 1);
-        fprintf(nem, "%" PRId64 " %" PRId64 " 2000 0 stock init ok 0 0 %lld\n", srv_us(),
-                mono_ns(), stock);
+        fprintf(nem, "%" PRId64 " %" PRId64 " 2000 0 stock init ok 0 0 %lld\n", srv_us(), mono_ns(),
+                stock);
         fflush(nem);
     }
 

@@ -334,25 +334,19 @@ Test(permits, at_most_n)
 /* After the run: a lease semaphore has every permit back; a permit missing is a loss */
 Test(permits, every_permit_back_once_the_leases_ended)
 {
-    static const char *const back[] = {"100 0 0 permits acquire invoke 0 0 0",
-                                       "110 0 0 permits acquire ok 0 0 0",
-                                       "150 0 0 nemesis kill invoke 0 0 0",
-                                       "9000 1000 0 permits final invoke 0 0 0",
-                                       "9100 1000 0 permits final ok 0 0 3",
-                                       NULL};
-    static const char *const lost[] = {"100 0 0 permits acquire invoke 0 0 0",
-                                       "110 0 0 permits acquire ok 0 0 0",
-                                       "150 0 0 nemesis kill invoke 0 0 0",
-                                       "9000 1000 0 permits final invoke 0 0 0",
-                                       "9100 1000 0 permits final ok 0 0 2",
-                                       NULL};
+    static const char *const back[] = {
+        "100 0 0 permits acquire invoke 0 0 0", "110 0 0 permits acquire ok 0 0 0",
+        "150 0 0 nemesis kill invoke 0 0 0",    "9000 1000 0 permits final invoke 0 0 0",
+        "9100 1000 0 permits final ok 0 0 3",   NULL};
+    static const char *const lost[] = {
+        "100 0 0 permits acquire invoke 0 0 0", "110 0 0 permits acquire ok 0 0 0",
+        "150 0 0 nemesis kill invoke 0 0 0",    "9000 1000 0 permits final invoke 0 0 0",
+        "9100 1000 0 permits final ok 0 0 2",   NULL};
     static const char *const still_held[] = {"9000 1000 0 permits final invoke 0 0 0",
                                              "9100 1000 0 permits final ok 1 0 2", NULL};
-    static const char *const data_lost[] = {"100 -1 0 nemesis srvkill invoke 0 0 0",
-                                            "200 -1 0 nemesis srvup ok 0 0 0",
-                                            "9000 1000 0 permits final invoke 0 0 0",
-                                            "9100 1000 0 permits final ok 0 0 0",
-                                            NULL};
+    static const char *const data_lost[] = {
+        "100 -1 0 nemesis srvkill invoke 0 0 0", "200 -1 0 nemesis srvup ok 0 0 0",
+        "9000 1000 0 permits final invoke 0 0 0", "9100 1000 0 permits final ok 0 0 0", NULL};
     hist_params p = params();
     hist h;
     load(&h, back);
