@@ -587,7 +587,8 @@ hist_verdict hist_check_reentrant(const hist *h, const char *obj, const hist_par
             /* a fixed lease that had ended (the holder was kept past it in a call), or a
              * fault the guarantees name */
             hold a = {.proc = e->proc, .inc = e->inc, .start = since};
-            ok = (lease_ms > 0 && since + lease_ms * 1000 <= e->t) || excuse(h, &a, e->t, 0) != 0;
+            ok = (lease_ms > 0 && since + lease_ms * 1000 <= e->t) ||
+                 excuse(h, &a, e->t, p->watchdog_ms * 2 / 3) != 0;
         } else {
             for (size_t k = 0; k < i && !ok; k++) {
                 const hev *x = &h->ev[k];

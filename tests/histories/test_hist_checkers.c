@@ -280,6 +280,34 @@ Test(reentrant, counts)
     hist_free(&h);
 }
 
+/* A hold gone under a CLIENT PAUSE past the lease minus a renewal period (watchdog 3 s:
+ * 2 s) is allowed, as for the mutex checker (seed 301 said no to it before); a shorter
+ * pause excuses nothing */
+Test(reentrant, a_server_pause_past_the_margin_excuses_a_hold_gone)
+{
+    const char *lines[] = {"100 0 0 mutex acquire invoke 0 0 0",
+                           "110 0 0 mutex acquire ok 7 0 0",
+                           "120 0 0 mutex reenter ok 7 0 0",
+                           "130 0 0 mutex count ok 7 0 2002",
+                           NULL, /* the CLIENT PAUSE */
+                           "3000000 -1 0 nemesis cpause ok 0 0 0",
+                           "3100000 0 0 mutex count ok 7 0 2000",
+                           NULL};
+    hist_params p = params();
+    for (int ms = 1500; ms <= 2500; ms += 1000) {
+        char pause[64];
+        snprintf(pause, sizeof pause, "500000 -1 0 nemesis cpause invoke 0 0 %d", ms);
+        lines[4] = pause;
+        hist h;
+        load(&h, lines);
+        hist_verdict v = hist_check_reentrant(&h, "mutex", &p, NULL);
+        cr_assert_eq(v.checked, 2);
+        cr_assert_eq(v.violations, ms < 2000 ? 1 : 0, "pause %d ms", ms);
+        cr_assert_eq(v.allowed, ms < 2000 ? 0 : 1, "pause %d ms", ms);
+        hist_free(&h);
+    }
+}
+
 /* ------------------------------------------------------------- read-write ---------- */
 
 Test(rw, readers_together_writer_alone)
