@@ -3,7 +3,8 @@
 # Debian's packages (Debian 12). Safe to run again: it installs nothing when all is there.
 set -e
 PKGS="build-essential cmake pkg-config libhiredis-dev libssl-dev openssl redis-server redis-tools libcriterion-dev
-go-md2man man-db tmux dpkg-dev debhelper lintian systemd perl libfaketime"
+go-md2man man-db tmux dpkg-dev debhelper lintian systemd perl libfaketime iproute2
+mariadb-server mariadb-client"
 missing=
 for p in $PKGS; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then

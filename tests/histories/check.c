@@ -298,7 +298,8 @@ static holds extract(const hist *h, const char *obj)
 /* What excuses a hold's overlap with another that began at `until`: a pause of its
  * process past the lease, or a loss of the server's data, between its start and until. */
 /* Whether a loss of the server's data may have happened within [from, to]: a server kill
- * that lost the data (VALUE 0) or a failover without sync_replicas (VALUE 0), each an
+ * that lost the data (VALUE 0), a failover without sync_replicas (VALUE 0), or memory
+ * pressure under an evicting policy (evict, VALUE 0: the guarantees require noeviction), each an
  * interval from its invoke to its end (srvup, or the failover's ok / fail: the nemesis
  * ends them once the deployment has settled), intersecting [from, to]. */
 static bool loss_within(const hist *h, int64_t from, int64_t to)
@@ -308,9 +309,10 @@ static bool loss_within(const hist *h, int64_t from, int64_t to)
         if (e->t > to)
             break;
         if (!is_nemesis(e) || e->value != 0 || strcmp(e->type, "invoke") != 0 ||
-            (strcmp(e->op, "srvkill") != 0 && strcmp(e->op, "failover") != 0))
+            (strcmp(e->op, "srvkill") != 0 && strcmp(e->op, "failover") != 0 &&
+             strcmp(e->op, "evict") != 0))
             continue;
-        const char *end_op = strcmp(e->op, "srvkill") == 0 ? "srvup" : "failover";
+        const char *end_op = strcmp(e->op, "srvkill") == 0 ? "srvup" : e->op;
         int64_t end = INT64_MAX;
         for (size_t j = i + 1; j < h->n; j++)
             if (is_nemesis(&h->ev[j]) && strcmp(h->ev[j].op, end_op) == 0 &&
@@ -436,7 +438,11 @@ static hist_verdict overlaps(const hist *h, const char *obj, const char *name, c
 
 hist_verdict hist_check_mutex(const hist *h, const char *obj, const hist_params *p, FILE *out)
 {
-    return overlaps(h, obj, strcmp(obj, "fair") == 0 ? "fair lock" : "mutex", p, out);
+    return overlaps(h, obj,
+                    strcmp(obj, "fair") == 0      ? "fair lock"
+                    : strcmp(obj, "redlock") == 0 ? "redlock"
+                                                  : "mutex",
+                    p, out);
 }
 
 hist_verdict hist_check_rw(const hist *h, const hist_params *p, FILE *out)
@@ -581,7 +587,8 @@ hist_verdict hist_check_reentrant(const hist *h, const char *obj, const hist_par
             /* a fixed lease that had ended (the holder was kept past it in a call), or a
              * fault the guarantees name */
             hold a = {.proc = e->proc, .inc = e->inc, .start = since};
-            ok = (lease_ms > 0 && since + lease_ms * 1000 <= e->t) || excuse(h, &a, e->t, 0) != 0;
+            ok = (lease_ms > 0 && since + lease_ms * 1000 <= e->t) ||
+                 excuse(h, &a, e->t, p->watchdog_ms * 2 / 3) != 0;
         } else {
             for (size_t k = 0; k < i && !ok; k++) {
                 const hev *x = &h->ev[k];
@@ -659,6 +666,184 @@ hist_verdict hist_check_permits(const hist *h, const char *obj, int n, const his
         }
     }
     free(hs.v);
+    return v;
+}
+
+/* ------------------------------------------------------------- permits returned ---- */
+
+/* The outcome of one client incarnation's permits on obj, from its own events in order:
+ * *certain = permits it took and certainly did not give back (an acquire ok, then no
+ * release sent: the holder was killed), *unknown = permits whose fate is unknown (an
+ * acquire or a release of unknown outcome: info, or cut short by a kill). */
+static void permit_fate(const hist *h, const char *obj, int proc, int inc, long *certain,
+                        long *unknown)
+{
+    const hev *pending = NULL; /* an invoke not yet completed */
+    long held = 0;
+    for (size_t i = 0; i < h->n; i++) {
+        const hev *e = &h->ev[i];
+        if (e->proc != proc || e->inc != inc || strcmp(e->obj, obj) != 0)
+            continue;
+        bool acq = strcmp(e->op, "acquire") == 0, rel = strcmp(e->op, "release") == 0;
+        if (!acq && !rel)
+            continue;
+        if (strcmp(e->type, "invoke") == 0) {
+            pending = e;
+            continue;
+        }
+        pending = NULL;
+        if (strcmp(e->type, "ok") == 0)
+            held += acq ? 1 : -1;
+        else if (strcmp(e->type, "info") == 0) {
+            (*unknown)++;
+            if (rel)
+                held--; /* counted as unknown, not as certainly kept */
+        }
+    }
+    if (pending) { /* killed during the call */
+        (*unknown)++;
+        if (strcmp(pending->op, "release") == 0)
+            held--;
+    }
+    if (held > 0)
+        *certain += held;
+}
+
+/* After the run, every client stopped and every lease ended, the runner's final client
+ * reads the free permits ("final" ok: VALUE = available, TOKEN = leases still running).
+ * Permit leases (permits): every permit is back, available == n and none held. A counting
+ * semaphore (sem) has no leases: a permit taken by a client killed before its release is
+ * gone for good (as with Redisson's RSemaphore), so available lies between n - certain -
+ * unknown and n - certain (permit_fate). Allowed: the server lost its data during the run. */
+hist_verdict hist_check_returned(const hist *h, const char *obj, int n, const hist_params *p,
+                                 FILE *out)
+{
+    hist_verdict v = {strcmp(obj, "sem") == 0 ? "semaphore final" : "permits final", 0, 0, 0};
+    bool leases = strcmp(obj, "sem") != 0;
+    for (size_t i = 0; i < h->n; i++) {
+        const hev *e = &h->ev[i];
+        if (!is(e, obj, "final", "ok"))
+            continue;
+        v.checked++;
+        long certain = 0, unknown = 0;
+        if (!leases) {
+            /* every incarnation that touched obj, once */
+            int seen[4096][2];
+            size_t ns = 0;
+            for (size_t k = 0; k < h->n; k++) {
+                const hev *x = &h->ev[k];
+                if (strcmp(x->obj, obj) != 0 || !is(x, NULL, "acquire", "invoke"))
+                    continue;
+                size_t q;
+                for (q = 0; q < ns; q++)
+                    if (seen[q][0] == x->proc && seen[q][1] == x->inc)
+                        break;
+                if (q < ns || ns == sizeof seen / sizeof seen[0])
+                    continue;
+                seen[ns][0] = x->proc;
+                seen[ns][1] = x->inc;
+                ns++;
+                permit_fate(h, obj, x->proc, x->inc, &certain, &unknown);
+            }
+        }
+        int64_t hi = n - certain, lo = n - certain - unknown;
+        bool good = leases ? e->value == n && e->token == 0 : e->value >= lo && e->value <= hi;
+        if (good)
+            continue;
+        bool lost = loss_within(h, INT64_MIN, e->t);
+        if (lost)
+            v.allowed++;
+        else
+            v.violations++;
+        if (p->excerpts > 0 && out) {
+            if (leases)
+                fprintf(out,
+                        "  %s: %s: %" PRId64 " of %d permits free and %" PRId64
+                        " leases running after every client stopped and every lease ended\n",
+                        v.checker,
+                        lost ? "allowed: the server lost its data during the run" : "VIOLATION",
+                        e->value, n, e->token);
+            else
+                fprintf(out,
+                        "  %s: %s: %" PRId64 " of %d permits free; expected %" PRId64 " to %" PRId64
+                        " (%ld kept by killed holders, %ld of unknown outcome)\n",
+                        v.checker,
+                        lost ? "allowed: the server lost its data during the run" : "VIOLATION",
+                        e->value, n, lo, hi, certain, unknown);
+            hist_print_event(out, e);
+        }
+    }
+    return v;
+}
+
+/* ------------------------------------------------------------- the stock table ---- */
+
+/* The MariaDB stock table (stock init, sql, stock final): the database never accepts a
+ * lower token after a higher one (a sale whose UPDATE was sent after another sale returned
+ * has a larger fence), and never oversells (qty never below 0, the sales, counted by the
+ * clients, are what the row lost: init - final lies between the sales that returned ok and
+ * those plus the ones of unknown outcome). */
+hist_verdict hist_check_stock(const hist *h, const hist_params *p, FILE *out)
+{
+    hist_verdict v = {"stock (MariaDB)", 0, 0, 0};
+    int shown = 0;
+    int64_t top = 0; /* the highest token of a sale that returned */
+    size_t top_i = 0;
+    long sold = 0, unknown = 0;
+    int64_t init = -1, final = -1;
+    for (size_t i = 0; i < h->n; i++) {
+        const hev *e = &h->ev[i];
+        if (strcmp(e->obj, "stock") != 0)
+            continue;
+        if (strcmp(e->op, "init") == 0)
+            init = e->value;
+        if (strcmp(e->op, "final") == 0 && strcmp(e->type, "ok") == 0)
+            final = e->value;
+        if (strcmp(e->op, "sql") != 0 || strcmp(e->type, "invoke") == 0)
+            continue;
+        if (strcmp(e->type, "info") == 0) {
+            unknown++;
+            continue;
+        }
+        if (strcmp(e->type, "ok") != 0)
+            continue;
+        v.checked++;
+        sold++;
+        int64_t sent = e->t;
+        for (size_t k = i; k-- > 0;)
+            if (is(&h->ev[k], "stock", "sql", "invoke") && h->ev[k].proc == e->proc &&
+                h->ev[k].inc == e->inc) {
+                sent = h->ev[k].t;
+                break;
+            }
+        if (top > 0 && e->token <= top && h->ev[top_i].t < sent) {
+            v.violations++;
+            if (shown++ < p->excerpts && out) {
+                fprintf(out,
+                        "  stock: VIOLATION: the database sold with token %" PRId64
+                        " after it had sold with %" PRId64 "\n",
+                        e->token, top);
+                hist_print_event(out, &h->ev[top_i]);
+                hist_print_event(out, e);
+            }
+        }
+        if (e->token > top) {
+            top = e->token;
+            top_i = i;
+        }
+    }
+    if (init >= 0) {
+        /* final < 0: never read, or oversold */
+        bool bad = final < 0 || init - final < sold || init - final > sold + unknown;
+        if (bad) {
+            v.violations++;
+            if (out)
+                fprintf(out,
+                        "  stock: VIOLATION: %" PRId64 " in stock at the start, %" PRId64
+                        " at the end, %ld sales returned ok and %ld of unknown outcome\n",
+                        init, final, sold, unknown);
+        }
+    }
     return v;
 }
 
@@ -832,6 +1017,14 @@ static bool has(const hist *h, const char *obj)
     return false;
 }
 
+static bool has_op(const hist *h, const char *obj, const char *op)
+{
+    for (size_t i = 0; i < h->n; i++)
+        if (strcmp(h->ev[i].obj, obj) == 0 && strcmp(h->ev[i].op, op) == 0)
+            return true;
+    return false;
+}
+
 static long say(FILE *out, hist_verdict v)
 {
     fprintf(out, "verdict %-16s %-5s checked %ld violations %ld allowed %ld\n", v.checker,
@@ -847,6 +1040,10 @@ long hist_check_all(const hist *h, const hist_params *p, FILE *out)
         bad += say(out, hist_check_fenced(h, "mutex", p, out));
         bad += say(out, hist_check_reentrant(h, "mutex", p, out));
     }
+    if (has(h, "stock"))
+        bad += say(out, hist_check_stock(h, p, out));
+    if (has(h, "redlock"))
+        bad += say(out, hist_check_mutex(h, "redlock", p, out));
     if (has(h, "fair")) {
         bad += say(out, hist_check_mutex(h, "fair", p, out));
         bad += say(out, hist_check_fifo(h, p, out));
@@ -855,10 +1052,16 @@ long hist_check_all(const hist *h, const hist_params *p, FILE *out)
         bad += say(out, hist_check_rw(h, p, out));
         bad += say(out, hist_check_fenced(h, "rw", p, out));
     }
-    if (has(h, "sem"))
+    if (has(h, "sem")) {
         bad += say(out, hist_check_permits(h, "sem", p->sem_permits, p, out));
-    if (has(h, "permits"))
+        if (has_op(h, "sem", "final"))
+            bad += say(out, hist_check_returned(h, "sem", p->sem_permits, p, out));
+    }
+    if (has(h, "permits")) {
         bad += say(out, hist_check_permits(h, "permits", p->permits_permits, p, out));
+        if (has_op(h, "permits", "final"))
+            bad += say(out, hist_check_returned(h, "permits", p->permits_permits, p, out));
+    }
     if (has(h, "latch"))
         bad += say(out, hist_check_latch(h, p, out));
     return bad;

@@ -20,7 +20,8 @@
  *          fenced write), cd / await (latch, VALUE = the round), and the nemesis' ops:
  *          pause (invoke = SIGSTOP, ok = SIGCONT; PROC = target), kill (PROC = target),
  *          srvkill (VALUE 1 = data kept by AOF, 0 = data lost), srvup, cpause (invoke/ok),
- *          ckill, flush, failover.
+ *          ckill, flush, failover; final (sem, permits: the runner's read of the free
+ *          permits after the run, VALUE = available, TOKEN = leases still running).
  * TYPE     invoke, ok, fail (it did not happen), info (unknown: a timeout or a connection
  *          error; it may or may not have happened).
  * TOKEN    the fencing token of the hold (0 if none).
@@ -103,6 +104,13 @@ hist_verdict hist_check_reentrant(const hist *h, const char *obj, const hist_par
 hist_verdict hist_check_rw(const hist *h, const hist_params *p, FILE *out);
 hist_verdict hist_check_permits(const hist *h, const char *obj, int n, const hist_params *p,
                                 FILE *out);
+/* After the run: the permits are all back once every lease ended (permits), or as many as
+ * the killed holders and the unknown outcomes allow (sem): the "final" event. */
+hist_verdict hist_check_returned(const hist *h, const char *obj, int n, const hist_params *p,
+                                 FILE *out);
+/* The MariaDB stock table: no sale with a lower token after one with a higher token
+ * returned; the row lost exactly the sales (within the unknown outcomes). */
+hist_verdict hist_check_stock(const hist *h, const hist_params *p, FILE *out);
 hist_verdict hist_check_latch(const hist *h, const hist_params *p, FILE *out);
 hist_verdict hist_check_fifo(const hist *h, const hist_params *p, FILE *out);
 

@@ -4,7 +4,9 @@
  *
  *   hist_client URL RESOURCE_PORT WORKLOAD PROC INC SEED DURATION_MS OUT
  *
- * WORKLOAD: mutex, fair, rw, sem, permits, latch. The process keeps its client and its
+ * WORKLOAD: mutex, fair, rw, sem, permits, latch, cli (the mutex through `baton lock`);
+ * final:sem and final:permits read the
+ * free permits once the run is over (the runner's last step). The process keeps its client and its
  * handles across many operations (a process looping on one handle through faults is what
  * found issue 27), and now and then opens fresh ones; it mixes the thread's owner and
  * baton_owner owners, re-entry, and the asynchronous acquire. Every hold writes the fenced
@@ -19,10 +21,13 @@
 #include <hiredis/hiredis.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,6 +146,59 @@ static void fenced_write(int64_t token)
     bool accepted = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
     freeReplyObject(r);
     emit("store", accepted ? "ok" : "fail", token, 0, 0);
+}
+
+/* The seed's own case: a stock table in a real SQL database (MariaDB, started by the
+ * runner with --stock), updated by every mutex hold with its fencing token through the
+ * mariadb client program: one row, sold one at a time, only by a token above the last one
+ * that sold and only while some is left. Events under obj "stock": sql invoke, then ok (a
+ * row sold), fail (refused: a stale token or nothing left) or info (an error). */
+static void stock_write(int64_t token)
+{
+    const char *sock = getenv("HIST_MARIADB_SOCKET");
+    if (!sock || !*sock)
+        return;
+    char sql[300];
+    snprintf(sql, sizeof sql,
+             "UPDATE h.stock SET qty = qty - 1, fence = %" PRId64
+             " WHERE id = 1 AND fence < %" PRId64 " AND qty > 0; SELECT ROW_COUNT();",
+             token, token);
+    const char *obj = g_obj;
+    g_obj = "stock";
+    emit("sql", "invoke", token, 0, 0);
+    int pp[2];
+    int rc = -1;
+    if (pipe(pp) == 0) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            dup2(pp[1], 1);
+            close(pp[0]);
+            close(pp[1]);
+            execlp("mariadb", "mariadb", "--no-defaults", "-S", sock, "-u", "root", "-N", "-B",
+                   "--connect-timeout=5", "-e", sql, (char *)NULL);
+            _exit(127);
+        }
+        close(pp[1]);
+        char out[64] = "";
+        size_t got = 0;
+        ssize_t n;
+        while (got < sizeof out - 1 && (n = read(pp[0], out + got, sizeof out - 1 - got)) != 0) {
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0)
+                break;
+            got += (size_t)n;
+        }
+        out[got] = 0;
+        close(pp[0]);
+        int st = 0;
+        while (pid > 0 && waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+        }
+        if (pid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0 && got > 0)
+            rc = atoi(out);
+    }
+    emit("sql", rc == 1 ? "ok" : rc == 0 ? "fail" : "info", token, rc, 0);
+    g_obj = obj;
 }
 
 static int64_t env_int(const char *name, int64_t def)
@@ -309,6 +367,8 @@ static void lock_workload(lock_kind kind, int64_t until_us)
         bool lost = false;
         if (write_side)
             fenced_write(token);
+        if (kind == W_MUTEX)
+            stock_write(token);
         /* re-entry, with the server's hold count read at each depth */
         int depth = 1;
         int re = kind == W_RW ? 0 : (int)(rnd() % 3);
@@ -357,6 +417,132 @@ static void lock_workload(lock_kind kind, int64_t until_us)
     else
         baton_lock_close(l);
     baton_client_close(c);
+}
+
+/* ------------------------------------------------------------- Redlock ----------- */
+
+/* The quorum lock over three independent servers (URL: their three URLs, comma-separated):
+ * one client and one member lock h:redlock per server, grouped by baton_redlock_open. The
+ * group has no fencing token or lost signal of its own (docs/multilock.md): the hold's
+ * members are those whose handle has a token after the acquire, and the hold counts as
+ * lost (the "lost" event) once fewer than a majority of them are still held, that is once
+ * the lost fds of enough of them became readable (a member's fd readable before the hold
+ * began, from an earlier hold, is not counted). The client keeps its clients and handles
+ * across holds, and reopens them now and then. */
+#define RL_N 3
+
+static void redlock_workload(int64_t until_us)
+{
+    char urls[512];
+    snprintf(urls, sizeof urls, "%s", url);
+    const char *u[RL_N];
+    int nu = 0;
+    for (char *tok = strtok(urls, ","); tok && nu < RL_N; tok = strtok(NULL, ","))
+        u[nu++] = tok;
+    if (nu != RL_N) {
+        fprintf(stderr, "hist_client: redlock needs %d URLs\n", RL_N);
+        exit(2);
+    }
+    baton_client *c[RL_N] = {0};
+    baton_lock *m[RL_N] = {0}, *g = NULL;
+    const char *saved = url;
+    while (srv_us() < until_us) {
+        if (g && rnd() % 30 == 0) {
+            baton_lock_close(g);
+            g = NULL;
+            for (int k = 0; k < RL_N; k++) {
+                baton_lock_close(m[k]);
+                m[k] = NULL;
+                if (rnd() % 2 == 0) {
+                    baton_client_close(c[k]);
+                    c[k] = NULL;
+                }
+            }
+        }
+        for (int k = 0; k < RL_N; k++)
+            if (!c[k]) {
+                url = u[k];
+                c[k] = open_client(until_us);
+                url = saved;
+                if (!c[k])
+                    goto out;
+            }
+        if (!g) {
+            for (int k = 0; k < RL_N; k++)
+                if (baton_lock_open(c[k], "h:redlock", &m[k]) != BATON_OK)
+                    abort();
+            if (baton_redlock_open(m, RL_N, &g) != BATON_OK)
+                abort();
+        }
+        int fds[RL_N];
+        for (int k = 0; k < RL_N; k++)
+            baton_lock_lost_fd(m[k], &fds[k]);
+        int64_t lease = rnd() % 4 == 0 ? 2000 : BATON_LEASE_WATCHDOG;
+        int64_t lease_v = lease == BATON_LEASE_WATCHDOG ? 0 : lease;
+        emit("acquire", "invoke", 0, 0, lease_v);
+        int rc = baton_lock_try_acquire(g, 2000, lease);
+        if (rc != BATON_OK) {
+            done("acquire", rc, 0, lease_v);
+            usleep((useconds_t)rnd_in(rc == BATON_ETIMEDOUT ? 0 : 20000, 50000));
+            continue;
+        }
+        /* the members this hold took, and their lost fds not already readable */
+        bool taken[RL_N];
+        int ntaken = 0;
+        int64_t tokens = 0;
+        for (int k = 0; k < RL_N; k++) {
+            int64_t t = 0;
+            taken[k] = baton_lock_fencing_token(m[k], &t) == BATON_OK;
+            if (taken[k]) {
+                struct pollfd p = {fds[k], POLLIN, 0};
+                if (poll(&p, 1, 0) > 0 && (p.revents & POLLIN))
+                    taken[k] = false; /* cannot watch it: count it lost already */
+                else
+                    ntaken++;
+                tokens += t; /* informative: the sum of the members' tokens */
+            }
+        }
+        done("acquire", BATON_OK, tokens, lease_v);
+        int64_t hold_ms = rnd() % 8 == 0    ? rnd_in(500, watchdog_ms * 2)
+                          : rnd() % 16 == 0 ? rnd_in(100, 500)
+                                            : rnd_in(1, 40);
+        if (lease != BATON_LEASE_WATCHDOG && hold_ms > lease / 2)
+            hold_ms = lease / 2;
+        int64_t end = mono_ns() + hold_ms * 1000000;
+        bool lost = ntaken < RL_N / 2 + 1;
+        while (!lost) {
+            int64_t left = (end - mono_ns()) / 1000000;
+            if (left <= 0)
+                break;
+            struct pollfd p[RL_N];
+            int np = 0, idx[RL_N];
+            for (int k = 0; k < RL_N; k++)
+                if (taken[k]) {
+                    p[np] = (struct pollfd){fds[k], POLLIN, 0};
+                    idx[np++] = k;
+                }
+            if (poll(p, (nfds_t)np, (int)left) <= 0)
+                continue;
+            for (int q = 0; q < np; q++)
+                if (p[q].revents & POLLIN) {
+                    taken[idx[q]] = false;
+                    ntaken--;
+                }
+            lost = ntaken < RL_N / 2 + 1;
+        }
+        if (lost)
+            emit("lost", "ok", 0, 0, 0);
+        emit("release", "invoke", tokens, 0, 0);
+        rc = baton_lock_release(g);
+        done("release", rc, tokens, 0);
+        usleep((useconds_t)rnd_in(0, 20000));
+    }
+out:
+    baton_lock_close(g);
+    for (int k = 0; k < RL_N; k++) {
+        baton_lock_close(m[k]);
+        baton_client_close(c[k]);
+    }
 }
 
 /* ------------------------------------------------------------- semaphores ---------- */
@@ -473,8 +659,189 @@ static void latch_workload(int64_t until_us, int nprocs_counting)
     baton_client_close(c);
 }
 
+/* ------------------------------------------------------------- the CLI ----------- */
+
+/* A client that takes the mutex through the command line, mixed with the library's mutex
+ * clients on the same lock (h:mutex, its events under obj "mutex"): in a loop it runs
+ *   baton --url URL lock h:mutex --wait 2s (--lease 2s | --watchdog W) -q -- \
+ *       sh -c 'exec "$0" "$@"' hist_client ... cli-hold ...
+ * The acquire's invoke is written here; COMMAND (cli_hold below, this program again)
+ * writes the acquire's ok with $BATON_FENCING_TOKEN, the fenced writes with that token,
+ * and the release's invoke; this loop writes the release's completion from baton's exit
+ * status (0 released, 122 lost, else unknown), or, when COMMAND never ran, the acquire's
+ * (124 fail, else unknown). baton is this process's child with PR_SET_PDEATHSIG: a kill -9
+ * of this client kills baton too (whose helper then stops COMMAND); a pause stops this
+ * client's process group, baton with it (not COMMAND, which runs in a group of its own
+ * and goes on acting as holder: a pause past the lease is the unfenced case). */
+static volatile sig_atomic_t cli_term;
+
+static void on_term(int sig)
+{
+    (void)sig;
+    cli_term = 1;
+}
+
+static int cli_hold(int argc, char **argv)
+{
+    /* argv: ... cli-hold PROC INC SEED HOLD_MS OUT LEASE_V RAN_FILE */
+    struct sigaction sa = {0};
+    sa.sa_handler = on_term;
+    sigaction(SIGTERM, &sa, NULL);
+    if (argc != 11)
+        return 2;
+    int64_t hold_ms = strtoll(argv[7], NULL, 10), lease_v = strtoll(argv[9], NULL, 10);
+    FILE *ran = fopen(argv[10], "w");
+    if (ran)
+        fclose(ran);
+    const char *tok = getenv("BATON_FENCING_TOKEN");
+    int64_t token = tok ? strtoll(tok, NULL, 10) : -1;
+    emit("acquire", "ok", token, 0, lease_v);
+    fenced_write(token);
+    stock_write(token);
+    int64_t end = mono_ns() + hold_ms * 1000000;
+    while (!cli_term && mono_ns() < end)
+        usleep(2000);
+    if (cli_term) {
+        emit("lost", "ok", 0, 0, 0);
+        return 0;
+    }
+    fenced_write(token);
+    emit("release", "invoke", token, 0, 0);
+    return 0;
+}
+
+static void cli_workload(int64_t until_us, const char *self, const char *resport, const char *seed,
+                         const char *out)
+{
+    const char *baton = getenv("HIST_BATON");
+    if (!baton || !*baton)
+        baton = "baton";
+    char ran[600], proc[16], inc[16];
+    snprintf(ran, sizeof ran, "%s.ran", out);
+    snprintf(proc, sizeof proc, "%d", g_proc);
+    snprintf(inc, sizeof inc, "%d", g_inc);
+    char watchdog[32], sync[32];
+    snprintf(watchdog, sizeof watchdog, "%" PRId64 "ms", watchdog_ms);
+    snprintf(sync, sizeof sync, "%" PRId64, env_int("HIST_SYNC_REPLICAS", 0));
+    while (srv_us() < until_us) {
+        bool fixed = rnd() % 4 == 0;
+        int64_t lease_v = fixed ? 2000 : 0;
+        int64_t hold_ms = rnd() % 8 == 0    ? rnd_in(500, watchdog_ms * 2)
+                          : rnd() % 16 == 0 ? rnd_in(100, 500)
+                                            : rnd_in(1, 40);
+        if (fixed && hold_ms > lease_v / 2)
+            hold_ms = lease_v / 2;
+        char hold[32], lv[32];
+        snprintf(hold, sizeof hold, "%" PRId64, hold_ms);
+        snprintf(lv, sizeof lv, "%" PRId64, lease_v);
+        unlink(ran);
+        emit("acquire", "invoke", 0, 0, lease_v);
+        pid_t pid = fork();
+        if (pid == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            const char *av[40];
+            int n = 0;
+            av[n++] = baton;
+            av[n++] = "--url";
+            av[n++] = url;
+            if (env_int("HIST_SYNC_REPLICAS", 0) > 0) {
+                av[n++] = "--sync-replicas";
+                av[n++] = sync;
+            }
+            av[n++] = "lock";
+            av[n++] = "h:mutex";
+            av[n++] = "--wait";
+            av[n++] = "2s";
+            av[n++] = fixed ? "--lease" : "--watchdog";
+            av[n++] = fixed ? "2s" : watchdog;
+            av[n++] = "-q";
+            av[n++] = "--";
+            av[n++] = "sh";
+            av[n++] = "-c";
+            av[n++] = "exec \"$0\" \"$@\"";
+            av[n++] = self;
+            av[n++] = url;
+            av[n++] = resport;
+            av[n++] = "cli-hold";
+            av[n++] = proc;
+            av[n++] = inc;
+            av[n++] = seed;
+            av[n++] = hold;
+            av[n++] = out;
+            av[n++] = lv;
+            av[n++] = ran;
+            av[n] = NULL;
+            int devnull = open("/dev/null", O_WRONLY);
+            if (devnull >= 0 && !getenv("HIST_CLI_STDERR"))
+                dup2(devnull, 2);
+            execvp(baton, (char *const *)av);
+            _exit(127);
+        }
+        int st = 0;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+        }
+        int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        if (access(ran, F_OK) == 0)
+            emit("release", code == 0 ? "ok" : code == 122 ? "fail" : "info", 0, code, 0);
+        else
+            emit("acquire", code == 124 ? "fail" : "info", 0, code, lease_v);
+        usleep((useconds_t)rnd_in(code == 124 || code == 0 ? 0 : 20000, 50000));
+    }
+    unlink(ran);
+}
+
+/* ------------------------------------------------------------- final reads ------- */
+
+/* After the run (every client stopped): waits until no permit lease runs (the killed
+ * holders' leases end within the watchdog's lease), then records the free permits as
+ * "final" ok, VALUE = available, TOKEN = leases still running (info: unreadable). */
+static void final_workload(int64_t until_us)
+{
+    emit("final", "invoke", 0, 0, 0);
+    baton_client *c = open_client(until_us);
+    if (!c) {
+        emit("final", "info", 0, BATON_ECONN, 0);
+        return;
+    }
+    int rc = BATON_ECONN;
+    int64_t avail = -1, held = -1;
+    if (strcmp(g_obj, "permits") == 0) {
+        baton_permits *p;
+        if (baton_permits_open(c, "h:permits", &p) != BATON_OK)
+            abort();
+        while ((rc = baton_permits_available(p, &avail, &held)) != BATON_OK || held > 0) {
+            if (srv_us() > until_us)
+                break;
+            usleep(200000);
+        }
+        baton_permits_close(p);
+    } else {
+        baton_semaphore *s;
+        if (baton_semaphore_open(c, "h:sem", &s) != BATON_OK)
+            abort();
+        while ((rc = baton_semaphore_available(s, &avail)) != BATON_OK && srv_us() < until_us)
+            usleep(200000);
+        held = 0;
+        baton_semaphore_close(s);
+    }
+    emit("final", rc == BATON_OK ? "ok" : "info", held, rc, avail);
+    baton_client_close(c);
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 11 && strcmp(argv[3], "cli-hold") == 0) {
+        /* COMMAND of a cli client's baton lock: its obj is the mutex's */
+        res_port = atoi(argv[2]);
+        g_obj = "mutex";
+        g_proc = atoi(argv[4]);
+        g_inc = atoi(argv[5]);
+        hf = fopen(argv[8], "a");
+        if (!hf)
+            return 2;
+        res_connect();
+        return cli_hold(argc, argv);
+    }
     if (argc != 9) {
         fprintf(stderr,
                 "usage: hist_client URL RESOURCE_PORT WORKLOAD PROC INC SEED DURATION_MS OUT\n");
@@ -484,6 +851,9 @@ int main(int argc, char **argv)
     url = argv[1];
     res_port = atoi(argv[2]);
     g_obj = argv[3];
+    bool final = strncmp(g_obj, "final:", 6) == 0;
+    if (final)
+        g_obj += 6;
     g_proc = atoi(argv[4]);
     g_inc = atoi(argv[5]);
     rng = strtoull(argv[6], NULL, 10) * 0x9E3779B97F4A7C15ull + (unsigned)g_proc * 7919u +
@@ -499,12 +869,24 @@ int main(int argc, char **argv)
         return 2;
     res_connect();
     int64_t until = srv_us() + duration_ms * 1000;
-    if (strcmp(g_obj, "mutex") == 0)
+    if (final)
+        final_workload(until);
+    else if (strcmp(g_obj, "cli") == 0) {
+        g_obj = "mutex"; /* the same lock as the library's mutex clients */
+        static char self[512];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (n <= 0)
+            return 2;
+        self[n] = 0;
+        cli_workload(until, self, argv[2], argv[6], argv[8]);
+    } else if (strcmp(g_obj, "mutex") == 0)
         lock_workload(W_MUTEX, until);
     else if (strcmp(g_obj, "fair") == 0)
         lock_workload(W_FAIR, until);
     else if (strcmp(g_obj, "rw") == 0)
         lock_workload(W_RW, until);
+    else if (strcmp(g_obj, "redlock") == 0)
+        redlock_workload(until);
     else if (strcmp(g_obj, "sem") == 0)
         sem_workload(until);
     else if (strcmp(g_obj, "permits") == 0)

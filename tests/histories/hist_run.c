@@ -31,6 +31,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -80,7 +81,35 @@ typedef struct server {
     pid_t pid;
     char dir[256];
     bool aof;
+    bool cluster; /* a node of the Cluster deployment (restarted with its nodes.conf) */
+    char ns[32];  /* sentinel-net: the node's network namespace and address */
+    char ip[32];
 } server;
+
+/* sentinel-net: where each port lives (a node in a namespace of its own); others are on
+ * 127.0.0.1 */
+static struct {
+    int port;
+    char ip[32];
+} addr_map[16];
+static int naddr;
+
+static const char *ip_of_port(int port)
+{
+    for (int i = 0; i < naddr; i++)
+        if (addr_map[i].port == port)
+            return addr_map[i].ip;
+    return "127.0.0.1";
+}
+
+static void map_port(int port, const char *ip)
+{
+    if (naddr < 16) {
+        addr_map[naddr].port = port;
+        snprintf(addr_map[naddr].ip, sizeof addr_map[naddr].ip, "%s", ip);
+        naddr++;
+    }
+}
 
 static char workdir[200];
 
@@ -180,13 +209,20 @@ static bool net_set(const char *rate, int queue)
 }
 
 static pid_t owner_pid;
+static bool snet_mode;
+static void snet_teardown(void);
 
 static void net_teardown(void);
 
 static void net_teardown_at_exit(void)
 {
-    if (getpid() == owner_pid)
+    if (getpid() == owner_pid) {
+        if (snet_mode) {
+            net_ns[0] = 0;
+            snet_teardown();
+        }
         net_teardown();
+    }
 }
 
 static void net_teardown(void)
@@ -201,7 +237,7 @@ static void net_teardown(void)
 static redisContext *connect_port(int port, int timeout_ms)
 {
     struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-    redisContext *r = redisConnectWithTimeout("127.0.0.1", port, tv);
+    redisContext *r = redisConnectWithTimeout(ip_of_port(port), port, tv);
     if (r && r->err) {
         redisFree(r);
         return NULL;
@@ -235,6 +271,17 @@ static pid_t spawn_server(server *s)
     if (pid == 0) {
         setpgid(0, 0);
         prctl(PR_SET_PDEATHSIG, SIGKILL); /* the runner killed (a ctest timeout): gone too */
+        if (s->ns[0])                     /* sentinel-net: in its namespace, on its address */
+            execlp("ip", "ip", "netns", "exec", s->ns, "redis-server", "--port", port, "--bind",
+                   s->ip, "--protected-mode", "no", "--dir", s->dir, "--save", "", "--appendonly",
+                   "no", "--logfile", log, "--repl-diskless-sync-delay", "0",
+                   "--repl-ping-replica-period", "1", (char *)NULL);
+        if (s->cluster) /* as scripts/cluster-lib.sh starts it */
+            execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", "--dir",
+                   s->dir, "--save", "", "--appendonly", "no", "--cluster-enabled", "yes",
+                   "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000",
+                   "--repl-diskless-sync-delay", "0", "--repl-ping-replica-period", "1",
+                   "--logfile", log, (char *)NULL);
         if (net_ip[0])
             execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", net_ip,
                    "--protected-mode", "no", "--dir", s->dir, "--save", "", "--appendonly",
@@ -311,6 +358,9 @@ static void rm_rf(const char *path)
 
 static server resource;
 static server single; /* single: the lock server */
+static bool redlock_mode;
+static server rl_nodes[3]; /* Redlock: three independent servers (AOF) */
+static int rl_target;      /* the one a server fault aims at */
 static redisContext *res;
 static FILE *nem; /* the nemesis' history */
 
@@ -382,12 +432,18 @@ static void spawn_client(int i)
     snprintf(dur, sizeof dur, "%" PRId64, left_ms);
     snprintf(out, sizeof out, "%s/client-%d-%d.hist", workdir, i, c->inc);
     snprintf(base, sizeof base, "%d", latch_base);
-    bool in_ns = net_filtered && i % 3 == 1;
-    char url_ns[128];
-    snprintf(url_ns, sizeof url_ns, "redis://%s:%d", net_ip, single.port);
+    bool in_ns = (net_filtered || snet_mode) && i % 3 == 1;
+    char url_ns[512];
+    if (snet_mode)
+        snprintf(url_ns, sizeof url_ns, "%s", lock_url);
+    else
+        snprintf(url_ns, sizeof url_ns, "redis://%s:%d", net_ip, single.port);
     pid_t pid = fork();
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
+        /* a cli client leads a process group with its baton: a pause stops both */
+        if (strcmp(c->workload, "cli") == 0)
+            setpgid(0, 0);
         setenv("HIST_LATCH_BASE", base, 1);
         if (in_ns) {
             setenv("HIST_RESOURCE_HOST", net_ip, 1);
@@ -398,17 +454,43 @@ static void spawn_client(int i)
         if (skew && i % 2 == 1) {
             /* every other client's clocks (wall and monotonic) run at this rate */
             char spec[64];
-            snprintf(spec, sizeof spec, "+0 x%s", skew);
+            snprintf(spec, sizeof spec, "%+d x%s", (i * 37) % 61 - 30, skew);
             setenv("LD_PRELOAD", FAKETIME_LIB, 1);
             setenv("FAKETIME", spec, 1);
             setenv("FAKETIME_NO_CACHE", "1", 1);
         }
-        execl(client_path, client_path, lock_url, port, c->workload, proc, inc, sd, dur, out,
+        const char *u = lock_url;
+        char first[128];
+        if (redlock_mode && strcmp(c->workload, "redlock") != 0) {
+            snprintf(first, sizeof first, "redis://127.0.0.1:%d", rl_nodes[0].port);
+            u = first; /* the other workloads: on the first server */
+        }
+        execl(client_path, client_path, u, port, c->workload, proc, inc, sd, dur, out,
               (char *)NULL);
         _exit(127);
     }
     c->pid = pid;
     c->stopped = false;
+}
+
+/* Runs hist_client's final read of a semaphore (final:sem, final:permits) as logical
+ * client proc and waits for it (it waits for the leases itself, at most 20 s). */
+static void run_final(const char *workload, int proc)
+{
+    char port[16], pr[16], sd[32], out[400], w[32];
+    snprintf(port, sizeof port, "%d", resource.port);
+    snprintf(pr, sizeof pr, "%d", proc);
+    snprintf(sd, sizeof sd, "%lld", seed);
+    snprintf(out, sizeof out, "%s/final-%.15s.hist", workdir, workload);
+    snprintf(w, sizeof w, "final:%.15s", workload);
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        execl(client_path, client_path, lock_url, port, w, pr, "0", sd, "20000", out, (char *)NULL);
+        _exit(127);
+    }
+    if (pid > 0)
+        waitpid(pid, NULL, 0);
 }
 
 /* Reaps clients that ended; returns how many are still running. */
@@ -435,6 +517,146 @@ static int reap(void)
     return running;
 }
 
+/* ------------------------------------------------------------- MariaDB ------------ */
+
+/* --stock N: a MariaDB server of Debian's (mariadbd) on loopback with a private datadir in
+ * the run's directory, the table h.stock (one row: qty N, fence 0) that the mutex holds
+ * update with their tokens (hist_client's stock_write), read once more after the run;
+ * stopped by pid. */
+static pid_t mdb_pid;
+static char mdb_sock[340];
+
+static int run_wait(const char *const *argv, char *out, size_t outlen)
+{
+    int pp[2];
+    if (pipe(pp) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pp[1], 1);
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0)
+            dup2(devnull, 2);
+        close(pp[0]);
+        close(pp[1]);
+        execvp(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(pp[1]);
+    size_t got = 0;
+    ssize_t n;
+    char sink[256];
+    while ((n = read(pp[0], out && got < outlen - 1 ? out + got : sink,
+                     out && got < outlen - 1 ? outlen - 1 - got : sizeof sink)) != 0) {
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            break;
+        if (out && got < outlen - 1)
+            got += (size_t)n;
+    }
+    if (out)
+        out[got] = 0;
+    close(pp[0]);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int mdb_sql(const char *sql, char *out, size_t outlen)
+{
+    const char *argv[] = {
+        "mariadb", "--no-defaults", "-S", mdb_sock, "-u", "root", "-N", "-B", "-e", sql, NULL};
+    return run_wait(argv, out, outlen);
+}
+
+static bool mdb_start(long long qty)
+{
+    char dir[300], data[320], log[340], port[16];
+    _Static_assert(sizeof mdb_sock >= sizeof dir + 8, "the socket's path fits");
+    snprintf(dir, sizeof dir, "%s/mariadb", workdir);
+    mkdir(dir, 0755);
+    snprintf(data, sizeof data, "%s/data", dir);
+    snprintf(mdb_sock, sizeof mdb_sock, "%s/sock", dir);
+    snprintf(log, sizeof log, "%s/error.log", dir);
+    char datadir[340];
+    snprintf(datadir, sizeof datadir, "--datadir=%s", data);
+    const char *inst[] = {"mariadb-install-db",
+                          "--no-defaults",
+                          datadir,
+                          "--user=root",
+                          "--auth-root-authentication-method=normal",
+                          "--skip-test-db",
+                          NULL};
+    if (run_wait(inst, NULL, 0) != 0) {
+        fprintf(stderr, "hist_run: mariadb-install-db failed (scripts/deps.sh installs "
+                        "mariadb-server)\n");
+        return false;
+    }
+    unsigned short r = (unsigned short)getpid();
+    FILE *u = fopen("/dev/urandom", "r");
+    if (u) {
+        if (fread(&r, sizeof r, 1, u) != 1)
+            r = (unsigned short)getpid();
+        fclose(u);
+    }
+    snprintf(port, sizeof port, "%d", 40000 + r % 20000);
+    char a_sock[360], a_log[360], a_port[32];
+    snprintf(a_sock, sizeof a_sock, "--socket=%s", mdb_sock);
+    snprintf(a_log, sizeof a_log, "--log-error=%s", log);
+    snprintf(a_port, sizeof a_port, "--port=%s", port);
+    mdb_pid = fork();
+    if (mdb_pid == 0) {
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0) {
+            dup2(devnull, 1);
+            dup2(devnull, 2);
+        }
+        execlp("mariadbd", "mariadbd", "--no-defaults", datadir, a_sock, "--bind-address=127.0.0.1",
+               a_port, "--user=root", a_log, "--skip-log-bin", "--innodb-buffer-pool-size=16M",
+               (char *)NULL);
+        _exit(127);
+    }
+    for (int k = 0; k < 300; k++) {
+        if (mdb_sql("SELECT 1", NULL, 0) == 0) {
+            char sql[300];
+            snprintf(sql, sizeof sql,
+                     "CREATE DATABASE h; CREATE TABLE h.stock (id INT PRIMARY KEY, qty INT NOT "
+                     "NULL, fence BIGINT NOT NULL) ENGINE=InnoDB; INSERT INTO h.stock VALUES "
+                     "(1, %lld, 0);",
+                     qty);
+            return mdb_sql(sql, NULL, 0) == 0;
+        }
+        if (waitpid(mdb_pid, NULL, WNOHANG) == mdb_pid) {
+            mdb_pid = 0;
+            break;
+        }
+        sleep_ms(100);
+    }
+    fprintf(stderr, "hist_run: mariadbd did not start (%s)\n", log);
+    return false;
+}
+
+static void mdb_stop(void)
+{
+    if (mdb_pid <= 0)
+        return;
+    kill(mdb_pid, SIGTERM);
+    for (int k = 0; k < 200; k++) {
+        if (waitpid(mdb_pid, NULL, WNOHANG) == mdb_pid) {
+            mdb_pid = 0;
+            return;
+        }
+        sleep_ms(50);
+    }
+    kill(mdb_pid, SIGKILL);
+    waitpid(mdb_pid, NULL, 0);
+    mdb_pid = 0;
+}
+
 /* ------------------------------------------------------------- the deployment ------ */
 
 static bool sentinel_mode;
@@ -447,6 +669,8 @@ static int64_t client_timeout_ms = 1000;
 /* The port of the current master (Sentinel: as the first sentinel that answers says). */
 static int master_port(void)
 {
+    if (redlock_mode)
+        return rl_nodes[rl_target].port;
     if (!sentinel_mode)
         return single.port;
     for (int i = 0; i < 3; i++) {
@@ -468,6 +692,10 @@ static int master_port(void)
 
 static server *node_of_port(int port)
 {
+    if (redlock_mode)
+        for (int i = 0; i < 3; i++)
+            if (rl_nodes[i].port == port)
+                return &rl_nodes[i];
     if (!sentinel_mode)
         return &single;
     for (int i = 0; i < 2; i++)
@@ -494,9 +722,34 @@ static pid_t pid_of_port(int port)
     return pid;
 }
 
-/* Sends one command to the master; true if it answered without an error. */
+static bool cluster_mode;
+static int cluster_masters(int *ports);
+
+/* Sends one command to the master (Cluster: to every master); true if it answered without
+ * an error (every one). */
 static bool master_cmd(const char *fmt, ...)
 {
+    if (cluster_mode) {
+        int ports[12];
+        int n = cluster_masters(ports);
+        bool ok = n > 0;
+        for (int i = 0; i < n; i++) {
+            redisContext *r = connect_port(ports[i], 1000);
+            if (!r) {
+                ok = false;
+                continue;
+            }
+            va_list ap;
+            va_start(ap, fmt);
+            redisReply *rep = redisvCommand(r, fmt, ap);
+            va_end(ap);
+            ok &= rep && rep->type != REDIS_REPLY_ERROR;
+            if (rep)
+                freeReplyObject(rep);
+            redisFree(r);
+        }
+        return ok;
+    }
     int port = master_port();
     if (port < 0)
         return false;
@@ -530,6 +783,468 @@ static bool master_has_replica(void)
     return yes;
 }
 
+/* ------------------------------------------------------------- sentinel-net ------- */
+
+/* --deployment sentinel-net: the Sentinel deployment of tests/histories/run (a master, a
+ * replica, three sentinels, quorum 2), started here with every node in a network
+ * namespace of its own, and a seventh namespace for every third client, all joined by a
+ * bridge (the runner and the other clients reach them from the host, through the bridge).
+ * Partitions drop the traffic between two namespaces both ways: in each, an htb class of 8
+ * bit/s with a one-packet queue, and a u32 filter on the other's address (this kernel has
+ * no netem and no iptables). */
+#define SNET_N 6 /* master, replica, sentinels 1-3, clients */
+static const char *const snet_tag[SNET_N] = {"m", "r", "s1", "s2", "s3", "c"};
+static const int snet_host[SNET_N] = {11, 12, 21, 22, 23, 31};
+static char snet_ns[SNET_N][32], snet_br[16];
+static int snet_k;
+static pid_t snet_sentinel_pid[3];
+static server snet_sentinel[3];
+
+static void snet_ip(int i, char *out, size_t n)
+{
+    snprintf(out, n, "10.214.%d.%d", snet_k, snet_host[i]);
+}
+
+static void snet_teardown(void)
+{
+    for (int i = 0; i < 3; i++)
+        if (snet_sentinel_pid[i] > 0) {
+            kill(snet_sentinel_pid[i], SIGKILL);
+            waitpid(snet_sentinel_pid[i], NULL, 0);
+            snet_sentinel_pid[i] = 0;
+        }
+    for (int i = 0; i < SNET_N; i++)
+        if (snet_ns[i][0]) {
+            sh("ip netns del %s", snet_ns[i]);
+            snet_ns[i][0] = 0;
+        }
+    if (snet_br[0]) {
+        sh("ip link del %s", snet_br);
+        snet_br[0] = 0;
+    }
+}
+
+static bool snet_setup(void)
+{
+    int id = (int)getpid() % 100000;
+    snet_k = id % 250 + 1;
+    snprintf(snet_br, sizeof snet_br, "bs%d", id);
+    if (sh("ip link add %s type bridge", snet_br) != 0) {
+        fprintf(stderr, "hist_run: ip link add %s type bridge failed\n", snet_br);
+        snet_br[0] = 0;
+        return false;
+    }
+    if (sh("ip addr add 10.214.%d.1/24 dev %s", snet_k, snet_br) != 0 ||
+        sh("ip link set %s up", snet_br) != 0)
+        return false;
+    for (int i = 0; i < SNET_N; i++) {
+        char ns[32], ip[32];
+        snprintf(ns, sizeof ns, "bs%d%s", id, snet_tag[i]);
+        snet_ip(i, ip, sizeof ip);
+        if (sh("ip netns add %s", ns) != 0) {
+            fprintf(stderr, "hist_run: ip netns add %s failed\n", ns);
+            return false;
+        }
+        snprintf(snet_ns[i], sizeof snet_ns[i], "%s", ns);
+        const char *pre = "ip netns exec";
+        if (sh("ip link add %sh type veth peer name e0 netns %s", ns, ns) != 0 ||
+            sh("ip link set %sh master %s", ns, snet_br) != 0 ||
+            sh("ip link set %sh up", ns) != 0 ||
+            sh("%s %s ip addr add %s/24 dev e0", pre, ns, ip) != 0 ||
+            sh("%s %s ip link set e0 up", pre, ns) != 0 ||
+            sh("%s %s ip link set lo up", pre, ns) != 0 ||
+            sh("%s %s tc qdisc add dev e0 root handle 1: htb default 10", pre, ns) != 0 ||
+            sh("%s %s tc class add dev e0 parent 1: classid 1:10 htb rate 10gbit", pre, ns) != 0 ||
+            sh("%s %s tc class add dev e0 parent 1: classid 1:30 htb rate 8bit ceil 8bit", pre,
+               ns) != 0 ||
+            sh("%s %s tc qdisc add dev e0 parent 1:30 handle 30: pfifo limit 1", pre, ns) != 0) {
+            fprintf(stderr, "hist_run: setting up namespace %s failed\n", ns);
+            return false;
+        }
+    }
+    /* the resource server listens on the bridge too; the clients' namespace reaches it */
+    snprintf(net_ip, sizeof net_ip, "10.214.%d.1", snet_k);
+    snprintf(net_ns, sizeof net_ns, "%s", snet_ns[5]);
+    return true;
+}
+
+/* Drops the traffic between namespaces a and b, both ways. */
+static bool snet_block(int a, int b)
+{
+    char ipa[32], ipb[32];
+    snet_ip(a, ipa, sizeof ipa);
+    snet_ip(b, ipb, sizeof ipb);
+    bool ok = sh("ip netns exec %s tc filter add dev e0 parent 1: protocol ip prio 1 u32 match "
+                 "ip dst %s/32 flowid 1:30",
+                 snet_ns[a], ipb) == 0;
+    ok &= sh("ip netns exec %s tc filter add dev e0 parent 1: protocol ip prio 1 u32 match ip "
+             "dst %s/32 flowid 1:30",
+             snet_ns[b], ipa) == 0;
+    return ok;
+}
+
+static void snet_heal(void)
+{
+    for (int i = 0; i < SNET_N; i++)
+        sh("ip netns exec %s tc filter del dev e0 parent 1: prio 1", snet_ns[i]);
+}
+
+static bool snet_ping(int port)
+{
+    redisContext *r = connect_port(port, 300);
+    if (!r)
+        return false;
+    redisReply *rep = redisCommand(r, "PING");
+    bool ok = rep && rep->type == REDIS_REPLY_STATUS;
+    if (rep)
+        freeReplyObject(rep);
+    redisFree(r);
+    return ok;
+}
+
+static int snet_port(void)
+{
+    unsigned short r = 0;
+    FILE *u = fopen("/dev/urandom", "r");
+    if (u) {
+        if (fread(&r, sizeof r, 1, u) != 1)
+            r = (unsigned short)getpid();
+        fclose(u);
+    }
+    return 20000 + r % 20000;
+}
+
+/* Starts the master, the replica and the sentinels in their namespaces. */
+static bool snet_start(void)
+{
+    for (int i = 0; i < 2; i++) {
+        server *n = &sent_nodes[i];
+        snprintf(n->dir, sizeof n->dir, "%s/%s", workdir, i ? "replica" : "master");
+        mkdir(n->dir, 0755);
+        snprintf(n->ns, sizeof n->ns, "%.31s", snet_ns[i]);
+        snet_ip(i, n->ip, sizeof n->ip);
+        n->port = snet_port();
+        map_port(n->port, n->ip);
+        n->pid = spawn_server(n);
+        bool up = false;
+        for (int k = 0; k < 200 && !up; k++) {
+            up = snet_ping(n->port);
+            if (!up)
+                sleep_ms(25);
+        }
+        if (!up) {
+            fprintf(stderr, "hist_run: sentinel-net: node %d did not start\n", i);
+            return false;
+        }
+    }
+    redisContext *r = connect_port(sent_nodes[1].port, 1000);
+    redisReply *rep =
+        r ? redisCommand(r, "REPLICAOF %s %d", sent_nodes[0].ip, sent_nodes[0].port) : NULL;
+    if (rep)
+        freeReplyObject(rep);
+    if (r)
+        redisFree(r);
+    int len = snprintf(lock_url, sizeof lock_url, "redis+sentinel://");
+    for (int i = 0; i < 3; i++) {
+        server *n = &snet_sentinel[i];
+        snprintf(n->dir, sizeof n->dir, "%s/s%d", workdir, i + 1);
+        mkdir(n->dir, 0755);
+        snet_ip(2 + i, n->ip, sizeof n->ip);
+        n->port = snet_port();
+        map_port(n->port, n->ip);
+        sentinel_ports[i] = n->port;
+        char conf[400];
+        snprintf(conf, sizeof conf, "%s/sentinel.conf", n->dir);
+        FILE *f = fopen(conf, "w");
+        if (!f)
+            return false;
+        fprintf(f,
+                "port %d\nbind %s\nprotected-mode no\ndir %s\nlogfile %s/sentinel.log\n"
+                "sentinel monitor mymaster %s %d 2\n"
+                "sentinel down-after-milliseconds mymaster 1000\n"
+                "sentinel failover-timeout mymaster 5000\n"
+                "sentinel parallel-syncs mymaster 1\n",
+                n->port, n->ip, n->dir, n->dir, sent_nodes[0].ip, sent_nodes[0].port);
+        fclose(f);
+        pid_t pid = fork();
+        if (pid == 0) {
+            setpgid(0, 0);
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            execlp("ip", "ip", "netns", "exec", snet_ns[2 + i], "redis-server", conf, "--sentinel",
+                   (char *)NULL);
+            _exit(127);
+        }
+        snet_sentinel_pid[i] = pid;
+        len += snprintf(lock_url + len, sizeof lock_url - (size_t)len, "%s%s:%d", i ? "," : "",
+                        n->ip, n->port);
+    }
+    snprintf(lock_url + len, sizeof lock_url - (size_t)len, "/mymaster");
+    /* ready: the replica in sync, every sentinel sees the replica and the two others */
+    for (int k = 0; k < 600; k++) {
+        bool ready = master_has_replica();
+        for (int i = 0; i < 3 && ready; i++) {
+            redisContext *c = connect_port(sentinel_ports[i], 500);
+            redisReply *m = c ? redisCommand(c, "SENTINEL MASTER mymaster") : NULL;
+            int others = -1, slaves = -1;
+            if (m && m->type == REDIS_REPLY_ARRAY)
+                for (size_t q = 0; q + 1 < m->elements; q += 2) {
+                    if (strcmp(m->element[q]->str, "num-other-sentinels") == 0)
+                        others = atoi(m->element[q + 1]->str);
+                    if (strcmp(m->element[q]->str, "num-slaves") == 0)
+                        slaves = atoi(m->element[q + 1]->str);
+                }
+            ready = others == 2 && slaves == 1;
+            if (m)
+                freeReplyObject(m);
+            if (c)
+                redisFree(c);
+        }
+        if (ready)
+            return true;
+        sleep_ms(50);
+    }
+    fprintf(stderr, "hist_run: sentinel-net: the deployment never settled\n");
+    return false;
+}
+
+/* The namespace index of the node on port (0 master as started, 1 replica), or -1. */
+static int snet_index(int port)
+{
+    for (int i = 0; i < 2; i++)
+        if (sent_nodes[i].port == port)
+            return i;
+    return -1;
+}
+
+/* ------------------------------------------------------------- the Cluster -------- */
+
+#define CLUSTER_MAX 12
+static server cl_nodes[CLUSTER_MAX]; /* as the wrapper started them (pid 0: not ours) */
+static int ncl;
+
+/* A reply to one command on one node (NULL: no answer). */
+static redisReply *node_cmd(int port, const char *fmt, ...)
+{
+    redisContext *r = connect_port(port, 1000);
+    if (!r)
+        return NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *rep = redisvCommand(r, fmt, ap);
+    va_end(ap);
+    redisFree(r);
+    return rep;
+}
+
+/* The port of the master of slot as the first node that answers says, or -1. */
+static int slot_master(int slot)
+{
+    for (int i = 0; i < ncl; i++) {
+        redisReply *rep = node_cmd(cl_nodes[i].port, "CLUSTER SLOTS");
+        if (!rep)
+            continue;
+        int port = -1;
+        if (rep->type == REDIS_REPLY_ARRAY)
+            for (size_t k = 0; k < rep->elements; k++) {
+                redisReply *e = rep->element[k];
+                if (e->type == REDIS_REPLY_ARRAY && e->elements >= 3 &&
+                    e->element[0]->integer <= slot && slot <= e->element[1]->integer &&
+                    e->element[2]->type == REDIS_REPLY_ARRAY && e->element[2]->elements >= 2)
+                    port = (int)e->element[2]->element[1]->integer;
+            }
+        freeReplyObject(rep);
+        if (port > 0)
+            return port;
+    }
+    return -1;
+}
+
+/* The masters that answer ROLE "master" and serve slots: ports, how many. */
+static int cluster_masters(int *ports)
+{
+    int n = 0;
+    for (int i = 0; i < ncl; i++) {
+        redisReply *rep = node_cmd(cl_nodes[i].port, "ROLE");
+        bool master = rep && rep->type == REDIS_REPLY_ARRAY && rep->elements > 0 &&
+                      rep->element[0]->type == REDIS_REPLY_STRING &&
+                      strcmp(rep->element[0]->str, "master") == 0;
+        if (rep)
+            freeReplyObject(rep);
+        if (!master)
+            continue;
+        /* a master with no slots (an emptied one) is left out */
+        rep = node_cmd(cl_nodes[i].port, "CLUSTER MYID");
+        char id[64] = "";
+        if (rep && rep->type == REDIS_REPLY_STRING)
+            snprintf(id, sizeof id, "%s", rep->str);
+        if (rep)
+            freeReplyObject(rep);
+        rep = node_cmd(cl_nodes[i].port, "CLUSTER NODES");
+        bool slots = false;
+        if (rep && rep->type == REDIS_REPLY_STRING && id[0]) {
+            const char *line = strstr(rep->str, id);
+            if (line) {
+                const char *eol = strchr(line, '\n');
+                int fields = 0;
+                for (const char *c = line; c < (eol ? eol : line + strlen(line)); c++)
+                    fields += *c == ' ';
+                slots = fields >= 8;
+            }
+        }
+        if (rep)
+            freeReplyObject(rep);
+        if (slots)
+            ports[n++] = cl_nodes[i].port;
+    }
+    return n;
+}
+
+static void node_id(int port, char id[64])
+{
+    id[0] = 0;
+    redisReply *rep = node_cmd(port, "CLUSTER MYID");
+    if (rep && rep->type == REDIS_REPLY_STRING)
+        snprintf(id, 64, "%s", rep->str);
+    if (rep)
+        freeReplyObject(rep);
+}
+
+/* A replica of the master on port that is in sync (ROLE: slave of it, connected), or -1. */
+static int replica_of(int master)
+{
+    for (int i = 0; i < ncl; i++) {
+        redisReply *rep = node_cmd(cl_nodes[i].port, "ROLE");
+        int port = -1;
+        if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements >= 4 &&
+            strcmp(rep->element[0]->str, "slave") == 0 && rep->element[2]->integer == master &&
+            strcmp(rep->element[3]->str, "connected") == 0)
+            port = cl_nodes[i].port;
+        if (rep)
+            freeReplyObject(rep);
+        if (port > 0)
+            return port;
+    }
+    return -1;
+}
+
+/* Every node that answers says cluster_state:ok and names port master of slot. */
+static bool cluster_settled(int slot, int port)
+{
+    for (int i = 0; i < ncl; i++) {
+        redisReply *rep = node_cmd(cl_nodes[i].port, "CLUSTER INFO");
+        if (!rep)
+            continue;
+        bool ok = rep->type == REDIS_REPLY_STRING && strstr(rep->str, "cluster_state:ok");
+        freeReplyObject(rep);
+        if (!ok)
+            return false;
+    }
+    return port < 0 || slot_master(slot) == port;
+}
+
+static int slot_of(const char *name)
+{
+    redisReply *rep = node_cmd(cl_nodes[0].port, "CLUSTER KEYSLOT %s", name);
+    for (int i = 1; (!rep || rep->type != REDIS_REPLY_INTEGER) && i < ncl; i++) {
+        if (rep)
+            freeReplyObject(rep);
+        rep = node_cmd(cl_nodes[i].port, "CLUSTER KEYSLOT %s", name);
+    }
+    int slot = rep && rep->type == REDIS_REPLY_INTEGER ? (int)rep->integer : -1;
+    if (rep)
+        freeReplyObject(rep);
+    return slot;
+}
+
+/* Moves slot to the master on to, as redis-cli --cluster reshard does: IMPORTING on the
+ * target, MIGRATING on the source, MIGRATE of its keys 10 at a time, then SETSLOT NODE on
+ * the target, the source and every other master. Returns whether every step answered. */
+static bool move_slot(int slot, int from, int to)
+{
+    char from_id[64], to_id[64];
+    node_id(from, from_id);
+    node_id(to, to_id);
+    if (!from_id[0] || !to_id[0])
+        return false;
+    bool ok = true;
+    redisReply *rep = node_cmd(to, "CLUSTER SETSLOT %d IMPORTING %s", slot, from_id);
+    ok &= rep && rep->type != REDIS_REPLY_ERROR;
+    if (rep)
+        freeReplyObject(rep);
+    rep = node_cmd(from, "CLUSTER SETSLOT %d MIGRATING %s", slot, to_id);
+    ok &= rep && rep->type != REDIS_REPLY_ERROR;
+    if (rep)
+        freeReplyObject(rep);
+    for (int round = 0; ok && round < 1000; round++) {
+        rep = node_cmd(from, "CLUSTER GETKEYSINSLOT %d 10", slot);
+        if (!rep || rep->type != REDIS_REPLY_ARRAY) {
+            ok = false;
+            if (rep)
+                freeReplyObject(rep);
+            break;
+        }
+        size_t n = rep->elements;
+        if (n == 0) {
+            freeReplyObject(rep);
+            break;
+        }
+        const char *argv[32];
+        size_t lens[32];
+        int c = 0;
+        char port[16];
+        snprintf(port, sizeof port, "%d", to);
+        const char *head[] = {"MIGRATE", "127.0.0.1", port, "", "0", "5000", "KEYS"};
+        for (int k = 0; k < 7; k++)
+            argv[c++] = head[k];
+        for (size_t k = 0; k < n; k++)
+            argv[c++] = rep->element[k]->str;
+        for (int k = 0; k < c; k++)
+            lens[k] = strlen(argv[k]);
+        redisContext *r = connect_port(from, 5000);
+        redisReply *m = r ? redisCommandArgv(r, c, argv, lens) : NULL;
+        ok &= m && m->type != REDIS_REPLY_ERROR;
+        if (m && m->type == REDIS_REPLY_ERROR)
+            fprintf(stderr, "hist_run: MIGRATE: %s\n", m->str);
+        if (m)
+            freeReplyObject(m);
+        if (r)
+            redisFree(r);
+        freeReplyObject(rep);
+    }
+    /* the target first, then the source, then the others (as redis-cli does) */
+    int order[CLUSTER_MAX], no = 0;
+    order[no++] = to;
+    order[no++] = from;
+    int masters[CLUSTER_MAX];
+    int nm = cluster_masters(masters);
+    for (int k = 0; k < nm; k++)
+        if (masters[k] != to && masters[k] != from)
+            order[no++] = masters[k];
+    for (int k = 0; k < no; k++) {
+        rep = node_cmd(order[k], "CLUSTER SETSLOT %d NODE %s", slot, to_id);
+        ok &= rep && rep->type != REDIS_REPLY_ERROR;
+        if (rep)
+            freeReplyObject(rep);
+    }
+    return ok;
+}
+
+/* The names of the objects the clients use (their slots are the nemesis' targets). */
+static const char *object_name(const char *workload)
+{
+    if (strcmp(workload, "mutex") == 0 || strcmp(workload, "cli") == 0)
+        return "h:mutex";
+    if (strcmp(workload, "fair") == 0)
+        return "h:fair";
+    if (strcmp(workload, "rw") == 0)
+        return "h:rw";
+    if (strcmp(workload, "sem") == 0)
+        return "h:sem";
+    if (strcmp(workload, "permits") == 0)
+        return "h:permits";
+    return NULL;
+}
+
 /* ------------------------------------------------------------- the nemesis --------- */
 
 enum {
@@ -544,11 +1259,18 @@ enum {
     F_FAILOVER,
     F_PARTITION,
     F_SLOW,
+    F_SLOTMOVE,
+    F_SRVPAUSE,
+    F_RPARTITION,
+    F_SPARTITION,
+    F_OOM,
+    F_EVICT,
     F_COUNT
 };
-static const char *fault_names[F_COUNT] = {"pause",         "pause-long", "kill",  "srvkill",
-                                           "srvkill-noaof", "cpause",     "ckill", "flush",
-                                           "failover",      "partition",  "slow"};
+static const char *fault_names[F_COUNT] = {
+    "pause",    "pause-long", "kill",       "srvkill",   "srvkill-noaof", "cpause",
+    "ckill",    "flush",      "failover",   "partition", "slow",          "slotmove",
+    "srvpause", "rpartition", "spartition", "oom",       "evict"};
 static int faults[F_COUNT];
 static int nfaults;
 
@@ -559,7 +1281,7 @@ static bool parse_nemesis(const char *list)
     char buf[512];
     snprintf(buf, sizeof buf, "%s",
              strcmp(list, "all") == 0 ? "pause,pause-long,kill,srvkill,srvkill-noaof,cpause,"
-                                        "ckill,flush,failover"
+                                        "ckill,flush,failover,slotmove"
                                       : list);
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
         int f;
@@ -570,10 +1292,19 @@ static bool parse_nemesis(const char *list)
             fprintf(stderr, "hist_run: unknown fault %s\n", tok);
             return false;
         }
-        if (f == F_FAILOVER && !sentinel_mode)
+        if (f == F_FAILOVER && !sentinel_mode && !cluster_mode)
             continue; /* "all" on one server */
-        if ((f == F_PARTITION || f == F_SLOW) && sentinel_mode)
-            continue; /* the sentinels name the master by its loopback address */
+        if ((f == F_PARTITION || f == F_SLOW) && (sentinel_mode || cluster_mode) &&
+            !(f == F_PARTITION && snet_mode))
+            continue; /* network faults: single and sentinel-net (partition) only */
+        if ((f == F_RPARTITION || f == F_SPARTITION) && !snet_mode)
+            continue;
+        if ((f == F_OOM || f == F_EVICT) && cluster_mode)
+            continue; /* the filler's keys would have to follow the slots */
+        if (f == F_SLOTMOVE && !cluster_mode)
+            continue;
+        if (f == F_SRVPAUSE && (sentinel_mode || cluster_mode))
+            continue;
         faults[nfaults++] = f;
     }
     return true;
@@ -613,6 +1344,19 @@ static step draw(void)
     case F_SLOW:
         st.ms = 1000 + (int64_t)(r % 3001);
         break;
+    case F_SRVPAUSE:
+        st.ms = 100 + (int64_t)(r % 4901);
+        break;
+    case F_RPARTITION:
+        st.ms = 1000 + (int64_t)(r % 5001);
+        break;
+    case F_SPARTITION:
+        st.ms = 2000 + (int64_t)(r % 6001);
+        break;
+    case F_OOM:
+    case F_EVICT:
+        st.ms = 500 + (int64_t)(r % 3501);
+        break;
     default:
         st.ms = 100 + (int64_t)(r % 1401);
     }
@@ -634,7 +1378,9 @@ static void kill_server(bool keep_data, int64_t down_ms)
     /* Sentinel: the node comes back empty (no AOF), as master if the sentinels have not
      * failed over yet, and a failover loses what the replica had not received: either
      * may lose the data */
-    int64_t value = sentinel_mode ? 0 : keep_data;
+    /* Redlock: one member's server; VALUE 2 when it lost its data (one of three: the
+     * quorum survives it, so the checkers do not count it as a loss of the lock) */
+    int64_t value = sentinel_mode ? 0 : redlock_mode ? (keep_data ? 1 : 2) : keep_data;
     nemesis_event("srvkill", "invoke", -1, value);
     kill(pid, SIGKILL);
     if (s->pid == pid)
@@ -656,10 +1402,202 @@ static void kill_server(bool keep_data, int64_t down_ms)
     restarts++;
 }
 
+/* ------------------------------------------------------------- Cluster faults ----- */
+
+static const char *objects[8];
+static int nobjects;
+
+/* The slot of the object the step aims at (its target modulo the objects), or -1. */
+static int target_slot(const step *st, const char **name)
+{
+    if (nobjects == 0)
+        return -1;
+    *name = objects[st->target % nobjects];
+    return slot_of(*name);
+}
+
+static server *cl_node(int port)
+{
+    for (int i = 0; i < ncl; i++)
+        if (cl_nodes[i].port == port)
+            return &cl_nodes[i];
+    return NULL;
+}
+
+/* Waits (up to 10 s) until the Cluster has settled: every node ok, the slot served, and
+ * its master with a replica in sync. */
+static bool cluster_settle(int slot)
+{
+    for (int k = 0; k < 200; k++) {
+        int m = slot_master(slot);
+        if (m > 0 && cluster_settled(slot, m) && replica_of(m) > 0)
+            return true;
+        sleep_ms(50);
+    }
+    return false;
+}
+
+/* kill -9 of the master of the target's slot; the Cluster fails over by itself (its
+ * replica takes the slots after cluster-node-timeout); the node is started again after
+ * down_ms (no AOF: empty, it rejoins as a replica, or as the master if it came back
+ * before the failover, with nothing). Either may lose the data: VALUE 0. */
+static void cluster_kill(const step *st)
+{
+    const char *name = "";
+    int slot = target_slot(st, &name);
+    int port = slot >= 0 ? slot_master(slot) : -1;
+    server *s = port > 0 ? cl_node(port) : NULL;
+    pid_t pid = port > 0 ? pid_of_port(port) : -1;
+    if (!s || pid <= 0) {
+        nemesis_event("srvkill", "fail", -1, 0);
+        return;
+    }
+    nemesis_event("srvkill", "invoke", -1, 0);
+    kill(pid, SIGKILL);
+    if (s->pid == pid)
+        waitpid(pid, NULL, 0);
+    else
+        for (int i = 0; i < 100 && kill(pid, 0) == 0; i++)
+            sleep_ms(10);
+    sleep_ms(st->ms);
+    bool up = restart_server(s);
+    up &= cluster_settle(slot);
+    nemesis_event("srvup", up ? "ok" : "fail", -1, 0);
+    restarts++;
+}
+
+/* CLUSTER FAILOVER on a replica of the target slot's master: a coordinated switch (the
+ * master stops its clients until the replica has caught up), which loses nothing: VALUE 1.
+ * Its end: every node names the replica master of the slot, and it has a replica again. */
+static void cluster_failover(const step *st)
+{
+    const char *name = "";
+    int slot = target_slot(st, &name);
+    int master = slot >= 0 ? slot_master(slot) : -1;
+    int replica = master > 0 ? replica_of(master) : -1;
+    if (replica < 0) {
+        nemesis_event("failover", "fail", -1, 1);
+        return;
+    }
+    nemesis_event("failover", "invoke", -1, 1);
+    redisReply *rep = node_cmd(replica, "CLUSTER FAILOVER");
+    bool ok = rep && rep->type == REDIS_REPLY_STATUS;
+    if (rep)
+        freeReplyObject(rep);
+    bool switched = false;
+    for (int k = 0; ok && k < 200 && !switched; k++) {
+        switched = cluster_settled(slot, replica);
+        if (!switched)
+            sleep_ms(50);
+    }
+    for (int k = 0; switched && k < 200 && replica_of(replica) < 0; k++)
+        sleep_ms(50);
+    nemesis_event("failover", ok && switched ? "ok" : "fail", -1, 1);
+}
+
+/* The target's slot moved to another master (MIGRATE of its keys while clients use them:
+ * ASK and TRYAGAIN meanwhile). VALUE = the slot. */
+static void cluster_slotmove(const step *st)
+{
+    const char *name = "";
+    int slot = target_slot(st, &name);
+    int from = slot >= 0 ? slot_master(slot) : -1;
+    int masters[CLUSTER_MAX];
+    int n = cluster_masters(masters), to = -1;
+    for (int k = 0; k < n && to < 0; k++)
+        if (masters[(k + st->target) % n] != from)
+            to = masters[(k + st->target) % n];
+    if (from < 0 || to < 0) {
+        nemesis_event("slotmove", "fail", -1, slot);
+        return;
+    }
+    nemesis_event("slotmove", "invoke", -1, slot);
+    bool ok = move_slot(slot, from, to);
+    for (int k = 0; ok && k < 200 && !cluster_settled(slot, to); k++)
+        sleep_ms(50);
+    nemesis_event("slotmove", ok ? "ok" : "fail", -1, slot);
+}
+
+/* Memory pressure on the master (Redlock: one server): maxmemory set just above what it
+ * uses, then a filler writes 4 KB values until the server refuses (noeviction: "oom",
+ * acquisitions get BATON_ENOMEM, renewals and releases go on) or, with allkeys-lru
+ * ("evict", a policy the guarantees exclude: the locks' keys may be evicted, a loss, VALUE
+ * 0), until it has written twice the headroom; held for ms, then the filler's keys are
+ * deleted and the limits restored. */
+static void memory_pressure(bool evict, int64_t ms)
+{
+    const char *op = evict ? "evict" : "oom";
+    int port = master_port();
+    redisContext *r = port > 0 ? connect_port(port, 2000) : NULL;
+    if (!r) {
+        nemesis_event(op, "fail", -1, evict ? 0 : 1);
+        return;
+    }
+    long long used = 0;
+    redisReply *rep = redisCommand(r, "INFO memory");
+    if (rep && rep->type == REDIS_REPLY_STRING) {
+        const char *u = strstr(rep->str, "used_memory:");
+        if (u)
+            used = atoll(u + 12);
+    }
+    if (rep)
+        freeReplyObject(rep);
+    nemesis_event(op, "invoke", -1, evict ? 0 : 1);
+    long long headroom = 256 * 1024;
+    rep = redisCommand(r, "CONFIG SET maxmemory-policy %s", evict ? "allkeys-lru" : "noeviction");
+    if (rep)
+        freeReplyObject(rep);
+    rep = redisCommand(r, "CONFIG SET maxmemory %lld", used + headroom);
+    if (rep)
+        freeReplyObject(rep);
+    static char value[4096];
+    memset(value, 'x', sizeof value - 1);
+    int n = 0;
+    for (; n < 2 * headroom / 4096 + 64; n++) {
+        rep = redisCommand(r, "SET hist:fill:%d %s", n, value);
+        bool refused = !rep || rep->type == REDIS_REPLY_ERROR;
+        if (rep)
+            freeReplyObject(rep);
+        if (refused)
+            break;
+    }
+    sleep_ms(ms);
+    for (int k = 0; k <= n; k++) {
+        rep = redisCommand(r, "DEL hist:fill:%d", k);
+        if (rep)
+            freeReplyObject(rep);
+    }
+    rep = redisCommand(r, "CONFIG SET maxmemory 0");
+    bool ok = rep && rep->type == REDIS_REPLY_STATUS;
+    if (rep)
+        freeReplyObject(rep);
+    rep = redisCommand(r, "CONFIG SET maxmemory-policy noeviction");
+    if (rep)
+        freeReplyObject(rep);
+    redisFree(r);
+    nemesis_event(op, ok ? "ok" : "fail", -1, evict ? 0 : 1);
+}
+
 static void inject(const step *st)
 {
     int i = st->target;
+    rl_target = st->target % 3;
     switch (st->fault) {
+    case F_SRVPAUSE: {
+        /* SIGSTOP of the server (Redlock: one of the three) for 0.1-5 s */
+        int port = master_port();
+        pid_t pid = port > 0 ? pid_of_port(port) : -1;
+        if (pid <= 0) {
+            nemesis_event("srvpause", "fail", -1, st->ms);
+            return;
+        }
+        nemesis_event("srvpause", "invoke", -1, st->ms);
+        kill(pid, SIGSTOP);
+        sleep_ms(st->ms);
+        kill(pid, SIGCONT);
+        nemesis_event("srvpause", "ok", -1, st->ms);
+        break;
+    }
     case F_PAUSE:
     case F_PAUSE_LONG: {
         bool long_ = st->fault == F_PAUSE_LONG;
@@ -668,9 +1606,13 @@ static void inject(const step *st)
             return;
         }
         nemesis_event("pause", "invoke", i, long_);
-        kill(clients[i].pid, SIGSTOP);
+        /* a cli client: its group, the baton it runs with it */
+        pid_t target = strcmp(clients[i].workload, "cli") == 0 ? -clients[i].pid : clients[i].pid;
+        if (kill(target, SIGSTOP) != 0)
+            kill(clients[i].pid, SIGSTOP);
         clients[i].stopped = true;
         sleep_ms(st->ms);
+        kill(target, SIGCONT);
         kill(clients[i].pid, SIGCONT);
         clients[i].stopped = false;
         nemesis_event("pause", "ok", i, long_);
@@ -691,11 +1633,52 @@ static void inject(const step *st)
         break;
     }
     case F_SRVKILL:
-        kill_server(true, st->ms);
-        break;
     case F_SRVKILL_NOAOF:
-        kill_server(false, st->ms);
+        if (cluster_mode)
+            cluster_kill(st);
+        else
+            kill_server(st->fault == F_SRVKILL, st->ms);
         break;
+    case F_SLOTMOVE:
+        cluster_slotmove(st);
+        break;
+    case F_OOM:
+    case F_EVICT:
+        memory_pressure(st->fault == F_EVICT, st->ms);
+        break;
+    case F_RPARTITION: {
+        /* the current master from its replica */
+        int m = snet_index(master_port());
+        bool ok = m >= 0 && snet_block(m, 1 - m);
+        nemesis_event("rpartition", ok ? "invoke" : "fail", -1, st->ms);
+        if (ok) {
+            sleep_ms(st->ms);
+            snet_heal();
+            nemesis_event("rpartition", "ok", -1, st->ms);
+        } else {
+            snet_heal();
+        }
+        break;
+    }
+    case F_SPARTITION: {
+        /* the current master and one sentinel (a minority) from the replica, the two other
+         * sentinels and the clients' namespace: the majority fails over */
+        int m = snet_index(master_port());
+        int sen = 2 + st->target % 3;
+        bool ok = m >= 0;
+        for (int k = 0; k < SNET_N && ok; k++)
+            if (k != m && k != sen)
+                ok = snet_block(m, k) && snet_block(sen, k);
+        nemesis_event("spartition", ok ? "invoke" : "fail", -1, st->ms);
+        if (ok) {
+            sleep_ms(st->ms);
+            snet_heal();
+            nemesis_event("spartition", "ok", -1, st->ms);
+        } else {
+            snet_heal();
+        }
+        break;
+    }
     case F_CPAUSE: {
         int64_t ms = client_timeout_ms + st->ms;
         nemesis_event("cpause", "invoke", -1, ms);
@@ -715,6 +1698,25 @@ static void inject(const step *st)
         break;
     }
     case F_PARTITION:
+        if (snet_mode) {
+            /* the clients' namespace from the current master */
+            int m = snet_index(master_port());
+            bool ok = m >= 0 && snet_block(5, m);
+            for (int k = 0; k < nclients; k++)
+                if (k % 3 == 1)
+                    nemesis_event("partition", ok ? "invoke" : "fail", k, st->ms);
+            if (!ok) {
+                snet_heal();
+                break;
+            }
+            sleep_ms(st->ms);
+            snet_heal();
+            for (int k = 0; k < nclients; k++)
+                if (k % 3 == 1)
+                    nemesis_event("partition", "ok", k, st->ms);
+            break;
+        }
+        /* fall through */
     case F_SLOW: {
         /* the namespace's clients from the lock server: every packet dropped, or squeezed
          * through 16 kbit/s; one event per client it reaches */
@@ -733,6 +1735,10 @@ static void inject(const step *st)
         break;
     }
     case F_FAILOVER: {
+        if (cluster_mode) {
+            cluster_failover(st);
+            break;
+        }
         bool ok = false;
         int old_master = master_port();
         nemesis_event("failover", "invoke", -1, sync_replicas > 0);
@@ -782,8 +1788,9 @@ static void check_switch(int64_t since)
 static void usage(void)
 {
     fprintf(stderr, "usage: hist_run --seed S --time SECONDS --nemesis LIST|all|none "
-                    "--deployment single|sentinel [--clients mutex:4,...] [--keep DIR] "
-                    "[--client PATH] [--skew RATE]\n");
+                    "--deployment single|sentinel|sentinel-net|cluster|redlock [--clients "
+                    "mutex:4,...] [--keep DIR] "
+                    "[--client PATH] [--skew RATE] [--stock N]\n");
     exit(2);
 }
 
@@ -798,8 +1805,9 @@ static void on_signal(int sig)
 int main(int argc, char **argv)
 {
     const char *nemesis = "none", *deployment = "single", *keep = NULL;
-    const char *spec = "mutex:4,fair:3,rw:3,sem:3,permits:3,latch:4";
+    const char *spec = NULL;
     int64_t seconds = 30;
+    long long stock = 0;
     seed = 1;
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc)
@@ -820,13 +1828,23 @@ int main(int argc, char **argv)
             client_path = argv[++i];
         else if (strcmp(argv[i], "--skew") == 0)
             skew = argv[++i];
+        else if (strcmp(argv[i], "--stock") == 0)
+            stock = atoll(argv[++i]);
         else
             usage();
     }
     if (strcmp(deployment, "sentinel") == 0)
         sentinel_mode = true;
+    else if (strcmp(deployment, "sentinel-net") == 0)
+        sentinel_mode = snet_mode = true;
+    else if (strcmp(deployment, "cluster") == 0)
+        cluster_mode = true;
+    else if (strcmp(deployment, "redlock") == 0)
+        redlock_mode = true;
     else if (strcmp(deployment, "single") != 0)
         usage();
+    if (!spec)
+        spec = redlock_mode ? "redlock:6" : "mutex:4,cli:2,fair:3,rw:3,sem:3,permits:3,latch:4";
     if (!parse_nemesis(nemesis))
         return 2;
     if (skew && access(FAKETIME_LIB, R_OK) != 0) {
@@ -866,7 +1884,13 @@ int main(int argc, char **argv)
         want_net |= faults[k] == F_PARTITION || faults[k] == F_SLOW;
     owner_pid = getpid();
     atexit(net_teardown_at_exit);
-    if (want_net && !net_setup()) {
+    if (snet_mode) {
+        if (!snet_setup()) {
+            fprintf(stderr, "hist_run: sentinel-net: network namespaces unusable (above)\n");
+            snet_teardown();
+            return 3;
+        }
+    } else if (want_net && !net_setup()) {
         fprintf(stderr, "hist_run: network namespaces unavailable (ip netns): no network faults\n");
         net_teardown();
         net_ip[0] = 0;
@@ -878,7 +1902,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "hist_run: could not start the resource server\n");
         return 3;
     }
-    if (sentinel_mode) {
+    if (snet_mode) {
+        if (!snet_start()) {
+            snet_teardown();
+            stop_server(&sent_nodes[0]);
+            stop_server(&sent_nodes[1]);
+            stop_server(&resource);
+            return 3;
+        }
+    } else if (sentinel_mode) {
         const char *ports = getenv("HIST_SENTINEL_PORTS");
         const char *m = getenv("HIST_SENTINEL_MASTER"), *rp = getenv("HIST_SENTINEL_REPLICA");
         const char *dir = getenv("HIST_SENTINEL_DIR");
@@ -896,6 +1928,37 @@ int main(int argc, char **argv)
         snprintf(lock_url, sizeof lock_url,
                  "redis+sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d/mymaster",
                  sentinel_ports[0], sentinel_ports[1], sentinel_ports[2]);
+    } else if (redlock_mode) {
+        int len = 0;
+        for (int i = 0; i < 3; i++) {
+            snprintf(rl_nodes[i].dir, sizeof rl_nodes[i].dir, "%s/server%d", workdir, i);
+            mkdir(rl_nodes[i].dir, 0755);
+            rl_nodes[i].aof = true;
+            if (!start_server(&rl_nodes[i])) {
+                fprintf(stderr, "hist_run: could not start Redlock server %d\n", i);
+                return 3;
+            }
+            len += snprintf(lock_url + len, sizeof lock_url - (size_t)len, "%sredis://127.0.0.1:%d",
+                            i ? "," : "", rl_nodes[i].port);
+        }
+    } else if (cluster_mode) {
+        const char *ports = getenv("HIST_CLUSTER_PORTS"), *dir = getenv("HIST_CLUSTER_DIR");
+        if (!ports || !dir) {
+            fprintf(stderr, "hist_run: --deployment cluster needs tests/histories/run\n");
+            stop_server(&resource);
+            return 2;
+        }
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", ports);
+        int len = snprintf(lock_url, sizeof lock_url, "redis+cluster://");
+        for (char *tok = strtok(buf, " "); tok && ncl < CLUSTER_MAX; tok = strtok(NULL, " ")) {
+            server *n = &cl_nodes[ncl++];
+            n->port = atoi(tok);
+            n->cluster = true;
+            snprintf(n->dir, sizeof n->dir, "%s/%d", dir, n->port);
+            len += snprintf(lock_url + len, sizeof lock_url - (size_t)len, "%s127.0.0.1:%d",
+                            ncl > 1 ? "," : "", n->port);
+        }
     } else {
         snprintf(single.dir, sizeof single.dir, "%s/server", workdir);
         mkdir(single.dir, 0755);
@@ -914,6 +1977,16 @@ int main(int argc, char **argv)
     nem = fopen(path, "w");
     if (!nem)
         return 3;
+    if (stock > 0) {
+        if (!mdb_start(stock)) {
+            mdb_stop();
+            return 3;
+        }
+        setenv("HIST_MARIADB_SOCKET", mdb_sock, 1);
+        fprintf(nem, "%" PRId64 " %" PRId64 " 2000 0 stock init ok 0 0 %lld\n", srv_us(), mono_ns(),
+                stock);
+        fflush(nem);
+    }
 
     /* the clients */
     char specbuf[512];
@@ -929,6 +2002,14 @@ int main(int argc, char **argv)
             snprintf(clients[nclients].workload, sizeof clients[nclients].workload, "%s", tok);
             nclients++;
         }
+    }
+    for (int i = 0; i < nclients; i++) {
+        const char *o = object_name(clients[i].workload);
+        bool seen = !o;
+        for (int k = 0; k < nobjects && !seen; k++)
+            seen = strcmp(objects[k], o) == 0;
+        if (!seen && nobjects < 8)
+            objects[nobjects++] = o;
     }
     int64_t start = srv_us();
     end_us = start + seconds * 1000000;
@@ -973,15 +2054,43 @@ int main(int argc, char **argv)
             kill(clients[i].pid, SIGKILL);
             waitpid(clients[i].pid, NULL, 0);
         }
+    /* no permit lost: every client stopped, the leases end; one read of each semaphore */
+    for (int i = 0; i < nclients && !interrupted; i++) {
+        const char *w = clients[i].workload;
+        bool first = true;
+        for (int k = 0; k < i; k++)
+            first &= strcmp(clients[k].workload, w) != 0;
+        if (first && (strcmp(w, "sem") == 0 || strcmp(w, "permits") == 0))
+            run_final(w, 1000 + i);
+    }
+    if (mdb_pid > 0) {
+        char out[128] = "";
+        long long qty = -1, fence = -1;
+        bool read = mdb_sql("SELECT qty, fence FROM h.stock WHERE id = 1", out, sizeof out) == 0 &&
+                    sscanf(out, "%lld %lld", &qty, &fence) == 2;
+        fprintf(nem, "%" PRId64 " %" PRId64 " 2000 0 stock final %s %lld 0 %lld\n", srv_us(),
+                mono_ns(), read ? "ok" : "info", fence, qty);
+        mdb_stop();
+    }
     fclose(nem);
     if (sentinel_mode) {
         /* the nodes this runner started again are its own to stop */
         for (int i = 0; i < 2; i++)
             stop_server(&sent_nodes[i]);
+    } else if (cluster_mode) {
+        for (int i = 0; i < ncl; i++)
+            stop_server(&cl_nodes[i]);
+    } else if (redlock_mode) {
+        for (int i = 0; i < 3; i++)
+            stop_server(&rl_nodes[i]);
     } else {
         stop_server(&single);
     }
     stop_server(&resource);
+    if (snet_mode) {
+        net_ns[0] = 0; /* the clients' namespace is snet's */
+        snet_teardown();
+    }
     net_teardown();
 
     /* merge and check */
