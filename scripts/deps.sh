@@ -1,8 +1,10 @@
 #!/bin/sh
 # Installs what building, testing and running baton needs, if anything is missing, from
 # Debian's packages (Debian 12). Safe to run again: it installs nothing when all is there.
+# With arguments, those packages instead (bench/deps-bench.sh: the benchmark's peers).
 set -e
-PKGS="build-essential cmake pkg-config libhiredis-dev libssl-dev openssl redis-server redis-tools libcriterion-dev
+PKGS="$*"
+[ -n "$PKGS" ] || PKGS="build-essential cmake pkg-config libhiredis-dev libssl-dev openssl redis-server redis-tools libcriterion-dev
 go-md2man man-db tmux dpkg-dev debhelper lintian systemd perl libfaketime iproute2
 mariadb-server mariadb-client"
 missing=
