@@ -19,6 +19,8 @@
 -- uses: publish (lua/lib/publish.lua, put in front of this script by the build)
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- every key it writes is read first: a key of another type fails before any write
+redis.call('hlen', KEYS[2])
 local st = redis.call('hmget', KEYS[1], 'parties', 'gen', 'count')
 local gen = tonumber(st[2] or '0') or 0
 local count = tonumber(st[3] or '0') or 0

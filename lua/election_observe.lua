@@ -13,6 +13,8 @@
 --          leader has not recorded itself yet); pttl the lock's remaining lease (-2: none);
 --          entries as XRANGE gives them: {{id, {field, value, ...}}, ...}
 -- uses: publish (lua/lib/publish.lua, put in front of this script by the build)
+-- every key it writes is read first: a key of another type fails before any write
+redis.call('xlen', KEYS[3])
 local rec = redis.call('hmget', KEYS[2], 'owner', 'term', 'value', 'origin', 'since')
 if rec[1] and redis.call('hexists', KEYS[1], rec[1]) == 0 then
     local t = redis.call('time')

@@ -19,6 +19,8 @@
 if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
     return {0, 0}
 end
+-- every key it writes is read first: a key of another type fails before any write
+redis.call('xlen', KEYS[3])
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local old = redis.call('hmget', KEYS[2], 'owner', 'term', 'value', 'origin', 'since')

@@ -15,6 +15,8 @@
 --          0    one hold released, holds remain (a campaign never re-enters: not expected)
 --          1    released; RESIGNED logged if the record was this owner's
 -- uses: publish (lua/lib/publish.lua, put in front of this script by the build)
+-- every key it writes is read first: a key of another type fails before any write
+redis.call('xlen', KEYS[5])
 local done = redis.call('get', KEYS[7])
 if done ~= false then
     return tonumber(done)

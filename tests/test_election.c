@@ -581,3 +581,27 @@ Test(election, chaos_kill_9_and_client_pause, .timeout = 180)
     redisFree(r);
     munmap(ch, sizeof *ch);
 }
+
+Test(election, a_key_of_another_type_fails_before_any_write)
+{
+    baton_client *c = th_client(NULL);
+    const char *name = th_tmpname("el");
+    baton_election *e = open_e(c, name);
+    redisContext *r = th_redis();
+    freeReplyObject(th_cmd(r, "SET baton_election_log:{%s} x", name));
+    cr_assert(eq(int, baton_election_campaign(e, "v", 0, BATON_LEASE_WATCHDOG), BATON_EPROTO));
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s baton_election:{%s}", name, name), 0),
+              "neither the lock nor a record is left behind");
+    baton_leader ld;
+    cr_assert(eq(int, baton_election_leader(e, &ld), BATON_EPROTO));
+    th_cmd_int(r, "DEL baton_election_log:{%s}", name);
+    cr_assert(eq(int, baton_election_campaign(e, "v", 0, BATON_LEASE_WATCHDOG), BATON_OK));
+    freeReplyObject(th_cmd(r, "SET baton_election_log:{%s} x", name));
+    cr_assert(eq(int, baton_election_resign(e), BATON_EPROTO));
+    cr_assert(eq(i64, th_cmd_int(r, "HLEN %s", name), 1), "the resign wrote nothing");
+    th_cmd_int(r, "DEL baton_election_log:{%s}", name);
+    cr_assert(eq(int, baton_election_resign(e), BATON_OK));
+    redisFree(r);
+    baton_election_close(e);
+    baton_client_close(c);
+}
