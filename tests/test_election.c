@@ -605,3 +605,151 @@ Test(election, a_key_of_another_type_fails_before_any_write)
     baton_election_close(e);
     baton_client_close(c);
 }
+
+/* ---------------------------------------------------------------- the CLI ------------ */
+
+#ifdef BATON_CLI_PATH
+#include "cli_helper.h"
+
+/* Each elected COMMAND appends "start TERM NS" and, when stopped, "end TERM NS". */
+static const char *const LEADER_SCRIPT =
+    "trap 'echo end $BATON_FENCING_TOKEN $(date +%s%N) >> \"$0\"; exit 0' TERM; "
+    "echo start $BATON_FENCING_TOKEN $(date +%s%N) >> \"$0\"; while :; do sleep 0.02; done";
+
+typedef struct mark {
+    bool start;
+    long long term, ns;
+} mark;
+
+static int read_marks(const char *path, mark *m, int max)
+{
+    char *text = cli_read_file(path);
+    int n = 0;
+    for (char *line = text ? strtok(text, "\n") : NULL; line && n < max;
+         line = strtok(NULL, "\n")) {
+        char what[8];
+        if (sscanf(line, "%7s %lld %lld", what, &m[n].term, &m[n].ns) == 3) {
+            m[n].start = strcmp(what, "start") == 0;
+            n++;
+        }
+    }
+    free(text);
+    return n;
+}
+
+Test(election, cli_elect_a_killed_leaders_command_ends_before_the_next_starts, .timeout = 90)
+{
+    const char *name = th_tmpname("cli-el");
+    char *log = cli_path("marks");
+    pid_t kids[3];
+    for (int i = 0; i < 3; i++)
+        kids[i] = cli_spawn(
+            ARGS("elect", name, "--watchdog", "1s", "--", "sh", "-c", LEADER_SCRIPT, log));
+    baton_client *c = th_client(NULL);
+    baton_election *e = open_e(c, name);
+    int64_t takeovers[2];
+    for (int round = 0; round < 2; round++) {
+        baton_leader ld = {0};
+        int64_t seen_term = 0;
+        for (int i = 0; i < 500; i++) { /* a leader that has started its COMMAND */
+            mark m[64];
+            int n = read_marks(log, m, 64);
+            if (baton_election_leader(e, &ld) == BATON_OK && ld.term > 0 && n > 0 &&
+                m[n - 1].start && m[n - 1].term == ld.term) {
+                seen_term = ld.term;
+                break;
+            }
+            th_sleep_ms(10);
+        }
+        cr_assert(gt(i64, seen_term, 0), "round %d: no leader ran COMMAND", round);
+        int k = -1;
+        for (int i = 0; i < 3; i++)
+            if (kids[i] == (pid_t)ld.pid)
+                k = i;
+        cr_assert(ge(int, k, 0), "the leader is one of the three");
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        long long killed_ns = ts.tv_sec * 1000000000LL + ts.tv_nsec;
+        kill(kids[k], SIGKILL);
+        th_wait(kids[k]);
+        kids[k] = -1;
+        /* the next leader's start */
+        mark m[64];
+        int n = 0;
+        for (int i = 0; i < 400; i++) {
+            n = read_marks(log, m, 64);
+            if (n > 0 && m[n - 1].start && m[n - 1].term > seen_term)
+                break;
+            th_sleep_ms(10);
+        }
+        cr_assert(gt(int, n, 1));
+        cr_assert(m[n - 1].start && m[n - 1].term > seen_term, "round %d: nobody took over", round);
+        bool ended = false;
+        for (int i = 0; i < n - 1; i++)
+            if (!m[i].start && m[i].term == seen_term) {
+                ended = true;
+                cr_assert(lt(i64, m[i].ns, m[n - 1].ns),
+                          "the deposed COMMAND ended after the next started");
+            }
+        cr_assert(ended, "the killed leader's COMMAND got SIGTERM");
+        takeovers[round] = (m[n - 1].ns - killed_ns) / 1000000;
+        cr_log_info("baton elect: next COMMAND started %lld ms after kill -9 (lease 1 s)",
+                    (long long)takeovers[round]);
+        cr_assert(le(i64, takeovers[round], 1000 + 333 + 300));
+    }
+    for (int i = 0; i < 3; i++)
+        if (kids[i] > 0) {
+            kill(kids[i], SIGTERM);
+            th_wait(kids[i]);
+        }
+    baton_election_close(e);
+    baton_client_close(c);
+    free(log);
+}
+
+Test(election, cli_leader_prints_and_watches)
+{
+    const char *name = th_tmpname("cli-ld");
+    cli_result r;
+    cli_exec(&r, ARGS("leader", name));
+    cr_assert(eq(int, r.status, 1));
+    cr_assert(not(eq(ptr, strstr(r.out, "no leader"), NULL)));
+    cli_result_free(&r);
+    baton_client *c = th_client(NULL);
+    baton_election *e = open_e(c, name);
+    cr_assert(eq(int, baton_election_campaign(e, "v1", 0, BATON_LEASE_WATCHDOG), BATON_OK));
+    cli_exec(&r, ARGS("leader", name, "--json"));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    json *j = json_parse(r.out);
+    cr_assert(not(eq(ptr, j, NULL)), "%s", r.out);
+    cr_assert(eq(str, json_get(j, "value")->string, "v1"));
+    cr_assert(eq(int, (int)json_get(j, "pid")->number, (int)getpid()));
+    json_free(j);
+    cli_result_free(&r);
+    pid_t w = cli_spawn(ARGS("leader", name, "--watch"));
+    char path[512];
+    snprintf(path, sizeof path, "%s/bg-%d.out", cli_tmpdir(), (int)w);
+    char *text = NULL;
+    for (int i = 0; i < 300 && !(text && strstr(text, "term")); i++) {
+        free(text);
+        th_sleep_ms(10);
+        text = cli_read_file(path);
+    }
+    cr_assert(eq(int, baton_election_proclaim(e, "v2"), BATON_OK));
+    cr_assert(eq(int, baton_election_resign(e), BATON_OK));
+    for (int i = 0; i < 300 && !(text && strstr(text, "resigned")); i++) {
+        free(text);
+        th_sleep_ms(10);
+        text = cli_read_file(path);
+    }
+    kill(w, SIGTERM);
+    th_wait(w);
+    cr_assert(not(eq(ptr, text, NULL)));
+    const char *p1 = strstr(text, "value v1"), *p2 = strstr(text, "proclaimed term"),
+               *p3 = strstr(text, "resigned term");
+    cr_assert(p1 && p2 && p3 && p1 < p2 && p2 < p3, "the watch printed, in order: %s", text);
+    free(text);
+    baton_election_close(e);
+    baton_client_close(c);
+}
+#endif
