@@ -362,3 +362,69 @@ Test(barrier, the_latch_counts_down_and_awaits_in_one_call)
     baton_latch_close(l);
     baton_client_close(c);
 }
+
+/* ---------------------------------------------------------------- the CLI ------------ */
+
+#ifdef BATON_CLI_PATH
+#include "cli_helper.h"
+
+Test(barrier, cli_barrier_with_command_starts_and_ends_six_jobs_together, .timeout = 60)
+{
+    const char *name = th_tmpname("cli-bar");
+    char *log = cli_path("jobs");
+    /* job i works i * 50 ms: without the leave barrier they would end 250 ms apart */
+    pid_t kids[JOBS];
+    char script[256];
+    for (int i = 0; i < JOBS; i++) {
+        snprintf(script, sizeof script,
+                 "echo start $(date +%%s%%N) >> \"$0\"; sleep 0.%02d; echo work $(date +%%s%%N) "
+                 ">> \"$0\"",
+                 i * 5);
+        kids[i] = cli_spawn(ARGS("barrier", name, "--parties", "6", "--timeout", "20s", "--", "sh",
+                                 "-c", script, log));
+        th_sleep_ms(40);
+    }
+    int64_t done[JOBS];
+    for (int i = 0; i < JOBS; i++) {
+        cr_assert(eq(int, th_wait(kids[i]), 0), "job %d", i);
+        done[i] = th_ms();
+    }
+    /* all return after the longest job: waited in order, the first returned last-ish */
+    int64_t spread = done[JOBS - 1] - done[0];
+    cr_log_info("baton barrier -- COMMAND: the 6 batons exited within %lld ms", (long long)spread);
+    cr_assert(lt(i64, spread, 150), "the jobs ended together");
+    char *text = cli_read_file(log);
+    cr_assert(not(eq(ptr, text, NULL)));
+    long long first = 0, last = 0, lastwork = 0;
+    int starts = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        long long ns = 0;
+        if (sscanf(line, "start %lld", &ns) == 1) {
+            first = first == 0 || ns < first ? ns : first;
+            last = ns > last ? ns : last;
+            starts++;
+        } else if (sscanf(line, "work %lld", &ns) == 1) {
+            lastwork = ns > lastwork ? ns : lastwork;
+        }
+    }
+    cr_assert(eq(int, starts, JOBS));
+    cr_log_info("baton barrier -- COMMAND: 6 starts within %lld ms", (last - first) / 1000000);
+    cr_assert(lt(i64, (last - first) / 1000000, 150), "the jobs started together");
+    free(text);
+    free(log);
+}
+
+Test(barrier, cli_barrier_a_party_that_times_out_exits_123_and_the_others_125)
+{
+    const char *name = th_tmpname("cli-bar");
+    pid_t w = cli_spawn(ARGS("barrier", name, "--parties", "3"));
+    th_sleep_ms(300);
+    cli_result r;
+    cli_exec(&r, ARGS("barrier", name, "--parties", "3", "--timeout", "300ms"));
+    cr_assert(eq(int, r.status, 123), "%s", r.err);
+    cli_result_free(&r);
+    int64_t t0 = th_ms();
+    cr_assert(eq(int, th_wait(w), 125));
+    cr_assert(lt(i64, th_ms() - t0, 500));
+}
+#endif
