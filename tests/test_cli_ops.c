@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 TestSuite(cli_ops, .timeout = 60);
@@ -423,6 +424,27 @@ Test(cli_ops, the_loss_message_names_the_cause)
     redisFree(rc);
 }
 
+/* Another cause the library counts: a lease that ran out while baton could not renew it
+ * (stopped past it). */
+Test(cli_ops, the_loss_message_names_an_expiry, .timeout = 30)
+{
+    const char *name = th_tmpname("ops-expired");
+    pid_t pid = cli_spawn(ARGS("lock", name, "--watchdog", "600ms", "--", "sleep", "20"));
+    cr_assert(status_until(name, held, 5000));
+    kill(pid, SIGSTOP);
+    redisContext *rc = th_redis();
+    int64_t end = th_ms() + 5000;
+    while (th_cmd_int(rc, "EXISTS %s", name) == 1 && th_ms() < end)
+        th_sleep_ms(20);
+    cr_assert(eq(i64, (int64_t)th_cmd_int(rc, "EXISTS %s", name), 0), "the lease never ran out");
+    kill(pid, SIGCONT);
+    cr_assert(eq(int, th_wait(pid), 122));
+    char *err = cli_bg_err(pid);
+    cr_assert(strstr(err, "expired") != NULL, "%s", err);
+    free(err);
+    redisFree(rc);
+}
+
 /* ---------------------------------------------------------------- small ones --------- */
 
 Test(cli_ops, the_maxmemory_warning_says_warning_once_and_q_silences_it, .timeout = 30)
@@ -442,6 +464,68 @@ Test(cli_ops, the_maxmemory_warning_says_warning_once_and_q_silences_it, .timeou
     cr_assert(eq(int, r.status, 0), "%s", r.err);
     cr_assert(eq(str, r.err, ""), "-q: %s", r.err);
     cli_result_free(&r);
+    th_server_stop(&srv);
+}
+
+/* cron runs baton every few minutes: the maxmemory-policy's warning is told by the first run
+ * of the day only (the lock baton:warned:maxmemory, held until 00:00 UTC, marks it told), by
+ * every command; -q never tells it and takes no marker. The marker gone (the next day),
+ * the next run tells it again. */
+Test(cli_ops, the_maxmemory_warning_is_told_once_a_day_per_server, .timeout = 30)
+{
+    th_server srv;
+    th_server_start(&srv, "--maxmemory 64mb --maxmemory-policy allkeys-lru");
+    char url[128];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
+    redisContext *rc = th_redis_port(srv.port);
+    cli_result r;
+    cli_exec(&r, ARGS("--url", url, "lock", "mm", "-q", "--", "true"));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    cr_assert(eq(str, r.err, ""), "-q: %s", r.err);
+    cli_result_free(&r);
+    redisReply *v = th_cmd(rc, "EXISTS baton:warned:maxmemory");
+    cr_assert(eq(i64, (int64_t)v->integer, 0), "-q took the marker");
+    freeReplyObject(v);
+
+    cli_exec(&r, ARGS("--url", url, "lock", "mm", "--", "true"));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    cr_assert(strstr(r.err, "baton: warning: the server's maxmemory-policy is allkeys-lru") != NULL,
+              "the first run: %s", r.err);
+    cr_assert(strstr(r.err, "told once a day") != NULL, "%s", r.err);
+    cli_result_free(&r);
+    /* the marker lasts until 00:00 UTC */
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    long long to_midnight =
+        86400000LL - ((long long)now.tv_sec * 1000 + now.tv_nsec / 1000000) % 86400000LL;
+    v = th_cmd(rc, "PTTL baton:warned:maxmemory");
+    cr_assert(gt(i64, (int64_t)v->integer, 0), "no marker: PTTL %lld", v->integer);
+    cr_assert(le(i64, (int64_t)v->integer, (int64_t)to_midnight + 1000),
+              "PTTL %lld, midnight in %lld", v->integer, to_midnight);
+    freeReplyObject(v);
+
+    /* the runs after it, of any command: nothing */
+    const char *const *later[] = {
+        ARGS("--url", url, "lock", "mm", "--", "true"),
+        ARGS("--url", url, "status", "mm"),
+        ARGS("--url", url, "latch", "mm-latch", "count"),
+    };
+    for (size_t i = 0; i < sizeof later / sizeof later[0]; i++) {
+        cli_exec(&r, later[i]);
+        cr_assert(eq(int, r.status, 0), "case %zu: %s", i, r.err);
+        cr_assert(eq(str, r.err, ""), "case %zu, a later run: %s", i, r.err);
+        cli_result_free(&r);
+    }
+
+    /* the next day (the marker expired): told again, once */
+    freeReplyObject(th_cmd(rc, "DEL baton:warned:maxmemory"));
+    cli_exec(&r, ARGS("--url", url, "status", "mm"));
+    cr_assert(strstr(r.err, "maxmemory-policy is allkeys-lru") != NULL, "the next day: %s", r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("--url", url, "status", "mm"));
+    cr_assert(eq(str, r.err, ""), "%s", r.err);
+    cli_result_free(&r);
+    redisFree(rc);
     th_server_stop(&srv);
 }
 
@@ -468,6 +552,27 @@ Test(cli_ops, semaphore_add_negative_stops_at_zero_and_says_what_it_removed)
 }
 
 /* ---------------------------------------------------------------- names -------------- */
+
+/* A NAME given by --object is taken as it is, "-h" and "--help" too: a lock named so, not a
+ * request for help (which printed the usage and exited 0 without running COMMAND; found by
+ * fuzz_cli_args's property 3). */
+Test(cli_ops, object_help_is_a_name_not_a_help_request)
+{
+    cli_result r;
+    cli_exec(&r, ARGS("lock", "--object", "--help", "-n", "--", "sh", "-c", "echo ran"));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    cr_assert(eq(str, r.out, "ran\n"), "COMMAND did not run: %s", r.out);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("unlock", "--force", "--object", "-h"));
+    cr_assert(eq(int, r.status, 1), "%s", r.out);
+    cr_assert(strstr(r.err, "-h was not locked") != NULL, "%s", r.err);
+    cli_result_free(&r);
+    /* --help itself still is one, after --object's NAME too */
+    cli_exec(&r, ARGS("lock", "--object", "x", "--help"));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    cr_assert(strstr(r.out, "usage: baton") != NULL, "%s", r.out);
+    cli_result_free(&r);
+}
 
 /* Whether CLIENT LIST shows a connection named want, within ms. */
 static bool client_named(const char *want, int64_t ms)

@@ -10,6 +10,7 @@
 
 #include <signal.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -68,7 +69,39 @@ typedef struct cli_global {
 /* --name's longest value */
 #define CLI_MAX_CLIENT_NAME 128
 
-/* ------------------------------- main.c ----------------------------------------------- */
+/* --watchdog's least value: the library's own floor, MIN_WATCHDOG_MS in src/core/client.c
+ * (baton_options.watchdog_ms), checked here first so that the usage error names the option. */
+#define CLI_MIN_WATCHDOG_MS 30
+
+/* The lock whose hold marks the open's warning as told today (client.c). */
+#define CLI_WARNED_MARKER "baton:warned:maxmemory"
+
+/*
+ * The files and who calls whom: opts.c (messages, values, option parsing) calls only the
+ * library; client.c (the open) and run.c (signals, COMMAND) call opts.c; commands.c and
+ * status.c (the commands) call those three; main.c (the command table, help, dispatch) calls
+ * them all, and nothing calls it.
+ */
+
+/* ------------------------------- main.c: the command table ---------------------------- */
+
+/*
+ * A subcommand: its name, usage line(s), the lines of `baton --help` (and `baton NAME
+ * --help`), and the function that runs it with the arguments after its name (argv[0] is the
+ * first of them). The table is `commands[]` in main.c: a new subcommand is one more row there
+ * (and its function declared below, in its own file).
+ */
+typedef struct cli_command {
+    const char *name;
+    const char *usage;
+    const char *help;
+    int (*fn)(cli_global *g, int argc, char **argv);
+} cli_command;
+
+/* ------------------------------- opts.c: messages and values -------------------------- */
+
+/* Hands the command table to cli_usage_error (main() does it first). */
+void cli_set_commands(const cli_command *table, size_t n);
 
 /* Prints "baton: <message>" and the one-line usage of `command` (NULL: all) on stderr;
  * returns EXIT_USAGE. */
@@ -87,8 +120,11 @@ bool cli_parse_duration(const char *s, int64_t *ms);
 /* Parses a non-negative decimal integer up to max. */
 bool cli_parse_count(const char *s, int64_t max, int64_t *out);
 
-/* The exit code for a failed baton call: EXIT_CONN, EXIT_AUTH, EXIT_PERM, EXIT_USAGE
- * (invalid argument), or EXIT_FAILED. Prints "baton: <what>: <reason>" first. */
+/* The exit code for a library return code: EXIT_OK, EXIT_CONN, EXIT_AUTH, EXIT_PERM,
+ * EXIT_USAGE (invalid argument), or EXIT_FAILED. */
+int cli_exit_code(int rc);
+/* The exit code for a failed baton call (cli_exit_code). Prints "baton: <what>: <reason>"
+ * first. */
 int cli_fail(baton_client *c, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* After a call that succeeded with a warning in baton_client_errmsg (a PUBLISH the ACL
  * refused: done, waiters not told): prints "baton: warning: <what>: <warning>". */
@@ -98,14 +134,7 @@ void cli_warn(baton_client *c, const char *what);
  * given already; EXIT_OK otherwise. */
 int cli_set_url(cli_global *g, const char *url);
 
-/* The server's URL: --url, else $BATON_URL, else CLI_DEFAULT_URL. */
-const char *cli_url(const cli_global *g);
-
-/* Opens the client for g (watchdog_ms applied), or prints why not and returns its exit
- * code (EXIT_CONN, EXIT_AUTH, EXIT_USAGE for a malformed URL). */
-int cli_open_client(const cli_global *g, baton_client **out);
-
-/* ------------------------------- opts.c ----------------------------------------------- */
+/* ------------------------------- opts.c: options -------------------------------------- */
 
 struct option;
 
@@ -170,9 +199,20 @@ void cli_note_name(cli_global *g, const char *name);
  * for argc NAMEs. Returns the exit code a usage error would give (printed), or 0. */
 int cli_parse_only(int argc, char **argv, cli_global *g);
 
+/* ------------------------------- client.c --------------------------------------------- */
+
+/* The server's URL: --url, else $BATON_URL, else CLI_DEFAULT_URL. */
+const char *cli_url(const cli_global *g);
+
+/* Opens the client for g (watchdog_ms applied), or prints why not and returns its exit
+ * code (EXIT_CONN, EXIT_AUTH, EXIT_USAGE for a malformed URL or a password that cannot be
+ * read). An open that leaves a warning (an evicting maxmemory-policy) prints it unless
+ * g->quiet, once a day per server (the lock CLI_WARNED_MARKER marks it told). */
+int cli_open_client(const cli_global *g, baton_client **out);
+
 /* ------------------------------- commands.c ------------------------------------------- */
 
-/* Each command takes the arguments after its name (argv[0] is the first of them). */
+/* The commands (cli_command.fn). */
 int cli_cmd_lock(cli_global *g, int argc, char **argv);
 int cli_cmd_semaphore(cli_global *g, int argc, char **argv);
 int cli_cmd_latch(cli_global *g, int argc, char **argv);

@@ -278,8 +278,8 @@ static int lock_check(const lock_args *la)
         return cli_usage_error(la->cmd, "--lease and --watchdog exclude each other");
     if (la->has_lease && la->lease_ms == 0)
         return cli_usage_error(la->cmd, "--lease must be more than 0");
-    if (la->has_watchdog && la->watchdog_ms < 30)
-        return cli_usage_error(la->cmd, "--watchdog must be at least 30ms");
+    if (la->has_watchdog && la->watchdog_ms < CLI_MIN_WATCHDOG_MS)
+        return cli_usage_error(la->cmd, "--watchdog must be at least %dms", CLI_MIN_WATCHDOG_MS);
     return 0;
 }
 
@@ -824,8 +824,8 @@ int cli_cmd_semaphore(cli_global *g, int argc, char **argv)
         rc = cli_usage_error("semaphore", "no COMMAND after '--'");
     else if (!rc && has_watchdog && counting)
         rc = cli_usage_error("semaphore", "--watchdog is for permit leases, not --counting");
-    else if (!rc && has_watchdog && watchdog_ms < 30)
-        rc = cli_usage_error("semaphore", "--watchdog must be at least 30ms");
+    else if (!rc && has_watchdog && watchdog_ms < CLI_MIN_WATCHDOG_MS)
+        rc = cli_usage_error("semaphore", "--watchdog must be at least %dms", CLI_MIN_WATCHDOG_MS);
     else if (!rc && !counting && take > BATON_PERMITS_MAX_MANY)
         rc = cli_usage_error("semaphore", "--take takes at most %d permit leases",
                              BATON_PERMITS_MAX_MANY);
@@ -880,96 +880,113 @@ static int latch_option(cli_opts *o, int c, cli_global *g, void *arg)
     return 0;
 }
 
-int cli_cmd_latch(cli_global *g, int argc, char **argv)
+/* Parses latch's arguments into *la and checks them: a NAME, a known verb, set's count
+ * (into *count), --timeout with await only. Returns 0 or the exit code after a message. */
+static int latch_parse(cli_global *g, int argc, char **argv, latch_args *la, int64_t *count)
 {
-    latch_args la = {.timeout_ms = BATON_WAIT_FOREVER};
     cli_opts o;
     cli_opts_init(&o, "latch", g, argc, argv, "", latch_options);
     if (o.rest) {
         cli_opts_free(&o);
         return cli_usage_error("latch", "unexpected '--'");
     }
-    int rc = each_option(&o, g, NULL, latch_option, &la);
-    if (la.n > 0)
-        cli_note_name(g, la.words[0]);
+    int rc = each_option(&o, g, NULL, latch_option, la);
+    if (la->n > 0)
+        cli_note_name(g, la->words[0]);
     if (rc)
         return rc;
-    const char **words = la.words;
-    size_t n = la.n;
-    int64_t timeout_ms = la.timeout_ms;
-    bool has_timeout = la.has_timeout;
-    if (n < 2)
-        return cli_usage_error("latch", n == 0 ? "no latch NAME" : "no latch verb");
-    const char *name = words[0], *verb = words[1];
-    int64_t count = 0;
+    const char **words = la->words;
+    if (la->n < 2)
+        return cli_usage_error("latch", la->n == 0 ? "no latch NAME" : "no latch verb");
+    const char *verb = words[1];
     bool set = strcmp(verb, "set") == 0, await = strcmp(verb, "await") == 0;
     if (!set && !await && strcmp(verb, "count-down") != 0 && strcmp(verb, "count") != 0 &&
         strcmp(verb, "delete") != 0)
         return cli_usage_error("latch", "unknown latch verb '%s'", verb);
-    if (set && (!words[2] || !cli_parse_count(words[2], INT64_MAX / 2, &count) || count < 1))
+    if (set && (!words[2] || !cli_parse_count(words[2], INT64_MAX / 2, count) || *count < 1))
         return cli_usage_error("latch", "latch set needs a count from 1%s%s%s",
                                words[2] ? ", not '" : "", words[2] ? words[2] : "",
                                words[2] ? "'" : "");
     if (!set && words[2])
         return cli_usage_error("latch", "unexpected '%s'", words[2]);
-    if (has_timeout && !await)
+    if (la->has_timeout && !await)
         return cli_usage_error("latch", "--timeout goes with await only");
-    if (g->parse_only)
-        return EXIT_OK;
+    return 0;
+}
 
+/* latch set N: exit 1 (EXIT_NO) if a count is set already. */
+static int latch_set(baton_client *c, baton_latch *l, const char *name, int64_t count)
+{
+    bool was_set = false;
+    int brc = baton_latch_try_set_count(l, count, &was_set);
+    if (brc != BATON_OK)
+        return cli_fail(c, brc, "latch %s: set", name);
+    cli_warn(c, name);
+    if (was_set)
+        return 0;
+    int64_t now = 0;
+    baton_latch_count(l, &now);
+    cli_error("latch %s: a count is already set (%lld); left as it is", name, (long long)now);
+    return EXIT_NO;
+}
+
+/* latch await [--timeout DUR]: EXIT_AWAIT_TIMEOUT if the latch stayed closed. */
+static int latch_await(baton_client *c, baton_latch *l, const char *name, int64_t timeout_ms)
+{
+    int brc = baton_latch_await(l, timeout_ms);
+    if (brc == BATON_ETIMEDOUT) {
+        cli_error("latch %s: not open within --timeout", name);
+        return EXIT_AWAIT_TIMEOUT;
+    }
+    return brc == BATON_OK ? 0 : cli_fail(c, brc, "latch %s: await", name);
+}
+
+/* latch count, delete and count-down. */
+static int latch_other(baton_client *c, baton_latch *l, const char *name, const char *verb)
+{
+    int brc;
+    if (strcmp(verb, "count") == 0) {
+        int64_t v = 0;
+        brc = baton_latch_count(l, &v);
+        if (brc == BATON_OK)
+            printf("%lld\n", (long long)v);
+    } else if (strcmp(verb, "delete") == 0) {
+        bool existed = false;
+        brc = baton_latch_delete(l, &existed);
+        if (brc == BATON_OK && !existed) {
+            cli_error("latch %s does not exist", name);
+            return EXIT_NO;
+        }
+    } else {
+        brc = baton_latch_count_down(l);
+        if (brc == BATON_OK)
+            cli_warn(c, name);
+    }
+    return brc == BATON_OK ? 0 : cli_fail(c, brc, "latch %s: %s", name, verb);
+}
+
+int cli_cmd_latch(cli_global *g, int argc, char **argv)
+{
+    latch_args la = {.timeout_ms = BATON_WAIT_FOREVER};
+    int64_t count = 0;
+    int rc = latch_parse(g, argc, argv, &la, &count);
+    if (rc || g->parse_only)
+        return rc;
+    const char *name = la.words[0], *verb = la.words[1];
     baton_client *c = NULL;
     baton_latch *l = NULL;
     rc = cli_open_client(g, &c);
     if (rc)
         return rc;
     int brc = baton_latch_open(c, name, &l);
-    if (brc != BATON_OK) {
+    if (brc != BATON_OK)
         rc = cli_fail(c, brc, "latch %s", name);
-    } else if (set) {
-        bool was_set = false;
-        brc = baton_latch_try_set_count(l, count, &was_set);
-        if (brc == BATON_OK)
-            cli_warn(c, name);
-        if (brc != BATON_OK) {
-            rc = cli_fail(c, brc, "latch %s: set", name);
-        } else if (!was_set) {
-            int64_t now = 0;
-            baton_latch_count(l, &now);
-            cli_error("latch %s: a count is already set (%lld); left as it is", name,
-                      (long long)now);
-            rc = EXIT_NO;
-        }
-    } else if (await) {
-        brc = baton_latch_await(l, timeout_ms);
-        if (brc == BATON_ETIMEDOUT) {
-            cli_error("latch %s: not open within --timeout", name);
-            rc = EXIT_AWAIT_TIMEOUT;
-        } else if (brc != BATON_OK) {
-            rc = cli_fail(c, brc, "latch %s: await", name);
-        }
-    } else if (strcmp(verb, "count") == 0) {
-        int64_t v = 0;
-        brc = baton_latch_count(l, &v);
-        if (brc != BATON_OK)
-            rc = cli_fail(c, brc, "latch %s: count", name);
-        else
-            printf("%lld\n", (long long)v);
-    } else if (strcmp(verb, "delete") == 0) {
-        bool existed = false;
-        brc = baton_latch_delete(l, &existed);
-        if (brc != BATON_OK) {
-            rc = cli_fail(c, brc, "latch %s: delete", name);
-        } else if (!existed) {
-            cli_error("latch %s does not exist", name);
-            rc = EXIT_NO;
-        }
-    } else {
-        brc = baton_latch_count_down(l);
-        if (brc != BATON_OK)
-            rc = cli_fail(c, brc, "latch %s: count-down", name);
-        else
-            cli_warn(c, name);
-    }
+    else if (strcmp(verb, "set") == 0)
+        rc = latch_set(c, l, name, count);
+    else if (strcmp(verb, "await") == 0)
+        rc = latch_await(c, l, name, la.timeout_ms);
+    else
+        rc = latch_other(c, l, name, verb);
     baton_latch_close(l);
     baton_client_close(c);
     return rc;

@@ -1,33 +1,23 @@
 /*
  * The baton command: flock(1) for a whole cluster. This file is its entry point: the
- * global options (--url, --help, --version), the dispatch to the commands, and what every
- * command shares: usage errors, durations, counts, opening the client and turning a
- * library error into a message and an exit code (the codes are listed in cli.h, in
- * `baton --help` and in docs/baton.1.md).
+ * command table, `--help`, `--version`, the options before the command and the dispatch
+ * to the commands. What the commands share lives beside it: messages, values and options in
+ * opts.c, opening the client in client.c, signals and COMMAND in run.c (the exit codes are
+ * listed in cli.h, in `baton --help` and in docs/baton.1.md).
  */
 #define _GNU_SOURCE
 #include "cli.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <termios.h>
-#include <unistd.h>
 
 /*
- * The subcommands: name, usage line, the lines of `baton --help` (and `baton NAME --help`),
- * and the function. A new subcommand is one more row.
+ * The subcommands (cli_command in cli.h): name, usage line, the lines of `baton --help` (and
+ * `baton NAME --help`), and the function. A new subcommand is one more row of commands[]
+ * below; the first row's usage line opens `baton --help` and the usage errors.
  */
-typedef struct cli_command {
-    const char *name;
-    const char *usage;
-    const char *help;
-    int (*fn)(cli_global *, int, char **);
-} cli_command;
-
 #define WAIT_HELP                                                                                  \
     "      -w, --wait DUR         give up after DUR if busy (default: wait forever)\n"             \
     "      -n, --nonblock         one attempt: the same as --wait 0\n"                             \
@@ -184,331 +174,6 @@ static const char help_tail[] =
     "\n"
     "See man baton (docs/baton.1.md in baton's source) for the full reference.\n";
 
-/* ------------------------------- messages --------------------------------------------- */
-
-void cli_error(const char *fmt, ...)
-{
-    char buf[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "baton: %s\n", buf);
-}
-
-int cli_usage_error(const char *command, const char *fmt, ...)
-{
-    char buf[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "baton: %s\n", buf);
-    for (size_t i = 0; i < N_COMMANDS; i++) {
-        if (command && strcmp(command, commands[i].name) != 0)
-            continue;
-        fprintf(stderr, "%s %s\n", i == 0 || command ? "usage:" : "      ", commands[i].usage);
-    }
-    if (!command)
-        fprintf(stderr, "       baton --help | --version\n");
-    fprintf(stderr, "Try 'baton --help' for more information.\n");
-    return EXIT_USAGE;
-}
-
-void cli_warn(baton_client *c, const char *what)
-{
-    const char *w = baton_client_errmsg(c);
-    if (w[0])
-        fprintf(stderr, "baton: warning: %s: %s\n", what, w);
-}
-
-int cli_fail(baton_client *c, int rc, const char *fmt, ...)
-{
-    char what[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    const char *detail = c ? baton_client_errmsg(c) : "";
-    if (detail[0])
-        cli_error("%s: %s (%s)", what, baton_strerror(rc), detail);
-    else
-        cli_error("%s: %s", what, baton_strerror(rc));
-    switch (rc) {
-    case BATON_ECONN:
-        return EXIT_CONN;
-    case BATON_EAUTH:
-        return EXIT_AUTH;
-    case BATON_EPERM:
-        return EXIT_PERM;
-    case BATON_EINVAL:
-        return EXIT_USAGE;
-    default:
-        return EXIT_FAILED;
-    }
-}
-
-/* ------------------------------- values ----------------------------------------------- */
-
-bool cli_parse_count(const char *s, int64_t max, int64_t *out)
-{
-    if (!s || !*s)
-        return false;
-    int64_t v = 0;
-    for (const char *p = s; *p; p++) {
-        if (*p < '0' || *p > '9')
-            return false;
-        if (v > (max - (*p - '0')) / 10)
-            return false;
-        v = v * 10 + (*p - '0');
-    }
-    *out = v;
-    return true;
-}
-
-/* One "<digits>[.<digits>]" at *p, in microunits (value * 10^6); advances *p. */
-static bool parse_decimal(const char **p, int64_t *micro)
-{
-    const char *s = *p;
-    size_t n = strspn(s, "0123456789");
-    if (n == 0 || n > 12)
-        return false;
-    int64_t v = 0;
-    for (size_t i = 0; i < n; i++)
-        v = v * 10 + (s[i] - '0');
-    s += n;
-    int64_t frac = 0, scale = 1000000;
-    if (*s == '.') {
-        s++;
-        size_t f = strspn(s, "0123456789");
-        if (f == 0 || f > 6)
-            return false;
-        for (size_t i = 0; i < f; i++) {
-            scale /= 10;
-            frac += (s[i] - '0') * scale;
-        }
-        s += f;
-    }
-    *micro = v * 1000000 + frac;
-    *p = s;
-    return true;
-}
-
-bool cli_parse_duration(const char *s, int64_t *ms)
-{
-    static const struct {
-        const char *name;
-        int64_t ms;
-    } units[] = {{"ms", 1}, {"h", 3600000}, {"m", 60000}, {"s", 1000}};
-    if (!s || !*s)
-        return false;
-    const char *p = s;
-    int64_t total_us = 0; /* microseconds */
-    while (*p) {
-        const char *start = p;
-        int64_t micro;
-        if (!parse_decimal(&p, &micro))
-            return false;
-        int64_t unit = -1;
-        for (size_t i = 0; i < sizeof units / sizeof units[0] && unit < 0; i++) {
-            size_t n = strlen(units[i].name);
-            if (strncmp(p, units[i].name, n) == 0) {
-                unit = units[i].ms;
-                p += n;
-            }
-        }
-        if (unit < 0 && *p == '\0' && start == s)
-            unit = 1000; /* a bare number, alone, is seconds */
-        if (unit < 0)
-            return false;
-        /* micro / 10^6 units of `unit` ms: in microseconds, micro * unit / 1000 */
-        if (micro > (BATON_MAX_DURATION_MS + 1) * (int64_t)1000 / unit * 1000)
-            return false;
-        total_us += micro / 1000 * unit + micro % 1000 * unit / 1000;
-        if (total_us > BATON_MAX_DURATION_MS * (int64_t)1000)
-            return false;
-    }
-    *ms = total_us / 1000;
-    return true;
-}
-
-/* ------------------------------- the client ------------------------------------------- */
-
-/* --askpass: reads one line from stdin (no echo on a terminal) into *password; -1 (printed)
- * if there is none. */
-static int askpass(const char **password)
-{
-    static char buf[1024];
-    bool tty = isatty(STDIN_FILENO);
-    struct termios old, quiet;
-    if (tty && tcgetattr(STDIN_FILENO, &old) == 0) {
-        quiet = old;
-        quiet.c_lflag &= ~(tcflag_t)ECHO;
-        fputs("Password: ", stderr);
-        tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet);
-    } else {
-        tty = false;
-    }
-    bool ok = fgets(buf, sizeof buf, stdin) != NULL;
-    if (tty) {
-        tcsetattr(STDIN_FILENO, TCSAFLUSH, &old);
-        fputs("\n", stderr);
-    }
-    if (ok)
-        buf[strcspn(buf, "\r\n")] = '\0';
-    if (!ok || !buf[0]) {
-        cli_error("--askpass: no password on standard input");
-        return -1;
-    }
-    *password = buf;
-    return 0;
-}
-
-/* The first line of a password file (--password-file, or systemd's credential
- * $CREDENTIALS_DIRECTORY/baton-password) into buf; -1 (printed) if it cannot be read, is
- * readable by others than its owner and group, or holds no password. */
-static int password_from_file(const char *path, const char *what, char *buf, size_t len)
-{
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        cli_error("%s %s: %s", what, path, strerror(errno));
-        return -1;
-    }
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || (st.st_mode & S_IROTH)) {
-        cli_error("%s %s: readable by every user: refused (chmod o-r, or 0600)", what, path);
-        fclose(f);
-        return -1;
-    }
-    bool ok = fgets(buf, (int)len, f) != NULL;
-    fclose(f);
-    if (ok)
-        buf[strcspn(buf, "\r\n")] = '\0';
-    if (!ok || !buf[0]) {
-        cli_error("%s %s: no password on its first line", what, path);
-        return -1;
-    }
-    return 0;
-}
-
-/* The password: --askpass, else --password-file, else $BATON_PASSWORD, else
- * $REDISCLI_AUTH, else $CREDENTIALS_DIRECTORY/baton-password if it exists (systemd's
- * LoadCredential=baton-password:...), else none (the URL's). EXIT_OK, or EXIT_USAGE after a
- * message. */
-static int find_password(const cli_global *g, const char **password)
-{
-    static char file_buf[1024];
-    *password = g->password;
-    if (g->askpass)
-        return askpass(password) == 0 ? EXIT_OK : EXIT_USAGE;
-    if (g->password_file)
-        return password_from_file(g->password_file, "--password-file", file_buf, sizeof file_buf) ==
-                       0
-                   ? (*password = file_buf, EXIT_OK)
-                   : EXIT_USAGE;
-    const char *dir = getenv("CREDENTIALS_DIRECTORY");
-    if ((!*password || !**password) && dir && *dir) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/baton-password", dir);
-        if (access(path, F_OK) == 0) {
-            if (password_from_file(path, "credential", file_buf, sizeof file_buf) != 0)
-                return EXIT_USAGE;
-            *password = file_buf;
-        }
-    }
-    return EXIT_OK;
-}
-
-int cli_set_url(cli_global *g, const char *url)
-{
-    if (g->url)
-        return cli_usage_error(NULL, "--url given twice");
-    if (!*url)
-        return cli_usage_error(NULL, "--url is empty");
-    g->url = url;
-    return EXIT_OK;
-}
-
-const char *cli_url(const cli_global *g)
-{
-    const char *env = getenv("BATON_URL");
-    return g->url ? g->url : env && *env ? env : CLI_DEFAULT_URL;
-}
-
-/* --verbose: the library's events (renewals, reconnects, losses) as they happen. */
-static void log_to_stderr(void *arg, int level, const char *msg)
-{
-    (void)arg;
-    static const char *const names[] = {"", "error", "warning", "info", "debug"};
-    fprintf(stderr, "baton: %s: %s\n", names[level >= 1 && level <= 4 ? level : 0], msg);
-}
-
-int cli_open_client(const cli_global *g, baton_client **out)
-{
-    baton_options o;
-    baton_options_init(&o);
-    char tls_url[4096];
-    o.url = cli_url(g);
-    if (g->tls) { /* redis-cli's --tls: the URL's TLS form */
-        static const char *const plain[] = {"redis://", "redis+sentinel://", "redis+cluster://"};
-        for (size_t k = 0; k < 3; k++)
-            if (strncmp(o.url, plain[k], strlen(plain[k])) == 0) {
-                snprintf(tls_url, sizeof tls_url, "rediss%s", o.url + 5);
-                o.url = tls_url;
-            }
-        if (strncmp(o.url, "rediss", 6) != 0)
-            return cli_usage_error(NULL, "--tls takes a redis:// URL (a unix socket has no "
-                                         "TLS)");
-    }
-    o.username = g->user;
-    o.tls_ca = g->tls_ca;
-    o.tls_cert = g->tls_cert;
-    o.tls_key = g->tls_key;
-    o.tls_sni = g->tls_sni;
-    o.tls_insecure_skip_verify = g->tls_insecure;
-    if (g->tls_insecure) /* every run: a flag left in a script must not be forgotten */
-        fprintf(stderr, "baton: warning: --tls-insecure: the server's certificate and name are "
-                        "not checked; anyone on the path can pose as the server\n");
-    const char *password = NULL;
-    int prc = find_password(g, &password); /* read once the command line parsed */
-    if (prc != EXIT_OK)
-        return prc;
-    o.password = password && *password ? password : NULL;
-    o.watchdog_ms = g->watchdog_ms;
-    o.sync_replicas = g->sync_replicas;
-    o.client_name = g->client_name; /* NULL: the library's baton:<host>:<pid> */
-    if (g->verbose) {
-        o.log_fn = log_to_stderr;
-        o.log_level = BATON_LOG_DEBUG;
-    }
-    int rc = baton_client_open(&o, out);
-    if (rc == BATON_OK) {
-        /* an open that succeeded may leave a warning (an evicting maxmemory-policy) */
-        const char *warning = baton_client_errmsg(*out);
-        if (strncmp(warning, "warning: ", 9) == 0)
-            warning += 9; /* the library's text says it already */
-        if (warning[0] && !g->quiet)
-            fprintf(stderr, "baton: warning: %s\n", warning);
-        return EXIT_OK;
-    }
-    char shown[512];
-    baton_url_redact(o.url, shown, sizeof shown); /* the library's parse: no password */
-    const char *detail = baton_open_errmsg();
-    cli_error("%s: %s%s%s", shown, baton_strerror(rc), detail[0] ? ": " : "", detail);
-    switch (rc) {
-    case BATON_ECONN:
-        return EXIT_CONN;
-    case BATON_EAUTH:
-        return EXIT_AUTH;
-    case BATON_EPERM:
-        return EXIT_PERM;
-    case BATON_EINVAL:
-        return EXIT_USAGE;
-    default:
-        return EXIT_FAILED;
-    }
-}
-
 #if defined(__SANITIZE_THREAD__)
 /* ThreadSanitizer sleeps a second at exit by default (atexit_sleep_ms); baton's exit is
  * part of what its tests time. */
@@ -538,19 +203,17 @@ static void print_help(const cli_command *cmd)
     fputs(help_tail, stdout);
 }
 
-/* True if args (up to "--") ask for help. */
+/* True if args (up to "--") ask for help. The word after --object is a NAME, whatever it
+ * is: "--object -h" names the lock "-h". */
 static bool wants_help(int argc, char **argv)
 {
-    for (int i = 0; i < argc && strcmp(argv[i], "--") != 0; i++)
-        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+    for (int i = 0; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        if (strcmp(argv[i], "--object") == 0 && i + 1 < argc && strcmp(argv[i + 1], "--") != 0)
+            i++; /* (a "--" there is COMMAND's start, and --object lacks its value) */
+        else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
             return true;
+    }
     return false;
-}
-
-void cli_note_name(cli_global *g, const char *name)
-{
-    if (g->parse_only && g->names)
-        g->names[g->n_names++] = name;
 }
 
 /* The options before the command, up to the command's name. Returns -1 to go on with the
@@ -580,6 +243,7 @@ static int parse_global(cli_global *g, int argc, char **argv, int *at)
  * or run. */
 static int cli_main(int argc, char **argv, cli_global *g)
 {
+    cli_set_commands(commands, N_COMMANDS);
     int i = 0;
     int rc = parse_global(g, argc, argv, &i);
     if (rc >= 0)

@@ -1,5 +1,9 @@
 /*
- * Option parsing for baton and its commands. Long options ("--wait 5s", "--wait=5s") are
+ * What every file of the command shares, and calls nothing else of it for: its messages
+ * (cli_error, usage errors with the command's usage line, cli_fail's exit codes), its values
+ * (durations, counts), and option parsing for baton and its commands.
+ *
+ * Option parsing. Long options ("--wait 5s", "--wait=5s") are
  * matched by their exact name only: never by an abbreviation, so that no word can become an
  * option by being a prefix of one (getopt_long(3) accepts "--ur=" for "--url=", which let a
  * lock NAME redirect baton to another server). Short ones: "-w 5s", "-w5s", "-nq". Words
@@ -19,9 +23,177 @@
 #include "cli.h"
 
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ------------------------------- messages --------------------------------------------- */
+
+/* The command table's rows, for the usage lines (main.c hands them over: cli_set_commands). */
+static const cli_command *usage_rows;
+static size_t n_usage_rows;
+
+void cli_set_commands(const cli_command *table, size_t n)
+{
+    usage_rows = table;
+    n_usage_rows = n;
+}
+
+void cli_error(const char *fmt, ...)
+{
+    char buf[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "baton: %s\n", buf);
+}
+
+int cli_usage_error(const char *command, const char *fmt, ...)
+{
+    char buf[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "baton: %s\n", buf);
+    for (size_t i = 0; i < n_usage_rows; i++) {
+        if (command && strcmp(command, usage_rows[i].name) != 0)
+            continue;
+        fprintf(stderr, "%s %s\n", i == 0 || command ? "usage:" : "      ", usage_rows[i].usage);
+    }
+    if (!command)
+        fprintf(stderr, "       baton --help | --version\n");
+    fprintf(stderr, "Try 'baton --help' for more information.\n");
+    return EXIT_USAGE;
+}
+
+void cli_warn(baton_client *c, const char *what)
+{
+    const char *w = baton_client_errmsg(c);
+    if (w[0])
+        fprintf(stderr, "baton: warning: %s: %s\n", what, w);
+}
+
+int cli_exit_code(int rc)
+{
+    switch (rc) {
+    case BATON_OK:
+        return EXIT_OK;
+    case BATON_ECONN:
+        return EXIT_CONN;
+    case BATON_EAUTH:
+        return EXIT_AUTH;
+    case BATON_EPERM:
+        return EXIT_PERM;
+    case BATON_EINVAL:
+        return EXIT_USAGE;
+    default:
+        return EXIT_FAILED;
+    }
+}
+
+int cli_fail(baton_client *c, int rc, const char *fmt, ...)
+{
+    char what[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    const char *detail = c ? baton_client_errmsg(c) : "";
+    if (detail[0])
+        cli_error("%s: %s (%s)", what, baton_strerror(rc), detail);
+    else
+        cli_error("%s: %s", what, baton_strerror(rc));
+    return cli_exit_code(rc);
+}
+
+/* ------------------------------- values ----------------------------------------------- */
+
+bool cli_parse_count(const char *s, int64_t max, int64_t *out)
+{
+    if (!s || !*s)
+        return false;
+    int64_t v = 0;
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return false;
+        if (v > (max - (*p - '0')) / 10)
+            return false;
+        v = v * 10 + (*p - '0');
+    }
+    *out = v;
+    return true;
+}
+
+/* One "<digits>[.<digits>]" at *p, in microunits (value * 10^6); advances *p. */
+static bool parse_decimal(const char **p, int64_t *micro)
+{
+    const char *s = *p;
+    size_t n = strspn(s, "0123456789");
+    if (n == 0 || n > 12)
+        return false;
+    int64_t v = 0;
+    for (size_t i = 0; i < n; i++)
+        v = v * 10 + (s[i] - '0');
+    s += n;
+    int64_t frac = 0, scale = 1000000;
+    if (*s == '.') {
+        s++;
+        size_t f = strspn(s, "0123456789");
+        if (f == 0 || f > 6)
+            return false;
+        for (size_t i = 0; i < f; i++) {
+            scale /= 10;
+            frac += (s[i] - '0') * scale;
+        }
+        s += f;
+    }
+    *micro = v * 1000000 + frac;
+    *p = s;
+    return true;
+}
+
+bool cli_parse_duration(const char *s, int64_t *ms)
+{
+    static const struct {
+        const char *name;
+        int64_t ms;
+    } units[] = {{"ms", 1}, {"h", 3600000}, {"m", 60000}, {"s", 1000}};
+    if (!s || !*s)
+        return false;
+    const char *p = s;
+    int64_t total_us = 0; /* microseconds */
+    while (*p) {
+        const char *start = p;
+        int64_t micro;
+        if (!parse_decimal(&p, &micro))
+            return false;
+        int64_t unit = -1;
+        for (size_t i = 0; i < sizeof units / sizeof units[0] && unit < 0; i++) {
+            size_t n = strlen(units[i].name);
+            if (strncmp(p, units[i].name, n) == 0) {
+                unit = units[i].ms;
+                p += n;
+            }
+        }
+        if (unit < 0 && *p == '\0' && start == s)
+            unit = 1000; /* a bare number, alone, is seconds */
+        if (unit < 0)
+            return false;
+        /* micro / 10^6 units of `unit` ms: in microseconds, micro * unit / 1000 */
+        if (micro > (BATON_MAX_DURATION_MS + 1) * (int64_t)1000 / unit * 1000)
+            return false;
+        total_us += micro / 1000 * unit + micro % 1000 * unit / 1000;
+        if (total_us > BATON_MAX_DURATION_MS * (int64_t)1000)
+            return false;
+    }
+    *ms = total_us / 1000;
+    return true;
+}
+
+/* ------------------------------- options ---------------------------------------------- */
 
 /* The options every command takes (and `baton` before the command). */
 static const struct option global_options[] = {
@@ -283,4 +455,20 @@ const char *cli_opts_take_number(cli_opts *o)
         return o->argv[o->i++];
     }
     return NULL;
+}
+
+void cli_note_name(cli_global *g, const char *name)
+{
+    if (g->parse_only && g->names)
+        g->names[g->n_names++] = name;
+}
+
+int cli_set_url(cli_global *g, const char *url)
+{
+    if (g->url)
+        return cli_usage_error(NULL, "--url given twice");
+    if (!*url)
+        return cli_usage_error(NULL, "--url is empty");
+    g->url = url;
+    return EXIT_OK;
 }

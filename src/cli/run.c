@@ -609,24 +609,119 @@ static void reap(group *gr)
     group_gone(gr); /* reaps the adopted ones */
 }
 
+/* COMMAND's run as cli_run() watches it. */
+typedef struct watched {
+    const cli_watch *w;
+    char **argv; /* COMMAND */
+    cli_outcome *out;
+    group gr;
+    struct pollfd *p;  /* the signalfd, then w's lost fds */
+    int64_t lease_end; /* w->lease_end_ms, or -1: no such lease */
+    int64_t kill_at;   /* after a loss, when to send SIGKILL; -1: no SIGKILL due */
+} watched;
+
+/* poll()'s timeout: until the lease's end or the SIGKILL's time, in 20 ms steps once COMMAND
+ * exited (the group's last members are not baton's children: no SIGCHLD for them). */
+static int watch_timeout(const watched *s, int64_t now)
+{
+    int64_t until = -1;
+    if (!s->out->lost && s->lease_end >= 0)
+        until = s->lease_end;
+    if (s->kill_at >= 0)
+        until = s->kill_at;
+    if (s->gr.done && now + 20 < until)
+        until = now + 20;
+    if (until < 0)
+        return -1;
+    return until <= now ? 0 : (int)(until - now > 60000 ? 60000 : until - now);
+}
+
+/* The signals: COMMAND's exit (reaped), and the ones to forward: to COMMAND's group, which is
+ * not baton's, so also those the terminal sent to baton's group. */
+static void watch_signals(watched *s)
+{
+    struct signalfd_siginfo si;
+    bool child_event = false;
+    while (read(sig.sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+        int signo = (int)si.ssi_signo;
+        if (signo == SIGCHLD)
+            child_event = true;
+        else if (!sig.orig_ignored[signo])
+            group_kill(&s->gr, signo);
+    }
+    if (child_event)
+        reap(&s->gr);
+}
+
+/* A loss while COMMAND runs (a lost fd of the np polled is readable, or the lease ran out):
+ * says why, sends the group SIGTERM and sets the SIGKILL's time. */
+static void watch_loss(watched *s, size_t np, int64_t now)
+{
+    const char *why = NULL;
+    for (size_t i = 1; i < np; i++)
+        if (s->p[i].revents)
+            why = cli_loss_cause(s->w->client);
+    if (!why && s->lease_end >= 0 && now >= s->lease_end)
+        why = "its --lease ran out";
+    if (!why)
+        return;
+    cli_error("%s was lost while %s ran: %s; stopping %s with SIGTERM", s->w->what, s->argv[0], why,
+              s->argv[0]);
+    s->out->lost = true;
+    group_kill(&s->gr, SIGTERM);
+    group_kill(&s->gr, SIGCONT);
+    s->kill_at = now + s->w->kill_after_ms;
+}
+
+/* Watches COMMAND until it exited; after a loss, until its whole group is gone (or was
+ * SIGKILLed). Returns early only when poll fails (cannot watch). */
+static void watch_command(watched *s)
+{
+    for (;;) {
+        if (s->gr.done && (s->kill_at < 0 || group_gone(&s->gr)))
+            return;
+        s->p[0] = (struct pollfd){sig.sfd, POLLIN, 0};
+        size_t np = 1;
+        if (!s->out->lost)
+            for (size_t i = 0; i < s->w->n_lost_fds; i++)
+                s->p[np++] = (struct pollfd){s->w->lost_fds[i], POLLIN, 0};
+        int n = poll(s->p, (nfds_t)np, watch_timeout(s, cli_now_ms()));
+        if (n < 0 && errno != EINTR) {
+            cli_error("poll: %s", strerror(errno));
+            return; /* cannot watch: the caller waits for COMMAND */
+        }
+        int64_t now = cli_now_ms();
+        watch_signals(s);
+        if (s->gr.done && s->kill_at < 0)
+            continue;
+        if (!s->out->lost && !s->gr.done)
+            watch_loss(s, np, now);
+        if (s->kill_at >= 0 && now >= s->kill_at) {
+            cli_error("%s%s still running %lld ms after SIGTERM: sending SIGKILL", s->argv[0],
+                      s->gr.done ? "'s children" : "", (long long)s->w->kill_after_ms);
+            group_kill(&s->gr, SIGKILL);
+            s->kill_at = -1;
+        }
+    }
+}
+
 void cli_run(char **argv, const cli_watch *w, cli_outcome *out)
 {
-    out->status = EXIT_FAILED;
-    out->ran = false;
-    out->lost = false;
+    *out = (cli_outcome){EXIT_FAILED, false, false};
     int pending = cli_guard_stop();
     if (pending) {
         out->status = EXIT_SIGNAL_BASE + pending;
         return;
     }
-
-    struct pollfd *p = calloc(1 + w->n_lost_fds, sizeof *p);
-    if (!p) {
+    watched s = {w,    argv,
+                 out,  {.pid = -1, .terminal = in_foreground()},
+                 NULL, w->lease_end_ms > 0 ? w->lease_end_ms : -1,
+                 -1};
+    s.p = calloc(1 + w->n_lost_fds, sizeof *s.p);
+    if (!s.p) {
         cli_error("out of memory");
         return;
     }
-    int64_t lease_end = w->lease_end_ms > 0 ? w->lease_end_ms : -1;
-    group gr = {.pid = -1, .terminal = in_foreground()};
     /* baton may write on the terminal and take it back while in the background; COMMAND
      * gets SIGTTOU's disposition back */
     struct sigaction ign = {0}, ttou;
@@ -637,99 +732,31 @@ void cli_run(char **argv, const cli_watch *w, cli_outcome *out)
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     int done_fd = -1;
     pid_t reaper = start_reaper(w->kill_after_ms, &done_fd);
-    int rc = spawn(argv, w->token_env, &gr, reaper >= 0 ? done_fd : -1, &ttou);
+    int rc = spawn(argv, w->token_env, &s.gr, reaper >= 0 ? done_fd : -1, &ttou);
     if (rc != 0) {
-        if (gr.terminal)
+        if (s.gr.terminal)
             give_terminal(getpgrp());
         stop_reaper(reaper, done_fd);
         sigaction(SIGTTOU, &ttou, NULL);
         cli_error("%s: %s", argv[0], rc == ENOENT ? "command not found" : strerror(rc));
         out->status = rc == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_RUN;
-        free(p);
+        free(s.p);
         return;
     }
     out->ran = true;
-
-    size_t nl = w->n_lost_fds;
-    int64_t kill_at = -1; /* when to send SIGKILL after a loss */
-    for (;;) {
-        /* COMMAND's exit ends the run; after a loss, only once its whole group is gone
-         * (or SIGKILLed) */
-        if (gr.done && (kill_at < 0 || group_gone(&gr)))
-            break;
-        p[0] = (struct pollfd){sig.sfd, POLLIN, 0};
-        size_t np = 1;
-        if (!out->lost)
-            for (size_t i = 0; i < nl; i++)
-                p[np++] = (struct pollfd){w->lost_fds[i], POLLIN, 0};
-        int64_t until = -1, now = cli_now_ms();
-        if (!out->lost && lease_end >= 0)
-            until = lease_end;
-        if (kill_at >= 0)
-            until = kill_at;
-        if (gr.done && now + 20 < until)
-            until = now + 20; /* the group's last members are not baton's children */
-        int timeout = -1;
-        if (until >= 0)
-            timeout = until <= now ? 0 : (int)(until - now > 60000 ? 60000 : until - now);
-        int n = poll(p, (nfds_t)np, timeout);
-        if (n < 0 && errno != EINTR) {
-            cli_error("poll: %s", strerror(errno));
-            break; /* cannot watch: wait for COMMAND below */
-        }
-        now = cli_now_ms();
-
-        /* signals: COMMAND's exit, and the ones to forward: to COMMAND's group, which is
-         * not baton's, so also those the terminal sent to baton's group */
-        struct signalfd_siginfo si;
-        bool child_event = false;
-        while (read(sig.sfd, &si, sizeof si) == (ssize_t)sizeof si) {
-            int signo = (int)si.ssi_signo;
-            if (signo == SIGCHLD)
-                child_event = true;
-            else if (!sig.orig_ignored[signo])
-                group_kill(&gr, signo);
-        }
-        if (child_event)
-            reap(&gr);
-        if (gr.done && kill_at < 0)
-            continue;
-
-        if (!out->lost && !gr.done) {
-            const char *why = NULL;
-            for (size_t i = 1; i < np; i++)
-                if (p[i].revents)
-                    why = cli_loss_cause(w->client);
-            if (!why && lease_end >= 0 && now >= lease_end)
-                why = "its --lease ran out";
-            if (why) {
-                cli_error("%s was lost while %s ran: %s; stopping %s with SIGTERM", w->what,
-                          argv[0], why, argv[0]);
-                out->lost = true;
-                group_kill(&gr, SIGTERM);
-                group_kill(&gr, SIGCONT);
-                kill_at = now + w->kill_after_ms;
-            }
-        }
-        if (kill_at >= 0 && now >= kill_at) {
-            cli_error("%s%s still running %lld ms after SIGTERM: sending SIGKILL", argv[0],
-                      gr.done ? "'s children" : "", (long long)w->kill_after_ms);
-            group_kill(&gr, SIGKILL);
-            kill_at = -1;
-        }
-    }
-    free(p);
-    while (!gr.done) {
+    watch_command(&s);
+    free(s.p);
+    while (!s.gr.done) {
         /* only after a poll failure: wait without watching */
-        if (waitpid(gr.pid, &gr.status, 0) == gr.pid || errno != EINTR)
-            gr.done = true;
+        if (waitpid(s.gr.pid, &s.gr.status, 0) == s.gr.pid || errno != EINTR)
+            s.gr.done = true;
     }
-    if (gr.terminal && tcgetpgrp(STDIN_FILENO) == gr.pid)
+    if (s.gr.terminal && tcgetpgrp(STDIN_FILENO) == s.gr.pid)
         give_terminal(getpgrp());
     stop_reaper(reaper, done_fd);
     sigaction(SIGTTOU, &ttou, NULL);
     prctl(PR_SET_CHILD_SUBREAPER, 0);
-    out->status = status_code(gr.status);
+    out->status = status_code(s.gr.status);
 }
 
 /* ------------------------------- bounded calls ---------------------------------------- */

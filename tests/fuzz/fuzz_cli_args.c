@@ -2,8 +2,11 @@
  * Fuzz target: baton's command-line parser (src/cli/, through cli_parse_only: nothing is
  * read, opened or run). The input is a command line: its first byte picks the command, the
  * rest is split into words at '\n' and '\0', and a word whose first byte is below 0x20 is
- * replaced by a token from a dictionary (options, "--object", "--", URLs, verbs), so that
- * short mutations reach every option. Properties, besides never crashing:
+ * replaced by a token from a dictionary (every option of every command, the global options
+ * in both spellings, "--object", "--", URLs, verbs), so that short mutations reach every
+ * option: dictionary[B] for a first byte B (1 to 31), or, when the second byte is below 0x20
+ * too, dictionary[(B * 32 + second) % N_DICT], which reaches every entry. Properties, besides
+ * never crashing:
  *
  *  1. Every NAME the parser returns is a word of the command line given as a NAME: a word
  *     that does not start with '-' (or is "-"), or the value of --object; never an option
@@ -11,6 +14,10 @@
  *  2. A server (--url) comes only from an exact "--url VALUE" or "--url=VALUE" (or
  *     redis-cli's "-u VALUE", "-uVALUE", also at the end of a group of short options) that
  *     no NAME precedes, never from a word returned as a NAME.
+ *  2b. The value of every other global option that takes one (--user, the TLS files and
+ *     name, --password-file, --name, in either spelling) is the word after its option, or
+ *     the part after its "=": never a NAME, never a word after "--"; and those that say how
+ *     to connect (all but --name) come before the first NAME.
  *  3. A NAME is inert: the same command line with an arbitrary word planted as a NAME
  *     (`--object WORD`) parses exactly as with a plain NAME there: same outcome, same
  *     server and options, the same NAMEs but that one.
@@ -31,27 +38,91 @@ static const char *const commands[] = {"lock",   "rwlock", "semaphore", "latch",
                                        "status", "unlock", "list"};
 
 static const char *const dictionary[] = {
-    "--url",     "--url=redis://127.0.0.1:1",
-    "--object",  "--object=-n",
-    "--",        "-n",
-    "-w",        "--wait",
-    "-E",        "0",
-    "-q",        "--hold",
-    "--read",    "--write",
-    "--fair",    "--lease",
-    "1s",        "--watchdog",
-    "set",       "add",
-    "-3",        "drain",
-    "count",     "await",
-    "--timeout", "--json",
-    "--force",   "--ur=x",
-    "--user",    "--askpass",
-    "--tls-ca",  "--sync-replicas",
-    "2",         "-nqE3",
-    "-w5s",      "--permits",
-    "-u",        "--tls",
-    "--cacert",  "--password-file",
-    "--name",    "--insecure",
+    "--url",
+    "--url=redis://127.0.0.1:1",
+    "--object",
+    "--object=-n",
+    "--",
+    "-n",
+    "-w",
+    "--wait",
+    "-E",
+    "0",
+    "-q",
+    "--hold",
+    "--read",
+    "--write",
+    "--fair",
+    "--lease",
+    "1s",
+    "--watchdog",
+    "set",
+    "add",
+    "-3",
+    "drain",
+    "count",
+    "await",
+    "--timeout",
+    "--json",
+    "--force",
+    "--ur=x",
+    "--user",
+    "--askpass",
+    "--tls-ca",
+    "--sync-replicas",
+    "2",
+    "-nqE3",
+    "-w5s",
+    "--permits",
+    "-u",
+    "--tls",
+    "--cacert",
+    "--password-file",
+    "--name",
+    "--insecure",
+    /* reached by two-byte tokens: the first 32 entries above keep the seeds' meaning */
+    "--tls-cert",
+    "--tls-key",
+    "--tls-sni",
+    "--tls-insecure",
+    "--cacertdir",
+    "--cert",
+    "--key",
+    "--sni",
+    "--name=x y",
+    "-uredis://127.0.0.1:2",
+    "--kill-after",
+    "--verbose",
+    "--nonblock",
+    "--conflict-exit-code",
+    "--quiet",
+    "--take",
+    "--counting",
+    "delete",
+    "count-down",
+    "--watch",
+    "--interval",
+    "--max-keys",
+    "--help",
+    "-h",
+    "--version",
+    "-V",
+    "--sync-replicas=1",
+    "--password-file=/x",
+    "--user=u",
+    "-nu",
+    "--object=--",
+    "*",
+    "--url=",
+    "--hold=yes",
+    "-E256",
+    "10ms",
+    "--tls-ca=/ca",
+    "--cert=/c",
+    "-qu",
+    "--watchdog=30ms",
+    "--lease=0",
+    "--interval=5ms",
 };
 #define N_DICT (sizeof dictionary / sizeof dictionary[0])
 
@@ -82,7 +153,23 @@ static bool same_str(const char *a, const char *b)
     return (!a && !b) || (a && b && strcmp(a, b) == 0);
 }
 
-/* Properties 1 and 2 for one parse. */
+/* Property 2b for one option's value v (NULL: not given): the word after an option, or what
+ * follows "=" in a long one; not a NAME (used), before "--" (end), before the first NAME. */
+static void check_value(const char *v, char **argv, int argc, const bool *used, int first_name,
+                        int end)
+{
+    if (!v)
+        return;
+    int i = index_of(argv, argc, v);
+    if (i < 1)
+        abort(); /* not from the command line */
+    bool whole = v == argv[i] && argv[i - 1][0] == '-';
+    bool joined = v > argv[i] && v[-1] == '=' && strncmp(argv[i], "--", 2) == 0;
+    if ((!whole && !joined) || used[i] || i >= end || i >= first_name)
+        abort();
+}
+
+/* Properties 1, 2 and 2b for one parse. */
 static void check(const parse *p, int argc, char **argv, bool command_first)
 {
     bool used[MAX_WORDS + 8] = {false};
@@ -121,6 +208,11 @@ static void check(const parse *p, int argc, char **argv, bool command_first)
         if (i >= first_name || (i < argc && used[i]))
             abort(); /* a server after a NAME, or from a NAME */
     }
+    const char *connection[] = {p->g.user,    p->g.tls_ca,  p->g.tls_cert,
+                                p->g.tls_key, p->g.tls_sni, p->g.password_file};
+    for (size_t k = 0; k < sizeof connection / sizeof connection[0]; k++)
+        check_value(connection[k], argv, argc, used, first_name, end);
+    check_value(p->g.client_name, argv, argc, used, argc, end);
 }
 
 /* Property 3: a and b differ only in the planted NAME at argv index `at` (after "--object="
@@ -155,7 +247,9 @@ static void same_but_name(const parse *a, const parse *b, char **argv_a, char **
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
     static bool quiet;
-    if (!quiet) { /* usage errors and --help go nowhere */
+    /* usage errors and --help go nowhere; under libFuzzer, set BATON_FUZZ_KEEP_FDS=1 and pass
+     * -close_fd_mask=3 instead, which keeps libFuzzer's own reports on its copy of stderr */
+    if (!quiet && !getenv("BATON_FUZZ_KEEP_FDS")) {
         int null = open("/dev/null", O_WRONLY);
         if (null >= 0) {
             dup2(null, 1);
@@ -187,8 +281,10 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
             bool last = i == size - 1;
             copy[i] = '\0';
             char *t = NULL;
-            if ((unsigned char)w[0] >= 1 && (unsigned char)w[0] < 0x20)
-                t = tokens[n_tokens++] = strdup(dictionary[(unsigned char)w[0] % N_DICT]);
+            unsigned char b0 = (unsigned char)w[0], b1 = b0 ? (unsigned char)w[1] : 0;
+            if (b0 >= 1 && b0 < 0x20)
+                t = tokens[n_tokens++] =
+                    strdup(dictionary[(b1 >= 1 && b1 < 0x20 ? b0 * 32u + b1 : b0) % N_DICT]);
             argv[argc++] = t ? t : w;
             w = copy + i + 1;
             if (last)
