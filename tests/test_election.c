@@ -753,3 +753,66 @@ Test(election, cli_leader_prints_and_watches)
     baton_client_close(c);
 }
 #endif
+
+/* ---------------------------------------------------------------- observe fd, callback */
+
+#include <poll.h>
+
+typedef struct seen {
+    pthread_mutex_t mu;
+    int n;
+    baton_election_change changes[16];
+} seen;
+
+static void observed(baton_election *e, const baton_election_event *ev, void *arg)
+{
+    (void)e;
+    seen *s = arg;
+    pthread_mutex_lock(&s->mu);
+    if (s->n < 16)
+        s->changes[s->n++] = ev->change;
+    pthread_mutex_unlock(&s->mu);
+}
+
+Test(election, the_observe_descriptor_and_the_observer_callback)
+{
+    baton_client *c = th_client(NULL), *co = th_client(NULL);
+    const char *name = th_tmpname("el");
+    baton_election *a = open_e(c, name), *o = open_e(co, name), *o2 = open_e(co, name);
+    int fd = -1;
+    cr_assert(eq(int, baton_election_observe_fd(o, &fd), BATON_OK));
+    seen s = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    cr_assert(eq(int, baton_election_set_observer(o2, observed, &s), BATON_OK));
+    struct pollfd p = {fd, POLLIN, 0};
+    cr_assert(eq(int, poll(&p, 1, 300), 0), "nothing yet");
+    int64_t t0 = th_ms();
+    cr_assert(eq(int, baton_election_campaign(a, "a", 0, BATON_LEASE_WATCHDOG), BATON_OK));
+    cr_assert(eq(int, poll(&p, 1, 2000), 1), "readable after a change");
+    cr_log_info("observe fd readable %lld ms after the campaign began", (long long)(th_ms() - t0));
+    cr_assert(lt(i64, th_ms() - t0, 200));
+    baton_election_event ev;
+    cr_assert(eq(int, baton_election_observe_next(o, 0, &ev), BATON_OK));
+    cr_assert(eq(int, (int)ev.change, (int)BATON_ELECTION_ELECTED));
+    cr_assert(eq(int, poll(&p, 1, 0), 0), "drained");
+    cr_assert(eq(int, baton_election_proclaim(a, "b"), BATON_OK));
+    cr_assert(eq(int, baton_election_resign(a), BATON_OK));
+    cr_assert(eq(int, baton_election_observe_next(o, 2000, &ev), BATON_OK));
+    cr_assert(eq(int, (int)ev.change, (int)BATON_ELECTION_PROCLAIMED));
+    cr_assert(eq(int, baton_election_observe_next(o, 2000, &ev), BATON_OK));
+    cr_assert(eq(int, (int)ev.change, (int)BATON_ELECTION_RESIGNED));
+    for (int i = 0; i < 200 && s.n < 3; i++)
+        th_sleep_ms(10);
+    pthread_mutex_lock(&s.mu);
+    cr_assert(eq(int, s.n, 3));
+    cr_assert(eq(int, (int)s.changes[0], (int)BATON_ELECTION_ELECTED));
+    cr_assert(eq(int, (int)s.changes[1], (int)BATON_ELECTION_PROCLAIMED));
+    cr_assert(eq(int, (int)s.changes[2], (int)BATON_ELECTION_RESIGNED));
+    pthread_mutex_unlock(&s.mu);
+    t0 = th_ms();
+    baton_election_close(o);
+    baton_election_close(o2);
+    cr_assert(lt(i64, th_ms() - t0, 1000), "close ends the observing threads");
+    baton_election_close(a);
+    baton_client_close(c);
+    baton_client_close(co);
+}

@@ -136,6 +136,29 @@ BATON_API int baton_election_observe_next(baton_election *e, int64_t timeout_ms,
                                           baton_election_event *ev);
 
 /*
+ * *fd = a descriptor, owned by the handle, readable while a change waits for
+ * baton_election_observe_next() (which then returns at once), for programs built around
+ * poll(). The first call starts a thread of the handle's own that observes (the first
+ * change it queues is the last one logged, as for observe_next); from then on
+ * observe_next reads what it queued (32 changes at most: the thread waits while the
+ * queue is full, and resumes where it stopped). Returns BATON_OK, BATON_EINVAL,
+ * BATON_ENOMEM.
+ */
+BATON_API int baton_election_observe_fd(baton_election *e, int *fd);
+
+/*
+ * Registers fn(e, ev, arg) to run for every change, in order, on the handle's observing
+ * thread (started if need be, as by baton_election_observe_fd); changes then go to fn, not
+ * to the queue. fn must not block for long nor call baton_election_close(),
+ * baton_election_observe_next() or this function; it may call other baton functions.
+ * NULL unregisters (changes queue again). Returns BATON_OK, BATON_EINVAL, BATON_ENOMEM.
+ */
+BATON_API int baton_election_set_observer(baton_election *e,
+                                          void (*fn)(baton_election *, const baton_election_event *,
+                                                     void *),
+                                          void *arg);
+
+/*
  * Registers fn(e, arg) to run when this handle's leadership is found lost (renewal found
  * it taken or expired, the server restarted, a lease ran out while the server could not
  * be reached), as baton_lock_set_lost_handler(); fn runs on a library thread, must not

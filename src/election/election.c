@@ -23,9 +23,12 @@
 
 #include <hiredis/hiredis.h>
 
+#include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ------------------------------- keys and scripts (one place) ------------------------ */
 
@@ -51,7 +54,21 @@ struct baton_election {
     char cursor[48];    /* observe: the next log id wanted; "" before the first call */
     void (*lost_fn)(baton_election *, void *);
     void *lost_arg;
+    /* observation by a thread of the handle's own (observe_fd, set_observer) */
+    pthread_t watcher;
+    bool watching;               /* the thread runs: observe_next reads its queue */
+    atomic_bool stop;            /* asks it to end (close) */
+    pthread_cond_t changed;      /* the queue changed (under mu_q) */
+    pthread_mutex_t mu_q;        /* guards the queue and the observer */
+    baton_election_event *queue; /* QUEUE_LEN changes waiting for observe_next */
+    int q_head, q_len;
+    int pipe_fd[2]; /* readable while the queue holds a change */
+    void (*observer)(baton_election *, const baton_election_event *, void *);
+    void *observer_arg;
 };
+
+#define QUEUE_LEN 32
+#define WATCH_SLICE_MS 250 /* how long close may wait for the watcher to notice */
 
 /* The lock's owner field for the handle's owner. */
 static void owner_field(baton_election *e, char *buf, size_t len)
@@ -105,6 +122,9 @@ int baton_election_open(baton_client *c, const char *name, baton_election **out)
         return rc;
     }
     baton__mutex_init(&e->mu);
+    baton__mutex_init(&e->mu_q);
+    baton__cond_init(&e->changed);
+    e->pipe_fd[0] = e->pipe_fd[1] = -1;
     *out = e;
     return BATON_OK;
 }
@@ -113,6 +133,22 @@ void baton_election_close(baton_election *e)
 {
     if (!e)
         return;
+    if (e->watching) {
+        atomic_store(&e->stop, true);
+        baton__mutex_lock(&e->mu_q);
+        baton__cond_broadcast(&e->changed);
+        baton__mutex_unlock(&e->mu_q);
+        pthread_join(e->watcher, NULL);
+    }
+    if (e->pipe_fd[0] >= 0) {
+        close(e->pipe_fd[0]);
+        close(e->pipe_fd[1]);
+    }
+    free(e->queue);
+    if (!baton__client_forked(e->client)) {
+        baton__mutex_destroy(&e->mu_q);
+        baton__cond_destroy(&e->changed);
+    }
     baton_lock_close(e->lock);
     baton_owner_free(e->owner);
     if (!baton__client_forked(e->client))
@@ -478,7 +514,8 @@ static int64_t observe_bound(void *arg)
     return ((observing *)arg)->bound_ms;
 }
 
-int baton_election_observe_next(baton_election *e, int64_t timeout_ms, baton_election_event *ev)
+/* One observation from the handle's cursor (the watcher thread's, or the caller's). */
+static int observe_next(baton_election *e, int64_t timeout_ms, baton_election_event *ev)
 {
     int rc = enter(e);
     if (rc == BATON_OK && !ev)
@@ -497,6 +534,133 @@ int baton_election_observe_next(baton_election *e, int64_t timeout_ms, baton_ele
                      .bound_ms = observe_bound,
                      .arg = &o};
     rc = baton__wait_for(e->client, &w);
+    if (rc == BATON_ETIMEDOUT)
+        return baton__fail(e->client, rc, "election %s: no change within %lld ms", e->name,
+                           (long long)timeout_ms);
+    return rc;
+}
+
+/* ------------------------------- observation by a thread ---------------------------- */
+
+/* The watcher: observes in slices (so that close is noticed), hands each change to the
+ * observer callback or queues it for observe_next and makes the descriptor readable. */
+static void *watch_main(void *arg)
+{
+    baton_election *e = arg;
+    baton_election_event *ev = malloc(sizeof *ev);
+    while (ev && !atomic_load(&e->stop)) {
+        int rc = observe_next(e, WATCH_SLICE_MS, ev);
+        if (rc != BATON_OK) {
+            if (rc != BATON_ETIMEDOUT) { /* a server error: look again after a pause */
+                baton__mutex_lock(&e->mu_q);
+                if (!atomic_load(&e->stop))
+                    baton__cond_wait_until(&e->changed, &e->mu_q,
+                                           baton__deadline_after_ms(WATCH_SLICE_MS));
+                baton__mutex_unlock(&e->mu_q);
+            }
+            continue;
+        }
+        baton__mutex_lock(&e->mu_q);
+        while (!e->observer && e->q_len == QUEUE_LEN && !atomic_load(&e->stop))
+            baton__cond_wait_until(&e->changed, &e->mu_q, BATON__NO_DEADLINE);
+        if (e->observer) {
+            e->observer(e, ev, e->observer_arg); /* under mu_q: never with a set_observer */
+        } else if (e->q_len < QUEUE_LEN) {
+            e->queue[(e->q_head + e->q_len++) % QUEUE_LEN] = *ev;
+            char b = 1;
+            if (e->q_len == 1 && write(e->pipe_fd[1], &b, 1) < 0) {
+                /* full: readable already */
+            }
+            baton__cond_broadcast(&e->changed);
+        }
+        baton__mutex_unlock(&e->mu_q);
+    }
+    free(ev);
+    return NULL;
+}
+
+/* Starts the watcher once. Returns BATON_OK or BATON_ENOMEM. */
+static int start_watching(baton_election *e)
+{
+    baton__mutex_lock(&e->mu_q);
+    int rc = BATON_OK;
+    if (!e->watching) {
+        e->queue = calloc(QUEUE_LEN, sizeof *e->queue);
+        if (!e->queue || pipe2(e->pipe_fd, O_NONBLOCK | O_CLOEXEC) != 0) {
+            e->pipe_fd[0] = e->pipe_fd[1] = -1;
+            rc = BATON_ENOMEM;
+        } else if (pthread_create(&e->watcher, NULL, watch_main, e) != 0) {
+            rc = BATON_ENOMEM;
+        } else {
+            e->watching = true;
+        }
+    }
+    baton__mutex_unlock(&e->mu_q);
+    return rc == BATON_OK ? rc
+                          : baton__fail(e->client, rc,
+                                        "election %s: cannot start the "
+                                        "observing thread",
+                                        e->name);
+}
+
+int baton_election_observe_fd(baton_election *e, int *fd)
+{
+    int rc = enter(e);
+    if (rc == BATON_OK && !fd)
+        rc = baton__fail(e->client, BATON_EINVAL, "fd is NULL");
+    if (rc == BATON_OK)
+        rc = start_watching(e);
+    if (rc == BATON_OK)
+        *fd = e->pipe_fd[0];
+    return rc;
+}
+
+int baton_election_set_observer(baton_election *e,
+                                void (*fn)(baton_election *, const baton_election_event *, void *),
+                                void *arg)
+{
+    int rc = enter(e);
+    if (rc != BATON_OK)
+        return rc;
+    baton__mutex_lock(&e->mu_q);
+    e->observer = fn;
+    e->observer_arg = fn ? arg : NULL;
+    baton__cond_broadcast(&e->changed);
+    baton__mutex_unlock(&e->mu_q);
+    return fn ? start_watching(e) : BATON_OK;
+}
+
+int baton_election_observe_next(baton_election *e, int64_t timeout_ms, baton_election_event *ev)
+{
+    int rc = enter(e);
+    if (rc == BATON_OK && !ev)
+        rc = baton__fail(e->client, BATON_EINVAL, "ev is NULL");
+    if (rc == BATON_OK && baton__check_wait(timeout_ms) != BATON_OK)
+        rc = baton__fail(e->client, BATON_EINVAL, "timeout_ms %lld", (long long)timeout_ms);
+    if (rc != BATON_OK)
+        return rc;
+    baton__mutex_lock(&e->mu_q);
+    bool watching = e->watching;
+    if (watching) {
+        int64_t deadline = baton__deadline_after_ms(timeout_ms);
+        while (e->q_len == 0 && rc == BATON_OK)
+            if (baton__cond_wait_until(&e->changed, &e->mu_q, deadline) != 0)
+                rc = BATON_ETIMEDOUT;
+        if (e->q_len > 0) {
+            *ev = e->queue[e->q_head];
+            e->q_head = (e->q_head + 1) % QUEUE_LEN;
+            if (--e->q_len == 0) {
+                char buf[16];
+                while (read(e->pipe_fd[0], buf, sizeof buf) > 0) {
+                }
+            }
+            baton__cond_broadcast(&e->changed);
+            rc = BATON_OK;
+        }
+    }
+    baton__mutex_unlock(&e->mu_q);
+    if (!watching)
+        return observe_next(e, timeout_ms, ev);
     if (rc == BATON_ETIMEDOUT)
         return baton__fail(e->client, rc, "election %s: no change within %lld ms", e->name,
                            (long long)timeout_ms);
