@@ -32,11 +32,13 @@ async_compare() {
     redis_stop
     awk -F'[,:]' '
         { for (i = 1; i < NF; i++) { gsub(/[{}"]/, "", $i); gsub(/[{}"]/, "", $(i + 1)) }
-          m = ""; s = ""; o = ""; p = ""; r = ""; l = ""
+          m = ""; s = ""; o = ""; p = ""; r = ""; l = ""; y = ""
           for (i = 1; i < NF; i += 2) {
             if ($i == "mode") m = $(i + 1); if ($i == "scenario") s = $(i + 1)
             if ($i == "ops_per_s") o = $(i + 1); if ($i == "lat_p50_ms") p = $(i + 1)
-            if ($i == "client_rtts_per_op") r = $(i + 1); if ($i == "lost_updates") l = $(i + 1) }
+            if ($i == "client_rtts_per_op") r = $(i + 1); if ($i == "lost_updates") l = $(i + 1)
+            if ($i == "syscalls_per_rt") y = $(i + 1) }
+          sys[m " " s] = sys[m " " s] " " y
           ops[m " " s] = ops[m " " s] " " o; p50[m " " s] = p50[m " " s] " " p
           rtt[m " " s] = rtt[m " " s] " " r; lost[m " " s] += l }
         function median(v,    a, n, i, j, t) {
@@ -45,15 +47,17 @@ async_compare() {
                 if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
             return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
         END {
-            for (k in ops) { O[k] = median(ops[k]); P[k] = median(p50[k]); R[k] = median(rtt[k]) }
+            for (k in ops) { O[k] = median(ops[k]); P[k] = median(p50[k]); R[k] = median(rtt[k]); Y[k] = median(sys[k]) }
             printf "| figure | threads | one loop thread (async) | async ÷ threads | target |\n|---|---|---|---|---|\n"
             printf "| s2 acq/s (8 workers) | %.0f | %.0f | %.2f | >= 1 |\n", O["threads s2"], O["async s2"], O["async s2"] / O["threads s2"]
             printf "| s2 acquire-wait p50 ms | %.3f | %.3f | %.2f | |\n", P["threads s2"], P["async s2"], P["async s2"] / P["threads s2"]
             printf "| s2 client round trips / acq | %.2f | %.2f | | |\n", R["threads s2"], R["async s2"]
+            printf "| s2 socket syscalls / round trip | %.2f | %.2f | | |\n", Y["threads s2"], Y["async s2"]
             printf "| s2 lost updates (all rounds) | %d | %d | | 0 |\n", lost["threads s2"], lost["async s2"]
             printf "| s3 ops/s (16 workers, 4 permits) | %.0f | %.0f | %.2f | >= 1 |\n", O["threads s3"], O["async s3"], O["async s3"] / O["threads s3"]
             printf "| s3 acquire-wait p50 ms | %.3f | %.3f | %.2f | |\n", P["threads s3"], P["async s3"], P["async s3"] / P["threads s3"]
             printf "| s3 client round trips / op | %.2f | %.2f | | |\n", R["threads s3"], R["async s3"]
+            printf "| s3 socket syscalls / round trip | %.2f | %.2f | | |\n", Y["threads s3"], Y["async s3"]
         }' "$work/async.jsonl" >"$work/async.table"
     cat "$work/async.table"
     {

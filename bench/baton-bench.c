@@ -15,19 +15,23 @@
  * on a separate connection; think_ms pause after each release), s2f (s2 with the fair lock),
  * s3 (semaphore, P permits, W workers; critical section INCR), s4 (W threads of one client
  * await one latch; one count_down opens it), s5 (one client holds N locks with the watchdog
- * for a few renewal periods).
+ * for a few renewal periods), s6 (50 processes, 20 rounds, 1 ms holds on one plain lock,
+ * fair lock or 1-permit semaphore: s2, s2f or s3 with --primitive).
  *
  * Workers are threads of one client, or with --processes one process (and one client)
  * each. Counting follows BENCH.md: client round trips are the library's own counters
- * (commands on command connections plus SUBSCRIBE/UNSUBSCRIBE), the critical section runs
- * on a raw hiredis connection and is not counted; server commands are INFO commandstats
- * after CONFIG RESETSTAT (a script's own redis.call()s included, as Redis counts them),
- * less the critical section's commands and the benchmark's INFO/CONFIG. Every wait is
- * bounded, so the program stops by itself within --max-seconds.
+ * (baton_client_stats(): round trips on command connections plus SUBSCRIBE/UNSUBSCRIBE),
+ * the critical section runs on a raw hiredis connection and is not counted; server
+ * commands are INFO commandstats after CONFIG RESETSTAT (a script's own redis.call()s
+ * included, as Redis counts them), less the critical section's commands and the
+ * benchmark's INFO/CONFIG; socket system calls are counted by syscount.c (linked in) on the
+ * client's sockets only. Every wait is bounded, so the program stops by itself within
+ * --max-seconds. Only the public headers (include/baton/) are used.
  */
 #define _GNU_SOURCE
-#include "internal.h"
-#include "slots.h"
+#include "syscount.h"
+
+#include <baton/baton.h>
 
 #include <hiredis/hiredis.h>
 
@@ -36,6 +40,7 @@
 #include <getopt.h>
 #include <math.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -63,9 +68,8 @@ static struct {
     long n, k;
     int workers, permits, think_ms, max_seconds, periods;
     bool processes;
-    bool stats_off; /* --stats off: the client's statistics paused (the A/B of s1) */
-    bool leases;    /* --leases: s3 takes permit leases (baton_permits), not counts */
-    bool async;     /* --async: s2, s2f, s3 from one thread's event loop (run_async) */
+    bool leases; /* --leases: s3 takes permit leases (baton_permits), not counts */
+    bool async;  /* --async: s2, s2f, s3 from one thread's event loop (run_async) */
     int64_t lease_ms, watchdog_ms;
     double duration;    /* > 0: run until this many seconds passed instead of K each */
     char prefix[64];    /* every key of this run starts with it */
@@ -73,6 +77,8 @@ static struct {
     int tls_port;       /* > 0: baton connects over TLS to this port (rediss://) ... */
     const char *tls_ca; /* ... trusting this CA; --port stays the plain port for INFO */
     int groups;         /* --groups G: s2/s2f/s3 workers split into G objects (w % G) */
+    double hold_ms;     /* --hold-ms H: the critical section also sleeps H ms */
+    const char *s6;     /* s6: the primitive ("lock", "fairlock", "semaphore"), else NULL */
     int nmasters;       /* --cluster P1,P2,...: a Redis Cluster with these masters */
     int masters[16];
 } opt = {.port = 0,
@@ -87,6 +93,16 @@ static struct {
          .lease_ms = BATON_LEASE_WATCHDOG,
          .watchdog_ms = -1};
 
+/* The scenario as printed: its id, or "s6-<primitive>" (s6 runs as s2, s2f or s3). */
+static const char *label(void)
+{
+    static char buf[32];
+    if (!opt.s6)
+        return scenario_ids[opt.sc];
+    snprintf(buf, sizeof buf, "s6-%s", opt.s6);
+    return buf;
+}
+
 /* ------------------------------------------------------------------------------------------
  * Shared state: in a MAP_SHARED mapping, so threads and forked workers use it alike
  * ---------------------------------------------------------------------------------------- */
@@ -99,6 +115,7 @@ typedef struct worker_out {
     uint64_t cmds;       /* --processes: this worker's client commands (round trips) */
     uint64_t pubsub;     /* --processes: ... and its SUBSCRIBE/UNSUBSCRIBE */
     double cpu_us;       /* --processes: this worker's CPU time in the measured phase */
+    syscount sys;        /* --processes: this worker's socket system calls in it */
     int64_t end_ns;      /* when the worker finished */
     uint64_t nwait;      /* latency samples recorded */
     uint64_t nhand;      /* handoff samples recorded */
@@ -129,12 +146,21 @@ static int64_t *hand_samples; /* handoffs; for s1/s1m, the acquire alone */
 static int64_t *rel_samples;  /* the release call alone */
 static size_t sample_cap;
 
+/* The client's counters the figures use, from the public baton_client_stats(). */
+typedef struct bstats {
+    uint64_t commands; /* round trips on command connections (a pipelined batch once) */
+    uint64_t pubsub;   /* SUBSCRIBE + UNSUBSCRIBE sent */
+    int subs;          /* subscriptions held now: SUBSCRIBEs less UNSUBSCRIBEs */
+    uint64_t renewals; /* hold renewals the watchdog sent */
+} bstats;
+
 typedef struct worker {
     int id;
     baton_client *c;
     redisContext *raw; /* critical section, not counted */
     worker_out *out;
-    baton__stats st0; /* --processes: client counters at the start line */
+    bstats st0;   /* --processes: client counters at the start line */
+    syscount sc0; /* --processes: socket system calls at the start line */
     struct rusage ru0;
     pthread_t thread;
 } worker;
@@ -186,6 +212,7 @@ static redisContext *raw_connect_port(int port)
     if (!r || r->err)
         die("cannot reach redis on 127.0.0.1:%d%s%s", port, r ? ": " : "", r ? r->errstr : "");
     redisSetTimeout(r, tv);
+    syscount_ignore_fd(r->fd); /* the bench's own connection: its calls are not baton's */
     return r;
 }
 
@@ -221,6 +248,17 @@ static long long raw_get_int(redisContext *r, const char *key)
     return v;
 }
 
+static void client_counts(baton_client *c, bstats *out)
+{
+    baton_stats st;
+    if (baton_client_stats(c, &st) != BATON_OK)
+        die("baton_client_stats failed");
+    out->commands = st.round_trips;
+    out->pubsub = st.subscribes + st.unsubscribes;
+    out->subs = (int)(st.subscribes - st.unsubscribes);
+    out->renewals = st.renewals_sent;
+}
+
 static baton_client *client_open(void)
 {
     char url[64 + 16 * 24];
@@ -244,7 +282,6 @@ static baton_client *client_open(void)
     int rc = baton_client_open(&o, &c);
     if (rc != BATON_OK)
         die("baton_client_open: %s: %s", baton_err_name(rc), baton_open_errmsg());
-    baton__stats_enable(c, !opt.stats_off);
     return c;
 }
 
@@ -256,8 +293,35 @@ static void key(char *buf, size_t len, const char *what, int id)
         snprintf(buf, len, "%s:%s", opt.prefix, what);
 }
 
+/* Redis Cluster's hash slot of a key: CRC16 (XMODEM) of the key, or of its hash tag (the
+ * text between the first '{' and the next '}', when not empty), modulo 16384. */
+#define SLOTS 16384
+
+static unsigned crc16(const char *p, size_t n)
+{
+    unsigned crc = 0;
+    for (size_t i = 0; i < n; i++) {
+        crc ^= (unsigned)(unsigned char)p[i] << 8;
+        for (int b = 0; b < 8; b++)
+            crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
+    }
+    return crc;
+}
+
+static int key_slot(const char *k)
+{
+    size_t n = strlen(k);
+    const char *open = memchr(k, '{', n);
+    if (open) {
+        const char *close = memchr(open + 1, '}', n - (size_t)(open + 1 - k));
+        if (close && close > open + 1)
+            return (int)(crc16(open + 1, (size_t)(close - open - 1)) % SLOTS);
+    }
+    return (int)(crc16(k, n) % SLOTS);
+}
+
 /* --cluster: the index in opt.masters of each slot's master (CLUSTER SLOTS). */
-static signed char slot_master[BATON__SLOTS];
+static signed char slot_master[SLOTS];
 
 static void load_slots(void)
 {
@@ -294,7 +358,7 @@ static void obj_name(char *buf, size_t len, const char *what, int id)
     int want = (id < 0 ? 0 : id) % opt.nmasters;
     for (int i = 0; i < 1000000; i++) {
         snprintf(buf + base, len - base, "~%d", i);
-        if (slot_master[baton__key_slot(buf, strlen(buf))] == want)
+        if (slot_master[key_slot(buf)] == want)
             return;
     }
     die("no name for master %d", want);
@@ -311,7 +375,7 @@ static int port_of(const char *k)
 {
     if (opt.nmasters == 0)
         return opt.port;
-    return opt.masters[slot_master[baton__key_slot(k, strlen(k))]];
+    return opt.masters[slot_master[key_slot(k)]];
 }
 
 /* The object a worker uses: its own (s1m), or its group's (s2, s2f, s3). */
@@ -367,7 +431,8 @@ static void timeline(int64_t end, int64_t wait)
 static void settle(baton_client *c)
 {
     int64_t until = now_ns() + 1000000000;
-    while (baton__sub_count(c) > 0 && now_ns() < until)
+    bstats st;
+    for (client_counts(c, &st); st.subs > 0 && now_ns() < until; client_counts(c, &st))
         sleep_ms(1);
     sleep_ms(5);
 }
@@ -376,7 +441,8 @@ static void settle(baton_client *c)
 static void start_line(worker *w)
 {
     if (opt.processes) {
-        baton__client_stats(w->c, &w->st0);
+        client_counts(w->c, &w->st0);
+        syscount_read(&w->sc0);
         getrusage(RUSAGE_SELF, &w->ru0);
     }
     pthread_barrier_wait(&sh->barrier); /* everyone ready: main resets the counters */
@@ -388,10 +454,13 @@ static void finish_line(worker *w)
     w->out->end_ns = now_ns();
     if (opt.processes) {
         settle(w->c);
-        baton__stats st;
+        bstats st;
         struct rusage ru;
-        baton__client_stats(w->c, &st);
+        syscount sc;
+        client_counts(w->c, &st);
+        syscount_read(&sc);
         getrusage(RUSAGE_SELF, &ru);
+        syscount_diff(&w->sc0, &sc, &w->out->sys);
         w->out->cmds = st.commands - w->st0.commands;
         w->out->pubsub = st.pubsub - w->st0.pubsub;
         w->out->cpu_us = cpu_us(&w->ru0, &ru);
@@ -483,6 +552,7 @@ static void lock_worker(worker *w)
             redisReply *rep = raw_cmd(w->raw, "SET %s %lld", counter, v + 1);
             freeReplyObject(rep);
             o->cs_cmds += 2;
+            sleep_ms(opt.hold_ms);
 
             atomic_fetch_sub(&sh->holders, 1);
             atomic_store(&sh->waiters_at_release, atomic_load(&sh->waiting));
@@ -620,6 +690,7 @@ static void semaphore_worker(worker *w)
         update_max(&sh->max_holders, atomic_fetch_add(&sh->holders, 1) + 1);
         freeReplyObject(raw_cmd(w->raw, "INCR %s", counter));
         o->cs_cmds++;
+        sleep_ms(opt.hold_ms);
         atomic_fetch_sub(&sh->holders, 1);
         rc = sem_release(&h);
         if (rc != BATON_OK)
@@ -745,10 +816,12 @@ typedef struct result {
     uint64_t ops;
     double seconds, ops_per_s;
     const char *lat_kind;
-    double lat_p50, lat_p99, lat_max, hand_p50, hand_p99, self_pct;
+    double lat_p50, lat_p99, lat_p999, lat_max, hand_p50, hand_p99, self_pct;
     double counter, expected, lost, max_holders;
     uint64_t errors;
     double server_cmds, client_rtts, server_cpu, client_cpu; /* per op */
+    double server_scripts;                                   /* EVALSHA + EVAL per op */
+    double sys_per_rt; /* socket system calls per client round trip (syscount.h) */
 } result;
 
 static int cmp_i64(const void *a, const void *b)
@@ -817,7 +890,9 @@ static void write_json(const result *r)
     if (!f)
         die("out of memory");
     fprintf(f, "{\"suite\":\"baton\",\"lang\":\"c\",\"peer\":\"baton\",\"scenario\":\"%s\",",
-            scenario_ids[opt.sc]);
+            opt.s6 ? "s6" : scenario_ids[opt.sc]);
+    if (opt.s6)
+        fprintf(f, "\"primitive\":\"%s\",\"hold_ms\":%g,", opt.s6, opt.hold_ms);
     fprintf(f, "\"workers\":%d,", r->workers);
     if (opt.sc == S3)
         fprintf(f, "\"permit_leases\":%s,", opt.leases ? "true" : "false");
@@ -833,6 +908,7 @@ static void write_json(const result *r)
         fprintf(f, "\"lat_kind\":null,");
     jnum(f, "lat_p50_ms", r->lat_p50, 3, false);
     jnum(f, "lat_p99_ms", r->lat_p99, 3, false);
+    jnum(f, "lat_p999_ms", r->lat_p999, 3, false);
     jnum(f, "lat_max_ms", r->lat_max, 3, false);
     jnum(f, "handoff_p50_ms", r->hand_p50, 3, false);
     jnum(f, "handoff_p99_ms", r->hand_p99, 3, false);
@@ -844,6 +920,8 @@ static void write_json(const result *r)
     fprintf(f, "\"errors\":%llu,", (unsigned long long)r->errors);
     jnum(f, "server_cmds_per_op", r->server_cmds, 3, false);
     jnum(f, "client_rtts_per_op", r->client_rtts, 4, false);
+    jnum(f, "server_scripts_per_op", r->server_scripts, 3, false);
+    jnum(f, "syscalls_per_rt", r->sys_per_rt, 3, false);
     jnum(f, "server_cpu_us_per_op", r->server_cpu, 1, false);
     jnum(f, "client_cpu_us_per_op", r->client_cpu, 1, true);
     fputs("}\n", f);
@@ -868,33 +946,27 @@ static void fmt(char *buf, size_t len, double v, int prec)
 /* The human-readable line: key=value pairs, so that bench/run can also read it. */
 static void print_human(const result *r, const char *extra)
 {
-    char b[16][32];
-    fmt(b[0], 32, r->ops_per_s, 1);
-    fmt(b[1], 32, r->lat_p50, 3);
-    fmt(b[2], 32, r->lat_p99, 3);
-    fmt(b[3], 32, r->lat_max, 3);
-    fmt(b[4], 32, r->hand_p50, 3);
-    fmt(b[5], 32, r->hand_p99, 3);
-    fmt(b[6], 32, r->self_pct, 2);
-    fmt(b[7], 32, r->lost, 0);
-    fmt(b[8], 32, r->max_holders, 0);
-    fmt(b[9], 32, r->client_rtts, 4);
-    fmt(b[10], 32, r->server_cmds, 3);
-    fmt(b[11], 32, r->server_cpu, 1);
-    fmt(b[12], 32, r->client_cpu, 1);
-    fmt(b[13], 32, r->target_ops, 0);
-    fmt(b[14], 32, r->think_ms, 0);
+    char b[20][32];
+    const double v[20] = {r->ops_per_s,      r->lat_p50,     r->lat_p99,     r->lat_max,
+                          r->hand_p50,       r->hand_p99,    r->self_pct,    r->lost,
+                          r->max_holders,    r->client_rtts, r->server_cmds, r->server_cpu,
+                          r->client_cpu,     r->target_ops,  r->think_ms,    r->lat_p999,
+                          r->server_scripts, r->sys_per_rt};
+    const int prec[20] = {1, 3, 3, 3, 3, 3, 2, 0, 0, 4, 3, 1, 1, 0, 0, 3, 3, 2};
+    for (int i = 0; i < 18; i++)
+        fmt(b[i], 32, v[i], prec[i]);
     printf("%s workers=%d%s think_ms=%s ops=%llu/%s seconds=%.3f ops_per_s=%s lat(%s) "
-           "p50=%s p99=%s max=%s ms handoff_p50=%s handoff_p99=%s self_reacquire_pct=%s "
-           "lost_updates=%s max_holders=%s errors=%llu client_rtts_per_op=%s "
-           "server_cmds_per_op=%s server_cpu_us_per_op=%s client_cpu_us_per_op=%s%s%s\n",
-           scenario_ids[opt.sc], r->workers,
+           "p50=%s p99=%s p999=%s max=%s ms handoff_p50=%s handoff_p99=%s "
+           "self_reacquire_pct=%s lost_updates=%s max_holders=%s errors=%llu "
+           "client_rtts_per_op=%s server_cmds_per_op=%s server_scripts_per_op=%s "
+           "syscalls_per_rt=%s server_cpu_us_per_op=%s client_cpu_us_per_op=%s%s%s\n",
+           label(), r->workers,
            opt.async       ? " async"
            : opt.processes ? (opt.leases ? " processes leases" : " processes")
                            : (opt.leases ? " threads leases" : " threads"),
            b[14], (unsigned long long)r->ops, b[13], r->seconds, b[0],
-           r->lat_kind ? r->lat_kind : "-", b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8],
-           (unsigned long long)r->errors, b[9], b[10], b[11], b[12], extra ? " " : "",
+           r->lat_kind ? r->lat_kind : "-", b[1], b[2], b[15], b[3], b[4], b[5], b[6], b[7], b[8],
+           (unsigned long long)r->errors, b[9], b[10], b[16], b[17], b[11], b[12], extra ? " " : "",
            extra ? extra : "");
 }
 
@@ -907,6 +979,7 @@ static void result_init(result *r)
                   .ops_per_s = NAN,
                   .lat_p50 = NAN,
                   .lat_p99 = NAN,
+                  .lat_p999 = NAN,
                   .lat_max = NAN,
                   .hand_p50 = NAN,
                   .hand_p99 = NAN,
@@ -918,7 +991,9 @@ static void result_init(result *r)
                   .server_cmds = NAN,
                   .client_rtts = NAN,
                   .server_cpu = NAN,
-                  .client_cpu = NAN};
+                  .client_cpu = NAN,
+                  .server_scripts = NAN,
+                  .sys_per_rt = NAN};
 }
 
 static void print_errors(int nworkers)
@@ -960,213 +1035,258 @@ static void setup_shared(int nworkers, size_t cap)
     atomic_store(&sh->last_holder, -1);
 }
 
-static void run_workers(void)
-{
-    int nw = opt.workers;
-    int64_t prog_start = now_ns();
-    /* the servers: the one, or every master of the cluster (counters summed) */
-    int nctl = opt.nmasters ? opt.nmasters : 1;
-    redisContext *ctls[16];
-    for (int i = 0; i < nctl; i++)
-        ctls[i] = raw_connect_port(opt.nmasters ? opt.masters[i] : opt.port);
-    redisContext *ctl = ctls[0];
-    /* the shared objects (s2, s2f, s3): one per group */
-    int nobj = (opt.sc == S2 || opt.sc == S2F || opt.sc == S3) ? opt.groups : 0;
+/* One run of s1, s1m, s2, s2f, s3 (and s6): the servers, the objects, the workers, and the
+ * counters read around the measured phase. */
+typedef struct run {
+    int nw, nctl, nobj;
+    redisContext *ctls[16]; /* the server, or every master of the cluster (summed) */
     char names[64][128], counters[64][160];
-    for (int g = 0; g < nobj; g++) {
-        worker_object(g, names[g], sizeof names[g]);
-        counter_of(counters[g], sizeof counters[g], names[g]);
-        redisContext *r = raw_connect_port(port_of(names[g]));
-        raw_do(r, "DEL %s", counters[g]);
-        raw_do(r, "DEL %s", names[g]);
+    baton_client *setup; /* s3: the client that set the permits and checks them at the end */
+    baton_client *c;     /* threads: the client they share */
+    worker *ws;
+    pid_t *pids;
+    bstats st0, st1;
+    syscount sc0, sc1;
+    struct rusage ru0, ru1;
+    server_snap s0, s1, m0[16], m1[16];
+} run;
+
+/* What the workers counted, summed. */
+typedef struct totals {
+    uint64_t cs, cmds, pubsub, self;
+    double ccpu;
+    int64_t end;
+    syscount sys;
+} totals;
+
+static bool shared_object(void)
+{
+    return opt.sc == S2 || opt.sc == S2F || opt.sc == S3;
+}
+
+/* The shared objects (s2, s2f, s3: one per group) start from nothing; s3 gets its permits. */
+static void run_objects(run *R)
+{
+    R->nobj = shared_object() ? opt.groups : 0;
+    for (int g = 0; g < R->nobj; g++) {
+        worker_object(g, R->names[g], sizeof R->names[g]);
+        counter_of(R->counters[g], sizeof R->counters[g], R->names[g]);
+        redisContext *r = raw_connect_port(port_of(R->names[g]));
+        raw_do(r, "DEL %s", R->counters[g]);
+        raw_do(r, "DEL %s", R->names[g]);
         redisFree(r);
     }
-
-    baton_client *setup = NULL;
-    if (opt.sc == S3) {
-        setup = client_open();
-        for (int g = 0; g < nobj; g++) {
-            sem_handle h;
-            int rc = sem_open(setup, names[g], &h);
-            if (rc == BATON_OK)
-                rc = sem_try_set(&h, opt.permits);
-            if (rc != BATON_OK)
-                die("semaphore setup: %s: %s", baton_err_name(rc), baton_client_errmsg(setup));
-            sem_close(&h);
-        }
+    if (opt.sc != S3)
+        return;
+    R->setup = client_open();
+    for (int g = 0; g < R->nobj; g++) {
+        sem_handle h;
+        int rc = sem_open(R->setup, R->names[g], &h);
+        if (rc == BATON_OK)
+            rc = sem_try_set(&h, opt.permits);
+        if (rc != BATON_OK)
+            die("semaphore setup: %s: %s", baton_err_name(rc), baton_client_errmsg(R->setup));
+        sem_close(&h);
     }
+}
+
+static void run_prepare(run *R, int64_t prog_start)
+{
+    R->nw = opt.workers;
+    R->nctl = opt.nmasters ? opt.nmasters : 1;
+    for (int i = 0; i < R->nctl; i++)
+        R->ctls[i] = raw_connect_port(opt.nmasters ? opt.masters[i] : opt.port);
+    run_objects(R);
 #ifndef BATON_BENCH_HAVE_FAIRLOCK
     if (opt.sc == S2F)
         die("s2f: this libbaton has no fair lock (src/fairlock is not in BATON_SOURCES)");
 #endif
-
     size_t cap = opt.duration > 0 ? MAX_SAMPLES_PER_WORKER : (size_t)opt.k;
     if (cap > MAX_SAMPLES_PER_WORKER)
         cap = MAX_SAMPLES_PER_WORKER;
-    setup_shared(nw, cap);
+    setup_shared(R->nw, cap);
     /* Nothing waits past this: leave a second for the wind-down. */
     sh->stop_ns = prog_start + ((int64_t)opt.max_seconds - 1) * 1000000000;
-
-    worker *ws = calloc((size_t)nw, sizeof *ws);
-    pid_t *pids = calloc((size_t)nw, sizeof *pids);
-    if (!ws || !pids)
+    R->ws = calloc((size_t)R->nw, sizeof *R->ws);
+    R->pids = calloc((size_t)R->nw, sizeof *R->pids);
+    if (!R->ws || !R->pids)
         die("out of memory");
-    baton_client *c = opt.processes ? NULL : client_open();
-    for (int i = 0; i < nw; i++) {
-        ws[i].id = i;
-        ws[i].out = &sh->w[i];
-        if (opt.processes) {
-            fflush(NULL);
-            pid_t p = fork();
-            if (p < 0)
-                die("fork: %s", strerror(errno));
-            if (p == 0) {
-                prctl(PR_SET_PDEATHSIG, SIGKILL);
-                redisFree(ctl);
-                ws[i].c = client_open();
-                run_worker(&ws[i]);
-                baton_client_close(ws[i].c);
-                _exit(0);
-            }
-            pids[i] = p;
-        } else {
-            ws[i].c = c;
-            if (pthread_create(&ws[i].thread, NULL, thread_main, &ws[i]) != 0)
+}
+
+/* The workers: threads of one client, or processes with a client each. */
+static void run_spawn(run *R)
+{
+    R->c = opt.processes ? NULL : client_open();
+    for (int i = 0; i < R->nw; i++) {
+        worker *w = &R->ws[i];
+        w->id = i;
+        w->out = &sh->w[i];
+        if (!opt.processes) {
+            w->c = R->c;
+            if (pthread_create(&w->thread, NULL, thread_main, w) != 0)
                 die("pthread_create failed");
+            continue;
+        }
+        fflush(NULL);
+        pid_t p = fork();
+        if (p < 0)
+            die("fork: %s", strerror(errno));
+        if (p == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            for (int k = 0; k < R->nctl; k++)
+                redisFree(R->ctls[k]);
+            w->c = client_open();
+            run_worker(w);
+            baton_client_close(w->c);
+            _exit(0);
+        }
+        R->pids[i] = p;
+    }
+}
+
+static void run_join(run *R)
+{
+    for (int i = 0; i < R->nw; i++) {
+        if (!opt.processes) {
+            pthread_join(R->ws[i].thread, NULL);
+            continue;
+        }
+        int st;
+        while (waitpid(R->pids[i], &st, 0) < 0 && errno == EINTR)
+            ;
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            sh->w[i].errors++;
+            snprintf(sh->w[i].errmsg, sizeof sh->w[i].errmsg, "worker process failed");
         }
     }
+}
 
-    /* Everyone ready: reset the counters, then go. */
+/* The measured phase: everyone ready, counters reset and read, go; then the workers'
+ * end and the counters read again. */
+static void run_measure(run *R)
+{
     pthread_barrier_wait(&sh->barrier);
-    baton__stats st0 = {0}, st1 = {0};
-    struct rusage ru0, ru1;
-    server_snap s0, s1, m0[16], m1[16];
-    if (c)
-        baton__client_stats(c, &st0);
-    getrusage(RUSAGE_SELF, &ru0);
-    for (int i = 0; i < nctl; i++)
-        server_reset(ctls[i]);
-    for (int i = 0; i < nctl; i++)
-        server_read(ctls[i], &m0[i]);
-    server_sum(&s0, m0, nctl);
+    if (R->c)
+        client_counts(R->c, &R->st0);
+    syscount_read(&R->sc0);
+    getrusage(RUSAGE_SELF, &R->ru0);
+    for (int i = 0; i < R->nctl; i++)
+        server_reset(R->ctls[i]);
+    for (int i = 0; i < R->nctl; i++)
+        server_read(R->ctls[i], &R->m0[i]);
+    server_sum(&R->s0, R->m0, R->nctl);
     sh->start_ns = now_ns();
     if (opt.duration > 0)
         sh->until_ns = sh->start_ns + (int64_t)(opt.duration * 1e9);
     pthread_barrier_wait(&sh->barrier);
 
-    for (int i = 0; i < nw; i++) {
-        if (opt.processes) {
-            int st;
-            while (waitpid(pids[i], &st, 0) < 0 && errno == EINTR)
-                ;
-            if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-                sh->w[i].errors++;
-                snprintf(sh->w[i].errmsg, sizeof sh->w[i].errmsg, "worker process failed");
-            }
-        } else {
-            pthread_join(ws[i].thread, NULL);
-        }
+    run_join(R);
+    if (R->c) {
+        settle(R->c);
+        client_counts(R->c, &R->st1);
     }
-    if (c) {
-        settle(c);
-        baton__client_stats(c, &st1);
-    }
-    getrusage(RUSAGE_SELF, &ru1);
-    for (int i = 0; i < nctl; i++)
-        server_read(ctls[i], &m1[i]);
-    server_sum(&s1, m1, nctl);
+    syscount_read(&R->sc1);
+    getrusage(RUSAGE_SELF, &R->ru1);
+    for (int i = 0; i < R->nctl; i++)
+        server_read(R->ctls[i], &R->m1[i]);
+    server_sum(&R->s1, R->m1, R->nctl);
+}
 
-    /* The figures. */
-    result r;
-    result_init(&r);
-    r.workers = nw;
+/* The workers' counts summed into t, and the operations and errors into r. With threads,
+ * the client's and the process's counters replace the per-worker ones. */
+static void run_totals(const run *R, result *r, totals *t)
+{
+    memset(t, 0, sizeof *t);
+    t->end = sh->start_ns;
+    for (int i = 0; i < R->nw; i++) {
+        const worker_out *o = &sh->w[i];
+        r->ops += o->ops;
+        r->errors += o->errors;
+        t->cs += o->cs_cmds;
+        t->cmds += o->cmds;
+        t->pubsub += o->pubsub;
+        t->ccpu += o->cpu_us;
+        t->self += o->self_reacq;
+        for (int k = 0; k < SC_KINDS; k++)
+            t->sys.n[k] += o->sys.n[k];
+        t->sys.total += o->sys.total;
+        if (o->end_ns > t->end)
+            t->end = o->end_ns;
+    }
+    if (R->c) {
+        t->cmds = R->st1.commands - R->st0.commands;
+        t->pubsub = R->st1.pubsub - R->st0.pubsub;
+        t->ccpu = cpu_us(&R->ru0, &R->ru1);
+        syscount_diff(&R->sc0, &R->sc1, &t->sys);
+    }
+}
+
+/* Waits (and handoffs, self-reacquisitions) of a run; the acquire's and the release's own
+ * p50 where they apply (NAN otherwise). */
+static void run_latency(const run *R, result *r, const totals *t, double *acq_p50, double *rel_p50)
+{
     bool contended = opt.sc == S2 || opt.sc == S2F;
-    r.permits = opt.sc == S3 ? opt.permits * opt.groups : 1;
-    if (contended || opt.sc == S3)
-        r.think_ms = opt.think_ms;
-    if (opt.duration <= 0)
-        r.target_ops = (double)nw * (double)opt.k;
-    uint64_t cs = 0, cmds = 0, pubsub = 0, self = 0;
-    double ccpu = 0;
-    int64_t end = sh->start_ns;
-    for (int i = 0; i < nw; i++) {
-        r.ops += sh->w[i].ops;
-        r.errors += sh->w[i].errors;
-        cs += sh->w[i].cs_cmds;
-        cmds += sh->w[i].cmds;
-        pubsub += sh->w[i].pubsub;
-        ccpu += sh->w[i].cpu_us;
-        self += sh->w[i].self_reacq;
-        if (sh->w[i].end_ns > end)
-            end = sh->w[i].end_ns;
-    }
-    if (c) {
-        cmds = st1.commands - st0.commands;
-        pubsub = st1.pubsub - st0.pubsub;
-        ccpu = cpu_us(&ru0, &ru1);
-    }
-    r.seconds = (double)(end - sh->start_ns) / 1e9;
-    double ops = r.ops ? (double)r.ops : NAN;
-    r.ops_per_s = (double)r.ops / r.seconds;
-    r.lat_kind = (opt.sc == S1 || opt.sc == S1M) ? "lock+unlock" : "acquire-wait";
     size_t n;
-    int64_t *all = gather(wait_samples, nw, &n);
-    r.lat_p50 = pct_ms(all, n, 50);
-    r.lat_p99 = pct_ms(all, n, 99);
-    r.lat_max = n ? (double)all[n - 1] / 1e6 : NAN;
+    int64_t *all = gather(wait_samples, R->nw, &n);
+    r->lat_p50 = pct_ms(all, n, 50);
+    r->lat_p99 = pct_ms(all, n, 99);
+    r->lat_p999 = pct_ms(all, n, 99.9);
+    r->lat_max = n ? (double)all[n - 1] / 1e6 : NAN;
     free(all);
     if (contended) {
-        all = gather(hand_samples, nw, &n);
-        r.hand_p50 = pct_ms(all, n, 50);
-        r.hand_p99 = pct_ms(all, n, 99);
+        all = gather(hand_samples, R->nw, &n);
+        r->hand_p50 = pct_ms(all, n, 50);
+        r->hand_p99 = pct_ms(all, n, 99);
         free(all);
-        r.self_pct = 100.0 * (double)self / ops;
+        r->self_pct = 100.0 * (double)t->self / (r->ops ? (double)r->ops : NAN);
     }
-    double acq_p50 = NAN, rel_p50 = NAN;
+    *acq_p50 = *rel_p50 = NAN;
     if (!contended && opt.sc != S3) {
-        all = gather(hand_samples, nw, &n);
-        acq_p50 = pct_ms(all, n, 50);
+        all = gather(hand_samples, R->nw, &n);
+        *acq_p50 = pct_ms(all, n, 50);
         free(all);
     }
     if (opt.sc != S3) {
-        all = gather(rel_samples, nw, &n);
-        rel_p50 = pct_ms(all, n, 50);
+        all = gather(rel_samples, R->nw, &n);
+        *rel_p50 = pct_ms(all, n, 50);
         free(all);
     }
-    if (contended || opt.sc == S3) {
-        r.counter = 0;
-        for (int g = 0; g < nobj; g++) {
-            redisContext *cr = raw_connect_port(port_of(names[g]));
-            r.counter += (double)raw_get_int(cr, counters[g]);
-            redisFree(cr);
-        }
-        r.expected = (double)r.ops;
-        r.lost = r.expected - r.counter;
-        r.max_holders = atomic_load(&sh->max_holders);
-    }
-    uint64_t scmds = s1.cmds - s0.cmds;
-    r.server_cmds = ((double)scmds - (double)cs) / ops;
-    r.client_rtts = (double)(cmds + pubsub) / ops;
-    r.server_cpu = (s1.cpu_s - s0.cpu_s) * 1e6 / ops;
-    r.client_cpu = ccpu / ops;
+}
 
-    for (int g = 0; opt.sc == S3 && g < nobj; g++) { /* every permit must be back */
+/* The shared counters (lost updates) and, for s3, every permit back at the end. */
+static void run_check(const run *R, result *r)
+{
+    if (!shared_object())
+        return;
+    r->counter = 0;
+    for (int g = 0; g < R->nobj; g++) {
+        redisContext *cr = raw_connect_port(port_of(R->names[g]));
+        r->counter += (double)raw_get_int(cr, R->counters[g]);
+        redisFree(cr);
+    }
+    r->expected = (double)r->ops;
+    r->lost = r->expected - r->counter;
+    r->max_holders = atomic_load(&sh->max_holders);
+    for (int g = 0; opt.sc == S3 && g < R->nobj; g++) {
         sem_handle h;
         int64_t avail = -1;
-        if (sem_open(setup, names[g], &h) == BATON_OK) {
+        if (sem_open(R->setup, R->names[g], &h) == BATON_OK) {
             avail = sem_available(&h);
             sem_close(&h);
         }
         if (avail != opt.permits) {
             fprintf(stderr, "s3: %lld permits available at the end, expected %d\n",
                     (long long)avail, opt.permits);
-            r.errors++;
+            r->errors++;
         }
     }
+}
 
-    /* The per-second timeline: seconds whose longest wait reached 50 ms, and in a
-     * --duration run the whole of it. */
-    int nsec = (int)ceil(r.seconds);
+/* The per-second timeline: the count of seconds whose longest wait reached 50 ms, and in
+ * a --duration run the whole of it as "ops:max_ms,..." into tl. */
+static int run_timeline(double seconds, char *tl, size_t len)
+{
+    int nsec = (int)ceil(seconds);
     if (nsec > MAX_SECONDS)
         nsec = MAX_SECONDS;
     if (opt.duration > 0 && nsec > (int)opt.duration) /* the last, partial second */
@@ -1174,54 +1294,104 @@ static void run_workers(void)
     while (nsec > 0 && atomic_load(&sh->sec_ops[nsec - 1]) == 0)
         nsec--;
     int slow = 0;
-    char tl[MAX_SECONDS * 16] = "";
-    size_t tlo = 0;
+    size_t off = 0;
+    tl[0] = '\0';
     for (int i = 0; i < nsec; i++) {
         double m = (double)atomic_load(&sh->sec_max_ns[i]) / 1e6;
         slow += m >= 50;
-        if (opt.duration > 0)
-            tlo += (size_t)snprintf(tl + tlo, sizeof tl - tlo, "%s%llu:%.0f", i ? "," : "",
+        if (opt.duration > 0 && off < len)
+            off += (size_t)snprintf(tl + off, len - off, "%s%llu:%.0f", i ? "," : "",
                                     (unsigned long long)atomic_load(&sh->sec_ops[i]), m);
     }
+    return slow;
+}
 
-    char extra[900 + sizeof tl];
-    int eo = snprintf(extra, sizeof extra, "seconds_with_wait_over_50ms=%d", slow);
-    if (!isnan(acq_p50))
-        eo += snprintf(extra + eo, sizeof extra - (size_t)eo, " acquire_p50_ms=%.3f", acq_p50);
-    if (!isnan(rel_p50))
-        eo += snprintf(extra + eo, sizeof extra - (size_t)eo, " release_p50_ms=%.3f", rel_p50);
-    if (opt.duration > 0)
-        eo +=
-            snprintf(extra + eo, sizeof extra - (size_t)eo, " per_second_ops:max_wait_ms=[%s]", tl);
-    if (opt.nmasters > 0) { /* the share of the scripts each master ran, and its CPU */
-        double all_scripts = (double)(s1.scripts - s0.scripts), dev = 0;
-        for (int i = 0; i < nctl; i++) {
-            double share = 100.0 * (double)(m1[i].scripts - m0[i].scripts) / all_scripts;
-            double even = 100.0 / nctl;
-            if (fabs(share - even) / even * 100 > dev)
-                dev = fabs(share - even) / even * 100;
-            eo += snprintf(extra + eo, sizeof extra - (size_t)eo,
-                           " master%d_share_pct=%.1f master%d_cpu_us_per_op=%.1f", i + 1, share,
-                           i + 1, (m1[i].cpu_s - m0[i].cpu_s) * 1e6 / ops);
-        }
-        eo += snprintf(extra + eo, sizeof extra - (size_t)eo, " share_max_dev_pct=%.1f", dev);
+/* --cluster: the share of the scripts each master ran and its CPU, into buf. */
+static size_t run_masters(const run *R, double ops, char *buf, size_t len)
+{
+    double all_scripts = (double)(R->s1.scripts - R->s0.scripts), dev = 0;
+    size_t off = 0;
+    for (int i = 0; i < R->nctl && off < len; i++) {
+        double share = 100.0 * (double)(R->m1[i].scripts - R->m0[i].scripts) / all_scripts;
+        double even = 100.0 / R->nctl;
+        if (fabs(share - even) / even * 100 > dev)
+            dev = fabs(share - even) / even * 100;
+        off += (size_t)snprintf(buf + off, len - off,
+                                " master%d_share_pct=%.1f master%d_cpu_us_per_op=%.1f", i + 1,
+                                share, i + 1, (R->m1[i].cpu_s - R->m0[i].cpu_s) * 1e6 / ops);
     }
-    snprintf(extra + eo, sizeof extra - (size_t)eo,
-             " client_cmds=%llu client_pubsub=%llu cs_cmds=%llu server_scripts_per_op=%.3f "
-             "server_calls=[%s]",
-             (unsigned long long)cmds, (unsigned long long)pubsub, (unsigned long long)cs,
-             (double)(s1.scripts - s0.scripts) / ops, s1.breakdown);
+    if (off < len)
+        off += (size_t)snprintf(buf + off, len - off, " share_max_dev_pct=%.1f", dev);
+    return off;
+}
+
+/* The figures of a run: the result, and the extra words of the human-readable line. */
+static void run_figures(const run *R, result *r, char *extra, size_t len)
+{
+    result_init(r);
+    r->workers = R->nw;
+    bool contended = opt.sc == S2 || opt.sc == S2F;
+    r->permits = opt.sc == S3 ? opt.permits * opt.groups : 1;
+    if (contended || opt.sc == S3)
+        r->think_ms = opt.think_ms;
+    if (opt.duration <= 0)
+        r->target_ops = (double)R->nw * (double)opt.k;
+    totals t;
+    run_totals(R, r, &t);
+    r->seconds = (double)(t.end - sh->start_ns) / 1e9;
+    double ops = r->ops ? (double)r->ops : NAN;
+    r->ops_per_s = (double)r->ops / r->seconds;
+    r->lat_kind = (opt.sc == S1 || opt.sc == S1M) ? "lock+unlock" : "acquire-wait";
+    double acq_p50, rel_p50;
+    run_latency(R, r, &t, &acq_p50, &rel_p50);
+    run_check(R, r);
+    uint64_t scmds = R->s1.cmds - R->s0.cmds;
+    r->server_cmds = ((double)scmds - (double)t.cs) / ops;
+    r->client_rtts = (double)(t.cmds + t.pubsub) / ops;
+    r->server_scripts = (double)(R->s1.scripts - R->s0.scripts) / ops;
+    r->server_cpu = (R->s1.cpu_s - R->s0.cpu_s) * 1e6 / ops;
+    r->client_cpu = t.ccpu / ops;
+    r->sys_per_rt = (double)t.sys.total / (double)(t.cmds + t.pubsub);
+
+    char tl[MAX_SECONDS * 16], sys[200];
+    int slow = run_timeline(r->seconds, tl, sizeof tl);
+    int eo = snprintf(extra, len, "seconds_with_wait_over_50ms=%d", slow);
+    if (!isnan(acq_p50))
+        eo += snprintf(extra + eo, len - (size_t)eo, " acquire_p50_ms=%.3f", acq_p50);
+    if (!isnan(rel_p50))
+        eo += snprintf(extra + eo, len - (size_t)eo, " release_p50_ms=%.3f", rel_p50);
+    if (opt.duration > 0)
+        eo += snprintf(extra + eo, len - (size_t)eo, " per_second_ops:max_wait_ms=[%s]", tl);
+    if (opt.nmasters > 0)
+        eo += (int)run_masters(R, ops, extra + eo, len - (size_t)eo);
+    syscount_format(&t.sys, sys, sizeof sys);
+    snprintf(extra + eo, len - (size_t)eo,
+             " client_cmds=%llu client_pubsub=%llu cs_cmds=%llu syscalls_per_op=%.2f "
+             "syscalls=[%s] server_calls=[%s]",
+             (unsigned long long)t.cmds, (unsigned long long)t.pubsub, (unsigned long long)t.cs,
+             (double)t.sys.total / ops, sys, R->s1.breakdown);
+}
+
+static void run_workers(void)
+{
+    static run R; /* zeroed; large */
+    run_prepare(&R, now_ns());
+    run_spawn(&R);
+    run_measure(&R);
+    result r;
+    char extra[1200 + MAX_SECONDS * 16];
+    run_figures(&R, &r, extra, sizeof extra);
     print_human(&r, extra);
-    print_errors(nw);
+    print_errors(R.nw);
     write_json(&r);
-    if (c)
-        baton_client_close(c);
-    if (setup)
-        baton_client_close(setup);
-    for (int i = 0; i < nctl; i++)
-        redisFree(ctls[i]);
-    free(ws);
-    free(pids);
+    if (R.c)
+        baton_client_close(R.c);
+    if (R.setup)
+        baton_client_close(R.setup);
+    for (int i = 0; i < R.nctl; i++)
+        redisFree(R.ctls[i]);
+    free(R.ws);
+    free(R.pids);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -1246,6 +1416,79 @@ static void *waiter_main(void *arg)
     return NULL;
 }
 
+/* nw threads of client c, each awaiting the latch. */
+static waiter *latch_waiters(baton_client *c, baton_latch *latch, int nw)
+{
+    waiter *ws = calloc((size_t)nw, sizeof *ws);
+    if (!ws)
+        die("out of memory");
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    for (int i = 0; i < nw; i++) {
+        ws[i].id = i;
+        ws[i].latch = latch;
+        ws[i].c = c;
+        if (pthread_create(&ws[i].thread, &attr, waiter_main, &ws[i]) != 0)
+            die("pthread_create failed (waiter %d)", i);
+    }
+    pthread_attr_destroy(&attr);
+    return ws;
+}
+
+/* Waits until every waiter is blocked: all entered, and the client's commands have stopped
+ * moving for 100 ms (each waiter reads the count before and after it joins the
+ * subscription, then sleeps). */
+static void latch_blocked(baton_client *c, int nw)
+{
+    uint64_t last = 0;
+    int64_t still_since = now_ns();
+    for (;;) {
+        bstats st;
+        client_counts(c, &st);
+        int64_t t = now_ns();
+        if (st.commands != last) {
+            last = st.commands;
+            still_since = t;
+        }
+        if (atomic_load(&sh->entered) == nw && t - still_since > 100000000)
+            break;
+        if (t > sh->stop_ns - 2000000000LL)
+            break;
+        sleep_ms(2);
+    }
+}
+
+/* The waiters' times from the count_down at t0 to their return, into r. */
+static void latch_waits(const waiter *ws, int nw, int64_t t0, result *r)
+{
+    int64_t *lat = malloc((size_t)nw * sizeof *lat);
+    if (!lat)
+        die("out of memory");
+    size_t n = 0;
+    int64_t lastret = t0;
+    for (int i = 0; i < nw; i++) {
+        if (ws[i].rc != BATON_OK || ws[i].returned_ns < t0) {
+            if (r->errors++ == 0)
+                fprintf(stderr, "s4: waiter %d: %s%s\n", i, baton_err_name(ws[i].rc),
+                        ws[i].returned_ns < t0 ? " (returned before the count_down)" : "");
+            continue;
+        }
+        r->ops++;
+        lat[n++] = ws[i].returned_ns - t0;
+        if (ws[i].returned_ns > lastret)
+            lastret = ws[i].returned_ns;
+    }
+    qsort(lat, n, sizeof *lat, cmp_i64);
+    r->seconds = (double)(lastret - t0) / 1e9;
+    r->lat_kind = "acquire-wait";
+    r->lat_p50 = pct_ms(lat, n, 50);
+    r->lat_p99 = pct_ms(lat, n, 99);
+    r->lat_p999 = pct_ms(lat, n, 99.9);
+    r->lat_max = n ? (double)lat[n - 1] / 1e6 : NAN;
+    free(lat);
+}
+
 static void run_latch(void)
 {
     int nw = opt.workers;
@@ -1266,45 +1509,13 @@ static void run_latch(void)
     if (rc != BATON_OK)
         die("latch setup: %s: %s", baton_err_name(rc), baton_client_errmsg(c));
 
-    baton__stats st0, st1, st2;
+    bstats st0, st1, st2;
     struct rusage ru0, ru1;
-    baton__client_stats(c, &st0);
-    waiter *ws = calloc((size_t)nw, sizeof *ws);
-    if (!ws)
-        die("out of memory");
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 256 * 1024);
-    for (int i = 0; i < nw; i++) {
-        ws[i].id = i;
-        ws[i].latch = latch;
-        ws[i].c = c;
-        if (pthread_create(&ws[i].thread, &attr, waiter_main, &ws[i]) != 0)
-            die("pthread_create failed (waiter %d)", i);
-    }
-    pthread_attr_destroy(&attr);
-
-    /* Wait until every waiter is blocked: all entered, and the client's commands have
-     * stopped moving for 100 ms (each waiter reads the count before and after it joins the
-     * subscription, then sleeps). */
-    uint64_t last = 0;
-    int64_t still_since = now_ns();
-    for (;;) {
-        baton__stats st;
-        baton__client_stats(c, &st);
-        int64_t t = now_ns();
-        if (st.commands != last) {
-            last = st.commands;
-            still_since = t;
-        }
-        if (atomic_load(&sh->entered) == nw && t - still_since > 100000000)
-            break;
-        if (t > sh->stop_ns - 2000000000LL)
-            break;
-        sleep_ms(2);
-    }
-    int subs = baton__sub_count(c);
-    baton__client_stats(c, &st1);
+    client_counts(c, &st0);
+    waiter *ws = latch_waiters(c, latch, nw);
+    latch_blocked(c, nw);
+    client_counts(c, &st1);
+    int subs = st1.subs;
     server_snap s0, s1;
     server_reset(ctl);
     server_read(ctl, &s0);
@@ -1317,7 +1528,7 @@ static void run_latch(void)
     for (int i = 0; i < nw; i++)
         pthread_join(ws[i].thread, NULL);
     settle(c);
-    baton__client_stats(c, &st2);
+    client_counts(c, &st2);
     getrusage(RUSAGE_SELF, &ru1);
     server_read(ctl, &s1);
 
@@ -1325,33 +1536,12 @@ static void run_latch(void)
     result_init(&r);
     r.workers = nw;
     r.target_ops = nw;
-    int64_t *lat = malloc((size_t)nw * sizeof *lat);
-    size_t n = 0;
-    int64_t lastret = t0;
-    for (int i = 0; i < nw; i++) {
-        if (ws[i].rc != BATON_OK || ws[i].returned_ns < t0) {
-            if (r.errors++ == 0)
-                fprintf(stderr, "s4: waiter %d: %s%s\n", i, baton_err_name(ws[i].rc),
-                        ws[i].returned_ns < t0 ? " (returned before the count_down)" : "");
-            continue;
-        }
-        r.ops++;
-        lat[n++] = ws[i].returned_ns - t0;
-        if (ws[i].returned_ns > lastret)
-            lastret = ws[i].returned_ns;
-    }
-    qsort(lat, n, sizeof *lat, cmp_i64);
-    r.seconds = (double)(lastret - t0) / 1e9;
-    r.lat_kind = "acquire-wait";
-    r.lat_p50 = pct_ms(lat, n, 50);
-    r.lat_p99 = pct_ms(lat, n, 99);
-    r.lat_max = n ? (double)lat[n - 1] / 1e6 : NAN;
+    latch_waits(ws, nw, t0, &r);
     double ops = r.ops ? (double)r.ops : NAN;
     r.server_cmds = (double)(s1.cmds - s0.cmds) / ops;
     r.client_rtts = (double)((st2.commands - st1.commands) + (st2.pubsub - st1.pubsub)) / ops;
     r.server_cpu = (s1.cpu_s - s0.cpu_s) * 1e6 / ops;
     r.client_cpu = cpu_us(&ru0, &ru1) / ops;
-    free(lat);
 
     char extra[900];
     snprintf(extra, sizeof extra,
@@ -1373,6 +1563,61 @@ static void run_latch(void)
  * s5: renewal at scale
  * ---------------------------------------------------------------------------------------- */
 
+/* s5: takes nlocks locks with the watchdog's lease; returns how many it holds. */
+static long renew_take(baton_client *c, baton_lock **locks, bool *got, long nlocks,
+                       uint64_t *errors, char first_err[256])
+{
+    long held = 0;
+    char name[128];
+    for (long i = 0; i < nlocks && now_ns() < sh->stop_ns; i++) {
+        key(name, sizeof name, "held", (int)i);
+        int rc = baton_lock_open(c, name, &locks[i]);
+        if (rc == BATON_OK)
+            rc = baton_lock_try_acquire(locks[i], 0, BATON_LEASE_WATCHDOG);
+        if (rc != BATON_OK) {
+            if ((*errors)++ == 0)
+                snprintf(first_err, 256, "acquire %s: %s: %s", name, baton_err_name(rc),
+                         baton_client_errmsg(c));
+            continue;
+        }
+        got[i] = true;
+        held++;
+    }
+    return held;
+}
+
+/* Every hold must still be there: a lease that ran out shows as BATON_ENOTHELD. Releases
+ * and closes them all, and frees the arrays. */
+static void renew_release(baton_client *c, baton_lock **locks, bool *got, long nlocks,
+                          uint64_t *errors, char first_err[256])
+{
+    for (long i = 0; i < nlocks; i++) {
+        if (got[i]) {
+            int rc = baton_lock_release(locks[i]);
+            if (rc != BATON_OK && (*errors)++ == 0)
+                snprintf(first_err, 256, "release %ld: %s: %s", i, baton_err_name(rc),
+                         baton_client_errmsg(c));
+        }
+        baton_lock_close(locks[i]);
+    }
+    free(locks);
+    free(got);
+}
+
+/* Returns 0.3 period after a round of renewals began (the round is over by then: the
+ * watchdog sends ceil(held / 100) pipelined EVALSHAs at once). A round shows as the
+ * client's renewals_sent moving; polling every 10 ms costs next to no CPU. */
+static void renew_round(baton_client *c, int64_t period_ms)
+{
+    int64_t limit = now_ns() + 2 * period_ms * 1000000 + 1000000000;
+    bstats sw;
+    client_counts(c, &sw);
+    uint64_t r0 = sw.renewals;
+    for (; sw.renewals == r0 && now_ns() < limit; client_counts(c, &sw))
+        sleep_ms(10);
+    sleep_ms(0.3 * (double)period_ms);
+}
+
 static void run_renewal(void)
 {
     long nlocks = opt.n;
@@ -1381,48 +1626,28 @@ static void run_renewal(void)
     setup_shared(1, 1);
     sh->stop_ns = prog_start + ((int64_t)opt.max_seconds - 1) * 1000000000;
     baton_client *c = client_open();
-    int64_t period_ms = baton__watchdog_lease(c) / 3;
+    int64_t period_ms = (opt.watchdog_ms > 0 ? opt.watchdog_ms : 30000) / 3; /* client.h */
 
     baton_lock **locks = calloc((size_t)nlocks, sizeof *locks);
     bool *got = calloc((size_t)nlocks, sizeof *got);
     if (!locks || !got)
         die("out of memory");
     uint64_t errors = 0;
-    long held = 0;
-    char name[128];
     char first_err[256] = "";
-    for (long i = 0; i < nlocks && now_ns() < sh->stop_ns; i++) {
-        key(name, sizeof name, "held", (int)i);
-        int rc = baton_lock_open(c, name, &locks[i]);
-        if (rc == BATON_OK)
-            rc = baton_lock_try_acquire(locks[i], 0, BATON_LEASE_WATCHDOG);
-        if (rc != BATON_OK) {
-            if (errors++ == 0)
-                snprintf(first_err, sizeof first_err, "acquire %s: %s: %s", name,
-                         baton_err_name(rc), baton_client_errmsg(c));
-            continue;
-        }
-        got[i] = true;
-        held++;
-    }
+    long held = renew_take(c, locks, got, nlocks, &errors, first_err);
 
     /* Hold them for exactly `periods` renewal periods, counting what renewal costs. The
-     * window starts 0.3 period after a round of renewals began (the round is over by then:
-     * the watchdog sends ceil(held / 100) pipelined EVALSHAs at once) and lasts `periods`
-     * periods, so it holds exactly that many whole rounds. Polling every 10 ms costs the
-     * client next to no CPU. */
-    int64_t limit = now_ns() + 2 * period_ms * 1000000 + 1000000000;
-    uint64_t w0 = baton__watchdog_rounds(c);
-    while (baton__watchdog_rounds(c) == w0 && now_ns() < limit && held > 0)
-        sleep_ms(10);
-    sleep_ms(0.3 * (double)period_ms);
-    baton__stats st0, st1;
+     * window starts 0.3 period after a round of renewals began and lasts `periods` periods,
+     * so it holds exactly that many whole rounds. Its renewal commands are the server's
+     * EVALSHAs in the window (nothing else runs a script then). */
+    if (held > 0)
+        renew_round(c, period_ms);
+    bstats st0, st1;
     struct rusage ru0, ru1;
     server_snap s0, s1;
     server_reset(ctl);
     server_read(ctl, &s0);
-    baton__client_stats(c, &st0);
-    w0 = baton__watchdog_rounds(c);
+    client_counts(c, &st0);
     getrusage(RUSAGE_SELF, &ru0);
     int64_t t0 = now_ns();
     double hold_ms = (double)period_ms * opt.periods;
@@ -1432,27 +1657,15 @@ static void run_renewal(void)
     sleep_ms(hold_ms);
     int64_t t1 = now_ns();
     getrusage(RUSAGE_SELF, &ru1);
-    uint64_t w1 = baton__watchdog_rounds(c);
-    baton__client_stats(c, &st1);
+    client_counts(c, &st1);
     server_read(ctl, &s1);
 
-    /* Every hold must still be there: a lease that ran out shows as BATON_ENOTHELD. */
-    for (long i = 0; i < nlocks; i++) {
-        if (got[i]) {
-            int rc = baton_lock_release(locks[i]);
-            if (rc != BATON_OK && errors++ == 0)
-                snprintf(first_err, sizeof first_err, "release %ld: %s: %s", i, baton_err_name(rc),
-                         baton_client_errmsg(c));
-        }
-        baton_lock_close(locks[i]);
-    }
-    free(locks);
-    free(got);
+    renew_release(c, locks, got, nlocks, &errors, first_err);
 
     double secs = (double)(t1 - t0) / 1e9;
     double periods = secs * 1000 / (double)period_ms; /* about opt.periods */
     double lock_periods = (double)held * periods;
-    double renew_cmds = (double)(w1 - w0);
+    double renew_cmds = (double)(s1.scripts - s0.scripts);
     double rtts = (double)((st1.commands - st0.commands) + (st1.pubsub - st0.pubsub));
     double cpu = cpu_us(&ru0, &ru1);
 
@@ -1648,14 +1861,10 @@ static void a_start(aworker *w)
     }
 }
 
-static void run_async(void)
+/* --async: the counter, the client, the non-blocking critical-section connection, the
+ * object and the logical workers. */
+static aworker *async_setup(redisContext *ctl, int nw)
 {
-    int nw = opt.workers;
-    if (opt.sc != S2 && opt.sc != S2F && opt.sc != S3)
-        die("--async applies to s2, s2f and s3");
-    if (opt.processes || opt.think_ms > 0 || opt.leases || opt.duration > 0)
-        die("--async runs one process, think_ms 0, counted permits, --k acquisitions each");
-    redisContext *ctl = raw_connect();
     char name[128];
     key(A.counter, sizeof A.counter, "counter", -1);
     raw_do(ctl, "DEL %s", A.counter);
@@ -1670,8 +1879,6 @@ static void run_async(void)
     Q.cap = (size_t)nw;
     Q.w = calloc(Q.cap, sizeof *Q.w);
     Q.stage = calloc(Q.cap, sizeof *Q.stage);
-    if (!Q.w || !Q.stage)
-        die("out of memory");
     int rc;
     if (opt.sc == S3) {
 #ifdef BATON_BENCH_HAVE_SEMAPHORE
@@ -1688,24 +1895,21 @@ static void run_async(void)
         die("setup: %s: %s", baton_err_name(rc), baton_client_errmsg(A.c));
     A.waits = calloc((size_t)nw * (size_t)opt.k + 1, sizeof *A.waits);
     aworker *ws = calloc((size_t)nw, sizeof *ws);
-    if (!A.waits || !ws)
+    if (!A.waits || !ws || !Q.w || !Q.stage)
         die("out of memory");
-    int fd;
-    baton_client_async_fd(A.c, &fd);
     for (int i = 0; i < nw; i++) {
         if (baton_owner_new(A.c, &ws[i].o) != BATON_OK)
             die("baton_owner_new failed");
         ws[i].left = opt.k;
     }
+    return ws;
+}
 
-    baton__stats st0, st1;
-    struct rusage ru0, ru1;
-    server_snap s0, s1;
-    baton__client_stats(A.c, &st0);
-    getrusage(RUSAGE_SELF, &ru0);
-    server_reset(ctl);
-    server_read(ctl, &s0);
-    int64_t start = now_ns();
+/* --async: the loop, until every logical worker is done. */
+static void async_loop(aworker *ws, int nw)
+{
+    int fd;
+    baton_client_async_fd(A.c, &fd);
     for (int i = 0; i < nw; i++)
         a_start(&ws[i]);
     while (A.done < nw) {
@@ -1719,36 +1923,73 @@ static void run_async(void)
             cs_replies();
         baton_client_process(A.c);
     }
+}
+
+/* --async: the figures of the run that started at start. */
+static void async_figures(result *r, redisContext *ctl, int64_t start, double client_cpu_us)
+{
+    int nw = opt.workers;
+    result_init(r);
+    r->workers = nw;
+    r->permits = opt.sc == S3 ? opt.permits : 1;
+    r->think_ms = 0;
+    r->target_ops = (double)nw * (double)opt.k;
+    r->ops = A.ops;
+    r->errors = A.errors;
+    r->seconds = (double)(A.end_ns - start) / 1e9;
+    r->ops_per_s = (double)r->ops / r->seconds;
+    r->lat_kind = "acquire-wait";
+    qsort(A.waits, A.nwaits, sizeof *A.waits, cmp_i64);
+    r->lat_p50 = pct_ms(A.waits, A.nwaits, 50);
+    r->lat_p99 = pct_ms(A.waits, A.nwaits, 99);
+    r->lat_p999 = pct_ms(A.waits, A.nwaits, 99.9);
+    r->lat_max = A.nwaits ? (double)A.waits[A.nwaits - 1] / 1e6 : NAN;
+    r->counter = (double)raw_get_int(ctl, A.counter);
+    r->expected = (double)r->ops;
+    r->lost = r->expected - r->counter;
+    r->max_holders = A.max_holders;
+    r->client_cpu = client_cpu_us / (r->ops ? (double)r->ops : NAN);
+}
+
+static void run_async(void)
+{
+    int nw = opt.workers;
+    if (opt.sc != S2 && opt.sc != S2F && opt.sc != S3)
+        die("--async applies to s2, s2f and s3");
+    if (opt.processes || opt.think_ms > 0 || opt.leases || opt.duration > 0)
+        die("--async runs one process, think_ms 0, counted permits, --k acquisitions each");
+    redisContext *ctl = raw_connect();
+    aworker *ws = async_setup(ctl, nw);
+
+    bstats st0, st1;
+    syscount sc0, sc1, d;
+    struct rusage ru0, ru1;
+    server_snap s0, s1;
+    client_counts(A.c, &st0);
+    syscount_read(&sc0);
+    getrusage(RUSAGE_SELF, &ru0);
+    server_reset(ctl);
+    server_read(ctl, &s0);
+    int64_t start = now_ns();
+    async_loop(ws, nw);
     getrusage(RUSAGE_SELF, &ru1);
-    baton__client_stats(A.c, &st1);
+    syscount_read(&sc1);
+    client_counts(A.c, &st1);
     server_read(ctl, &s1);
 
     result r;
-    result_init(&r);
-    r.workers = nw;
-    r.permits = opt.sc == S3 ? opt.permits : 1;
-    r.think_ms = 0;
-    r.target_ops = (double)nw * (double)opt.k;
-    r.ops = A.ops;
-    r.errors = A.errors;
-    r.seconds = (double)(A.end_ns - start) / 1e9;
-    r.ops_per_s = (double)r.ops / r.seconds;
-    r.lat_kind = "acquire-wait";
-    qsort(A.waits, A.nwaits, sizeof *A.waits, cmp_i64);
-    r.lat_p50 = pct_ms(A.waits, A.nwaits, 50);
-    r.lat_p99 = pct_ms(A.waits, A.nwaits, 99);
-    r.lat_max = A.nwaits ? (double)A.waits[A.nwaits - 1] / 1e6 : NAN;
-    r.counter = (double)raw_get_int(ctl, A.counter);
-    r.expected = (double)r.ops;
-    r.lost = r.expected - r.counter;
-    r.max_holders = A.max_holders;
+    async_figures(&r, ctl, start, cpu_us(&ru0, &ru1));
     double ops = r.ops ? (double)r.ops : NAN;
+    double rtts = (double)(st1.commands - st0.commands + st1.pubsub - st0.pubsub);
     r.server_cmds = ((double)(s1.cmds - s0.cmds) - (double)A.cs) / ops;
-    r.client_rtts = (double)(st1.commands - st0.commands + st1.pubsub - st0.pubsub) / ops;
+    r.server_scripts = (double)(s1.scripts - s0.scripts) / ops;
+    r.client_rtts = rtts / ops;
     r.server_cpu = (s1.cpu_s - s0.cpu_s) * 1e6 / ops;
-    r.client_cpu = cpu_us(&ru0, &ru1) / ops;
-    char extra[900];
-    snprintf(extra, sizeof extra, "async=1 server_calls=[%s]", s1.breakdown);
+    syscount_diff(&sc0, &sc1, &d);
+    r.sys_per_rt = (double)d.total / rtts;
+    char extra[900], sys[200];
+    syscount_format(&d, sys, sizeof sys);
+    snprintf(extra, sizeof extra, "async=1 syscalls=[%s] server_calls=[%s]", sys, s1.breakdown);
     print_human(&r, extra);
     if (A.errors)
         fprintf(stderr, "  %llu error(s), first: %s\n", (unsigned long long)A.errors, A.errmsg);
@@ -1770,11 +2011,12 @@ static void run_async(void)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: baton-bench --port P --scenario s1|s1m|s2|s2f|s3|s4|s5 [--n N]\n"
+    fprintf(stderr, "usage: baton-bench --port P --scenario s1|s1m|s2|s2f|s3|s4|s5|s6 [--n N]\n"
                     "       [--workers W] [--k K] [--permits P] [--think-ms T] [--processes]\n"
                     "       [--max-seconds S] [--lease-ms L] [--watchdog-ms W] [--duration S]\n"
-                    "       [--periods N] [--stats on|off] [--tls-port P --tls-ca FILE]\n"
+                    "       [--periods N] [--tls-port P --tls-ca FILE]\n"
                     "       [--sync-replicas N] [--leases] [--async] [--groups G]\n"
+                    "       [--hold-ms H] [--primitive lock|fairlock|semaphore (s6)]\n"
                     "       baton-bench --cluster P1,P2,... (the masters) --scenario ...\n"
                     "       baton-bench --list   (the scenarios this build can run)\n"
                     "Appends one JSON line to $RESULTS_JSONL (if set) and prints a summary.\n");
@@ -1791,7 +2033,7 @@ static void list_scenarios(void)
 #ifdef BATON_BENCH_HAVE_SEMAPHORE
     printf("s3\n");
 #endif
-    printf("s4\ns5\n");
+    printf("s4\ns5\ns6\n");
 }
 
 static long arg_long(const char *s, const char *what, long min)
@@ -1804,7 +2046,76 @@ static long arg_long(const char *s, const char *what, long min)
     return v;
 }
 
-int main(int argc, char **argv)
+/* --cluster P1,P2,...: the masters' ports. */
+static void parse_masters(char *list)
+{
+    for (char *save = NULL, *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+        if (opt.nmasters == 16)
+            die("at most 16 masters");
+        opt.masters[opt.nmasters++] = (int)arg_long(p, "--cluster port", 1);
+    }
+    opt.port = opt.masters[0];
+}
+
+/* The options that take a number; false for any other. */
+static bool number_option(int ch, const char *arg)
+{
+    switch (ch) {
+    case 'p':
+        opt.port = (int)arg_long(arg, "--port", 1);
+        break;
+    case 'n':
+        opt.n = arg_long(arg, "--n", 1);
+        break;
+    case 'w':
+        opt.workers = (int)arg_long(arg, "--workers", 1);
+        break;
+    case 'k':
+        opt.k = arg_long(arg, "--k", 1);
+        break;
+    case 'P':
+        opt.permits = (int)arg_long(arg, "--permits", 1);
+        break;
+    case 't':
+        opt.think_ms = (int)arg_long(arg, "--think-ms", 0);
+        break;
+    case 'm':
+        opt.max_seconds = (int)arg_long(arg, "--max-seconds", 2);
+        break;
+    case 'l':
+        opt.lease_ms = arg_long(arg, "--lease-ms", 1);
+        break;
+    case 'W':
+        opt.watchdog_ms = arg_long(arg, "--watchdog-ms", 3);
+        break;
+    case 'd':
+        opt.duration = (double)arg_long(arg, "--duration", 1);
+        break;
+    case 'r':
+        opt.periods = (int)arg_long(arg, "--periods", 1);
+        break;
+    case 'T':
+        opt.tls_port = (int)arg_long(arg, "--tls-port", 1);
+        break;
+    case 'R':
+        opt.sync_replicas = (int)arg_long(arg, "--sync-replicas", 0);
+        break;
+    case 'H':
+        opt.hold_ms = (double)arg_long(arg, "--hold-ms", 0);
+        break;
+    case 'G':
+        opt.groups = (int)arg_long(arg, "--groups", 1);
+        if (opt.groups > 64)
+            die("at most 64 groups");
+        break;
+    default:
+        return false;
+    }
+    return true;
+}
+
+/* Parses the command line; returns the scenario's id. */
+static const char *parse_args(int argc, char **argv)
 {
     static const struct option longs[] = {{"port", required_argument, NULL, 'p'},
                                           {"scenario", required_argument, NULL, 's'},
@@ -1819,7 +2130,6 @@ int main(int argc, char **argv)
                                           {"watchdog-ms", required_argument, NULL, 'W'},
                                           {"duration", required_argument, NULL, 'd'},
                                           {"periods", required_argument, NULL, 'r'},
-                                          {"stats", required_argument, NULL, 'S'},
                                           {"leases", no_argument, NULL, 'E'},
                                           {"async", no_argument, NULL, 'A'},
                                           {"help", no_argument, NULL, 'h'},
@@ -1829,54 +2139,20 @@ int main(int argc, char **argv)
                                           {"sync-replicas", required_argument, NULL, 'R'},
                                           {"groups", required_argument, NULL, 'G'},
                                           {"cluster", required_argument, NULL, 'K'},
+                                          {"hold-ms", required_argument, NULL, 'H'},
+                                          {"primitive", required_argument, NULL, 'I'},
                                           {NULL, 0, NULL, 0}};
     const char *sc = NULL;
     int ch;
     while ((ch = getopt_long(argc, argv, "", longs, NULL)) != -1) {
+        if (number_option(ch, optarg))
+            continue;
         switch (ch) {
-        case 'p':
-            opt.port = (int)arg_long(optarg, "--port", 1);
-            break;
         case 's':
             sc = optarg;
             break;
-        case 'n':
-            opt.n = arg_long(optarg, "--n", 1);
-            break;
-        case 'w':
-            opt.workers = (int)arg_long(optarg, "--workers", 1);
-            break;
-        case 'k':
-            opt.k = arg_long(optarg, "--k", 1);
-            break;
-        case 'P':
-            opt.permits = (int)arg_long(optarg, "--permits", 1);
-            break;
-        case 't':
-            opt.think_ms = (int)arg_long(optarg, "--think-ms", 0);
-            break;
         case 'x':
             opt.processes = true;
-            break;
-        case 'm':
-            opt.max_seconds = (int)arg_long(optarg, "--max-seconds", 2);
-            break;
-        case 'l':
-            opt.lease_ms = arg_long(optarg, "--lease-ms", 1);
-            break;
-        case 'W':
-            opt.watchdog_ms = arg_long(optarg, "--watchdog-ms", 3);
-            break;
-        case 'd':
-            opt.duration = (double)arg_long(optarg, "--duration", 1);
-            break;
-        case 'r':
-            opt.periods = (int)arg_long(optarg, "--periods", 1);
-            break;
-        case 'S':
-            if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0)
-                die("--stats takes on or off");
-            opt.stats_off = strcmp(optarg, "off") == 0;
             break;
         case 'E':
             opt.leases = true;
@@ -1884,47 +2160,66 @@ int main(int argc, char **argv)
         case 'A':
             opt.async = true;
             break;
-        case 'L':
-            list_scenarios();
-            return 0;
-        case 'T':
-            opt.tls_port = (int)arg_long(optarg, "--tls-port", 1);
-            break;
         case 'C':
             opt.tls_ca = optarg;
             break;
-        case 'R':
-            opt.sync_replicas = (int)arg_long(optarg, "--sync-replicas", 0);
-            break;
-        case 'G':
-            opt.groups = (int)arg_long(optarg, "--groups", 1);
-            if (opt.groups > 64)
-                die("at most 64 groups");
+        case 'I':
+            opt.s6 = optarg;
             break;
         case 'K':
-            for (char *save = NULL, *p = strtok_r(optarg, ",", &save); p;
-                 p = strtok_r(NULL, ",", &save)) {
-                if (opt.nmasters == 16)
-                    die("at most 16 masters");
-                opt.masters[opt.nmasters++] = (int)arg_long(p, "--cluster port", 1);
-            }
-            opt.port = opt.masters[0];
+            parse_masters(optarg);
             break;
+        case 'L':
+            list_scenarios();
+            exit(0);
         default:
             usage();
         }
     }
     if (!opt.port || !sc || optind != argc || (opt.tls_port > 0) != (opt.tls_ca != NULL))
         usage();
-    size_t i;
-    for (i = 0; i < sizeof scenario_ids / sizeof *scenario_ids; i++)
-        if (strcmp(sc, scenario_ids[i]) == 0)
-            break;
-    if (i == sizeof scenario_ids / sizeof *scenario_ids)
-        die("unknown scenario %s (s1, s1m, s2, s2f, s3, s4, s5)", sc);
-    opt.sc = (enum scenario)i;
+    return sc;
+}
 
-    /* Scenario defaults (BENCH.md). */
+/* s6 (issue 30): 50 processes, 20 rounds each, 1 ms holds, on one plain lock, fair lock or
+ * 1-permit semaphore (--primitive), run as s2, s2f or s3. */
+static void scenario_s6(void)
+{
+    const char *p = opt.s6 ? opt.s6 : "lock";
+    if (strcmp(p, "lock") == 0)
+        opt.sc = S2;
+    else if (strcmp(p, "fairlock") == 0)
+        opt.sc = S2F;
+    else if (strcmp(p, "semaphore") == 0)
+        opt.sc = S3;
+    else
+        die("--primitive takes lock, fairlock or semaphore");
+    opt.s6 = p;
+    opt.processes = true;
+    if (opt.workers < 0)
+        opt.workers = 50;
+    if (opt.k < 0 && opt.n < 0)
+        opt.k = 20;
+    if (opt.hold_ms <= 0)
+        opt.hold_ms = 1;
+    if (opt.permits < 0)
+        opt.permits = 1;
+}
+
+/* The scenario from its id, and its defaults (BENCH.md). */
+static void scenario_defaults(const char *sc)
+{
+    size_t i, nsc = sizeof scenario_ids / sizeof *scenario_ids;
+    for (i = 0; i < nsc && strcmp(sc, scenario_ids[i]) != 0; i++)
+        ;
+    if (strcmp(sc, "s6") == 0)
+        scenario_s6();
+    else if (i == nsc)
+        die("unknown scenario %s (s1, s1m, s2, s2f, s3, s4, s5, s6)", sc);
+    else if (opt.s6)
+        die("--primitive applies to s6");
+    else
+        opt.sc = (enum scenario)i;
     int def_workers[] = {1, 8, 8, 8, 16, 1000, 1};
     long def_k[] = {5000, 1000, 200, 200, 200, 1, 1};
     if (opt.workers < 0)
@@ -1943,9 +2238,15 @@ int main(int argc, char **argv)
         opt.permits = opt.sc == S3 ? 4 : 1;
     if (opt.think_ms < 0)
         opt.think_ms = 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *sc = parse_args(argc, argv);
+    scenario_defaults(sc);
     if (opt.processes && (opt.sc == S4 || opt.sc == S5))
         die("--processes applies to s1, s1m, s2, s2f and s3");
-    snprintf(opt.prefix, sizeof opt.prefix, "bench:%ld:%s", (long)getpid(), sc);
+    snprintf(opt.prefix, sizeof opt.prefix, "bench:%ld:%s", (long)getpid(), label());
     if (opt.nmasters > 0) {
         if (opt.sc != S1M && opt.sc != S2 && opt.sc != S2F && opt.sc != S3)
             die("--cluster applies to s1m, s2, s2f and s3");
