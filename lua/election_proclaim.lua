@@ -13,6 +13,7 @@
 -- Returns  {1, server time ms}  recorded
 --          {0, 0}               the caller does not hold the lock (or, for 'proclaim', is
 --                               not the recorded leader): nothing written
+-- An 'elect' re-sent after a lost reply finds its own record and logs nothing twice.
 -- An 'elect' that finds the record of an earlier term still there (that leader's lease ran
 -- out unseen) logs its expiry first, so the log reads expired(old) before elected(new).
 -- uses: publish (lua/lib/publish.lua, put in front of this script by the build)
@@ -25,6 +26,10 @@ local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local old = redis.call('hmget', KEYS[2], 'owner', 'term', 'value', 'origin', 'since')
 if ARGV[3] == 'elect' then
+    if old[1] == ARGV[1] and old[2] == ARGV[4] then
+        -- a re-sent 'elect' whose first run's reply was lost: recorded and logged already
+        return {1, now}
+    end
     if old[1] and old[2] ~= ARGV[4] then
         redis.call('xadd', KEYS[3], 'maxlen', '~', ARGV[6], '*', 'change', 'expired', 'term',
                    old[2], 'value', old[3] or '', 'origin', old[4] or '', 'since', old[5] or '0',

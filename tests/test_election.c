@@ -816,3 +816,31 @@ Test(election, the_observe_descriptor_and_the_observer_callback)
     baton_client_close(c);
     baton_client_close(co);
 }
+
+/* A re-sent 'elect' (its first reply lost: the record() retry after BATON_ECONN) logs the
+ * election once. The chaos run saw "term 11 elected while 11 was open" before the fix. */
+Test(election, a_resent_elect_logs_once)
+{
+    baton_client *c = th_client(NULL);
+    const char *name = th_tmpname("el");
+    redisContext *r = th_redis();
+    freeReplyObject(th_cmd(r, "HSET %s own:1 1", name));
+    const char *keys[4] = {name, baton__derive_key("baton_election:", name, NULL),
+                           baton__derive_key("baton_election_log:", name, NULL),
+                           baton__derive_key("baton_election__channel:", name, NULL)};
+    const char *args[6] = {"own:1", "v", "elect", "7", "h:1", "1000"};
+    for (int i = 0; i < 2; i++) {
+        redisReply *rep = NULL;
+        cr_assert(eq(
+            int,
+            baton__script_run(c, baton__script_find("election_proclaim"), 4, keys, 6, args, &rep),
+            BATON_OK));
+        cr_assert(eq(i64, rep->element[0]->integer, 1));
+        freeReplyObject(rep);
+    }
+    cr_assert(eq(i64, th_cmd_int(r, "XLEN %s", keys[2]), 1), "one ELECTED for term 7");
+    for (int i = 1; i < 4; i++)
+        free((char *)keys[i]);
+    redisFree(r);
+    baton_client_close(c);
+}
