@@ -1,7 +1,7 @@
 -- lock_force_release: delete a lock whoever holds it, and wake a waiter.
 -- KEYS[1]  the lock hash
 -- KEYS[2]  the lock's channel
--- KEYS[3]  baton's side hash baton_lock_meta:{name} (holders' "host:pid"), deleted too
+-- KEYS[3]  baton's reservation baton_lock_next:{name} (lock.c), deleted too
 -- ARGV[1]  the unlock message, "0"
 -- Returns  1 the lock was held and is deleted, 0 it was not held.
 --          A key of another type fails with WRONGTYPE and is left untouched.

@@ -11,12 +11,13 @@
 -- ARGV[2]  lease in ms re-applied when holds remain (the lease the lock was taken with)
 -- ARGV[3]  owner field, "<client-uuid>:<thread-id>"
 -- ARGV[4]  the lock's channel, redisson_lock__channel:{name}
--- ARGV[5]  baton's side hash baton_lock_meta:{name} (holders' "host:pid"): keeps the
---          lock's lease while holds remain, deleted with the lock
--- ARGV[6]  how long the latch remembers the outcome, in ms
--- ARGV[7]  the unlock latch, redisson_unlock_latch:{name}:<request-id>: remembers this
+-- ARGV[5]  how long the latch remembers the outcome, in ms
+-- ARGV[6]  the unlock latch, redisson_unlock_latch:{name}:<request-id>: remembers this
 --          request's outcome, so a retry after a lost reply returns the first result (not
 --          while the slot migrates: the latch may then be out of reach)
+-- ARGV[7]  "0": the request's first attempt (no latch can exist yet: it is not read);
+--          "1": a retry
+-- Uncontended, the last hold's release is 5 commands: HEXISTS, HINCRBY, DEL, PUBLISH, SET.
 -- Returns  nil  the owner holds nothing (never held, released, or expired)
 --          0    one hold released, holds remain (lease re-applied)
 --          1    the last hold released: the key is deleted and "0" published
@@ -26,9 +27,11 @@
 -- outcome with a warning (client.c, unpublished()). A waiter not told finds out at its
 -- recheck.
 -- uses: publish (lua/lib/publish.lua, put in front of this script by the build)
-local done = redis.pcall('get', ARGV[7])
-if type(done) == 'string' then
-    return tonumber(done)
+if ARGV[7] ~= '0' then
+    local done = redis.pcall('get', ARGV[6])
+    if type(done) == 'string' then
+        return tonumber(done)
+    end
 end
 if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
     return nil
@@ -36,12 +39,10 @@ end
 local holds = redis.call('hincrby', KEYS[1], ARGV[3], -1)
 if holds > 0 then
     redis.call('pexpire', KEYS[1], ARGV[2])
-    redis.pcall('pexpire', ARGV[5], ARGV[2])
-    redis.pcall('set', ARGV[7], 0, 'px', ARGV[6])
+    redis.pcall('set', ARGV[6], 0, 'px', ARGV[5])
     return 0
 end
 redis.call('del', KEYS[1])
-redis.pcall('del', ARGV[5])
 publish(ARGV[4], ARGV[1])
-redis.pcall('set', ARGV[7], 1, 'px', ARGV[6])
+redis.pcall('set', ARGV[6], 1, 'px', ARGV[5])
 return reply(1, 'released')

@@ -554,6 +554,14 @@ Test(cli, status_json_shows_a_fair_lock_queue_of_three_in_order)
         cr_assert(left > 0 && left <= 5000, "remaining %f", left);
         cr_assert(eq(i64, (int64_t)json_get(w, "deadline_ms")->number,
                      (int64_t)(json_get(fl, "server_time_ms")->number + left)));
+        /* each waiter is a baton process of this host: its client's record names it */
+        char host[256] = "";
+        cr_assert(eq(int, gethostname(host, sizeof host - 1), 0));
+        cr_assert(eq(str, json_get(w, "host")->string, host), "%s", r.out);
+        bool ours = false;
+        for (int k = 0; k < 3; k++)
+            ours = ours || (int64_t)json_get(w, "pid")->number == (int64_t)pids[k];
+        cr_assert(ours, "waiter %zu: pid %f is none of the three", i, json_get(w, "pid")->number);
     }
     json_free(j);
     cli_result_free(&r);
@@ -562,6 +570,9 @@ Test(cli, status_json_shows_a_fair_lock_queue_of_three_in_order)
     cli_exec(&r, ARGS("status", name));
     cr_assert(strstr(r.out, "fair lock, held") != NULL, "%s", r.out);
     cr_assert(strstr(r.out, "queue (3 waiting") != NULL, "%s", r.out);
+    char want[64];
+    snprintf(want, sizeof want, "pid %d", (int)pids[0]);
+    cr_assert(strstr(r.out, want) != NULL, "the first waiter's pid: %s", r.out);
     cli_result_free(&r);
 
     /* released: they run in the order they asked */
@@ -972,9 +983,9 @@ Test(cli, status_shows_the_holders_host_and_pid_until_it_goes)
     cr_assert(strstr(r.out, want) != NULL && strstr(r.out, host) != NULL, "%s", r.out);
     cli_result_free(&r);
 
-    /* released at COMMAND's end: the side hash goes with the lock */
+    /* released at COMMAND's end; nothing was written beside the lock (the host and pid
+     * are the client's record, baton_client:{<client id>}, written once per client) */
     redisContext *rc = th_redis();
-    cr_assert(eq(i64, th_cmd_int(rc, "EXISTS baton_lock_meta:{%s}", name), 1));
     cr_assert(eq(int, creat(go, 0600) >= 0, 1));
     cr_assert(eq(int, th_wait(pid), 0));
     cr_assert(eq(i64, th_cmd_int(rc, "EXISTS %s baton_lock_meta:{%s}", name, name), 0));
@@ -983,7 +994,7 @@ Test(cli, status_shows_the_holders_host_and_pid_until_it_goes)
     free(go);
 }
 
-Test(cli, a_killed_holders_host_and_pid_expire_with_its_lock)
+Test(cli, a_killed_holders_lock_and_client_record_expire)
 {
     const char *name = th_tmpname("cli-origin-kill");
     char *ready = cli_path("ready");
@@ -993,11 +1004,19 @@ Test(cli, a_killed_holders_host_and_pid_expire_with_its_lock)
     cr_assert(cli_wait_file(ready, 5000), "COMMAND did not start");
     th_sleep_ms(1000); /* past the watchdog's first renewal (every 500 ms) */
     redisContext *rc = th_redis();
-    /* renewed together: both leases within a renewal's rounding of each other */
-    long long lock_ttl = th_cmd_int(rc, "PTTL %s", name);
-    long long meta_ttl = th_cmd_int(rc, "PTTL baton_lock_meta:{%s}", name);
-    cr_assert(gt(i64, meta_ttl, 0));
-    cr_assert(le(i64, llabs(lock_ttl - meta_ttl), 50), "lock %lld, meta %lld", lock_ttl, meta_ttl);
+    /* the holder's client record, named by the owner field's client id, lives three
+     * watchdog leases (4.5 s) and is kept by the renewals */
+    cli_result r;
+    json *root;
+    json *h = status_holder(name, &r, &root);
+    const char *owner = json_get(h, "owner")->string;
+    char record[96];
+    snprintf(record, sizeof record, "baton_client:{%.*s}", (int)strcspn(owner, ":"), owner);
+    json_free(root);
+    cli_result_free(&r);
+    long long record_ttl = th_cmd_int(rc, "PTTL %s", record);
+    cr_assert(gt(i64, record_ttl, 0), "%s", record);
+    cr_assert(le(i64, record_ttl, 4500), "%lld", record_ttl);
     cr_assert(eq(int, kill(pid, SIGKILL), 0));
     cr_assert(eq(int, th_wait(pid), 128 + SIGKILL));
     /* nobody renews: both are gone within the lease */
@@ -1005,8 +1024,9 @@ Test(cli, a_killed_holders_host_and_pid_expire_with_its_lock)
     while (th_cmd_int(rc, "EXISTS %s", name) == 1 && th_ms() - t0 < 5000)
         th_sleep_ms(20);
     cr_assert(eq(i64, th_cmd_int(rc, "EXISTS %s", name), 0), "the lock outlived its lease");
-    cr_assert(eq(i64, th_cmd_int(rc, "EXISTS baton_lock_meta:{%s}", name), 0),
-              "the side hash outlived the lock");
+    while (th_cmd_int(rc, "EXISTS %s", record) == 1 && th_ms() - t0 < 6000)
+        th_sleep_ms(20);
+    cr_assert(eq(i64, th_cmd_int(rc, "EXISTS %s", record), 0), "the record outlived its life");
     redisFree(rc);
     free(ready);
 }

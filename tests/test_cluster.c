@@ -131,29 +131,51 @@ Test(cluster, a_real_moved_reply_names_the_owner)
     redisFree(r0);
 }
 
-/* The lock's side hash of holders' origins (baton_lock_meta:{name}) shares the lock's slot,
- * so a Cluster node runs the scripts that touch it: the acquire and release name it as a
- * key, the watchdog's renewal derives it from the lock's name (undeclared, same slot), and
- * the inspection reads it. */
-Test(cluster, scripts_reach_the_side_hash_in_the_locks_slot)
+/* The fair lock's side hash of holders' origins (baton_lock_meta:{name}) and the plain
+ * lock's reservation (baton_lock_next:{name}) share the lock's slot, so a Cluster node runs
+ * the scripts that touch them: the acquires name them as keys, the watchdog's renewal
+ * derives the side hash from the lock's name (undeclared, same slot). */
+Test(cluster, scripts_reach_the_side_keys_in_the_locks_slot)
 {
     const char *names[] = {"origin-plain", "{origin-tag}:job"};
     for (size_t i = 0; i < 2; i++) {
         const char *name = names[i];
-        char meta[64], token[64];
+        char meta[64], token[64], next[64], queue[64], timeout[64], channel[80];
         bool tagged = strchr(name, '{') != NULL;
-        snprintf(meta, sizeof meta, tagged ? "baton_lock_meta:%s" : "baton_lock_meta:{%s}", name);
-        snprintf(token, sizeof token,
-                 tagged ? "redisson_lock_token:%s" : "redisson_lock_token:{%s}", name);
+        const char *fmt = tagged ? "%s%s" : "%s{%s}";
+        snprintf(meta, sizeof meta, fmt, "baton_lock_meta:", name);
+        snprintf(token, sizeof token, fmt, "redisson_lock_token:", name);
+        snprintf(next, sizeof next, fmt, "baton_lock_next:", name);
+        snprintf(queue, sizeof queue, fmt, "redisson_lock_queue:", name);
+        snprintf(timeout, sizeof timeout, fmt, "redisson_lock_timeout:", name);
+        snprintf(channel, sizeof channel, fmt, "redisson_lock__channel:", name);
         int slot = baton__key_slot(name, strlen(name));
         cr_assert(eq(int, baton__key_slot(meta, strlen(meta)), slot), "%s", meta);
+        cr_assert(eq(int, baton__key_slot(next, strlen(next)), slot), "%s", next);
         int port = th_cluster_master_of(&cluster, slot);
         cr_assert(gt(int, port, 0));
         redisContext *r = th_redis_port(port);
         const baton__script *acq = baton__script_find("lock_acquire");
+        const baton__script *fair = baton__script_find("fairlock_acquire");
         const baton__script *renew = baton__script_find("lock_renew");
-        redisReply *rep = th_cmd(r, "EVAL %b 3 %s %s %s 1000 owner:1 host-a:42", acq->body,
-                                 acq->len, name, token, meta);
+        /* the plain lock: held by owner:1; owner:2, starving, reserves it */
+        redisReply *rep = th_cmd(r, "EVAL %b 3 %s %s %s 1000 owner:1 0 50", acq->body, acq->len,
+                                 name, token, next);
+        cr_assert(eq(int, rep->type, REDIS_REPLY_ARRAY), "%s", rep->str);
+        freeReplyObject(rep);
+        rep = th_cmd(r, "EVAL %b 3 %s %s %s 1000 owner:2 1 50", acq->body, acq->len, name, token,
+                     next);
+        cr_assert(eq(int, rep->type, REDIS_REPLY_ARRAY), "%s", rep->str);
+        cr_assert(eq(i64, rep->element[0]->integer, 4), "reserved for owner:2");
+        freeReplyObject(rep);
+        rep = th_cmd(r, "GET %s", next);
+        cr_assert(eq(str, rep->str, "owner:2"));
+        freeReplyObject(rep);
+        freeReplyObject(th_cmd(r, "DEL %s %s %s", name, next, token));
+        /* the fair lock: its side hash, renewed with the lock */
+        rep = th_cmd(r, "EVAL %b 6 %s %s %s %s %s %s 1000 owner:1 5000 0 host-a:42", fair->body,
+                     fair->len, name, queue, timeout, token, channel, meta);
+        cr_assert(eq(int, rep->type, REDIS_REPLY_ARRAY), "%s", rep->str);
         freeReplyObject(rep);
         cr_assert(eq(i64, th_cmd_int(r, "PTTL %s", meta) <= 1000, 1));
         rep = th_cmd(r, "EVAL %b 1 %s 60000 owner:1", renew->body, renew->len, name);
@@ -164,7 +186,7 @@ Test(cluster, scripts_reach_the_side_hash_in_the_locks_slot)
         rep = th_cmd(r, "HGET %s owner:1", meta);
         cr_assert(eq(str, rep->str, "host-a:42"));
         freeReplyObject(rep);
-        freeReplyObject(th_cmd(r, "DEL %s %s %s", name, meta, token));
+        freeReplyObject(th_cmd(r, "DEL %s %s %s %s %s", name, meta, token, queue, timeout));
         redisFree(r);
     }
 }
@@ -326,7 +348,6 @@ Test(cluster, lock_acquire_reenter_time_out_and_release_on_every_master)
         /* on the master that serves the name, nowhere else */
         redisContext *m = th_redis_port(s.masters[i]);
         cr_assert(eq(i64, th_cmd_int(m, "HLEN %s", name), 1));
-        cr_assert(eq(i64, th_cmd_int(m, "EXISTS baton_lock_meta:{%s}", name), 1));
         bool locked = false, mine = true;
         cr_assert(eq(int, baton_lock_is_locked(lb, &locked), BATON_OK));
         cr_assert(locked);
@@ -344,7 +365,6 @@ Test(cluster, lock_acquire_reenter_time_out_and_release_on_every_master)
         cr_assert(eq(i64, holds, 1));
         cr_assert(eq(int, baton_lock_release(la), BATON_OK));
         cr_assert(eq(i64, th_cmd_int(m, "EXISTS %s", name), 0));
-        cr_assert(eq(i64, th_cmd_int(m, "EXISTS baton_lock_meta:{%s}", name), 0));
         cr_assert(eq(i64, subscribers(m, "redisson_lock__channel:{%s}", name), 0),
                   "no subscription left");
         /* the other client takes it at once now */

@@ -194,6 +194,21 @@ Test(inspect, a_name_with_its_own_hash_tag_finds_its_token)
     baton_client_close(c);
 }
 
+/* The client's record baton_client:{<client id>} = "host:pid" (src/core/record.c). */
+static long long record_ttl(redisContext *r, baton_client *c)
+{
+    return th_cmd_int(r, "PTTL baton_client:{%s}", baton_client_id(c));
+}
+
+static void assert_this_process(const char *host_seen, int64_t pid)
+{
+    char host[256] = "";
+    cr_assert(eq(int, gethostname(host, sizeof host - 1), 0));
+    cr_assert(ne(ptr, (void *)host_seen, NULL));
+    cr_assert(eq(str, (char *)host_seen, host));
+    cr_assert(eq(i64, pid, (int64_t)getpid()));
+}
+
 Test(inspect, a_fair_lock_shows_its_queue_with_deadlines)
 {
     baton_options o;
@@ -202,9 +217,10 @@ Test(inspect, a_fair_lock_shows_its_queue_with_deadlines)
     baton_client *c = th_client(&o);
     redisContext *r = th_redis();
     const char *name = th_tmpname("ins-fair");
+    baton_client *c2 = th_client(&o); /* the waiter's client holds nothing */
     baton_lock *l, *other;
     cr_assert(eq(int, baton_fairlock_open(c, name, &l), BATON_OK));
-    cr_assert(eq(int, baton_fairlock_open(c, name, &other), BATON_OK));
+    cr_assert(eq(int, baton_fairlock_open(c2, name, &other), BATON_OK));
     cr_assert(eq(int, baton_lock_try_acquire(l, 0, BATON_LEASE_WATCHDOG), BATON_OK));
     waiter_arg w = {.lock = other, .wait_ms = 20000};
     pthread_t t;
@@ -224,6 +240,7 @@ Test(inspect, a_fair_lock_shows_its_queue_with_deadlines)
     /* server time + fair_wait_ms, renewed by the waiting client */
     cr_assert(gt(i64, q->deadline_ms, ins->server_time_ms));
     cr_assert(le(i64, q->deadline_ms, ins->server_time_ms + 4000));
+    assert_this_process(q->host, q->pid); /* the waiter's client wrote its record */
     baton_inspection_free(ins);
 
     cr_assert(eq(int, baton_lock_release(l), BATON_OK));
@@ -236,79 +253,83 @@ Test(inspect, a_fair_lock_shows_its_queue_with_deadlines)
     baton_lock_close(other);
     baton_lock_close(l);
     redisFree(r);
+    baton_client_close(c2);
     baton_client_close(c);
 }
 
 /* ---------------------------------------------------------------- origins ------------ */
 
-/* The side hash baton_lock_meta:{name}: field owner -> "host:pid". */
-static long long meta_exists(redisContext *r, const char *name)
-{
-    return th_cmd_int(r, "EXISTS baton_lock_meta:{%s}", name);
-}
-
-static void assert_this_process(const baton_inspect_holder *h)
-{
-    char host[256] = "";
-    cr_assert(eq(int, gethostname(host, sizeof host - 1), 0));
-    cr_assert(ne(ptr, (void *)h->host, NULL));
-    cr_assert(eq(str, (char *)h->host, host));
-    cr_assert(eq(i64, h->pid, (int64_t)getpid()));
-}
-
-Test(inspect, a_holders_host_and_pid_live_and_go_with_its_lock)
+Test(inspect, a_holders_host_and_pid_come_from_its_clients_record)
 {
     baton_client *c = th_client(NULL);
     redisContext *r = th_redis();
     const char *name = th_tmpname("ins-origin");
     baton_lock *l;
     cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
-    cr_assert(eq(int, baton_lock_try_acquire(l, 0, 20000), BATON_OK));
-    cr_assert(eq(int, baton_lock_try_acquire(l, 0, 20000), BATON_OK));
+    cr_assert(eq(i64, record_ttl(r, c), -2), "nothing held yet: no record");
+    cr_assert(eq(int, baton_lock_try_acquire(l, 0, 40000), BATON_OK));
+    cr_assert(eq(int, baton_lock_try_acquire(l, 0, 40000), BATON_OK));
     baton_inspection *ins = inspect(c, name);
     cr_assert(eq(sz, ins->n_holders, 1));
-    assert_this_process(ins->holders[0]);
+    assert_this_process(ins->holders[0]->host, ins->holders[0]->pid);
     baton_inspection_free(ins);
-    /* with the lock's lease, and still there after an inner release */
-    long long ttl = th_cmd_int(r, "PTTL baton_lock_meta:{%s}", name);
-    cr_assert(gt(i64, ttl, 15000));
-    cr_assert(le(i64, ttl, 20000));
+    /* one record per client, outliving the hold; nothing written beside the lock */
+    long long ttl = record_ttl(r, c);
+    cr_assert(ge(i64, ttl, 40000), "the record outlives the hold's lease (%lld)", ttl);
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS baton_lock_meta:{%s}", name), 0));
     cr_assert(eq(int, baton_lock_release(l), BATON_OK));
-    cr_assert(eq(i64, meta_exists(r, name), 1));
     cr_assert(eq(int, baton_lock_release(l), BATON_OK));
-    cr_assert(eq(i64, meta_exists(r, name), 0), "the last release deletes it");
 
-    /* a force release deletes it too */
-    cr_assert(eq(int, baton_lock_try_acquire(l, 0, BATON_LEASE_WATCHDOG), BATON_OK));
-    cr_assert(eq(i64, meta_exists(r, name), 1));
-    bool was = false;
-    cr_assert(eq(int, baton_lock_force_release(l, &was), BATON_OK));
-    cr_assert(was);
-    cr_assert(eq(i64, meta_exists(r, name), 0));
+    /* a read-write lock's readers and writer show theirs too */
+    const char *rwname = th_tmpname("ins-origin-rw");
+    baton_rwlock *rw;
+    cr_assert(eq(int, baton_rwlock_open(c, rwname, &rw), BATON_OK));
+    cr_assert(eq(int, baton_lock_try_acquire(baton_rwlock_read(rw), 0, 20000), BATON_OK));
+    ins = inspect(c, rwname);
+    cr_assert(eq(sz, ins->n_holders, 1));
+    assert_this_process(ins->holders[0]->host, ins->holders[0]->pid);
+    baton_inspection_free(ins);
+    cr_assert(eq(int, baton_lock_release(baton_rwlock_read(rw)), BATON_OK));
+    cr_assert(eq(int, baton_lock_try_acquire(baton_rwlock_write(rw), 0, 20000), BATON_OK));
+    ins = inspect(c, rwname);
+    cr_assert(eq(sz, ins->n_holders, 1));
+    assert_this_process(ins->holders[0]->host, ins->holders[0]->pid);
+    baton_inspection_free(ins);
+    cr_assert(eq(int, baton_lock_release(baton_rwlock_write(rw)), BATON_OK));
+    baton_rwlock_close(rw);
+
+    /* the record is written again when the server lost it (here: deleted) and the
+     * client's next hold needs it */
+    freeReplyObject(th_cmd(r, "DEL baton_client:{%s}", baton_client_id(c)));
+    cr_assert(eq(int, baton_lock_try_acquire(l, 0, 200000), BATON_OK));
+    cr_assert(ge(i64, record_ttl(r, c), 200000), "a longer lease than the record's life");
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
     baton_lock_close(l);
     redisFree(r);
     baton_client_close(c);
 }
 
-Test(inspect, the_watchdog_keeps_the_origin_alive_with_the_lock)
+Test(inspect, the_watchdog_keeps_the_clients_record_alive)
 {
     baton_options o;
     baton_options_init(&o);
-    o.watchdog_ms = 900; /* renewed every 300 ms */
+    o.watchdog_ms = 900; /* renewed every 300 ms; the record lives 3 leases: 2.7 s */
     baton_client *c = th_client(&o);
     redisContext *r = th_redis();
     const char *name = th_tmpname("ins-origin-renew");
     baton_lock *l;
     cr_assert(eq(int, baton_fairlock_open(c, name, &l), BATON_OK));
     cr_assert(eq(int, baton_lock_try_acquire(l, 0, BATON_LEASE_WATCHDOG), BATON_OK));
-    th_sleep_ms(2000); /* over twice the lease */
-    cr_assert(eq(i64, meta_exists(r, name), 1), "renewed with the lock");
+    long long first = record_ttl(r, c);
+    cr_assert(gt(i64, first, 1800));
+    cr_assert(le(i64, first, 2700));
+    th_sleep_ms(4000); /* well past the record's first life */
+    cr_assert(gt(i64, record_ttl(r, c), 0), "kept with the hold");
     baton_inspection *ins = inspect(c, name);
     cr_assert(eq(int, ins->kind, BATON_OBJECT_LOCK), "no queue: seen as a plain lock");
-    assert_this_process(ins->holders[0]);
+    assert_this_process(ins->holders[0]->host, ins->holders[0]->pid);
     baton_inspection_free(ins);
     cr_assert(eq(int, baton_lock_release(l), BATON_OK));
-    cr_assert(eq(i64, meta_exists(r, name), 0));
     baton_lock_close(l);
     redisFree(r);
     baton_client_close(c);
@@ -321,8 +342,10 @@ Test(inspect, a_redisson_holder_has_no_host_or_pid)
     const char *name = th_tmpname("ins-redisson");
     freeReplyObject(th_cmd(r, "HSET %s 6f0c3b1e-0000-4000-8000-000000000001:42 1", name));
     freeReplyObject(th_cmd(r, "PEXPIRE %s 30000", name));
-    /* a malformed entry in the side hash is no origin either */
+    /* a malformed entry in the side hash older versions wrote is no origin either, nor a
+     * malformed client record */
     freeReplyObject(th_cmd(r, "HSET baton_lock_meta:{%s} x:1 nopid", name));
+    freeReplyObject(th_cmd(r, "SET baton_client:{6f0c3b1e-0000-4000-8000-000000000001} nopid"));
     baton_inspection *ins = inspect(c, name);
     cr_assert(eq(sz, ins->n_holders, 1));
     cr_assert(eq(i64, ins->holders[0]->holds, 1));

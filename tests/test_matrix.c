@@ -809,6 +809,17 @@ static void sub_rig_up(sub_rig *g)
     th_server_start(&g->server, NULL);
     g->proxy = th_proxy_start(g->server.port);
     g->wc = client_on(th_proxy_url(g->proxy), 1000, 30000);
+    /* the waiter wakes by the unlock message only (these cases time the subscriber's
+     * path): a starving waiter's reservation would re-check on its own (lock.c) */
+    baton_client_close(g->wc);
+    baton_options o;
+    baton_options_init(&o);
+    o.url = th_proxy_url(g->proxy);
+    o.connect_timeout_ms = 1000;
+    o.command_timeout_ms = 1000;
+    o.watchdog_ms = 30000;
+    o.starve_ms = BATON_STARVE_NEVER;
+    cr_assert(eq(int, baton_client_open(&o, &g->wc), BATON_OK), "%s", baton_open_errmsg());
     g->hc = client_on(url_of(g->server.port), 1000, 30000);
     g->direct = th_redis_port(g->server.port);
 }

@@ -62,6 +62,10 @@ typedef struct spec {
     {                                                                                              \
         "baton_lock_meta:{$}", 'a'                                                                 \
     }
+#define K_NEXT                                                                                     \
+    {                                                                                              \
+        "baton_lock_next:{$}", 'a'                                                                 \
+    }
 #define K_UNLOCK                                                                                   \
     {                                                                                              \
         "redisson_unlock_latch:{$}:r1", 's'                                                        \
@@ -108,13 +112,14 @@ typedef struct spec {
     }
 
 static const spec SPECS[] = {
-    {"lock_acquire", F_LOCK, {K_LOCK, K_TOKEN, K_META}, {"30000", "A:1", "h:1"}},
+    {"lock_acquire", F_LOCK, {K_LOCK, K_TOKEN, K_NEXT}, {"30000", "A:1", "0", "50"}},
+    {"lock_acquire", F_LOCK, {K_LOCK, K_TOKEN, K_NEXT}, {"30000", "A:1", "1", "50"}},
     {"lock_release",
      F_LOCK,
      {K_LOCK},
-     {"0", "30000", "A:1", "redisson_lock__channel:{$}", "baton_lock_meta:{$}", "60000",
-      "redisson_unlock_latch:{$}:r1"}},
-    {"lock_force_release", F_LOCK, {K_LOCK, K_FAIRCH, K_META}, {"0"}},
+     {"0", "30000", "A:1", "redisson_lock__channel:{$}", "60000", "redisson_unlock_latch:{$}:r1",
+      "1"}},
+    {"lock_force_release", F_LOCK, {K_LOCK, K_FAIRCH, K_NEXT}, {"0"}},
     {"lock_renew", F_LOCK, {{"$", 'a'}}, {"30000", "A:1"}},
     {"hold_check", F_LOCK, {{"$", 'r'}}, {"A:1"}},
     {"fairlock_acquire",
@@ -298,14 +303,14 @@ static bool prepare(redisContext *r, family fam, int st, const char *name)
         case 0:
             return true;
         case 1: /* A holds, twice */
-            PREP("lock_acquire", "100000", "A:1", "h:1");
-            PREP("lock_acquire", "100000", "A:1", "h:1");
+            PREP("lock_acquire", "100000", "A:1", "0", "50");
+            PREP("lock_acquire", "100000", "A:1", "0", "50");
             return true;
         case 2: /* A holds once */
-            PREP("lock_acquire", "100000", "A:1", "h:1");
+            PREP("lock_acquire", "100000", "A:1", "0", "50");
             return true;
         case 3: /* B holds */
-            PREP("lock_acquire", "100000", "B:1", "h:2");
+            PREP("lock_acquire", "100000", "B:1", "0", "50");
             return true;
         }
         return false;

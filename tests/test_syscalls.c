@@ -5,10 +5,8 @@
  * recv, read, write, poll and their kin and counts the calls on sockets connected to the
  * test server's port (Criterion's own sockets are not counted).
  *
- * Registered with the label pending-io and only when BATON_PENDING_IO_TESTS is ON: the
- * transport of today makes about 4.8 calls per round trip (send; recv that fails EAGAIN;
- * poll; recv; a liveness poll when a pooled connection is lent), so this test fails until
- * the blocking path makes one write and one read.
+ * Before issue 30 the transport made about 4.8 calls per round trip (send; recv that
+ * fails EAGAIN; poll; recv; a liveness poll when a pooled connection is lent): 9.5 per pair.
  */
 #include "helper.h"
 #include "../bench/syscount.h"
@@ -31,6 +29,9 @@ static void measure(syscount *d, uint64_t *rtts)
         cr_assert_eq(baton_lock_try_acquire(l, 1000, 10000), BATON_OK);
         cr_assert_eq(baton_lock_release(l), BATON_OK);
     }
+    /* A hold with a lease pins the dispatcher's connection (it hears a restart): let it
+     * connect before the count begins, it is not the pair's. */
+    th_sleep_ms(300);
     baton_stats st0, st1;
     syscount s0, s1;
     int bad = 0;

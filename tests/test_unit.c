@@ -484,6 +484,12 @@ Test(unit, tls_options_without_rediss_and_bad_tls_files_are_refused)
     o.url = "rediss://127.0.0.1:1";
     o.keepalive_ms = 10;
     cr_assert(eq(int, baton_client_open(&o, &c), BATON_EINVAL), "keepalive under a second");
+    baton_options_init(&o);
+    o.url = "redis://127.0.0.1:1";
+    o.starve_ms = -5; /* BATON_STARVE_NEVER is the one negative value */
+    cr_assert(eq(int, baton_client_open(&o, &c), BATON_EINVAL));
+    cr_assert(not(eq(ptr, strstr(baton_open_errmsg(), "starve_ms"), NULL)), "%s",
+              baton_open_errmsg());
 }
 
 Test(unit, url_sentinel_and_cluster)

@@ -117,7 +117,15 @@ typedef struct baton_options {
      * NULL or "": "baton:<host>:<pid>". A server that refuses CLIENT SETNAME (an ACL
      * without it) is used anyway, unnamed. */
     const char *client_name;
+    /* The plain lock's starvation bound: a waiter that has waited this long reserves the
+     * lock, and the next time it is free it goes to that waiter before any newcomer (the
+     * releasing thread included), as Go's sync.Mutex hands itself to a starved waiter.
+     * Redisson's own clients do not see the reservation. 0: 20 ms; BATON_STARVE_NEVER: no
+     * reservation (Redisson's RLock: a waiter may lose every race for its whole wait). */
+    int64_t starve_ms;
 } baton_options;
+
+#define BATON_STARVE_NEVER (-1)
 
 /* Levels of the log hook, most severe first:
  * ERROR a hold was lost (deleted, taken over, expired, server restarted);

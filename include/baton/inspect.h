@@ -50,9 +50,9 @@ typedef struct baton_inspect_holder {
     size_t size;       /* sizeof this struct in the library that filled it (see below) */
     const char *owner; /* "<client-id>:<thread-id>", the hash's field */
     int64_t holds;     /* re-entrant hold count; -1 if the field's value is not a number */
-    const char *host;  /* host name of the holding process, as baton recorded it when it took
-                          the lock (gethostname); NULL when none is recorded: a holder that
-                          is not baton (Redisson) */
+    const char *host;  /* host name of the holding process, as its client recorded it
+                          (gethostname; baton_client:{<client id>}); NULL when none is
+                          recorded: a holder that is not baton (Redisson) */
     int64_t pid;       /* process id of the holding process on that host; 0 when none */
 } baton_inspect_holder;
 
@@ -71,6 +71,9 @@ typedef struct baton_inspect_waiter {
     bool has_deadline;   /* false if the waiter has no entry in the deadline set */
     int64_t deadline_ms; /* when the waiter loses its place unless it renews it: server
                             time (ms since the epoch), comparable with server_time_ms */
+    const char *host;    /* host name of the waiting process (its client's record); NULL
+                            when none is recorded (appended in 0.4) */
+    int64_t pid;         /* process id of the waiting process; 0 when none */
 } baton_inspect_waiter;
 
 /*

@@ -6,8 +6,8 @@
  * key NAME whose one field "<client-uuid>:<thread-id>" holds the hold count, with a PEXPIRE
  * lease; waiters listen on "redisson_lock__channel:{NAME}" for the message "0". A C process
  * using baton and a Java process using Redisson can guard one resource with one lock.
- * Beside it baton keeps its own hash "baton_lock_meta:{NAME}" (owner -> "host:pid" of the
- * holding process, with the lock's lease) for operators (baton_inspect(), `baton status`).
+ * Each baton client records "host:pid" of its process once, in "baton_client:{<client
+ * id>}", for operators (baton_inspect(), `baton status`).
  *
  * Ownership is per thread: the thread that acquired is the one that must release, and a
  * thread that acquires again while holding re-enters (the hold count rises). For holders
@@ -20,7 +20,12 @@
  *
  * Waiting never polls: a waiter subscribes to the lock's channel (one subscription per
  * channel per client, however many threads wait) and sleeps until the unlock message or
- * the holder's remaining lease, whichever comes first, then tries again.
+ * the holder's remaining lease, whichever comes first, then tries again. The plain lock
+ * is unfair like Redisson's (a newcomer may take a free lock before a waiter), within a
+ * bound: a waiter that has waited the client's starve_ms (20 ms by default) reserves it
+ * ("baton_lock_next:{NAME}", 50 ms, renewed by the waiter's attempts every 25 ms), and
+ * the next time it is free it is that waiter's. Redisson's clients do not see the
+ * reservation.
  */
 #ifndef BATON_LOCK_H
 #define BATON_LOCK_H

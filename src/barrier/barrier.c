@@ -16,8 +16,7 @@
  * the key prefixes (the block below), the error code for "broken" (BROKEN below).
  */
 #define _GNU_SOURCE
-#include "../core/internal.h"
-#include "../core/wait.h"
+#include "../core/prim.h"
 
 #include <hiredis/hiredis.h>
 
@@ -35,7 +34,7 @@
 #define STATE_LIFE_MS "86400000" /* a barrier nobody arrives at for a day is forgotten */
 #define MAX_PARTIES 100000
 
-#define SCRIPT(name) baton__script_find(#name)
+#define SCRIPT(name) (&baton__script_##name)
 /* BATON_EBROKEN once the core's error list has it */
 #define BROKEN BATON_ECANCELED
 

@@ -40,24 +40,27 @@ void cli_set_commands(const cli_command *table, size_t n)
     n_usage_rows = n;
 }
 
-void cli_error(const char *fmt, ...)
+static void verror(const char *fmt, va_list ap)
 {
     char buf[2048];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    fprintf(stderr, "baton: %s\n", buf);
+}
+
+void cli_error(const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    verror(fmt, ap);
     va_end(ap);
-    fprintf(stderr, "baton: %s\n", buf);
 }
 
 int cli_usage_error(const char *command, const char *fmt, ...)
 {
-    char buf[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    verror(fmt, ap);
     va_end(ap);
-    fprintf(stderr, "baton: %s\n", buf);
     for (size_t i = 0; i < n_usage_rows; i++) {
         if (command && strcmp(command, usage_rows[i].name) != 0)
             continue;

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,6 +70,14 @@ static bool impossible_deadline(const baton_inspection *s, const baton_inspect_w
 }
 
 /* A lock's or a fair lock's lines: state, holders, queue, listeners. */
+/* The waiter's host and pid, in a library that fills them (0.4 on). */
+static const char *waiter_host(const baton_inspect_waiter *w, int64_t *pid)
+{
+    bool known = offsetof(baton_inspect_waiter, pid) < w->size;
+    *pid = known ? w->pid : 0;
+    return known ? w->host : NULL;
+}
+
 static void print_lock_text(const char *name, const baton_inspection *s)
 {
     char t[32];
@@ -104,12 +113,16 @@ static void print_lock_text(const char *name, const baton_inspection *s)
         const char *bad = impossible_deadline(s, w) ? "  IMPOSSIBLE: never lapses (a poisoned "
                                                       "queue? baton unlock --force clears it)"
                                                     : "";
+        int64_t pid;
+        const char *host = waiter_host(w, &pid);
+        printf("  %4zu. %s", i + 1, E(w->owner));
+        if (host)
+            printf("  host %s  pid %lld", E(host), (long long)pid);
         if (w->has_deadline) {
             format_ms(w->deadline_ms - s->server_time_ms, t, sizeof t);
-            printf("  %4zu. %s  deadline %lld (in %s)%s\n", i + 1, E(w->owner),
-                   (long long)w->deadline_ms, t, bad);
+            printf("  deadline %lld (in %s)%s\n", (long long)w->deadline_ms, t, bad);
         } else {
-            printf("  %4zu. %s  no valid deadline (none, inf or nan)%s\n", i + 1, E(w->owner), bad);
+            printf("  no valid deadline (none, inf or nan)%s\n", bad);
         }
     }
     if (s->subscribers_lock)
@@ -216,6 +229,18 @@ static void json_str(const char *str)
     putchar('"');
 }
 
+/* ", "host": ..., "pid": ..." of a holder or waiter (null when none is recorded). */
+static void json_origin(const char *host, int64_t pid)
+{
+    printf(", \"host\": ");
+    if (host) {
+        json_str(host);
+        printf(", \"pid\": %lld", (long long)pid);
+    } else {
+        printf("null, \"pid\": null");
+    }
+}
+
 static void print_json_holders(const baton_inspection *s)
 {
     for (size_t i = 0; i < s->n_holders; i++) {
@@ -226,13 +251,8 @@ static void print_json_holders(const baton_inspection *s)
             printf(", \"holds\": %lld", (long long)h->holds);
         else
             printf(", \"holds\": null");
-        printf(", \"host\": ");
-        if (h->host) {
-            json_str(h->host);
-            printf(", \"pid\": %lld}", (long long)h->pid);
-        } else {
-            printf("null, \"pid\": null}");
-        }
+        json_origin(h->host, h->pid);
+        printf("}");
     }
 }
 
@@ -247,6 +267,9 @@ static void print_json_queue(const baton_inspection *s)
                    (long long)(w->deadline_ms - s->server_time_ms));
         else
             printf(", \"deadline_ms\": null, \"remaining_ms\": null");
+        int64_t pid;
+        const char *host = waiter_host(w, &pid);
+        json_origin(host, pid);
         printf(", \"impossible\": %s}", impossible_deadline(s, w) ? "true" : "false");
     }
 }

@@ -25,10 +25,7 @@
  * that, then waits for the waits to end and the operations to complete.
  */
 #define _GNU_SOURCE
-#include "client.h"
-#include "evloop.h"
-
-#include <baton/async.h>
+#include "engine.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -41,40 +38,9 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define BATON_ASAN 1
-#endif
-#if defined(__SANITIZE_THREAD__)
-#define BATON_TSAN 1
-#endif
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define BATON_ASAN 1
-#endif
-#if __has_feature(thread_sanitizer)
-#define BATON_TSAN 1
-#endif
-#endif
-#ifdef BATON_ASAN
-#include <sanitizer/common_interface_defs.h>
-#endif
-#ifdef BATON_TSAN
-#include <sanitizer/tsan_interface.h>
-#endif
-/* Under valgrind the fibers' stacks are declared as stacks (its client requests cost
- * nothing elsewhere); built without its header, valgrind reports their frames as invalid
- * accesses. */
-#if defined(__has_include)
-#if __has_include(<valgrind/valgrind.h>)
-#include <valgrind/valgrind.h>
-#define BATON_VALGRIND 1
-#endif
-#endif
-
 /* A fiber's stack: the primitives' code, hiredis and OpenSSL with room to spare. Stacks are
  * mapped with a guard page below and kept for reuse (up to SPARE_STACKS). */
 #define STACK_SIZE (256 * 1024)
-#define SPARE_STACKS 64
 #define DETAIL_LEN 256
 /* One engine thread per client: a fiber waiting for its socket yields (baton__fiber_wait_fd),
  * so it overlaps the round trips of every operation in flight, up to the pool's
@@ -82,34 +48,20 @@
 #define ERRSAVE_LEN 512
 #define POLL_EVERY_US 1000
 
-typedef enum op_kind {
-    OP_LOCK,
-    OP_UNLOCK,
-    OP_SEMAPHORE,
-    OP_SEMAPHORE_RELEASE,
-    OP_LATCH,
-    OP_PERMITS
-} op_kind;
-
-/* A release is not a wait: cancelled or not, it runs (one round trip), or what it was asked
- * to give back would stay taken in Redis. */
-static bool is_release(op_kind k)
-{
-    return k == OP_UNLOCK || k == OP_SEMAPHORE_RELEASE;
-}
 /* ST_SLEEPING: in a wait (woken by its subscription, a cancellation or its timer), or
  * waiting for a free connection (pool_wait). ST_IO: waiting for its socket (or its timer). */
 typedef enum op_state { ST_NEW, ST_RUNNING, ST_SLEEPING, ST_IO, ST_DONE } op_state;
 
 struct baton_op {
     baton__evloop *ev;
-    struct engine *eng; /* the engine thread its fiber runs on */
-    op_kind kind;
+    struct engine *eng;   /* the engine thread its fiber runs on */
+    baton__op_run_fn run; /* what its fiber runs: the primitive's blocking verb */
+    /* A release is not a wait: cancelled or not, it runs (one round trip), or what it was
+     * asked to give back would stay taken in Redis. */
+    bool release;
     void *handle;
-    baton_owner *owner;
-    uint64_t owner_id; /* what its fiber acts for: the owner's id, or the starting thread's */
-    int64_t wait_ms, lease_ms, n;
-    char *id_out;
+    baton__op_args args; /* args.owner: the owner it acts for, or NULL */
+    uint64_t owner_id;   /* what its fiber acts for: the owner's id, or the starting thread's */
     baton_async_fn fn;
     void *arg;
     int rc;
@@ -150,62 +102,8 @@ struct baton_op {
 
 #define NO_HEAP ((size_t)-1)
 
-/* One engine thread: its fibers stay on it from start to end (thread-locals stay theirs).
- * Its queues are guarded by the evloop's mutex. */
-typedef struct engine {
-    baton__evloop *ev;
-    pthread_t thread;
-    int wfd;     /* eventfd: work queued, timer moved, stop (it sleeps in poll()) */
-    bool asleep; /* in poll(): a wake-up must write wfd */
-    int live;    /* its operations not yet done */
-    baton_op *run_head, *run_tail;
-    baton_op **heap;
-    size_t nheap, capheap;
-    baton_op **io; /* its operations waiting for their sockets (this thread's alone) */
-    size_t nio, capio;
-    struct pollfd *pfd;
-    size_t cappfd;
-    int64_t last_poll_us;
-    char *spare[SPARE_STACKS]; /* this thread's alone */
-    int nspare;
-    ucontext_t main_ctx; /* the engine thread's own */
-#ifdef BATON_ASAN
-    const void *main_bottom;
-    size_t main_size;
-#endif
-#ifdef BATON_TSAN
-    void *tsan_main;
-#endif
-} engine;
-
-struct baton__evloop {
-    baton_client *c;
-    pthread_mutex_t mu;
-    pthread_cond_t idle; /* waits or live operations reached 0 */
-    atomic_uint_fast64_t gen;
-    bool closing;
-    int waits;               /* threads inside a wait */
-    baton__waiting *waiting; /* the threads' waits (baton__wait_enter to _leave) */
-
-    bool started, stop;
-    bool shut; /* baton__evloop_shut ran (the closing thread's alone) */
-    engine eng;
-    int efd;
-    int mode;      /* BATON_CALLBACKS_* */
-    int live;      /* operations started, not yet done */
-    baton_op *all; /* live operations */
-    /* Connections given back to a pool (baton__evloop_conn_freed), and the fibers waiting
-     * for one: a fiber must not block its engine in the pool's wait, since the
-     * connections it waits for may be held by fibers of that engine. */
-    atomic_uint_fast64_t freed;
-    atomic_int npool_waiters;
-    baton_op *pool_head, *pool_tail; /* first come, first woken */
-    baton_op *done_head, *done_tail;
-};
-
-static _Thread_local baton_op *current;       /* the fiber running on this thread */
-static _Thread_local bool on_engine;          /* this thread is a client's engine */
-static _Thread_local const void *wait_handle; /* the verb's handle (baton__wait_handle) */
+static _Thread_local baton_op *current; /* the fiber running on this thread */
+static _Thread_local bool on_engine;    /* this thread is a client's engine */
 
 /* ------------------------------- timer heap (ev->mu) ---------------------------------- */
 
@@ -443,25 +341,6 @@ static void fiber_yield(baton_op *op)
     }
 }
 
-static int run_op(baton_op *op)
-{
-    switch (op->kind) {
-    case OP_LOCK:
-        return baton_lock_try_acquire(op->handle, op->wait_ms, op->lease_ms);
-    case OP_UNLOCK:
-        return baton_lock_release(op->handle);
-    case OP_SEMAPHORE:
-        return baton_semaphore_try_acquire(op->handle, op->n, op->wait_ms);
-    case OP_SEMAPHORE_RELEASE:
-        return baton_semaphore_release(op->handle, op->n);
-    case OP_LATCH:
-        return baton_latch_await(op->handle, op->wait_ms);
-    case OP_PERMITS:
-        return baton_permits_try_acquire(op->handle, op->wait_ms, op->lease_ms, op->id_out);
-    }
-    return BATON_EINVAL;
-}
-
 static void fiber_main(void)
 {
     baton_op *op = current;
@@ -470,13 +349,13 @@ static void fiber_main(void)
     baton__mutex_lock(&ev->mu);
     /* A release is not a wait: cancelled or not, it runs (one round trip), or the hold it
      * was asked to give back would stay in Redis with nobody to renew or release it. */
-    bool cancelled = op->cancelled && !is_release(op->kind);
+    bool cancelled = op->cancelled && !op->release;
     baton__mutex_unlock(&ev->mu);
     if (cancelled) {
         op->rc = BATON_ECANCELED;
         snprintf(op->detail, sizeof op->detail, "operation cancelled before it started");
     } else {
-        op->rc = run_op(op);
+        op->rc = op->run(op->handle, &op->args);
         snprintf(op->detail, sizeof op->detail, "%s",
                  op->rc == BATON_OK ? "" : baton_client_errmsg(ev->c));
     }
@@ -494,7 +373,7 @@ static void deliver(baton__evloop *ev, baton_op *op)
         baton__clear_error(ev->c);
     else
         baton__fail(ev->c, op->rc, "%s", op->detail);
-    op->fn(op->handle, op->owner, op->rc, op->arg);
+    op->fn(op->handle, op->args.owner, op->rc, op->arg);
     free(op);
 }
 
@@ -657,129 +536,33 @@ static void *engine_main(void *arg)
     return NULL;
 }
 
-/* ------------------------------- waits (wait.c) --------------------------------------- */
-
-const void *baton__wait_handle(const void *handle)
+baton_op *baton__op_current(void)
 {
-    const void *saved = wait_handle;
-    if (!current && !saved) /* a fiber's handle is its operation's */
-        wait_handle = handle;
-    return saved;
+    return current;
 }
 
-void baton__wait_handle_restore(const void *saved)
+bool baton__op_cancelled_locked(const baton_op *op)
 {
-    if (!current)
-        wait_handle = saved;
+    return op->cancelled;
 }
 
-int baton__wait_enter(baton_client *c, baton__waiting *wt)
+void baton__ops_cancel_locked(baton__evloop *ev, const void *handle)
 {
-    baton__evloop *ev = c->ev;
-    wt->op = current;
-    wt->handle = current ? NULL : wait_handle;
-    atomic_init(&wt->cancelled, false);
-    wt->prev = wt->next = NULL;
-    baton__mutex_lock(&ev->mu);
-    bool closing = ev->closing && !current;
-    if (!closing && !current) {
-        ev->waits++;
-        wt->next = ev->waiting;
-        if (ev->waiting)
-            ev->waiting->prev = wt;
-        ev->waiting = wt;
-    }
-    wt->gen = atomic_load(&ev->gen);
-    baton__mutex_unlock(&ev->mu);
-    if (closing)
-        return baton__fail(c, BATON_ECANCELED, "the client is closing");
-    return BATON_OK;
+    for (baton_op *op = ev->all; op; op = op->all_next)
+        if (!handle || (op->handle == handle && !op->release)) {
+            op->cancelled = true;
+            make_ready(ev, op);
+        }
 }
 
-void baton__wait_leave(baton_client *c, baton__waiting *wt)
-{
-    if (wt->op)
-        return;
-    baton__evloop *ev = c->ev;
-    baton__mutex_lock(&ev->mu);
-    if (wt->prev)
-        wt->prev->next = wt->next;
-    else
-        ev->waiting = wt->next;
-    if (wt->next)
-        wt->next->prev = wt->prev;
-    if (--ev->waits == 0)
-        baton__cond_broadcast(&ev->idle);
-    baton__mutex_unlock(&ev->mu);
-}
-
-static bool call_counted(const baton_client *c)
-{
-    return c && c->ev && !current && !baton__client_forked(c);
-}
-
-int baton__call_begin(baton_client *c)
-{
-    if (!call_counted(c))
-        return BATON_OK;
-    baton__evloop *ev = c->ev;
-    baton__mutex_lock(&ev->mu);
-    bool closing = ev->closing;
-    if (!closing)
-        ev->waits++;
-    baton__mutex_unlock(&ev->mu);
-    return closing ? baton__fail(c, BATON_ECANCELED, "the client is closing") : BATON_OK;
-}
-
-void baton__call_end(baton_client *c)
-{
-    if (!call_counted(c))
-        return;
-    baton__evloop *ev = c->ev;
-    baton__mutex_lock(&ev->mu);
-    if (--ev->waits == 0)
-        baton__cond_broadcast(&ev->idle);
-    baton__mutex_unlock(&ev->mu);
-}
-
-/* A thread's wait: the client's generation moved, or its handle's waits were cancelled. */
-static bool thread_cancelled(baton__evloop *ev, baton__waiting *wt)
-{
-    return atomic_load(&ev->gen) != wt->gen || atomic_load(&wt->cancelled);
-}
-
-static bool cancelled_locked(baton__evloop *ev, const baton__waiting *wt)
-{
-    return atomic_load(&ev->gen) != wt->gen || (wt->op && wt->op->cancelled);
-}
-
-bool baton__wait_cancelled(baton_client *c, const baton__waiting *wt)
-{
-    baton__evloop *ev = c->ev;
-    if (!wt->op)
-        return thread_cancelled(ev, (baton__waiting *)wt);
-    baton__mutex_lock(&ev->mu);
-    bool r = cancelled_locked(ev, wt);
-    baton__mutex_unlock(&ev->mu);
-    return r;
-}
-
-static int cancelled_error(baton_client *c)
-{
-    return baton__fail(c, BATON_ECANCELED,
-                       "wait cancelled (baton_op_cancel, baton_client_cancel_waits or "
-                       "baton_client_close)");
-}
-
-/* The fiber's sleep: arm the waker and the timer, yield, disarm. */
-static int fiber_sleep(baton_client *c, baton__waiting *wt, baton__sub *sub, int64_t until)
+int baton__fiber_sleep(baton_client *c, baton__waiting *wt, baton__sub *sub, int64_t until)
 {
     baton_op *op = wt->op;
     baton__evloop *ev = c->ev;
     baton__mutex_lock(&ev->mu);
-    if (cancelled_locked(ev, wt)) {
+    if (baton__wait_cancelled_locked(ev, wt)) {
         baton__mutex_unlock(&ev->mu);
-        return cancelled_error(c);
+        return baton__wait_cancelled_error(c);
     }
     if (op->pending_wake) {
         op->pending_wake = false;
@@ -803,35 +586,12 @@ static int fiber_sleep(baton_client *c, baton__waiting *wt, baton__sub *sub, int
     baton__sub_disarm(c, sub, &op->waker);
     baton__mutex_lock(&ev->mu);
     heap_remove(op->eng, op);
-    bool woken = op->woken, cancelled = cancelled_locked(ev, wt);
+    bool woken = op->woken, cancelled = baton__wait_cancelled_locked(ev, wt);
     op->woken = false;
     baton__mutex_unlock(&ev->mu);
     if (cancelled)
-        return cancelled_error(c);
+        return baton__wait_cancelled_error(c);
     return woken ? BATON_OK : BATON_ETIMEDOUT;
-}
-
-/* baton__sub_wait's question for a thread's wait wt (no lock taken: atomics only). */
-static bool thread_wait_cancelled(void *arg)
-{
-    baton__waiting *wt = arg;
-    return thread_cancelled(wt->ev, wt);
-}
-
-int baton__wait_sleep(baton_client *c, baton__waiting *wt, baton__sub *sub, int64_t until_us)
-{
-    if (wt->op)
-        return fiber_sleep(c, wt, sub, until_us);
-    baton__evloop *ev = c->ev;
-    if (thread_cancelled(ev, wt))
-        return cancelled_error(c);
-    /* Asked again before each sleep: a cancellation's broadcast hands out one wake-up per
-     * waiter, and another waiter of the channel may take them all first. */
-    wt->ev = ev;
-    int rc = baton__sub_wait(c, sub, until_us, thread_wait_cancelled, wt);
-    if (thread_cancelled(ev, wt))
-        return cancelled_error(c);
-    return rc;
 }
 
 /* ------------------------------- sockets and connections ----------------------------- */
@@ -1013,40 +773,6 @@ baton__evloop *baton__evloop_new(baton_client *c)
     return ev;
 }
 
-/* Cancels every operation and wait (ev->mu held). */
-static void cancel_all_locked(baton__evloop *ev)
-{
-    atomic_fetch_add(&ev->gen, 1);
-    for (baton_op *op = ev->all; op; op = op->all_next) {
-        op->cancelled = true;
-        make_ready(ev, op);
-    }
-}
-
-void baton__evloop_cancel_handle(baton_client *c, const void *handle)
-{
-    if (!c || !c->ev || baton__client_forked(c))
-        return;
-    baton__evloop *ev = c->ev;
-    bool threads = false;
-    baton__mutex_lock(&ev->mu);
-    for (baton__waiting *wt = ev->waiting; wt; wt = wt->next)
-        if (wt->handle == handle) {
-            atomic_store(&wt->cancelled, true);
-            threads = true;
-        }
-    for (baton_op *op = ev->all; op; op = op->all_next)
-        if (op->handle == handle && !is_release(op->kind)) {
-            op->cancelled = true;
-            make_ready(ev, op);
-        }
-    baton__mutex_unlock(&ev->mu);
-    /* A thread asleep on a subscription wakes, sees its flag and leaves; the other waiters
-     * woken with it find nothing changed and try once more. */
-    if (threads)
-        baton__sub_wake_all(c);
-}
-
 /* Whether an operation on handle is still live (ev->mu held). */
 static bool handle_busy(const baton__evloop *ev, const void *handle)
 {
@@ -1094,7 +820,7 @@ void baton__evloop_shut(baton__evloop *ev, bool forked)
         return;
     baton__mutex_lock(&ev->mu);
     ev->closing = true;
-    cancel_all_locked(ev);
+    baton__waits_cancel_all_locked(ev);
     baton__mutex_unlock(&ev->mu);
     baton__sub_wake_all(ev->c);
     baton__mutex_lock(&ev->mu);
@@ -1141,26 +867,27 @@ static int engine_start(baton__evloop *ev)
     return BATON_OK;
 }
 
-/* Validates and queues a new operation. */
-static int start(baton_client *c, baton_op *tmpl, baton_op **out)
+int baton__op_start(baton_client *c, void *handle, baton__op_run_fn run, bool is_release,
+                    const baton__op_args *args, baton_async_fn fn, void *arg, baton_op **out)
 {
     int rc;
     if (out)
         *out = NULL;
-    if (!tmpl->fn)
+    if (!fn)
         return baton__fail(c, BATON_EINVAL, "fn is NULL");
-    if (baton__check_wait(tmpl->wait_ms) != BATON_OK)
+    if (baton__check_wait(args->wait_ms) != BATON_OK)
         return baton__fail(c, BATON_EINVAL, "wait_ms %lld: use BATON_WAIT_FOREVER or 0..%lld ms",
-                           (long long)tmpl->wait_ms, (long long)BATON_MAX_DURATION_MS);
-    if (tmpl->owner && baton__owner_client(tmpl->owner) != c)
+                           (long long)args->wait_ms, (long long)BATON_MAX_DURATION_MS);
+    if (args->owner && baton__owner_client(args->owner) != c)
         return baton__fail(c, BATON_EINVAL, "the owner belongs to another client");
     baton_op *op = malloc(sizeof *op);
     if (!op)
         return baton__fail(c, BATON_ENOMEM, "out of memory");
-    *op = *tmpl;
+    *op = (baton_op){
+        .run = run, .release = is_release, .handle = handle, .args = *args, .fn = fn, .arg = arg};
     baton__evloop *ev = c->ev;
     op->ev = ev;
-    op->owner_id = op->owner ? baton__owner_of(op->owner) : baton__owner_id();
+    op->owner_id = args->owner ? baton__owner_of(args->owner) : baton__owner_id();
     op->state = ST_NEW;
     op->hidx = NO_HEAP;
     baton__mutex_lock(&ev->mu);
@@ -1199,121 +926,13 @@ static int enter(baton_client *c)
     return baton__client_enter(c);
 }
 
-int baton_lock_acquire_async(baton_lock *l, baton_owner *o, int64_t wait_ms, int64_t lease_ms,
-                             baton_async_fn fn, void *arg, baton_op **op)
-{
-    if (op)
-        *op = NULL;
-    if (!l)
-        return BATON_EINVAL;
-    baton_client *c = l->client ? l->client : (o ? baton__owner_client(o) : NULL);
-    int rc = enter(c);
-    if (rc != BATON_OK)
-        return c ? rc
-                 : BATON_EINVAL; /* a multi-lock over several clients needs an owner to name one */
-    if (baton__check_lease(lease_ms) != BATON_OK)
-        return baton__fail(c, BATON_EINVAL, "lease_ms %lld: use BATON_LEASE_WATCHDOG or 1..%lld ms",
-                           (long long)lease_ms, (long long)BATON_MAX_DURATION_MS);
-    baton_op t = {.kind = OP_LOCK,
-                  .handle = l,
-                  .owner = o,
-                  .wait_ms = wait_ms,
-                  .lease_ms = lease_ms,
-                  .fn = fn,
-                  .arg = arg};
-    return start(c, &t, op);
-}
-
-int baton_lock_release_async(baton_lock *l, baton_owner *o, baton_async_fn fn, void *arg,
-                             baton_op **op)
-{
-    if (op)
-        *op = NULL;
-    if (!l)
-        return BATON_EINVAL;
-    baton_client *c = l->client ? l->client : (o ? baton__owner_client(o) : NULL);
-    int rc = enter(c);
-    if (rc != BATON_OK)
-        return c ? rc : BATON_EINVAL;
-    baton_op t = {.kind = OP_UNLOCK, .handle = l, .owner = o, .fn = fn, .arg = arg};
-    return start(c, &t, op);
-}
-
-/* A semaphore's operation: acquire (wait_ms) or release `permits`. */
-static int semaphore_start(baton_semaphore *s, op_kind kind, int64_t permits, int64_t wait_ms,
-                           baton_async_fn fn, void *arg, baton_op **op)
-{
-    if (op)
-        *op = NULL;
-    baton_client *c = s ? baton__semaphore_client(s) : NULL;
-    int rc = enter(c);
-    if (rc != BATON_OK)
-        return rc;
-    if (permits < 1)
-        return baton__fail(c, BATON_EINVAL, "permits %lld: at least 1", (long long)permits);
-    baton_op t = {
-        .kind = kind, .handle = s, .n = permits, .wait_ms = wait_ms, .fn = fn, .arg = arg};
-    return start(c, &t, op);
-}
-
-int baton_semaphore_acquire_async(baton_semaphore *s, int64_t permits, int64_t wait_ms,
-                                  baton_async_fn fn, void *arg, baton_op **op)
-{
-    return semaphore_start(s, OP_SEMAPHORE, permits, wait_ms, fn, arg, op);
-}
-
-int baton_semaphore_release_async(baton_semaphore *s, int64_t permits, baton_async_fn fn, void *arg,
-                                  baton_op **op)
-{
-    return semaphore_start(s, OP_SEMAPHORE_RELEASE, permits, 0, fn, arg, op);
-}
-
-int baton_latch_await_async(baton_latch *l, int64_t timeout_ms, baton_async_fn fn, void *arg,
-                            baton_op **op)
-{
-    if (op)
-        *op = NULL;
-    baton_client *c = l ? baton__latch_client(l) : NULL;
-    int rc = enter(c);
-    if (rc != BATON_OK)
-        return rc;
-    baton_op t = {.kind = OP_LATCH, .handle = l, .wait_ms = timeout_ms, .fn = fn, .arg = arg};
-    return start(c, &t, op);
-}
-
-int baton_permits_acquire_async(baton_permits *p, int64_t wait_ms, int64_t lease_ms,
-                                char id[BATON_PERMIT_ID_SIZE], baton_async_fn fn, void *arg,
-                                baton_op **op)
-{
-    if (op)
-        *op = NULL;
-    baton_client *c = p ? baton__permits_client(p) : NULL;
-    int rc = enter(c);
-    if (rc != BATON_OK)
-        return rc;
-    if (!id)
-        return baton__fail(c, BATON_EINVAL, "id is NULL");
-    if (lease_ms != 0 && baton__check_lease(lease_ms) != BATON_OK)
-        return baton__fail(c, BATON_EINVAL, "lease_ms %lld: use BATON_LEASE_WATCHDOG or 1..%lld ms",
-                           (long long)lease_ms, (long long)BATON_MAX_DURATION_MS);
-    id[0] = '\0';
-    baton_op t = {.kind = OP_PERMITS,
-                  .handle = p,
-                  .wait_ms = wait_ms,
-                  .lease_ms = lease_ms,
-                  .id_out = id,
-                  .fn = fn,
-                  .arg = arg};
-    return start(c, &t, op);
-}
-
 int baton_op_cancel(baton_op *op)
 {
     if (!op)
         return BATON_EINVAL;
     baton__evloop *ev = op->ev;
     baton__mutex_lock(&ev->mu);
-    if (op->state != ST_DONE && !is_release(op->kind)) { /* a release is not a wait */
+    if (op->state != ST_DONE && !op->release) { /* a release is not a wait */
         op->cancelled = true;
         make_ready(ev, op);
     }
@@ -1374,18 +993,5 @@ int baton_client_set_callbacks(baton_client *c, int mode)
     baton__mutex_lock(&c->ev->mu);
     c->ev->mode = mode;
     baton__mutex_unlock(&c->ev->mu);
-    return BATON_OK;
-}
-
-int baton_client_cancel_waits(baton_client *c)
-{
-    int rc = enter(c);
-    if (rc != BATON_OK)
-        return rc;
-    baton__evloop *ev = c->ev;
-    baton__mutex_lock(&ev->mu);
-    cancel_all_locked(ev);
-    baton__mutex_unlock(&ev->mu);
-    baton__sub_wake_all(c);
     return BATON_OK;
 }

@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #include "client.h"
 #include "conn.h"
+#include "redirect.h"
 #include "slots.h"
 #include "topology.h"
 
@@ -32,6 +33,10 @@
 #define DEFAULT_WATCHDOG_MS 30000
 #define DEFAULT_FAIR_WAIT_MS 5000
 #define DEFAULT_RECHECK_MS 1000
+/* The plain lock's starvation bound (src/lock/lock.c): past the waits of ordinary
+ * contention (s2, 8 workers without think time: 5 ms and 10 ms halved the threads' rate,
+ * bench/RESULTS.md), well short of the 255-413 ms the unfair lock let a waiter lose. */
+#define DEFAULT_STARVE_MS 20
 #define DEFAULT_POOL_SIZE 16
 #define DEFAULT_KEEPALIVE_MS 15000
 #define MIN_WATCHDOG_MS 30 /* renewal every 10 ms: tests go this low, nobody should */
@@ -80,14 +85,8 @@ static void make_origin(baton_client *c)
 static void make_uuid(char out[40])
 {
     unsigned char b[16];
-    size_t got = 0;
-    while (got < sizeof b) {
-        ssize_t n = getrandom(b + got, sizeof b - got, 0);
-        if (n > 0)
-            got += (size_t)n;
-        else if (errno != EINTR)
-            abort(); /* no entropy on Linux >= 3.17 is not a condition to recover from */
-    }
+    if (baton__random_bytes(b, sizeof b) < sizeof b)
+        abort(); /* no entropy on Linux >= 3.17 is not a condition to recover from */
     b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
     b[8] = (unsigned char)((b[8] & 0x3f) | 0x80); /* RFC 4122 variant */
     snprintf(out, 40, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
@@ -155,8 +154,7 @@ int baton__reply_error(baton_client *c, const redisReply *r)
          * the next connection goes to the new master */
         code = BATON_ECONN;
         baton__topology_kick(c);
-    } else if (strncmp(s, "MOVED ", 6) == 0 || strncmp(s, "ASK ", 4) == 0 ||
-               strncmp(s, "CLUSTERDOWN", 11) == 0 || strncmp(s, "TRYAGAIN", 8) == 0) {
+    } else if (baton__redirection_msg(s)) {
         /* redirections left after the retries (Cluster: the slot is in flux, a
          * connection-level failure), or a cluster node behind a redis:// URL: a mistake of
          * configuration, which no retry mends (the command did not run) */
@@ -168,20 +166,6 @@ int baton__reply_error(baton_client *c, const redisReply *r)
         code = BATON_ECONN;
     }
     return baton__fail(c, code, "server replied: %s", s);
-}
-
-bool baton__in_flux(const baton_client *c)
-{
-    /* the detail baton__reply_error records for what is left of a Cluster's redirections */
-    static const char *const in_flux[] = {"server replied: TRYAGAIN", "server replied: ASK ",
-                                          "server replied: MOVED ", "server replied: CLUSTERDOWN"};
-    if (!baton__topology_cluster(c))
-        return false;
-    const char *msg = baton_client_errmsg(c);
-    for (size_t i = 0; i < sizeof in_flux / sizeof *in_flux; i++)
-        if (strncmp(msg, in_flux[i], strlen(in_flux[i])) == 0)
-            return true;
-    return false;
 }
 
 uint64_t baton_client_epoch(const baton_client *c)
@@ -261,125 +245,6 @@ static int run_on(baton_client *c, baton__conn *conn, int argc, const char **arg
     return rc;
 }
 
-/* ------------------------------- Cluster redirections --------------------------------- */
-
-/* How many redirections one call follows (a slot that moves while it is asked about moves
- * once or twice; more is a cluster in flux, reported as such). */
-#define MAX_HOPS 6
-
-/* Where a call goes on a Cluster: its slot, and the node of an ASK redirection. */
-typedef struct route {
-    int slot;            /* -1: no key (any master) */
-    baton__pool *ask;    /* the next attempt goes there, after ASKING; NULL: the slot's master */
-    int hops;            /* redirections followed */
-    int waits;           /* TRYAGAIN / CLUSTERDOWN pauses taken */
-    int64_t deadline_us; /* TRYAGAIN and CLUSTERDOWN wait no longer than this */
-    int64_t reach_us;    /* nor a master that cannot be reached (one command timeout) */
-} route;
-
-static void route_init(baton_client *c, route *rt, int slot)
-{
-    rt->slot = baton__topology_cluster(c) ? slot : -1;
-    rt->ask = NULL;
-    rt->hops = 0;
-    rt->waits = 0;
-    /* Redisson's three retry attempts: a slot being emptied answers TRYAGAIN to a script
-     * whose keys are split until the last of them moved (the fencing counter of a free lock
-     * stays while its hash is absent), which can take a few seconds of MIGRATE batches */
-    rt->deadline_us = baton__deadline_after_ms(3 * c->cfg.command_timeout_ms);
-    rt->reach_us = baton__deadline_after_ms(c->cfg.command_timeout_ms);
-}
-
-/* A connection for the route's next attempt. On a Cluster, a master that cannot be reached
- * (killed, its failover under way) or a slot nobody serves is waited out until the slot map
- * changes, within one command timeout: the call then goes to the promoted replica rather
- * than failing in the seconds a failover takes, and a partitioned master costs no more. */
-static int route_get(baton_client *c, const route *rt, baton__conn **out)
-{
-    if (rt->ask)
-        return baton__conn_get_node(c, rt->ask, BATON__NO_DEADLINE, out);
-    for (;;) {
-        uint64_t gen = baton__topology_cluster_gen(c);
-        int rc = baton__conn_get_slot(c, rt->slot, BATON__NO_DEADLINE, out);
-        if (rc != BATON_ECONN || !baton__topology_cluster(c) || baton__now_us() >= rt->reach_us)
-            return rc;
-        if (!baton__topology_wait_change(c, gen, rt->reach_us) ||
-            baton__topology_cluster_gen(c) == gen)
-            return rc; /* nothing changed before the deadline: the error stands */
-    }
-}
-
-/* Whether a reply refused to run its command where it was sent (a Cluster's MOVED, ASK,
- * TRYAGAIN, CLUSTERDOWN). */
-static bool is_redirection(const redisReply *r)
-{
-    if (!r || r->type != REDIS_REPLY_ERROR || !r->str)
-        return false;
-    return strncmp(r->str, "MOVED ", 6) == 0 || strncmp(r->str, "ASK ", 4) == 0 ||
-           strncmp(r->str, "TRYAGAIN", 8) == 0 || strncmp(r->str, "CLUSTERDOWN", 11) == 0;
-}
-
-/* After a reply on a Cluster: true when it redirects (MOVED, ASK) or asks to wait (TRYAGAIN,
- * CLUSTERDOWN), the command did not run, and the call should go again as rt now says. */
-static bool redirected(baton_client *c, route *rt, const baton__conn *conn, const redisReply *r)
-{
-    if (!baton__topology_cluster(c) || !r || r->type != REDIS_REPLY_ERROR || !r->str)
-        return false;
-    bool ask = false;
-    int slot = -1, port = 0;
-    char host[BATON__HOST_LEN];
-    if (baton__parse_redirect(r->str, &ask, &slot, host, sizeof host, &port) == BATON_OK) {
-        if (rt->hops >= MAX_HOPS || baton__now_us() >= rt->deadline_us)
-            return false;
-        if (!host[0]) { /* "MOVED 3999 :6380": the answering node's own host */
-            char where[BATON__HOST_LEN + 16];
-            baton__conn_where(c, conn, where, sizeof where);
-            char *colon = strrchr(where, ':');
-            size_t n = colon ? (size_t)(colon - where) : strlen(where);
-            if (n >= sizeof host)
-                return false;
-            memcpy(host, where, n);
-            host[n] = '\0';
-        }
-        baton__pool *to = baton__topology_node_pool(c, host, port);
-        if (!to)
-            return false;
-        baton__stat_inc(c, BATON__ST_REDIRECTS + (ask ? BATON__REDIR_ASK : BATON__REDIR_MOVED));
-        if (ask) {
-            rt->ask = to;
-        } else {
-            rt->ask = NULL;
-            baton__topology_moved(c, slot, to);
-        }
-        rt->hops++;
-        return true;
-    }
-    if (strncmp(r->str, "TRYAGAIN", 8) == 0 || strncmp(r->str, "CLUSTERDOWN", 11) == 0) {
-        /* a multi-key command during a migration (some of its keys moved already: they
-         * all will be soon), or a cluster without a master for the slot (a failover in
-         * progress): a new map, or a pause that doubles from 5 ms up to 200 ms, until the
-         * command timeout */
-        int64_t now = baton__now_us();
-        if (now >= rt->deadline_us)
-            return false;
-        baton__stat_inc(c, BATON__ST_REDIRECTS + (r->str[0] == 'T' ? BATON__REDIR_TRYAGAIN
-                                                                   : BATON__REDIR_CLUSTERDOWN));
-        int64_t pause = rt->waits < 6 ? 5000LL << rt->waits : 200000;
-        rt->waits++;
-        uint64_t gen = baton__topology_cluster_gen(c);
-        if (!baton__topology_wait_change(
-                c, gen, now + pause < rt->deadline_us ? now + pause : rt->deadline_us))
-            return false; /* closing */
-        /* back to the slot's master; a migration in progress answers ASK again, which
-         * starts a new count of redirections (a slot being emptied alternates ASK and
-         * TRYAGAIN for as long as its keys take to move: bounded by the deadline) */
-        rt->ask = NULL;
-        rt->hops = 0;
-        return true;
-    }
-    return false;
-}
-
 /* One command on a pooled connection (on a Cluster: the connection of the slot's master,
  * redirections followed); error replies become codes (detail recorded). */
 static int command(baton_client *c, int argc, const char **argv, redisReply **reply,
@@ -387,20 +252,20 @@ static int command(baton_client *c, int argc, const char **argv, redisReply **re
 {
     *reply = NULL;
     *connect_failed = false;
-    route rt;
+    baton__route rt;
     /* every command baton sends with arguments names its key first */
-    route_init(c, &rt, argc > 1 ? baton__key_slot(argv[1], strlen(argv[1])) : -1);
+    baton__route_init(c, &rt, argc > 1 ? baton__key_slot(argv[1], strlen(argv[1])) : -1);
     redisReply *r = NULL;
     int rc;
     for (;;) {
         baton__conn *conn;
-        if ((rc = route_get(c, &rt, &conn)) != BATON_OK) {
+        if ((rc = baton__route_get(c, &rt, &conn)) != BATON_OK) {
             *connect_failed = true;
             return rc;
         }
         bool asking = rt.ask != NULL;
         rc = run_on(c, conn, argc, argv, NULL, &r, NULL, NULL, asking);
-        bool again = rc == BATON_OK && redirected(c, &rt, conn, r);
+        bool again = rc == BATON_OK && baton__route_redirected(c, &rt, conn, r);
         baton__conn_put(c, conn, rc != BATON_OK);
         if (rc != BATON_OK)
             return rc;
@@ -488,7 +353,7 @@ int baton__script_run(baton_client *c, const baton__script *s, int nkeys, const 
  * cache). *sent: a command that could run the script was written whole (its reply may then
  * be lost after it ran); *reused: the connection came from the pool rather than a new
  * connect. A redirection (Cluster) is followed here: it did not run. */
-static int script_attempt(baton_client *c, const baton__script *s, script_argv *a, route *rt,
+static int script_attempt(baton_client *c, const baton__script *s, script_argv *a, baton__route *rt,
                           redisReply **out, bool *sent, bool *reused, int *synced)
 {
     *sent = *reused = false;
@@ -496,7 +361,7 @@ static int script_attempt(baton_client *c, const baton__script *s, script_argv *
     int rc;
     for (;;) {
         baton__conn *conn;
-        if ((rc = route_get(c, rt, &conn)) != BATON_OK)
+        if ((rc = baton__route_get(c, rt, &conn)) != BATON_OK)
             return rc;
         bool asking = rt->ask != NULL;
         *reused = baton__conn_reused(conn);
@@ -522,10 +387,10 @@ static int script_attempt(baton_client *c, const baton__script *s, script_argv *
                 free(lens);
             }
         }
-        bool again = rc == BATON_OK && redirected(c, rt, conn, r);
+        bool again = rc == BATON_OK && baton__route_redirected(c, rt, conn, r);
         baton__conn_put(c, conn, rc != BATON_OK && rc != BATON_ENOMEM);
         if (!again) {
-            if (rc == BATON_OK && is_redirection(r))
+            if (rc == BATON_OK && baton__is_redirection(r))
                 *sent = false; /* refused where it was sent: it did not run */
             break;
         }
@@ -635,8 +500,8 @@ static int script_call(baton_client *c, const baton__script *s, int nkeys, const
     script_argv a;
     if (build_argv(&a, "EVALSHA", nkeys, keys, nargs, args) != BATON_OK)
         return baton__fail(c, BATON_ENOMEM, "out of memory");
-    route rt;
-    route_init(c, &rt, nkeys > 0 ? baton__key_slot(keys[0], strlen(keys[0])) : -1);
+    baton__route rt;
+    baton__route_init(c, &rt, nkeys > 0 ? baton__key_slot(keys[0], strlen(keys[0])) : -1);
     redisReply *r = NULL;
     bool sent, reused;
     int rc = script_attempt(c, s, &a, &rt, &r, &sent, &reused, synced);
@@ -707,7 +572,9 @@ static int configure(baton__config *cfg, const baton_options *o, char *err, size
         check_timeout(o->recheck_ms, "recheck_ms", err, errlen) ||
         check_timeout(o->slow_acquire_ms, "slow_acquire_ms", err, errlen) ||
         check_timeout(o->keepalive_ms, "keepalive_ms", err, errlen) ||
-        check_timeout(o->sync_timeout_ms, "sync_timeout_ms", err, errlen))
+        check_timeout(o->sync_timeout_ms, "sync_timeout_ms", err, errlen) ||
+        (o->starve_ms != BATON_STARVE_NEVER &&
+         check_timeout(o->starve_ms, "starve_ms (or BATON_STARVE_NEVER)", err, errlen)))
         return BATON_EINVAL;
     if (o->watchdog_ms != 0 && o->watchdog_ms < MIN_WATCHDOG_MS) {
         snprintf(err, errlen, "watchdog_ms must be at least %d", MIN_WATCHDOG_MS);
@@ -746,6 +613,7 @@ static int configure(baton__config *cfg, const baton_options *o, char *err, size
     cfg->watchdog_ms = o->watchdog_ms ? o->watchdog_ms : DEFAULT_WATCHDOG_MS;
     cfg->fair_wait_ms = o->fair_wait_ms ? o->fair_wait_ms : DEFAULT_FAIR_WAIT_MS;
     cfg->recheck_ms = o->recheck_ms ? o->recheck_ms : DEFAULT_RECHECK_MS;
+    cfg->starve_ms = o->starve_ms ? o->starve_ms : DEFAULT_STARVE_MS;
     cfg->pool_size = o->pool_size ? o->pool_size : DEFAULT_POOL_SIZE;
     cfg->keepalive_ms = o->keepalive_ms ? o->keepalive_ms : DEFAULT_KEEPALIVE_MS;
     if (o->sync_replicas < 0 || o->sync_replicas > 100) {

@@ -46,6 +46,9 @@ struct baton_client {
     baton__watchdog *wd;     /* created on the first watchdog hold */
 
     struct baton__evloop *ev; /* waits in progress, cancellation, async operations */
+
+    _Atomic int64_t record_until_us; /* the client's record outlives this (record.c) */
+    atomic_bool record_hooked;       /* record.c's epoch hook is added */
 };
 
 /* Stop the thread and free; forked: c was copied into a child by fork(), whose copy has no

@@ -1,6 +1,8 @@
 /*
- * Connections: the endpoint (TCP, unix socket, TLS over TCP), the handshake, and the pool of
- * command connections. The only file in baton that touches a socket.
+ * Connections: bytes and TLS. A connection's reads and writes (through the reply guard),
+ * its commands and replies, and TLS over its socket. Its TCP connect is in connect.c, the
+ * server handshake in handshake.c, the pool of command connections in pool.c; these four
+ * files are the only ones in baton that touch a socket, and share conn_impl.h.
  *
  * Why baton owns its sockets: hiredis 0.14.1 (Debian 12) has no TLS, and its blocking
  * context reads and writes the socket itself, so it cannot be given any. hiredis stays for
@@ -13,7 +15,7 @@
  * host over a closed connection.
  */
 #define _GNU_SOURCE
-#include "conn.h"
+#include "conn_impl.h"
 
 #include "client.h"
 #include "evloop.h"
@@ -52,55 +54,15 @@
  * replies that are complete, so that hiredis is asked only for those (each parse is then
  * linear in its reply, and its buffer never holds more than one chunk beyond the reply
  * being parsed). It is stricter than hiredis (a bulk must end with CRLF, a length below -1
- * is refused), never looser. */
+ * is refused), never looser. Its state (struct guard) is in conn_impl.h. */
 
-enum { G_TYPE, G_LINE, G_BULK, G_BULK_CR, G_BULK_LF };
-
-#define MAX_DEPTH 7 /* hiredis 0.14's own limit of nested arrays */
-
-typedef struct guard {
-    int state;
-    char type;               /* of the line being read */
-    bool cr;                 /* the line's last byte so far is '\r' */
-    size_t line;             /* bytes of the line so far (CR included) */
-    char num[24];            /* a $ or * header's digits */
-    size_t numlen;           /* > sizeof num - 1: too long to be a length */
-    uint64_t bulk;           /* payload bytes of a bulk string still to come */
-    int depth;               /* arrays open */
-    int64_t left[MAX_DEPTH]; /* elements still to come in each open array */
-    uint64_t bytes;          /* of the reply being read */
-    uint64_t elements;       /* array elements announced in it, at every depth */
-    size_t ready;            /* complete replies fed to hiredis and not yet taken */
-} guard;
-
-struct baton__conn {
-    int fd;
-    SSL *ssl;            /* NULL: plain text */
-    redisReader *reader; /* replies parsed from what was read */
-    char *out;           /* encoded commands not yet written: out[off..len) */
-    size_t off, len, cap;
-    bool broken;
-    bool ssl_wants_write;     /* a TLS read needs the socket writable first (rare) */
-    int64_t last_read_us;     /* monotonic time of the last byte read */
-    uint64_t gen;             /* the topology's generation when it connected */
-    struct baton__conn *next; /* in the pool's idle list */
-    baton__pool *pool;        /* where it goes back */
-    bool reused;              /* lent from the pool, not connected for this use */
-    bool proto;               /* broken by a reply baton refuses (BATON_EPROTO) */
-    bool more;                /* io stopped reading with complete replies to take first */
-    guard guard;              /* the framing of what was read (the reply guard) */
-    int64_t pending;          /* replies still due to commands appended (blocking use) */
-    int64_t round_us;         /* deadline of the round trip being read; 0: none open */
-    int64_t round_wait_us;    /* a WAIT in it may hold its reply this long on the server */
-    char errstr[160];
-};
-
-#define READ_CHUNK 16384
+/* Whether TLS records are read blocking (with the slice above) on this thread: the BIO
+ * below reads with MSG_DONTWAIT unless set, around one SSL_read in read_until(). */
+static _Thread_local bool bio_blocking;
 
 /* ------------------------------- small pieces ----------------------------------------- */
 
-static void set_err(baton__conn *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void set_err(baton__conn *k, const char *fmt, ...)
+void baton__conn_set_err(baton__conn *k, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -118,7 +80,7 @@ static void set_proto(baton__conn *k, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    set_err(k, "protocol error: %s", why);
+    baton__conn_set_err(k, "protocol error: %s", why);
     k->proto = true;
 }
 
@@ -300,7 +262,7 @@ static void ssl_reason(char *buf, size_t len, const char *fallback)
     ERR_clear_error();
 }
 
-static baton__conn *conn_new(void)
+baton__conn *baton__conn_new(void)
 {
     baton__conn *k = calloc(1, sizeof *k);
     if (!k)
@@ -356,7 +318,6 @@ bool baton__conn_reused(const baton__conn *k)
 /* ------------------------------- raw I/O ---------------------------------------------- */
 
 /* The three outcomes of one read or write attempt. */
-enum { IO_BROKEN = -1, IO_AGAIN = 0 };
 
 /* What a failed SSL_read_ex/SSL_write_ex means: IO_AGAIN with *want set (the record layer
  * needs the socket readable or writable), or IO_BROKEN with the reason recorded. */
@@ -368,12 +329,12 @@ static ssize_t ssl_failed(baton__conn *k, short *want, const char *what)
         return IO_AGAIN;
     }
     if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && errno == 0)) {
-        set_err(k, "connection closed by the server");
+        baton__conn_set_err(k, "connection closed by the server");
         return IO_BROKEN;
     }
     char why[96];
     ssl_reason(why, sizeof why, e == SSL_ERROR_SYSCALL ? strerror(errno) : what);
-    set_err(k, "%s", why);
+    baton__conn_set_err(k, "%s", why);
     return IO_BROKEN;
 }
 
@@ -388,47 +349,50 @@ static ssize_t io_write(baton__conn *k, const char *buf, size_t len, short *want
                                                        : ssl_failed(k, want, "TLS write failed");
     }
     for (;;) {
-        ssize_t n = send(k->fd, buf, len, MSG_NOSIGNAL);
+        ssize_t n = send(k->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n >= 0)
             return n;
         if (errno == EINTR)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             return IO_AGAIN;
-        set_err(k, "%s", strerror(errno));
+        baton__conn_set_err(k, "%s", strerror(errno));
         return IO_BROKEN;
     }
 }
 
-/* Reads what it can: bytes read (> 0), IO_AGAIN with *want set, or IO_BROKEN (closed). */
-static ssize_t io_read(baton__conn *k, char *buf, size_t len, short *want)
+/* Reads what it can: bytes read (> 0), IO_AGAIN with *want set, or IO_BROKEN (closed).
+ * block: wait in the read for up to BATON__READ_SLICE_MS (IO_AGAIN when nothing came). */
+ssize_t baton__conn_io_read(baton__conn *k, char *buf, size_t len, short *want, bool block)
 {
     *want = POLLIN;
     if (k->ssl) {
         ERR_clear_error();
         size_t n = 0;
-        return SSL_read_ex(k->ssl, buf, len, &n) == 1 ? (ssize_t)n
-                                                      : ssl_failed(k, want, "TLS read failed");
+        bio_blocking = block;
+        int ok = SSL_read_ex(k->ssl, buf, len, &n);
+        bio_blocking = false;
+        return ok == 1 ? (ssize_t)n : ssl_failed(k, want, "TLS read failed");
     }
     for (;;) {
-        ssize_t n = recv(k->fd, buf, len, 0);
+        ssize_t n = recv(k->fd, buf, len, block ? 0 : MSG_DONTWAIT);
         if (n > 0)
             return n;
         if (n == 0) {
-            set_err(k, "connection closed by the server");
+            baton__conn_set_err(k, "connection closed by the server");
             return IO_BROKEN;
         }
         if (errno == EINTR)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             return IO_AGAIN;
-        set_err(k, "%s", strerror(errno));
+        baton__conn_set_err(k, "%s", strerror(errno));
         return IO_BROKEN;
     }
 }
 
 /* Waits until the socket allows `events` or the deadline passes: 1 ready, 0 timed out. */
-static int wait_fd(int fd, short events, int64_t deadline_us)
+int baton__conn_wait_fd(int fd, short events, int64_t deadline_us)
 {
     int yielded = baton__fiber_wait_fd(fd, events, deadline_us); /* on an operation's fiber */
     if (yielded >= 0)
@@ -453,7 +417,7 @@ static bool take_bytes(baton__conn *k, const char *buf, size_t n)
     if (!guard_scan(k, buf, n))
         return false;
     if (redisReaderFeed(k->reader, buf, n) != REDIS_OK) {
-        set_err(k, "out of memory reading a reply");
+        baton__conn_set_err(k, "out of memory reading a reply");
         return false;
     }
     return true;
@@ -512,19 +476,19 @@ int baton__conn_next(baton__conn *k, redisReply **out)
 }
 
 /* Writes the whole output buffer before the deadline. */
-static int flush_until(baton__conn *k, int64_t deadline_us)
+int baton__conn_flush_until(baton__conn *k, int64_t deadline_us)
 {
     while (!k->broken && k->off < k->len) {
         if (baton__now_us() >= deadline_us) {
-            set_err(k, "could not send within the timeout");
+            baton__conn_set_err(k, "could not send within the timeout");
             break;
         }
         short want;
         ssize_t n = io_write(k, k->out + k->off, k->len - k->off, &want);
         if (n > 0)
             k->off += (size_t)n;
-        else if (n == IO_AGAIN && !wait_fd(k->fd, want, deadline_us))
-            set_err(k, "could not send within the timeout");
+        else if (n == IO_AGAIN && !baton__conn_wait_fd(k->fd, want, deadline_us))
+            baton__conn_set_err(k, "could not send within the timeout");
     }
     return k->broken ? BATON_ECONN : BATON_OK;
 }
@@ -533,19 +497,20 @@ static int flush_until(baton__conn *k, int64_t deadline_us)
 static void read_timed_out(baton__conn *k)
 {
     if (k->guard.state != G_TYPE || k->guard.depth > 0)
-        set_err(k, "the reply did not end within the timeout (%llu bytes of it read)",
-                (unsigned long long)k->guard.bytes);
+        baton__conn_set_err(k, "the reply did not end within the timeout (%llu bytes of it read)",
+                            (unsigned long long)k->guard.bytes);
     else
-        set_err(k, "no reply within the timeout");
+        baton__conn_set_err(k, "no reply within the timeout");
 }
 
 /* Reads until one whole reply is parsed, before the deadline, which is looked at on every
  * turn: a server that sends without end, or a byte at a time, is given up on time. One
  * chunk is read at a time, and only when no complete reply is waiting (see the guard).
  * BATON_ECONN or BATON_EPROTO (k->proto) on failure. */
-static int read_until(baton__conn *k, int64_t deadline_us, redisReply **out)
+int baton__conn_read_until(baton__conn *k, int64_t deadline_us, redisReply **out)
 {
     char buf[READ_CHUNK];
+    bool may_block = !baton__on_fiber(); /* a fiber yields instead (wait_fd) */
     *out = NULL;
     while (!k->broken) {
         if (baton__conn_next(k, out) != BATON_OK)
@@ -556,18 +521,21 @@ static int read_until(baton__conn *k, int64_t deadline_us, redisReply **out)
             return BATON_OK;
         }
         if (k->fd < 0) { /* detached: nothing more will come */
-            set_err(k, "connection closed by the server");
+            baton__conn_set_err(k, "connection closed by the server");
             break;
         }
-        if (baton__now_us() >= deadline_us) {
+        int64_t left = deadline_us - baton__now_us();
+        if (left <= 0) {
             read_timed_out(k);
             break;
         }
         short want;
-        ssize_t n = io_read(k, buf, sizeof buf, &want);
+        bool block = may_block && left >= BATON__READ_SLICE_MS * 1000;
+        ssize_t n = baton__conn_io_read(k, buf, sizeof buf, &want, block);
         if (n > 0)
             take_bytes(k, buf, (size_t)n);
-        else if (n == IO_AGAIN && !wait_fd(k->fd, want, deadline_us))
+        else if (n == IO_AGAIN && (!block || want == POLLOUT) &&
+                 !baton__conn_wait_fd(k->fd, want, deadline_us))
             read_timed_out(k);
     }
     return k->proto ? BATON_EPROTO : BATON_ECONN;
@@ -587,7 +555,7 @@ static int64_t round_deadline(const baton_client *c, baton__conn *k, int64_t dea
 
 int baton__conn_flush_by(baton_client *c, baton__conn *k, const char *what, int64_t deadline_us)
 {
-    if (flush_until(k, round_deadline(c, k, deadline_us)) == BATON_OK)
+    if (baton__conn_flush_until(k, round_deadline(c, k, deadline_us)) == BATON_OK)
         return BATON_OK;
     return baton__fail(c, BATON_ECONN, "%s: %s", what, baton__conn_errstr(k));
 }
@@ -595,7 +563,7 @@ int baton__conn_flush_by(baton_client *c, baton__conn *k, const char *what, int6
 int baton__conn_read_by(baton_client *c, baton__conn *k, const char *what, int64_t deadline_us,
                         redisReply **out)
 {
-    int rc = read_until(k, round_deadline(c, k, deadline_us), out);
+    int rc = baton__conn_read_until(k, round_deadline(c, k, deadline_us), out);
     if (rc == BATON_OK)
         return BATON_OK;
     return baton__fail(c, rc, "%s: %s", what, baton__conn_errstr(k));
@@ -636,7 +604,7 @@ bool baton__conn_io(baton__conn *k, short revents)
                 break;
             }
             short want;
-            ssize_t n = io_read(k, buf, sizeof buf, &want);
+            ssize_t n = baton__conn_io_read(k, buf, sizeof buf, &want, false);
             if (n > 0) {
                 if (!take_bytes(k, buf, (size_t)n))
                     return false;
@@ -662,7 +630,7 @@ bool baton__conn_io(baton__conn *k, short revents)
 
 baton__conn *baton__conn_detached(void)
 {
-    return conn_new();
+    return baton__conn_new();
 }
 
 int baton__conn_feed(baton__conn *k, const char *buf, size_t len)
@@ -673,7 +641,9 @@ int baton__conn_feed(baton__conn *k, const char *buf, size_t len)
 /* ------------------------------- TLS -------------------------------------------------- */
 
 /* The socket BIO writes with write(2), which raises SIGPIPE on a connection the peer
- * closed; this one is the socket BIO with send(MSG_NOSIGNAL) for its write. */
+ * closed, and reads with read(2), which blocks on baton's blocking sockets; this one is the
+ * socket BIO with send(MSG_NOSIGNAL | MSG_DONTWAIT) for its write and recv() for its read,
+ * blocking only inside read_until() (bio_blocking). */
 static BIO_METHOD *nosig_method;
 static pthread_once_t nosig_once = PTHREAD_ONCE_INIT;
 
@@ -683,10 +653,26 @@ static int nosig_write(BIO *b, const char *buf, int len)
     BIO_get_fd(b, &fd);
     BIO_clear_retry_flags(b);
     ssize_t n;
-    while ((n = send(fd, buf, (size_t)len, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
+    while ((n = send(fd, buf, (size_t)len, MSG_NOSIGNAL | MSG_DONTWAIT)) < 0 && errno == EINTR) {
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
         BIO_set_retry_write(b);
+    return (int)n;
+}
+
+static int bio_read(BIO *b, char *buf, int len)
+{
+    int fd = -1;
+    BIO_get_fd(b, &fd);
+    BIO_clear_retry_flags(b);
+    if (!buf || len <= 0)
+        return 0;
+    ssize_t n;
+    while ((n = recv(fd, buf, (size_t)len, bio_blocking ? 0 : MSG_DONTWAIT)) < 0 &&
+           errno == EINTR) {
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        BIO_set_retry_read(b);
     return (int)n;
 }
 
@@ -697,7 +683,7 @@ static void make_nosig_method(void)
                                  "baton socket");
     if (!m)
         return;
-    if (!BIO_meth_set_write(m, nosig_write) || !BIO_meth_set_read(m, BIO_meth_get_read(s)) ||
+    if (!BIO_meth_set_write(m, nosig_write) || !BIO_meth_set_read(m, bio_read) ||
         !BIO_meth_set_puts(m, BIO_meth_get_puts(s)) ||
         !BIO_meth_set_ctrl(m, BIO_meth_get_ctrl(s)) ||
         !BIO_meth_set_create(m, BIO_meth_get_create(s)) ||
@@ -798,14 +784,14 @@ void baton__tls_free(baton_client *c)
 }
 
 /* The TLS handshake on a connected socket, within the deadline. */
-static bool tls_start(baton_client *c, baton__conn *k, const char *host, int64_t deadline_us)
+bool baton__tls_start(baton_client *c, baton__conn *k, const char *host, int64_t deadline_us)
 {
     ERR_clear_error();
     const char *name = c->tls_name ? c->tls_name : host;
     k->ssl = SSL_new(c->tls);
     BIO *bio = k->ssl ? BIO_new(nosig_method) : NULL;
     if (!bio) {
-        set_err(k, "out of memory");
+        baton__conn_set_err(k, "out of memory");
         return false;
     }
     BIO_set_fd(bio, k->fd, BIO_NOCLOSE);
@@ -822,7 +808,7 @@ static bool tls_start(baton_client *c, baton__conn *k, const char *host, int64_t
         int ok = is_ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(k->ssl), name)
                        : SSL_set1_host(k->ssl, name);
         if (ok != 1) {
-            set_err(k, "cannot verify the server name");
+            baton__conn_set_err(k, "cannot verify the server name");
             return false;
         }
     }
@@ -832,9 +818,11 @@ static bool tls_start(baton_client *c, baton__conn *k, const char *host, int64_t
             return true;
         int e = SSL_get_error(k->ssl, r);
         if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-            if (!wait_fd(k->fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline_us)) {
-                set_err(k, "TLS handshake: no answer within the connect timeout (is this a TLS "
-                           "port?)");
+            if (!baton__conn_wait_fd(k->fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT,
+                                     deadline_us)) {
+                baton__conn_set_err(
+                    k, "TLS handshake: no answer within the connect timeout (is this a TLS "
+                       "port?)");
                 return false;
             }
             continue;
@@ -850,578 +838,7 @@ static bool tls_start(baton_client *c, baton__conn *k, const char *host, int64_t
         const char *hint = strstr(why, "wrong version number") || strstr(why, "packet length")
                                ? " (the server does not speak TLS on this port: redis://?)"
                                : "";
-        set_err(k, "TLS handshake: %s%s", why, hint);
+        baton__conn_set_err(k, "TLS handshake: %s%s", why, hint);
         return false;
     }
-}
-
-/* ------------------------------- connect ---------------------------------------------- */
-
-/* Keepalive on a TCP socket: an idle connection to a host that vanished is noticed after
- * about keepalive_ms (idle half of it, then 3 probes), not after the kernel's 2 hours;
- * unacknowledged data gives up after the same time. */
-static void tune_tcp(int fd, int64_t keepalive_ms)
-{
-    int one = 1;
-    int idle = (int)((keepalive_ms / 2 + 999) / 1000),
-        intvl = (int)((keepalive_ms / 6 + 999) / 1000), cnt = 3;
-    unsigned user_timeout = (unsigned)keepalive_ms;
-    if (idle < 1)
-        idle = 1;
-    if (intvl < 1)
-        intvl = 1;
-    /* Best effort: a socket without these options still works, only slower to notice. */
-    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
-    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
-    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
-    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
-    (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout);
-}
-
-/* A non-blocking connect to one address, finished within the deadline. */
-static int connect_addr(int family, const struct sockaddr *sa, socklen_t salen, int64_t deadline_us,
-                        char *why, size_t whylen)
-{
-    int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        snprintf(why, whylen, "socket: %s", strerror(errno));
-        return -1;
-    }
-    if (connect(fd, sa, salen) != 0) {
-        if (errno != EINPROGRESS && errno != EAGAIN) {
-            snprintf(why, whylen, "%s", strerror(errno));
-            close(fd);
-            return -1;
-        }
-        if (!wait_fd(fd, POLLOUT, deadline_us)) {
-            snprintf(why, whylen, "no answer within the connect timeout");
-            close(fd);
-            return -1;
-        }
-        int soerr = 0;
-        socklen_t len = sizeof soerr;
-        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0)
-            soerr = errno;
-        if (soerr) {
-            snprintf(why, whylen, "%s", strerror(soerr));
-            close(fd);
-            return -1;
-        }
-    }
-    return fd;
-}
-
-/* Connects the socket: every address of the host in turn (IPv4 and IPv6), or the unix
- * socket. Name resolution (getaddrinfo) is the one step the deadline cannot bound. */
-static bool connect_socket(baton_client *c, baton__conn *k, const char *host, int port,
-                           int64_t deadline_us)
-{
-    const baton__endpoint *ep = &c->cfg.ep;
-    char why[128] = "";
-    if (ep->path && !host) {
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        if (strlen(ep->path) >= sizeof sa.sun_path) {
-            set_err(k, "the socket path is too long");
-            return false;
-        }
-        memcpy(sa.sun_path, ep->path, strlen(ep->path) + 1);
-        k->fd =
-            connect_addr(AF_UNIX, (struct sockaddr *)&sa, sizeof sa, deadline_us, why, sizeof why);
-        if (k->fd < 0)
-            set_err(k, "%s", why);
-        return k->fd >= 0;
-    }
-    char portstr[16];
-    snprintf(portstr, sizeof portstr, "%d", port);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
-    int g = getaddrinfo(host, portstr, &hints, &res);
-    if (g != 0) {
-        set_err(k, "cannot resolve the host: %s", gai_strerror(g));
-        return false;
-    }
-    for (struct addrinfo *a = res; a && k->fd < 0; a = a->ai_next)
-        k->fd = connect_addr(a->ai_family, a->ai_addr, a->ai_addrlen, deadline_us, why, sizeof why);
-    freeaddrinfo(res);
-    if (k->fd < 0) {
-        set_err(k, "%s", why[0] ? why : "no address");
-        return false;
-    }
-    tune_tcp(k->fd, c->cfg.keepalive_ms);
-    return true;
-}
-
-/* ------------------------------- handshake -------------------------------------------- */
-
-/* Copies the value of "field:" in an INFO reply into buf ("" when absent or too long). */
-static void info_field(const char *info, const char *field, char *buf, size_t len)
-{
-    buf[0] = '\0';
-    size_t flen = strlen(field);
-    for (const char *p = info; (p = strstr(p, field)) != NULL; p += flen) {
-        if ((p != info && p[-1] != '\n') || p[flen] != ':')
-            continue; /* a longer field that ends with this name, or a value */
-        p += flen + 1;
-        size_t n = strcspn(p, "\r\n");
-        if (n < len) {
-            memcpy(buf, p, n);
-            buf[n] = '\0';
-        }
-        return;
-    }
-}
-
-/* What an eviction policy does to baton's keys, or NULL when it evicts nothing. */
-static const char *eviction_risk(const char *policy)
-{
-    if (!policy[0] || strcmp(policy, "noeviction") == 0)
-        return NULL;
-    if (strncmp(policy, "volatile-", 9) == 0)
-        return "it may evict keys with a TTL, that is held locks and fair-lock queues, and "
-               "their holders learn it only at their next renewal or release";
-    return "it may evict any key: held locks, semaphore and latch counts, and the fencing "
-           "token counters, whose tokens then repeat";
-}
-
-/* Records the server's run_id, and warns once about an eviction policy. A new run_id on a
- * later connection to the same address means the server restarted and may have lost every
- * key: the epoch rises and BATON__EV_RESTART fires (the watchdog reports every hold lost).
- * A new run_id at another address (Sentinel moved the master) is the topology's event,
- * BATON__EV_MASTER, which it fired when it switched; here the epoch only counts it. A
- * server that refuses INFO (an ACL without it) is simply not watched. */
-static void note_server(baton_client *c, baton__pool *pool, const redisReply *r, const char *where)
-{
-    char id[48] = "", policy[32] = "", version[32] = "";
-    if (r->type == REDIS_REPLY_STRING) {
-        info_field(r->str, "run_id", id, sizeof id);
-        info_field(r->str, "maxmemory_policy", policy, sizeof policy);
-        info_field(r->str, "redis_version", version, sizeof version);
-    }
-    const char *risk = eviction_risk(policy);
-    if (version[0])
-        atomic_store(&c->server_major, atoi(version));
-    if (!id[0])
-        return;
-    bool restarted = false, node_restarted = false;
-    baton__mutex_lock(&c->run_mu);
-    if (pool && pool->host[0]) {
-        /* A Cluster node: its own run_id. A restart loses (perhaps) the keys of its slots
-         * only, so the holds are checked where they live rather than all reported lost. */
-        if (strcmp(pool->run_id, id) != 0) {
-            node_restarted = pool->run_id[0] != '\0';
-            memcpy(pool->run_id, id, sizeof id);
-            if (node_restarted)
-                c->epoch++;
-        }
-    } else if (strcmp(c->run_id, id) != 0) {
-        restarted = c->run_id[0] != '\0' && strcmp(c->run_where, where) == 0;
-        memcpy(c->run_id, id, sizeof id);
-        snprintf(c->run_where, sizeof c->run_where, "%s", where);
-        c->epoch++;
-    }
-    if (risk && !c->warning[0])
-        snprintf(c->warning, sizeof c->warning,
-                 "warning: the server's maxmemory-policy is %s: %s; baton's exclusion and "
-                 "fencing guarantees need noeviction",
-                 policy, risk);
-    baton__mutex_unlock(&c->run_mu);
-    if (restarted) {
-        baton__stat_epoch_changed(c);
-        baton__event_fire(c, BATON__EV_RESTART);
-    }
-    if (node_restarted) {
-        baton__log(c, BATON_LOG_WARN, "cluster node %s restarted: every hold is checked", where);
-        baton__event_fire(c, BATON__EV_MASTER);
-    }
-}
-
-int baton__epoch_hook_add(baton_client *c, baton__event_fn fn, void *arg)
-{
-    int rc = BATON_ENOMEM;
-    baton__mutex_lock(&c->run_mu);
-    for (int i = 0; i < BATON__EPOCH_HOOKS; i++)
-        if (!c->epoch_hooks[i].fn) {
-            c->epoch_hooks[i].fn = fn;
-            c->epoch_hooks[i].arg = arg;
-            rc = BATON_OK;
-            break;
-        }
-    baton__mutex_unlock(&c->run_mu);
-    return rc;
-}
-
-void baton__event_fire(baton_client *c, int event)
-{
-    struct {
-        baton__event_fn fn;
-        void *arg;
-    } hooks[BATON__EPOCH_HOOKS];
-    int n = 0;
-    baton__mutex_lock(&c->run_mu);
-    for (int i = 0; i < BATON__EPOCH_HOOKS; i++)
-        if (c->epoch_hooks[i].fn) {
-            hooks[n].fn = c->epoch_hooks[i].fn;
-            hooks[n++].arg = c->epoch_hooks[i].arg;
-        }
-    baton__mutex_unlock(&c->run_mu);
-    for (int i = 0; i < n; i++)
-        hooks[i].fn(c, event, hooks[i].arg);
-}
-
-/* The handshake's commands, pipelined: [AUTH] [SELECT] PING INFO CLIENT SETNAME. */
-typedef struct hs_step {
-    const char *what;
-    int code; /* for an error reply other than an authentication failure */
-} hs_step;
-
-/* The handshake of a data node ([AUTH] [SELECT] PING INFO [ROLE] under Sentinel) or of a
- * sentinel ([AUTH] PING, with the Sentinel credentials), pipelined in one round trip. */
-static int handshake(baton_client *c, baton__conn *k, int64_t deadline_us, const char *where,
-                     bool sentinel)
-{
-    const baton__endpoint *ep = &c->cfg.ep;
-    const char *user = sentinel ? c->cfg.sentinel_username : ep->username;
-    const char *pass = sentinel ? c->cfg.sentinel_password : ep->password;
-    bool check_role = !sentinel && ep->kind == BATON__EP_SENTINEL;
-    hs_step steps[6];
-    int n = 0, rc = BATON_OK;
-    char db[16];
-    snprintf(db, sizeof db, "%d", ep->db);
-    if (pass) {
-        const char *argv[3] = {"AUTH", user ? user : pass, pass};
-        rc |= baton__conn_append(k, user ? 3 : 2, argv, NULL);
-        steps[n++] = (hs_step){"AUTH", BATON_EAUTH};
-    }
-    if (!sentinel && ep->db != 0 && ep->kind != BATON__EP_CLUSTER) {
-        const char *argv[2] = {"SELECT", db};
-        rc |= baton__conn_append(k, 2, argv, NULL);
-        steps[n++] = (hs_step){"SELECT", BATON_EPROTO};
-    }
-    /* PING: a server that wants a password answers NOAUTH here, before any real work. */
-    const char *ping[1] = {"PING"}, *info[1] = {"INFO"};
-    rc |= baton__conn_append(k, 1, ping, NULL);
-    steps[n++] = (hs_step){"PING", BATON_EPROTO};
-    if (!sentinel) {
-        rc |= baton__conn_append(k, 1, info, NULL);
-        steps[n++] = (hs_step){"INFO", BATON_OK};
-        /* the connection's name for CLIENT LIST; a server that refuses it is used anyway */
-        const char *setname[3] = {"CLIENT", "SETNAME", c->cfg.client_name};
-        rc |= baton__conn_append(k, 3, setname, NULL);
-        steps[n++] = (hs_step){"CLIENT SETNAME", BATON_OK};
-    }
-    if (check_role) {
-        const char *role[1] = {"ROLE"};
-        rc |= baton__conn_append(k, 1, role, NULL);
-        steps[n++] = (hs_step){"ROLE", BATON_ECONN};
-    }
-    if (rc != BATON_OK)
-        return baton__fail(c, BATON_ENOMEM, "connect to %s: out of memory", where);
-    if (flush_until(k, deadline_us) != BATON_OK)
-        return baton__fail(c, BATON_ECONN, "connect to %s: %s", where, baton__conn_errstr(k));
-    rc = BATON_OK;
-    for (int i = 0; i < n; i++) {
-        redisReply *r = NULL;
-        int got = read_until(k, deadline_us, &r);
-        if (got != BATON_OK) {
-            const char *hint =
-                i == 0 && !ep->tls && (strstr(k->errstr, "closed") || strstr(k->errstr, "reset"))
-                    ? " (a TLS port? use rediss://)"
-                    : "";
-            return baton__fail(c, got, "connect to %s: %s%s", where, baton__conn_errstr(k), hint);
-        }
-        if (r->type == REDIS_REPLY_ERROR && steps[i].code != BATON_OK && rc == BATON_OK) {
-            rc = baton__reply_error(c, r);
-            if (rc != BATON_EAUTH && rc != BATON_EPERM)
-                rc = steps[i].code;
-            baton__fail(c, rc, "%s refused: %s", steps[i].what, r->str);
-        } else if (strcmp(steps[i].what, "INFO") == 0 && rc == BATON_OK)
-            note_server(c, k->pool, r, where);
-        else if (strcmp(steps[i].what, "ROLE") == 0 && rc == BATON_OK &&
-                 baton__role_of(r, NULL) != BATON__ROLE_MASTER) {
-            /* Never a lock on a node that is not master: a replica, or an old master the
-             * sentinels have demoted (or not yet). The topology looks again. */
-            rc = baton__fail(c, BATON_ECONN, "connect to %s: the node is not the master", where);
-            baton__topology_kick(c);
-        }
-        freeReplyObject(r);
-    }
-    return rc;
-}
-
-/* Connects a socket to host:port (or the URL's unix socket when host is NULL) and starts
- * TLS if the client has it; the detail of a failure is recorded on c. */
-static int open_socket(baton_client *c, const char *host, int port, int64_t deadline,
-                       const char *where, baton__conn **out)
-{
-    *out = NULL;
-    baton__conn *k = conn_new();
-    if (!k)
-        return baton__fail(c, BATON_ENOMEM, "connect to %s: out of memory", where);
-    if (!connect_socket(c, k, host, port, deadline) ||
-        (c->tls && !tls_start(c, k, host, deadline))) {
-        int rc = baton__fail(c, BATON_ECONN, "connect to %s: %s", where, baton__conn_errstr(k));
-        baton__conn_close(k);
-        return rc;
-    }
-    *out = k;
-    return BATON_OK;
-}
-
-static int conn_open_by(baton_client *c, baton__pool *pool, int64_t deadline_us, baton__conn **out)
-{
-    const baton__endpoint *ep = &c->cfg.ep;
-    char host[BATON__HOST_LEN], where[BATON__HOST_LEN + 16];
-    int port = 0;
-    uint64_t gen = 0;
-    bool unix_socket = ep->path && ep->kind == BATON__EP_SINGLE;
-    if (pool && pool->host[0]) {
-        snprintf(host, sizeof host, "%s", pool->host);
-        port = pool->port;
-    } else
-        baton__topology_target(c, host, sizeof host, &port, &gen);
-    if (unix_socket)
-        snprintf(where, sizeof where, "unix:%s", ep->path);
-    else
-        snprintf(where, sizeof where, "%s:%d", host, port);
-    int64_t deadline = baton__deadline_after_ms(c->cfg.connect_timeout_ms);
-    if (deadline_us < deadline)
-        deadline = deadline_us;
-    baton__conn *k = NULL;
-    int rc = open_socket(c, unix_socket ? NULL : host, port, deadline, where, &k);
-    if (rc == BATON_OK) {
-        k->gen = gen;
-        k->pool = pool;
-        rc = handshake(c, k, deadline, where, false);
-    }
-    if (rc != BATON_OK) {
-        if (rc == BATON_ECONN)
-            baton__topology_kick(c); /* the master may have moved */
-        baton__conn_close(k);
-        *out = NULL;
-        return rc;
-    }
-    *out = k;
-    return BATON_OK;
-}
-
-int baton__conn_open(baton_client *c, baton__conn **out)
-{
-    return conn_open_by(c, c->pool, BATON__NO_DEADLINE, out);
-}
-
-int baton__conn_open_node(baton_client *c, baton__pool *p, baton__conn **out)
-{
-    return conn_open_by(c, p, BATON__NO_DEADLINE, out);
-}
-
-void baton__conn_where(const baton_client *c, const baton__conn *k, char *buf, size_t len)
-{
-    if (k && k->pool && k->pool->host[0]) {
-        snprintf(buf, len, "%s:%d", k->pool->host, k->pool->port);
-        return;
-    }
-    char host[BATON__HOST_LEN];
-    int port;
-    uint64_t gen;
-    baton__topology_target((baton_client *)c, host, sizeof host, &port, &gen);
-    snprintf(buf, len, "%s:%d", host, port);
-}
-
-int baton__conn_open_sentinel(baton_client *c, const char *host, int port, baton__conn **out)
-{
-    char where[BATON__HOST_LEN + 32];
-    snprintf(where, sizeof where, "sentinel %s:%d", host, port);
-    int64_t deadline = baton__deadline_after_ms(c->cfg.connect_timeout_ms);
-    baton__conn *k = NULL;
-    int rc = open_socket(c, host, port, deadline, where, &k);
-    if (rc == BATON_OK)
-        rc = handshake(c, k, deadline, where, true);
-    if (rc != BATON_OK) {
-        baton__conn_close(k);
-        return rc;
-    }
-    *out = k;
-    return BATON_OK;
-}
-
-/* ------------------------------- the pool --------------------------------------------- */
-
-/* Whether an idle command connection can still be used. Nothing arrives on one unasked,
- * so a readable socket means the server closed it (its idle timeout, CLIENT KILL, a
- * restart, a load balancer) or it broke: it would fail the next command, or worse, take the
- * command and lose its reply. Over TLS the server may also send session tickets after the
- * handshake: a read that yields no application data leaves the connection usable. */
-static bool idle_usable(baton__conn *k)
-{
-    struct pollfd p = {k->fd, POLLIN, 0};
-    int n;
-    while ((n = poll(&p, 1, 0)) < 0 && errno == EINTR) {
-    }
-    if (n == 0)
-        return true;
-    if (!k->ssl || (p.revents & (POLLHUP | POLLERR)))
-        return false;
-    char b;
-    short want;
-    return io_read(k, &b, 1, &want) == IO_AGAIN; /* a byte of a reply nobody asked for: no */
-}
-
-void baton__pool_init(baton__pool *p, const char *host, int port)
-{
-    memset(p, 0, sizeof *p);
-    baton__mutex_init(&p->mu);
-    baton__cond_init(&p->cond);
-    snprintf(p->host, sizeof p->host, "%s", host ? host : "");
-    p->port = port;
-}
-
-static baton__conn *take_idle(baton__pool *p)
-{
-    baton__conn *all = p->idle;
-    p->idle = NULL;
-    for (baton__conn *s = all; s; s = s->next)
-        p->open--;
-    return all;
-}
-
-static void close_list(baton__conn *k)
-{
-    while (k) {
-        baton__conn *next = k->next;
-        baton__conn_close(k);
-        k = next;
-    }
-}
-
-void baton__pool_destroy(baton__pool *p, bool forked)
-{
-    if (!p)
-        return;
-    close_list(take_idle(p));
-    if (!forked) {
-        baton__mutex_destroy(&p->mu);
-        baton__cond_destroy(&p->cond);
-    }
-}
-
-/* The generation a connection of this pool must have to be reused: the topology's for the
- * client's own pool (Sentinel: a new master makes the old connections stale), 0 for a
- * Cluster node's (its address is the node). */
-static uint64_t pool_gen(baton_client *c, const baton__pool *p)
-{
-    return p->host[0] ? 0 : baton__topology_gen(c);
-}
-
-int baton__conn_get(baton_client *c, baton__conn **out)
-{
-    return baton__conn_get_by(c, BATON__NO_DEADLINE, out);
-}
-
-int baton__conn_get_node(baton_client *c, baton__pool *p, int64_t deadline_us, baton__conn **out)
-{
-    baton__mutex_lock(&p->mu);
-    for (;;) {
-        uint64_t seen = baton__evloop_freed(c);
-        while (p->idle) {
-            baton__conn *k = p->idle;
-            p->idle = k->next;
-            k->next = NULL;
-            if (k->gen == pool_gen(c, p) && idle_usable(k)) {
-                baton__mutex_unlock(&p->mu);
-                k->reused = true;
-                *out = k;
-                return BATON_OK;
-            }
-            p->open--; /* closed by the server while it waited: replaced below */
-            baton__conn_close(k);
-        }
-        if (p->open < c->cfg.pool_size)
-            break;
-        /* Every connection is busy; each is bounded by the command timeout. A fiber yields
-         * meanwhile: the fibers of its engine may hold them. */
-        if (baton__on_fiber()) {
-            baton__mutex_unlock(&p->mu);
-            if (!baton__fiber_wait_pool(c, p, seen, deadline_us))
-                return baton__fail(c, BATON_ECONN, "no connection free before the deadline");
-            baton__mutex_lock(&p->mu);
-            continue;
-        }
-        if (baton__cond_wait_until(&p->cond, &p->mu, deadline_us) == ETIMEDOUT) {
-            baton__mutex_unlock(&p->mu);
-            return baton__fail(c, BATON_ECONN, "no connection free before the deadline");
-        }
-    }
-    p->open++;
-    baton__mutex_unlock(&p->mu);
-
-    baton__conn *k = NULL;
-    int rc = conn_open_by(c, p, deadline_us, &k);
-    if (rc != BATON_OK) {
-        baton__mutex_lock(&p->mu);
-        p->open--;
-        baton__cond_signal(&p->cond);
-        baton__mutex_unlock(&p->mu);
-        baton__evloop_conn_freed(c, p, false);
-        return rc;
-    }
-    baton__stat_inc(c, BATON__ST_CONNECTS);
-    *out = k;
-    return BATON_OK;
-}
-
-int baton__conn_get_slot(baton_client *c, int slot, int64_t deadline_us, baton__conn **out)
-{
-    if (!baton__topology_cluster(c))
-        return baton__conn_get_node(c, c->pool, deadline_us, out);
-    baton__pool *p = baton__topology_slot_pool(c, slot);
-    if (!p) {
-        baton__topology_kick(c);
-        return baton__fail(c, BATON_ECONN, "no node of the cluster serves slot %d now", slot);
-    }
-    return baton__conn_get_node(c, p, deadline_us, out);
-}
-
-int baton__conn_get_by(baton_client *c, int64_t deadline_us, baton__conn **out)
-{
-    return baton__conn_get_slot(c, -1, deadline_us, out);
-}
-
-void baton__conn_put(baton_client *c, baton__conn *k, bool broken)
-{
-    baton__pool *p = k->pool;
-    baton__conn *stale = NULL;
-    baton__mutex_lock(&p->mu);
-    if (broken || k->broken || k->off < k->len || k->pending != 0 || k->gen != pool_gen(c, p)) {
-        /* Whatever broke this connection (a restart, a cut, a proxy that dropped its
-         * connections) may have broken the idle ones too, in a way a look at their sockets
-         * cannot see yet: they go as well, so that the retry that follows runs on a new
-         * connection, never on one the same fault hit. */
-        stale = take_idle(p);
-        p->open--;
-        baton__cond_broadcast(&p->cond);
-    } else {
-        k->next = p->idle;
-        p->idle = k;
-        baton__cond_signal(&p->cond);
-        k = NULL;
-    }
-    baton__mutex_unlock(&p->mu);
-    baton__evloop_conn_freed(c, p, false);
-    baton__conn_close(k);
-    close_list(stale);
-}
-
-void baton__pool_drop_node(baton_client *c, baton__pool *p)
-{
-    baton__mutex_lock(&p->mu);
-    baton__conn *stale = take_idle(p);
-    baton__cond_broadcast(&p->cond);
-    baton__mutex_unlock(&p->mu);
-    baton__evloop_conn_freed(c, p, true);
-    close_list(stale);
-}
-
-void baton__pool_drop(baton_client *c)
-{
-    baton__pool_drop_node(c, c->pool);
 }

@@ -45,6 +45,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -144,6 +145,7 @@ struct baton__sub {
     int64_t linger_until; /* monotonic µs */
     int64_t permits;      /* wake-ups not yet consumed, at most refs */
     uint64_t messages;    /* messages that woke waiters, since the entry was made */
+    atomic_int favoured;  /* waiters the next free lock is reserved for (baton__sub_favour) */
     asem sem;
     baton__sub_waker *wakers, *wakers_tail; /* armed asynchronous waiters, FIFO */
     pthread_cond_t wake;                    /* permits became positive */
@@ -451,13 +453,17 @@ static int64_t parse_int(const char *s, size_t len, bool *ok)
 }
 
 /* How many waiters a message on a channel of this kind wakes (refs: all of them). */
-static int64_t wakeups_for(baton__sub_kind kind, const char *payload, size_t len, int refs)
+static int64_t wakeups_for(baton__sub_kind kind, const char *payload, size_t len, int refs,
+                           int favoured)
 {
     bool ok;
     int64_t v = parse_int(payload, len, &ok);
     switch (kind) {
     case BATON__SUB_LOCK:
-        return (ok && v == 1) ? refs : 1; /* "0" unlock: one; "1": everyone re-checks */
+        /* "0" unlock: one; "1": everyone re-checks. A waiter of this process that the lock
+         * is reserved for must not be left asleep while another takes the wake-up and is
+         * refused: while there is one, "0" wakes everyone here too. */
+        return (ok && v == 1) || favoured > 0 ? refs : 1;
     case BATON__SUB_LATCH:
         return (ok && v == 0) ? refs : 0; /* "0" reached zero; "1" new count: nothing */
     case BATON__SUB_SEMAPHORE:
@@ -468,6 +474,12 @@ static int64_t wakeups_for(baton__sub_kind kind, const char *payload, size_t len
     return 1;
 }
 
+void baton__sub_favour(baton__sub *s, int delta)
+{
+    if (s)
+        atomic_fetch_add_explicit(&s->favoured, delta, memory_order_relaxed);
+}
+
 static void on_message(baton__dispatcher *d, const redisReply *ch, const redisReply *payload)
 {
     if (ch->type != REDIS_REPLY_STRING || payload->type != REDIS_REPLY_STRING)
@@ -476,7 +488,8 @@ static void on_message(baton__dispatcher *d, const redisReply *ch, const redisRe
     baton__sub *s = baton__map_get(&d->subs, ch->str);
     if (!s || s->refs == 0)
         return;
-    int64_t n = wakeups_for(s->kind, payload->str, payload->len, s->refs);
+    int64_t n = wakeups_for(s->kind, payload->str, payload->len, s->refs,
+                            atomic_load_explicit(&s->favoured, memory_order_relaxed));
     if (n > 0)
         s->messages++;
     add_permits(s, n);

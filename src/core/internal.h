@@ -52,6 +52,9 @@ uint64_t baton__owner_act(uint64_t id);
  * Memory and strings
  * ---------------------------------------------------------------------------------------- */
 
+/* Fills buf with n bytes from getrandom(); how many it got (n unless the kernel has no
+ * entropy source, which Linux >= 3.17 always has). */
+size_t baton__random_bytes(void *buf, size_t n);
 char *baton__strdup(const char *s);
 char *baton__strndup(const char *s, size_t n);
 /* printf into a new string; NULL when out of memory. */
@@ -99,6 +102,26 @@ int baton__check_lease(int64_t ms);
 char *baton__hash_tag(const char *name);
 /* prefix + hash_tag(name) + suffix (suffix may be NULL). New string or NULL. */
 char *baton__derive_key(const char *prefix, const char *name, const char *suffix);
+/* One key of an object, derived from its name: *out = prefix + hash_tag(name) + suffix. */
+typedef struct baton__key_spec {
+    char **out;
+    const char *prefix;
+    const char *suffix; /* may be NULL */
+} baton__key_spec;
+/* Derives every key of specs[0..n); false when memory ran out (then every *out is freed
+ * and NULL). */
+bool baton__derive_keys(const char *name, const baton__key_spec *specs, size_t n);
+/* Frees every key of specs[0..n) (NULL ones too) and sets it NULL. */
+void baton__free_keys(const baton__key_spec *specs, size_t n);
+/* Fills k[] (at most BATON__MAX_KEYS) with the keys of an object's state impl; how many. */
+#define BATON__MAX_KEYS 8
+typedef size_t (*baton__keys_fn)(void *impl, baton__key_spec *k);
+
+/* The lost descriptor of a handle (baton_lock_lost_fd, baton_permits_lost_fd): under the
+ * handle's mutex, makes its pipe (pipe[0] < 0: none yet; written at once when the hold is
+ * lost already) and sets *fd to its read end. BATON_OK, or BATON_ENOMEM with pipe2's
+ * reason recorded on c (pipe[] stays -1). */
+int baton__lost_pipe_fd(baton_client *c, int pipe[2], bool lost, int *fd);
 
 /* ------------------------------------------------------------------------------------------
  * URL
@@ -170,6 +193,7 @@ typedef struct baton__config {
     int64_t watchdog_ms;
     int64_t fair_wait_ms;
     int64_t recheck_ms;
+    int64_t starve_ms; /* BATON_STARVE_NEVER: the plain lock reserves for nobody */
     int64_t keepalive_ms;
     int pool_size;
     int sync_replicas; /* WAIT after acquisitions and renewals; 0: off */
@@ -202,6 +226,9 @@ typedef struct baton__script {
     const struct baton__script *oom;
 } baton__script;
 
+/* The script of that name, or NULL: for the tests, which name scripts in tables. baton's own
+ * code names each script by its symbol (baton__script_<name>, generated baton_scripts.h),
+ * so that a wrong name fails to compile. */
 const baton__script *baton__script_find(const char *name);
 /* All scripts, terminated by an entry whose name is NULL. */
 const baton__script *baton__scripts(void);
@@ -228,16 +255,6 @@ int baton__script_call(baton_client *c, const baton__script *s, int nkeys, const
 int baton__script_call_synced(baton_client *c, const baton__script *s, int nkeys, const char **keys,
                               int nargs, const char **args, struct redisReply **reply,
                               bool *maybe_ran);
-/* Appends WAIT sync_replicas sync_timeout_ms when sync_replicas is set (pipelines that
- * must be acknowledged, the watchdog's); returns whether it did. */
-bool baton__append_wait(baton_client *c, baton__conn *k);
-/* Reads a WAIT's reply: BATON_OK when enough replicas acknowledged, BATON_ENOTSYNCED when
- * not (detail recorded), BATON_ECONN when the connection broke. */
-int baton__read_wait(baton_client *c, baton__conn *k);
-/* The prefix of the request latches of baton's own writes that must count once (semaphore
- * acquire, release and add_permits, latch count_down): baton_request:{name}:<client-id>:<n>.
- * The locks use Redisson's redisson_unlock_latch:{name}: instead. */
-#define BATON__REQUEST_PREFIX "baton_request:"
 
 /* Runs a script whose effect must apply once per call although the call may send it more
  * than once (see once.c): KEYS = keys plus a request latch <latch_prefix><client-id>:<n>,
@@ -248,16 +265,14 @@ int baton__read_wait(baton_client *c, baton__conn *k);
 int baton__script_run_once(baton_client *c, const baton__script *s, const char *latch_prefix,
                            int nkeys, const char **keys, int nargs, const char **args,
                            struct redisReply **reply);
-/* The same with the latch as the last argument (ARGV = args, lifetime, latch), not a key:
+/* The same with the latch as an argument (ARGV = args, lifetime, latch, then "0" on the
+ * first attempt and "1" on a retry, so that a first attempt need not read it), not a key:
  * for a script that declares only keys that exist while it matters (a Cluster answers
  * TRYAGAIN to a script whose declared keys are partly missing while their slot migrates),
  * and reaches the latch with redis.pcall. */
 int baton__script_run_once_arg(baton_client *c, const baton__script *s, const char *latch_prefix,
                                int nkeys, const char **keys, int nargs, const char **args,
                                struct redisReply **reply);
-/* Appends an EVALSHA to a connection's output (pipelining: conn.h's flush and read). */
-int baton__script_append(baton__conn *k, const baton__script *s, int nkeys, const char **keys,
-                         int nargs, const char **args);
 
 /* Client-side counters, for tests and the benchmark (BENCH.md's "client round trips"):
  * commands: request/reply round trips on command connections (a retry or a NOSCRIPT
@@ -279,10 +294,6 @@ void baton__node_of_key(baton_client *c, const char *key, char *buf, size_t len,
  * open: a client serves only that process). The lock kinds record it beside each hold. */
 #define BATON__ORIGIN_LEN 96
 const char *baton__client_origin(const baton_client *c);
-/* The prefix of the side hash where the lock kinds record each holder's origin:
- * baton_lock_meta:{name}, field <owner> -> "host:pid", with the lock's lease. Baton's own,
- * beside Redisson's layout (a Redisson holder simply has no entry). */
-#define BATON__LOCK_META_PREFIX "baton_lock_meta:"
 
 /* "<uuid>:<owner-id>" of the calling thread's owner (baton__owner_id) for this client, into buf (>=
  * 64 bytes). */
@@ -317,6 +328,10 @@ int baton__sub_acquire(baton_client *c, const char *channel, baton__sub_kind kin
  * first attempt misses no message after that attempt, so it need not try again after
  * subscribing: one round trip less per contended acquisition. Never blocks on the server. */
 baton__sub *baton__sub_try_acquire(baton_client *c, const char *channel);
+/* A waiter of this process holds (delta 1) or no longer holds (-1) the reservation of the
+ * lock whose channel s is: while any does, an unlock message wakes every waiter here, so
+ * that it is among them (the plain lock's starvation bound, src/lock/lock.c). */
+void baton__sub_favour(baton__sub *s, int delta);
 /* Drops the reference; the last one unsubscribes (after the confirmation of any pending
  * subscribe: subscribe and unsubscribe of one channel never interleave). */
 void baton__sub_release(baton_client *c, baton__sub *s);
@@ -343,22 +358,6 @@ uint64_t baton__sub_messages(baton_client *c, baton__sub *s);
  * nothing until their release) learns within a moment that its holds are gone. Calls nest.
  * Never blocks on the server. */
 void baton__sub_pin(baton_client *c, bool pin);
-/* A waiter that is not a sleeping thread (an asynchronous operation): armed on a
- * subscription, it takes the next wake-up the channel's policy hands out, as a thread in
- * baton__sub_wait would, and fn(arg) runs then, on the dispatcher's thread under its mutex
- * (it must only queue work). Owned by the caller; armed at most once at a time. */
-typedef struct baton__sub_waker {
-    void (*fn)(void *arg);
-    void *arg;
-    struct baton__sub_waker *prev, *next;
-    bool armed;
-} baton__sub_waker;
-/* Arms w on s (s is held by w's owner): a wake-up kept for s already fires it at once. */
-void baton__sub_arm(baton_client *c, baton__sub *s, baton__sub_waker *w);
-/* Disarms w if it is still armed (it did not fire). */
-void baton__sub_disarm(baton_client *c, baton__sub *s, baton__sub_waker *w);
-/* Wakes every waiter of every channel once (cancellation: they re-check and leave). */
-void baton__sub_wake_all(baton_client *c);
 /* Counts of the dispatcher's state, for tests and the benchmark. */
 int baton__sub_count(baton_client *c);
 
@@ -406,7 +405,11 @@ typedef struct baton__lock_ops {
     int (*is_held)(baton_lock *l, bool *out);
     int (*hold_count)(baton_lock *l, int64_t *out);
     int (*remaining_ttl)(baton_lock *l, int64_t *out);
-    void (*close)(baton_lock *l); /* frees what the kind added; not the base */
+    void (*close)(baton_lock *l); /* frees what the kind added; not the base (NULL: keys) */
+    /* optional: a kind whose state is only keys derived from the name (impl_size bytes,
+     * keys(impl, k) names them): baton__lock_open makes it, close frees it */
+    baton__keys_fn keys;
+    size_t impl_size;
     /* optional: kinds without a single hold record (the multi-lock) answer themselves */
     int (*fencing_token)(baton_lock *l, int64_t *out);
     baton__kind kind; /* what the client's statistics count it as */
@@ -440,6 +443,13 @@ struct baton_lock {
 /* The calling thread's owner field in this lock's hash: baton__owner plus owner_suffix. */
 void baton__lock_owner(const baton_lock *l, char *buf, size_t len);
 
+/* The open of a lock kind with one handle whose state is keys (plain, fair: ops->keys):
+ * c, out and the name checked (`what` names the kind in the detail), then the handle with
+ * its base and its keys. Returns BATON_OK, BATON_EINVAL, BATON_ENOTSUP (a forked client)
+ * or BATON_ENOMEM; *out NULL unless OK. */
+int baton__lock_open(baton_client *c, const char *name, const char *what,
+                     const baton__lock_ops *ops, const char *channel_prefix, baton_lock **out);
+
 /* Initializes the base of a lock handle; frees with baton__lock_base_free. */
 int baton__lock_base_init(baton_lock *l, const baton__lock_ops *ops, baton_client *c,
                           const char *name, const char *channel_prefix);
@@ -468,20 +478,43 @@ int baton__hold_unsynced(baton_lock *l, const char *owner, bool fresh, int64_t t
  * releases); a last release while the handle counted more holds tells the loss. A failed
  * last release drops the record (its registration went before it was sent). Returns
  * BATON_OK, BATON_ENOTHELD, or the script's error. */
-int baton__hold_release(baton_lock *l, const char *script, const char *latch_prefix, int nkeys,
-                        const char **keys);
+int baton__hold_release(baton_lock *l, const baton__script *script, const char *latch_prefix,
+                        int nkeys, const char **keys);
 /* The same for a script that declares only the lock hash (keys[0]) and takes keys[1..] as
  * ARGV after the owner, then the latch's life and the latch (baton__script_run_once_arg):
  * it runs while a Cluster slot migrates, where a script declaring keys that do not exist
  * is refused (TRYAGAIN) until the migration ends. */
-int baton__hold_release_hash_only(baton_lock *l, const char *script, const char *latch_prefix,
-                                  int nkeys, const char **keys);
-/* An acquire script's reply was lost (timeout, cut connection) after it was sent: ask the
- * server, as the same owner, how many holds it has; one more than the handle knows of means
- * the acquire went through, and it is recorded (watchdog included, token read from
- * token_key) rather than left behind unknown. BATON_OK (acquired after all) or ECONN. */
-int baton__hold_resolve_lost(baton_lock *l, const char *owner, const char *token_key,
-                             int64_t lease_ms, int64_t sent_us);
+int baton__hold_release_hash_only(baton_lock *l, const baton__script *script,
+                                  const char *latch_prefix, int nkeys, const char **keys);
+/* The client's record baton_client:{<client id>} = "host:pid" (record.c): kept alive for
+ * at least lease_ms more (BATON_LEASE_WATCHDOG: the watchdog's lease), written only when it
+ * would not be. Best effort: never fails, never changes the caller's error. */
+void baton__client_record_keep(baton_client *c, int64_t lease_ms);
+/* For a write of the record that is not a round trip of its own (the watchdog pipelines
+ * it): true when it is due, with argv = SET key origin PX life (key and life are the
+ * caller's buffers); the caller sends it, and a failure is tried again after one life. */
+#define BATON__RECORD_KEY_LEN 64
+bool baton__client_record_due(baton_client *c, int64_t lease_ms, const char *argv[5],
+                              char key[BATON__RECORD_KEY_LEN], char life[24]);
+/* The record's key for an owner field "<client id>:<thread id>[:write]" (malloc'd), or NULL. */
+char *baton__client_record_key(const char *owner);
+/* An acquire script of a lock kept in Redisson's hash, and what resolves its lost reply. */
+typedef struct baton__hold_script {
+    const baton__script *script;
+    int nkeys, nargs;
+    const char **keys, **args;
+    const char *owner, *token_key; /* the owner field, and the fencing-token counter */
+    int64_t lease_ms;
+} baton__hold_script;
+/* Runs h's script (baton__script_call_synced). A reply lost after the script was sent is
+ * resolved by asking the server, as the same owner, how many holds it has: one more than
+ * the handle knows of means the acquire went through, and it is recorded (watchdog
+ * included, token read from token_key) rather than left behind unknown; none means it did
+ * not run, and it is sent once more. *reply is set (BATON_OK or BATON_ENOTSYNCED: the
+ * caller reads it) or NULL (the outcome is rc: acquired after all, or an error);
+ * *sent_us is when the last attempt was sent. */
+int baton__hold_call(baton_lock *l, const baton__hold_script *h, struct redisReply **reply,
+                     int64_t *sent_us);
 /* The queries of a lock kept in Redisson's hash (plain and fair lock alike): EXISTS,
  * HEXISTS/HGET of the calling thread's owner field, PTTL. */
 int baton__hash_is_locked(baton_lock *l, bool *out);
@@ -491,8 +524,8 @@ int baton__hash_remaining_ttl(baton_lock *l, int64_t *out);
 /* Deletes the lock whoever holds it: runs `script` (KEYS = keys, ARGV = {"0"}; it answers 1
  * if the lock was held), retried once (deleting twice is harmless), then forgets the
  * handle's hold. *was_locked may be NULL. */
-int baton__hold_force_release(baton_lock *l, const char *script, int nkeys, const char **keys,
-                              bool *was_locked);
+int baton__hold_force_release(baton_lock *l, const baton__script *script, int nkeys,
+                              const char **keys, bool *was_locked);
 /* Forgets whatever hold the handle knew of (force release, close). */
 void baton__hold_forget(baton_lock *l);
 

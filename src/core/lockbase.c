@@ -37,6 +37,55 @@ int baton__lock_base_init(baton_lock *l, const baton__lock_ops *ops, baton_clien
     return BATON_OK;
 }
 
+/* The state of a kind with ops->keys: impl_size zeroed bytes, every key derived; NULL
+ * when out of memory. */
+static void *keys_make(const char *name, const baton__lock_ops *ops)
+{
+    void *impl = calloc(1, ops->impl_size);
+    baton__key_spec k[BATON__MAX_KEYS];
+    if (impl && baton__derive_keys(name, k, ops->keys(impl, k)))
+        return impl;
+    free(impl);
+    return NULL;
+}
+
+/* Frees what keys_make made (or what the kind's close frees). */
+static void impl_close(baton_lock *l)
+{
+    if (l->ops->close) {
+        l->ops->close(l);
+        return;
+    }
+    baton__key_spec k[BATON__MAX_KEYS];
+    baton__free_keys(k, l->ops->keys(l->impl, k));
+    free(l->impl);
+}
+
+int baton__lock_open(baton_client *c, const char *name, const char *what,
+                     const baton__lock_ops *ops, const char *channel_prefix, baton_lock **out)
+{
+    if (out)
+        *out = NULL;
+    if (!c || !out)
+        return BATON_EINVAL;
+    int rc = baton__check_open_name(c, name, what);
+    if (rc != BATON_OK)
+        return rc;
+    baton_lock *l = calloc(1, sizeof *l);
+    void *impl = l ? keys_make(name, ops) : NULL;
+    if (!impl || baton__lock_base_init(l, ops, c, name, channel_prefix) != BATON_OK) {
+        if (impl) {
+            l->impl = impl;
+            impl_close(l);
+        }
+        free(l);
+        return baton__fail(c, BATON_ENOMEM, "out of memory");
+    }
+    l->impl = impl;
+    *out = l;
+    return BATON_OK;
+}
+
 void baton__lock_owner(const baton_lock *l, char *buf, size_t len)
 {
     baton__owner(l->client, buf, len);
@@ -165,6 +214,7 @@ int baton__hold_acquired(baton_lock *l, const char *owner, bool fresh, int64_t t
     if (do_renew)
         baton__watchdog_renew(c, l->name, owner);
     if (do_register) {
+        baton__client_record_keep(c, lease_ms); /* who holds it, for an operator's status */
         int rc = baton__watchdog_add(c, l->name, owner, renew, on_lost, l, sent_us);
         if (rc != BATON_OK) {
             baton__mutex_lock(&l->mu);
@@ -219,7 +269,8 @@ static bool hold_release_begin(baton_lock *l, const char *owner, int64_t *lease_
  * the lock hash (KEYS = {keys[0]}; ARGV = the common three, keys[1..], the latch's life,
  * the latch), so that it runs while the slot migrates. */
 typedef struct release_form {
-    const char *script, *latch_prefix;
+    const baton__script *script;
+    const char *latch_prefix;
     int nkeys;
     const char **keys;
     bool hash_only;
@@ -238,7 +289,7 @@ static int release_once(baton_lock *l, const release_form *f, const char *owner,
     /* A lost reply is followed by the same request again: the unlock latch makes the
      * retry return the first outcome (Redisson's unlockLatch). */
     int rc;
-    const baton__script *s = baton__script_find(f->script);
+    const baton__script *s = f->script;
     if (f->hash_only) {
         for (int i = 1; i < f->nkeys && nargs < 6; i++)
             args[nargs++] = f->keys[i];
@@ -252,7 +303,8 @@ static int release_once(baton_lock *l, const release_form *f, const char *owner,
     long long v = r->integer;
     freeReplyObject(r);
     if (type != REDIS_REPLY_NIL && type != REDIS_REPLY_INTEGER)
-        return baton__fail(c, BATON_EPROTO, "lock %s: unexpected reply to %s", l->name, f->script);
+        return baton__fail(c, BATON_EPROTO, "lock %s: unexpected reply to %s", l->name,
+                           f->script->name);
     *outcome = type == REDIS_REPLY_NIL ? -1 : v == 0 ? 0 : 1;
     return BATON_OK;
 }
@@ -326,26 +378,25 @@ static int hold_release(baton_lock *l, const release_form *f)
     return BATON_OK;
 }
 
-int baton__hold_release(baton_lock *l, const char *script, const char *latch_prefix, int nkeys,
-                        const char **keys)
+int baton__hold_release(baton_lock *l, const baton__script *script, const char *latch_prefix,
+                        int nkeys, const char **keys)
 {
     release_form f = {script, latch_prefix, nkeys, keys, false};
     return hold_release(l, &f);
 }
 
-int baton__hold_release_hash_only(baton_lock *l, const char *script, const char *latch_prefix,
-                                  int nkeys, const char **keys)
+int baton__hold_release_hash_only(baton_lock *l, const baton__script *script,
+                                  const char *latch_prefix, int nkeys, const char **keys)
 {
     release_form f = {script, latch_prefix, nkeys, keys, true};
     return hold_release(l, &f);
 }
 
-int baton__hold_force_release(baton_lock *l, const char *script, int nkeys, const char **keys,
+int baton__hold_force_release(baton_lock *l, const baton__script *s, int nkeys, const char **keys,
                               bool *was_locked)
 {
     baton_client *c = l->client;
     const char *args[1] = {"0"};
-    const baton__script *s = baton__script_find(script);
     struct redisReply *r;
     int rc = baton__script_run(c, s, nkeys, keys, 1, args, &r);
     if (rc == BATON_ECONN) /* deleting twice is harmless */
@@ -382,8 +433,11 @@ void baton__hold_forget(baton_lock *l)
     }
 }
 
-int baton__hold_resolve_lost(baton_lock *l, const char *owner, const char *token_key,
-                             int64_t lease_ms, int64_t sent_us)
+/* Whether the acquire resolved below did not run (BATON__NOT_TAKEN) */
+#define BATON__NOT_TAKEN 1
+
+static int resolve_lost(baton_lock *l, const char *owner, const char *token_key, int64_t lease_ms,
+                        int64_t sent_us)
 {
     baton_client *c = l->client;
     baton__mutex_lock(&l->mu);
@@ -391,7 +445,10 @@ int baton__hold_resolve_lost(baton_lock *l, const char *owner, const char *token
     baton__mutex_unlock(&l->mu);
     const char *hget[3] = {"HGET", l->name, owner};
     struct redisReply *r;
-    if (baton__query_argv(c, 3, hget, &r) != BATON_OK)
+    int qrc = baton__query_argv(c, 3, hget, &r);
+    if (qrc != BATON_OK && qrc != BATON_ECONN)
+        return qrc; /* the server refuses the client now (EAUTH after a password change) */
+    if (qrc != BATON_OK)
         return baton__fail(c, BATON_ECONN,
                            "lock %s: the acquire's reply was lost and the "
                            "server could not be asked whether it ran",
@@ -399,9 +456,7 @@ int baton__hold_resolve_lost(baton_lock *l, const char *owner, const char *token
     long long held = r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : 0;
     freeReplyObject(r);
     if (held <= known)
-        return baton__fail(c, BATON_ECONN,
-                           "lock %s: the acquire's reply was lost; it did not take the lock",
-                           l->name);
+        return BATON__NOT_TAKEN;
     const char *get[2] = {"GET", token_key};
     int64_t token = 0;
     if (baton__query_argv(c, 2, get, &r) == BATON_OK) {
@@ -411,10 +466,38 @@ int baton__hold_resolve_lost(baton_lock *l, const char *owner, const char *token
     return baton__hold_acquired(l, owner, known == 0, token, lease_ms, sent_us);
 }
 
+int baton__hold_call(baton_lock *l, const baton__hold_script *h, struct redisReply **reply,
+                     int64_t *sent_us)
+{
+    baton_client *c = l->client;
+    for (int attempt = 0;; attempt++) {
+        bool maybe_ran;
+        *sent_us = baton__now_us(); /* the lease runs from no earlier than this */
+        int rc = baton__script_call_synced(c, h->script, h->nkeys, h->keys, h->nargs, h->args,
+                                           reply, &maybe_ran);
+        if (rc != BATON_ECONN || !maybe_ran)
+            return rc;
+        /* A reply lost sooner than a command timeout is a connection the server closed or
+         * reset, not a server too slow: only that is worth sending once more. */
+        bool closed = baton__now_us() - *sent_us <
+                      baton__client_config(c)->command_timeout_ms * 1000 / 2;
+        rc = resolve_lost(l, h->owner, h->token_key, h->lease_ms, *sent_us);
+        if (rc != BATON__NOT_TAKEN)
+            return rc;
+        /* It did not run: a connection lent from the pool had been closed while idle (the
+         * pool looks at an idle one only after BATON__IDLE_CHECK_US), or the server went
+         * away before it read the script. Once more, on a fresh connection. */
+        if (attempt == 1 || !closed)
+            return baton__fail(c, BATON_ECONN,
+                               "lock %s: the acquire's reply was lost; it did not take the lock",
+                               l->name);
+    }
+}
+
 /* ------------------------------- queries on Redisson's lock hash ---------------------- */
 
-/* One read of the lock hash: cmd NAME [owner]; *nil tells an absent field. */
-static int hash_query(baton_lock *l, const char *cmd, bool with_owner, long long *out, bool *nil)
+/* One read of the lock hash: cmd NAME [owner], its integer (an absent field: 0). */
+static int hash_int(baton_lock *l, const char *cmd, bool with_owner, int64_t *out)
 {
     char owner[BATON__OWNER_LEN];
     baton__lock_owner(l, owner, sizeof owner);
@@ -423,7 +506,6 @@ static int hash_query(baton_lock *l, const char *cmd, bool with_owner, long long
     int rc = baton__query_argv(l->client, with_owner ? 3 : 2, argv, &r);
     if (rc != BATON_OK)
         return rc;
-    *nil = r->type == REDIS_REPLY_NIL;
     if (r->type == REDIS_REPLY_INTEGER)
         *out = r->integer;
     else if (r->type == REDIS_REPLY_STRING)
@@ -434,44 +516,33 @@ static int hash_query(baton_lock *l, const char *cmd, bool with_owner, long long
     return BATON_OK;
 }
 
-int baton__hash_is_locked(baton_lock *l, bool *out)
+static int hash_bool(baton_lock *l, const char *cmd, bool with_owner, bool *out)
 {
-    long long v;
-    bool nil;
-    int rc = hash_query(l, "EXISTS", false, &v, &nil);
+    int64_t v;
+    int rc = hash_int(l, cmd, with_owner, &v);
     if (rc == BATON_OK)
         *out = v > 0;
     return rc;
+}
+
+int baton__hash_is_locked(baton_lock *l, bool *out)
+{
+    return hash_bool(l, "EXISTS", false, out);
 }
 
 int baton__hash_is_held(baton_lock *l, bool *out)
 {
-    long long v;
-    bool nil;
-    int rc = hash_query(l, "HEXISTS", true, &v, &nil);
-    if (rc == BATON_OK)
-        *out = v > 0;
-    return rc;
+    return hash_bool(l, "HEXISTS", true, out);
 }
 
 int baton__hash_hold_count(baton_lock *l, int64_t *out)
 {
-    long long v;
-    bool nil;
-    int rc = hash_query(l, "HGET", true, &v, &nil);
-    if (rc == BATON_OK)
-        *out = nil ? 0 : v;
-    return rc;
+    return hash_int(l, "HGET", true, out);
 }
 
 int baton__hash_remaining_ttl(baton_lock *l, int64_t *out)
 {
-    long long v;
-    bool nil;
-    int rc = hash_query(l, "PTTL", false, &v, &nil);
-    if (rc == BATON_OK)
-        *out = v;
-    return rc;
+    return hash_int(l, "PTTL", false, out);
 }
 
 /* ------------------------------- verbs ------------------------------------------------ */
@@ -482,7 +553,7 @@ void baton_lock_close(baton_lock *l)
         return;
     baton__evloop_drop_handle(l->client, l); /* no operation may run on it once freed */
     baton__hold_forget(l);
-    l->ops->close(l);
+    impl_close(l);
     baton__lock_base_free(l);
     free(l);
 }
@@ -629,19 +700,60 @@ int baton_lock_lost_fd(baton_lock *l, int *fd)
     if (rc != BATON_OK)
         return rc;
     baton__mutex_lock(&l->mu);
-    if (l->lost_pipe[0] < 0) {
-        if (pipe2(l->lost_pipe, O_NONBLOCK | O_CLOEXEC) != 0) {
-            l->lost_pipe[0] = l->lost_pipe[1] = -1;
-            baton__mutex_unlock(&l->mu);
-            return baton__fail(l->client, BATON_ENOMEM, "pipe: %s", strerror(errno));
-        }
-        if (l->lost) {
-            char b = 1;
-            ssize_t n = write(l->lost_pipe[1], &b, 1);
-            (void)n;
-        }
-    }
-    *fd = l->lost_pipe[0];
+    rc = baton__lost_pipe_fd(l->client, l->lost_pipe, l->lost, fd);
     baton__mutex_unlock(&l->mu);
-    return BATON_OK;
+    return rc;
+}
+
+/* ------------------------------- asynchronous forms ----------------------------------- */
+
+/* What an asynchronous operation's fiber runs (async.c): the blocking verbs. */
+static int async_acquire(void *h, const baton__op_args *a)
+{
+    return baton_lock_try_acquire(h, a->wait_ms, a->lease_ms);
+}
+
+static int async_release(void *h, const baton__op_args *a)
+{
+    (void)a;
+    return baton_lock_release(h);
+}
+
+/* The client an operation on l runs on: the handle's, or for a multi-lock spanning clients
+ * the owner's (without one, BATON_EINVAL). */
+static int async_enter(baton_lock *l, baton_owner *o, baton_op **op, baton_client **c)
+{
+    if (op)
+        *op = NULL;
+    if (!l)
+        return BATON_EINVAL;
+    *c = l->client ? l->client : (o ? baton__owner_client(o) : NULL);
+    if (!*c)
+        return BATON_EINVAL;
+    return baton__client_enter(*c);
+}
+
+int baton_lock_acquire_async(baton_lock *l, baton_owner *o, int64_t wait_ms, int64_t lease_ms,
+                             baton_async_fn fn, void *arg, baton_op **op)
+{
+    baton_client *c;
+    int rc = async_enter(l, o, op, &c);
+    if (rc != BATON_OK)
+        return rc;
+    if (baton__check_lease(lease_ms) != BATON_OK)
+        return baton__fail(c, BATON_EINVAL, "lease_ms %lld: use BATON_LEASE_WATCHDOG or 1..%lld ms",
+                           (long long)lease_ms, (long long)BATON_MAX_DURATION_MS);
+    baton__op_args a = {.owner = o, .wait_ms = wait_ms, .lease_ms = lease_ms};
+    return baton__op_start(c, l, async_acquire, false, &a, fn, arg, op);
+}
+
+int baton_lock_release_async(baton_lock *l, baton_owner *o, baton_async_fn fn, void *arg,
+                             baton_op **op)
+{
+    baton_client *c;
+    int rc = async_enter(l, o, op, &c);
+    if (rc != BATON_OK)
+        return rc;
+    baton__op_args a = {.owner = o};
+    return baton__op_start(c, l, async_release, true, &a, fn, arg, op);
 }

@@ -31,7 +31,7 @@
 /* The most keys and arguments a caller passes (the request latch and its lifetime are
  * added to them). */
 #define MAX_KEYS 8
-#define MAX_ARGS 8
+#define MAX_ARGS 10
 
 static int run_once(baton_client *c, const baton__script *s, const char *latch_prefix, int nkeys,
                     const char **keys, int nargs, const char **args, bool latch_as_arg,
@@ -39,7 +39,7 @@ static int run_once(baton_client *c, const baton__script *s, const char *latch_p
 {
     static atomic_uint_fast64_t requests;
     *reply = NULL;
-    if (nkeys < 0 || nkeys >= MAX_KEYS || nargs < 0 || nargs + 1 >= MAX_ARGS)
+    if (nkeys < 0 || nkeys >= MAX_KEYS || nargs < 0 || nargs + 3 > MAX_ARGS)
         return baton__fail(c, BATON_EINVAL, "%s: too many keys or arguments", s->name);
     const baton__config *cfg = baton__client_config(c);
     char *latch = baton__asprintf(
@@ -61,10 +61,14 @@ static int run_once(baton_client *c, const baton__script *s, const char *latch_p
         a[nargs + 1] = latch;
     else
         k[nkeys] = latch;
-    int xk = latch_as_arg ? 0 : 1, xa = latch_as_arg ? 2 : 1;
+    /* The latch-as-argument form also says which attempt this is ("0": the first, which
+     * need not read a latch that cannot exist yet; "1": a retry). */
+    int xk = latch_as_arg ? 0 : 1, xa = latch_as_arg ? 3 : 1;
     int rc = BATON_ECONN;
-    for (int i = 0; i < ATTEMPTS && rc == BATON_ECONN; i++)
+    for (int i = 0; i < ATTEMPTS && rc == BATON_ECONN; i++) {
+        a[nargs + 2] = i == 0 ? "0" : "1";
         rc = baton__script_run(c, s, nkeys + xk, k, nargs + xa, a, reply);
+    }
     free(latch);
     return rc;
 }

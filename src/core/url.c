@@ -184,15 +184,10 @@ static int parse_hostport(const char *p, const char *host_end, int default_port,
     return BATON_OK;
 }
 
-int baton__url_parse(const char *url, baton__endpoint *ep, char *errbuf, size_t errlen)
+/* The scheme of url: sets ep->kind and ep->tls, *rest to what follows "://" and
+ * *default_port; NULL *rest when no scheme matches. */
+static void parse_scheme(const char *url, baton__endpoint *ep, const char **rest, int *default_port)
 {
-    memset(ep, 0, sizeof *ep);
-    if (!url)
-        FAIL("URL is NULL");
-    if (!*url)
-        FAIL("URL is empty");
-    if (strncmp(url, "unix://", 7) == 0)
-        return parse_unix(url + 7, ep, errbuf, errlen);
     static const struct {
         const char *prefix;
         baton__ep_kind kind;
@@ -206,15 +201,85 @@ int baton__url_parse(const char *url, baton__endpoint *ep, char *errbuf, size_t 
         {"redis+cluster://", BATON__EP_CLUSTER, false, 6379},
         {"rediss+cluster://", BATON__EP_CLUSTER, true, 6379},
     };
-    const char *p = NULL;
-    int default_port = 6379;
-    for (size_t i = 0; i < sizeof schemes / sizeof *schemes && !p; i++)
+    *rest = NULL;
+    *default_port = 6379;
+    for (size_t i = 0; i < sizeof schemes / sizeof *schemes && !*rest; i++)
         if (strncmp(url, schemes[i].prefix, strlen(schemes[i].prefix)) == 0) {
-            p = url + strlen(schemes[i].prefix);
+            *rest = url + strlen(schemes[i].prefix);
             ep->kind = schemes[i].kind;
             ep->tls = schemes[i].tls;
-            default_port = schemes[i].default_port;
+            *default_port = schemes[i].default_port;
         }
+}
+
+/* host[:port] items separated by commas, p..auth_end; one only for a single server. */
+static int parse_hosts(const char *p, const char *auth_end, int default_port, baton__endpoint *ep,
+                       char *errbuf, size_t errlen)
+{
+    while (p < auth_end) {
+        const char *comma = memchr(p, ',', (size_t)(auth_end - p));
+        const char *item_end = comma ? comma : auth_end;
+        if (ep->kind == BATON__EP_SINGLE && comma)
+            FAIL("several hosts need redis+sentinel:// or redis+cluster://");
+        if (ep->nseeds == BATON__MAX_SEEDS)
+            FAIL("too many hosts (at most 16)");
+        int rc =
+            parse_hostport(p, item_end, default_port, &ep->seeds[ep->nseeds], ep, errbuf, errlen);
+        if (rc != BATON_OK)
+            return rc;
+        ep->nseeds++;
+        p = comma ? comma + 1 : item_end;
+        if (comma && p == auth_end)
+            FAIL("the host is empty");
+    }
+    if (ep->nseeds == 0)
+        FAIL("the host is empty");
+    ep->host = ep->seeds[0].host;
+    ep->port = ep->seeds[0].port;
+    return BATON_OK;
+}
+
+/* What follows the hosts, from slash (NULL: nothing) to end: /master[/db] for Sentinel,
+ * else /db (none on a Cluster). */
+static int parse_path(const char *slash, const char *end, baton__endpoint *ep, char *errbuf,
+                      size_t errlen)
+{
+    if (ep->kind == BATON__EP_SENTINEL) {
+        const char *name = slash ? slash + 1 : end;
+        const char *name_end = name < end ? memchr(name, '/', (size_t)(end - name)) : NULL;
+        if (!name_end)
+            name_end = end;
+        if (name == name_end)
+            FAIL("redis+sentinel:// needs the master's name: .../mymaster");
+        ep->master = decode(name, (size_t)(name_end - name));
+        if (!ep->master)
+            FAIL("bad %-escape in the master's name");
+        if (name_end < end && name_end + 1 < end &&
+            !parse_int(name_end + 1, (size_t)(end - name_end - 1), 0, 1000000, &ep->db))
+            FAIL("the database after the master's name must be a number from 0");
+        return BATON_OK;
+    }
+    if (ep->kind == BATON__EP_CLUSTER && slash && slash + 1 < end)
+        FAIL("a cluster has only database 0: no /db in redis+cluster://");
+    if (slash && slash + 1 < end) {
+        if (!parse_int(slash + 1, (size_t)(end - slash - 1), 0, 1000000, &ep->db))
+            FAIL("the database after / must be a number from 0");
+    }
+    return BATON_OK;
+}
+
+int baton__url_parse(const char *url, baton__endpoint *ep, char *errbuf, size_t errlen)
+{
+    memset(ep, 0, sizeof *ep);
+    if (!url)
+        FAIL("URL is NULL");
+    if (!*url)
+        FAIL("URL is empty");
+    if (strncmp(url, "unix://", 7) == 0)
+        return parse_unix(url + 7, ep, errbuf, errlen);
+    const char *p;
+    int default_port;
+    parse_scheme(url, ep, &p, &default_port);
     if (!p)
         FAIL("it must start with redis://, rediss://, redis+sentinel://, redis+cluster:// "
              "(rediss+ for TLS) or unix://");
@@ -240,52 +305,10 @@ int baton__url_parse(const char *url, baton__endpoint *ep, char *errbuf, size_t 
             return rc;
         p = at + 1;
     }
-
-    /* host[:port] items separated by commas; one only for a single server */
-    while (p < auth_end) {
-        const char *comma = memchr(p, ',', (size_t)(auth_end - p));
-        const char *item_end = comma ? comma : auth_end;
-        if (ep->kind == BATON__EP_SINGLE && comma)
-            FAIL("several hosts need redis+sentinel:// or redis+cluster://");
-        if (ep->nseeds == BATON__MAX_SEEDS)
-            FAIL("too many hosts (at most 16)");
-        int rc =
-            parse_hostport(p, item_end, default_port, &ep->seeds[ep->nseeds], ep, errbuf, errlen);
-        if (rc != BATON_OK)
-            return rc;
-        ep->nseeds++;
-        p = comma ? comma + 1 : item_end;
-        if (comma && p == auth_end)
-            FAIL("the host is empty");
-    }
-    if (ep->nseeds == 0)
-        FAIL("the host is empty");
-    ep->host = ep->seeds[0].host;
-    ep->port = ep->seeds[0].port;
-
-    if (ep->kind == BATON__EP_SENTINEL) {
-        /* /master[/db] */
-        const char *name = slash ? slash + 1 : end;
-        const char *name_end = name < end ? memchr(name, '/', (size_t)(end - name)) : NULL;
-        if (!name_end)
-            name_end = end;
-        if (name == name_end)
-            FAIL("redis+sentinel:// needs the master's name: .../mymaster");
-        ep->master = decode(name, (size_t)(name_end - name));
-        if (!ep->master)
-            FAIL("bad %-escape in the master's name");
-        if (name_end < end && name_end + 1 < end &&
-            !parse_int(name_end + 1, (size_t)(end - name_end - 1), 0, 1000000, &ep->db))
-            FAIL("the database after the master's name must be a number from 0");
-        return BATON_OK;
-    }
-    if (ep->kind == BATON__EP_CLUSTER && slash && slash + 1 < end)
-        FAIL("a cluster has only database 0: no /db in redis+cluster://");
-    if (slash && slash + 1 < end) {
-        if (!parse_int(slash + 1, (size_t)(end - slash - 1), 0, 1000000, &ep->db))
-            FAIL("the database after / must be a number from 0");
-    }
-    return BATON_OK;
+    int rc = parse_hosts(p, auth_end, default_port, ep, errbuf, errlen);
+    if (rc != BATON_OK)
+        return rc;
+    return parse_path(slash, end, ep, errbuf, errlen);
 }
 
 /* ------------------------------- the URL for messages ---------------------------------- */

@@ -8,11 +8,14 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 /* ---------------------------------- threads ------------------------------------------ */
 
@@ -294,6 +297,54 @@ char *baton__derive_key(const char *prefix, const char *name, const char *suffix
     char *out = baton__asprintf("%s%s%s", prefix, tag, suffix ? suffix : "");
     free(tag);
     return out;
+}
+
+bool baton__derive_keys(const char *name, const baton__key_spec *specs, size_t n)
+{
+    bool ok = true;
+    for (size_t i = 0; i < n; i++)
+        ok = (*specs[i].out = baton__derive_key(specs[i].prefix, name, specs[i].suffix)) && ok;
+    if (!ok)
+        baton__free_keys(specs, n);
+    return ok;
+}
+
+void baton__free_keys(const baton__key_spec *specs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free(*specs[i].out);
+        *specs[i].out = NULL;
+    }
+}
+
+int baton__lost_pipe_fd(baton_client *c, int pipe[2], bool lost, int *fd)
+{
+    if (pipe[0] < 0) {
+        if (pipe2(pipe, O_NONBLOCK | O_CLOEXEC) != 0) {
+            pipe[0] = pipe[1] = -1;
+            return baton__fail(c, BATON_ENOMEM, "pipe: %s", strerror(errno));
+        }
+        if (lost) {
+            char b = 1;
+            ssize_t n = write(pipe[1], &b, 1);
+            (void)n;
+        }
+    }
+    *fd = pipe[0];
+    return BATON_OK;
+}
+
+size_t baton__random_bytes(void *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = getrandom((char *)buf + got, n - got, 0);
+        if (r > 0)
+            got += (size_t)r;
+        else if (errno != EINTR)
+            break;
+    }
+    return got;
 }
 
 const char *baton_version(void)

@@ -24,6 +24,7 @@
  */
 #define _GNU_SOURCE /* qsort_r */
 #include "client.h"
+#include "baton_scripts.h"
 #include "conn.h"
 #include "slots.h"
 #include "topology.h"
@@ -268,6 +269,17 @@ static bool renew_pass(baton__watchdog *w, snapshot *s, size_t from0, size_t to,
             return false;
         }
     }
+    /* The client's record (record.c), when due, rides with the first node's batches: no
+     * round trip of its own. On a Cluster, a node that does not serve its slot answers
+     * MOVED, and it waits for the client's next hold. */
+    const char *rec[5];
+    char rec_key[BATON__RECORD_KEY_LEN], rec_life[24];
+    bool record =
+        from0 == 0 && baton__client_record_due(c, BATON_LEASE_WATCHDOG, rec, rec_key, rec_life);
+    if (record && baton__conn_append(conn, 5, rec, NULL) != BATON_OK) {
+        baton__conn_put(c, conn, true);
+        return false;
+    }
     baton__mutex_lock(&w->mu);
     w->rounds += nbatches;
     baton__mutex_unlock(&w->mu);
@@ -286,6 +298,11 @@ static bool renew_pass(baton__watchdog *w, snapshot *s, size_t from0, size_t to,
         again[from] = send_again(c, r);
         take_results(r, cnt, &result[from]);
         freeReplyObject(r);
+    }
+    if (record && !broken) {
+        redisReply *r = NULL;
+        broken = baton__conn_read_by(c, conn, "renew", deadline_us, &r) != BATON_OK;
+        freeReplyObject(r); /* advice: whatever it says */
     }
     if (waited && !broken) {
         /* The master has the renewal either way; a replica that lags (one resyncing after a
@@ -657,9 +674,8 @@ static int get_watchdog(baton_client *c, baton__watchdog **out)
 int baton__watchdog_add(baton_client *c, const char *name, const char *owner, bool renew,
                         void (*lost)(void *arg), void *arg, int64_t since_us)
 {
-    return baton__watchdog_add_kind(c, baton__script_find("lock_renew"),
-                                    baton__script_find("hold_check"), name, owner, renew, lost, arg,
-                                    since_us);
+    return baton__watchdog_add_kind(c, &baton__script_lock_renew, &baton__script_hold_check, name,
+                                    owner, renew, lost, arg, since_us);
 }
 
 int baton__watchdog_add_kind(baton_client *c, const baton__script *script,

@@ -18,8 +18,7 @@
  * the key prefixes (the block below), the handle's base.
  */
 #define _GNU_SOURCE
-#include "../core/internal.h"
-#include "../core/wait.h"
+#include "../core/prim.h"
 
 #include <hiredis/hiredis.h>
 
@@ -35,11 +34,11 @@
 #define RECORD_PREFIX "baton_election:"           /* the leader's record (hash) */
 #define LOG_PREFIX "baton_election_log:"          /* the change log (stream) */
 #define CHANNEL_PREFIX "baton_election__channel:" /* observers' wake-ups */
-#define UNLOCK_LATCH_PREFIX "redisson_unlock_latch:"
+#define UNLOCK_LATCH_PREFIX BATON__KEY_UNLOCK_LATCH
 #define LOG_CAP "1000"
 #define LOG_BATCH "64"
 
-#define SCRIPT(name) baton__script_find(#name)
+#define SCRIPT(name) (&baton__script_##name)
 
 /* ------------------------------- the handle ------------------------------------------ */
 
@@ -106,7 +105,7 @@ int baton_election_open(baton_client *c, const char *name, baton_election **out)
     e->log_key = baton__derive_key(LOG_PREFIX, name, NULL);
     e->channel = baton__derive_key(CHANNEL_PREFIX, name, NULL);
     e->latch_pfx = baton__derive_key(UNLOCK_LATCH_PREFIX, name, ":");
-    e->meta_key = baton__derive_key(BATON__LOCK_META_PREFIX, name, NULL);
+    e->meta_key = baton__derive_key(BATON__KEY_LOCK_META, name, NULL);
     if (!e->name || !e->record_key || !e->log_key || !e->channel || !e->latch_pfx || !e->meta_key) {
         free_keys(e);
         free(e);
@@ -292,7 +291,7 @@ int baton_election_resign(baton_election *e)
     const char *keys[6] = {e->name,       e->lock->channel, e->meta_key,
                            e->record_key, e->log_key,       e->channel};
     uint64_t prev = baton__owner_act(baton_owner_id(e->owner));
-    rc = baton__hold_release(e->lock, "election_resign", e->latch_pfx, 6, keys);
+    rc = baton__hold_release(e->lock, SCRIPT(election_resign), e->latch_pfx, 6, keys);
     baton__owner_act(prev);
     e->term = 0;
     baton__mutex_unlock(&e->mu);

@@ -20,20 +20,13 @@
  * The hold bookkeeping (depth, token, lease, watchdog) is the core's, as for the plain lock.
  */
 #define _GNU_SOURCE
-#include "../core/internal.h"
-#include "../core/wait.h"
+#include "../core/prim.h"
 
 #include <hiredis/hiredis.h>
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define CHANNEL_PREFIX "redisson_lock__channel:"
-#define QUEUE_PREFIX "redisson_lock_queue:"
-#define TIMEOUT_PREFIX "redisson_lock_timeout:"
-#define TOKEN_PREFIX "redisson_lock_token:"
-#define LATCH_PREFIX "redisson_unlock_latch:"
 
 typedef struct fair {
     char *queue_key;   /* redisson_lock_queue:{name} */
@@ -62,14 +55,14 @@ static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, bool queu
                            f->token_key, l->channel,   f->meta_key};
     const char *mode = !queue ? "0" : *wait_ms > 0 ? "2" : "1";
     const char *args[5] = {lease, owner, fair_wait, mode, baton__client_origin(c)};
+    baton__hold_script h = {
+        &baton__script_fairlock_acquire, 6, 5, keys, args, owner, f->token_key, lease_ms};
     redisReply *r;
-    bool maybe_ran;
+    int64_t sent;
     baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_FAIRLOCK);
-    int64_t sent = baton__now_us(); /* the lease runs from no earlier than this */
-    int rc = baton__script_call_synced(c, baton__script_find("fairlock_acquire"), 6, keys, 5, args,
-                                       &r, &maybe_ran);
-    if (rc == BATON_ECONN && maybe_ran)
-        return baton__hold_resolve_lost(l, owner, f->token_key, lease_ms, sent);
+    int rc = baton__hold_call(l, &h, &r, &sent);
+    if (!r)
+        return rc;
     bool unsynced = rc == BATON_ENOTSYNCED; /* it ran; the replicas did not confirm it */
     if (rc != BATON_OK && !unsynced)
         return rc;
@@ -83,6 +76,8 @@ static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, bool queu
     freeReplyObject(r);
     if (status == 0) {
         *wait_ms = value;
+        if (queue) /* it waits in the queue: who waits, for an operator's status */
+            baton__client_record_keep(c, BATON_LEASE_WATCHDOG);
         return BATON_ETIMEDOUT;
     }
 
@@ -127,7 +122,7 @@ static void give_up(void *arg, int rc)
     char *detail = baton__strdup(baton_client_errmsg(c));
     const char *keys[4] = {l->name, f->queue_key, f->timeout_key, l->channel};
     const char *args[1] = {a->owner};
-    const baton__script *s = baton__script_find("fairlock_cancel");
+    const baton__script *s = &baton__script_fairlock_cancel;
     redisReply *r;
     int crc = baton__script_run(c, s, 4, keys, 1, args, &r);
     if (crc == BATON_ECONN) /* leaving the queue twice is harmless */
@@ -176,33 +171,28 @@ static int fair_release(baton_lock *l)
 {
     fair *f = l->impl;
     const char *keys[5] = {l->name, f->queue_key, f->timeout_key, l->channel, f->meta_key};
-    return baton__hold_release(l, "fairlock_release", f->latch_pfx, 5, keys);
+    return baton__hold_release(l, &baton__script_fairlock_release, f->latch_pfx, 5, keys);
 }
 
 static int fair_force_release(baton_lock *l, bool *was_locked)
 {
     fair *f = l->impl;
     const char *keys[5] = {l->name, f->queue_key, f->timeout_key, l->channel, f->meta_key};
-    return baton__hold_force_release(l, "fairlock_force_release", 5, keys, was_locked);
+    return baton__hold_force_release(l, &baton__script_fairlock_force_release, 5, keys, was_locked);
 }
 
 /* ------------------------------- open and close --------------------------------------- */
 
-static void fair_free(fair *f)
+/* The keys of a fair lock, into k[]; how many. */
+static size_t fair_keys(void *impl, baton__key_spec *k)
 {
-    if (!f)
-        return;
-    free(f->queue_key);
-    free(f->timeout_key);
-    free(f->token_key);
-    free(f->latch_pfx);
-    free(f->meta_key);
-    free(f);
-}
-
-static void fair_close(baton_lock *l)
-{
-    fair_free(l->impl);
+    fair *f = impl;
+    k[0] = (baton__key_spec){&f->queue_key, BATON__KEY_LOCK_QUEUE, NULL};
+    k[1] = (baton__key_spec){&f->timeout_key, BATON__KEY_LOCK_TIMEOUT, NULL};
+    k[2] = (baton__key_spec){&f->token_key, BATON__KEY_LOCK_TOKEN, NULL};
+    k[3] = (baton__key_spec){&f->latch_pfx, BATON__KEY_UNLOCK_LATCH, ":"};
+    k[4] = (baton__key_spec){&f->meta_key, BATON__KEY_LOCK_META, NULL};
+    return 5;
 }
 
 static const baton__lock_ops fair_ops = {
@@ -213,38 +203,13 @@ static const baton__lock_ops fair_ops = {
     .is_held = baton__hash_is_held,
     .hold_count = baton__hash_hold_count,
     .remaining_ttl = baton__hash_remaining_ttl,
-    .close = fair_close,
+    .keys = fair_keys,
+    .impl_size = sizeof(fair),
     .kind = BATON__K_FAIRLOCK,
 };
 
 int baton_fairlock_open(baton_client *c, const char *name, baton_lock **out)
 {
-    if (out)
-        *out = NULL;
-    if (!c || !out)
-        return BATON_EINVAL;
-    int rc = baton__check_open_name(c, name, "fair lock");
-    if (rc != BATON_OK)
-        return rc;
-    baton_lock *l = calloc(1, sizeof *l);
-    fair *f = calloc(1, sizeof *f);
-    if (!l || !f)
-        goto nomem;
-    f->queue_key = baton__derive_key(QUEUE_PREFIX, name, NULL);
-    f->timeout_key = baton__derive_key(TIMEOUT_PREFIX, name, NULL);
-    f->token_key = baton__derive_key(TOKEN_PREFIX, name, NULL);
-    f->latch_pfx = baton__derive_key(LATCH_PREFIX, name, ":");
-    f->meta_key = baton__derive_key(BATON__LOCK_META_PREFIX, name, NULL);
-    if (!f->queue_key || !f->timeout_key || !f->token_key || !f->latch_pfx || !f->meta_key)
-        goto nomem;
     /* l->channel is the waiters' channel prefix; each waiter appends ":<owner>". */
-    if (baton__lock_base_init(l, &fair_ops, c, name, CHANNEL_PREFIX) != BATON_OK)
-        goto nomem;
-    l->impl = f;
-    *out = l;
-    return BATON_OK;
-nomem:
-    fair_free(f);
-    free(l);
-    return baton__fail(c, BATON_ENOMEM, "out of memory");
+    return baton__lock_open(c, name, "fair lock", &fair_ops, BATON__KEY_LOCK_CHANNEL, out);
 }

@@ -10,7 +10,7 @@
  * snapshot is BATON_EPROTO, never a crash.
  */
 #define _GNU_SOURCE
-#include "../core/internal.h"
+#include "../core/prim.h"
 #include "decode.h"
 
 #include <hiredis/hiredis.h>
@@ -19,13 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LOCK_CHANNEL_PREFIX "redisson_lock__channel:"
-#define SEMAPHORE_CHANNEL_PREFIX "redisson_sc:"
-#define LATCH_CHANNEL_PREFIX "redisson_countdownlatch__channel__"
-#define QUEUE_PREFIX "redisson_lock_queue:"
-#define TIMEOUT_PREFIX "redisson_lock_timeout:"
-#define TOKEN_PREFIX "redisson_lock_token:"
-/* Baton's side hash of holders' origins: BATON__LOCK_META_PREFIX (internal.h). */
+/* Baton's side hash of holders' origins: BATON__KEY_LOCK_META (keys.h). */
 
 /* The script's reply: an array of this many elements, in this order. */
 enum {
@@ -84,9 +78,10 @@ static const redisReply *flat_get(const redisReply *map, const char *key)
     return NULL;
 }
 
-/* A holder's host and pid from its "host:pid" in the side hash; none if absent or not of
- * that form (the host may hold no ':', the pid is a positive number). */
-static int decode_origin(baton_inspect_holder *h, const redisReply *origin)
+/* A process's host and pid from its "host:pid" (its client's record, or the side hash
+ * older versions wrote); none if absent or not of that form (the host may hold no ':', the
+ * pid is a positive number). */
+static int parse_origin(const char **host, int64_t *pid_out, const redisReply *origin)
 {
     if (!is_str(origin))
         return BATON_OK;
@@ -98,10 +93,52 @@ static int decode_origin(baton_inspect_holder *h, const redisReply *origin)
     long long pid = strtoll(colon + 1, &end, 10);
     if (errno != 0 || end == colon + 1 || *end != '\0' || pid <= 0)
         return BATON_OK;
-    h->host = baton__strndup(origin->str, (size_t)(colon - origin->str));
-    if (!h->host)
+    *host = baton__strndup(origin->str, (size_t)(colon - origin->str));
+    if (!*host)
         return BATON_ENOMEM;
-    h->pid = pid;
+    *pid_out = pid;
+    return BATON_OK;
+}
+
+static int decode_origin(baton_inspect_holder *h, const redisReply *origin)
+{
+    return parse_origin(&h->host, &h->pid, origin);
+}
+
+/* The host and pid of the process whose owner field this is, from its client's record
+ * (a read of baton_client:{<client id>}, on whichever node has it). Best effort: a record
+ * that is absent or unreadable leaves them unknown. */
+static int record_origin(baton_client *c, const char *owner, const char **host, int64_t *pid)
+{
+    char *key = baton__client_record_key(owner);
+    if (!key)
+        return BATON_OK;
+    const char *argv[2] = {"GET", key};
+    redisReply *r = NULL;
+    int rc = baton__query_argv(c, 2, argv, &r);
+    free(key);
+    if (rc != BATON_OK) {
+        baton__clear_error(c);
+        return BATON_OK;
+    }
+    rc = parse_origin(host, pid, r);
+    freeReplyObject(r);
+    return rc;
+}
+
+/* Holders and waiters without a host from the snapshot get their client's record. */
+static int resolve_origins(baton_client *c, baton_inspection *ins)
+{
+    for (size_t i = 0; i < ins->n_holders; i++) {
+        baton_inspect_holder *h = ins->holders[i];
+        if (!h->host && record_origin(c, h->owner, &h->host, &h->pid) != BATON_OK)
+            return BATON_ENOMEM;
+    }
+    for (size_t i = 0; i < ins->n_queue; i++) {
+        baton_inspect_waiter *w = ins->queue[i];
+        if (!w->host && record_origin(c, w->owner, &w->host, &w->pid) != BATON_OK)
+            return BATON_ENOMEM;
+    }
     return BATON_OK;
 }
 
@@ -316,14 +353,14 @@ static void names_free(names *n)
 static bool names_make(names *n, const char *name)
 {
     n->keys[0] = (char *)name; /* borrowed: never freed */
-    n->keys[1] = baton__derive_key(QUEUE_PREFIX, name, NULL);
-    n->keys[2] = baton__derive_key(TIMEOUT_PREFIX, name, NULL);
-    n->keys[3] = baton__derive_key(TOKEN_PREFIX, name, NULL);
-    n->keys[4] = baton__derive_key(BATON__LOCK_META_PREFIX, name, NULL);
+    n->keys[1] = baton__derive_key(BATON__KEY_LOCK_QUEUE, name, NULL);
+    n->keys[2] = baton__derive_key(BATON__KEY_LOCK_TIMEOUT, name, NULL);
+    n->keys[3] = baton__derive_key(BATON__KEY_LOCK_TOKEN, name, NULL);
+    n->keys[4] = baton__derive_key(BATON__KEY_LOCK_META, name, NULL);
     n->keys[5] = baton__derive_key("", name, ":timeout"); /* permits.c's TIMEOUT_SUFFIX */
-    n->channels[0] = baton__derive_key(LOCK_CHANNEL_PREFIX, name, NULL);
-    n->channels[1] = baton__derive_key(SEMAPHORE_CHANNEL_PREFIX, name, NULL);
-    n->channels[2] = baton__derive_key(LATCH_CHANNEL_PREFIX, name, NULL);
+    n->channels[0] = baton__derive_key(BATON__KEY_LOCK_CHANNEL, name, NULL);
+    n->channels[1] = baton__derive_key(BATON__KEY_SEMAPHORE_CHANNEL, name, NULL);
+    n->channels[2] = baton__derive_key(BATON__KEY_LATCH_CHANNEL, name, NULL);
     for (int i = 1; i < NKEYS; i++)
         if (!n->keys[i])
             return false;
@@ -336,7 +373,7 @@ static bool names_make(names *n, const char *name)
 /* Runs the script; a read, so a broken connection earns it one more try on a new one. */
 static int snapshot(baton_client *c, const names *n, redisReply **reply)
 {
-    const baton__script *s = baton__script_find("inspect");
+    const baton__script *s = &baton__script_inspect;
     const char **keys = (const char **)n->keys, **channels = (const char **)n->channels;
     int rc = baton__script_run(c, s, NKEYS, keys, NCHANNELS, channels, reply);
     if (rc == BATON_ECONN)
@@ -367,6 +404,8 @@ int baton_inspect(baton_client *c, const char *name, baton_inspection **out)
     if (rc == BATON_OK) {
         rc = baton__inspect_decode(ins, r);
         freeReplyObject(r);
+        if (rc == BATON_OK)
+            rc = resolve_origins(c, ins);
         if (rc == BATON_EPROTO)
             rc = baton__fail(c, rc, "inspect %s: the reply is not a snapshot", name);
         else if (rc == BATON_ENOMEM)
@@ -401,6 +440,7 @@ void baton_inspection_free(baton_inspection *ins)
     }
     for (size_t i = 0; i < ins->n_queue; i++) {
         free((char *)ins->queue[i]->owner);
+        free((char *)ins->queue[i]->host);
         free(ins->queue[i]);
     }
     for (size_t i = 0; i < ins->n_permits; i++)
@@ -412,131 +452,4 @@ void baton_inspection_free(baton_inspection *ins)
     free(ins->redis_type);
     free(ins->node);
     free(ins);
-}
-
-/* ------------------------------- scanning --------------------------------------------- */
-
-#include "../core/conn.h"
-#include "../core/topology.h"
-
-/* Most masters a scan visits (a Cluster has at most this many in practice). */
-#define SCAN_MAX_MASTERS 1024
-
-/* Appends the string keys of a SCAN reply's key array to s. */
-static int scan_take_keys(baton_key_scan *s, const redisReply *keys, size_t *cap)
-{
-    for (size_t i = 0; i < keys->elements; i++) {
-        const redisReply *k = keys->element[i];
-        if (!is_str(k))
-            return BATON_EPROTO;
-        if (s->n_keys == *cap) {
-            size_t ncap = *cap ? *cap * 2 : 64;
-            char **grown = realloc(s->keys, ncap * sizeof *grown);
-            if (!grown)
-                return BATON_ENOMEM;
-            s->keys = grown;
-            *cap = ncap;
-        }
-        if (!(s->keys[s->n_keys] = baton__strndup(k->str, k->len)))
-            return BATON_ENOMEM;
-        s->n_keys++;
-    }
-    return BATON_OK;
-}
-
-/* SCAN on one connection from cursor 0 until it ends or s->examined reaches max. */
-static int scan_one(baton_client *c, baton__conn *k, const char *match, uint64_t max,
-                    baton_key_scan *s, size_t *cap)
-{
-    char cursor[32] = "0", count[32];
-    do {
-        if (s->examined >= max) {
-            s->cut = true;
-            return BATON_OK;
-        }
-        uint64_t n = max - s->examined < 1000 ? max - s->examined : 1000;
-        snprintf(count, sizeof count, "%llu", (unsigned long long)n);
-        const char *argv[] = {"SCAN", cursor, "MATCH", match, "COUNT", count};
-        baton__count_round_trip(c);
-        if (baton__conn_append(k, 6, argv, NULL) != BATON_OK)
-            return baton__fail(c, BATON_ENOMEM, "SCAN: out of memory");
-        redisReply *r = NULL;
-        int rc = baton__conn_flush(c, k, "SCAN");
-        if (rc == BATON_OK)
-            rc = baton__conn_read(c, k, "SCAN", &r);
-        if (rc != BATON_OK)
-            return rc;
-        rc = baton__reply_error(c, r);
-        if (rc == BATON_OK && (!is_array(r) || r->elements != 2 || !is_str(r->element[0]) ||
-                               r->element[0]->len >= sizeof cursor || !is_array(r->element[1])))
-            rc = baton__fail(c, BATON_EPROTO, "SCAN: the reply is not a cursor and keys");
-        if (rc == BATON_OK) {
-            memcpy(cursor, r->element[0]->str, r->element[0]->len);
-            cursor[r->element[0]->len] = '\0';
-            s->examined += n;
-            rc = scan_take_keys(s, r->element[1], cap);
-            if (rc == BATON_ENOMEM)
-                rc = baton__fail(c, rc, "out of memory");
-            else if (rc == BATON_EPROTO)
-                rc = baton__fail(c, rc, "SCAN: a key is not a string");
-        }
-        freeReplyObject(r);
-        if (rc != BATON_OK)
-            return rc;
-    } while (strcmp(cursor, "0") != 0);
-    return BATON_OK;
-}
-
-int baton_scan_keys(baton_client *c, const char *match, uint64_t max_examined, baton_key_scan **out)
-{
-    if (out)
-        *out = NULL;
-    if (!c || !match || !*match || !out || max_examined == 0)
-        return BATON_EINVAL;
-    int rc = baton__client_enter(c);
-    if (rc != BATON_OK)
-        return rc;
-    baton_key_scan *s = calloc(1, sizeof *s);
-    baton__pool **masters = calloc(SCAN_MAX_MASTERS, sizeof *masters);
-    if (!s || !masters) {
-        free(s);
-        free(masters);
-        return baton__fail(c, BATON_ENOMEM, "out of memory");
-    }
-    s->size = sizeof *s;
-    size_t cap = 0;
-    size_t n =
-        baton__topology_cluster(c) ? baton__topology_masters(c, masters, SCAN_MAX_MASTERS) : 0;
-    if (baton__topology_cluster(c) && n == 0) {
-        baton__topology_kick(c);
-        rc = baton__fail(c, BATON_ECONN, "no master of the cluster is known now");
-    }
-    /* one server (or the master Sentinel names): its pool; a Cluster: each master's */
-    for (size_t i = 0; rc == BATON_OK && i < (n ? n : 1) && !s->cut; i++) {
-        baton__conn *k = NULL;
-        rc = n ? baton__conn_get_node(c, masters[i], BATON__NO_DEADLINE, &k)
-               : baton__conn_get(c, &k);
-        if (rc != BATON_OK)
-            break;
-        rc = scan_one(c, k, match, max_examined, s, &cap);
-        baton__conn_put(c, k, rc == BATON_ECONN);
-        s->masters++;
-    }
-    free(masters);
-    if (rc != BATON_OK) {
-        baton_key_scan_free(s);
-        return rc;
-    }
-    *out = s;
-    return BATON_OK;
-}
-
-void baton_key_scan_free(baton_key_scan *s)
-{
-    if (!s)
-        return;
-    for (size_t i = 0; i < s->n_keys; i++)
-        free(s->keys[i]);
-    free(s->keys);
-    free(s);
 }

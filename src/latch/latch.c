@@ -17,9 +17,7 @@
  * drops its reference synchronously, so it leaves no subscription behind.
  */
 #define _GNU_SOURCE
-#include "../core/internal.h"
-#include "../core/evloop.h"
-#include "../core/wait.h"
+#include "../core/prim.h"
 
 #include <hiredis/hiredis.h>
 
@@ -28,91 +26,46 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHANNEL_PREFIX "redisson_countdownlatch__channel__"
 #define ZERO_COUNT_MESSAGE "0"
 #define NEW_COUNT_MESSAGE "1"
 
+/* The base's name is the key holding the count; its channel
+ * redisson_countdownlatch__channel__{name}. */
 struct baton_latch {
-    baton_client *client;
-    char *name;           /* the user's name, also the key holding the count */
-    char *request_prefix; /* baton_request:{name}: (once.c) */
-    char *channel;        /* redisson_countdownlatch__channel__{name} */
+    baton__object base;
 };
 
 /* ------------------------------- open and close --------------------------------------- */
 
-int baton_latch_open(baton_client *c, const char *name, baton_latch **out)
-{
-    if (out)
-        *out = NULL;
-    if (!c || !out)
-        return BATON_EINVAL;
-    int rc = baton__check_open_name(c, name, "latch");
-    if (rc != BATON_OK)
-        return rc;
-    baton_latch *l = calloc(1, sizeof *l);
-    if (!l)
-        return baton__fail(c, BATON_ENOMEM, "out of memory");
-    l->client = c;
-    l->name = baton__strdup(name);
-    l->channel = baton__derive_key(CHANNEL_PREFIX, name, NULL);
-    l->request_prefix = baton__derive_key(BATON__REQUEST_PREFIX, name, ":");
-    if (!l->name || !l->channel || !l->request_prefix) {
-        baton_latch_close(l);
-        return baton__fail(c, BATON_ENOMEM, "out of memory");
-    }
-    *out = l;
-    return BATON_OK;
-}
-
-int baton_latch_cancel_waits(baton_latch *l)
-{
-    if (!l)
-        return BATON_EINVAL;
-    int rc = baton__client_enter(l->client);
-    if (rc == BATON_OK)
-        baton__evloop_cancel_handle(l->client, l);
-    return rc;
-}
-
-void baton_latch_close(baton_latch *l)
-{
-    if (!l)
-        return;
-    baton__evloop_drop_handle(baton__latch_client(l), l); /* none runs on it once freed */
-    free(l->name);
-    free(l->channel);
-    free(l->request_prefix);
-    free(l);
-}
+/* baton_latch_open, baton_latch_cancel_waits, baton_latch_close */
+BATON__OBJECT_VERBS(baton_latch, "latch", BATON__KEY_LATCH_CHANNEL)
 
 /* Validation shared by every verb. */
 static int enter(baton_latch *l)
 {
-    if (!l)
-        return BATON_EINVAL;
-    return baton__client_enter(l->client);
+    return baton__object_enter((baton__object *)l);
 }
 
 /* ------------------------------- scripts ---------------------------------------------- */
 
 /* Runs one of the latch's scripts (KEYS: name, channel; ARGV: message [, arg]) and stores
  * its integer reply in *out. */
-static int run(baton_latch *l, const char *script, const char *message, const char *arg,
+static int run(baton_latch *l, const baton__script *script, const char *message, const char *arg,
                long long *out)
 {
-    baton_client *c = l->client;
-    const char *keys[2] = {l->name, l->channel};
+    baton_client *c = l->base.client;
+    const char *keys[2] = {l->base.name, l->base.channel};
     const char *args[2] = {message, arg};
     redisReply *r;
-    int rc = baton__script_run(c, baton__script_find(script), 2, keys, arg ? 2 : 1, args, &r);
+    int rc = baton__script_run(c, script, 2, keys, arg ? 2 : 1, args, &r);
     if (rc != BATON_OK)
         return rc;
     int type = r->type;
     *out = r->integer;
     freeReplyObject(r);
     if (type != REDIS_REPLY_INTEGER)
-        return baton__fail(c, BATON_EPROTO, "latch %s: unexpected reply to %s", l->name, script);
+        return baton__fail(c, BATON_EPROTO, "latch %s: unexpected reply to %s", l->base.name,
+                           script->name);
     return BATON_OK;
 }
 
@@ -122,12 +75,12 @@ int baton_latch_try_set_count(baton_latch *l, int64_t count, bool *was_set)
     if (rc != BATON_OK)
         return rc;
     if (count < 1)
-        return baton__fail(l->client, BATON_EINVAL, "latch %s: count %lld: must be >= 1", l->name,
-                           (long long)count);
+        return baton__fail(l->base.client, BATON_EINVAL, "latch %s: count %lld: must be >= 1",
+                           l->base.name, (long long)count);
     char n[32];
     snprintf(n, sizeof n, "%lld", (long long)count);
     long long set = 0;
-    rc = run(l, "latch_try_set_count", NEW_COUNT_MESSAGE, n, &set);
+    rc = run(l, &baton__script_latch_try_set_count, NEW_COUNT_MESSAGE, n, &set);
     if (rc == BATON_OK && was_set)
         *was_set = set == 1;
     return rc;
@@ -138,20 +91,21 @@ int baton_latch_count_down(baton_latch *l)
     int rc = enter(l);
     if (rc != BATON_OK)
         return rc;
-    baton_client *c = l->client;
+    baton_client *c = l->base.client;
     /* A decrement is not idempotent: a request latch makes the re-send after a lost reply
      * count once (once.c). */
-    const char *keys[2] = {l->name, l->channel};
+    const char *keys[2] = {l->base.name, l->base.channel};
     const char *args[1] = {ZERO_COUNT_MESSAGE};
     redisReply *r;
-    rc = baton__script_run_once(c, baton__script_find("latch_count_down"), l->request_prefix, 2,
-                                keys, 1, args, &r);
+    rc = baton__script_run_once(c, &baton__script_latch_count_down, l->base.request_prefix, 2, keys,
+                                1, args, &r);
     if (rc != BATON_OK)
         return rc;
     int type = r->type;
     freeReplyObject(r);
     if (type != REDIS_REPLY_INTEGER)
-        return baton__fail(c, BATON_EPROTO, "latch %s: unexpected reply to count_down", l->name);
+        return baton__fail(c, BATON_EPROTO, "latch %s: unexpected reply to count_down",
+                           l->base.name);
     return BATON_OK;
 }
 
@@ -161,7 +115,7 @@ int baton_latch_delete(baton_latch *l, bool *existed)
     if (rc != BATON_OK)
         return rc;
     long long was = 0;
-    rc = run(l, "latch_delete", ZERO_COUNT_MESSAGE, NULL, &was);
+    rc = run(l, &baton__script_latch_delete, ZERO_COUNT_MESSAGE, NULL, &was);
     if (rc == BATON_OK && existed)
         *existed = was == 1;
     return rc;
@@ -173,8 +127,8 @@ int baton_latch_delete(baton_latch *l, bool *existed)
  * already fails with WRONGTYPE. */
 static int read_count(baton_latch *l, int64_t *out)
 {
-    baton_client *c = l->client;
-    const char *argv[2] = {"GET", l->name};
+    baton_client *c = l->base.client;
+    const char *argv[2] = {"GET", l->base.name};
     redisReply *r;
     int rc = baton__query_argv(c, 2, argv, &r);
     if (rc != BATON_OK)
@@ -186,7 +140,7 @@ static int read_count(baton_latch *l, int64_t *out)
     }
     if (r->type != REDIS_REPLY_STRING) {
         freeReplyObject(r);
-        return baton__fail(c, BATON_EPROTO, "latch %s: unexpected reply to GET", l->name);
+        return baton__fail(c, BATON_EPROTO, "latch %s: unexpected reply to GET", l->base.name);
     }
     char *end = NULL;
     errno = 0;
@@ -194,7 +148,8 @@ static int read_count(baton_latch *l, int64_t *out)
     bool ok = r->len > 0 && end == r->str + r->len && errno == 0;
     freeReplyObject(r);
     if (!ok)
-        return baton__fail(c, BATON_EPROTO, "latch %s holds a value that is not a count", l->name);
+        return baton__fail(c, BATON_EPROTO, "latch %s holds a value that is not a count",
+                           l->base.name);
     *out = v;
     return BATON_OK;
 }
@@ -205,7 +160,7 @@ int baton_latch_count(baton_latch *l, int64_t *out)
     if (rc != BATON_OK)
         return rc;
     if (!out)
-        return baton__fail(l->client, BATON_EINVAL, "out is NULL");
+        return baton__fail(l->base.client, BATON_EINVAL, "out is NULL");
     int64_t v = 0;
     rc = read_count(l, &v);
     if (rc == BATON_OK)
@@ -220,7 +175,7 @@ int baton_latch_count(baton_latch *l, int64_t *out)
 static int is_open(baton_latch *l)
 {
     int64_t n = 0;
-    baton__stat_inc(l->client, BATON__ST_ATTEMPTS + BATON__K_LATCH);
+    baton__stat_inc(l->base.client, BATON__ST_ATTEMPTS + BATON__K_LATCH);
     int rc = read_count(l, &n);
     if (rc != BATON_OK)
         return rc;
@@ -239,8 +194,8 @@ static int try_once(void *arg, baton__sub *sub)
     awaiting *a = arg;
     if (sub && !a->sub) {
         a->sub = sub;
-        a->seen = baton__sub_messages(a->l->client, sub);
-    } else if (sub && baton__sub_messages(a->l->client, sub) != a->seen) {
+        a->seen = baton__sub_messages(a->l->base.client, sub);
+    } else if (sub && baton__sub_messages(a->l->base.client, sub) != a->seen) {
         /* A "0" that arrived after this waiter saw the latch closed means it opened: no
          * need to ask the server (with a thousand waiters, a thousand GETs saved). */
         return BATON_OK;
@@ -259,7 +214,7 @@ static int await(baton_latch *l, int64_t timeout_ms);
 /* Counted for close from start to end (core/evloop.h). */
 int baton_latch_await(baton_latch *l, int64_t timeout_ms)
 {
-    BATON__COUNTED_CALL(l ? l->client : NULL, l, await(l, timeout_ms));
+    BATON__COUNTED_CALL(l ? l->base.client : NULL, l, await(l, timeout_ms));
 }
 
 static int await(baton_latch *l, int64_t timeout_ms)
@@ -267,14 +222,14 @@ static int await(baton_latch *l, int64_t timeout_ms)
     int rc = enter(l);
     if (rc != BATON_OK)
         return rc;
-    baton_client *c = l->client;
+    baton_client *c = l->base.client;
     if (baton__check_wait(timeout_ms) != BATON_OK)
         return baton__fail(c, BATON_EINVAL, "timeout_ms %lld: use BATON_WAIT_FOREVER or 0..%lld ms",
                            (long long)timeout_ms, (long long)BATON_MAX_DURATION_MS);
     int64_t start = baton__stat_start(c);
     awaiting a = {.l = l, .recheck_ms = baton__client_config(c)->recheck_ms};
     /* A latch channel does not linger after its last waiter (dispatch.c): nothing to join. */
-    baton__wait w = {.channel = l->channel,
+    baton__wait w = {.channel = l->base.channel,
                      .kind = BATON__SUB_LATCH,
                      .stat = BATON__K_LATCH,
                      .wait_ms = timeout_ms,
@@ -283,17 +238,31 @@ static int await(baton_latch *l, int64_t timeout_ms)
                      .bound_ms = recheck,
                      .arg = &a};
     rc = baton__wait_for(c, &w);
-    baton__stat_acquire(c, BATON__K_LATCH, rc, start, l->name);
+    baton__stat_acquire(c, BATON__K_LATCH, rc, start, l->base.name);
     if (rc == BATON_ETIMEDOUT && timeout_ms == 0)
-        return baton__fail(c, rc, "latch %s is closed", l->name);
+        return baton__fail(c, rc, "latch %s is closed", l->base.name);
     if (rc == BATON_ETIMEDOUT)
-        return baton__fail(c, rc, "latch %s: still closed after %lld ms", l->name,
+        return baton__fail(c, rc, "latch %s: still closed after %lld ms", l->base.name,
                            (long long)timeout_ms);
     return rc;
 }
 
-/* The client of a handle, for the asynchronous forms (src/core/async.c). */
-baton_client *baton__latch_client(const baton_latch *l)
+/* ------------------------------- asynchronous forms ----------------------------------- */
+
+/* What an asynchronous operation's fiber runs (async.c): the blocking verb. */
+static int async_await(void *h, const baton__op_args *a)
 {
-    return l->client;
+    return baton_latch_await(h, a->wait_ms);
+}
+
+int baton_latch_await_async(baton_latch *l, int64_t timeout_ms, baton_async_fn fn, void *arg,
+                            baton_op **op)
+{
+    if (op)
+        *op = NULL;
+    int rc = enter(l);
+    if (rc != BATON_OK)
+        return rc;
+    baton__op_args a = {.wait_ms = timeout_ms};
+    return baton__op_start(l->base.client, l, async_await, false, &a, fn, arg, op);
 }

@@ -9,13 +9,19 @@
  * holder's remaining lease, whichever comes first, and tries again. A holder that died without
  * releasing costs its waiters at most its lease, with no message at all.
  *
+ * A waiter that has waited past the client's starve_ms reserves the lock (baton_lock_next:{name}):
+ * the next time it is free it goes to that waiter, and newcomers (the releasing thread
+ * first among them) are refused until it came or its reservation ran out, as Go's
+ * sync.Mutex hands itself to a waiter starved for 1 ms. One waiter holds the reservation at
+ * a time; it renews it by trying again every RESERVE_MS / 2 while the lock stays held.
+ * Redisson's own clients do not know the reservation: they take a free lock as before.
+ *
  * The handle remembers the calling thread's current hold (depth, fencing token, lease,
  * watchdog registration) so a re-entrant release can re-apply the lease the lock was taken
  * with, and the watchdog is cancelled before the last release is sent.
  */
 #define _GNU_SOURCE
-#include "../core/internal.h"
-#include "../core/wait.h"
+#include "../core/prim.h"
 
 #include <hiredis/hiredis.h>
 
@@ -23,39 +29,71 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHANNEL_PREFIX "redisson_lock__channel:"
-#define TOKEN_PREFIX "redisson_lock_token:"
-#define LATCH_PREFIX "redisson_unlock_latch:"
+/* How long a reservation lasts unless its waiter renews it: what a waiter that died or
+ * stalled costs a free lock. */
+#define RESERVE_MS 50
 
 typedef struct plain {
     char *token_key; /* redisson_lock_token:{name} */
     char *latch_pfx; /* redisson_unlock_latch:{name}: */
-    char *meta_key;  /* baton_lock_meta:{name}: the holder's "host:pid" */
+    char *next_key;  /* baton_lock_next:{name}: the waiter the lock is reserved for */
 } plain;
 
 static const baton__lock_ops plain_ops;
 
 /* ------------------------------- acquire ---------------------------------------------- */
 
-/* One run of the acquire script. BATON_OK: acquired (hold recorded, watchdog registered);
- * BATON_ETIMEDOUT: another owner holds it, *ttl_ms = its remaining lease. */
-static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, int64_t *ttl_ms)
+/* The state of one acquisition, for the core's wait routine. */
+typedef struct acquiring {
+    baton_lock *l;
+    const char *owner;
+    int64_t lease_ms;
+    int64_t ttl;      /* how long to sleep at most after the last attempt; -1: no bound */
+    int64_t since_us; /* the first attempt */
+    baton__sub *sub;  /* where this waiter is favoured, while it holds the reservation */
+} acquiring;
+
+static void unfavour(acquiring *a)
 {
+    baton__sub_favour(a->sub, -1);
+    a->sub = NULL;
+}
+
+/* One run of the acquire script. BATON_OK: acquired (hold recorded, watchdog registered);
+ * BATON_ETIMEDOUT: another owner holds it or it is reserved for another waiter, a->ttl =
+ * how long to sleep at most. */
+static int attempt(acquiring *a, baton__sub *sub)
+{
+    baton_lock *l = a->l;
+    const char *owner = a->owner;
+    int64_t lease_ms = a->lease_ms;
     baton_client *c = l->client;
     plain *p = l->impl;
     char lease[32];
     snprintf(lease, sizeof lease, "%lld",
              (long long)(lease_ms == BATON_LEASE_WATCHDOG ? baton__watchdog_lease(c) : lease_ms));
-    const char *keys[3] = {l->name, p->token_key, p->meta_key};
-    const char *args[3] = {lease, owner, baton__client_origin(c)};
+    char reserve[16];
+    snprintf(reserve, sizeof reserve, "%d", RESERVE_MS);
+    int64_t sent = baton__now_us(); /* when the attempt began (its waiter starves after) */
+    int64_t starve_ms = baton__client_config(c)->starve_ms;
+    bool starving =
+        sub && starve_ms != BATON_STARVE_NEVER && sent - a->since_us >= starve_ms * 1000;
+    if (starving && !a->sub) {
+        /* Favoured before the script reserves: an unlock published between the reservation
+         * and its reply must wake this waiter too (else the lock sits reserved until the
+         * reservation's renewal, RESERVE_MS / 2). Undone below if it reserves nothing. */
+        a->sub = sub;
+        baton__sub_favour(sub, 1);
+    }
+    const char *keys[3] = {l->name, p->token_key, p->next_key};
+    const char *args[4] = {lease, owner, starving ? "1" : "0", reserve};
+    baton__hold_script h = {
+        &baton__script_lock_acquire, 3, 4, keys, args, owner, p->token_key, lease_ms};
     redisReply *r;
-    bool maybe_ran;
     baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_LOCK);
-    int64_t sent = baton__now_us(); /* the lease runs from no earlier than this */
-    int rc = baton__script_call_synced(c, baton__script_find("lock_acquire"), 3, keys, 3, args, &r,
-                                       &maybe_ran);
-    if (rc == BATON_ECONN && maybe_ran)
-        return baton__hold_resolve_lost(l, owner, p->token_key, lease_ms, sent);
+    int rc = baton__hold_call(l, &h, &r, &sent);
+    if (!r)
+        return rc;
     bool unsynced = rc == BATON_ENOTSYNCED; /* it ran; the replicas did not confirm it */
     if (rc != BATON_OK && !unsynced)
         return rc;
@@ -66,8 +104,10 @@ static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, int64_t *
     }
     long long status = r->element[0]->integer, value = r->element[1]->integer;
     freeReplyObject(r);
-    if (status == 0) {
-        *ttl_ms = value;
+    if (status != 4 && a->sub) /* 4: reserved for this waiter: woken by the next unlock */
+        unfavour(a);
+    if (status == 0 || status == 3 || status == 4) {
+        a->ttl = status == 4 && (value < 0 || value > RESERVE_MS / 2) ? RESERVE_MS / 2 : value;
         return BATON_ETIMEDOUT;
     }
 
@@ -76,19 +116,15 @@ static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, int64_t *
     return baton__hold_acquired(l, owner, status == 1, value, lease_ms, sent);
 }
 
-/* The state of one acquisition, for the core's wait routine. */
-typedef struct acquiring {
-    baton_lock *l;
-    const char *owner;
-    int64_t lease_ms;
-    int64_t ttl; /* the holder's remaining lease after the last attempt; -1: none */
-} acquiring;
-
 static int try_once(void *arg, baton__sub *sub)
 {
-    (void)sub;
-    acquiring *a = arg;
-    return attempt(a->l, a->owner, a->lease_ms, &a->ttl);
+    return attempt(arg, sub);
+}
+
+static void give_up(void *arg, int rc)
+{
+    (void)rc;
+    unfavour(arg); /* its reservation runs out by itself */
 }
 
 /* Sleep until the unlock message or the holder's lease runs out. */
@@ -102,7 +138,8 @@ static int plain_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
     baton_client *c = l->client;
     char owner[BATON__OWNER_LEN];
     baton__owner(c, owner, sizeof owner);
-    acquiring a = {.l = l, .owner = owner, .lease_ms = lease_ms, .ttl = -1};
+    acquiring a = {
+        .l = l, .owner = owner, .lease_ms = lease_ms, .ttl = -1, .since_us = baton__now_us()};
     baton__wait w = {.channel = l->channel,
                      .kind = BATON__SUB_LOCK,
                      .stat = BATON__K_LOCK,
@@ -110,6 +147,7 @@ static int plain_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
                      .join_live = true,
                      .attempt = try_once,
                      .bound_ms = holder_ttl,
+                     .give_up = give_up,
                      .arg = &a};
     int rc = baton__wait_for(c, &w);
     if (rc == BATON_ETIMEDOUT && wait_ms == 0)
@@ -125,26 +163,27 @@ static int plain_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
 static int plain_release(baton_lock *l)
 {
     plain *p = l->impl;
-    const char *keys[3] = {l->name, l->channel, p->meta_key};
-    return baton__hold_release_hash_only(l, "lock_release", p->latch_pfx, 3, keys);
+    const char *keys[2] = {l->name, l->channel};
+    return baton__hold_release_hash_only(l, &baton__script_lock_release, p->latch_pfx, 2, keys);
 }
 
 static int plain_force_release(baton_lock *l, bool *was_locked)
 {
     plain *p = l->impl;
-    const char *keys[3] = {l->name, l->channel, p->meta_key};
-    return baton__hold_force_release(l, "lock_force_release", 3, keys, was_locked);
+    const char *keys[3] = {l->name, l->channel, p->next_key};
+    return baton__hold_force_release(l, &baton__script_lock_force_release, 3, keys, was_locked);
 }
 
 /* ------------------------------- open and close --------------------------------------- */
 
-static void plain_close(baton_lock *l)
+/* The keys of a plain lock, into k[]; how many. */
+static size_t plain_keys(void *impl, baton__key_spec *k)
 {
-    plain *p = l->impl;
-    free(p->token_key);
-    free(p->latch_pfx);
-    free(p->meta_key);
-    free(p);
+    plain *p = impl;
+    k[0] = (baton__key_spec){&p->token_key, BATON__KEY_LOCK_TOKEN, NULL};
+    k[1] = (baton__key_spec){&p->latch_pfx, BATON__KEY_UNLOCK_LATCH, ":"};
+    k[2] = (baton__key_spec){&p->next_key, BATON__KEY_LOCK_NEXT, NULL};
+    return 3;
 }
 
 static const baton__lock_ops plain_ops = {
@@ -155,39 +194,11 @@ static const baton__lock_ops plain_ops = {
     .is_held = baton__hash_is_held,
     .hold_count = baton__hash_hold_count,
     .remaining_ttl = baton__hash_remaining_ttl,
-    .close = plain_close,
+    .keys = plain_keys,
+    .impl_size = sizeof(plain),
 };
 
 int baton_lock_open(baton_client *c, const char *name, baton_lock **out)
 {
-    if (out)
-        *out = NULL;
-    if (!c || !out)
-        return BATON_EINVAL;
-    int rc = baton__check_open_name(c, name, "lock");
-    if (rc != BATON_OK)
-        return rc;
-    baton_lock *l = calloc(1, sizeof *l);
-    plain *p = calloc(1, sizeof *p);
-    if (!l || !p)
-        goto nomem;
-    p->token_key = baton__derive_key(TOKEN_PREFIX, name, NULL);
-    p->latch_pfx = baton__derive_key(LATCH_PREFIX, name, ":");
-    p->meta_key = baton__derive_key(BATON__LOCK_META_PREFIX, name, NULL);
-    if (!p->token_key || !p->latch_pfx || !p->meta_key)
-        goto nomem;
-    if (baton__lock_base_init(l, &plain_ops, c, name, CHANNEL_PREFIX) != BATON_OK)
-        goto nomem;
-    l->impl = p;
-    *out = l;
-    return BATON_OK;
-nomem:
-    if (p) {
-        free(p->token_key);
-        free(p->latch_pfx);
-        free(p->meta_key);
-    }
-    free(p);
-    free(l);
-    return baton__fail(c, BATON_ENOMEM, "out of memory");
+    return baton__lock_open(c, name, "lock", &plain_ops, BATON__KEY_LOCK_CHANNEL, out);
 }

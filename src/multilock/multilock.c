@@ -31,8 +31,7 @@
  * members each hold taken are remembered per handle, so a release releases exactly those.
  */
 #define _GNU_SOURCE
-#include "../core/evloop.h"
-#include "../core/internal.h"
+#include "../core/prim.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -278,62 +277,104 @@ static void forget_holds(multi *g)
     baton__mutex_unlock(&g->mu);
 }
 
+/* The lease that bounds a Redlock hold's validity: the explicit one, or the shortest
+ * watchdog lease of the members' clients (the watchdogs then renew them). */
+static int64_t redlock_lease(const multi *g, int64_t lease_ms)
+{
+    int64_t lease = lease_ms;
+    if (lease == BATON_LEASE_WATCHDOG) {
+        for (size_t i = 0; i < g->n; i++) {
+            int64_t w = baton__watchdog_lease(g->m[i]->client);
+            if (lease == BATON_LEASE_WATCHDOG || w < lease)
+                lease = w;
+        }
+    }
+    return lease;
+}
+
+/* One round of a Redlock acquisition: what it took, and why the others failed. */
+typedef struct redlock_round {
+    size_t ok, fails, errors;
+    int first_err;
+    baton_lock *err_member, *timeout_member;
+    char detail[DETAIL_LEN], err_detail[DETAIL_LEN];
+} redlock_round;
+
+/* Tries each member in turn (took[i] = 1 for those taken) until a majority is out of
+ * reach; once a majority is taken the rest get one try each. */
+static void redlock_round_run(multi *g, unsigned char *took, int64_t slice, int64_t wait_ms,
+                              int64_t deadline, int64_t lease_ms, redlock_round *r)
+{
+    size_t n = g->n, need = g->need;
+    r->ok = r->fails = r->errors = 0;
+    r->first_err = BATON_OK;
+    r->err_member = r->timeout_member = NULL;
+    for (size_t i = 0; i < n && r->fails <= n - need; i++) {
+        int64_t budget = r->ok >= need ? 0 : min_budget(slice, budget_ms(wait_ms, deadline));
+        int rc = baton_lock_try_acquire(g->m[i], budget, lease_ms);
+        if (rc == BATON_OK) {
+            took[i] = 1;
+            r->ok++;
+            continue;
+        }
+        r->fails++;
+        if (rc == BATON_ETIMEDOUT) {
+            if (!r->timeout_member) {
+                r->timeout_member = g->m[i];
+                keep_detail(r->detail, g->m[i], rc);
+            }
+        } else {
+            r->errors++;
+            if (r->first_err == BATON_OK) {
+                r->first_err = rc;
+                r->err_member = g->m[i];
+                keep_detail(r->err_detail, g->m[i], rc);
+            }
+        }
+    }
+}
+
+/* The wait ran out: BATON_ETIMEDOUT, with what the last round saw. */
+static int redlock_timed_out(baton_lock *l, const redlock_round *r, int64_t wait_ms, int64_t lease)
+{
+    multi *g = l->impl;
+    char why[DETAIL_LEN + 160];
+    if (r->ok >= g->need)
+        snprintf(why, sizeof why,
+                 "redlock: a majority was taken but too late for the lease (%lld ms)",
+                 (long long)lease);
+    else
+        snprintf(why, sizeof why,
+                 "redlock: %zu of %zu members taken, %zu needed, within %lld ms (%s)", r->ok, g->n,
+                 g->need, (long long)wait_ms,
+                 r->timeout_member ? r->detail
+                 : r->err_member   ? r->err_detail
+                                   : "");
+    return report(l, r->timeout_member ? r->timeout_member : r->err_member, BATON_ETIMEDOUT, why);
+}
+
 static int redlock_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
 {
     multi *g = l->impl;
     size_t n = g->n, need = g->need;
     int64_t deadline = baton__deadline_after_ms(wait_ms);
     uint64_t seed = seed_for_thread();
-    /* The lease that bounds the validity: the explicit one, or the shortest watchdog
-     * lease of the members' clients (the watchdogs then renew them). */
-    int64_t lease = lease_ms;
-    if (lease == BATON_LEASE_WATCHDOG) {
-        for (size_t i = 0; i < n; i++) {
-            int64_t w = baton__watchdog_lease(g->m[i]->client);
-            if (lease == BATON_LEASE_WATCHDOG || w < lease)
-                lease = w;
-        }
-    }
+    int64_t lease = redlock_lease(g, lease_ms);
     int64_t drift_ms = lease / 100 + 2; /* Redlock's allowance for clock drift */
     int64_t slice = wait_ms == 0                    ? 0
                     : wait_ms == BATON_WAIT_FOREVER ? REDLOCK_SLICE_MS
                                                     : wait_ms / (int64_t)n;
     if (wait_ms != 0 && slice < 1)
         slice = 1;
-    char detail[DETAIL_LEN], err_detail[DETAIL_LEN];
+    redlock_round r;
     for (;;) {
         unsigned char *took = calloc(n, 1);
         if (!took)
             return report(l, NULL, BATON_ENOMEM, "out of memory");
         int64_t start = baton__now_us();
-        size_t ok = 0, fails = 0, errors = 0;
-        int first_err = BATON_OK;
-        baton_lock *err_member = NULL, *timeout_member = NULL;
-        for (size_t i = 0; i < n && fails <= n - need; i++) {
-            int64_t budget = ok >= need ? 0 : min_budget(slice, budget_ms(wait_ms, deadline));
-            int rc = baton_lock_try_acquire(g->m[i], budget, lease_ms);
-            if (rc == BATON_OK) {
-                took[i] = 1;
-                ok++;
-                continue;
-            }
-            fails++;
-            if (rc == BATON_ETIMEDOUT) {
-                if (!timeout_member) {
-                    timeout_member = g->m[i];
-                    keep_detail(detail, g->m[i], rc);
-                }
-            } else {
-                errors++;
-                if (first_err == BATON_OK) {
-                    first_err = rc;
-                    err_member = g->m[i];
-                    keep_detail(err_detail, g->m[i], rc);
-                }
-            }
-        }
+        redlock_round_run(g, took, slice, wait_ms, deadline, lease_ms, &r);
         int64_t validity = lease - (baton__now_us() - start) / 1000 - drift_ms;
-        if (ok >= need && validity > 0) {
+        if (r.ok >= need && validity > 0) {
             int rc = remember_hold(g, took);
             if (rc == BATON_OK)
                 return BATON_OK;
@@ -343,23 +384,10 @@ static int redlock_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
         }
         rollback(g, took, n);
         free(took);
-        if (errors > n - need)
-            return report(l, err_member, first_err, err_detail);
-        if (wait_ms == 0 || baton__now_us() >= deadline) {
-            char why[DETAIL_LEN + 160];
-            if (ok >= need)
-                snprintf(why, sizeof why,
-                         "redlock: a majority was taken but too late for the lease (%lld ms)",
-                         (long long)lease);
-            else
-                snprintf(why, sizeof why,
-                         "redlock: %zu of %zu members taken, %zu needed, within %lld ms (%s)", ok,
-                         n, need, (long long)wait_ms,
-                         timeout_member ? detail
-                         : err_member   ? err_detail
-                                        : "");
-            return report(l, timeout_member ? timeout_member : err_member, BATON_ETIMEDOUT, why);
-        }
+        if (r.errors > n - need)
+            return report(l, r.err_member, r.first_err, r.err_detail);
+        if (wait_ms == 0 || baton__now_us() >= deadline)
+            return redlock_timed_out(l, &r, wait_ms, lease);
         backoff(g, deadline, &seed);
     }
 }
@@ -544,31 +572,17 @@ static int group_fencing_token(baton_lock *l, int64_t *out)
                        "a multi-lock has no single fencing token: ask each member");
 }
 
-static const baton__lock_ops multi_ops = {
-    .acquire = multi_acquire,
-    .release = multi_release,
-    .force_release = group_force_release,
-    .is_locked = group_is_locked,
-    .is_held = group_is_held,
-    .hold_count = group_hold_count,
-    .remaining_ttl = group_remaining_ttl,
-    .close = group_close,
-    .fencing_token = group_fencing_token,
-    .kind = BATON__K_MULTILOCK,
-};
+/* What a multi-lock and a Redlock share: all but acquire and release. */
+#define GROUP_OPS(acquire_fn, release_fn)                                                          \
+    {                                                                                              \
+        .acquire = acquire_fn, .release = release_fn, .force_release = group_force_release,        \
+        .is_locked = group_is_locked, .is_held = group_is_held, .hold_count = group_hold_count,    \
+        .remaining_ttl = group_remaining_ttl, .close = group_close,                                \
+        .fencing_token = group_fencing_token, .kind = BATON__K_MULTILOCK,                          \
+    }
 
-static const baton__lock_ops redlock_ops = {
-    .acquire = redlock_acquire,
-    .release = redlock_release,
-    .force_release = group_force_release,
-    .is_locked = group_is_locked,
-    .is_held = group_is_held,
-    .hold_count = group_hold_count,
-    .remaining_ttl = group_remaining_ttl,
-    .close = group_close,
-    .fencing_token = group_fencing_token,
-    .kind = BATON__K_MULTILOCK,
-};
+static const baton__lock_ops multi_ops = GROUP_OPS(multi_acquire, multi_release);
+static const baton__lock_ops redlock_ops = GROUP_OPS(redlock_acquire, redlock_release);
 
 static int cmp_str(const char *a, const char *b)
 {

@@ -17,9 +17,7 @@
  * the lost report); a record lives until its release, the handle's close, or its lost report.
  */
 #define _GNU_SOURCE
-#include "../core/evloop.h"
-#include "../core/internal.h"
-#include "../core/wait.h"
+#include "../core/prim.h"
 
 #include <hiredis/hiredis.h>
 
@@ -31,9 +29,6 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#define CHANNEL_PREFIX "redisson_sc:"
-#define TIMEOUT_SUFFIX ":timeout"
-
 typedef struct permit_rec {
     baton_permits *p;
     char id[BATON_PERMIT_ID_SIZE];
@@ -41,15 +36,13 @@ typedef struct permit_rec {
     struct permit_rec *next;
 } permit_rec;
 
+/* The base's name is the key holding the available count; its channel redisson_sc:{name}. */
 struct baton_permits {
-    baton_client *client;
-    char *name;           /* the user's name, also the key holding the available count */
-    char *timeouts;       /* {name}:timeout: id -> end of lease */
-    char *channel;        /* redisson_sc:{name} */
-    char *request_prefix; /* baton_request:{name}: (once.c) */
-    pthread_mutex_t mu;   /* guards what follows */
-    permit_rec *held;     /* permits held through this handle and registered */
-    bool lost;            /* a permit was found lost */
+    baton__object base;
+    char *timeouts;     /* {name}:timeout: id -> end of lease */
+    pthread_mutex_t mu; /* guards what follows */
+    permit_rec *held;   /* permits held through this handle and registered */
+    bool lost;          /* a permit was found lost */
     void (*lost_fn)(baton_permits *, const char *, void *);
     void *lost_arg;
     int lost_pipe[2]; /* readable once lost; -1 until baton_permits_lost_fd */
@@ -59,9 +52,7 @@ struct baton_permits {
 
 static int enter(baton_permits *p)
 {
-    if (!p)
-        return BATON_EINVAL;
-    return baton__client_enter(p->client);
+    return baton__object_enter((baton__object *)p);
 }
 
 static int check_id(baton_permits *p, const char *id)
@@ -71,8 +62,8 @@ static int check_id(baton_permits *p, const char *id)
         while (n <= BATON_PERMIT_ID_LEN && id[n] && strchr("0123456789abcdefABCDEF", id[n]))
             n++;
     if (!id || n != BATON_PERMIT_ID_LEN || id[n] != '\0')
-        return baton__fail(p->client, BATON_EINVAL, "permits %s: a permit id is %d hex digits",
-                           p->name, BATON_PERMIT_ID_LEN);
+        return baton__fail(p->base.client, BATON_EINVAL, "permits %s: a permit id is %d hex digits",
+                           p->base.name, BATON_PERMIT_ID_LEN);
     return BATON_OK;
 }
 
@@ -82,7 +73,7 @@ static int check_lease(baton_permits *p, int64_t lease_ms, bool watchdog_ok)
     if ((watchdog_ok && (lease_ms == 0 || lease_ms == BATON_LEASE_WATCHDOG)) ||
         (lease_ms >= 1 && lease_ms <= BATON_MAX_DURATION_MS))
         return BATON_OK;
-    return baton__fail(p->client, BATON_EINVAL, "lease_ms %lld: use %s1..%lld ms",
+    return baton__fail(p->base.client, BATON_EINVAL, "lease_ms %lld: use %s1..%lld ms",
                        (long long)lease_ms, watchdog_ok ? "BATON_LEASE_WATCHDOG, 0 or " : "",
                        (long long)BATON_MAX_DURATION_MS);
 }
@@ -97,14 +88,7 @@ static void lower_id(const char *id, char out[BATON_PERMIT_ID_SIZE])
 static void new_id(char out[BATON_PERMIT_ID_SIZE])
 {
     unsigned char b[BATON_PERMIT_ID_LEN / 2];
-    size_t got = 0;
-    while (got < sizeof b) {
-        ssize_t n = getrandom(b + got, sizeof b - got, 0);
-        if (n > 0)
-            got += (size_t)n;
-        else if (errno != EINTR)
-            break;
-    }
+    size_t got = baton__random_bytes(b, sizeof b);
     for (; got < sizeof b; got++) /* getrandom cannot fail on Linux >= 3.17; never reached */
         b[got] = (unsigned char)random();
     for (size_t i = 0; i < sizeof b; i++)
@@ -113,14 +97,14 @@ static void new_id(char out[BATON_PERMIT_ID_SIZE])
 
 /* Runs a script whose reply is an integer or an array of integers: out[0..n) (missing
  * elements are left alone). */
-static int run_ints(baton_permits *p, const char *script, int nkeys, const char **keys, int nargs,
-                    const char **args, bool once, int64_t *out, size_t n)
+static int run_ints(baton_permits *p, const baton__script *sc, int nkeys, const char **keys,
+                    int nargs, const char **args, bool once, int64_t *out, size_t n)
 {
-    baton_client *c = p->client;
-    const baton__script *sc = baton__script_find(script);
+    baton_client *c = p->base.client;
     redisReply *r;
-    int rc = once ? baton__script_run_once(c, sc, p->request_prefix, nkeys, keys, nargs, args, &r)
-                  : baton__script_run(c, sc, nkeys, keys, nargs, args, &r);
+    int rc =
+        once ? baton__script_run_once(c, sc, p->base.request_prefix, nkeys, keys, nargs, args, &r)
+             : baton__script_run(c, sc, nkeys, keys, nargs, args, &r);
     if (rc != BATON_OK)
         return rc;
     bool ok = false;
@@ -138,7 +122,8 @@ static int run_ints(baton_permits *p, const char *script, int nkeys, const char 
     }
     freeReplyObject(r);
     if (!ok)
-        return baton__fail(c, BATON_EPROTO, "permits %s: unexpected reply to %s", p->name, script);
+        return baton__fail(c, BATON_EPROTO, "permits %s: unexpected reply to %s", p->base.name,
+                           sc->name);
     return BATON_OK;
 }
 
@@ -146,25 +131,21 @@ static int run_ints(baton_permits *p, const char *script, int nkeys, const char 
 
 int baton_permits_open(baton_client *c, const char *name, baton_permits **out)
 {
-    if (out)
-        *out = NULL;
-    if (!c || !out)
-        return BATON_EINVAL;
-    int rc = baton__check_open_name(c, name, "permits");
-    if (rc != BATON_OK)
+    baton__object *o;
+    int rc = baton__object_open(c, name, "permits", BATON__KEY_SEMAPHORE_CHANNEL, sizeof **out,
+                                out != NULL, &o);
+    if (rc != BATON_OK) {
+        if (out)
+            *out = NULL;
         return rc;
-    baton_permits *p = calloc(1, sizeof *p);
-    if (!p)
-        return baton__fail(c, BATON_ENOMEM, "out of memory");
-    p->client = c;
+    }
+    baton_permits *p = (baton_permits *)o;
     p->lost_pipe[0] = p->lost_pipe[1] = -1;
     baton__mutex_init(&p->mu);
-    p->name = baton__strdup(name);
-    p->timeouts = baton__derive_key("", name, TIMEOUT_SUFFIX);
-    p->channel = baton__derive_key(CHANNEL_PREFIX, name, NULL);
-    p->request_prefix = baton__derive_key(BATON__REQUEST_PREFIX, name, ":");
-    if (!p->name || !p->timeouts || !p->channel || !p->request_prefix) {
+    p->timeouts = baton__derive_key("", name, BATON__KEY_PERMITS_TIMEOUT_SUFFIX);
+    if (!p->timeouts) {
         baton_permits_close(p);
+        *out = NULL;
         return baton__fail(c, BATON_ENOMEM, "out of memory");
     }
     *out = p;
@@ -173,20 +154,14 @@ int baton_permits_open(baton_client *c, const char *name, baton_permits **out)
 
 int baton_permits_cancel_waits(baton_permits *p)
 {
-    if (!p)
-        return BATON_EINVAL;
-    int rc = baton__client_enter(p->client);
-    if (rc == BATON_OK)
-        baton__evloop_cancel_handle(p->client, p);
-    return rc;
+    return baton__object_cancel_waits((baton__object *)p);
 }
 
-void baton_permits_close(baton_permits *p)
+/* What the permits add to the base: the held permits' registrations, the lost pipe. */
+static void permits_fini(baton__object *o)
 {
-    if (!p)
-        return;
-    baton__evloop_drop_handle(p->client, p); /* none runs on it once freed */
-    bool forked = baton__client_forked(p->client);
+    baton_permits *p = (baton_permits *)o;
+    bool forked = baton__client_forked(p->base.client);
     baton__mutex_lock(&p->mu);
     permit_rec *r = p->held;
     p->held = NULL;
@@ -194,7 +169,7 @@ void baton_permits_close(baton_permits *p)
     while (r) {
         permit_rec *next = r->next;
         if (!forked) /* waits out a lost report running for it */
-            baton__watchdog_forget(p->client, p->timeouts, r->id);
+            baton__watchdog_forget(p->base.client, p->timeouts, r->id);
         free(r);
         r = next;
     }
@@ -204,11 +179,12 @@ void baton_permits_close(baton_permits *p)
     }
     if (!forked)
         baton__mutex_destroy(&p->mu);
-    free(p->name);
     free(p->timeouts);
-    free(p->channel);
-    free(p->request_prefix);
-    free(p);
+}
+
+void baton_permits_close(baton_permits *p)
+{
+    baton__object_close((baton__object *)p, permits_fini);
 }
 
 /* ------------------------------- held permits and their loss -------------------------- */
@@ -262,7 +238,7 @@ static void on_lost(void *arg)
  * the acquire returns. On failure the permit is released again. */
 static int record_held(baton_permits *p, const char *id, bool renew, int64_t sent_us)
 {
-    baton_client *c = p->client;
+    baton_client *c = p->base.client;
     permit_rec *rec = calloc(1, sizeof *rec);
     if (rec) {
         rec->p = p;
@@ -273,19 +249,19 @@ static int record_held(baton_permits *p, const char *id, bool renew, int64_t sen
         p->held = rec;
         baton__mutex_unlock(&p->mu);
     }
-    int rc = rec ? baton__watchdog_add_kind(c, baton__script_find("permits_renew"),
-                                            baton__script_find("permits_check"), p->timeouts, id,
-                                            renew, on_lost, rec, sent_us)
+    int rc = rec ? baton__watchdog_add_kind(c, &baton__script_permits_renew,
+                                            &baton__script_permits_check, p->timeouts, id, renew,
+                                            on_lost, rec, sent_us)
                  : baton__fail(c, BATON_ENOMEM, "out of memory");
     if (rc == BATON_OK)
         return BATON_OK;
     free(unlink_rec(p, id));
-    const char *keys[3] = {p->name, p->timeouts, p->channel};
+    const char *keys[3] = {p->base.name, p->timeouts, p->base.channel};
     const char *args[1] = {id};
     int64_t ignored;
-    run_ints(p, "permits_release", 3, keys, 1, args, true, &ignored, 1);
+    run_ints(p, &baton__script_permits_release, 3, keys, 1, args, true, &ignored, 1);
     return baton__fail(c, rc, "permits %s: could not record the permit taken (%s); released",
-                       p->name, baton_strerror(rc));
+                       p->base.name, baton_strerror(rc));
 }
 
 /* ------------------------------- acquire ---------------------------------------------- */
@@ -302,11 +278,12 @@ static int resolve_lost_reply(baton_permits *p, const char *id, const char *leas
     int64_t held = 0;
     int rc = BATON_ECONN;
     for (int i = 0; i < 2 && rc == BATON_ECONN; i++)
-        rc = run_ints(p, "permits_renew", 1, keys, 2, args, false, &held, 1);
+        rc = run_ints(p, &baton__script_permits_renew, 1, keys, 2, args, false, &held, 1);
     if (rc == BATON_OK && held == 1)
         return BATON_OK;
-    return baton__fail(p->client, BATON_ECONN,
-                       "permits %s: the reply to an acquire was lost and the permit is %s", p->name,
+    return baton__fail(p->base.client, BATON_ECONN,
+                       "permits %s: the reply to an acquire was lost and the permit is %s",
+                       p->base.name,
                        rc == BATON_OK ? "not held" : "unknown (it ends with its lease)");
 }
 
@@ -326,14 +303,14 @@ static int try_once(void *arg, baton__sub *sub)
     (void)sub;
     acquiring *a = arg;
     baton_permits *p = a->p;
-    baton_client *c = p->client;
-    const char *keys[3] = {p->name, p->timeouts, p->channel};
+    baton_client *c = p->base.client;
+    const char *keys[3] = {p->base.name, p->timeouts, p->base.channel};
     redisReply *r;
     bool maybe_ran = false;
     baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_SEMAPHORE);
     a->sent_us = baton__now_us();
-    int rc = baton__script_call(c, baton__script_find("permits_acquire"), 3, keys, a->nargs,
-                                a->args, &r, &maybe_ran);
+    int rc = baton__script_call(c, &baton__script_permits_acquire, 3, keys, a->nargs, a->args, &r,
+                                &maybe_ran);
     if (rc == BATON_ECONN && maybe_ran)
         return resolve_lost_reply(p, a->args[1], a->args[0]);
     if (rc != BATON_OK)
@@ -347,7 +324,7 @@ static int try_once(void *arg, baton__sub *sub)
     freeReplyObject(r);
     if (!ok)
         return baton__fail(c, BATON_EPROTO, "permits %s: unexpected reply to permits_acquire",
-                           p->name);
+                           p->base.name);
     return taken ? BATON_OK : BATON_ETIMEDOUT;
 }
 
@@ -369,7 +346,8 @@ static int try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_
 int baton_permits_try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_t lease_ms,
                                    char (*ids)[BATON_PERMIT_ID_SIZE])
 {
-    BATON__COUNTED_CALL(p ? p->client : NULL, p, try_acquire_many(p, n, wait_ms, lease_ms, ids));
+    BATON__COUNTED_CALL(p ? p->base.client : NULL, p,
+                        try_acquire_many(p, n, wait_ms, lease_ms, ids));
 }
 
 static int try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_t lease_ms,
@@ -381,12 +359,12 @@ static int try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_
     int rc = enter(p);
     if (rc != BATON_OK)
         return rc;
-    baton_client *c = p->client;
+    baton_client *c = p->base.client;
     if (!ids)
-        return baton__fail(c, BATON_EINVAL, "permits %s: ids is NULL", p->name);
+        return baton__fail(c, BATON_EINVAL, "permits %s: ids is NULL", p->base.name);
     if (n < 1 || n > BATON_PERMITS_MAX_MANY)
         return baton__fail(c, BATON_EINVAL, "permits %s: %lld permits: take 1 to %d at once",
-                           p->name, (long long)n, BATON_PERMITS_MAX_MANY);
+                           p->base.name, (long long)n, BATON_PERMITS_MAX_MANY);
     if ((rc = check_lease(p, lease_ms, true)) != BATON_OK)
         return rc;
     if (baton__check_wait(wait_ms) != BATON_OK)
@@ -410,7 +388,7 @@ static int try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_
 
     int64_t start = baton__stat_start(c);
     acquiring a = {p, args, (int)n + 1, -1, baton__client_config(c)->recheck_ms, 0};
-    baton__wait w = {.channel = p->channel,
+    baton__wait w = {.channel = p->base.channel,
                      .kind = BATON__SUB_SEMAPHORE,
                      .stat = BATON__K_SEMAPHORE,
                      .wait_ms = wait_ms,
@@ -419,10 +397,10 @@ static int try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_
                      .bound_ms = bound,
                      .arg = &a};
     rc = baton__wait_for(c, &w);
-    baton__stat_acquire(c, BATON__K_SEMAPHORE, rc, start, p->name);
+    baton__stat_acquire(c, BATON__K_SEMAPHORE, rc, start, p->base.name);
     if (rc == BATON_ETIMEDOUT)
         rc = baton__fail(c, BATON_ETIMEDOUT, "permits %s: %lld permit%s not free within %lld ms",
-                         p->name, (long long)n, n == 1 ? "" : "s", (long long)wait_ms);
+                         p->base.name, (long long)n, n == 1 ? "" : "s", (long long)wait_ms);
     /* Every permit is recorded (and registered) before the call returns; if one cannot be,
      * all of them are given back. */
     bool taken = rc == BATON_OK;
@@ -465,11 +443,11 @@ static int give_back(baton_permits *p, const char *lower, int64_t *outcome)
      * another handle of this client took the permit (the registry is the client's). The
      * record is freed after the registry let go: a lost report may be running with it. */
     permit_rec *rec = unlink_rec(p, lower);
-    baton__watchdog_forget(p->client, p->timeouts, lower);
+    baton__watchdog_forget(p->base.client, p->timeouts, lower);
     free(rec);
-    const char *keys[3] = {p->name, p->timeouts, p->channel};
+    const char *keys[3] = {p->base.name, p->timeouts, p->base.channel};
     const char *args[1] = {lower};
-    return run_ints(p, "permits_release", 3, keys, 1, args, true, outcome, 1);
+    return run_ints(p, &baton__script_permits_release, 3, keys, 1, args, true, outcome, 1);
 }
 
 int baton_permits_release(baton_permits *p, const char *id)
@@ -477,7 +455,7 @@ int baton_permits_release(baton_permits *p, const char *id)
     int rc = enter(p);
     if (rc != BATON_OK || (rc = check_id(p, id)) != BATON_OK)
         return rc;
-    baton_client *c = p->client;
+    baton_client *c = p->base.client;
     char lower[BATON_PERMIT_ID_SIZE];
     lower_id(id, lower);
     int64_t out = 0;
@@ -487,11 +465,11 @@ int baton_permits_release(baton_permits *p, const char *id)
         return baton__fail(c, BATON_ENOTHELD,
                            "permits %s: no permit %s (never taken, released already, or its "
                            "lease ended and it was given back)",
-                           p->name, lower);
+                           p->base.name, lower);
     if (out == 2)
         return baton__fail(c, BATON_ENOTHELD,
-                           "permits %s: the lease of permit %s had ended; given back now", p->name,
-                           lower);
+                           "permits %s: the lease of permit %s had ended; given back now",
+                           p->base.name, lower);
     return BATON_OK;
 }
 
@@ -501,7 +479,7 @@ int baton_permits_update_lease(baton_permits *p, const char *id, int64_t lease_m
     if (rc != BATON_OK || (rc = check_id(p, id)) != BATON_OK ||
         (rc = check_lease(p, lease_ms, false)) != BATON_OK)
         return rc;
-    baton_client *c = p->client;
+    baton_client *c = p->base.client;
     char lower[BATON_PERMIT_ID_SIZE];
     lower_id(id, lower);
     char lease[32];
@@ -529,11 +507,12 @@ int baton_permits_update_lease(baton_permits *p, const char *id, int64_t lease_m
     const char *keys[1] = {p->timeouts};
     const char *args[2] = {lower, lease};
     int64_t out = 0;
-    if ((rc = run_ints(p, "permits_update_lease", 1, keys, 2, args, false, &out, 1)) != BATON_OK)
+    if ((rc = run_ints(p, &baton__script_permits_update_lease, 1, keys, 2, args, false, &out, 1)) !=
+        BATON_OK)
         return rc;
     if (out != 1)
         return baton__fail(c, BATON_ENOTHELD, "permits %s: no permit %s held (or its lease ended)",
-                           p->name, lower);
+                           p->base.name, lower);
     return BATON_OK;
 }
 
@@ -545,14 +524,14 @@ int baton_permits_try_set_permits(baton_permits *p, int64_t permits, bool *was_s
     if (rc != BATON_OK)
         return rc;
     if (permits < 0)
-        return baton__fail(p->client, BATON_EINVAL, "permits %s: %lld permits: must be >= 0",
-                           p->name, (long long)permits);
+        return baton__fail(p->base.client, BATON_EINVAL, "permits %s: %lld permits: must be >= 0",
+                           p->base.name, (long long)permits);
     char n[32];
     snprintf(n, sizeof n, "%lld", (long long)permits);
-    const char *keys[3] = {p->name, p->timeouts, p->channel};
+    const char *keys[3] = {p->base.name, p->timeouts, p->base.channel};
     const char *args[1] = {n};
     int64_t set = 0;
-    rc = run_ints(p, "permits_try_set_permits", 3, keys, 1, args, false, &set, 1);
+    rc = run_ints(p, &baton__script_permits_try_set_permits, 3, keys, 1, args, false, &set, 1);
     if (rc == BATON_OK && was_set)
         *was_set = set == 1;
     return rc;
@@ -564,10 +543,11 @@ int baton_permits_available(baton_permits *p, int64_t *available, int64_t *held)
     if (rc != BATON_OK)
         return rc;
     if (!available)
-        return baton__fail(p->client, BATON_EINVAL, "available is NULL");
-    const char *keys[3] = {p->name, p->timeouts, p->channel};
+        return baton__fail(p->base.client, BATON_EINVAL, "available is NULL");
+    const char *keys[3] = {p->base.name, p->timeouts, p->base.channel};
     int64_t v[2] = {0, 0};
-    if ((rc = run_ints(p, "permits_available", 3, keys, 0, NULL, false, v, 2)) != BATON_OK)
+    if ((rc = run_ints(p, &baton__script_permits_available, 3, keys, 0, NULL, false, v, 2)) !=
+        BATON_OK)
         return rc;
     *available = v[0];
     if (held)
@@ -580,9 +560,9 @@ int baton_permits_delete(baton_permits *p, bool *existed)
     int rc = enter(p);
     if (rc != BATON_OK)
         return rc;
-    const char *argv[3] = {"DEL", p->name, p->timeouts};
+    const char *argv[3] = {"DEL", p->base.name, p->timeouts};
     redisReply *r;
-    if ((rc = baton__query_argv(p->client, 3, argv, &r)) != BATON_OK)
+    if ((rc = baton__query_argv(p->base.client, 3, argv, &r)) != BATON_OK)
         return rc;
     if (existed)
         *existed = r->type == REDIS_REPLY_INTEGER && r->integer > 0;
@@ -607,29 +587,39 @@ int baton_permits_lost_fd(baton_permits *p, int *fd)
 {
     int rc = enter(p);
     if (rc == BATON_OK && !fd)
-        rc = baton__fail(p->client, BATON_EINVAL, "fd is NULL");
+        rc = baton__fail(p->base.client, BATON_EINVAL, "fd is NULL");
     if (rc != BATON_OK)
         return rc;
     baton__mutex_lock(&p->mu);
-    if (p->lost_pipe[0] < 0) {
-        if (pipe2(p->lost_pipe, O_NONBLOCK | O_CLOEXEC) != 0) {
-            p->lost_pipe[0] = p->lost_pipe[1] = -1;
-            baton__mutex_unlock(&p->mu);
-            return baton__fail(p->client, BATON_ENOMEM, "pipe: %s", strerror(errno));
-        }
-        if (p->lost) {
-            char b = 1;
-            ssize_t n = write(p->lost_pipe[1], &b, 1);
-            (void)n;
-        }
-    }
-    *fd = p->lost_pipe[0];
+    rc = baton__lost_pipe_fd(p->base.client, p->lost_pipe, p->lost, fd);
     baton__mutex_unlock(&p->mu);
-    return BATON_OK;
+    return rc;
 }
 
-/* The client of a handle, for the asynchronous forms (src/core/async.c). */
-baton_client *baton__permits_client(const baton_permits *p)
+/* ------------------------------- asynchronous forms ----------------------------------- */
+
+/* What an asynchronous operation's fiber runs (async.c): the blocking verb. */
+static int async_acquire(void *h, const baton__op_args *a)
 {
-    return p->client;
+    return baton_permits_try_acquire(h, a->wait_ms, a->lease_ms, a->id_out);
+}
+
+int baton_permits_acquire_async(baton_permits *p, int64_t wait_ms, int64_t lease_ms,
+                                char id[BATON_PERMIT_ID_SIZE], baton_async_fn fn, void *arg,
+                                baton_op **op)
+{
+    if (op)
+        *op = NULL;
+    int rc = enter(p);
+    if (rc != BATON_OK)
+        return rc;
+    baton_client *c = p->base.client;
+    if (!id)
+        return baton__fail(c, BATON_EINVAL, "id is NULL");
+    if (lease_ms != 0 && baton__check_lease(lease_ms) != BATON_OK)
+        return baton__fail(c, BATON_EINVAL, "lease_ms %lld: use BATON_LEASE_WATCHDOG or 1..%lld ms",
+                           (long long)lease_ms, (long long)BATON_MAX_DURATION_MS);
+    id[0] = '\0';
+    baton__op_args a = {.wait_ms = wait_ms, .lease_ms = lease_ms, .id_out = id};
+    return baton__op_start(c, p, async_acquire, false, &a, fn, arg, op);
 }

@@ -18,20 +18,13 @@
  * Redisson's scripts ignore the claims: its readers on the same lock are not held back.
  */
 #define _GNU_SOURCE
-#include "../core/internal.h"
-#include "../core/wait.h"
+#include "../core/prim.h"
 
 #include <hiredis/hiredis.h>
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define CHANNEL_PREFIX "redisson_rwlock:"
-#define TOKEN_PREFIX "redisson_lock_token:"
-#define LATCH_PREFIX "redisson_unlock_latch:"
-#define WRITERS_PREFIX "baton_rwlock_writers:"
-#define WRITE_SUFFIX ":write"
 
 struct baton_rwlock {
     baton_lock *read;
@@ -69,15 +62,16 @@ static int try_once(void *arg, baton__sub *sub)
     snprintf(claim, sizeof claim, "%lld", (long long)baton__client_config(c)->fair_wait_ms);
     const char *keys[4] = {l->name, rw->token_key, rw->writers_key, rw->key_prefix};
     const char *args[5] = {lease, a->owner, a->other, claim, a->wait_ms != 0 ? "1" : "0"};
-    const char *script = a->write ? "rwlock_write_acquire" : "rwlock_read_acquire";
+    const baton__script *script =
+        a->write ? &baton__script_rwlock_write_acquire : &baton__script_rwlock_read_acquire;
+    baton__hold_script h = {script, a->write ? 3 : 4, a->write ? 5 : 3, keys,
+                            args,   a->owner,         rw->token_key,    a->lease_ms};
     redisReply *r;
-    bool maybe_ran;
+    int64_t sent;
     baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_RWLOCK);
-    int64_t sent = baton__now_us(); /* the lease runs from no earlier than this */
-    int rc = baton__script_call_synced(c, baton__script_find(script), a->write ? 3 : 4, keys,
-                                       a->write ? 5 : 3, args, &r, &maybe_ran);
-    if (rc == BATON_ECONN && maybe_ran)
-        return baton__hold_resolve_lost(l, a->owner, rw->token_key, a->lease_ms, sent);
+    int rc = baton__hold_call(l, &h, &r, &sent);
+    if (!r)
+        return rc;
     bool unsynced = rc == BATON_ENOTSYNCED; /* it ran; the replicas did not confirm it */
     if (rc != BATON_OK && !unsynced)
         return rc;
@@ -85,7 +79,7 @@ static int try_once(void *arg, baton__sub *sub)
         r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER) {
         freeReplyObject(r);
         return baton__fail(c, BATON_EPROTO, "read-write lock %s: unexpected reply to %s", l->name,
-                           script);
+                           script->name);
     }
     long long status = r->element[0]->integer, value = r->element[1]->integer;
     freeReplyObject(r);
@@ -124,7 +118,7 @@ static void give_up(void *arg, int rc)
     char *detail = baton__strdup(baton_client_errmsg(c));
     const char *keys[3] = {l->name, rw->writers_key, l->channel};
     const char *args[1] = {a->owner};
-    const baton__script *s = baton__script_find("rwlock_write_cancel");
+    const baton__script *s = &baton__script_rwlock_write_cancel;
     redisReply *r;
     int crc = baton__script_run(c, s, 3, keys, 1, args, &r);
     if (crc == BATON_ECONN) /* withdrawing twice is harmless */
@@ -142,8 +136,8 @@ static int rw_acquire(baton_lock *l, bool write, int64_t wait_ms, int64_t lease_
     acquiring a = {.l = l, .write = write, .wait_ms = wait_ms, .lease_ms = lease_ms, .bound = -1};
     char thread[BATON__OWNER_LEN];
     baton__owner(c, thread, sizeof thread);
-    snprintf(a.owner, sizeof a.owner, "%s%s", thread, write ? WRITE_SUFFIX : "");
-    snprintf(a.other, sizeof a.other, "%s%s", thread, write ? "" : WRITE_SUFFIX);
+    snprintf(a.owner, sizeof a.owner, "%s%s", thread, write ? BATON__KEY_WRITE_SUFFIX : "");
+    snprintf(a.other, sizeof a.other, "%s%s", thread, write ? "" : BATON__KEY_WRITE_SUFFIX);
     baton__wait w = {.channel = l->channel,
                      .kind = BATON__SUB_RWLOCK,
                      .stat = BATON__K_RWLOCK,
@@ -179,26 +173,28 @@ static int read_release(baton_lock *l)
 {
     baton_rwlock *rw = l->impl;
     const char *keys[3] = {l->name, l->channel, rw->key_prefix};
-    return baton__hold_release(l, "rwlock_read_release", rw->latch_pfx, 3, keys);
+    return baton__hold_release(l, &baton__script_rwlock_read_release, rw->latch_pfx, 3, keys);
 }
 
 static int write_release(baton_lock *l)
 {
     baton_rwlock *rw = l->impl;
     const char *keys[2] = {l->name, l->channel};
-    return baton__hold_release(l, "rwlock_write_release", rw->latch_pfx, 2, keys);
+    return baton__hold_release(l, &baton__script_rwlock_write_release, rw->latch_pfx, 2, keys);
 }
 
 static int read_force_release(baton_lock *l, bool *was_locked)
 {
     const char *keys[2] = {l->name, l->channel};
-    return baton__hold_force_release(l, "rwlock_read_force_release", 2, keys, was_locked);
+    return baton__hold_force_release(l, &baton__script_rwlock_read_force_release, 2, keys,
+                                     was_locked);
 }
 
 static int write_force_release(baton_lock *l, bool *was_locked)
 {
     const char *keys[2] = {l->name, l->channel};
-    return baton__hold_force_release(l, "rwlock_write_force_release", 2, keys, was_locked);
+    return baton__hold_force_release(l, &baton__script_rwlock_write_force_release, 2, keys,
+                                     was_locked);
 }
 
 /* ------------------------------- queries ---------------------------------------------- */
@@ -282,13 +278,23 @@ static baton_lock *part_open(baton_rwlock *rw, baton_client *c, const char *name
     baton_lock *l = calloc(1, sizeof *l);
     if (!l)
         return NULL;
-    if (baton__lock_base_init(l, ops, c, name, CHANNEL_PREFIX) != BATON_OK) {
+    if (baton__lock_base_init(l, ops, c, name, BATON__KEY_RWLOCK_CHANNEL) != BATON_OK) {
         free(l);
         return NULL;
     }
     l->impl = rw;
-    l->owner_suffix = ops == &write_ops ? WRITE_SUFFIX : NULL;
+    l->owner_suffix = ops == &write_ops ? BATON__KEY_WRITE_SUFFIX : NULL;
     return l;
+}
+
+/* The keys of a read-write lock, into k[]; how many. key_prefix is "{name}" alone. */
+static size_t rw_keys(baton_rwlock *rw, baton__key_spec *k)
+{
+    k[0] = (baton__key_spec){&rw->token_key, BATON__KEY_LOCK_TOKEN, NULL};
+    k[1] = (baton__key_spec){&rw->writers_key, BATON__KEY_RWLOCK_WRITERS, NULL};
+    k[2] = (baton__key_spec){&rw->key_prefix, "", NULL};
+    k[3] = (baton__key_spec){&rw->latch_pfx, BATON__KEY_UNLOCK_LATCH, ":"};
+    return 4;
 }
 
 int baton_rwlock_open(baton_client *c, const char *name, baton_rwlock **out)
@@ -303,11 +309,8 @@ int baton_rwlock_open(baton_client *c, const char *name, baton_rwlock **out)
     baton_rwlock *rw = calloc(1, sizeof *rw);
     if (!rw)
         return baton__fail(c, BATON_ENOMEM, "out of memory");
-    rw->token_key = baton__derive_key(TOKEN_PREFIX, name, NULL);
-    rw->writers_key = baton__derive_key(WRITERS_PREFIX, name, NULL);
-    rw->key_prefix = baton__hash_tag(name);
-    rw->latch_pfx = baton__derive_key(LATCH_PREFIX, name, ":");
-    if (rw->token_key && rw->writers_key && rw->key_prefix && rw->latch_pfx) {
+    baton__key_spec k[4];
+    if (baton__derive_keys(name, k, rw_keys(rw, k))) {
         rw->read = part_open(rw, c, name, &read_ops);
         rw->write = part_open(rw, c, name, &write_ops);
     }
@@ -325,10 +328,8 @@ void baton_rwlock_close(baton_rwlock *rw)
         return;
     baton_lock_close(rw->read);
     baton_lock_close(rw->write);
-    free(rw->token_key);
-    free(rw->writers_key);
-    free(rw->key_prefix);
-    free(rw->latch_pfx);
+    baton__key_spec k[4];
+    baton__free_keys(k, rw_keys(rw, k));
     free(rw);
 }
 

@@ -20,9 +20,7 @@
  * and no permit count written by baton goes below zero.
  */
 #define _GNU_SOURCE
-#include "../core/internal.h"
-#include "../core/evloop.h"
-#include "../core/wait.h"
+#include "../core/prim.h"
 
 #include <hiredis/hiredis.h>
 
@@ -31,13 +29,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHANNEL_PREFIX "redisson_sc:"
-
+/* The base's name is the key holding the count; new counts are published on its channel,
+ * redisson_sc:{name}. */
 struct baton_semaphore {
-    baton_client *client;
-    char *name;           /* the user's name, also the key holding the count */
-    char *request_prefix; /* baton_request:{name}: (once.c) */
-    char *channel;        /* redisson_sc:{name}: new counts are published here */
+    baton__object base;
 };
 
 /* ------------------------------- helpers ---------------------------------------------- */
@@ -45,9 +40,7 @@ struct baton_semaphore {
 /* Validation shared by every verb: a handle, and a clean error slot. */
 static int enter(baton_semaphore *s)
 {
-    if (!s)
-        return BATON_EINVAL;
-    return baton__client_enter(s->client);
+    return baton__object_enter((baton__object *)s);
 }
 
 /* An integer from an integer reply or from a bulk string holding one (GET). */
@@ -77,19 +70,19 @@ typedef enum run_mode {
 } run_mode;
 
 /* Runs a script whose reply is one integer. */
-static int run_int(baton_semaphore *s, const char *script, run_mode mode, int64_t arg, bool has_arg,
-                   int64_t *out)
+static int run_int(baton_semaphore *s, const baton__script *sc, run_mode mode, int64_t arg,
+                   bool has_arg, int64_t *out)
 {
-    baton_client *c = s->client;
+    baton_client *c = s->base.client;
     char arg_s[32];
     snprintf(arg_s, sizeof arg_s, "%lld", (long long)arg);
-    const char *keys[2] = {s->name, s->channel};
+    const char *keys[2] = {s->base.name, s->base.channel};
     const char *args[1] = {arg_s};
-    const baton__script *sc = baton__script_find(script);
     redisReply *r;
     int rc;
     if (mode == RUN_ONCE) {
-        rc = baton__script_run_once(c, sc, s->request_prefix, 2, keys, has_arg ? 1 : 0, args, &r);
+        rc = baton__script_run_once(c, sc, s->base.request_prefix, 2, keys, has_arg ? 1 : 0, args,
+                                    &r);
     } else {
         rc = baton__script_run(c, sc, mode == RUN_CHANNEL ? 2 : 1, keys, has_arg ? 1 : 0, args, &r);
     }
@@ -99,8 +92,8 @@ static int run_int(baton_semaphore *s, const char *script, run_mode mode, int64_
     bool ok = reply_int(r, &v);
     freeReplyObject(r);
     if (!ok)
-        return baton__fail(c, BATON_EPROTO, "semaphore %s: unexpected reply to %s", s->name,
-                           script);
+        return baton__fail(c, BATON_EPROTO, "semaphore %s: unexpected reply to %s", s->base.name,
+                           sc->name);
     if (out)
         *out = v;
     return BATON_OK;
@@ -109,57 +102,16 @@ static int run_int(baton_semaphore *s, const char *script, run_mode mode, int64_
 static int check_permits(baton_semaphore *s, int64_t permits, const char *what)
 {
     if (permits < 1)
-        return baton__fail(s->client, BATON_EINVAL, "semaphore %s: %s %lld permits: must be >= 1",
-                           s->name, what, (long long)permits);
+        return baton__fail(s->base.client, BATON_EINVAL,
+                           "semaphore %s: %s %lld permits: must be >= 1", s->base.name, what,
+                           (long long)permits);
     return BATON_OK;
 }
 
 /* ------------------------------- open and close --------------------------------------- */
 
-int baton_semaphore_open(baton_client *c, const char *name, baton_semaphore **out)
-{
-    if (out)
-        *out = NULL;
-    if (!c || !out)
-        return BATON_EINVAL;
-    int rc = baton__check_open_name(c, name, "semaphore");
-    if (rc != BATON_OK)
-        return rc;
-    baton_semaphore *s = calloc(1, sizeof *s);
-    if (!s)
-        return baton__fail(c, BATON_ENOMEM, "out of memory");
-    s->client = c;
-    s->name = baton__strdup(name);
-    s->channel = baton__derive_key(CHANNEL_PREFIX, name, NULL);
-    s->request_prefix = baton__derive_key(BATON__REQUEST_PREFIX, name, ":");
-    if (!s->name || !s->channel || !s->request_prefix) {
-        baton_semaphore_close(s);
-        return baton__fail(c, BATON_ENOMEM, "out of memory");
-    }
-    *out = s;
-    return BATON_OK;
-}
-
-int baton_semaphore_cancel_waits(baton_semaphore *s)
-{
-    if (!s)
-        return BATON_EINVAL;
-    int rc = baton__client_enter(s->client);
-    if (rc == BATON_OK)
-        baton__evloop_cancel_handle(s->client, s);
-    return rc;
-}
-
-void baton_semaphore_close(baton_semaphore *s)
-{
-    if (!s)
-        return;
-    baton__evloop_drop_handle(baton__semaphore_client(s), s); /* none runs on it once freed */
-    free(s->name);
-    free(s->channel);
-    free(s->request_prefix);
-    free(s);
-}
+/* baton_semaphore_open, baton_semaphore_cancel_waits, baton_semaphore_close */
+BATON__OBJECT_VERBS(baton_semaphore, "semaphore", BATON__KEY_SEMAPHORE_CHANNEL)
 
 /* ------------------------------- acquire ---------------------------------------------- */
 
@@ -168,20 +120,20 @@ void baton_semaphore_close(baton_semaphore *s)
  * same request again, which answers "taken" rather than taking more. */
 static int attempt(baton_semaphore *s, const char *permits)
 {
-    baton_client *c = s->client;
-    const char *keys[1] = {s->name};
+    baton_client *c = s->base.client;
+    const char *keys[1] = {s->base.name};
     const char *args[1] = {permits};
     redisReply *r;
     baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_SEMAPHORE);
-    int rc = baton__script_run_once(c, baton__script_find("semaphore_acquire"), s->request_prefix,
-                                    1, keys, 1, args, &r);
+    int rc = baton__script_run_once(c, &baton__script_semaphore_acquire, s->base.request_prefix, 1,
+                                    keys, 1, args, &r);
     if (rc != BATON_OK)
         return rc;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
         r->element[0]->type != REDIS_REPLY_INTEGER) {
         freeReplyObject(r);
         return baton__fail(c, BATON_EPROTO, "semaphore %s: unexpected reply to semaphore_acquire",
-                           s->name);
+                           s->base.name);
     }
     bool taken = r->element[0]->integer == 1;
     freeReplyObject(r);
@@ -217,7 +169,7 @@ static int try_acquire(baton_semaphore *s, int64_t permits, int64_t wait_ms);
 /* Counted for close from start to end (core/evloop.h). */
 int baton_semaphore_try_acquire(baton_semaphore *s, int64_t permits, int64_t wait_ms)
 {
-    BATON__COUNTED_CALL(s ? s->client : NULL, s, try_acquire(s, permits, wait_ms));
+    BATON__COUNTED_CALL(s ? s->base.client : NULL, s, try_acquire(s, permits, wait_ms));
 }
 
 static int try_acquire(baton_semaphore *s, int64_t permits, int64_t wait_ms)
@@ -225,7 +177,7 @@ static int try_acquire(baton_semaphore *s, int64_t permits, int64_t wait_ms)
     int rc = enter(s);
     if (rc != BATON_OK)
         return rc;
-    baton_client *c = s->client;
+    baton_client *c = s->base.client;
     if ((rc = check_permits(s, permits, "acquiring")) != BATON_OK)
         return rc;
     if (baton__check_wait(wait_ms) != BATON_OK)
@@ -236,7 +188,7 @@ static int try_acquire(baton_semaphore *s, int64_t permits, int64_t wait_ms)
     snprintf(permits_s, sizeof permits_s, "%lld", (long long)permits);
     int64_t start = baton__stat_start(c);
     acquiring a = {.s = s, .permits = permits_s, .recheck_ms = baton__client_config(c)->recheck_ms};
-    baton__wait w = {.channel = s->channel,
+    baton__wait w = {.channel = s->base.channel,
                      .kind = BATON__SUB_SEMAPHORE,
                      .stat = BATON__K_SEMAPHORE,
                      .wait_ms = wait_ms,
@@ -245,13 +197,13 @@ static int try_acquire(baton_semaphore *s, int64_t permits, int64_t wait_ms)
                      .bound_ms = recheck,
                      .arg = &a};
     rc = baton__wait_for(c, &w);
-    baton__stat_acquire(c, BATON__K_SEMAPHORE, rc, start, s->name);
+    baton__stat_acquire(c, BATON__K_SEMAPHORE, rc, start, s->base.name);
     if (rc == BATON_ETIMEDOUT && wait_ms == 0)
-        return baton__fail(c, rc, "semaphore %s: fewer than %lld permits free", s->name,
+        return baton__fail(c, rc, "semaphore %s: fewer than %lld permits free", s->base.name,
                            (long long)permits);
     if (rc == BATON_ETIMEDOUT)
-        return baton__fail(c, rc, "semaphore %s: %lld permits not acquired within %lld ms", s->name,
-                           (long long)permits, (long long)wait_ms);
+        return baton__fail(c, rc, "semaphore %s: %lld permits not acquired within %lld ms",
+                           s->base.name, (long long)permits, (long long)wait_ms);
     return rc;
 }
 
@@ -266,7 +218,7 @@ int baton_semaphore_release(baton_semaphore *s, int64_t permits)
         return rc;
     /* INCRBY is not idempotent (a permit returned twice lets one holder too many in): the
      * request latch makes a re-send after a lost reply count once. */
-    return run_int(s, "semaphore_release", RUN_ONCE, permits, true, NULL);
+    return run_int(s, &baton__script_semaphore_release, RUN_ONCE, permits, true, NULL);
 }
 
 int baton_semaphore_try_set_permits(baton_semaphore *s, int64_t permits, bool *was_set)
@@ -275,11 +227,11 @@ int baton_semaphore_try_set_permits(baton_semaphore *s, int64_t permits, bool *w
     if (rc != BATON_OK)
         return rc;
     if (permits < 0)
-        return baton__fail(s->client, BATON_EINVAL,
-                           "semaphore %s: %lld permits: the count must be >= 0", s->name,
+        return baton__fail(s->base.client, BATON_EINVAL,
+                           "semaphore %s: %lld permits: the count must be >= 0", s->base.name,
                            (long long)permits);
     int64_t set = 0;
-    rc = run_int(s, "semaphore_try_set_permits", RUN_CHANNEL, permits, true, &set);
+    rc = run_int(s, &baton__script_semaphore_try_set_permits, RUN_CHANNEL, permits, true, &set);
     if (rc == BATON_OK && was_set)
         *was_set = set == 1;
     return rc;
@@ -291,8 +243,9 @@ int baton_semaphore_add_permits(baton_semaphore *s, int64_t delta)
     if (rc != BATON_OK)
         return rc;
     if (delta == INT64_MIN)
-        return baton__fail(s->client, BATON_EINVAL, "semaphore %s: delta out of range", s->name);
-    return run_int(s, "semaphore_add_permits", RUN_ONCE, delta, true, NULL);
+        return baton__fail(s->base.client, BATON_EINVAL, "semaphore %s: delta out of range",
+                           s->base.name);
+    return run_int(s, &baton__script_semaphore_add_permits, RUN_ONCE, delta, true, NULL);
 }
 
 int baton_semaphore_drain(baton_semaphore *s, int64_t *drained)
@@ -300,7 +253,7 @@ int baton_semaphore_drain(baton_semaphore *s, int64_t *drained)
     int rc = enter(s);
     if (rc != BATON_OK)
         return rc;
-    return run_int(s, "semaphore_drain", RUN_PLAIN, 0, false, drained);
+    return run_int(s, &baton__script_semaphore_drain, RUN_PLAIN, 0, false, drained);
 }
 
 int baton_semaphore_delete(baton_semaphore *s, bool *existed)
@@ -309,7 +262,7 @@ int baton_semaphore_delete(baton_semaphore *s, bool *existed)
     if (rc != BATON_OK)
         return rc;
     int64_t v = 0;
-    rc = run_int(s, "semaphore_delete", RUN_PLAIN, 0, false, &v);
+    rc = run_int(s, &baton__script_semaphore_delete, RUN_PLAIN, 0, false, &v);
     if (rc == BATON_OK && existed)
         *existed = v == 1;
     return rc;
@@ -320,11 +273,11 @@ int baton_semaphore_available(baton_semaphore *s, int64_t *out)
     int rc = enter(s);
     if (rc != BATON_OK)
         return rc;
-    baton_client *c = s->client;
+    baton_client *c = s->base.client;
     if (!out)
         return baton__fail(c, BATON_EINVAL, "out is NULL");
     /* A plain GET: a key of another type makes the server reply WRONGTYPE by itself. */
-    const char *argv[2] = {"GET", s->name};
+    const char *argv[2] = {"GET", s->base.name};
     redisReply *r;
     if ((rc = baton__query_argv(c, 2, argv, &r)) != BATON_OK)
         return rc;
@@ -333,13 +286,48 @@ int baton_semaphore_available(baton_semaphore *s, int64_t *out)
     freeReplyObject(r);
     if (!ok)
         return baton__fail(c, BATON_EPROTO, "semaphore %s: the key does not hold an integer",
-                           s->name);
+                           s->base.name);
     *out = v;
     return BATON_OK;
 }
 
-/* The client of a handle, for the asynchronous forms (src/core/async.c). */
-baton_client *baton__semaphore_client(const baton_semaphore *s)
+/* ------------------------------- asynchronous forms ----------------------------------- */
+
+/* What an asynchronous operation's fiber runs (async.c): the blocking verbs. */
+static int async_acquire(void *h, const baton__op_args *a)
 {
-    return s->client;
+    return baton_semaphore_try_acquire(h, a->n, a->wait_ms);
+}
+
+static int async_release(void *h, const baton__op_args *a)
+{
+    return baton_semaphore_release(h, a->n);
+}
+
+/* A semaphore's operation: acquire (wait_ms) or release `permits`. */
+static int async_start(baton_semaphore *s, baton__op_run_fn run, bool release, int64_t permits,
+                       int64_t wait_ms, baton_async_fn fn, void *arg, baton_op **op)
+{
+    if (op)
+        *op = NULL;
+    int rc = enter(s);
+    if (rc != BATON_OK)
+        return rc;
+    baton_client *c = s->base.client;
+    if (permits < 1)
+        return baton__fail(c, BATON_EINVAL, "permits %lld: at least 1", (long long)permits);
+    baton__op_args a = {.n = permits, .wait_ms = wait_ms};
+    return baton__op_start(c, s, run, release, &a, fn, arg, op);
+}
+
+int baton_semaphore_acquire_async(baton_semaphore *s, int64_t permits, int64_t wait_ms,
+                                  baton_async_fn fn, void *arg, baton_op **op)
+{
+    return async_start(s, async_acquire, false, permits, wait_ms, fn, arg, op);
+}
+
+int baton_semaphore_release_async(baton_semaphore *s, int64_t permits, baton_async_fn fn, void *arg,
+                                  baton_op **op)
+{
+    return async_start(s, async_release, true, permits, 0, fn, arg, op);
 }

@@ -1,0 +1,100 @@
+/*
+ * Private to the connection files (conn.c, connect.c, handshake.c, pool.c): what a
+ * connection is, and the pieces they share. Everything else uses conn.h.
+ */
+#ifndef BATON_CORE_CONN_IMPL_H
+#define BATON_CORE_CONN_IMPL_H
+
+#include "conn.h"
+
+#include <hiredis/hiredis.h>
+#include <openssl/ssl.h>
+
+#include <sys/types.h>
+
+/* The state of the reply guard (conn.c, "the reply guard"). */
+enum { G_TYPE, G_LINE, G_BULK, G_BULK_CR, G_BULK_LF };
+
+#define MAX_DEPTH 7 /* hiredis 0.14's own limit of nested arrays */
+
+typedef struct guard {
+    int state;
+    char type;               /* of the line being read */
+    bool cr;                 /* the line's last byte so far is '\r' */
+    size_t line;             /* bytes of the line so far (CR included) */
+    char num[24];            /* a $ or * header's digits */
+    size_t numlen;           /* > sizeof num - 1: too long to be a length */
+    uint64_t bulk;           /* payload bytes of a bulk string still to come */
+    int depth;               /* arrays open */
+    int64_t left[MAX_DEPTH]; /* elements still to come in each open array */
+    uint64_t bytes;          /* of the reply being read */
+    uint64_t elements;       /* array elements announced in it, at every depth */
+    size_t ready;            /* complete replies fed to hiredis and not yet taken */
+} guard;
+
+struct baton__conn {
+    int fd;
+    SSL *ssl;            /* NULL: plain text */
+    redisReader *reader; /* replies parsed from what was read */
+    char *out;           /* encoded commands not yet written: out[off..len) */
+    size_t off, len, cap;
+    bool broken;
+    bool ssl_wants_write;     /* a TLS read needs the socket writable first (rare) */
+    int64_t last_read_us;     /* monotonic time of the last byte read */
+    uint64_t gen;             /* the topology's generation when it connected */
+    struct baton__conn *next; /* in the pool's idle list */
+    baton__pool *pool;        /* where it goes back */
+    bool reused;              /* lent from the pool, not connected for this use */
+    bool proto;               /* broken by a reply baton refuses (BATON_EPROTO) */
+    bool more;                /* io stopped reading with complete replies to take first */
+    guard guard;              /* the framing of what was read (the reply guard) */
+    int64_t pending;          /* replies still due to commands appended (blocking use) */
+    int64_t round_us;         /* deadline of the round trip being read; 0: none open */
+    int64_t round_wait_us;    /* a WAIT in it may hold its reply this long on the server */
+    char errstr[160];
+};
+
+#define READ_CHUNK 16384
+
+/* A blocking read waits in recv() itself, for at most this long (SO_RCVTIMEO, set once per
+ * connection by connect.c), so that a round trip costs one send() and one recv(), as
+ * hiredis's blocking context did, instead of a recv() that finds nothing, a poll() and a
+ * recv(). The deadline is looked at after every slice; with less than a slice left, poll()
+ * waits for the rest. Every other read and write says MSG_DONTWAIT. */
+#define BATON__READ_SLICE_MS 100
+
+/* A pooled connection is looked at (poll) before it is lent only when it sat idle this
+ * long (pool.c): long enough for a server's idle timeout (whole seconds) or a load
+ * balancer to have closed it. One closed sooner (CLIENT KILL, a restart) fails the command
+ * sent on it, which the callers resolve like any connection lost mid-command (an acquire
+ * that did not run goes once more: baton__hold_call). */
+#define BATON__IDLE_CHECK_US 1000000
+
+/* What a raw read or write returned besides a count of bytes. */
+enum { IO_BROKEN = -1, IO_AGAIN = 0 };
+
+/* conn.c */
+baton__conn *baton__conn_new(void);
+void baton__conn_set_err(baton__conn *k, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Waits for fd to allow events until deadline_us (a fiber yields meanwhile): 1 ready, 0 not. */
+int baton__conn_wait_fd(int fd, short events, int64_t deadline_us);
+/* Reads what it can; block: wait up to BATON__READ_SLICE_MS in the read. */
+ssize_t baton__conn_io_read(baton__conn *k, char *buf, size_t len, short *want, bool block);
+/* Writes what was appended / reads the next reply, within deadline_us; BATON_OK or
+ * BATON_ECONN (k broken, k->errstr says why). */
+int baton__conn_flush_until(baton__conn *k, int64_t deadline_us);
+int baton__conn_read_until(baton__conn *k, int64_t deadline_us, redisReply **out);
+/* The TLS handshake on k's connected socket (host: the name to verify, NULL for none). */
+bool baton__tls_start(baton_client *c, baton__conn *k, const char *host, int64_t deadline_us);
+
+/* connect.c: a socket to host:port (or the URL's unix socket when host is NULL), with TLS
+ * if the client has it; the detail of a failure is recorded on c ("connect to <where>"). */
+int baton__conn_connect(baton_client *c, const char *host, int port, int64_t deadline,
+                        const char *where, baton__conn **out);
+
+/* handshake.c: a new connection for pool (the client's own, or a Cluster node's),
+ * connected and through the handshake by deadline_us (or the connect timeout). */
+int baton__conn_open_by(baton_client *c, baton__pool *pool, int64_t deadline_us, baton__conn **out);
+
+#endif /* BATON_CORE_CONN_IMPL_H */

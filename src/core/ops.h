@@ -1,0 +1,82 @@
+/*
+ * Private to baton: what a primitive may use of the event-loop machinery (async.c,
+ * waits.c): naming and cancelling the waits of its handles, counting its blocking verbs,
+ * the fiber-aware sleep, and starting asynchronous operations that run its own verbs.
+ */
+#ifndef BATON_CORE_OPS_H
+#define BATON_CORE_OPS_H
+
+#include "internal.h"
+
+/* The public verbs that may wait name their handle for the waits they run on the calling
+ * thread (per-handle cancellation); an outer verb's handle wins (a multi-lock's members
+ * wait for it). Returns what to give back to baton__wait_handle_restore. */
+const void *baton__wait_handle(const void *handle);
+void baton__wait_handle_restore(const void *saved);
+/* Cancels the waits through handle: threads' waits and asynchronous operations started on
+ * it (a release excepted). Never blocks for long. */
+void baton__evloop_cancel_handle(baton_client *c, const void *handle);
+
+/* A handle is being closed: its asynchronous operations still live are cancelled (a lock
+ * release still runs: it is not a wait) and, unless the caller is one of the client's
+ * engine threads, waited for, so that none runs on the freed handle. Their callbacks may
+ * still be pending (baton_client_process). */
+void baton__evloop_drop_handle(baton_client *c, void *handle);
+
+/* A blocking verb that may wait, counted from its start to its very end (its statistics
+ * and error detail included), so that close, which waits for the count to drop to 0, never
+ * frees the client under a thread that is still returning. BATON_ECANCELED (recorded) when
+ * the client is closing: the verb returns it at once. NULL, a forked copy and a call on an
+ * asynchronous operation's fiber are not counted. Every begin that returned BATON_OK has
+ * its end. */
+int baton__call_begin(baton_client *c);
+void baton__call_end(baton_client *c);
+/* The body of such a verb: returns `call`'s result, counted for client c, its waits
+ * cancellable through handle h (baton__evloop_cancel_handle). */
+#define BATON__COUNTED_CALL(c, h, call)                                                            \
+    do {                                                                                           \
+        int counted_rc_ = baton__call_begin(c);                                                    \
+        if (counted_rc_ != BATON_OK)                                                               \
+            return counted_rc_;                                                                    \
+        const void *counted_h_ = baton__wait_handle(h);                                            \
+        counted_rc_ = (call);                                                                      \
+        baton__wait_handle_restore(counted_h_);                                                    \
+        baton__call_end(c);                                                                        \
+        return counted_rc_;                                                                        \
+    } while (0)
+
+/* On a fiber: yields until until_us (or a cancellation), 0. Elsewhere -1: the caller sleeps
+ * as a thread. */
+int baton__fiber_sleep_until(int64_t until_us);
+/* Whether the caller runs on an asynchronous operation's fiber. */
+bool baton__on_fiber(void);
+
+/* owner.c */
+struct baton_owner;
+uint64_t baton__owner_of(const struct baton_owner *o);
+baton_client *baton__owner_client(const struct baton_owner *o);
+
+/* ------------------------------- asynchronous operations ------------------------------ */
+
+/* What an asynchronous operation's fiber runs, with what: each primitive implements its
+ * _async verbs with its blocking verb as the run function (libuv's uv__work_submit(loop, w,
+ * work, done): the engine takes callbacks, the objects own their verbs). */
+typedef struct baton__op_args {
+    baton_owner *owner; /* the owner the operation acts for, or NULL: the starting thread */
+    int64_t wait_ms;    /* checked by baton__op_start */
+    int64_t lease_ms;
+    int64_t n;    /* permits */
+    char *id_out; /* where a permit's id goes */
+} baton__op_args;
+typedef int (*baton__op_run_fn)(void *handle, const baton__op_args *args);
+
+/* Starts an asynchronous operation on c's engine (async.c): run(handle, args) runs on a
+ * fiber, then fn(handle, args->owner, rc, arg) as baton_async_fn says. is_release: it runs
+ * even when cancelled (a release is not a wait; what it gives back would stay taken). The
+ * caller did baton__client_enter(c) and checked its own arguments; this checks fn,
+ * wait_ms and the owner's client. *op (may be NULL) is set on BATON_OK, NULL otherwise.
+ * Returns BATON_OK, BATON_EINVAL, BATON_ENOMEM or BATON_ECANCELED (the client closing). */
+int baton__op_start(baton_client *c, void *handle, baton__op_run_fn run, bool is_release,
+                    const baton__op_args *args, baton_async_fn fn, void *arg, baton_op **op);
+
+#endif /* BATON_CORE_OPS_H */
