@@ -17,5 +17,7 @@
 #include <baton/stats.h>
 #include <baton/inspect.h>
 #include <baton/async.h>
+#include <baton/election.h>
+#include <baton/barrier.h>
 
 #endif /* BATON_H */

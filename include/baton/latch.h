@@ -57,6 +57,11 @@ BATON_API int baton_latch_await(baton_latch *l, int64_t timeout_ms);
  * BATON_EPROTO (the key holds another type; left untouched). */
 BATON_API int baton_latch_delete(baton_latch *l, bool *existed);
 
+/* Counts down once, then waits until the count is zero (Redisson #6060): a party of a
+ * one-shot barrier in one call. As baton_latch_count_down() then baton_latch_await(l,
+ * timeout_ms); returns the first failure of the two. */
+BATON_API int baton_latch_count_down_and_await(baton_latch *l, int64_t timeout_ms);
+
 #ifdef __cplusplus
 }
 #endif

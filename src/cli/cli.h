@@ -220,6 +220,15 @@ int cli_cmd_unlock(cli_global *g, int argc, char **argv);
 /* `lock` with one half of a read-write lock (--read or --write) instead of locks. */
 int cli_cmd_rwlock(cli_global *g, int argc, char **argv);
 
+/* ------------------------------- elect.c, barrier.c --------------------------------- */
+
+/* `elect`, `leader`, `barrier`: their functions, usage lines and help (main.c's rows). */
+int cli_cmd_elect(cli_global *g, int argc, char **argv);
+int cli_cmd_leader(cli_global *g, int argc, char **argv);
+int cli_cmd_barrier(cli_global *g, int argc, char **argv);
+extern const char cli_elect_usage[], cli_elect_help[], cli_leader_usage[], cli_leader_help[];
+extern const char cli_barrier_usage[], cli_barrier_help[];
+
 /* ------------------------------- status.c --------------------------------------------- */
 
 int cli_cmd_status(cli_global *g, int argc, char **argv);

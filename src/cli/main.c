@@ -108,6 +108,9 @@ static const cli_command commands[] = {
      "  unlock --force NAME        delete the lock NAME whoever holds it (exit 1 if it was\n"
      "                             not locked)\n",
      cli_cmd_unlock},
+    {"elect", cli_elect_usage, cli_elect_help, cli_cmd_elect},
+    {"leader", cli_leader_usage, cli_leader_help, cli_cmd_leader},
+    {"barrier", cli_barrier_usage, cli_barrier_help, cli_cmd_barrier},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

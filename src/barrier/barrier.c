@@ -1,0 +1,312 @@
+/*
+ * The cyclic barrier and the double barrier. A party's await is one wait of the core's wait
+ * routine (wait.c): its first attempt arrives (barrier_arrive), every later attempt looks
+ * at the generation (barrier_check: tripped, broken, or still waiting, which renews the
+ * party's lease and breaks the generation if another party's lease ran out). A waiting
+ * party sleeps until the channel's "0" (a trip or a break) or a third of its lease, or the
+ * earliest end of another party's lease, whichever comes first: a dead party is found
+ * within about one lease plus a third, by whichever waiter looks first, and every other
+ * waiter is told by the message. A party that gives up (timeout, cancellation) breaks the
+ * generation on its way out (give_up), as Java's CyclicBarrier does.
+ *
+ * The double barrier is two cyclic barriers on one name, "enter" and "leave" (the second
+ * with ":leave" after the hash tag: same slot).
+ *
+ * Parts that move with the core's refactor (issue 29): the script lookups (SCRIPT below),
+ * the key prefixes (the block below), the error code for "broken" (BROKEN below).
+ */
+#define _GNU_SOURCE
+#include "../core/prim.h"
+
+#include <hiredis/hiredis.h>
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------- keys, scripts, codes (one place) -------------------- */
+
+#define STATE_PREFIX "baton_barrier:"
+#define PARTIES_PREFIX "baton_barrier_parties:"
+#define CHANNEL_PREFIX "baton_barrier__channel:"
+#define LEAVE_SUFFIX ":leave"
+#define STATE_LIFE_MS "86400000" /* a barrier nobody arrives at for a day is forgotten */
+#define MAX_PARTIES 100000
+
+#define SCRIPT(name) (&baton__script_##name)
+/* BATON_EBROKEN once the core's error list has it */
+#define BROKEN BATON_ECANCELED
+
+/* ------------------------------- the handle ------------------------------------------ */
+
+typedef struct phase {
+    char *state, *parties, *channel;
+} phase;
+
+struct baton_barrier {
+    baton_client *client;
+    char *name;
+    int64_t parties;
+    phase ph[2]; /* 0: the cyclic barrier (and the double barrier's enter), 1: leave */
+};
+
+static void phase_free(phase *p)
+{
+    free(p->state);
+    free(p->parties);
+    free(p->channel);
+}
+
+static int phase_init(phase *p, const char *name, const char *suffix)
+{
+    p->state = baton__derive_key(STATE_PREFIX, name, suffix);
+    p->parties = baton__derive_key(PARTIES_PREFIX, name, suffix);
+    p->channel = baton__derive_key(CHANNEL_PREFIX, name, suffix);
+    return p->state && p->parties && p->channel ? BATON_OK : BATON_ENOMEM;
+}
+
+int baton_barrier_open(baton_client *c, const char *name, int64_t parties, baton_barrier **out)
+{
+    if (out)
+        *out = NULL;
+    if (!c || !out)
+        return BATON_EINVAL;
+    int rc = baton__check_open_name(c, name, "barrier");
+    if (rc != BATON_OK)
+        return rc;
+    if (parties < 2 || parties > MAX_PARTIES)
+        return baton__fail(c, BATON_EINVAL, "barrier %s: parties %lld: must be 2..%d", name,
+                           (long long)parties, MAX_PARTIES);
+    baton_barrier *b = calloc(1, sizeof *b);
+    if (!b)
+        return baton__fail(c, BATON_ENOMEM, "out of memory");
+    b->client = c;
+    b->parties = parties;
+    b->name = baton__strdup(name);
+    if (!b->name || phase_init(&b->ph[0], name, NULL) != BATON_OK ||
+        phase_init(&b->ph[1], name, LEAVE_SUFFIX) != BATON_OK) {
+        baton_barrier_close(b);
+        return baton__fail(c, BATON_ENOMEM, "out of memory");
+    }
+    *out = b;
+    return BATON_OK;
+}
+
+void baton_barrier_close(baton_barrier *b)
+{
+    if (!b)
+        return;
+    phase_free(&b->ph[0]);
+    phase_free(&b->ph[1]);
+    free(b->name);
+    free(b);
+}
+
+const char *baton_barrier_name(const baton_barrier *b)
+{
+    return b ? b->name : "";
+}
+
+/* ------------------------------- await ----------------------------------------------- */
+
+typedef struct awaiting {
+    baton_barrier *b;
+    const phase *p;
+    char id[96];    /* this arrival's party id */
+    char lease[32]; /* its lease, ms */
+    char gen_s[32]; /* its generation, once arrived */
+    bool arrived;   /* barrier_arrive ran */
+    bool ended;     /* tripped or broken: nothing to give up */
+    int64_t index, gen;
+    int64_t lease_ms;
+    int64_t bound_ms; /* how long to sleep before looking again */
+} awaiting;
+
+static int reply_ints(baton_barrier *b, redisReply *r, const char *script, long long *v, size_t n)
+{
+    bool ok = r->type == REDIS_REPLY_ARRAY && r->elements >= n;
+    for (size_t i = 0; ok && i < n; i++) {
+        ok = r->element[i]->type == REDIS_REPLY_INTEGER;
+        if (ok)
+            v[i] = r->element[i]->integer;
+    }
+    freeReplyObject(r);
+    if (!ok)
+        return baton__fail(b->client, BATON_EPROTO, "barrier %s: unexpected reply to %s", b->name,
+                           script);
+    return BATON_OK;
+}
+
+/* One look: BATON_OK tripped, BATON_ETIMEDOUT waiting, BROKEN, or an error. */
+static int check(awaiting *a, const char *mode)
+{
+    baton_barrier *b = a->b;
+    const char *keys[3] = {a->p->state, a->p->parties, a->p->channel};
+    const char *args[5] = {a->gen_s, a->id, a->lease, mode, STATE_LIFE_MS};
+    redisReply *r;
+    int rc = baton__script_run(b->client, SCRIPT(barrier_check), 3, keys, 5, args, &r);
+    if (rc == BATON_ECONN) /* a look, a renewal or a break: each safe to repeat */
+        rc = baton__script_run(b->client, SCRIPT(barrier_check), 3, keys, 5, args, &r);
+    if (rc != BATON_OK)
+        return rc;
+    long long v[2] = {0, 0};
+    rc = reply_ints(b, r, "barrier_check", v, 2);
+    if (rc != BATON_OK)
+        return rc;
+    if (v[0] == 1) {
+        a->ended = true;
+        return BATON_OK;
+    }
+    if (v[0] == 2) {
+        a->ended = true;
+        return baton__fail(b->client, BROKEN,
+                           "barrier %s: generation %lld broken: a party died, timed out or was "
+                           "cancelled",
+                           b->name, (long long)a->gen);
+    }
+    int64_t bound = a->lease_ms / 3;
+    if (v[1] >= 0 && v[1] + 5 < bound)
+        bound = v[1] + 5;
+    a->bound_ms = bound;
+    return BATON_ETIMEDOUT;
+}
+
+static int attempt(void *arg, baton__sub *sub)
+{
+    (void)sub;
+    awaiting *a = arg;
+    if (a->arrived)
+        return check(a, "wait");
+    baton_barrier *b = a->b;
+    char n[32];
+    snprintf(n, sizeof n, "%lld", (long long)b->parties);
+    const char *keys[3] = {a->p->state, a->p->parties, a->p->channel};
+    const char *args[4] = {n, a->id, a->lease, STATE_LIFE_MS};
+    redisReply *r;
+    /* Not re-sent after a lost reply: a second arrival would count twice. */
+    int rc = baton__script_run(b->client, SCRIPT(barrier_arrive), 3, keys, 4, args, &r);
+    if (rc != BATON_OK) {
+        a->ended = true; /* nothing to leave: the arrival's fate is unknown */
+        return rc;
+    }
+    long long v[3] = {0, 0, 0};
+    rc = reply_ints(b, r, "barrier_arrive", v, 3);
+    if (rc != BATON_OK) {
+        a->ended = true;
+        return rc;
+    }
+    if (v[0] == -1) {
+        a->ended = true;
+        return baton__fail(b->client, BATON_EINVAL,
+                           "barrier %s: a generation of %lld parties is in progress (asked %lld)",
+                           b->name, v[1], (long long)b->parties);
+    }
+    a->arrived = true;
+    a->index = v[1];
+    a->gen = v[2];
+    snprintf(a->gen_s, sizeof a->gen_s, "%lld", v[2]);
+    a->bound_ms = a->lease_ms / 3;
+    if (v[0] == 1) {
+        a->ended = true;
+        return BATON_OK;
+    }
+    return BATON_ETIMEDOUT;
+}
+
+static int64_t bound(void *arg)
+{
+    return ((awaiting *)arg)->bound_ms;
+}
+
+/* Timed out or cancelled while waiting: the generation breaks for the others. */
+static void give_up(void *arg, int rc)
+{
+    (void)rc;
+    awaiting *a = arg;
+    if (a->arrived && !a->ended)
+        check(a, "leave");
+}
+
+static int await_phase(baton_barrier *b, int which, int64_t timeout_ms, int64_t *index,
+                       int64_t *generation)
+{
+    if (!b)
+        return BATON_EINVAL;
+    int rc = baton__client_enter(b->client);
+    if (rc != BATON_OK)
+        return rc;
+    if (baton__check_wait(timeout_ms) != BATON_OK)
+        return baton__fail(b->client, BATON_EINVAL, "timeout_ms %lld", (long long)timeout_ms);
+    static atomic_uint_fast64_t arrivals;
+    awaiting a = {.b = b, .p = &b->ph[which], .lease_ms = baton__watchdog_lease(b->client)};
+    snprintf(a.id, sizeof a.id, "%s:%llu", baton_client_id(b->client),
+             (unsigned long long)atomic_fetch_add(&arrivals, 1));
+    snprintf(a.lease, sizeof a.lease, "%lld", (long long)a.lease_ms);
+    baton__wait w = {.channel = a.p->channel,
+                     .kind = BATON__SUB_LATCH,
+                     .stat = BATON__K_LATCH,
+                     .wait_ms = timeout_ms,
+                     .join_live = true,
+                     .attempt = attempt,
+                     .bound_ms = bound,
+                     .give_up = give_up,
+                     .arg = &a};
+    rc = baton__wait_for(b->client, &w);
+    if (rc == BATON_ETIMEDOUT)
+        return baton__fail(b->client, rc,
+                           "barrier %s: generation %lld did not trip within %lld ms (it is "
+                           "broken for the others)",
+                           b->name, (long long)a.gen, (long long)timeout_ms);
+    if (rc == BATON_OK) {
+        if (index)
+            *index = a.index;
+        if (generation)
+            *generation = a.gen;
+    }
+    return rc;
+}
+
+int baton_barrier_await(baton_barrier *b, int64_t timeout_ms, int64_t *index, int64_t *generation)
+{
+    return await_phase(b, 0, timeout_ms, index, generation);
+}
+
+int baton_barrier_enter(baton_barrier *b, int64_t timeout_ms)
+{
+    return await_phase(b, 0, timeout_ms, NULL, NULL);
+}
+
+int baton_barrier_leave(baton_barrier *b, int64_t timeout_ms)
+{
+    return await_phase(b, 1, timeout_ms, NULL, NULL);
+}
+
+int baton_barrier_state(baton_barrier *b, int64_t *waiting, int64_t *generation)
+{
+    if (!b)
+        return BATON_EINVAL;
+    int rc = baton__client_enter(b->client);
+    if (rc != BATON_OK)
+        return rc;
+    const char *argv[5] = {"HMGET", b->ph[0].state, "count", "gen", NULL};
+    redisReply *r;
+    rc = baton__query_argv(b->client, 4, argv, &r);
+    if (rc != BATON_OK)
+        return rc;
+    bool ok = r->type == REDIS_REPLY_ARRAY && r->elements == 2;
+    if (ok) {
+        if (waiting)
+            *waiting = r->element[0]->type == REDIS_REPLY_STRING
+                           ? strtoll(r->element[0]->str, NULL, 10)
+                           : 0;
+        if (generation)
+            *generation = r->element[1]->type == REDIS_REPLY_STRING
+                              ? strtoll(r->element[1]->str, NULL, 10)
+                              : 0;
+    }
+    freeReplyObject(r);
+    return ok ? BATON_OK
+              : baton__fail(b->client, BATON_EPROTO, "barrier %s: unexpected reply to HMGET",
+                            b->name);
+}

@@ -1,0 +1,667 @@
+/*
+ * Leader election on the lock's machinery. The leadership is a plain lock (lock.c) taken
+ * for an owner of the handle's own (a baton_owner, so that any thread may resign): its
+ * lease, watchdog renewal, fencing token, lost signals and the wait on its unlock channel
+ * are the lock's. What the election adds is a record of the leader (value, term, origin,
+ * since) and a log of changes, written by scripts that check the lock hash first, so that a
+ * deposed leader can never write either:
+ *
+ *   campaign  = lock acquire, then election_proclaim('elect') with the new fencing token;
+ *   proclaim  = election_proclaim('proclaim');
+ *   resign    = election_resign: the lock release (through lockbase's release protocol, so
+ *               the watchdog goes first and a lost reply is retried once) plus RESIGNED;
+ *   observe   = election_observe: the log after a cursor, and an expired leader found and
+ *               logged; the observer waits on the election's channel, at most until the
+ *               leader's lease would end (or recheck_ms), then looks again.
+ *
+ * Parts that move with the core's refactor (issue 29): the script lookups (SCRIPT below),
+ * the key prefixes (the block below), the handle's base.
+ */
+#define _GNU_SOURCE
+#include "../core/prim.h"
+
+#include <hiredis/hiredis.h>
+
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ------------------------------- keys and scripts (one place) ------------------------ */
+
+#define RECORD_PREFIX "baton_election:"           /* the leader's record (hash) */
+#define LOG_PREFIX "baton_election_log:"          /* the change log (stream) */
+#define CHANNEL_PREFIX "baton_election__channel:" /* observers' wake-ups */
+#define UNLOCK_LATCH_PREFIX BATON__KEY_UNLOCK_LATCH
+#define LOG_CAP "1000"
+#define LOG_BATCH "64"
+
+#define SCRIPT(name) (&baton__script_##name)
+
+/* ------------------------------- the handle ------------------------------------------ */
+
+struct baton_election {
+    baton_client *client;
+    char *name;
+    baton_lock *lock;   /* the leadership: Redisson's lock hash at the name */
+    baton_owner *owner; /* whose hold it is: the handle's, not a thread's */
+    char *record_key, *log_key, *channel, *latch_pfx, *meta_key;
+    pthread_mutex_t mu; /* serializes campaign, resign, proclaim */
+    int64_t term;       /* the term this handle leads, 0: none */
+    char cursor[48];    /* observe: the next log id wanted; "" before the first call */
+    void (*lost_fn)(baton_election *, void *);
+    void *lost_arg;
+    /* observation by a thread of the handle's own (observe_fd, set_observer) */
+    pthread_t watcher;
+    bool watching;               /* the thread runs: observe_next reads its queue */
+    atomic_bool stop;            /* asks it to end (close) */
+    pthread_cond_t changed;      /* the queue changed (under mu_q) */
+    pthread_mutex_t mu_q;        /* guards the queue and the observer */
+    baton_election_event *queue; /* QUEUE_LEN changes waiting for observe_next */
+    int q_head, q_len;
+    int pipe_fd[2]; /* readable while the queue holds a change */
+    void (*observer)(baton_election *, const baton_election_event *, void *);
+    void *observer_arg;
+};
+
+#define QUEUE_LEN 32
+#define WATCH_SLICE_MS 250 /* how long close may wait for the watcher to notice */
+
+/* The lock's owner field for the handle's owner. */
+static void owner_field(baton_election *e, char *buf, size_t len)
+{
+    uint64_t prev = baton__owner_act(baton_owner_id(e->owner));
+    baton__lock_owner(e->lock, buf, len);
+    baton__owner_act(prev);
+}
+
+static void free_keys(baton_election *e)
+{
+    free(e->name);
+    free(e->record_key);
+    free(e->log_key);
+    free(e->channel);
+    free(e->latch_pfx);
+    free(e->meta_key);
+}
+
+int baton_election_open(baton_client *c, const char *name, baton_election **out)
+{
+    if (out)
+        *out = NULL;
+    if (!c || !out)
+        return BATON_EINVAL;
+    int rc = baton__check_open_name(c, name, "election");
+    if (rc != BATON_OK)
+        return rc;
+    baton_election *e = calloc(1, sizeof *e);
+    if (!e)
+        return baton__fail(c, BATON_ENOMEM, "out of memory");
+    e->client = c;
+    e->name = baton__strdup(name);
+    e->record_key = baton__derive_key(RECORD_PREFIX, name, NULL);
+    e->log_key = baton__derive_key(LOG_PREFIX, name, NULL);
+    e->channel = baton__derive_key(CHANNEL_PREFIX, name, NULL);
+    e->latch_pfx = baton__derive_key(UNLOCK_LATCH_PREFIX, name, ":");
+    e->meta_key = baton__derive_key(BATON__KEY_LOCK_META, name, NULL);
+    if (!e->name || !e->record_key || !e->log_key || !e->channel || !e->latch_pfx || !e->meta_key) {
+        free_keys(e);
+        free(e);
+        return baton__fail(c, BATON_ENOMEM, "out of memory");
+    }
+    rc = baton_lock_open(c, name, &e->lock);
+    if (rc == BATON_OK)
+        rc = baton_owner_new(c, &e->owner);
+    if (rc != BATON_OK) {
+        baton_lock_close(e->lock);
+        free_keys(e);
+        free(e);
+        return rc;
+    }
+    baton__mutex_init(&e->mu);
+    baton__mutex_init(&e->mu_q);
+    baton__cond_init(&e->changed);
+    e->pipe_fd[0] = e->pipe_fd[1] = -1;
+    *out = e;
+    return BATON_OK;
+}
+
+void baton_election_close(baton_election *e)
+{
+    if (!e)
+        return;
+    if (e->watching) {
+        atomic_store(&e->stop, true);
+        baton__mutex_lock(&e->mu_q);
+        baton__cond_broadcast(&e->changed);
+        baton__mutex_unlock(&e->mu_q);
+        pthread_join(e->watcher, NULL);
+    }
+    if (e->pipe_fd[0] >= 0) {
+        close(e->pipe_fd[0]);
+        close(e->pipe_fd[1]);
+    }
+    free(e->queue);
+    if (!baton__client_forked(e->client)) {
+        baton__mutex_destroy(&e->mu_q);
+        baton__cond_destroy(&e->changed);
+    }
+    baton_lock_close(e->lock);
+    baton_owner_free(e->owner);
+    if (!baton__client_forked(e->client))
+        baton__mutex_destroy(&e->mu);
+    free_keys(e);
+    free(e);
+}
+
+const char *baton_election_name(const baton_election *e)
+{
+    return e ? e->name : "";
+}
+
+static int enter(baton_election *e)
+{
+    return e ? baton__client_enter(e->client) : BATON_EINVAL;
+}
+
+static int check_value(baton_election *e, const char *value)
+{
+    if (value && strlen(value) > BATON_ELECTION_MAX_VALUE)
+        return baton__fail(e->client, BATON_EINVAL, "election %s: value over %d bytes", e->name,
+                           BATON_ELECTION_MAX_VALUE);
+    return BATON_OK;
+}
+
+/* ------------------------------- campaign, proclaim ---------------------------------- */
+
+/* Runs election_proclaim; BATON_OK (recorded), BATON_ENOTHELD (the server says this handle
+ * does not lead) or an error. */
+static int record(baton_election *e, const char *mode, const char *value, int64_t term)
+{
+    baton_client *c = e->client;
+    char owner[BATON__OWNER_LEN], term_s[32];
+    owner_field(e, owner, sizeof owner);
+    snprintf(term_s, sizeof term_s, "%lld", (long long)term);
+    const char *keys[4] = {e->name, e->record_key, e->log_key, e->channel};
+    const char *args[6] = {owner,  value ? value : "",      mode,
+                           term_s, baton__client_origin(c), LOG_CAP};
+    redisReply *r;
+    int rc = baton__script_run(c, SCRIPT(election_proclaim), 4, keys, 6, args, &r);
+    if (rc == BATON_ECONN) /* recording twice logs twice; never records a non-leader */
+        rc = baton__script_run(c, SCRIPT(election_proclaim), 4, keys, 6, args, &r);
+    if (rc != BATON_OK)
+        return rc;
+    bool ok = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+              r->element[0]->type == REDIS_REPLY_INTEGER;
+    long long done = ok ? r->element[0]->integer : 0;
+    freeReplyObject(r);
+    if (!ok)
+        return baton__fail(c, BATON_EPROTO, "election %s: unexpected reply to election_proclaim",
+                           e->name);
+    if (!done)
+        return baton__fail(c, BATON_ENOTHELD, "election %s: this handle does not lead", e->name);
+    return BATON_OK;
+}
+
+/* Called with e->mu held: whether the handle still leads as far as it knows (the lock's
+ * record: not released, not found lost). */
+static bool leads(baton_election *e)
+{
+    int64_t token;
+    if (e->term == 0)
+        return false;
+    if (baton_lock_fencing_token_as(e->lock, e->owner, &token) != BATON_OK || token != e->term) {
+        e->term = 0;
+        return false;
+    }
+    return true;
+}
+
+int baton_election_campaign(baton_election *e, const char *value, int64_t wait_ms, int64_t lease_ms)
+{
+    int rc = enter(e);
+    if (rc == BATON_OK)
+        rc = check_value(e, value);
+    if (rc != BATON_OK)
+        return rc;
+    baton_client *c = e->client;
+    baton__mutex_lock(&e->mu);
+    if (leads(e)) {
+        rc = record(e, "proclaim", value, e->term);
+        baton__mutex_unlock(&e->mu);
+        return rc;
+    }
+    int64_t deadline = wait_ms < 0 ? BATON__NO_DEADLINE : baton__deadline_after_ms(wait_ms);
+    for (;;) {
+        int64_t left = wait_ms;
+        if (wait_ms > 0) {
+            left = (deadline - baton__now_us()) / 1000;
+            if (left < 0)
+                left = 0;
+        }
+        rc = baton_lock_try_acquire_as(e->lock, e->owner, left, lease_ms);
+        if (rc != BATON_OK)
+            break;
+        int64_t term = 0;
+        rc = baton_lock_fencing_token_as(e->lock, e->owner, &term);
+        if (rc == BATON_OK)
+            rc = record(e, "elect", value, term);
+        if (rc == BATON_OK) {
+            e->term = term;
+            break;
+        }
+        /* Lost between the acquire and the record (its lease ran out), or an error: the
+         * hold, if any is left, is given back; "lost" campaigns again within the wait. */
+        baton_lock_release_as(e->lock, e->owner);
+        if (rc != BATON_ENOTHELD || wait_ms == 0 || baton__now_us() >= deadline)
+            break;
+    }
+    baton__mutex_unlock(&e->mu);
+    if (rc == BATON_ETIMEDOUT)
+        return baton__fail(c, rc, "election %s: not elected within %lld ms", e->name,
+                           (long long)wait_ms);
+    return rc;
+}
+
+int baton_election_proclaim(baton_election *e, const char *value)
+{
+    int rc = enter(e);
+    if (rc == BATON_OK)
+        rc = check_value(e, value);
+    if (rc != BATON_OK)
+        return rc;
+    baton__mutex_lock(&e->mu);
+    if (!leads(e))
+        rc = baton__fail(e->client, BATON_ENOTHELD, "election %s: this handle does not lead",
+                         e->name);
+    else
+        rc = record(e, "proclaim", value, e->term);
+    baton__mutex_unlock(&e->mu);
+    return rc;
+}
+
+int baton_election_resign(baton_election *e)
+{
+    int rc = enter(e);
+    if (rc != BATON_OK)
+        return rc;
+    baton__mutex_lock(&e->mu);
+    const char *keys[6] = {e->name,       e->lock->channel, e->meta_key,
+                           e->record_key, e->log_key,       e->channel};
+    uint64_t prev = baton__owner_act(baton_owner_id(e->owner));
+    rc = baton__hold_release(e->lock, SCRIPT(election_resign), e->latch_pfx, 6, keys);
+    baton__owner_act(prev);
+    e->term = 0;
+    baton__mutex_unlock(&e->mu);
+    return rc;
+}
+
+int baton_election_term(baton_election *e, int64_t *term)
+{
+    int rc = enter(e);
+    if (rc == BATON_OK && !term)
+        rc = baton__fail(e->client, BATON_EINVAL, "term is NULL");
+    if (rc != BATON_OK)
+        return rc;
+    baton__mutex_lock(&e->mu);
+    bool held = leads(e);
+    *term = held ? e->term : 0;
+    baton__mutex_unlock(&e->mu);
+    if (!held)
+        return baton__fail(e->client, BATON_ENOTHELD, "election %s: this handle does not lead",
+                           e->name);
+    return BATON_OK;
+}
+
+/* ------------------------------- lost ------------------------------------------------ */
+
+static void on_lock_lost(baton_lock *l, void *arg)
+{
+    (void)l;
+    baton_election *e = arg;
+    if (e->lost_fn)
+        e->lost_fn(e, e->lost_arg);
+}
+
+int baton_election_set_lost_handler(baton_election *e, void (*fn)(baton_election *, void *),
+                                    void *arg)
+{
+    int rc = enter(e);
+    if (rc != BATON_OK)
+        return rc;
+    baton_lock_set_lost_handler(e->lock, NULL, NULL); /* no call while they change */
+    e->lost_fn = fn;
+    e->lost_arg = arg;
+    return fn ? baton_lock_set_lost_handler(e->lock, on_lock_lost, e) : BATON_OK;
+}
+
+int baton_election_lost_fd(baton_election *e, int *fd)
+{
+    int rc = enter(e);
+    return rc != BATON_OK ? rc : baton_lock_lost_fd(e->lock, fd);
+}
+
+/* ------------------------------- leader, observe ------------------------------------- */
+
+static int64_t num(const redisReply *r)
+{
+    if (r->type == REDIS_REPLY_INTEGER)
+        return r->integer;
+    if (r->type == REDIS_REPLY_STRING)
+        return strtoll(r->str, NULL, 10);
+    return 0;
+}
+
+static void copy_str(char *dst, size_t len, const redisReply *r)
+{
+    dst[0] = '\0';
+    if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS)
+        snprintf(dst, len, "%.*s", (int)r->len, r->str);
+}
+
+/* "host:pid" into the leader's host and pid. */
+static void set_origin(baton_leader *ld, const char *origin)
+{
+    const char *colon = strrchr(origin, ':');
+    ld->pid = colon ? strtoll(colon + 1, NULL, 10) : 0;
+    size_t n = colon ? (size_t)(colon - origin) : strlen(origin);
+    if (n >= sizeof ld->host)
+        n = sizeof ld->host - 1;
+    memcpy(ld->host, origin, n);
+    ld->host[n] = '\0';
+}
+
+/* One run of election_observe. cursor: as its ARGV[1]. */
+static int observe_once(baton_election *e, const char *cursor, redisReply **out)
+{
+    const char *keys[4] = {e->name, e->record_key, e->log_key, e->channel};
+    const char *args[3] = {cursor, LOG_BATCH, LOG_CAP};
+    redisReply *r;
+    int rc = baton__script_run(e->client, SCRIPT(election_observe), 4, keys, 3, args, &r);
+    if (rc == BATON_ECONN) /* logging an expiry twice is refused by the record's absence */
+        rc = baton__script_run(e->client, SCRIPT(election_observe), 4, keys, 3, args, &r);
+    if (rc != BATON_OK)
+        return rc;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 6 ||
+        r->element[5]->type != REDIS_REPLY_ARRAY) {
+        freeReplyObject(r);
+        return baton__fail(e->client, BATON_EPROTO,
+                           "election %s: unexpected reply to election_observe", e->name);
+    }
+    *out = r;
+    return BATON_OK;
+}
+
+int baton_election_leader(baton_election *e, baton_leader *out)
+{
+    int rc = enter(e);
+    if (rc == BATON_OK && !out)
+        rc = baton__fail(e->client, BATON_EINVAL, "out is NULL");
+    if (rc != BATON_OK)
+        return rc;
+    redisReply *r;
+    rc = observe_once(e, "-", &r);
+    if (rc != BATON_OK)
+        return rc;
+    memset(out, 0, sizeof *out);
+    out->term = num(r->element[0]);
+    if (out->term > 0) {
+        char origin[BATON__ORIGIN_LEN + 160];
+        copy_str(out->value, sizeof out->value, r->element[1]);
+        copy_str(origin, sizeof origin, r->element[2]);
+        set_origin(out, origin);
+        out->since_ms = num(r->element[3]);
+    }
+    freeReplyObject(r);
+    return BATON_OK;
+}
+
+/* One log entry {id, {field, value, ...}} into ev; false if malformed. */
+static bool parse_entry(const redisReply *en, baton_election_event *ev, char *id, size_t idlen)
+{
+    if (en->type != REDIS_REPLY_ARRAY || en->elements != 2 ||
+        en->element[0]->type != REDIS_REPLY_STRING || en->element[1]->type != REDIS_REPLY_ARRAY)
+        return false;
+    copy_str(id, idlen, en->element[0]);
+    memset(ev, 0, sizeof *ev);
+    const redisReply *f = en->element[1];
+    for (size_t i = 0; i + 1 < f->elements; i += 2) {
+        const redisReply *k = f->element[i], *v = f->element[i + 1];
+        if (k->type != REDIS_REPLY_STRING)
+            return false;
+        if (strcmp(k->str, "change") == 0) {
+            ev->change = strcmp(v->str, "elected") == 0      ? BATON_ELECTION_ELECTED
+                         : strcmp(v->str, "proclaimed") == 0 ? BATON_ELECTION_PROCLAIMED
+                         : strcmp(v->str, "resigned") == 0   ? BATON_ELECTION_RESIGNED
+                         : strcmp(v->str, "expired") == 0    ? BATON_ELECTION_EXPIRED
+                                                             : 0;
+        } else if (strcmp(k->str, "term") == 0) {
+            ev->leader.term = num(v);
+        } else if (strcmp(k->str, "value") == 0) {
+            copy_str(ev->leader.value, sizeof ev->leader.value, v);
+        } else if (strcmp(k->str, "origin") == 0) {
+            char origin[BATON__ORIGIN_LEN + 160];
+            copy_str(origin, sizeof origin, v);
+            set_origin(&ev->leader, origin);
+        } else if (strcmp(k->str, "since") == 0) {
+            ev->leader.since_ms = num(v);
+        } else if (strcmp(k->str, "time") == 0) {
+            ev->time_ms = num(v);
+        }
+    }
+    return ev->change != 0;
+}
+
+/* The id right after "ms-seq" (XRANGE's start is inclusive; "(" needs Redis 6.2). */
+static void next_id(const char *id, char *out, size_t len)
+{
+    unsigned long long ms = 0, seq = 0;
+    if (sscanf(id, "%llu-%llu", &ms, &seq) != 2)
+        ms = seq = 0;
+    if (seq == UINT64_MAX) {
+        ms++;
+        seq = 0;
+    } else {
+        seq++;
+    }
+    snprintf(out, len, "%llu-%llu", ms, seq);
+}
+
+/* An observation in progress, for the core's wait routine. */
+typedef struct observing {
+    baton_election *e;
+    baton_election_event *ev;
+    int64_t bound_ms; /* how long to sleep before looking again */
+} observing;
+
+static int observe_attempt(void *arg, baton__sub *sub)
+{
+    (void)sub;
+    observing *o = arg;
+    baton_election *e = o->e;
+    redisReply *r;
+    int rc = observe_once(e, e->cursor, &r);
+    if (rc != BATON_OK)
+        return rc;
+    const redisReply *entries = r->element[5];
+    int64_t pttl = num(r->element[4]);
+    bool leader = num(r->element[0]) > 0;
+    int64_t recheck = baton__client_config(e->client)->recheck_ms;
+    /* A leader's expiry is announced by nobody: look again when its lease would end. */
+    o->bound_ms = leader && pttl >= 0 && pttl + 5 < recheck ? pttl + 5 : recheck;
+    rc = BATON_ETIMEDOUT;
+    if (entries->elements > 0) {
+        char id[48];
+        if (!parse_entry(entries->element[0], o->ev, id, sizeof id)) {
+            rc = baton__fail(e->client, BATON_EPROTO, "election %s: malformed log entry", e->name);
+        } else {
+            next_id(id, e->cursor, sizeof e->cursor);
+            rc = BATON_OK;
+        }
+    } else if (e->cursor[0] == '\0') {
+        /* nothing ever logged: everything from the start is new */
+        snprintf(e->cursor, sizeof e->cursor, "0-1");
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+static int64_t observe_bound(void *arg)
+{
+    return ((observing *)arg)->bound_ms;
+}
+
+/* One observation from the handle's cursor (the watcher thread's, or the caller's). */
+static int observe_next(baton_election *e, int64_t timeout_ms, baton_election_event *ev)
+{
+    int rc = enter(e);
+    if (rc == BATON_OK && !ev)
+        rc = baton__fail(e->client, BATON_EINVAL, "ev is NULL");
+    if (rc == BATON_OK && baton__check_wait(timeout_ms) != BATON_OK)
+        rc = baton__fail(e->client, BATON_EINVAL, "timeout_ms %lld", (long long)timeout_ms);
+    if (rc != BATON_OK)
+        return rc;
+    observing o = {.e = e, .ev = ev, .bound_ms = -1};
+    baton__wait w = {.channel = e->channel,
+                     .kind = BATON__SUB_LATCH,
+                     .stat = BATON__K_LATCH,
+                     .wait_ms = timeout_ms,
+                     .join_live = true,
+                     .attempt = observe_attempt,
+                     .bound_ms = observe_bound,
+                     .arg = &o};
+    rc = baton__wait_for(e->client, &w);
+    if (rc == BATON_ETIMEDOUT)
+        return baton__fail(e->client, rc, "election %s: no change within %lld ms", e->name,
+                           (long long)timeout_ms);
+    return rc;
+}
+
+/* ------------------------------- observation by a thread ---------------------------- */
+
+/* The watcher: observes in slices (so that close is noticed), hands each change to the
+ * observer callback or queues it for observe_next and makes the descriptor readable. */
+static void *watch_main(void *arg)
+{
+    baton_election *e = arg;
+    baton_election_event *ev = malloc(sizeof *ev);
+    while (ev && !atomic_load(&e->stop)) {
+        int rc = observe_next(e, WATCH_SLICE_MS, ev);
+        if (rc != BATON_OK) {
+            if (rc != BATON_ETIMEDOUT) { /* a server error: look again after a pause */
+                baton__mutex_lock(&e->mu_q);
+                if (!atomic_load(&e->stop))
+                    baton__cond_wait_until(&e->changed, &e->mu_q,
+                                           baton__deadline_after_ms(WATCH_SLICE_MS));
+                baton__mutex_unlock(&e->mu_q);
+            }
+            continue;
+        }
+        baton__mutex_lock(&e->mu_q);
+        while (!e->observer && e->q_len == QUEUE_LEN && !atomic_load(&e->stop))
+            baton__cond_wait_until(&e->changed, &e->mu_q, BATON__NO_DEADLINE);
+        if (e->observer) {
+            e->observer(e, ev, e->observer_arg); /* under mu_q: never with a set_observer */
+        } else if (e->q_len < QUEUE_LEN) {
+            e->queue[(e->q_head + e->q_len++) % QUEUE_LEN] = *ev;
+            char b = 1;
+            if (e->q_len == 1 && write(e->pipe_fd[1], &b, 1) < 0) {
+                /* full: readable already */
+            }
+            baton__cond_broadcast(&e->changed);
+        }
+        baton__mutex_unlock(&e->mu_q);
+    }
+    free(ev);
+    return NULL;
+}
+
+/* Starts the watcher once. Returns BATON_OK or BATON_ENOMEM. */
+static int start_watching(baton_election *e)
+{
+    baton__mutex_lock(&e->mu_q);
+    int rc = BATON_OK;
+    if (!e->watching) {
+        e->queue = calloc(QUEUE_LEN, sizeof *e->queue);
+        if (!e->queue || pipe2(e->pipe_fd, O_NONBLOCK | O_CLOEXEC) != 0) {
+            e->pipe_fd[0] = e->pipe_fd[1] = -1;
+            rc = BATON_ENOMEM;
+        } else if (pthread_create(&e->watcher, NULL, watch_main, e) != 0) {
+            rc = BATON_ENOMEM;
+        } else {
+            e->watching = true;
+        }
+    }
+    baton__mutex_unlock(&e->mu_q);
+    return rc == BATON_OK ? rc
+                          : baton__fail(e->client, rc,
+                                        "election %s: cannot start the "
+                                        "observing thread",
+                                        e->name);
+}
+
+int baton_election_observe_fd(baton_election *e, int *fd)
+{
+    int rc = enter(e);
+    if (rc == BATON_OK && !fd)
+        rc = baton__fail(e->client, BATON_EINVAL, "fd is NULL");
+    if (rc == BATON_OK)
+        rc = start_watching(e);
+    if (rc == BATON_OK)
+        *fd = e->pipe_fd[0];
+    return rc;
+}
+
+int baton_election_set_observer(baton_election *e,
+                                void (*fn)(baton_election *, const baton_election_event *, void *),
+                                void *arg)
+{
+    int rc = enter(e);
+    if (rc != BATON_OK)
+        return rc;
+    baton__mutex_lock(&e->mu_q);
+    e->observer = fn;
+    e->observer_arg = fn ? arg : NULL;
+    baton__cond_broadcast(&e->changed);
+    baton__mutex_unlock(&e->mu_q);
+    return fn ? start_watching(e) : BATON_OK;
+}
+
+int baton_election_observe_next(baton_election *e, int64_t timeout_ms, baton_election_event *ev)
+{
+    int rc = enter(e);
+    if (rc == BATON_OK && !ev)
+        rc = baton__fail(e->client, BATON_EINVAL, "ev is NULL");
+    if (rc == BATON_OK && baton__check_wait(timeout_ms) != BATON_OK)
+        rc = baton__fail(e->client, BATON_EINVAL, "timeout_ms %lld", (long long)timeout_ms);
+    if (rc != BATON_OK)
+        return rc;
+    baton__mutex_lock(&e->mu_q);
+    bool watching = e->watching;
+    if (watching) {
+        int64_t deadline = baton__deadline_after_ms(timeout_ms);
+        while (e->q_len == 0 && rc == BATON_OK)
+            if (baton__cond_wait_until(&e->changed, &e->mu_q, deadline) != 0)
+                rc = BATON_ETIMEDOUT;
+        if (e->q_len > 0) {
+            *ev = e->queue[e->q_head];
+            e->q_head = (e->q_head + 1) % QUEUE_LEN;
+            if (--e->q_len == 0) {
+                char buf[16];
+                while (read(e->pipe_fd[0], buf, sizeof buf) > 0) {
+                }
+            }
+            baton__cond_broadcast(&e->changed);
+            rc = BATON_OK;
+        }
+    }
+    baton__mutex_unlock(&e->mu_q);
+    if (!watching)
+        return observe_next(e, timeout_ms, ev);
+    if (rc == BATON_ETIMEDOUT)
+        return baton__fail(e->client, rc, "election %s: no change within %lld ms", e->name,
+                           (long long)timeout_ms);
+    return rc;
+}
