@@ -182,7 +182,7 @@ Test(barrier, a_killed_party_breaks_the_generation_within_its_lease)
     int64_t killed = th_ms();
     th_wait(kid);
     pthread_join(t1, NULL);
-    cr_assert(eq(int, w1.rc, BATON_ECANCELED), "broken: %s", baton_err_name(w1.rc));
+    cr_assert(eq(int, w1.rc, BATON_EBROKEN), "broken: %s", baton_err_name(w1.rc));
     int64_t after = w1.at - killed;
     cr_log_info("generation broken %lld ms after kill -9 (lease 900 ms)", (long long)after);
     cr_assert(le(i64, after, 900 + 300 + 200));
@@ -220,7 +220,7 @@ Test(barrier, a_party_that_times_out_breaks_it_at_once)
     int64_t timed_out = th_ms();
     cr_assert(ge(i64, timed_out - t0, 195));
     pthread_join(t1, NULL);
-    cr_assert(eq(int, w1.rc, BATON_ECANCELED));
+    cr_assert(eq(int, w1.rc, BATON_EBROKEN));
     cr_assert(le(i64, w1.at - timed_out, 100), "told %lld ms after the timeout",
               (long long)(w1.at - timed_out));
     baton_barrier_close(b1);

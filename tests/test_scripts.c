@@ -30,15 +30,25 @@ TestSuite(scripts, .timeout = 120);
 
 /* What a key of a script holds:
  *   'h' a hash, 'l' a list, 'z' a zset, 'i' a string holding an integer, 's' a string (a
- *   request or unlock latch), 'a' an advisory hash the script writes with pcall (a wrong
- *   type there is left alone and the script goes on), 'c' a channel or 'p' a key prefix
- *   (not keys: never corrupted), 'r' a key a read-only script reads whatever its type. */
+ *   request or unlock latch), 'x' a stream, 'a' an advisory hash the script writes with pcall (a
+ * wrong type there is left alone and the script goes on), 'c' a channel or 'p' a key prefix (not
+ * keys: never corrupted), 'r' a key a read-only script reads whatever its type. */
 typedef struct kspec {
     const char *tmpl; /* '$' stands for the object's name */
     char kind;
 } kspec;
 
-typedef enum family { F_LOCK, F_FAIR, F_RW, F_SEM, F_PERMITS, F_LATCH, F_INSPECT } family;
+typedef enum family {
+    F_LOCK,
+    F_FAIR,
+    F_RW,
+    F_SEM,
+    F_PERMITS,
+    F_LATCH,
+    F_INSPECT,
+    F_ELECT,
+    F_BARRIER
+} family;
 
 typedef struct spec {
     const char *script;
@@ -180,6 +190,42 @@ static const spec SPECS[] = {
     {"latch_count_down", F_LATCH, {K_COUNT, K_LATCHCH, K_REQUEST}, {"0", "60000"}},
     {"latch_delete", F_LATCH, {K_COUNT, K_LATCHCH}, {"0"}},
     {"latch_try_set_count", F_LATCH, {K_COUNT, K_LATCHCH}, {"1", "3"}},
+    {"election_proclaim",
+     F_ELECT,
+     {K_LOCK,
+      {"baton_election:{$}", 'h'},
+      {"baton_election_log:{$}", 'x'},
+      {"baton_election__channel:{$}", 'c'}},
+     {"A:1", "v", "proclaim", "1", "h:1", "1000"}},
+    {"election_resign",
+     F_ELECT,
+     {K_LOCK,
+      K_FAIRCH,
+      K_META,
+      {"baton_election:{$}", 'h'},
+      {"baton_election_log:{$}", 'x'},
+      {"baton_election__channel:{$}", 'c'},
+      K_UNLOCK},
+     {"0", "30000", "A:1", "60000"}},
+    {"election_observe",
+     F_ELECT,
+     {K_LOCK,
+      {"baton_election:{$}", 'h'},
+      {"baton_election_log:{$}", 'x'},
+      {"baton_election__channel:{$}", 'c'}},
+     {"-", "10", "1000"}},
+    {"barrier_arrive",
+     F_BARRIER,
+     {{"baton_barrier:{$}", 'h'},
+      {"baton_barrier_parties:{$}", 'h'},
+      {"baton_barrier__channel:{$}", 'c'}},
+     {"3", "p1", "30000", "86400000"}},
+    {"barrier_check",
+     F_BARRIER,
+     {{"baton_barrier:{$}", 'h'},
+      {"baton_barrier_parties:{$}", 'h'},
+      {"baton_barrier__channel:{$}", 'c'}},
+     {"1", "p1", "30000", "wait", "86400000"}},
     {"inspect",
      F_INSPECT,
      {{"$", 'r'},
@@ -408,6 +454,22 @@ static bool prepare(redisContext *r, family fam, int st, const char *name)
             return true;
         }
         return false;
+    case F_ELECT: /* free; A:1 leads (holds the lock, has proclaimed); B:1 holds the lock */
+        if (st == 0)
+            return true;
+        if (st == 1 || st == 2) {
+            PREP("lock_acquire", "100000", st == 1 ? "A:1" : "B:1", "0", "50");
+            return true;
+        }
+        return false;
+    case F_BARRIER: /* fresh; one party of 3 arrived */
+        if (st == 0)
+            return true;
+        if (st == 1) {
+            PREP("barrier_arrive", "3", "p0", "100000", "86400000");
+            return true;
+        }
+        return false;
     case F_INSPECT:
         if (st == 0)
             return true;
@@ -515,6 +577,7 @@ static const char *const *wrong_values(char kind)
         return for_hash;
     case 'l':
     case 'z':
+    case 'x':
     case 'r':
         return for_other;
     case 'i':
@@ -633,6 +696,10 @@ static int check_script(const char *script)
         cr_assert(runs > 0);                                                                       \
     }
 
+/* barrier_arrive, barrier_check and election_observe have rows but no case yet: they do
+ * not all fail before writing with a key of the wrong type (issue 31's open item). */
+SCRIPT_TEST(election_proclaim)
+SCRIPT_TEST(election_resign)
 SCRIPT_TEST(fairlock_acquire)
 SCRIPT_TEST(fairlock_cancel)
 SCRIPT_TEST(fairlock_force_release)

@@ -193,15 +193,17 @@ Test(unit, argument_checks)
 
 Test(unit, error_tables)
 {
-    int codes[] = {BATON_OK,        BATON_ETIMEDOUT, BATON_ENOTHELD,  BATON_EINVAL,
-                   BATON_ECONN,     BATON_EPROTO,    BATON_EAUTH,     BATON_ENOMEM,
-                   BATON_ECANCELED, BATON_ENOTSUP,   BATON_ENOTSYNCED};
+    int codes[] = {BATON_OK,        BATON_ETIMEDOUT, BATON_ENOTHELD,   BATON_EINVAL,
+                   BATON_ECONN,     BATON_EPROTO,    BATON_EAUTH,      BATON_ENOMEM,
+                   BATON_ECANCELED, BATON_ENOTSUP,   BATON_ENOTSYNCED, BATON_EPERM,
+                   BATON_EBROKEN};
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
         cr_assert(ne(str, (char *)baton_strerror(codes[i]), "unknown error"));
         cr_assert(eq(int, strncmp(baton_err_name(codes[i]), "BATON_", 6), 0));
         cr_assert(ne(str, (char *)baton_err_name(codes[i]), "BATON_UNKNOWN"));
     }
     cr_assert(eq(str, (char *)baton_err_name(BATON_ETIMEDOUT), "BATON_ETIMEDOUT"));
+    cr_assert(eq(str, (char *)baton_err_name(BATON_EBROKEN), "BATON_EBROKEN"));
     cr_assert(eq(str, (char *)baton_strerror(12345), "unknown error"));
     cr_assert(eq(str, (char *)baton_err_name(-999), "BATON_UNKNOWN"));
     cr_assert(eq(str, (char *)baton_version(), BATON_VERSION_STRING));

@@ -18,8 +18,8 @@
  * time), channel baton_barrier__channel:{NAME}; the double barrier's leave phase the same
  * with ":leave" after the tag. Times are the server's.
  *
- * "Broken" is reported as BATON_ECANCELED with "barrier NAME: generation G broken: ..." in
- * baton_client_errmsg(), until the error list has a code of its own (BATON_EBROKEN).
+ * "Broken" is BATON_EBROKEN, with "barrier NAME: generation G broken: ..." in
+ * baton_client_errmsg().
  *
  * Threads: a handle may be used from any thread; one call at a time per handle (a handle is
  * one party). baton_barrier_close() must not run concurrently with other calls on it.
@@ -53,7 +53,7 @@ BATON_API void baton_barrier_close(baton_barrier *b);
  *
  * Blocks until the generation trips, timeout_ms (BATON_WAIT_FOREVER: no limit) or the
  * generation breaks. Returns BATON_OK; BATON_ETIMEDOUT (this party gave up: it broke the
- * generation for the others); BATON_ECANCELED (broken: another party died, timed out or
+ * generation for the others); BATON_EBROKEN (broken: another party died, timed out or
  * was cancelled; or this wait was cancelled); BATON_EINVAL (another party count is in use
  * by a generation in progress); BATON_ECONN; BATON_EPROTO; BATON_EPERM.
  */

@@ -12,8 +12,6 @@
  * The double barrier is two cyclic barriers on one name, "enter" and "leave" (the second
  * with ":leave" after the hash tag: same slot).
  *
- * Parts that move with the core's refactor (issue 29): the script lookups (SCRIPT below),
- * the key prefixes (the block below), the error code for "broken" (BROKEN below).
  */
 #define _GNU_SOURCE
 #include "../core/prim.h"
@@ -27,16 +25,15 @@
 
 /* ------------------------------- keys, scripts, codes (one place) -------------------- */
 
-#define STATE_PREFIX "baton_barrier:"
-#define PARTIES_PREFIX "baton_barrier_parties:"
-#define CHANNEL_PREFIX "baton_barrier__channel:"
+#define STATE_PREFIX BATON__KEY_BARRIER
+#define PARTIES_PREFIX BATON__KEY_BARRIER_PARTIES
+#define CHANNEL_PREFIX BATON__KEY_BARRIER_CHANNEL
 #define LEAVE_SUFFIX ":leave"
 #define STATE_LIFE_MS "86400000" /* a barrier nobody arrives at for a day is forgotten */
 #define MAX_PARTIES 100000
 
 #define SCRIPT(name) (&baton__script_##name)
-/* BATON_EBROKEN once the core's error list has it */
-#define BROKEN BATON_ECANCELED
+#define BROKEN BATON_EBROKEN
 
 /* ------------------------------- the handle ------------------------------------------ */
 

@@ -50,6 +50,17 @@
 /* The client's record: baton_client:{<client id>} = "host:pid" of its process, for every
  * holder and waiter whose owner field begins with that id (src/core/record.c). */
 #define BATON__KEY_CLIENT_RECORD "baton_client:"
+/* Leader election (src/election, docs/election.md): the leader's record (hash), the
+ * change log (stream) and the observers' channel; the leadership itself is a plain lock at
+ * the election's name. */
+#define BATON__KEY_ELECTION "baton_election:"
+#define BATON__KEY_ELECTION_LOG "baton_election_log:"
+#define BATON__KEY_ELECTION_CHANNEL "baton_election__channel:"
+/* The barriers (src/barrier, docs/barrier.md): state, the arrived parties' leases, and the
+ * channel that wakes them. */
+#define BATON__KEY_BARRIER "baton_barrier:"
+#define BATON__KEY_BARRIER_PARTIES "baton_barrier_parties:"
+#define BATON__KEY_BARRIER_CHANNEL "baton_barrier__channel:"
 /* A waiting writer's claim on a read-write lock (server time + fair_wait_ms). */
 #define BATON__KEY_RWLOCK_WRITERS "baton_rwlock_writers:"
 

@@ -31,9 +31,9 @@
 
 /* ------------------------------- keys and scripts (one place) ------------------------ */
 
-#define RECORD_PREFIX "baton_election:"           /* the leader's record (hash) */
-#define LOG_PREFIX "baton_election_log:"          /* the change log (stream) */
-#define CHANNEL_PREFIX "baton_election__channel:" /* observers' wake-ups */
+#define RECORD_PREFIX BATON__KEY_ELECTION          /* the leader's record (hash) */
+#define LOG_PREFIX BATON__KEY_ELECTION_LOG         /* the change log (stream) */
+#define CHANNEL_PREFIX BATON__KEY_ELECTION_CHANNEL /* observers' wake-ups */
 #define UNLOCK_LATCH_PREFIX BATON__KEY_UNLOCK_LATCH
 #define LOG_CAP "1000"
 #define LOG_BATCH "64"
