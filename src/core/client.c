@@ -34,9 +34,11 @@
 #define DEFAULT_FAIR_WAIT_MS 5000
 #define DEFAULT_RECHECK_MS 1000
 /* The plain lock's starvation bound (src/lock/lock.c): past the waits of ordinary
- * contention (s2, 8 workers without think time: 5 ms and 10 ms halved the threads' rate,
- * bench/RESULTS.md), well short of the 255-413 ms the unfair lock let a waiter lose. */
-#define DEFAULT_STARVE_MS 20
+ * contention. s2 with 8 threads on one client and no think time (bench/RESULTS.md): 20 ms
+ * cut the threads' rate to 0.37x (every reservation wakes all of a process's waiters), 100 ms
+ * to 0.71x, with max waits 190 and 130 ms against 330; with 8 processes 20 ms and 100 ms
+ * kept the rate (0.93x, 1.01x), max 25 and 102 ms against 169-360. */
+#define DEFAULT_STARVE_MS 100
 #define DEFAULT_POOL_SIZE 16
 #define DEFAULT_KEEPALIVE_MS 15000
 #define MIN_WATCHDOG_MS 30 /* renewal every 10 ms: tests go this low, nobody should */
