@@ -645,3 +645,25 @@ Test(cli_ops, the_man_page_lists_every_json_field)
     cli_result_free(&r);
     free(page);
 }
+Test(cli_ops, the_loss_message_names_a_restart, .timeout = 30)
+{
+    th_server srv;
+    th_server_start(&srv, NULL);
+    char url[128];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
+    pid_t pid = cli_spawn(
+        ARGS("--url", url, "lock", "ops-restart", "--watchdog", "900ms", "--", "sleep", "20"));
+    redisContext *rc = th_redis_port(srv.port);
+    int64_t end = th_ms() + 5000;
+    while (th_cmd_int(rc, "EXISTS ops-restart") == 0 && th_ms() < end)
+        th_sleep_ms(10);
+    cr_assert(eq(i64, (int64_t)th_cmd_int(rc, "EXISTS ops-restart"), 1), "never held");
+    redisFree(rc);
+    th_server_stop(&srv);
+    th_server_start_on(&srv, srv.port, NULL); /* empty: the lock is gone */
+    cr_assert(eq(int, th_wait(pid), 122));
+    char *err = cli_bg_err(pid);
+    cr_assert(strstr(err, "the server restarted") != NULL, "%s", err);
+    free(err);
+    th_server_stop(&srv);
+}

@@ -514,10 +514,14 @@ static bool pass(baton__watchdog *w, bool leased, bool moved)
             /* The owner is gone from the hash, or the lease has surely run out while the
              * server could not be reached: stop renewing and say so. */
             baton__map_remove(&w->entries, key);
+            /* A restart seen while the renewal ran (the new connection's handshake read
+             * the new run_id before the renewal went out on it) is the cause, not a
+             * deletion: report_all_lost() would have said so had it run first. */
             baton__stat_lost(c,
-                             result[i] == 0 && moved      ? BATON__LOST_MASTER_CHANGED
-                             : result[i] == 0 && !expired ? BATON__LOST_DELETED
-                                                          : BATON__LOST_EXPIRED,
+                             result[i] == 0 && moved              ? BATON__LOST_MASTER_CHANGED
+                             : result[i] == 0 && w->epoch_changed ? BATON__LOST_RESTARTED
+                             : result[i] == 0 && !expired         ? BATON__LOST_DELETED
+                                                                  : BATON__LOST_EXPIRED,
                              e->name);
             take_regs(w, e, cbs, &ncb);
             free_entry(e);
