@@ -515,6 +515,21 @@ typedef struct baton__hold_script {
  * *sent_us is when the last attempt was sent. */
 int baton__hold_call(baton_lock *l, const baton__hold_script *h, struct redisReply **reply,
                      int64_t *sent_us);
+/* An acquire script's reply {status, value}, as baton__hold_pair reads it. */
+typedef struct baton__hold_reply {
+    bool read;     /* status and value are the script's (rc BATON_OK or BATON_ENOTSYNCED) */
+    bool unsynced; /* it ran; the replicas did not confirm it (BATON_ENOTSYNCED) */
+    long long status, value;
+} baton__hold_reply;
+/* baton__hold_call for a script that replies {status, value}: out->read set when it was
+ * read; else the outcome is rc (acquired after all, or an error: BATON_EPROTO for another
+ * reply, `what` naming the kind in the detail, e.g. "fair lock"). */
+int baton__hold_pair(baton_lock *l, const baton__hold_script *h, const char *what, int64_t *sent_us,
+                     baton__hold_reply *out);
+/* The hold a read reply took (status 1: a fresh hold, value its fencing token; else a
+ * re-entry): baton__hold_unsynced when unsynced, else baton__hold_acquired. */
+int baton__hold_taken(baton_lock *l, const baton__hold_script *h, const baton__hold_reply *hr,
+                      int64_t sent_us);
 /* The queries of a lock kept in Redisson's hash (plain and fair lock alike): EXISTS,
  * HEXISTS/HGET of the calling thread's owner field, PTTL. */
 int baton__hash_is_locked(baton_lock *l, bool *out);

@@ -494,6 +494,40 @@ int baton__hold_call(baton_lock *l, const baton__hold_script *h, struct redisRep
     }
 }
 
+int baton__hold_pair(baton_lock *l, const baton__hold_script *h, const char *what, int64_t *sent_us,
+                     baton__hold_reply *out)
+{
+    out->read = false;
+    struct redisReply *r;
+    int rc = baton__hold_call(l, h, &r, sent_us);
+    if (!r)
+        return rc;
+    out->unsynced = rc == BATON_ENOTSYNCED;
+    if (rc != BATON_OK && !out->unsynced) {
+        freeReplyObject(r);
+        return rc;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER) {
+        freeReplyObject(r);
+        return baton__fail(l->client, BATON_EPROTO, "%s %s: unexpected reply to %s", what, l->name,
+                           h->script->name);
+    }
+    out->status = r->element[0]->integer;
+    out->value = r->element[1]->integer;
+    out->read = true;
+    freeReplyObject(r);
+    return rc;
+}
+
+int baton__hold_taken(baton_lock *l, const baton__hold_script *h, const baton__hold_reply *hr,
+                      int64_t sent_us)
+{
+    if (hr->unsynced)
+        return baton__hold_unsynced(l, h->owner, hr->status == 1, hr->value, h->lease_ms, sent_us);
+    return baton__hold_acquired(l, h->owner, hr->status == 1, hr->value, h->lease_ms, sent_us);
+}
+
 /* ------------------------------- queries on Redisson's lock hash ---------------------- */
 
 /* One read of the lock hash: cmd NAME [owner], its integer (an absent field: 0). */
@@ -582,6 +616,7 @@ static int enter(baton_lock *l)
         return BATON_EINVAL;
     return baton__client_enter(l->client);
 }
+
 
 int baton_lock_acquire(baton_lock *l, int64_t lease_ms)
 {
