@@ -617,6 +617,14 @@ static int enter(baton_lock *l)
     return baton__client_enter(l->client);
 }
 
+/* enter, and an output pointer `what` that must not be NULL. */
+static int enter_out(baton_lock *l, const void *out, const char *what)
+{
+    int rc = enter(l);
+    if (rc == BATON_OK && !out)
+        rc = baton__fail(l->client, BATON_EINVAL, "%s is NULL", what);
+    return rc;
+}
 
 int baton_lock_acquire(baton_lock *l, int64_t lease_ms)
 {
@@ -665,41 +673,31 @@ int baton_lock_force_release(baton_lock *l, bool *was_locked)
 
 int baton_lock_is_locked(baton_lock *l, bool *out)
 {
-    int rc = enter(l);
-    if (rc == BATON_OK && !out)
-        rc = baton__fail(l->client, BATON_EINVAL, "out is NULL");
+    int rc = enter_out(l, out, "out");
     return rc != BATON_OK ? rc : l->ops->is_locked(l, out);
 }
 
 int baton_lock_is_held_by_current_thread(baton_lock *l, bool *out)
 {
-    int rc = enter(l);
-    if (rc == BATON_OK && !out)
-        rc = baton__fail(l->client, BATON_EINVAL, "out is NULL");
+    int rc = enter_out(l, out, "out");
     return rc != BATON_OK ? rc : l->ops->is_held(l, out);
 }
 
 int baton_lock_hold_count(baton_lock *l, int64_t *out)
 {
-    int rc = enter(l);
-    if (rc == BATON_OK && !out)
-        rc = baton__fail(l->client, BATON_EINVAL, "out is NULL");
+    int rc = enter_out(l, out, "out");
     return rc != BATON_OK ? rc : l->ops->hold_count(l, out);
 }
 
 int baton_lock_remaining_ttl(baton_lock *l, int64_t *ms_out)
 {
-    int rc = enter(l);
-    if (rc == BATON_OK && !ms_out)
-        rc = baton__fail(l->client, BATON_EINVAL, "ms_out is NULL");
+    int rc = enter_out(l, ms_out, "ms_out");
     return rc != BATON_OK ? rc : l->ops->remaining_ttl(l, ms_out);
 }
 
 int baton_lock_fencing_token(baton_lock *l, int64_t *token)
 {
-    int rc = enter(l);
-    if (rc == BATON_OK && !token)
-        rc = baton__fail(l->client, BATON_EINVAL, "token is NULL");
+    int rc = enter_out(l, token, "token");
     if (rc != BATON_OK)
         return rc;
     if (l->ops->fencing_token)
@@ -729,9 +727,7 @@ int baton_lock_set_lost_handler(baton_lock *l, void (*fn)(baton_lock *, void *),
 
 int baton_lock_lost_fd(baton_lock *l, int *fd)
 {
-    int rc = enter(l);
-    if (rc == BATON_OK && !fd)
-        rc = baton__fail(l->client, BATON_EINVAL, "fd is NULL");
+    int rc = enter_out(l, fd, "fd");
     if (rc != BATON_OK)
         return rc;
     baton__mutex_lock(&l->mu);
