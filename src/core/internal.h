@@ -33,6 +33,25 @@ int baton__cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, int64_t deadli
 
 #define BATON__NO_DEADLINE INT64_MAX
 
+/* Takes node off a doubly linked list whose links are its fields PREV and NEXT and whose
+ * first node is the lvalue head; BATON__UNLINK_TAILED also keeps the lvalue tail (its last
+ * node). The node's own links are left as they were. */
+#define BATON__UNLINK(node, PREV, NEXT, head)                                                      \
+    do {                                                                                           \
+        if ((node)->PREV)                                                                          \
+            (node)->PREV->NEXT = (node)->NEXT;                                                     \
+        else                                                                                       \
+            (head) = (node)->NEXT;                                                                 \
+        if ((node)->NEXT)                                                                          \
+            (node)->NEXT->PREV = (node)->PREV;                                                     \
+    } while (0)
+#define BATON__UNLINK_TAILED(node, PREV, NEXT, head, tail)                                         \
+    do {                                                                                           \
+        if (!(node)->NEXT)                                                                         \
+            (tail) = (node)->PREV;                                                                 \
+        BATON__UNLINK(node, PREV, NEXT, head);                                                     \
+    } while (0)
+
 /* Monotonic clock in microseconds. */
 int64_t baton__now_us(void);
 /* now + ms as a deadline; BATON_WAIT_FOREVER (negative) gives BATON__NO_DEADLINE. */
@@ -55,6 +74,10 @@ uint64_t baton__owner_act(uint64_t id);
 /* Fills buf with n bytes from getrandom(); how many it got (n unless the kernel has no
  * entropy source, which Linux >= 3.17 always has). */
 size_t baton__random_bytes(void *buf, size_t n);
+/* Room for one more element in the array at arrp (a T ** for an array of T, elem = sizeof
+ * (T)) of *cap elements, n of them in use: when full, its capacity doubles (the first:
+ * first). false: out of memory (the array as it was). */
+bool baton__grow(void *arrp, size_t *cap, size_t n, size_t elem, size_t first);
 char *baton__strdup(const char *s);
 char *baton__strndup(const char *s, size_t n);
 /* printf into a new string; NULL when out of memory. */

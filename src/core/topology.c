@@ -133,14 +133,8 @@ static baton__pool *node_pool(baton__topology *t, const char *host, int port)
     for (size_t i = 0; i < t->npools; i++)
         if (t->pools[i]->port == port && strcmp(t->pools[i]->host, host) == 0)
             return t->pools[i];
-    if (t->npools == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 8;
-        baton__pool **pools = realloc(t->pools, cap * sizeof *pools);
-        if (!pools)
-            return NULL;
-        t->pools = pools;
-        t->cap = cap;
-    }
+    if (!baton__grow(&t->pools, &t->cap, t->npools, sizeof *t->pools, 8))
+        return NULL;
     baton__pool *p = malloc(sizeof *p);
     if (!p)
         return NULL;
