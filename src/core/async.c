@@ -689,13 +689,7 @@ int baton__fiber_wait_pool(baton_client *c, const void *pool, uint64_t seen, int
     }
     op->pool_wait = true;
     op->pool_for = pool;
-    op->pool_next = NULL;
-    op->pool_prev = ev->pool_tail;
-    if (ev->pool_tail)
-        ev->pool_tail->pool_next = op;
-    else
-        ev->pool_head = op;
-    ev->pool_tail = op;
+    BATON__APPEND(op, pool_prev, pool_next, ev->pool_head, ev->pool_tail);
     op->state = ST_SLEEPING;
     baton__mutex_unlock(&ev->mu);
     fiber_yield(op);

@@ -1185,13 +1185,7 @@ void baton__sub_arm(baton_client *c, baton__sub *s, baton__sub_waker *w)
     (void)c;
     baton__mutex_lock(&s->d->mu);
     w->armed = true;
-    w->next = NULL;
-    w->prev = s->wakers_tail;
-    if (s->wakers_tail)
-        s->wakers_tail->next = w;
-    else
-        s->wakers = w;
-    s->wakers_tail = w;
+    BATON__APPEND(w, prev, next, s->wakers, s->wakers_tail);
     feed_wakers(s);
     baton__mutex_unlock(&s->d->mu);
 }

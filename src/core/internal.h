@@ -51,6 +51,17 @@ int baton__cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, int64_t deadli
             (tail) = (node)->PREV;                                                                 \
         BATON__UNLINK(node, PREV, NEXT, head);                                                     \
     } while (0)
+/* Puts node last on such a list (head and tail lvalues). */
+#define BATON__APPEND(node, PREV, NEXT, head, tail)                                                \
+    do {                                                                                           \
+        (node)->NEXT = NULL;                                                                       \
+        (node)->PREV = (tail);                                                                     \
+        if (tail)                                                                                  \
+            (tail)->NEXT = (node);                                                                 \
+        else                                                                                       \
+            (head) = (node);                                                                       \
+        (tail) = (node);                                                                           \
+    } while (0)
 
 /* Monotonic clock in microseconds. */
 int64_t baton__now_us(void);
