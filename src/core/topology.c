@@ -367,6 +367,14 @@ size_t baton__topology_masters(baton_client *c, baton__pool **out, size_t max)
     return n;
 }
 
+/* rc, its detail "<what><name> (the last: <the detail so far>)". */
+static int fail_last(baton_client *c, int rc, const char *what, const char *name)
+{
+    char why[256];
+    snprintf(why, sizeof why, "%s", baton_client_errmsg(c));
+    return baton__fail(c, rc, "%s%s (the last: %s)", what, name, why);
+}
+
 static int cluster_start(baton__topology *t)
 {
     baton_client *c = t->c;
@@ -379,12 +387,8 @@ static int cluster_start(baton__topology *t)
             return baton__fail(c, BATON_ENOMEM, "out of memory");
     bool changed;
     int rc = cluster_refresh(t, &changed);
-    if (rc != BATON_OK) {
-        char why[256];
-        snprintf(why, sizeof why, "%s", baton_client_errmsg(c));
-        return baton__fail(c, rc, "no seed node of the cluster told its slot map (the last: %s)",
-                           why);
-    }
+    if (rc != BATON_OK)
+        return fail_last(c, rc, "no seed node of the cluster told its slot map", "");
     return BATON_OK;
 }
 
@@ -432,12 +436,8 @@ int baton__topology_start(baton_client *c)
     } else {
         baton__addr a;
         int rc = resolve(t, &a);
-        if (rc != BATON_OK) {
-            char why[256];
-            snprintf(why, sizeof why, "%s", baton_client_errmsg(c));
-            return baton__fail(c, rc, "no sentinel named the master %s (the last: %s)",
-                               c->cfg.ep.master, why);
-        }
+        if (rc != BATON_OK)
+            return fail_last(c, rc, "no sentinel named the master ", c->cfg.ep.master);
         adopt(t, &a);
     }
     int e = pthread_create(&t->thread, NULL, topology_main, t);
