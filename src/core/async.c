@@ -146,14 +146,8 @@ static void heap_down(engine *ev, size_t i)
 
 static int heap_push(engine *ev, baton_op *op)
 {
-    if (ev->nheap == ev->capheap) {
-        size_t cap = ev->capheap ? ev->capheap * 2 : 64;
-        baton_op **h = realloc(ev->heap, cap * sizeof *h);
-        if (!h)
-            return BATON_ENOMEM;
-        ev->heap = h;
-        ev->capheap = cap;
-    }
+    if (!baton__grow(&ev->heap, &ev->capheap, ev->nheap, sizeof *ev->heap, 64))
+        return BATON_ENOMEM;
     ev->heap[ev->nheap++] = op;
     heap_up(ev, ev->nheap - 1);
     return BATON_OK;
@@ -381,12 +375,7 @@ static void deliver(baton__evloop *ev, baton_op *op)
 static void finish(baton__evloop *ev, baton_op *op)
 {
     op->eng->live--; /* before the callback, which frees op */
-    if (op->all_prev)
-        op->all_prev->all_next = op->all_next;
-    else
-        ev->all = op->all_next;
-    if (op->all_next)
-        op->all_next->all_prev = op->all_prev;
+    BATON__UNLINK(op, all_prev, all_next, ev->all);
     if (ev->mode == BATON_CALLBACKS_BATON && !ev->stop) {
         baton__mutex_unlock(&ev->mu);
         deliver(ev, op);
@@ -671,14 +660,7 @@ bool baton__on_fiber(void)
 /* Takes a fiber off the pool waiters (ev->mu held). */
 static void pool_unlist(baton__evloop *ev, baton_op *op)
 {
-    if (op->pool_prev)
-        op->pool_prev->pool_next = op->pool_next;
-    else
-        ev->pool_head = op->pool_next;
-    if (op->pool_next)
-        op->pool_next->pool_prev = op->pool_prev;
-    else
-        ev->pool_tail = op->pool_prev;
+    BATON__UNLINK_TAILED(op, pool_prev, pool_next, ev->pool_head, ev->pool_tail);
     op->pool_prev = op->pool_next = NULL;
     op->pool_wait = false;
     atomic_fetch_sub(&ev->npool_waiters, 1);
@@ -707,13 +689,7 @@ int baton__fiber_wait_pool(baton_client *c, const void *pool, uint64_t seen, int
     }
     op->pool_wait = true;
     op->pool_for = pool;
-    op->pool_next = NULL;
-    op->pool_prev = ev->pool_tail;
-    if (ev->pool_tail)
-        ev->pool_tail->pool_next = op;
-    else
-        ev->pool_head = op;
-    ev->pool_tail = op;
+    BATON__APPEND(op, pool_prev, pool_next, ev->pool_head, ev->pool_tail);
     op->state = ST_SLEEPING;
     baton__mutex_unlock(&ev->mu);
     fiber_yield(op);

@@ -317,6 +317,16 @@ bool baton__conn_reused(const baton__conn *k)
 
 /* ------------------------------- raw I/O ---------------------------------------------- */
 
+/* What a failed send/recv means (errno, not EINTR): IO_AGAIN (it would block), or
+ * IO_BROKEN with the reason recorded. */
+static ssize_t sock_failed(baton__conn *k)
+{
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+        return IO_AGAIN;
+    baton__conn_set_err(k, "%s", strerror(errno));
+    return IO_BROKEN;
+}
+
 /* The three outcomes of one read or write attempt. */
 
 /* What a failed SSL_read_ex/SSL_write_ex means: IO_AGAIN with *want set (the record layer
@@ -352,12 +362,8 @@ static ssize_t io_write(baton__conn *k, const char *buf, size_t len, short *want
         ssize_t n = send(k->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n >= 0)
             return n;
-        if (errno == EINTR)
-            continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
-            return IO_AGAIN;
-        baton__conn_set_err(k, "%s", strerror(errno));
-        return IO_BROKEN;
+        if (errno != EINTR)
+            return sock_failed(k);
     }
 }
 
@@ -382,12 +388,8 @@ ssize_t baton__conn_io_read(baton__conn *k, char *buf, size_t len, short *want, 
             baton__conn_set_err(k, "connection closed by the server");
             return IO_BROKEN;
         }
-        if (errno == EINTR)
-            continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
-            return IO_AGAIN;
-        baton__conn_set_err(k, "%s", strerror(errno));
-        return IO_BROKEN;
+        if (errno != EINTR)
+            return sock_failed(k);
     }
 }
 

@@ -285,14 +285,7 @@ static void stop_lingering(baton__dispatcher *d, baton__sub *s)
 
 static void unlink_waker(baton__sub *s, baton__sub_waker *w)
 {
-    if (w->prev)
-        w->prev->next = w->next;
-    else
-        s->wakers = w->next;
-    if (w->next)
-        w->next->prev = w->prev;
-    else
-        s->wakers_tail = w->prev;
+    BATON__UNLINK_TAILED(w, prev, next, s->wakers, s->wakers_tail);
     w->armed = false;
 }
 
@@ -504,14 +497,8 @@ static void collect(const char *key, void *val, void *arg)
 {
     (void)key;
     sub_list *l = arg;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        baton__sub **items = realloc(l->items, cap * sizeof *items);
-        if (!items)
-            return;
-        l->items = items;
-        l->cap = cap;
-    }
+    if (!baton__grow(&l->items, &l->cap, l->n, sizeof *l->items, 16))
+        return;
     l->items[l->n++] = val;
 }
 
@@ -971,24 +958,23 @@ static int get_dispatcher(baton_client *c, baton__dispatcher **out)
         baton__mutex_init(&d->mu);
         baton__cond_init(&d->unsubscribed);
         baton__map_init(&d->subs);
-        if (pipe2(d->pipe, O_NONBLOCK | O_CLOEXEC) != 0) {
-            free(d->links[0]);
-            baton__mutex_destroy(&d->mu);
-            baton__cond_destroy(&d->unsubscribed);
-            free(d);
-            baton__mutex_unlock(&c->lazy_mu);
-            return baton__fail(c, BATON_ENOMEM, "pipe: %s", strerror(errno));
+        const char *what = "pipe";
+        int err = pipe2(d->pipe, O_NONBLOCK | O_CLOEXEC) != 0 ? errno : 0;
+        if (err == 0) {
+            what = "pthread_create";
+            err = pthread_create(&d->thread, NULL, dispatcher_main, d);
+            if (err != 0) {
+                close(d->pipe[0]);
+                close(d->pipe[1]);
+            }
         }
-        int rc = pthread_create(&d->thread, NULL, dispatcher_main, d);
-        if (rc != 0) {
-            close(d->pipe[0]);
-            close(d->pipe[1]);
+        if (err != 0) {
             free(d->links[0]);
             baton__mutex_destroy(&d->mu);
             baton__cond_destroy(&d->unsubscribed);
             free(d);
             baton__mutex_unlock(&c->lazy_mu);
-            return baton__fail(c, BATON_ENOMEM, "pthread_create: %s", strerror(rc));
+            return baton__fail(c, BATON_ENOMEM, "%s: %s", what, strerror(err));
         }
         c->disp = d;
         baton__epoch_hook_add(c, on_event, NULL);
@@ -1199,13 +1185,7 @@ void baton__sub_arm(baton_client *c, baton__sub *s, baton__sub_waker *w)
     (void)c;
     baton__mutex_lock(&s->d->mu);
     w->armed = true;
-    w->next = NULL;
-    w->prev = s->wakers_tail;
-    if (s->wakers_tail)
-        s->wakers_tail->next = w;
-    else
-        s->wakers = w;
-    s->wakers_tail = w;
+    BATON__APPEND(w, prev, next, s->wakers, s->wakers_tail);
     feed_wakers(s);
     baton__mutex_unlock(&s->d->mu);
 }

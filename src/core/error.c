@@ -10,32 +10,36 @@
 #include <stdio.h>
 #include <string.h>
 
+/* A code's name and sentence, from the X-macro (BATON_OK's last; any other code: unknown). */
+typedef struct error_row {
+    int code;
+    const char *name, *msg;
+} error_row;
+
+static const error_row rows[] = {
+#define BATON_ERROR_ROW_(name, value, msg) {BATON_##name, "BATON_" #name, msg},
+    BATON_ERRNO_MAP(BATON_ERROR_ROW_)
+#undef BATON_ERROR_ROW_
+        {BATON_OK, "BATON_OK", "success"},
+};
+static const error_row unknown = {0, "BATON_UNKNOWN", "unknown error"};
+
+static const error_row *row_of(int code)
+{
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        if (rows[i].code == code)
+            return &rows[i];
+    return &unknown;
+}
+
 const char *baton_strerror(int code)
 {
-    switch ((baton_errno)code) {
-    case BATON_OK:
-        return "success";
-#define BATON_STRERROR_CASE_(name, value, msg)                                                     \
-    case BATON_##name:                                                                             \
-        return msg;
-        BATON_ERRNO_MAP(BATON_STRERROR_CASE_)
-#undef BATON_STRERROR_CASE_
-    }
-    return "unknown error";
+    return row_of(code)->msg;
 }
 
 const char *baton_err_name(int code)
 {
-    switch ((baton_errno)code) {
-    case BATON_OK:
-        return "BATON_OK";
-#define BATON_ERRNAME_CASE_(name, value, msg)                                                      \
-    case BATON_##name:                                                                             \
-        return "BATON_" #name;
-        BATON_ERRNO_MAP(BATON_ERRNAME_CASE_)
-#undef BATON_ERRNAME_CASE_
-    }
-    return "BATON_UNKNOWN";
+    return row_of(code)->name;
 }
 
 /* A thread remembers the detail of its last failure on a few clients at once. */

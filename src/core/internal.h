@@ -33,6 +33,36 @@ int baton__cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, int64_t deadli
 
 #define BATON__NO_DEADLINE INT64_MAX
 
+/* Takes node off a doubly linked list whose links are its fields PREV and NEXT and whose
+ * first node is the lvalue head; BATON__UNLINK_TAILED also keeps the lvalue tail (its last
+ * node). The node's own links are left as they were. */
+#define BATON__UNLINK(node, PREV, NEXT, head)                                                      \
+    do {                                                                                           \
+        if ((node)->PREV)                                                                          \
+            (node)->PREV->NEXT = (node)->NEXT;                                                     \
+        else                                                                                       \
+            (head) = (node)->NEXT;                                                                 \
+        if ((node)->NEXT)                                                                          \
+            (node)->NEXT->PREV = (node)->PREV;                                                     \
+    } while (0)
+#define BATON__UNLINK_TAILED(node, PREV, NEXT, head, tail)                                         \
+    do {                                                                                           \
+        if (!(node)->NEXT)                                                                         \
+            (tail) = (node)->PREV;                                                                 \
+        BATON__UNLINK(node, PREV, NEXT, head);                                                     \
+    } while (0)
+/* Puts node last on such a list (head and tail lvalues). */
+#define BATON__APPEND(node, PREV, NEXT, head, tail)                                                \
+    do {                                                                                           \
+        (node)->NEXT = NULL;                                                                       \
+        (node)->PREV = (tail);                                                                     \
+        if (tail)                                                                                  \
+            (tail)->NEXT = (node);                                                                 \
+        else                                                                                       \
+            (head) = (node);                                                                       \
+        (tail) = (node);                                                                           \
+    } while (0)
+
 /* Monotonic clock in microseconds. */
 int64_t baton__now_us(void);
 /* now + ms as a deadline; BATON_WAIT_FOREVER (negative) gives BATON__NO_DEADLINE. */
@@ -55,6 +85,10 @@ uint64_t baton__owner_act(uint64_t id);
 /* Fills buf with n bytes from getrandom(); how many it got (n unless the kernel has no
  * entropy source, which Linux >= 3.17 always has). */
 size_t baton__random_bytes(void *buf, size_t n);
+/* Room for one more element in the array at arrp (a T ** for an array of T, elem = sizeof
+ * (T)) of *cap elements, n of them in use: when full, its capacity doubles (the first:
+ * first). false: out of memory (the array as it was). */
+bool baton__grow(void *arrp, size_t *cap, size_t n, size_t elem, size_t first);
 char *baton__strdup(const char *s);
 char *baton__strndup(const char *s, size_t n);
 /* printf into a new string; NULL when out of memory. */
@@ -515,6 +549,21 @@ typedef struct baton__hold_script {
  * *sent_us is when the last attempt was sent. */
 int baton__hold_call(baton_lock *l, const baton__hold_script *h, struct redisReply **reply,
                      int64_t *sent_us);
+/* An acquire script's reply {status, value}, as baton__hold_pair reads it. */
+typedef struct baton__hold_reply {
+    bool read;     /* status and value are the script's (rc BATON_OK or BATON_ENOTSYNCED) */
+    bool unsynced; /* it ran; the replicas did not confirm it (BATON_ENOTSYNCED) */
+    long long status, value;
+} baton__hold_reply;
+/* baton__hold_call for a script that replies {status, value}: out->read set when it was
+ * read; else the outcome is rc (acquired after all, or an error: BATON_EPROTO for another
+ * reply, `what` naming the kind in the detail, e.g. "fair lock"). */
+int baton__hold_pair(baton_lock *l, const baton__hold_script *h, const char *what, int64_t *sent_us,
+                     baton__hold_reply *out);
+/* The hold a read reply took (status 1: a fresh hold, value its fencing token; else a
+ * re-entry): baton__hold_unsynced when unsynced, else baton__hold_acquired. */
+int baton__hold_taken(baton_lock *l, const baton__hold_script *h, const baton__hold_reply *hr,
+                      int64_t sent_us);
 /* The queries of a lock kept in Redisson's hash (plain and fair lock alike): EXISTS,
  * HEXISTS/HGET of the calling thread's owner field, PTTL. */
 int baton__hash_is_locked(baton_lock *l, bool *out);

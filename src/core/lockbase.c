@@ -494,6 +494,40 @@ int baton__hold_call(baton_lock *l, const baton__hold_script *h, struct redisRep
     }
 }
 
+int baton__hold_pair(baton_lock *l, const baton__hold_script *h, const char *what, int64_t *sent_us,
+                     baton__hold_reply *out)
+{
+    out->read = false;
+    struct redisReply *r;
+    int rc = baton__hold_call(l, h, &r, sent_us);
+    if (!r)
+        return rc;
+    out->unsynced = rc == BATON_ENOTSYNCED;
+    if (rc != BATON_OK && !out->unsynced) {
+        freeReplyObject(r);
+        return rc;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER) {
+        freeReplyObject(r);
+        return baton__fail(l->client, BATON_EPROTO, "%s %s: unexpected reply to %s", what, l->name,
+                           h->script->name);
+    }
+    out->status = r->element[0]->integer;
+    out->value = r->element[1]->integer;
+    out->read = true;
+    freeReplyObject(r);
+    return rc;
+}
+
+int baton__hold_taken(baton_lock *l, const baton__hold_script *h, const baton__hold_reply *hr,
+                      int64_t sent_us)
+{
+    if (hr->unsynced)
+        return baton__hold_unsynced(l, h->owner, hr->status == 1, hr->value, h->lease_ms, sent_us);
+    return baton__hold_acquired(l, h->owner, hr->status == 1, hr->value, h->lease_ms, sent_us);
+}
+
 /* ------------------------------- queries on Redisson's lock hash ---------------------- */
 
 /* One read of the lock hash: cmd NAME [owner], its integer (an absent field: 0). */
@@ -583,6 +617,15 @@ static int enter(baton_lock *l)
     return baton__client_enter(l->client);
 }
 
+/* enter, and an output pointer `what` that must not be NULL. */
+static int enter_out(baton_lock *l, const void *out, const char *what)
+{
+    int rc = enter(l);
+    if (rc == BATON_OK && !out)
+        rc = baton__fail(l->client, BATON_EINVAL, "%s is NULL", what);
+    return rc;
+}
+
 int baton_lock_acquire(baton_lock *l, int64_t lease_ms)
 {
     return baton_lock_try_acquire(l, BATON_WAIT_FOREVER, lease_ms);
@@ -630,41 +673,31 @@ int baton_lock_force_release(baton_lock *l, bool *was_locked)
 
 int baton_lock_is_locked(baton_lock *l, bool *out)
 {
-    int rc = enter(l);
-    if (rc == BATON_OK && !out)
-        rc = baton__fail(l->client, BATON_EINVAL, "out is NULL");
+    int rc = enter_out(l, out, "out");
     return rc != BATON_OK ? rc : l->ops->is_locked(l, out);
 }
 
 int baton_lock_is_held_by_current_thread(baton_lock *l, bool *out)
 {
-    int rc = enter(l);
-    if (rc == BATON_OK && !out)
-        rc = baton__fail(l->client, BATON_EINVAL, "out is NULL");
+    int rc = enter_out(l, out, "out");
     return rc != BATON_OK ? rc : l->ops->is_held(l, out);
 }
 
 int baton_lock_hold_count(baton_lock *l, int64_t *out)
 {
-    int rc = enter(l);
-    if (rc == BATON_OK && !out)
-        rc = baton__fail(l->client, BATON_EINVAL, "out is NULL");
+    int rc = enter_out(l, out, "out");
     return rc != BATON_OK ? rc : l->ops->hold_count(l, out);
 }
 
 int baton_lock_remaining_ttl(baton_lock *l, int64_t *ms_out)
 {
-    int rc = enter(l);
-    if (rc == BATON_OK && !ms_out)
-        rc = baton__fail(l->client, BATON_EINVAL, "ms_out is NULL");
+    int rc = enter_out(l, ms_out, "ms_out");
     return rc != BATON_OK ? rc : l->ops->remaining_ttl(l, ms_out);
 }
 
 int baton_lock_fencing_token(baton_lock *l, int64_t *token)
 {
-    int rc = enter(l);
-    if (rc == BATON_OK && !token)
-        rc = baton__fail(l->client, BATON_EINVAL, "token is NULL");
+    int rc = enter_out(l, token, "token");
     if (rc != BATON_OK)
         return rc;
     if (l->ops->fencing_token)
@@ -694,9 +727,7 @@ int baton_lock_set_lost_handler(baton_lock *l, void (*fn)(baton_lock *, void *),
 
 int baton_lock_lost_fd(baton_lock *l, int *fd)
 {
-    int rc = enter(l);
-    if (rc == BATON_OK && !fd)
-        rc = baton__fail(l->client, BATON_EINVAL, "fd is NULL");
+    int rc = enter_out(l, fd, "fd");
     if (rc != BATON_OK)
         return rc;
     baton__mutex_lock(&l->mu);

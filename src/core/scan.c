@@ -33,14 +33,8 @@ static int scan_take_keys(baton_key_scan *s, const redisReply *keys, size_t *cap
         const redisReply *k = keys->element[i];
         if (!is_str(k))
             return BATON_EPROTO;
-        if (s->n_keys == *cap) {
-            size_t ncap = *cap ? *cap * 2 : 64;
-            char **grown = realloc(s->keys, ncap * sizeof *grown);
-            if (!grown)
-                return BATON_ENOMEM;
-            s->keys = grown;
-            *cap = ncap;
-        }
+        if (!baton__grow(&s->keys, cap, s->n_keys, sizeof *s->keys, 64))
+            return BATON_ENOMEM;
         if (!(s->keys[s->n_keys] = baton__strndup(k->str, k->len)))
             return BATON_ENOMEM;
         s->n_keys++;

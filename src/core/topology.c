@@ -133,14 +133,8 @@ static baton__pool *node_pool(baton__topology *t, const char *host, int port)
     for (size_t i = 0; i < t->npools; i++)
         if (t->pools[i]->port == port && strcmp(t->pools[i]->host, host) == 0)
             return t->pools[i];
-    if (t->npools == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 8;
-        baton__pool **pools = realloc(t->pools, cap * sizeof *pools);
-        if (!pools)
-            return NULL;
-        t->pools = pools;
-        t->cap = cap;
-    }
+    if (!baton__grow(&t->pools, &t->cap, t->npools, sizeof *t->pools, 8))
+        return NULL;
     baton__pool *p = malloc(sizeof *p);
     if (!p)
         return NULL;
@@ -373,6 +367,14 @@ size_t baton__topology_masters(baton_client *c, baton__pool **out, size_t max)
     return n;
 }
 
+/* rc, its detail "<what><name> (the last: <the detail so far>)". */
+static int fail_last(baton_client *c, int rc, const char *what, const char *name)
+{
+    char why[256];
+    snprintf(why, sizeof why, "%s", baton_client_errmsg(c));
+    return baton__fail(c, rc, "%s%s (the last: %s)", what, name, why);
+}
+
 static int cluster_start(baton__topology *t)
 {
     baton_client *c = t->c;
@@ -385,12 +387,8 @@ static int cluster_start(baton__topology *t)
             return baton__fail(c, BATON_ENOMEM, "out of memory");
     bool changed;
     int rc = cluster_refresh(t, &changed);
-    if (rc != BATON_OK) {
-        char why[256];
-        snprintf(why, sizeof why, "%s", baton_client_errmsg(c));
-        return baton__fail(c, rc, "no seed node of the cluster told its slot map (the last: %s)",
-                           why);
-    }
+    if (rc != BATON_OK)
+        return fail_last(c, rc, "no seed node of the cluster told its slot map", "");
     return BATON_OK;
 }
 
@@ -438,12 +436,8 @@ int baton__topology_start(baton_client *c)
     } else {
         baton__addr a;
         int rc = resolve(t, &a);
-        if (rc != BATON_OK) {
-            char why[256];
-            snprintf(why, sizeof why, "%s", baton_client_errmsg(c));
-            return baton__fail(c, rc, "no sentinel named the master %s (the last: %s)",
-                               c->cfg.ep.master, why);
-        }
+        if (rc != BATON_OK)
+            return fail_last(c, rc, "no sentinel named the master ", c->cfg.ep.master);
         adopt(t, &a);
     }
     int e = pthread_create(&t->thread, NULL, topology_main, t);

@@ -32,20 +32,16 @@ void baton__mutex_init(pthread_mutex_t *m)
     check(pthread_mutex_init(m, NULL), "pthread_mutex_init");
 }
 
-void baton__mutex_destroy(pthread_mutex_t *m)
-{
-    check(pthread_mutex_destroy(m), "pthread_mutex_destroy");
-}
+/* void NAME(TYPE *x): CALL(x), aborting with its error if it fails. */
+#define CHECKED(NAME, TYPE, CALL)                                                                  \
+    void NAME(TYPE *x)                                                                             \
+    {                                                                                              \
+        check(CALL(x), #CALL);                                                                     \
+    }
 
-void baton__mutex_lock(pthread_mutex_t *m)
-{
-    check(pthread_mutex_lock(m), "pthread_mutex_lock");
-}
-
-void baton__mutex_unlock(pthread_mutex_t *m)
-{
-    check(pthread_mutex_unlock(m), "pthread_mutex_unlock");
-}
+CHECKED(baton__mutex_destroy, pthread_mutex_t, pthread_mutex_destroy)
+CHECKED(baton__mutex_lock, pthread_mutex_t, pthread_mutex_lock)
+CHECKED(baton__mutex_unlock, pthread_mutex_t, pthread_mutex_unlock)
 
 void baton__cond_init(pthread_cond_t *c)
 {
@@ -56,20 +52,9 @@ void baton__cond_init(pthread_cond_t *c)
     pthread_condattr_destroy(&attr);
 }
 
-void baton__cond_destroy(pthread_cond_t *c)
-{
-    check(pthread_cond_destroy(c), "pthread_cond_destroy");
-}
-
-void baton__cond_signal(pthread_cond_t *c)
-{
-    check(pthread_cond_signal(c), "pthread_cond_signal");
-}
-
-void baton__cond_broadcast(pthread_cond_t *c)
-{
-    check(pthread_cond_broadcast(c), "pthread_cond_broadcast");
-}
+CHECKED(baton__cond_destroy, pthread_cond_t, pthread_cond_destroy)
+CHECKED(baton__cond_signal, pthread_cond_t, pthread_cond_signal)
+CHECKED(baton__cond_broadcast, pthread_cond_t, pthread_cond_broadcast)
 
 int baton__cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, int64_t deadline_us)
 {
@@ -350,4 +335,19 @@ size_t baton__random_bytes(void *buf, size_t n)
 const char *baton_version(void)
 {
     return BATON_VERSION_STRING;
+}
+
+bool baton__grow(void *arrp, size_t *cap, size_t n, size_t elem, size_t first)
+{
+    if (n < *cap)
+        return true;
+    void *arr;
+    memcpy(&arr, arrp, sizeof arr);
+    size_t ncap = *cap ? *cap * 2 : first;
+    void *grown = realloc(arr, ncap * elem);
+    if (!grown)
+        return false;
+    memcpy(arrp, &grown, sizeof grown);
+    *cap = ncap;
+    return true;
 }

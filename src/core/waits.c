@@ -54,12 +54,7 @@ void baton__wait_leave(baton_client *c, baton__waiting *wt)
         return;
     baton__evloop *ev = c->ev;
     baton__mutex_lock(&ev->mu);
-    if (wt->prev)
-        wt->prev->next = wt->next;
-    else
-        ev->waiting = wt->next;
-    if (wt->next)
-        wt->next->prev = wt->prev;
+    BATON__UNLINK(wt, prev, next, ev->waiting);
     if (--ev->waits == 0)
         baton__cond_broadcast(&ev->idle);
     baton__mutex_unlock(&ev->mu);

@@ -740,13 +740,20 @@ int baton__watchdog_add_kind(baton_client *c, const baton__script *script,
     return BATON_OK;
 }
 
-/* Drops arg's registration (every one if `all`), and waits out a running lost callback so
- * that none runs for this hold after the call returns (unless called from one). */
-static void drop(baton_client *c, const char *name, const char *owner, const void *arg, bool all)
+/* c's watchdog, NULL if it never started (read under the lazy lock). */
+static baton__watchdog *started(baton_client *c)
 {
     baton__mutex_lock(&c->lazy_mu);
     baton__watchdog *w = c->wd;
     baton__mutex_unlock(&c->lazy_mu);
+    return w;
+}
+
+/* Drops arg's registration (every one if `all`), and waits out a running lost callback so
+ * that none runs for this hold after the call returns (unless called from one). */
+static void drop(baton_client *c, const char *name, const char *owner, const void *arg, bool all)
+{
+    baton__watchdog *w = started(c);
     if (!w)
         return;
     char *key = entry_key(name, owner);
@@ -793,9 +800,7 @@ void baton__watchdog_forget(baton_client *c, const char *name, const char *owner
 
 int baton__watchdog_refs(baton_client *c, const char *name, const char *owner)
 {
-    baton__mutex_lock(&c->lazy_mu);
-    baton__watchdog *w = c->wd;
-    baton__mutex_unlock(&c->lazy_mu);
+    baton__watchdog *w = started(c);
     char *key = w ? entry_key(name, owner) : NULL;
     if (!key)
         return 0;
@@ -809,9 +814,7 @@ int baton__watchdog_refs(baton_client *c, const char *name, const char *owner)
 
 void baton__watchdog_renew(baton_client *c, const char *name, const char *owner)
 {
-    baton__mutex_lock(&c->lazy_mu);
-    baton__watchdog *w = c->wd;
-    baton__mutex_unlock(&c->lazy_mu);
+    baton__watchdog *w = started(c);
     char *key = w ? entry_key(name, owner) : NULL;
     if (!key)
         return;
@@ -831,9 +834,7 @@ void baton__watchdog_renew(baton_client *c, const char *name, const char *owner)
 static void on_event(baton_client *c, int event, void *arg)
 {
     (void)arg;
-    baton__mutex_lock(&c->lazy_mu);
-    baton__watchdog *w = c->wd;
-    baton__mutex_unlock(&c->lazy_mu);
+    baton__watchdog *w = started(c);
     if (!w)
         return;
     baton__mutex_lock(&w->mu);
@@ -847,9 +848,7 @@ static void on_event(baton_client *c, int event, void *arg)
 
 uint64_t baton__watchdog_rounds(baton_client *c)
 {
-    baton__mutex_lock(&c->lazy_mu);
-    baton__watchdog *w = c->wd;
-    baton__mutex_unlock(&c->lazy_mu);
+    baton__watchdog *w = started(c);
     if (!w)
         return 0;
     baton__mutex_lock(&w->mu);

@@ -57,23 +57,13 @@ static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, bool queu
     const char *args[5] = {lease, owner, fair_wait, mode, baton__client_origin(c)};
     baton__hold_script h = {
         &baton__script_fairlock_acquire, 6, 5, keys, args, owner, f->token_key, lease_ms};
-    redisReply *r;
     int64_t sent;
     baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_FAIRLOCK);
-    int rc = baton__hold_call(l, &h, &r, &sent);
-    if (!r)
+    baton__hold_reply hr;
+    int rc = baton__hold_pair(l, &h, "fair lock", &sent, &hr);
+    if (!hr.read)
         return rc;
-    bool unsynced = rc == BATON_ENOTSYNCED; /* it ran; the replicas did not confirm it */
-    if (rc != BATON_OK && !unsynced)
-        return rc;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER) {
-        freeReplyObject(r);
-        return baton__fail(c, BATON_EPROTO, "fair lock %s: unexpected reply to fairlock_acquire",
-                           l->name);
-    }
-    long long status = r->element[0]->integer, value = r->element[1]->integer;
-    freeReplyObject(r);
+    long long status = hr.status, value = hr.value;
     if (status == 0) {
         *wait_ms = value;
         if (queue) /* it waits in the queue: who waits, for an operator's status */
@@ -81,9 +71,7 @@ static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, bool queu
         return BATON_ETIMEDOUT;
     }
 
-    if (unsynced)
-        return baton__hold_unsynced(l, owner, status == 1, value, lease_ms, sent);
-    return baton__hold_acquired(l, owner, status == 1, value, lease_ms, sent);
+    return baton__hold_taken(l, &h, &hr, sent);
 }
 
 typedef struct acquiring {

@@ -89,21 +89,12 @@ static int attempt(acquiring *a, baton__sub *sub)
     const char *args[4] = {lease, owner, starving ? "1" : "0", reserve};
     baton__hold_script h = {
         &baton__script_lock_acquire, 3, 4, keys, args, owner, p->token_key, lease_ms};
-    redisReply *r;
     baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_LOCK);
-    int rc = baton__hold_call(l, &h, &r, &sent);
-    if (!r)
+    baton__hold_reply hr;
+    int rc = baton__hold_pair(l, &h, "lock", &sent, &hr);
+    if (!hr.read)
         return rc;
-    bool unsynced = rc == BATON_ENOTSYNCED; /* it ran; the replicas did not confirm it */
-    if (rc != BATON_OK && !unsynced)
-        return rc;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER) {
-        freeReplyObject(r);
-        return baton__fail(c, BATON_EPROTO, "lock %s: unexpected reply to lock_acquire", l->name);
-    }
-    long long status = r->element[0]->integer, value = r->element[1]->integer;
-    freeReplyObject(r);
+    long long status = hr.status, value = hr.value;
     if (status != 4 && a->sub) /* 4: reserved for this waiter: woken by the next unlock */
         unfavour(a);
     if (status == 0 || status == 3 || status == 4) {
@@ -111,9 +102,7 @@ static int attempt(acquiring *a, baton__sub *sub)
         return BATON_ETIMEDOUT;
     }
 
-    if (unsynced)
-        return baton__hold_unsynced(l, owner, status == 1, value, lease_ms, sent);
-    return baton__hold_acquired(l, owner, status == 1, value, lease_ms, sent);
+    return baton__hold_taken(l, &h, &hr, sent);
 }
 
 static int try_once(void *arg, baton__sub *sub)

@@ -66,23 +66,13 @@ static int try_once(void *arg, baton__sub *sub)
         a->write ? &baton__script_rwlock_write_acquire : &baton__script_rwlock_read_acquire;
     baton__hold_script h = {script, a->write ? 3 : 4, a->write ? 5 : 3, keys,
                             args,   a->owner,         rw->token_key,    a->lease_ms};
-    redisReply *r;
     int64_t sent;
     baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_RWLOCK);
-    int rc = baton__hold_call(l, &h, &r, &sent);
-    if (!r)
+    baton__hold_reply hr;
+    int rc = baton__hold_pair(l, &h, "read-write lock", &sent, &hr);
+    if (!hr.read)
         return rc;
-    bool unsynced = rc == BATON_ENOTSYNCED; /* it ran; the replicas did not confirm it */
-    if (rc != BATON_OK && !unsynced)
-        return rc;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER) {
-        freeReplyObject(r);
-        return baton__fail(c, BATON_EPROTO, "read-write lock %s: unexpected reply to %s", l->name,
-                           script->name);
-    }
-    long long status = r->element[0]->integer, value = r->element[1]->integer;
-    freeReplyObject(r);
+    long long status = hr.status, value = hr.value;
     if (status == 0) {
         a->bound = value;
         a->claimed = a->write && a->wait_ms != 0;
@@ -93,9 +83,7 @@ static int try_once(void *arg, baton__sub *sub)
                            "read-write lock %s: the calling thread holds the read lock; "
                            "release it before taking the write lock (no upgrade)",
                            l->name);
-    if (unsynced)
-        return baton__hold_unsynced(l, a->owner, status == 1, value, a->lease_ms, sent);
-    return baton__hold_acquired(l, a->owner, status == 1, value, a->lease_ms, sent);
+    return baton__hold_taken(l, &h, &hr, sent);
 }
 
 /* Sleep until a release, or the script's bound: the holder's lease running out, a claim
