@@ -513,6 +513,39 @@ Test(sentinel, the_command_holds_its_lock_through_a_failover)
     cli_result_free(&r);
 }
 
+/* The command's lock did not reach the replica that becomes master: baton ends COMMAND
+ * (122) and names the cause the library counted, the master change (issue 33). */
+Test(sentinel, the_command_whose_lock_the_new_master_lacks_is_stopped_naming_the_cause)
+{
+    wait_replica_synced();
+    int master = current_master(), replica = master == dep.master ? dep.replica : dep.master;
+    setenv("BATON_URL", dep.url, 1);
+    const char *name = th_tmpname("sn-cli-lack");
+    char *started = cli_path("started-lack");
+    char script[256];
+    snprintf(script, sizeof script, "touch %s; exec sleep 30", started);
+    pid_t pid = cli_spawn(ARGS("lock", name, "--watchdog", "10s", "--", "sh", "-c", script));
+    for (int64_t t0 = th_ms(); access(started, F_OK) != 0; th_sleep_ms(20))
+        cr_assert(lt(i64, th_ms() - t0, 10000), "the command never took its lock");
+    /* as if the acquisition had not replicated: gone from the replica alone */
+    redisContext *r = th_redis_port(replica);
+    for (int i = 0; th_cmd_int(r, "EXISTS %s", name) == 0; i++) {
+        cr_assert(lt(int, i, 250), "never replicated");
+        th_sleep_ms(20);
+    }
+    freeReplyObject(th_cmd(r, "CONFIG SET replica-read-only no"));
+    freeReplyObject(th_cmd(r, "DEL %s", name));
+    freeReplyObject(th_cmd(r, "CONFIG SET replica-read-only yes"));
+    redisFree(r);
+    cr_assert(eq(int, fail_over(), replica));
+    int st = th_wait(pid);
+    char *err = cli_bg_err(pid);
+    cr_assert(eq(int, st, 122), "baton exited %d: %s", st, err);
+    cr_assert(strstr(err, "the master changed and the new one lacks the hold") != NULL, "%s", err);
+    free(err);
+    free(started);
+}
+
 /* ------------------------------- contention through a failover ----------------------- */
 
 /* Shared by the contending processes (MAP_SHARED). */
