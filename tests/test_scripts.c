@@ -130,6 +130,7 @@ static const spec SPECS[] = {
      {"0", "30000", "A:1", "redisson_lock__channel:{$}", "60000", "redisson_unlock_latch:{$}:r1",
       "1"}},
     {"lock_force_release", F_LOCK, {K_LOCK, K_FAIRCH, K_NEXT}, {"0"}},
+    {"lock_unreserve", F_LOCK, {K_NEXT}, {"A:1"}},
     {"lock_renew", F_LOCK, {{"$", 'a'}}, {"30000", "A:1"}},
     {"hold_check", F_LOCK, {{"$", 'r'}}, {"A:1"}},
     {"fairlock_acquire",
@@ -699,6 +700,7 @@ static int check_script(const char *script)
 /* barrier_arrive, barrier_check and election_observe have rows but no case yet: they do
  * not all fail before writing with a key of the wrong type (issue 31's open item). */
 SCRIPT_TEST(election_proclaim)
+SCRIPT_TEST(lock_unreserve)
 SCRIPT_TEST(election_resign)
 SCRIPT_TEST(fairlock_acquire)
 SCRIPT_TEST(fairlock_cancel)

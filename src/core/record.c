@@ -14,6 +14,7 @@
  */
 #include "client.h"
 #include "conn.h"
+#include "topology.h"
 
 #include <hiredis/hiredis.h>
 
@@ -69,6 +70,12 @@ bool baton__client_record_due(baton_client *c, int64_t lease_ms, const char *arg
 
 void baton__client_record_keep(baton_client *c, int64_t lease_ms)
 {
+    /* On a Cluster the record's slot is on any master, maybe not the one the caller just
+     * reached: a call there could cost the caller a command timeout on a node its own
+     * names never touch (cluster_faults). There the watchdog's pipelined write keeps it,
+     * when a renewal batch goes to its node. */
+    if (baton__topology_cluster(c))
+        return;
     const char *argv[5];
     char key[BATON__RECORD_KEY_LEN], life[24];
     if (!baton__client_record_due(c, lease_ms, argv, key, life))

@@ -112,8 +112,23 @@ static int try_once(void *arg, baton__sub *sub)
 
 static void give_up(void *arg, int rc)
 {
-    (void)rc;
-    unfavour(arg); /* its reservation runs out by itself */
+    acquiring *a = arg;
+    bool reserved = a->sub != NULL;
+    unfavour(a);
+    if (reserved && !baton__client_forked(a->l->client)) {
+        /* it may hold the reservation: drop it, or the lock stays refused to others for
+         * up to RESERVE_MS (best effort: it ends by itself otherwise) */
+        plain *p = a->l->impl;
+        const char *keys[1] = {p->next_key}, *args[1] = {a->owner};
+        redisReply *r = NULL;
+        char *detail = baton__strdup(baton_client_errmsg(a->l->client)); /* the wait's */
+        if (baton__script_run(a->l->client, &baton__script_lock_unreserve, 1, keys, 1, args, &r) ==
+            BATON_OK)
+            freeReplyObject(r);
+        else if (detail)
+            baton__fail(a->l->client, rc, "%s", detail);
+        free(detail);
+    }
 }
 
 /* Sleep until the unlock message or the holder's lease runs out. */
