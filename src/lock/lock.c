@@ -98,7 +98,11 @@ static int attempt(acquiring *a, baton__sub *sub)
     if (status != 4 && a->sub) /* 4: reserved for this waiter: woken by the next unlock */
         unfavour(a);
     if (status == 0 || status == 3 || status == 4) {
-        a->ttl = status == 4 && (value < 0 || value > RESERVE_MS / 2) ? RESERVE_MS / 2 : value;
+        if (status == 4 && (value < 0 || value > RESERVE_MS / 2))
+            value = RESERVE_MS / 2; /* renew the reservation while the lock stays held */
+        else if (status == 3 && value <= 0)
+            value = 1; /* the reservation ran out as it was read: the lock is free now */
+        a->ttl = value;
         return BATON_ETIMEDOUT;
     }
 
