@@ -738,3 +738,77 @@ Test(lock, wrong_password_is_eauth_without_the_password)
     baton_client_close(c);
     th_server_stop(&s);
 }
+
+/* ---------------------------------------------------------------- starvation bound --- */
+
+typedef struct waiter_run {
+    baton_lock *l;
+    int rc, released;
+} waiter_run;
+
+static void *wait_for_it(void *p)
+{
+    waiter_run *w = p;
+    w->rc = baton_lock_try_acquire(w->l, 10000, 10000);
+    if (w->rc == BATON_OK)
+        w->released = baton_lock_release(w->l); /* ownership is the thread's */
+    return NULL;
+}
+
+/* A waiter that waited past starve_ms reserves the lock: the holder that releases it and
+ * asks again at once (the race an unfair lock lets it win every time) is refused, and the
+ * waiter gets it (issue 30). With BATON_STARVE_NEVER the holder takes it back. */
+Test(lock, a_starved_waiter_reserves_the_lock_and_the_releaser_cannot_take_it_back)
+{
+    for (int never = 0; never < 2; never++) {
+        baton_options o;
+        baton_options_init(&o);
+        o.starve_ms = never ? BATON_STARVE_NEVER : 50;
+        baton_client *ch = th_client(&o), *cw = th_client(&o);
+        redisContext *r = th_redis();
+        const char *name = th_tmpname("starve");
+        baton_lock *h, *w;
+        cr_assert(eq(int, baton_lock_open(ch, name, &h), BATON_OK));
+        cr_assert(eq(int, baton_lock_open(cw, name, &w), BATON_OK));
+        cr_assert(eq(int, baton_lock_try_acquire(h, 0, 10000), BATON_OK));
+        waiter_run wr = {.l = w};
+        pthread_t t;
+        cr_assert(eq(int, pthread_create(&t, NULL, wait_for_it, &wr), 0));
+        th_sleep_ms(100); /* past starve_ms */
+        /* The holder releases and asks again at once: it wins that race (the waiter needs
+         * the message and a round trip), and the waiter, starved, reserves the lock on the
+         * attempt it loses. */
+        long long reserved = 0;
+        bool holding = true;
+        for (int i = 0; i < 20 && !reserved; i++) {
+            cr_assert(eq(int, baton_lock_release(h), BATON_OK));
+            holding = baton_lock_try_acquire(h, 0, 10000) == BATON_OK;
+            if (!holding)
+                break; /* the waiter won this race: it holds the lock */
+            th_sleep_ms(30);
+            reserved = th_cmd_int(r, "EXISTS baton_lock_next:{%s}", name);
+        }
+        if (never) {
+            cr_assert(eq(i64, reserved, 0), "no reservation without the bound");
+        } else {
+            cr_assert(holding, "the waiter won a race before it starved: no test");
+            cr_assert(eq(i64, reserved, 1), "the starved waiter reserved the lock");
+            cr_assert(eq(int, baton_lock_release(h), BATON_OK));
+            cr_assert(eq(int, baton_lock_try_acquire(h, 0, 10000), BATON_ETIMEDOUT),
+                      "reserved for the waiter: the releaser is refused");
+            holding = false;
+        }
+        if (holding)
+            cr_assert(eq(int, baton_lock_release(h), BATON_OK));
+        pthread_join(t, NULL);
+        cr_assert(eq(int, wr.rc, BATON_OK), "%s", baton_client_errmsg(cw));
+        cr_assert(eq(int, wr.released, BATON_OK));
+        cr_assert(eq(i64, th_cmd_int(r, "EXISTS baton_lock_next:{%s}", name), 0),
+                  "the reservation goes with the hand-over");
+        baton_lock_close(w);
+        baton_lock_close(h);
+        redisFree(r);
+        baton_client_close(cw);
+        baton_client_close(ch);
+    }
+}
