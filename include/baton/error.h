@@ -35,7 +35,7 @@ extern "C" {
     XX(ECANCELED, -8, "operation canceled")                                                        \
     XX(ENOTSUP, -9, "operation not supported by this object")                                      \
     XX(ENOTSYNCED, -10, "not acknowledged by enough replicas in time (sync_replicas)")             \
-    XX(EPERM, -11, "refused by the server's ACL (NOPERM)")                                        \
+    XX(EPERM, -11, "refused by the server's ACL (NOPERM)")                                         \
     XX(EBROKEN, -12, "broken: a party of the barrier died, timed out or was cancelled")
 
 typedef enum baton_errno {

@@ -479,8 +479,8 @@ int baton__hold_call(baton_lock *l, const baton__hold_script *h, struct redisRep
             return rc;
         /* A reply lost sooner than a command timeout is a connection the server closed or
          * reset, not a server too slow: only that is worth sending once more. */
-        bool closed = baton__now_us() - *sent_us <
-                      baton__client_config(c)->command_timeout_ms * 1000 / 2;
+        bool closed =
+            baton__now_us() - *sent_us < baton__client_config(c)->command_timeout_ms * 1000 / 2;
         rc = resolve_lost(l, h->owner, h->token_key, h->lease_ms, *sent_us);
         if (rc != BATON__NOT_TAKEN)
             return rc;

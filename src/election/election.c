@@ -166,6 +166,15 @@ static int enter(baton_election *e)
     return e ? baton__client_enter(e->client) : BATON_EINVAL;
 }
 
+/* enter(), and the caller's output pointer `what` is not NULL. */
+static int enter_out(baton_election *e, const void *out, const char *what)
+{
+    int rc = enter(e);
+    if (rc == BATON_OK && !out)
+        rc = baton__fail(e->client, BATON_EINVAL, "%s is NULL", what);
+    return rc;
+}
+
 static int check_value(baton_election *e, const char *value)
 {
     if (value && strlen(value) > BATON_ELECTION_MAX_VALUE)
@@ -300,9 +309,7 @@ int baton_election_resign(baton_election *e)
 
 int baton_election_term(baton_election *e, int64_t *term)
 {
-    int rc = enter(e);
-    if (rc == BATON_OK && !term)
-        rc = baton__fail(e->client, BATON_EINVAL, "term is NULL");
+    int rc = enter_out(e, term, "term");
     if (rc != BATON_OK)
         return rc;
     baton__mutex_lock(&e->mu);
@@ -396,9 +403,7 @@ static int observe_once(baton_election *e, const char *cursor, redisReply **out)
 
 int baton_election_leader(baton_election *e, baton_leader *out)
 {
-    int rc = enter(e);
-    if (rc == BATON_OK && !out)
-        rc = baton__fail(e->client, BATON_EINVAL, "out is NULL");
+    int rc = enter_out(e, out, "out");
     if (rc != BATON_OK)
         return rc;
     redisReply *r;
@@ -516,9 +521,7 @@ static int64_t observe_bound(void *arg)
 /* One observation from the handle's cursor (the watcher thread's, or the caller's). */
 static int observe_next(baton_election *e, int64_t timeout_ms, baton_election_event *ev)
 {
-    int rc = enter(e);
-    if (rc == BATON_OK && !ev)
-        rc = baton__fail(e->client, BATON_EINVAL, "ev is NULL");
+    int rc = enter_out(e, ev, "ev");
     if (rc == BATON_OK && baton__check_wait(timeout_ms) != BATON_OK)
         rc = baton__fail(e->client, BATON_EINVAL, "timeout_ms %lld", (long long)timeout_ms);
     if (rc != BATON_OK)
@@ -604,9 +607,7 @@ static int start_watching(baton_election *e)
 
 int baton_election_observe_fd(baton_election *e, int *fd)
 {
-    int rc = enter(e);
-    if (rc == BATON_OK && !fd)
-        rc = baton__fail(e->client, BATON_EINVAL, "fd is NULL");
+    int rc = enter_out(e, fd, "fd");
     if (rc == BATON_OK)
         rc = start_watching(e);
     if (rc == BATON_OK)
@@ -631,9 +632,7 @@ int baton_election_set_observer(baton_election *e,
 
 int baton_election_observe_next(baton_election *e, int64_t timeout_ms, baton_election_event *ev)
 {
-    int rc = enter(e);
-    if (rc == BATON_OK && !ev)
-        rc = baton__fail(e->client, BATON_EINVAL, "ev is NULL");
+    int rc = enter_out(e, ev, "ev");
     if (rc == BATON_OK && baton__check_wait(timeout_ms) != BATON_OK)
         rc = baton__fail(e->client, BATON_EINVAL, "timeout_ms %lld", (long long)timeout_ms);
     if (rc != BATON_OK)
