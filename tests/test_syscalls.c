@@ -17,6 +17,27 @@
 #define PAIRS 500
 #define BOUND_PER_PAIR 4.0
 
+/* Waits (at most 10 s) until the process has connected at least `connects` sockets and no
+ * counted call happened for 200 ms. */
+static void wait_for_quiet_sockets(uint64_t connects)
+{
+    syscount prev, now;
+    syscount_read(&prev);
+    int quiet_ms = 0;
+    for (int waited = 0; waited < 10000; waited += 20) {
+        th_sleep_ms(20);
+        syscount_read(&now);
+        int same = now.total == prev.total && now.n[SC_CONNECT] == prev.n[SC_CONNECT];
+        quiet_ms = same ? quiet_ms + 20 : 0;
+        prev = now;
+        if (now.n[SC_CONNECT] >= connects && quiet_ms >= 200)
+            return;
+    }
+    char what[200];
+    syscount_format(&now, what, sizeof what);
+    cr_assert_fail("the client's sockets did not settle in 10 s: %s", what);
+}
+
 /* Socket calls and round trips of PAIRS uncontended lock+unlock pairs on one lock, after
  * WARM pairs that load the scripts and fill the pool. */
 static void measure(syscount *d, uint64_t *rtts)
@@ -30,8 +51,10 @@ static void measure(syscount *d, uint64_t *rtts)
         cr_assert_eq(baton_lock_release(l), BATON_OK);
     }
     /* A hold with a lease pins the dispatcher's connection (it hears a restart): let it
-     * connect before the count begins, it is not the pair's. */
-    th_sleep_ms(300);
+     * connect and finish its handshake before the count begins, it is not the pair's. On a
+     * busy machine that takes longer than any fixed pause (CI once counted its connect, send,
+     * recv and poll inside the window): wait for the second connect, then for quiet. */
+    wait_for_quiet_sockets(2);
     baton_stats st0, st1;
     syscount s0, s1;
     int bad = 0;
