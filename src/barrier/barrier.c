@@ -225,6 +225,10 @@ static void give_up(void *arg, int rc)
         check(a, "leave");
 }
 
+/* kind, counted as, join a live subscription, attempt, sleep bound, give up */
+static const baton__wait_ops barrier_wait = {BATON__SUB_LATCH, BATON__K_LATCH, true,
+                                             attempt,          bound,          give_up};
+
 static int await_phase(baton_barrier *b, int which, int64_t timeout_ms, int64_t *index,
                        int64_t *generation)
 {
@@ -240,16 +244,7 @@ static int await_phase(baton_barrier *b, int which, int64_t timeout_ms, int64_t 
     snprintf(a.id, sizeof a.id, "%s:%llu", baton_client_id(b->client),
              (unsigned long long)atomic_fetch_add(&arrivals, 1));
     snprintf(a.lease, sizeof a.lease, "%lld", (long long)a.lease_ms);
-    baton__wait w = {.channel = a.p->channel,
-                     .kind = BATON__SUB_LATCH,
-                     .stat = BATON__K_LATCH,
-                     .wait_ms = timeout_ms,
-                     .join_live = true,
-                     .attempt = attempt,
-                     .bound_ms = bound,
-                     .give_up = give_up,
-                     .arg = &a};
-    rc = baton__wait_for(b->client, &w);
+    rc = baton__wait_for(b->client, &barrier_wait, a.p->channel, timeout_ms, &a);
     if (rc == BATON_ETIMEDOUT)
         return baton__fail(b->client, rc,
                            "barrier %s: generation %lld did not trip within %lld ms (it is "

@@ -11,6 +11,14 @@
 #include "evloop.h"
 #include "topology.h"
 
+/* One wait: the primitive's table and the call's own part. */
+typedef struct baton__wait {
+    const baton__wait_ops *ops;
+    const char *channel;
+    int64_t wait_ms;
+    void *arg;
+} baton__wait;
+
 static void drop(baton_client *c, baton__sub *sub, bool done)
 {
     if (!sub)
@@ -33,25 +41,25 @@ static int wait_for(baton_client *c, const baton__wait *w, baton__waiting *wt)
     int64_t deadline = baton__deadline_after_ms(w->wait_ms);
     /* Others already wait on this channel: listen from before the first attempt on. */
     baton__sub *sub =
-        (w->wait_ms != 0 && w->join_live) ? baton__sub_try_acquire(c, w->channel) : NULL;
-    int rc = w->attempt(w->arg, sub);
+        (w->wait_ms != 0 && w->ops->join_live) ? baton__sub_try_acquire(c, w->channel) : NULL;
+    int rc = w->ops->attempt(w->arg, sub);
     if (!not_yet(c, rc) || w->wait_ms == 0) {
         if (sub)
             baton__sub_release(c, sub);
-        if (rc != BATON_OK && w->wait_ms != 0 && w->give_up)
-            w->give_up(w->arg, rc);
+        if (rc != BATON_OK && w->wait_ms != 0 && w->ops->give_up)
+            w->ops->give_up(w->arg, rc);
         return rc;
     }
     if (!sub) {
-        rc = baton__sub_acquire(c, w->channel, w->kind, deadline, wt, &sub);
+        rc = baton__sub_acquire(c, w->channel, w->ops->kind, deadline, wt, &sub);
         if (rc != BATON_OK) {
-            if (w->give_up)
-                w->give_up(w->arg, rc);
+            if (w->ops->give_up)
+                w->ops->give_up(w->arg, rc);
             return rc;
         }
         /* A release published before the subscription was confirmed went unheard. */
         rc = baton__wait_cancelled(c, wt) ? baton__fail(c, BATON_ECANCELED, "wait cancelled")
-                                          : w->attempt(w->arg, sub);
+                                          : w->ops->attempt(w->arg, sub);
     }
     while (not_yet(c, rc)) {
         int64_t now = baton__now_us();
@@ -60,7 +68,7 @@ static int wait_for(baton_client *c, const baton__wait *w, baton__waiting *wt)
             break;
         }
         int64_t until = deadline;
-        int64_t bound = w->bound_ms ? w->bound_ms(w->arg) : -1;
+        int64_t bound = w->ops->bound_ms ? w->ops->bound_ms(w->arg) : -1;
         /* On a Cluster a release can go unheard however the waiter listens: while its
          * slot migrates, the script runs on the importing node (ASK) and publishes there,
          * and the subscription is on the migrating one. A lost message then costs at most
@@ -75,17 +83,19 @@ static int wait_for(baton_client *c, const baton__wait *w, baton__waiting *wt)
             rc = woke;
             break;
         }
-        baton__stat_woken(c, w->stat, woke);
-        rc = w->attempt(w->arg, sub);
+        baton__stat_woken(c, w->ops->stat, woke);
+        rc = w->ops->attempt(w->arg, sub);
     }
-    if (rc != BATON_OK && w->give_up)
-        w->give_up(w->arg, rc);
+    if (rc != BATON_OK && w->ops->give_up)
+        w->ops->give_up(w->arg, rc);
     drop(c, sub, rc == BATON_OK);
     return rc;
 }
 
-int baton__wait_for(baton_client *c, const baton__wait *w)
+int baton__wait_for(baton_client *c, const baton__wait_ops *ops, const char *channel,
+                    int64_t wait_ms, void *arg)
 {
+    const baton__wait one = {ops, channel, wait_ms, arg}, *w = &one;
     baton__waiting wt = {0};
     if (w->wait_ms == 0)
         return wait_for(c, w, &wt); /* one attempt: not a wait, nothing to cancel */

@@ -8,12 +8,11 @@
 
 #include "internal.h"
 
-/* One wait: what to attempt, where to listen, how long to sleep between attempts. */
-typedef struct baton__wait {
-    const char *channel;  /* where releases are published (NULL only if wait_ms == 0) */
+/* How a primitive waits, the same for every wait of its kind: one static const table per
+ * primitive (channel, wait and argument are the call's). */
+typedef struct baton__wait_ops {
     baton__sub_kind kind; /* how the dispatcher wakes this channel's waiters */
     baton__kind stat;     /* what the wake-up counters count it as */
-    int64_t wait_ms;      /* the caller's wait: 0 = one attempt, BATON_WAIT_FOREVER, or ms */
     bool join_live;       /* take a live subscription before the first attempt (shared
                              channels); false for channels of one waiter or that do not
                              linger */
@@ -27,10 +26,11 @@ typedef struct baton__wait {
     /* Optional: runs when a wait (wait_ms != 0) fails, before its subscription is dropped
      * (leave a queue, say). rc is the failure; the callback keeps the error detail. */
     void (*give_up)(void *arg, int rc);
-    void *arg;
-} baton__wait;
+} baton__wait_ops;
 
-/* Waits for w->attempt to succeed:
+/* Waits for ops->attempt(arg) to succeed, listening on channel (where releases are
+ * published; NULL only if wait_ms == 0) for at most wait_ms (0 = one attempt,
+ * BATON_WAIT_FOREVER, or ms):
  *  - joins the channel's subscription first if it is live already (join_live), so that a
  *    release after the first attempt cannot go unheard;
  *  - attempts once; wait_ms == 0 stops there;
@@ -42,6 +42,7 @@ typedef struct baton__wait {
  *    synchronously, leaving nothing behind.
  * Returns BATON_OK, BATON_ETIMEDOUT (not done within wait_ms; no detail recorded: the
  * caller words it), or the error of an attempt or of subscribing (recorded). */
-int baton__wait_for(baton_client *c, const baton__wait *w);
+int baton__wait_for(baton_client *c, const baton__wait_ops *ops, const char *channel,
+                    int64_t wait_ms, void *arg);
 
 #endif /* BATON_CORE_WAIT_H */

@@ -518,6 +518,10 @@ static int64_t observe_bound(void *arg)
     return ((observing *)arg)->bound_ms;
 }
 
+/* kind, counted as, join a live subscription, attempt, sleep bound, give up */
+static const baton__wait_ops observe_wait = {BATON__SUB_LATCH, BATON__K_LATCH, true,
+                                             observe_attempt, observe_bound};
+
 /* One observation from the handle's cursor (the watcher thread's, or the caller's). */
 static int observe_next(baton_election *e, int64_t timeout_ms, baton_election_event *ev)
 {
@@ -527,15 +531,7 @@ static int observe_next(baton_election *e, int64_t timeout_ms, baton_election_ev
     if (rc != BATON_OK)
         return rc;
     observing o = {.e = e, .ev = ev, .bound_ms = -1};
-    baton__wait w = {.channel = e->channel,
-                     .kind = BATON__SUB_LATCH,
-                     .stat = BATON__K_LATCH,
-                     .wait_ms = timeout_ms,
-                     .join_live = true,
-                     .attempt = observe_attempt,
-                     .bound_ms = observe_bound,
-                     .arg = &o};
-    rc = baton__wait_for(e->client, &w);
+    rc = baton__wait_for(e->client, &observe_wait, e->channel, timeout_ms, &o);
     if (rc == BATON_ETIMEDOUT)
         return baton__fail(e->client, rc, "election %s: no change within %lld ms", e->name,
                            (long long)timeout_ms);

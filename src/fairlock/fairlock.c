@@ -122,6 +122,11 @@ static void give_up(void *arg, int rc)
     free(detail);
 }
 
+/* kind, counted as, join a live subscription (nobody else listens on this owner's
+ * channel), attempt, sleep bound, give up */
+static const baton__wait_ops fair_wait = {BATON__SUB_LOCK, BATON__K_FAIRLOCK, false,
+                                          try_once,        script_bound,      give_up};
+
 static int fair_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
 {
     baton_client *c = l->client;
@@ -133,16 +138,7 @@ static int fair_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
     char *channel = NULL;
     if (wait_ms != 0 && !(channel = baton__asprintf("%s:%s", l->channel, owner)))
         return baton__fail(c, BATON_ENOMEM, "out of memory");
-    baton__wait w = {.channel = channel,
-                     .kind = BATON__SUB_LOCK,
-                     .stat = BATON__K_FAIRLOCK,
-                     .wait_ms = wait_ms,
-                     .join_live = false, /* nobody else listens on this owner's channel */
-                     .attempt = try_once,
-                     .bound_ms = script_bound,
-                     .give_up = give_up,
-                     .arg = &a};
-    int rc = baton__wait_for(c, &w);
+    int rc = baton__wait_for(c, &fair_wait, channel, wait_ms, &a);
     free(channel);
     if (rc == BATON_ETIMEDOUT && wait_ms == 0)
         return baton__fail(c, rc, "fair lock %s is held, or other owners are queued first",

@@ -217,6 +217,10 @@ int baton_latch_await(baton_latch *l, int64_t timeout_ms)
     BATON__COUNTED_CALL(l ? l->base.client : NULL, l, await(l, timeout_ms));
 }
 
+/* kind, counted as, join a live subscription, attempt, sleep bound, give up */
+static const baton__wait_ops latch_wait = {BATON__SUB_LATCH, BATON__K_LATCH, false, try_once,
+                                           recheck};
+
 static int await(baton_latch *l, int64_t timeout_ms)
 {
     int rc = enter(l);
@@ -229,15 +233,7 @@ static int await(baton_latch *l, int64_t timeout_ms)
     int64_t start = baton__stat_start(c);
     awaiting a = {.l = l, .recheck_ms = baton__client_config(c)->recheck_ms};
     /* A latch channel does not linger after its last waiter (dispatch.c): nothing to join. */
-    baton__wait w = {.channel = l->base.channel,
-                     .kind = BATON__SUB_LATCH,
-                     .stat = BATON__K_LATCH,
-                     .wait_ms = timeout_ms,
-                     .join_live = false,
-                     .attempt = try_once,
-                     .bound_ms = recheck,
-                     .arg = &a};
-    rc = baton__wait_for(c, &w);
+    rc = baton__wait_for(c, &latch_wait, l->base.channel, timeout_ms, &a);
     baton__stat_acquire(c, BATON__K_LATCH, rc, start, l->base.name);
     if (rc == BATON_ETIMEDOUT && timeout_ms == 0)
         return baton__fail(c, rc, "latch %s is closed", l->base.name);

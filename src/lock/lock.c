@@ -141,6 +141,10 @@ static int64_t holder_ttl(void *arg)
     return ((acquiring *)arg)->ttl;
 }
 
+/* kind, counted as, join a live subscription, attempt, sleep bound, give up */
+static const baton__wait_ops lock_wait = {BATON__SUB_LOCK, BATON__K_LOCK, true,
+                                          try_once,        holder_ttl,    give_up};
+
 static int plain_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
 {
     baton_client *c = l->client;
@@ -148,16 +152,7 @@ static int plain_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
     baton__owner(c, owner, sizeof owner);
     acquiring a = {
         .l = l, .owner = owner, .lease_ms = lease_ms, .ttl = -1, .since_us = baton__now_us()};
-    baton__wait w = {.channel = l->channel,
-                     .kind = BATON__SUB_LOCK,
-                     .stat = BATON__K_LOCK,
-                     .wait_ms = wait_ms,
-                     .join_live = true,
-                     .attempt = try_once,
-                     .bound_ms = holder_ttl,
-                     .give_up = give_up,
-                     .arg = &a};
-    int rc = baton__wait_for(c, &w);
+    int rc = baton__wait_for(c, &lock_wait, l->channel, wait_ms, &a);
     if (rc == BATON_ETIMEDOUT && wait_ms == 0)
         return baton__fail(c, rc, "lock %s is held by another owner", l->name);
     if (rc == BATON_ETIMEDOUT)

@@ -350,6 +350,10 @@ int baton_permits_try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms,
                         try_acquire_many(p, n, wait_ms, lease_ms, ids));
 }
 
+/* kind, counted as, join a live subscription, attempt, sleep bound, give up */
+static const baton__wait_ops permits_wait = {BATON__SUB_SEMAPHORE, BATON__K_SEMAPHORE, true,
+                                             try_once, bound};
+
 static int try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_t lease_ms,
                             char (*ids)[BATON_PERMIT_ID_SIZE])
 {
@@ -388,15 +392,7 @@ static int try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_
 
     int64_t start = baton__stat_start(c);
     acquiring a = {p, args, (int)n + 1, -1, baton__client_config(c)->recheck_ms, 0};
-    baton__wait w = {.channel = p->base.channel,
-                     .kind = BATON__SUB_SEMAPHORE,
-                     .stat = BATON__K_SEMAPHORE,
-                     .wait_ms = wait_ms,
-                     .join_live = true,
-                     .attempt = try_once,
-                     .bound_ms = bound,
-                     .arg = &a};
-    rc = baton__wait_for(c, &w);
+    rc = baton__wait_for(c, &permits_wait, p->base.channel, wait_ms, &a);
     baton__stat_acquire(c, BATON__K_SEMAPHORE, rc, start, p->base.name);
     if (rc == BATON_ETIMEDOUT)
         rc = baton__fail(c, BATON_ETIMEDOUT, "permits %s: %lld permit%s not free within %lld ms",

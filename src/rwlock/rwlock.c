@@ -118,6 +118,10 @@ static void give_up(void *arg, int rc)
     free(detail);
 }
 
+/* kind, counted as, join a live subscription, attempt, sleep bound, give up */
+static const baton__wait_ops rwlock_wait = {BATON__SUB_RWLOCK, BATON__K_RWLOCK, true,
+                                            try_once,          script_bound,    give_up};
+
 static int rw_acquire(baton_lock *l, bool write, int64_t wait_ms, int64_t lease_ms)
 {
     baton_client *c = l->client;
@@ -126,16 +130,7 @@ static int rw_acquire(baton_lock *l, bool write, int64_t wait_ms, int64_t lease_
     baton__owner(c, thread, sizeof thread);
     snprintf(a.owner, sizeof a.owner, "%s%s", thread, write ? BATON__KEY_WRITE_SUFFIX : "");
     snprintf(a.other, sizeof a.other, "%s%s", thread, write ? "" : BATON__KEY_WRITE_SUFFIX);
-    baton__wait w = {.channel = l->channel,
-                     .kind = BATON__SUB_RWLOCK,
-                     .stat = BATON__K_RWLOCK,
-                     .wait_ms = wait_ms,
-                     .join_live = true,
-                     .attempt = try_once,
-                     .bound_ms = script_bound,
-                     .give_up = give_up,
-                     .arg = &a};
-    int rc = baton__wait_for(c, &w);
+    int rc = baton__wait_for(c, &rwlock_wait, l->channel, wait_ms, &a);
     const char *what = write ? "write" : "read";
     if (rc == BATON_ETIMEDOUT && wait_ms == 0)
         return baton__fail(c, rc, "read-write lock %s: the %s lock is not free", l->name, what);

@@ -172,6 +172,10 @@ int baton_semaphore_try_acquire(baton_semaphore *s, int64_t permits, int64_t wai
     BATON__COUNTED_CALL(s ? s->base.client : NULL, s, try_acquire(s, permits, wait_ms));
 }
 
+/* kind, counted as, join a live subscription, attempt, sleep bound, give up */
+static const baton__wait_ops semaphore_wait = {BATON__SUB_SEMAPHORE, BATON__K_SEMAPHORE, true,
+                                               try_once, recheck};
+
 static int try_acquire(baton_semaphore *s, int64_t permits, int64_t wait_ms)
 {
     int rc = enter(s);
@@ -188,15 +192,7 @@ static int try_acquire(baton_semaphore *s, int64_t permits, int64_t wait_ms)
     snprintf(permits_s, sizeof permits_s, "%lld", (long long)permits);
     int64_t start = baton__stat_start(c);
     acquiring a = {.s = s, .permits = permits_s, .recheck_ms = baton__client_config(c)->recheck_ms};
-    baton__wait w = {.channel = s->base.channel,
-                     .kind = BATON__SUB_SEMAPHORE,
-                     .stat = BATON__K_SEMAPHORE,
-                     .wait_ms = wait_ms,
-                     .join_live = true,
-                     .attempt = try_once,
-                     .bound_ms = recheck,
-                     .arg = &a};
-    rc = baton__wait_for(c, &w);
+    rc = baton__wait_for(c, &semaphore_wait, s->base.channel, wait_ms, &a);
     baton__stat_acquire(c, BATON__K_SEMAPHORE, rc, start, s->base.name);
     if (rc == BATON_ETIMEDOUT && wait_ms == 0)
         return baton__fail(c, rc, "semaphore %s: fewer than %lld permits free", s->base.name,
