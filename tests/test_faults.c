@@ -161,11 +161,13 @@ Test(faults, a_silent_server_costs_each_call_its_timeout_then_recovers)
 /* ------------------------------------------------ the subscriber connection --------- */
 
 typedef struct waiter {
+    baton_client *c; /* l's */
     baton_lock *l;
     int64_t wait_ms;
     int rc;         /* of the acquire */
     int release_rc; /* of the release that follows it, on the same thread (the owner) */
     _Atomic int64_t done_ms;
+    char why[256]; /* the waiter's thread's error message, when rc is not BATON_OK */
 } waiter;
 
 static void *wait_for_lock(void *arg)
@@ -173,6 +175,8 @@ static void *wait_for_lock(void *arg)
     waiter *w = arg;
     w->rc = baton_lock_try_acquire(w->l, w->wait_ms, 30000);
     atomic_store(&w->done_ms, th_ms());
+    if (w->rc != BATON_OK) /* the message is the thread's own: keep it for the assertion */
+        snprintf(w->why, sizeof w->why, "%s", baton_client_errmsg(w->c));
     w->release_rc = w->rc == BATON_OK ? baton_lock_release(w->l) : w->rc;
     return NULL;
 }
@@ -205,7 +209,7 @@ static void contest_start(contest *k, rig *r, const char *name, int64_t lease_ms
     cr_assert(eq(int, baton_lock_open(r->c, name, &k->wanted), BATON_OK));
     cr_assert(eq(int, baton_lock_acquire(k->held, lease_ms), BATON_OK));
     long before = th_proxy_accepted(r->proxy);
-    k->w = (waiter){k->wanted, 8000, -1, -1, 0};
+    k->w = (waiter){r->c, k->wanted, 8000, -1, -1, 0, ""};
     pthread_create(&k->t, NULL, wait_for_lock, &k->w);
     char channel[160];
     snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
@@ -218,7 +222,7 @@ static void contest_start(contest *k, rig *r, const char *name, int64_t lease_ms
 static void contest_end(contest *k, rig *r)
 {
     pthread_join(k->t, NULL);
-    cr_assert(eq(int, k->w.rc, BATON_OK), "%s", baton_client_errmsg(r->c));
+    cr_assert(eq(int, k->w.rc, BATON_OK), "the waiter: %s", k->w.why);
     cr_assert(eq(int, k->w.release_rc, BATON_OK));
     baton_lock_close(k->held);
     baton_lock_close(k->wanted);
