@@ -9,7 +9,7 @@
 #include "cli_helper.h"
 #include "faultproxy.h"
 
-#include <criterion/new/assert.h>
+#include "new_assert.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -8,7 +8,7 @@
 #define _GNU_SOURCE
 #include "cli_helper.h"
 
-#include <criterion/new/assert.h>
+#include "new_assert.h"
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>

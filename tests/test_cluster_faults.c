@@ -15,7 +15,7 @@
 #include "ha_helper.h"
 #include "slots.h"
 
-#include <criterion/new/assert.h>
+#include "new_assert.h"
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>

@@ -11,7 +11,7 @@
 #include "internal.h"
 
 #include <criterion/logging.h>
-#include <criterion/new/assert.h>
+#include "new_assert.h"
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>

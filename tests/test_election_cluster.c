@@ -9,7 +9,7 @@
 #include "internal.h"
 
 #include <criterion/logging.h>
-#include <criterion/new/assert.h>
+#include "new_assert.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

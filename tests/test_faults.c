@@ -10,7 +10,7 @@
 #include "helper.h"
 #include "internal.h"
 
-#include <criterion/new/assert.h>
+#include "new_assert.h"
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -219,7 +219,7 @@ static void contest_start(contest *k, rig *r, const char *name, int64_t lease_ms
 }
 
 /* Joins the waiter, which must have acquired and released; closes the rest. */
-static void contest_end(contest *k, rig *r)
+static void contest_end(contest *k)
 {
     pthread_join(k->t, NULL);
     cr_assert(eq(int, k->w.rc, BATON_OK), "the waiter: %s", k->w.why);
@@ -238,7 +238,7 @@ Test(faults, a_held_subscriber_connection_costs_at_most_the_lease)
     th_proxy_hold_conn(r.proxy, k.sub_conn, true); /* its messages go nowhere */
     int64_t lease_end = th_ms() + th_cmd_int(r.direct, "PTTL fl-sub");
     cr_assert(eq(int, baton_lock_release(k.held), BATON_OK)); /* the "0" is held back */
-    contest_end(&k, &r);
+    contest_end(&k);
     /* the unheard release costs at most the rest of the lease the waiter was told */
     cr_assert(le(i64, atomic_load(&k.w.done_ms), lease_end + 700),
               "acquired %lld ms after the lease's end",
@@ -259,7 +259,7 @@ Test(faults, a_subscriber_connection_cut_while_waiting_is_resubscribed)
     until_subscribed(r.direct, "redisson_lock__channel:{fl-resub}");
     int64_t released = th_ms();
     cr_assert(eq(int, baton_lock_release(k.held), BATON_OK));
-    contest_end(&k, &r);
+    contest_end(&k);
     cr_assert(le(i64, atomic_load(&k.w.done_ms) - released, 500), "woken %lld ms after the release",
               (long long)(atomic_load(&k.w.done_ms) - released));
     rig_down(&r);

@@ -11,7 +11,7 @@
 #include "helper.h"
 #include "internal.h"
 
-#include <criterion/new/assert.h>
+#include "new_assert.h"
 #include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>

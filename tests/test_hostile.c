@@ -13,7 +13,7 @@
 #define _GNU_SOURCE
 #include "helper.h"
 
-#include <criterion/new/assert.h>
+#include "new_assert.h"
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>

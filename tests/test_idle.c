@@ -10,7 +10,7 @@
 #include "internal.h"
 #include "conn.h"
 
-#include <criterion/new/assert.h>
+#include "new_assert.h"
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>

@@ -15,7 +15,7 @@
 #include "helper.h"
 #include "internal.h"
 
-#include <criterion/new/assert.h>
+#include "new_assert.h"
 #include <dirent.h>
 #include <poll.h>
 #include <pthread.h>

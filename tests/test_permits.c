@@ -10,7 +10,7 @@
 #include "helper.h"
 #include "internal.h"
 
-#include <criterion/new/assert.h>
+#include "new_assert.h"
 #include <poll.h>
 #include <signal.h>
 #include <stdatomic.h>

@@ -9,7 +9,7 @@
 #include "cli_helper.h"
 #include "helper.h"
 
-#include <criterion/new/assert.h>
+#include "new_assert.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

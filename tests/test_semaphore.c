@@ -8,7 +8,7 @@
 #include "helper.h"
 #include "internal.h"
 
-#include <criterion/new/assert.h>
+#include "new_assert.h"
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>

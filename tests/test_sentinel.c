@@ -11,7 +11,7 @@
 #include "ha_helper.h"
 #include "sentinel.h"
 
-#include <criterion/new/assert.h>
+#include "new_assert.h"
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>

@@ -12,7 +12,7 @@
 #include "cli_helper.h"
 #include "helper.h"
 
-#include <criterion/new/assert.h>
+#include "new_assert.h"
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>

@@ -7,7 +7,7 @@
 #define _GNU_SOURCE
 #include "cli_helper.h"
 
-#include <criterion/new/assert.h>
+#include "new_assert.h"
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
