@@ -396,13 +396,24 @@ static bool conflict(char a, char b)
     return a == 'w' || b == 'w';
 }
 
+/* Whether to print a finding's excerpt: at most `max` of the allowed ones and as many of the
+ * violations, counted apart (shown[0] violations, shown[1] allowed), so that a violation is
+ * shown whatever number of allowed findings came before it. */
+static bool show(int shown[2], bool allowed, int max, FILE *out)
+{
+    if (!out || shown[allowed] >= max)
+        return false;
+    shown[allowed]++;
+    return true;
+}
+
 static hist_verdict overlaps(const hist *h, const char *obj, const char *name, const hist_params *p,
                              FILE *out)
 {
     hist_verdict v = {name, 0, 0, 0};
     holds hs = extract(h, obj);
     v.checked = (long)hs.n;
-    int shown = 0;
+    int shown[2] = {0, 0};
     for (size_t j = 0; j < hs.n; j++) {
         hold *b = &hs.v[j];
         for (size_t i = 0; i < j; i++) {
@@ -416,8 +427,7 @@ static hist_verdict overlaps(const hist *h, const char *obj, const char *name, c
                 v.allowed++;
             else
                 v.violations++;
-            if (shown < p->excerpts && out) {
-                shown++;
+            if (show(shown, ex != 0, p->excerpts, out)) {
                 fprintf(out,
                         "  %s: %s: hold of %d.%d (token %" PRId64 ", %c) from %" PRId64
                         " to %" PRId64 "%s overlaps hold of %d.%d (token %" PRId64
@@ -473,7 +483,7 @@ hist_verdict hist_check_fenced(const hist *h, const char *obj, const hist_params
 {
     hist_verdict v = {strcmp(obj, "rw") == 0 ? "fenced rw" : "fenced mutex", 0, 0, 0};
     holds hs = extract(h, obj);
-    int shown = 0;
+    int shown[2] = {0, 0};
     /* 1. tokens rise: a hold that began after another ended has a larger token */
     for (size_t j = 0; j < hs.n; j++) {
         hold *b = &hs.v[j];
@@ -491,12 +501,12 @@ hist_verdict hist_check_fenced(const hist *h, const char *obj, const hist_params
                 v.allowed++;
                 break;
             }
-            if (data_lost_between(h, a->start, b->start))
+            bool lost = data_lost_between(h, a->start, b->start);
+            if (lost)
                 v.allowed++;
             else
                 v.violations++;
-            if (shown < p->excerpts && out) {
-                shown++;
+            if (show(shown, lost, p->excerpts, out)) {
                 fprintf(out,
                         "  %s: %s: token %" PRId64 " of %d.%d (from %" PRId64
                         ") after token %" PRId64 " of %d.%d (ended %" PRId64 ")\n",
@@ -533,8 +543,7 @@ hist_verdict hist_check_fenced(const hist *h, const char *obj, const hist_params
                     v.allowed++;
                 else {
                     v.violations++;
-                    if (shown < p->excerpts && out) {
-                        shown++;
+                    if (show(shown, false, p->excerpts, out)) {
                         fprintf(out,
                                 "  %s: VIOLATION: the store accepted token %" PRId64
                                 " after it had accepted %" PRId64 "\n",
@@ -562,7 +571,7 @@ hist_verdict hist_check_fenced(const hist *h, const char *obj, const hist_params
 hist_verdict hist_check_reentrant(const hist *h, const char *obj, const hist_params *p, FILE *out)
 {
     hist_verdict v = {"reentrant", 0, 0, 0};
-    int shown = 0;
+    int shown[2] = {0, 0};
     for (size_t i = 0; i < h->n; i++) {
         const hev *e = &h->ev[i];
         if (!is(e, obj, "count", "ok"))
@@ -603,8 +612,7 @@ hist_verdict hist_check_reentrant(const hist *h, const char *obj, const hist_par
             v.allowed++;
         else
             v.violations++;
-        if (shown < p->excerpts && out) {
-            shown++;
+        if (show(shown, ok, p->excerpts, out)) {
             fprintf(out,
                     "  reentrant: %s: %d.%d expected hold count %" PRId64
                     ", the server has %" PRId64 "\n",
@@ -636,7 +644,7 @@ hist_verdict hist_check_permits(const hist *h, const char *obj, int n, const his
     hist_verdict v = {strcmp(obj, "sem") == 0 ? "semaphore" : "permits", 0, 0, 0};
     holds hs = extract(h, obj);
     v.checked = (long)hs.n;
-    int shown = 0;
+    int shown[2] = {0, 0};
     for (size_t j = 0; j < hs.n; j++) {
         hold *b = &hs.v[j];
         int open = 0, ex = 0;
@@ -653,8 +661,7 @@ hist_verdict hist_check_permits(const hist *h, const char *obj, int n, const his
             v.allowed++;
         else
             v.violations++;
-        if (shown < p->excerpts && out) {
-            shown++;
+        if (show(shown, ex != 0, p->excerpts, out)) {
             fprintf(out, "  %s: %s: %d permits held when %d.%d took one at %" PRId64 " (of %d)\n",
                     v.checker, why(ex), open, b->proc, b->inc, b->start, n);
             for (size_t i = 0; i < j; i++)
@@ -786,7 +793,7 @@ hist_verdict hist_check_returned(const hist *h, const char *obj, int n, const hi
 hist_verdict hist_check_stock(const hist *h, const hist_params *p, FILE *out)
 {
     hist_verdict v = {"stock (MariaDB)", 0, 0, 0};
-    int shown = 0;
+    int shown[2] = {0, 0};
     int64_t top = 0; /* the highest token of a sale that returned */
     size_t top_i = 0;
     long sold = 0, unknown = 0;
@@ -818,7 +825,7 @@ hist_verdict hist_check_stock(const hist *h, const hist_params *p, FILE *out)
             }
         if (top > 0 && e->token <= top && h->ev[top_i].t < sent) {
             v.violations++;
-            if (shown++ < p->excerpts && out) {
+            if (show(shown, false, p->excerpts, out)) {
                 fprintf(out,
                         "  stock: VIOLATION: the database sold with token %" PRId64
                         " after it had sold with %" PRId64 "\n",
@@ -860,7 +867,7 @@ static int cmp_i64(const void *a, const void *b)
 hist_verdict hist_check_latch(const hist *h, const hist_params *p, FILE *out)
 {
     hist_verdict v = {"latch", 0, 0, 0};
-    int shown = 0;
+    int shown[2] = {0, 0};
     for (size_t i = 0; i < h->n; i++) {
         const hev *w = &h->ev[i];
         if (!is(w, "latch", "await", "ok"))
@@ -893,8 +900,7 @@ hist_verdict hist_check_latch(const hist *h, const hist_params *p, FILE *out)
             v.allowed++;
         else
             v.violations++;
-        if (shown < p->excerpts && out) {
-            shown++;
+        if (show(shown, lost, p->excerpts, out)) {
             fprintf(out,
                     "  latch: %s: %d.%d released in round %" PRId64 " at %" PRId64
                     " before count-down %d of %d was sent\n",
@@ -982,13 +988,12 @@ hist_verdict hist_check_fifo(const hist *h, const hist_params *p, FILE *out)
             w[m++] = w[i];
     }
     v.checked = (long)m;
-    int shown = 0;
+    int shown[2] = {0, 0};
     for (size_t i = 0; i < m; i++)
         for (size_t j = 0; j < m; j++) {
             if (w[i].invoke + p->fifo_margin_us < w[j].invoke && w[j].done < w[i].done) {
                 v.violations++;
-                if (shown < p->excerpts && out) {
-                    shown++;
+                if (show(shown, false, p->excerpts, out)) {
                     fprintf(out,
                             "  fair lock fifo: VIOLATION: %d.%d asked at %" PRId64
                             " and was served at %" PRId64 " after %d.%d, who asked at %" PRId64
