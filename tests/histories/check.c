@@ -302,6 +302,27 @@ static holds extract(const hist *h, const char *obj)
  * pressure under an evicting policy (evict, VALUE 0: the guarantees require noeviction), each an
  * interval from its invoke to its end (srvup, or the failover's ok / fail: the nemesis
  * ends them once the deployment has settled), intersecting [from, to]. */
+/* The end (SRV_US) of the fault that event i invokes: its own srvup, or its own ok / fail.
+ * The nemesis writes a fault's invoke and its end one after the other, but may date the
+ * invoke back (a failover the sentinels made on their own is logged when it is seen, from
+ * the last look on): by time, another fault's end can come between them. Ends are never
+ * dated back, so the first end after the invoke, in time, that was also written after it
+ * (MONO_NS) is its own; hand-made histories without MONO_NS take the first end in time.
+ * A fault of one process (a pause, a client's partition) ends with that process's event.
+ * INT64_MAX when it never ended. */
+static int64_t fault_end(const hist *h, size_t i)
+{
+    const hev *e = &h->ev[i];
+    const char *end_op = strcmp(e->op, "srvkill") == 0 ? "srvup" : e->op;
+    for (size_t j = i + 1; j < h->n; j++) {
+        const hev *x = &h->ev[j];
+        if (is_nemesis(x) && strcmp(x->op, end_op) == 0 && strcmp(x->type, "invoke") != 0 &&
+            x->proc == e->proc && (e->mono == 0 || x->mono > e->mono))
+            return x->t;
+    }
+    return INT64_MAX;
+}
+
 static bool loss_within(const hist *h, int64_t from, int64_t to)
 {
     for (size_t i = 0; i < h->n; i++) {
@@ -312,15 +333,7 @@ static bool loss_within(const hist *h, int64_t from, int64_t to)
             (strcmp(e->op, "srvkill") != 0 && strcmp(e->op, "failover") != 0 &&
              strcmp(e->op, "evict") != 0))
             continue;
-        const char *end_op = strcmp(e->op, "srvkill") == 0 ? "srvup" : e->op;
-        int64_t end = INT64_MAX;
-        for (size_t j = i + 1; j < h->n; j++)
-            if (is_nemesis(&h->ev[j]) && strcmp(h->ev[j].op, end_op) == 0 &&
-                strcmp(h->ev[j].type, "invoke") != 0) {
-                end = h->ev[j].t;
-                break;
-            }
-        if (end >= from)
+        if (fault_end(h, i) >= from)
             return true;
     }
     return false;
@@ -973,16 +986,7 @@ hist_verdict hist_check_fifo(const hist *h, const hist_params *p, FILE *out)
             const hev *x = &h->ev[k];
             if (!is_nemesis(x) || strcmp(x->type, "invoke") != 0 || !hits(x, w[i].proc))
                 continue;
-            const char *end_op = strcmp(x->op, "srvkill") == 0 ? "srvup" : x->op;
-            int64_t end = INT64_MAX;
-            for (size_t q = k + 1; q < h->n; q++)
-                if (is_nemesis(&h->ev[q]) && strcmp(h->ev[q].op, end_op) == 0 &&
-                    strcmp(h->ev[q].type, "invoke") != 0 &&
-                    (strcmp(x->op, "pause") != 0 || h->ev[q].proc == x->proc)) {
-                    end = h->ev[q].t;
-                    break;
-                }
-            fault = end >= w[i].invoke;
+            fault = fault_end(h, k) >= w[i].invoke;
         }
         if (!fault)
             w[m++] = w[i];

@@ -120,6 +120,50 @@ Test(mutex, a_violation_is_shown_after_many_allowed_ones)
     hist_free(&h);
 }
 
+/* Lines with their MONO_NS: "T MONO PROC INC OBJ OP TYPE TOKEN RC VALUE". */
+static void load_mono(hist *h, const char *const *lines)
+{
+    memset(h, 0, sizeof *h);
+    for (size_t i = 0; lines[i]; i++) {
+        hev e;
+        cr_assert(hist_parse_line(lines[i], &e), "line %zu: %s", i, lines[i]);
+        hist_add(h, &e);
+    }
+    hist_sort(h);
+}
+
+/* Two failovers without sync_replicas: one asked for (invoke, then ok at 200), and one the
+ * sentinels made on their own, seen late and dated back to 150 (written at 500 with its ok):
+ * the second one's window is [150, 500], not [150, 200] (by time, the first one's ok comes
+ * between). Seed 313 (Sentinel without sync_replicas, 30 minutes) counted the overlaps such
+ * a failover allows as violations. */
+Test(mutex, a_failover_dated_back_ends_with_its_own_ok)
+{
+    static const char *const lines[] = {"100 1000 -1 0 nemesis failover invoke 0 0 0",
+                                        "150 5000 -1 0 nemesis failover invoke 0 0 0",
+                                        "200 2000 -1 0 nemesis failover ok 0 0 0",
+                                        "300 3000 0 0 mutex acquire ok 7 0 0",
+                                        "350 3500 1 0 mutex acquire ok 3 0 0",
+                                        "400 4000 0 0 mutex release invoke 7 0 0",
+                                        "450 4500 1 0 mutex release invoke 3 0 0",
+                                        "500 5001 -1 0 nemesis failover ok 0 0 0",
+                                        NULL};
+    hist h;
+    load_mono(&h, lines);
+    hist_params p = params();
+    hist_verdict v = hist_check_mutex(&h, "mutex", &p, NULL);
+    cr_assert_eq(v.violations, 0);
+    cr_assert_eq(v.allowed, 1);
+    v = hist_check_fenced(&h, "mutex", &p, NULL);
+    cr_assert_eq(v.violations, 0);
+    /* the same overlap after the second failover's ok is a violation */
+    h.ev[7].t = 260;
+    hist_sort(&h);
+    v = hist_check_mutex(&h, "mutex", &p, NULL);
+    cr_assert_eq(v.violations, 1);
+    hist_free(&h);
+}
+
 Test(mutex, overlap_after_a_pause_past_the_lease_is_allowed)
 {
     static const char *const lines[] = {"100 0 0 mutex acquire ok 7 0 0",
