@@ -310,6 +310,11 @@ void cli_exit_now(int code) __attribute__((noreturn));
  * reached would otherwise keep baton for 3 x (connect + command timeout). */
 #define CLI_LOST_RELEASE_MS 1000
 
+/* A fixed lease's end for cli_watch.lease_end_ms, as cli_now_ms(): lease_ms from now, or
+ * earlier if a member's key expires sooner. The lease runs from the server's acquire, so each
+ * member's remaining TTL is counted from before asking: baton's end is never the later. */
+int64_t cli_lease_end(baton_lock *const *members, size_t n, int64_t lease_ms);
+
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t cli_now_ms(void);
 

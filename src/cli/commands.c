@@ -393,25 +393,10 @@ static int lock_acquire(const cli_global *g, lock_run *r, bool *held)
     return 0;
 }
 
-/* With --lease: when baton must consider the hold ended, as cli_now_ms(). The lease runs
- * from the server's acquire: end it at the earliest member's remaining TTL, counted from
- * before asking, so baton's end is never the later. 0 without --lease. */
+/* With --lease: when baton must consider the hold ended (cli_lease_end); 0 without. */
 static int64_t lock_lease_end(const lock_run *r)
 {
-    if (!r->la->has_lease)
-        return 0;
-    int64_t lease_end = cli_now_ms() + r->la->lease_ms;
-    for (size_t i = 0; i < r->la->n; i++) {
-        int64_t t0 = cli_now_ms(), ttl;
-        if (baton_lock_remaining_ttl(r->members[i], &ttl) != BATON_OK)
-            continue;
-        if (ttl == -1)
-            continue;                           /* no expiry: nothing to watch */
-        int64_t end = t0 + (ttl < 0 ? 0 : ttl); /* -2: gone already */
-        if (end < lease_end)
-            lease_end = end;
-    }
-    return lease_end;
+    return r->la->has_lease ? cli_lease_end(r->members, r->la->n, r->la->lease_ms) : 0;
 }
 
 /* Runs COMMAND (or, with --hold, waits for a signal) while held: COMMAND learns its
