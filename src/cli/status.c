@@ -497,53 +497,21 @@ int cli_cmd_status(cli_global *g, int argc, char **argv)
  * `baton list [PATTERN]`: every object whose NAME matches PATTERN, found with the library's
  * SCAN over every master (baton_scan_keys) and read with baton_inspect(), as `status` reads
  * one. A SCAN MATCH PATTERN finds the objects' own keys (a lock's or a read-write lock's hash,
- * a semaphore's or a latch's count); a second, MATCH redisson_lock_queue:*, finds the fair
- * locks that nobody holds but some wait for. The keys baton and Redisson keep beside an
- * object (queues, deadlines, tokens, holders' origins, request latches, ...) are not objects
- * of their own: they are mapped to their object's NAME or left out.
+ * a semaphore's or a latch's count); more, MATCH baton_key_side_pattern(), find the fair
+ * locks that nobody holds but some wait for (their queue). The keys baton and Redisson keep beside
+ * an object (queues, deadlines, tokens, holders' origins, request latches, ...) are not objects of
+ * their own: they are mapped to their object's NAME or left out.
  */
 
 #include <fnmatch.h>
 
-/* The keys kept beside an object, by prefix: the object's NAME follows ("{NAME}", or NAME
- * itself when it holds a '{'). Only the fair lock's queue names an object that may have no
- * key of its own. */
-static const struct {
-    const char *prefix;
-    bool names_object;
-} side_keys[] = {
-    {"redisson_lock_queue:", true},   {"redisson_lock_timeout:", false},
-    {"redisson_lock_token:", false},  {"baton_lock_meta:", false},
-    {"baton_request:", false},        {"redisson_unlock_latch:", false},
-    {"baton_rwlock_writers:", false}, {"redisson_lock__channel:", false},
-    {"redisson_sc:", false},          {"redisson_countdownlatch__channel__", false},
-    {"redisson_rwlock:", false},
-};
-
-/* The object NAME a key stands for (malloc'ed), or NULL: a side key of no object of its
- * own, or out of memory. */
+/* The object NAME a key stands for (malloc'ed), or NULL: a side key to leave out (the
+ * library's baton_key_object() knows the layout), or out of memory. */
 static char *object_of_key(const char *key)
 {
-    for (size_t i = 0; i < sizeof side_keys / sizeof side_keys[0]; i++) {
-        size_t n = strlen(side_keys[i].prefix);
-        if (strncmp(key, side_keys[i].prefix, n) != 0)
-            continue;
-        if (!side_keys[i].names_object)
-            return NULL;
-        const char *tag = key + n;
-        size_t len = strlen(tag);
-        if (len >= 3 && tag[0] == '{' && tag[len - 1] == '}' && !memchr(tag + 1, '{', len - 2))
-            return strndup(tag + 1, len - 2); /* "{NAME}" */
-        return strdup(tag);
-    }
-    if (strstr(key, ":rwlock_timeout:")) /* a read-write lock's reader timeouts */
-        return NULL;
-    size_t len = strlen(key);
-    if (len > 10 && key[0] == '{' && strcmp(key + len - 10, "}:timeout") == 0)
-        return NULL; /* permit leases: {NAME}:timeout, beside NAME's count */
-    if (len > 8 && strchr(key, '{') && strcmp(key + len - 8, ":timeout") == 0)
-        return NULL;
-    return strdup(key);
+    char name[BATON_MAX_NAME_LEN + 1];
+    int role = baton_key_object(key, name, sizeof name);
+    return role == BATON_KEY_OBJECT || role == BATON_KEY_NAMES ? strdup(name) : NULL;
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -633,15 +601,14 @@ static int collect(const baton_key_scan *s, const char *pattern, char ***names, 
 static int list_names(baton_client *c, const list_args *a, char ***names, size_t *n, bool *cut,
                       uint64_t *examined)
 {
-    static const char queue_match[] = "redisson_lock_queue:*";
     size_t cap = 0;
     uint64_t budget = (uint64_t)a->max_keys;
     *cut = false;
     *examined = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        const char *match = pass == 0 ? a->pattern : queue_match;
-        if (pass == 1 && (strcmp(a->pattern, "*") == 0 || *cut))
-            break; /* "*" matched the queues already */
+    for (size_t pass = 0; pass == 0 || baton_key_side_pattern(pass - 1); pass++) {
+        const char *match = pass == 0 ? a->pattern : baton_key_side_pattern(pass - 1);
+        if (pass > 0 && (strcmp(a->pattern, "*") == 0 || *cut))
+            break; /* "*" matched the side keys already */
         baton_key_scan *s = NULL;
         int brc = baton_scan_keys(c, match, budget - *examined, &s);
         if (brc != BATON_OK)
