@@ -205,6 +205,15 @@ static void set_options(const cli_global *g, baton_options *o)
     }
 }
 
+bool cli_start(const cli_global *g, int *rc, baton_client **c)
+{
+    *c = NULL;
+    if (*rc || g->parse_only)
+        return false;
+    *rc = cli_open_client(g, c);
+    return *rc == 0;
+}
+
 int cli_open_client(const cli_global *g, baton_client **out)
 {
     baton_options o;

@@ -45,17 +45,15 @@ const char cli_leader_help[] =
 
 enum { OPT_VALUE = 0x2000, OPT_LEASE, OPT_WATCHDOG, OPT_KILL_AFTER, OPT_WATCH, OPT_JSON };
 
-static const struct option elect_options[] = {
-    {"value", required_argument, NULL, OPT_VALUE},
-    {"wait", required_argument, NULL, 'w'},
-    {"nonblock", no_argument, NULL, 'n'},
-    {"conflict-exit-code", required_argument, NULL, 'E'},
-    {"quiet", no_argument, NULL, 'q'},
-    {"lease", required_argument, NULL, OPT_LEASE},
-    {"watchdog", required_argument, NULL, OPT_WATCHDOG},
-    {"kill-after", required_argument, NULL, OPT_KILL_AFTER},
-    {NULL, 0, NULL, 0},
-};
+static const struct option elect_options[] = {CLI_ARG("value", OPT_VALUE),
+                                              {"wait", required_argument, NULL, 'w'},
+                                              CLI_FLAG("nonblock", 'n'),
+                                              {"conflict-exit-code", required_argument, NULL, 'E'},
+                                              CLI_FLAG("quiet", 'q'),
+                                              CLI_ARG("lease", OPT_LEASE),
+                                              CLI_ARG("watchdog", OPT_WATCHDOG),
+                                              CLI_ARG("kill-after", OPT_KILL_AFTER),
+                                              CLI_END};
 
 static int bad_duration(const char *cmd, const char *opt, const char *arg)
 {
@@ -120,10 +118,8 @@ static int elect_parse(cli_global *g, int argc, char **argv, elect_args *a)
             break;
         case CLI_OPT_WORD:
         case CLI_OPT_NAME:
-            if (a->name)
-                rc = cli_usage_error("elect", "unexpected '%s'", o.arg);
-            a->name = o.arg;
-            cli_note_name(g, o.arg);
+            if ((rc = cli_one_word(&o, &a->name, NULL)) == 0)
+                cli_note_name(g, o.arg);
             break;
         default:
             rc = EXIT_USAGE;
@@ -160,14 +156,11 @@ int cli_cmd_elect(cli_global *g, int argc, char **argv)
 {
     elect_args a;
     int rc = elect_parse(g, argc, argv, &a);
-    if (rc || g->parse_only)
-        return rc;
-    baton_client *c = NULL;
-    baton_election *e = NULL;
+    baton_client *c;
     g->watchdog_ms = a.watchdog_ms;
-    rc = cli_open_client(g, &c);
-    if (rc)
+    if (!cli_start(g, &rc, &c))
         return rc;
+    baton_election *e = NULL;
     int brc = baton_election_open(c, a.name, &e);
     char value[300];
     if (!a.value) {
@@ -220,11 +213,8 @@ int cli_cmd_elect(cli_global *g, int argc, char **argv)
 
 /* ------------------------------- leader --------------------------------------------- */
 
-static const struct option leader_options[] = {
-    {"watch", no_argument, NULL, OPT_WATCH},
-    {"json", no_argument, NULL, OPT_JSON},
-    {NULL, 0, NULL, 0},
-};
+static const struct option leader_options[] = {CLI_FLAG("watch", OPT_WATCH),
+                                               CLI_FLAG("json", OPT_JSON), CLI_END};
 
 static void json_string(const char *s)
 {
@@ -297,11 +287,9 @@ int cli_cmd_leader(cli_global *g, int argc, char **argv)
             watch = true;
         } else if (c == OPT_JSON) {
             json = true;
-        } else if ((c == CLI_OPT_WORD || c == CLI_OPT_NAME) && !name) {
-            name = o.arg;
-            cli_note_name(g, o.arg);
         } else if (c == CLI_OPT_WORD || c == CLI_OPT_NAME) {
-            rc = cli_usage_error("leader", "unexpected '%s'", o.arg);
+            if ((rc = cli_one_word(&o, &name, NULL)) == 0)
+                cli_note_name(g, o.arg);
         } else {
             rc = EXIT_USAGE;
         }
@@ -309,13 +297,10 @@ int cli_cmd_leader(cli_global *g, int argc, char **argv)
     cli_opts_free(&o);
     if (!rc && !name)
         rc = cli_usage_error("leader", "no election NAME");
-    if (rc || g->parse_only)
+    baton_client *cl;
+    if (!cli_start(g, &rc, &cl))
         return rc;
-    baton_client *cl = NULL;
     baton_election *e = NULL;
-    rc = cli_open_client(g, &cl);
-    if (rc)
-        return rc;
     int brc = baton_election_open(cl, name, &e);
     baton_leader *ld = calloc(1, sizeof *ld);
     baton_election_event *ev = calloc(1, sizeof *ev);

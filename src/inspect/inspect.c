@@ -16,6 +16,7 @@
 #include <hiredis/hiredis.h>
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -142,6 +143,31 @@ static int resolve_origins(baton_client *c, baton_inspection *ins)
     return BATON_OK;
 }
 
+/* What a holder and a waiter begin with. */
+typedef struct entry_head {
+    size_t size;
+    const char *owner;
+} entry_head;
+_Static_assert(offsetof(baton_inspect_holder, owner) == offsetof(entry_head, owner) &&
+                   offsetof(baton_inspect_waiter, owner) == offsetof(entry_head, owner),
+               "a holder and a waiter begin with size and owner");
+
+/* A new holder or waiter of `size` bytes, zeroed, with its size and a copy of owner; NULL
+ * when out of memory. */
+static void *new_entry(size_t size, const redisReply *owner)
+{
+    entry_head *e = calloc(1, size);
+    if (!e)
+        return NULL;
+    e->size = size;
+    e->owner = baton__strndup(owner->str, owner->len);
+    if (!e->owner) {
+        free(e);
+        return NULL;
+    }
+    return e;
+}
+
 /* A lock's holders from HGETALL's flat [owner, holds, ...], with their origins. */
 static int decode_holders(baton_inspection *ins, const redisReply *fields,
                           const redisReply *origins)
@@ -163,14 +189,10 @@ static int decode_holders(baton_inspection *ins, const redisReply *fields,
             ins->rwlock_mode = strcmp(value->str, "write") == 0 ? "write" : "read";
             continue;
         }
-        baton_inspect_holder *h = calloc(1, sizeof *h);
+        baton_inspect_holder *h = new_entry(sizeof *h, owner);
         if (!h)
             return BATON_ENOMEM;
         ins->holders[ins->n_holders++] = h;
-        h->size = sizeof *h;
-        h->owner = baton__strndup(owner->str, owner->len);
-        if (!h->owner)
-            return BATON_ENOMEM;
         if (!reply_int(fields->element[2 * i + 1], &h->holds))
             h->holds = -1;
         if (decode_origin(h, flat_get(origins, h->owner)) != BATON_OK)
@@ -211,14 +233,10 @@ static int decode_queue(baton_inspection *ins, const redisReply *queue, const re
         const redisReply *owner = queue->element[i];
         if (!is_str(owner))
             return BATON_EPROTO;
-        baton_inspect_waiter *w = calloc(1, sizeof *w);
+        baton_inspect_waiter *w = new_entry(sizeof *w, owner);
         if (!w)
             return BATON_ENOMEM;
         ins->queue[ins->n_queue++] = w;
-        w->size = sizeof *w;
-        w->owner = baton__strndup(owner->str, owner->len);
-        if (!w->owner)
-            return BATON_ENOMEM;
         w->has_deadline = deadline_of(deadlines, w->owner, &w->deadline_ms);
     }
     return BATON_OK;
