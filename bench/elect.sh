@@ -11,10 +11,18 @@
 #                  start included (wall time of the command)
 #   elect handover the leader (`etcdctl elect N PROPOSAL`) gets SIGTERM (it resigns) while a
 #                  second candidate campaigns; the time to the second one's election (its
-#                  first line of output). etcdctl elect has no --ttl (its session lease is
-#                  60 s), so a kill -9 would measure that constant. The `baton elect` row
-#                  runs when `baton elect --help` works in this build; until then it is
-#                  skipped with a note.
+#                  first line of output). `baton elect N --watchdog 2s -- CMD` (a lease of
+#                  2 s renewed while the leader lives, as `etcdctl lock --ttl=2`'s) gets
+#                  SIGTERM (COMMAND ends, baton resigns) or kill -9; the time to the
+#                  standby's COMMAND starting. etcdctl elect has no --ttl (its session lease
+#                  is 60 s), so its kill -9 would measure that constant: the kill -9 yardstick
+#                  at the same 2 s lease is `etcdctl lock --ttl=2` (the same kind of etcd
+#                  session lease that elect's campaign holds). ETCD_ELECT_KILL9=1 adds that
+#                  60 s row anyway (one round).
+#   ended first    whether the killed holder's COMMAND (which stamps its end on SIGTERM)
+#                  ended before the next one started: "yes" in every round, "no" if it ended
+#                  after, "ran-on" if it was still running when the next one started (the
+#                  bench then kills it by pid); "n/a" for etcdctl elect (no COMMAND).
 #
 # Prints one table (medians of ROUNDS handovers, default 3, and of 10 rounds); writes no
 # results file. Installs etcd if missing (bench/deps-bench.sh). BATON_BIN: the baton
@@ -85,8 +93,11 @@ until_true 20 etcd_up || { say "elect.sh: etcd did not start (log below)"; cat "
 say "elect.sh: redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/') on $REDIS_PORT, etcd $(etcd --version | sed -n 's/etcd Version: //p') on $cport, baton $("$baton" --version | head -n 1)"
 
 # ---- the peers ----------------------------------------------------------------------------
-# the holder's command: writes "pid N" (exec keeps it) to READY, then sleeps
-hold_cmd() { echo "echo pid \$\$ > '$1'; exec sleep 120"; }
+# the holder's command: writes "pid N" to READY, then sleeps; SIGTERM stamps its end in
+# READY.end (`date +%s%N`) and ends it
+hold_cmd() {
+    echo "trap 'date +%s%N > \"$1.end\"; exit 0' TERM; echo pid \$\$ > '$1'; while :; do sleep 0.05; done"
+}
 etcd_keys() { ec get --prefix "$1" --keys-only | grep -c . || :; }
 
 etcd_lock_hold() { etcdctl "$ep" lock --ttl=2 "$1" -- sh -c "$(hold_cmd "$2")" & held_pid=$!; }
@@ -117,34 +128,46 @@ etcd_elect_hold() { campaign "$2" etcdctl "$ep" elect "$1" leader-a; held_pid=$c
 etcd_elect_wait() { campaign "$2" etcdctl "$ep" elect "$1" leader-b; wait_pid=$campaign_pid; }
 etcd_elect_waiting() { [ "$(etcd_keys "$1")" -ge 2 ]; }
 
-# baton elect (another helper is writing it): assumed to take etcdctl elect's shape, a
-# campaign that prints a line once elected and leads until SIGTERM, with --lease.
-baton_elect_hold() { campaign "$2" "$baton" --url "$rurl" elect "$1" leader-a --lease 2s; held_pid=$campaign_pid; }
-baton_elect_wait() { campaign "$2" "$baton" --url "$rurl" elect "$1" leader-b --lease 2s; wait_pid=$campaign_pid; }
-baton_elect_waiting() { sleep 0.5; } # no server-side sign known yet: give the campaign 0.5 s
+# baton elect: a candidate runs its COMMAND once elected (as baton lock does); a standby
+# waits on the election's lock channel, as a lock waiter does.
+baton_elect_hold() { "$baton" --url "$rurl" elect "$1" --watchdog 2s -- sh -c "$(hold_cmd "$2")" & held_pid=$!; }
+baton_elect_wait() { "$baton" --url "$rurl" elect "$1" --watchdog 2s -- sh -c "date +%s%N > '$2'" & wait_pid=$!; }
+baton_elect_waiting() { baton_lock_waiting "$1"; }
+baton_elect_round() { "$baton" --url "$rurl" elect "$1" --watchdog 2s -- true; }
 
 # ---- the measurements ---------------------------------------------------------------------
-# handover PEER SIGNAL: ms from signalling the holder to the waiter's stamp; "fail" if the
-# holder, the waiter or the handover did not happen within its bound.
+# handover PEER SIGNAL: "MS ENDED": ms from signalling the holder to the waiter's stamp, and
+# whether the holder's COMMAND ended before that stamp (yes, no, ran-on, n/a: see the
+# header); "fail" if the holder, the waiter or the handover did not happen within its bound.
 handover() {
     name="elect-bench-$1-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')"
-    ready="$work/ready" stamp="$work/stamp"
-    rm -f "$ready" "$stamp"
+    ready="$work/ready-$name" stamp="$work/stamp-$name" # a round's own: a holder killed
+    # late in the round before may still write its end stamp
     "$1_hold" "$name" "$ready"
     bg_pids="$bg_pids $held_pid"
     until_true 10 nonempty "$ready" || { echo fail; return; }
     "$1_wait" "$name" "$stamp"
     bg_pids="$bg_pids $wait_pid"
     until_true 10 "$1_waiting" "$name" || { echo fail; return; }
+    cmd_pid=$(sed -n 's/^pid //p' "$ready")
     t0=$(ns)
     kill "-$2" "$held_pid" 2>/dev/null || :
-    cmd_pid=$(sed -n 's/^pid //p' "$ready")
-    [ -z "$cmd_pid" ] || kill "$cmd_pid" 2>/dev/null || :
     if until_true 70 nonempty "$stamp"; then
-        echo $((($(cat "$stamp") - t0) / 1000000))
+        ended=n/a
+        if [ -n "$cmd_pid" ]; then
+            if kill -0 "$cmd_pid" 2>/dev/null && [ ! -s "$ready.end" ]; then
+                ended=ran-on
+            else
+                until_true 2 nonempty "$ready.end" || :
+                ended=no
+                [ ! -s "$ready.end" ] || [ "$(cat "$ready.end")" -ge "$(cat "$stamp")" ] || ended=yes
+            fi
+        fi
+        echo "$((($(cat "$stamp") - t0) / 1000000)) $ended"
     else
         echo fail
     fi
+    [ -z "$cmd_pid" ] || kill "$cmd_pid" 2>/dev/null || :
     kill -TERM "$wait_pid" 2>/dev/null || :
     wait "$wait_pid" 2>/dev/null || :
     wait "$held_pid" 2>/dev/null || :
@@ -158,26 +181,24 @@ round() {
         echo $((($(ns) - t0) / 1000000))
     done | median
 }
-# row LABEL PEER SIGNAL [ROUND]: one line of the table
+# row LABEL PEER SIGNAL [ROUND [ROUNDS]]: one line of the table
 row() {
-    for _ in $(seq "$rounds"); do handover "$2" "$3"; done >"$work/h"
-    say "  $1: handovers (ms): $(tr '\n' ' ' <"$work/h")"
-    h=$(grep -v fail "$work/h" | median)
+    for _ in $(seq "${5:-$rounds}"); do handover "$2" "$3"; done >"$work/h"
+    say "  $1: handovers (ms, COMMAND ended first): $(tr '\n' ' ' <"$work/h")"
+    h=$(grep -v fail "$work/h" | cut -d' ' -f1 | median)
     fails=$(grep -c fail "$work/h" || :)
+    ended=$(grep -v fail "$work/h" | cut -d' ' -f2 | sort -u | tr '\n' ' ' | sed 's/ $//')
     r="n/a"
     [ -z "${4:-}" ] || r=$(round "$2")
-    printf '| %s | %s | %s | %s |\n' "$1" "$h" "$fails" "$r"
+    printf '| %s | %s | %s | %s | %s |\n' "$1" "$h" "$fails" "${ended:-n/a}" "$r"
 }
 
-echo "| peer | handover ms (median of $rounds) | failed | uncontended round ms (median of 10) |"
-echo "|---|---|---|---|"
+echo "| peer | handover ms (median of $rounds) | failed | killed holder's COMMAND ended first | uncontended round ms (median of 10) |"
+echo "|---|---|---|---|---|"
 row "etcdctl lock --ttl=2, kill -9" etcd_lock 9 yes
 row "baton lock --watchdog 2s, kill -9" baton_lock 9 yes
+row "baton lock --watchdog 2s, SIGTERM (release)" baton_lock TERM
 row "etcdctl elect, SIGTERM (resign)" etcd_elect TERM
-if "$baton" elect --help >/dev/null 2>&1; then
-    row "baton elect --lease 2s, SIGTERM (resign)" baton_elect TERM
-    row "baton elect --lease 2s, kill -9" baton_elect 9
-else
-    say "elect.sh: this baton has no 'elect' command yet: the baton elect rows are skipped"
-    echo "| baton elect | skipped: not in this build | | |"
-fi
+[ -z "${ETCD_ELECT_KILL9:-}" ] || row "etcdctl elect (60 s session lease), kill -9" etcd_elect 9 "" 1
+row "baton elect --watchdog 2s, SIGTERM (resign)" baton_elect TERM
+row "baton elect --watchdog 2s, kill -9" baton_elect 9 yes

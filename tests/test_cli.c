@@ -347,6 +347,76 @@ Test(cli, a_lease_running_out_while_command_runs_is_a_loss)
     free(pidfile);
 }
 
+/* elect's COMMAND: "start TERM NS" when it starts, "end TERM NS" when SIGTERM ends it. */
+static const char *const MARK_SCRIPT =
+    "trap 'echo end $BATON_FENCING_TOKEN $(date +%s%N) >> \"$0\"; exit 0' TERM; "
+    "echo start $BATON_FENCING_TOKEN $(date +%s%N) >> \"$0\"; while :; do sleep 0.02; done";
+
+/* The n-th line of the marks file that starts with `what` ("start" or "end"): its term and
+ * time (ns since the epoch). False if there is none yet. */
+static bool read_mark(const char *path, const char *what, int n, long long *term, long long *ns)
+{
+    char *text = cli_read_file(path);
+    bool found = false;
+    for (char *line = text ? strtok(text, "\n") : NULL; line && !found; line = strtok(NULL, "\n")) {
+        char w[8];
+        if (sscanf(line, "%7s %lld %lld", w, term, ns) == 3 && strcmp(w, what) == 0 && n-- == 0)
+            found = true;
+    }
+    free(text);
+    return found;
+}
+
+static bool wait_mark(const char *path, const char *what, int n, long long *term, long long *ns)
+{
+    for (int i = 0; i < 500; i++) {
+        if (read_mark(path, what, n, term, ns))
+            return true;
+        th_sleep_ms(10);
+    }
+    return false;
+}
+
+/* elect --lease: a fixed leadership, not renewed; COMMAND is ended when it runs out (exit
+ * 122), and the standby takes over then, with a higher term, after the first COMMAND ended. */
+Test(cli, elect_lease_ends_the_command_and_the_standby_takes_over)
+{
+    const char *name = th_tmpname("cli-el-lease");
+    char *log = cli_path("marks");
+    pid_t a = cli_spawn(ARGS("elect", name, "--lease", "1500ms", "--kill-after", "500ms", "--",
+                             "sh", "-c", MARK_SCRIPT, log));
+    long long t1, s1, t2, s2, te, e1;
+    cr_assert(wait_mark(log, "start", 0, &t1, &s1), "the first COMMAND did not start");
+    pid_t b =
+        cli_spawn(ARGS("elect", name, "--lease", "1500ms", "--", "sh", "-c", MARK_SCRIPT, log));
+    int status = th_wait(a);
+    char *err = cli_bg_err(a);
+    cr_assert(eq(int, status, 122), "the leader whose lease ran out exits 122: %s", err);
+    cr_assert(strstr(err, "--lease ran out") != NULL, "stderr: %s", err);
+    free(err);
+    cr_assert(wait_mark(log, "start", 1, &t2, &s2), "the standby did not take over");
+    cr_assert(read_mark(log, "end", 0, &te, &e1), "the first COMMAND got no SIGTERM");
+    cr_assert(eq(i64, te, t1));
+    cr_assert(gt(i64, t2, t1), "the term rises: %lld then %lld", t1, t2);
+    cr_assert(lt(i64, e1, s2), "the first COMMAND ended before the next started");
+    long long took = (s2 - s1) / 1000000;
+    cr_log_info("elect --lease 1500ms: the next COMMAND started %lld ms after the first", took);
+    cr_assert(ge(i64, took, 1300), "the lease was not kept: %lld ms", took);
+    cr_assert(le(i64, took, 1500 + 700), "the standby took over %lld ms after", took);
+    kill(b, SIGTERM);
+    cr_assert(eq(int, th_wait(b), 0), "a COMMAND that exits 0 on SIGTERM: baton exits 0");
+    /* --lease excludes --watchdog, and must be more than 0 */
+    cli_result r;
+    cli_exec(&r, ARGS("elect", name, "--lease", "1s", "--watchdog", "3s", "--", "true"));
+    cr_assert(eq(int, r.status, 2), "%s", r.err);
+    cr_assert(strstr(r.err, "exclude") != NULL, "%s", r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("elect", name, "--lease", "0", "--", "true"));
+    cr_assert(eq(int, r.status, 2), "%s", r.err);
+    cli_result_free(&r);
+    free(log);
+}
+
 Test(cli, a_deleted_lock_is_reported_lost_within_one_renewal_period)
 {
     const char *name = th_tmpname("cli-lost");

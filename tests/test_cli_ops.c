@@ -208,6 +208,38 @@ Test(cli_ops, list_stops_at_max_keys_and_says_so)
     redisFree(rc);
 }
 
+/* The election's and barrier's side keys and the clients' records are not objects: `list`
+ * shows an election as the lock at its NAME and nothing of the rest (baton_key_object). */
+Test(cli_ops, list_leaves_out_election_barrier_and_client_record_keys)
+{
+    const char *p = th_tmpname("ops-side");
+    redisContext *rc = th_redis();
+    freeReplyObject(th_cmd(rc, "HSET %s:el owner:1 1", p));
+    freeReplyObject(th_cmd(rc, "HSET baton_election:{%s:el} term 1", p));
+    freeReplyObject(th_cmd(rc, "XADD baton_election_log:{%s:el} * change elected", p));
+    freeReplyObject(th_cmd(rc, "HSET baton_barrier:{%s:ba} generation 1", p));
+    freeReplyObject(th_cmd(rc, "ZADD baton_barrier_parties:{%s:ba} 1 x", p));
+    freeReplyObject(th_cmd(rc, "SET baton_client:{%s:id} host:1", p));
+    freeReplyObject(th_cmd(rc, "SET baton_lock_next:{%s:el} owner:1", p));
+    cli_result r;
+    cli_exec(&r, ARGS("list", "--json"));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    json *j = json_parse(r.out);
+    cr_assert(j != NULL, "%s", r.out);
+    char el[160];
+    snprintf(el, sizeof el, "%s:el", p);
+    cr_assert(listed(j, el) != NULL, "the election is listed at its NAME: %s", r.out);
+    cr_assert(eq(str, json_get(listed(j, el), "kind")->string, "lock"));
+    const json *objs = json_get(j, "objects");
+    for (size_t i = 0; i < objs->n; i++) {
+        const char *name = json_get(objs->items[i], "name")->string;
+        cr_assert(strstr(name, p) == NULL || strcmp(name, el) == 0, "listed %s", name);
+    }
+    json_free(j);
+    cli_result_free(&r);
+    redisFree(rc);
+}
+
 /* ---------------------------------------------------------------- help --------------- */
 
 Test(cli_ops, help_lists_hold_options_cluster_urls_and_rwlock_options)

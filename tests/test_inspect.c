@@ -543,3 +543,114 @@ Test(inspect, an_unreachable_server_is_a_connection_error)
     cr_assert(eq(ptr, ins, NULL));
     baton_client_close(c);
 }
+
+/* ---------------------------------------------------------------- keys to objects ---- */
+
+/* One row per prefix (or suffix) of src/core/keys.h: a key under it, its role and NAME. */
+static const struct {
+    const char *key;
+    int role;
+    const char *name;
+} key_rows[] = {
+    {"redisson_lock_queue:{q1}", BATON_KEY_NAMES, "q1"},
+    {"redisson_lock__channel:{a}", BATON_KEY_SIDE, "a"},
+    {"redisson_lock_timeout:{a}", BATON_KEY_SIDE, "a"},
+    {"redisson_lock_token:{a}", BATON_KEY_SIDE, "a"},
+    {"redisson_unlock_latch:{a}:0123abcd", BATON_KEY_SIDE, "a"},
+    {"redisson_rwlock:{a}", BATON_KEY_SIDE, "a"},
+    {"redisson_countdownlatch__channel__{a}", BATON_KEY_SIDE, "a"},
+    {"redisson_sc:{a}", BATON_KEY_SIDE, "a"},
+    {"{a}:timeout", BATON_KEY_SIDE, "a"},
+    {"baton_request:{a}:c1:7", BATON_KEY_SIDE, "a"},
+    {"baton_lock_meta:{a}", BATON_KEY_SIDE, "a"},
+    {"baton_lock_next:{a}", BATON_KEY_SIDE, "a"},
+    {"baton_client:{0f0f}", BATON_KEY_SIDE, ""},
+    {"baton_election:{e}", BATON_KEY_SIDE, "e"},
+    {"baton_election_log:{e}", BATON_KEY_SIDE, "e"},
+    {"baton_election__channel:{e}", BATON_KEY_SIDE, "e"},
+    {"baton_barrier:{b}", BATON_KEY_SIDE, "b"},
+    {"baton_barrier_parties:{b}", BATON_KEY_SIDE, "b"},
+    {"baton_barrier__channel:{b}", BATON_KEY_SIDE, "b"},
+    {"baton_rwlock_writers:{a}", BATON_KEY_SIDE, "a"},
+    /* no prefix: a reader's timeout, an object's own key, names holding '{' or '}' */
+    {"{a}:7f3a:1:rwlock_timeout:1", BATON_KEY_SIDE, "a"},
+    {"jobs", BATON_KEY_OBJECT, "jobs"},
+    {"{jobs}", BATON_KEY_OBJECT, "{jobs}"},
+    {"redisson_lock_queue:x{y", BATON_KEY_NAMES, "x{y"},
+    {"redisson_lock_queue:{a}b}", BATON_KEY_NAMES, "a}b"},
+    {"x{y:timeout", BATON_KEY_SIDE, "x{y"},
+};
+
+Test(inspect, key_object_maps_every_prefix_to_its_object)
+{
+    for (size_t i = 0; i < sizeof key_rows / sizeof key_rows[0]; i++) {
+        char name[BATON_MAX_NAME_LEN + 1] = "junk";
+        int role = baton_key_object(key_rows[i].key, name, sizeof name);
+        cr_assert(eq(int, role, key_rows[i].role), "%s", key_rows[i].key);
+        cr_assert(eq(str, name, (char *)key_rows[i].name), "%s", key_rows[i].key);
+    }
+    /* every prefix and suffix keys.h spells has its row (the write suffix names a hash
+     * field, not a key) */
+    char path[1024];
+    snprintf(path, sizeof path, "%s/src/core/keys.h", BATON_SOURCE_DIR);
+    FILE *f = fopen(path, "r");
+    cr_assert(ne(ptr, f, NULL), "%s", path);
+    char line[512];
+    int defines = 0;
+    while (fgets(line, sizeof line, f)) {
+        char macro[128], value[128];
+        if (sscanf(line, "#define %127s \"%127[^\"]\"", macro, value) != 2)
+            continue;
+        defines++;
+        if (strcmp(macro, "BATON__KEY_WRITE_SUFFIX") == 0)
+            continue;
+        bool found = false;
+        for (size_t i = 0; i < sizeof key_rows / sizeof key_rows[0] && !found; i++)
+            found = strstr(key_rows[i].key, value) != NULL;
+        cr_assert(found, "no row for %s (\"%s\")", macro, value);
+    }
+    fclose(f);
+    cr_assert(ge(int, defines, 20), "read the prefixes of %s", path);
+}
+
+Test(inspect, key_object_refuses_bad_arguments_and_short_buffers)
+{
+    char name[8] = "junk";
+    cr_assert(eq(int, baton_key_object(NULL, name, sizeof name), BATON_EINVAL));
+    cr_assert(eq(int, baton_key_object("a", NULL, 8), BATON_EINVAL));
+    cr_assert(eq(int, baton_key_object("a", name, 0), BATON_EINVAL));
+    cr_assert(eq(int, baton_key_object("redisson_lock_queue:{12345678}", name, sizeof name),
+                 BATON_EINVAL));
+    cr_assert(eq(str, name, ""), "a NAME that does not fit leaves \"\"");
+    cr_assert(eq(int, baton_key_object("1234567", name, sizeof name), BATON_KEY_OBJECT));
+    cr_assert(eq(str, name, "1234567"));
+}
+
+/* The side patterns find the objects without a key of their own: a fair lock that nobody
+ * holds but one waits for is found by its queue and named by baton_key_object. */
+Test(inspect, key_side_patterns_find_a_queued_free_fair_lock)
+{
+    cr_assert(eq(str, (char *)baton_key_side_pattern(0), "redisson_lock_queue:*"));
+    cr_assert(eq(ptr, (void *)baton_key_side_pattern(1), NULL));
+    const char *name = th_tmpname("keymap-fair");
+    redisContext *r = th_redis();
+    th_cmd_int(r, "RPUSH redisson_lock_queue:{%s} someone:1", name);
+    baton_client *c = th_client(NULL);
+    baton_key_scan *s = NULL;
+    cr_assert(eq(int, baton_scan_keys(c, baton_key_side_pattern(0), 100000, &s), BATON_OK));
+    bool found = false;
+    for (size_t i = 0; i < s->n_keys; i++) {
+        char obj[BATON_MAX_NAME_LEN + 1];
+        if (baton_key_object(s->keys[i], obj, sizeof obj) == BATON_KEY_NAMES &&
+            strcmp(obj, name) == 0)
+            found = true;
+    }
+    cr_assert(found, "the queue of %s was found and named", name);
+    baton_key_scan_free(s);
+    baton_inspection *ins = inspect(c, name);
+    cr_assert(eq(int, ins->kind, BATON_OBJECT_FAIRLOCK));
+    baton_inspection_free(ins);
+    th_cmd_int(r, "DEL redisson_lock_queue:{%s}", name);
+    redisFree(r);
+    baton_client_close(c);
+}

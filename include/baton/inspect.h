@@ -173,6 +173,43 @@ BATON_API int baton_scan_keys(baton_client *c, const char *match, uint64_t max_e
 /* Frees a scan's result. NULL is a no-op. */
 BATON_API void baton_key_scan_free(baton_key_scan *s);
 
+/*
+ * Which object a Redis key belongs to, for tools that find objects by SCAN (`baton list`).
+ * An object NAME keeps its own key at NAME (a lock's or read-write lock's hash, a
+ * semaphore's or latch's count; an election's leadership is a lock hash at NAME) and, beside
+ * it, side keys under the prefixes of Redisson's and baton's layout (<prefix>{NAME}: a fair
+ * lock's queue and deadlines, fencing tokens, request latches, holders' origins, permit
+ * leases {NAME}:timeout, read-write lock reader timeouts, an election's record and change
+ * log, a barrier's state and parties, a client's record baton_client:{<client id>}).
+ */
+typedef enum baton_key_role {
+    BATON_KEY_OBJECT = 1, /* the key is an object's own: NAME is the key itself */
+    BATON_KEY_NAMES = 2,  /* a side key that stands for its object NAME, which may have no
+                             key of its own (a fair lock's queue: waiters queued for a free
+                             lock): list NAME */
+    BATON_KEY_SIDE = 3,   /* a side key to leave out: its object, if any, is found by its
+                             own key (or is not one baton_inspect() reads: a barrier);
+                             NAME is that object's when the key tells it, else "" (a
+                             client's record) */
+} baton_key_role;
+
+/*
+ * Maps a key (as SCAN returns it) to the object it belongs to: copies the object's NAME
+ * into name (NUL-terminated, at most len bytes with the NUL) and returns the key's role, a
+ * baton_key_role (> 0). No server is asked: the key's prefix and {hash tag} tell it.
+ * Returns BATON_EINVAL (key or name NULL, len 0, or NAME longer than len - 1 bytes: name
+ * is then ""). BATON_MAX_NAME_LEN + 1 bytes is always enough for a key baton made.
+ */
+BATON_API int baton_key_object(const char *key, char *name, size_t len);
+
+/*
+ * The SCAN MATCH patterns of the side keys that stand for an object without a key of its own
+ * (BATON_KEY_NAMES; today one: the fair lock's queue, "redisson_lock_queue:*"): the i-th
+ * pattern (i from 0), static, or NULL past the last. A tool that scans for a glob other than
+ * "*" scans these too and keeps the NAMEs baton_key_object() gives that match its glob.
+ */
+BATON_API const char *baton_key_side_pattern(size_t i);
+
 #ifdef __cplusplus
 }
 #endif

@@ -30,12 +30,8 @@ const char cli_barrier_help[] =
 enum { OPT_PARTIES = 0x2100, OPT_TIMEOUT, OPT_WATCHDOG, OPT_KILL_AFTER };
 
 static const struct option barrier_options[] = {
-    {"parties", required_argument, NULL, OPT_PARTIES},
-    {"timeout", required_argument, NULL, OPT_TIMEOUT},
-    {"watchdog", required_argument, NULL, OPT_WATCHDOG},
-    {"kill-after", required_argument, NULL, OPT_KILL_AFTER},
-    {NULL, 0, NULL, 0},
-};
+    CLI_ARG("parties", OPT_PARTIES), CLI_ARG("timeout", OPT_TIMEOUT),
+    CLI_ARG("watchdog", OPT_WATCHDOG), CLI_ARG("kill-after", OPT_KILL_AFTER), CLI_END};
 
 /* The exit code of a failed wait, after a message. */
 static int wait_failed(baton_client *c, int brc, const char *name, const char *what)
@@ -46,6 +42,30 @@ static int wait_failed(baton_client *c, int brc, const char *name, const char *w
         return EXIT_AWAIT_TIMEOUT;
     }
     return cli_fail(c, brc, "barrier %s: %s", name, what);
+}
+
+/* With COMMAND: enter, run COMMAND, leave. The exit code: COMMAND's, or the failed wait's. */
+static int double_barrier(baton_client *cl, baton_barrier *b, const char *name, int64_t timeout_ms,
+                          int64_t kill_after_ms, char **command)
+{
+    int brc = baton_barrier_enter(b, timeout_ms);
+    if (brc != BATON_OK)
+        return wait_failed(cl, brc, name, "enter");
+    cli_guard_hold();
+    char what[1100];
+    snprintf(what, sizeof what, "barrier %s", name);
+    cli_watch w = {NULL, 0, 0, what, NULL, kill_after_ms, cl};
+    cli_outcome out;
+    cli_run(command, &w, &out);
+    int rc = out.status;
+    if (out.ran) {
+        brc = baton_barrier_leave(b, timeout_ms);
+        if (brc != BATON_OK) {
+            int lrc = wait_failed(cl, brc, name, "leave");
+            rc = rc ? rc : lrc;
+        }
+    }
+    return rc;
 }
 
 int cli_cmd_barrier(cli_global *g, int argc, char **argv)
@@ -79,10 +99,8 @@ int cli_cmd_barrier(cli_global *g, int argc, char **argv)
             break;
         case CLI_OPT_WORD:
         case CLI_OPT_NAME:
-            if (name)
-                rc = cli_usage_error("barrier", "unexpected '%s'", o.arg);
-            name = o.arg;
-            cli_note_name(g, o.arg);
+            if ((rc = cli_one_word(&o, &name, NULL)) == 0)
+                cli_note_name(g, o.arg);
             break;
         default:
             rc = EXIT_USAGE;
@@ -95,15 +113,11 @@ int cli_cmd_barrier(cli_global *g, int argc, char **argv)
         rc = cli_usage_error("barrier", "--parties is required");
     if (!rc && command && !command[0])
         rc = cli_usage_error("barrier", "no COMMAND after '--'");
-    if (rc || g->parse_only)
-        return rc;
-
-    baton_client *cl = NULL;
-    baton_barrier *b = NULL;
+    baton_client *cl;
     g->watchdog_ms = watchdog_ms;
-    rc = cli_open_client(g, &cl);
-    if (rc)
+    if (!cli_start(g, &rc, &cl))
         return rc;
+    baton_barrier *b = NULL;
     int brc = baton_barrier_open(cl, name, parties, &b);
     if (brc != BATON_OK) {
         rc = cli_fail(cl, brc, "barrier %s", name);
@@ -115,25 +129,7 @@ int cli_cmd_barrier(cli_global *g, int argc, char **argv)
         else
             rc = wait_failed(cl, brc, name, "await");
     } else {
-        brc = baton_barrier_enter(b, timeout_ms);
-        if (brc != BATON_OK) {
-            rc = wait_failed(cl, brc, name, "enter");
-        } else {
-            cli_guard_hold();
-            char what[1100];
-            snprintf(what, sizeof what, "barrier %s", name);
-            cli_watch w = {NULL, 0, 0, what, NULL, kill_after_ms, cl};
-            cli_outcome out;
-            cli_run(command, &w, &out);
-            rc = out.status;
-            if (out.ran) {
-                brc = baton_barrier_leave(b, timeout_ms);
-                if (brc != BATON_OK) {
-                    int lrc = wait_failed(cl, brc, name, "leave");
-                    rc = rc ? rc : lrc;
-                }
-            }
-        }
+        rc = double_barrier(cl, b, name, timeout_ms, kill_after_ms, command);
     }
     baton_barrier_close(b);
     baton_client_close(cl);

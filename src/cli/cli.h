@@ -138,6 +138,21 @@ int cli_set_url(cli_global *g, const char *url);
 
 struct option;
 
+/* Rows of a getopt.h long-option table (struct option): an option that takes a value, one
+ * that does not, and the table's end. */
+#define CLI_ARG(name, val)                                                                         \
+    {                                                                                              \
+        name, required_argument, NULL, val                                                         \
+    }
+#define CLI_FLAG(name, val)                                                                        \
+    {                                                                                              \
+        name, no_argument, NULL, val                                                               \
+    }
+#define CLI_END                                                                                    \
+    {                                                                                              \
+        NULL, 0, NULL, 0                                                                           \
+    }
+
 /* The global options' values (cli_opts_next applies them to the cli_global itself). */
 enum {
     CLI_G_URL = 0x1000,
@@ -191,6 +206,11 @@ int cli_opts_next(cli_opts *o);
  * takes one where it expects a number. */
 const char *cli_opts_take_number(cli_opts *o);
 
+/* A command's one positional word (its NAME, a PATTERN: o->arg) into *slot. A second is a
+ * usage error, "one WHAT only ('X' is a second)", or "unexpected 'X'" when what is NULL.
+ * Returns 0 or EXIT_USAGE (printed). */
+int cli_one_word(const cli_opts *o, const char **slot, const char *what);
+
 /* Records a NAME the command was given (parse_only: into g->names). */
 void cli_note_name(cli_global *g, const char *name);
 
@@ -209,6 +229,11 @@ const char *cli_url(const cli_global *g);
  * read). An open that leaves a warning (an evicting maxmemory-policy) prints it unless
  * g->quiet, once a day per server (the lock CLI_WARNED_MARKER marks it told). */
 int cli_open_client(const cli_global *g, baton_client **out);
+
+/* A command's start once its arguments are parsed: false (with *rc as it is) if the parse
+ * failed (*rc, printed) or g->parse_only; else opens the client into *c (cli_open_client),
+ * false with *rc its exit code if it cannot. True: go on with *c open (*c NULL otherwise). */
+bool cli_start(const cli_global *g, int *rc, baton_client **c);
 
 /* ------------------------------- commands.c ------------------------------------------- */
 
@@ -309,6 +334,11 @@ void cli_exit_now(int code) __attribute__((noreturn));
  * permits): the hold is over or ends by its lease anyway, and a server that cannot be
  * reached would otherwise keep baton for 3 x (connect + command timeout). */
 #define CLI_LOST_RELEASE_MS 1000
+
+/* A fixed lease's end for cli_watch.lease_end_ms, as cli_now_ms(): lease_ms from now, or
+ * earlier if a member's key expires sooner. The lease runs from the server's acquire, so each
+ * member's remaining TTL is counted from before asking: baton's end is never the later. */
+int64_t cli_lease_end(baton_lock *const *members, size_t n, int64_t lease_ms);
 
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t cli_now_ms(void);

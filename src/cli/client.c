@@ -119,11 +119,10 @@ const char *cli_url(const cli_global *g)
  * the lock CLI_WARNED_MARKER with a fixed lease that ends at the next 00:00 UTC; the runs
  * after it find the lock held and say nothing. The public API has no call that sets a key of
  * the caller's choosing: a lock taken with one attempt and a fixed lease is the cheapest
- * public SET NX PX (one script; it also keeps Redisson's fencing counter
- * redisson_lock_token:{NAME}, one small key for good, and baton's holder record, which
- * expires with the lease). The name stays the same every day, so no key is left per day. A
- * run that cannot tell (the ACL refuses the key, the server is gone, a key of another type)
- * warns: better twice than never.
+ * public SET NX PX (one script; it also keeps the lock's fencing-token counter, one small
+ * key for good, and baton's holder record, which expires with the lease). The name stays the same
+ * every day, so no key is left per day. A run that cannot tell (the ACL refuses the key, the server
+ * is gone, a key of another type) warns: better twice than never.
  */
 static bool first_warning_today(baton_client *c)
 {
@@ -203,6 +202,15 @@ static void set_options(const cli_global *g, baton_options *o)
         o->log_fn = log_to_stderr;
         o->log_level = BATON_LOG_DEBUG;
     }
+}
+
+bool cli_start(const cli_global *g, int *rc, baton_client **c)
+{
+    *c = NULL;
+    if (*rc || g->parse_only)
+        return false;
+    *rc = cli_open_client(g, c);
+    return *rc == 0;
 }
 
 int cli_open_client(const cli_global *g, baton_client **out)

@@ -83,11 +83,8 @@ typedef struct busy {
 
 #define BUSY_SHORT "w:nE:q"
 #define BUSY_LONG                                                                                  \
-    {"wait", required_argument, NULL, 'w'}, {"nonblock", no_argument, NULL, 'n'},                  \
-        {"conflict-exit-code", required_argument, NULL, 'E'}, {"quiet", no_argument, NULL, 'q'},   \
-    {                                                                                              \
-        "kill-after", required_argument, NULL, OPT_KILL_AFTER                                      \
-    }
+    CLI_ARG("wait", 'w'), CLI_FLAG("nonblock", 'n'), CLI_ARG("conflict-exit-code", 'E'),           \
+        CLI_FLAG("quiet", 'q'), CLI_ARG("kill-after", OPT_KILL_AFTER)
 
 /* -w, -n, -E, -q. Returns NOT_MINE, 0, or an exit code (printed). */
 static int busy_option(const cli_opts *o, int c, busy *b)
@@ -200,32 +197,27 @@ typedef struct lock_args {
     char **command; /* after "--"; NULL with --hold */
 } lock_args;
 
-static const struct option lock_options[] = {
-    BUSY_LONG,
-    {"lease", required_argument, NULL, OPT_LEASE},
-    {"watchdog", required_argument, NULL, OPT_WATCHDOG},
-    {"fair", no_argument, NULL, OPT_FAIR},
-    {"hold", no_argument, NULL, OPT_HOLD},
-    {"verbose", no_argument, NULL, OPT_VERBOSE},
-    {NULL, 0, NULL, 0},
-};
+/* lock's and rwlock's options; lock adds --fair, rwlock --read and --write. */
+#define LOCK_LONG                                                                                  \
+    BUSY_LONG, CLI_ARG("lease", OPT_LEASE), CLI_ARG("watchdog", OPT_WATCHDOG),                     \
+        CLI_FLAG("hold", OPT_HOLD), CLI_FLAG("verbose", OPT_VERBOSE)
 
-/* rwlock: lock's options without --fair, with --read and --write. */
-static const struct option rwlock_options[] = {
-    BUSY_LONG,
-    {"lease", required_argument, NULL, OPT_LEASE},
-    {"watchdog", required_argument, NULL, OPT_WATCHDOG},
-    {"hold", no_argument, NULL, OPT_HOLD},
-    {"verbose", no_argument, NULL, OPT_VERBOSE},
-    {"read", no_argument, NULL, OPT_READ},
-    {"write", no_argument, NULL, OPT_WRITE},
-    {NULL, 0, NULL, 0},
-};
+static const struct option lock_options[] = {LOCK_LONG, CLI_FLAG("fair", OPT_FAIR), CLI_END};
+static const struct option rwlock_options[] = {LOCK_LONG, CLI_FLAG("read", OPT_READ),
+                                               CLI_FLAG("write", OPT_WRITE), CLI_END};
 
 /* One of lock's own options. Returns NOT_MINE, 0, or an exit code (printed). */
 static int lock_option(cli_opts *o, int c, cli_global *g, void *arg)
 {
     lock_args *la = arg;
+    bool *flag = c == OPT_FAIR      ? &la->fair
+                 : c == OPT_HOLD    ? &la->hold
+                 : c == OPT_VERBOSE ? &g->verbose
+                                    : NULL;
+    if (flag) {
+        *flag = true;
+        return 0;
+    }
     switch (c) {
     case OPT_LEASE:
         la->has_lease = true;
@@ -235,19 +227,10 @@ static int lock_option(cli_opts *o, int c, cli_global *g, void *arg)
         return duration_value(o, c, &la->watchdog_ms);
     case OPT_KILL_AFTER:
         return duration_value(o, c, &la->kill_after_ms);
-    case OPT_FAIR:
-        la->fair = true;
-        return 0;
-    case OPT_HOLD:
-        la->hold = true;
-        return 0;
     case OPT_READ:
     case OPT_WRITE:
         la->part = c == OPT_READ ? PART_READ : PART_WRITE;
         la->parts++;
-        return 0;
-    case OPT_VERBOSE:
-        g->verbose = true;
         return 0;
     case CLI_OPT_WORD:
     case CLI_OPT_NAME:
@@ -393,25 +376,10 @@ static int lock_acquire(const cli_global *g, lock_run *r, bool *held)
     return 0;
 }
 
-/* With --lease: when baton must consider the hold ended, as cli_now_ms(). The lease runs
- * from the server's acquire: end it at the earliest member's remaining TTL, counted from
- * before asking, so baton's end is never the later. 0 without --lease. */
+/* With --lease: when baton must consider the hold ended (cli_lease_end); 0 without. */
 static int64_t lock_lease_end(const lock_run *r)
 {
-    if (!r->la->has_lease)
-        return 0;
-    int64_t lease_end = cli_now_ms() + r->la->lease_ms;
-    for (size_t i = 0; i < r->la->n; i++) {
-        int64_t t0 = cli_now_ms(), ttl;
-        if (baton_lock_remaining_ttl(r->members[i], &ttl) != BATON_OK)
-            continue;
-        if (ttl == -1)
-            continue;                           /* no expiry: nothing to watch */
-        int64_t end = t0 + (ttl < 0 ? 0 : ttl); /* -2: gone already */
-        if (end < lease_end)
-            lease_end = end;
-    }
-    return lease_end;
+    return r->la->has_lease ? cli_lease_end(r->members, r->la->n, r->la->lease_ms) : 0;
 }
 
 /* Runs COMMAND (or, with --hold, waits for a signal) while held: COMMAND learns its
@@ -612,14 +580,12 @@ typedef struct semaphore_args {
     bool wants_number;           /* the verb takes a number, not given yet */
 } semaphore_args;
 
-static const struct option semaphore_options[] = {
-    BUSY_LONG,
-    {"permits", required_argument, NULL, OPT_PERMITS},
-    {"take", required_argument, NULL, OPT_TAKE},
-    {"watchdog", required_argument, NULL, OPT_WATCHDOG},
-    {"counting", no_argument, NULL, OPT_COUNTING},
-    {NULL, 0, NULL, 0},
-};
+static const struct option semaphore_options[] = {BUSY_LONG,
+                                                  CLI_ARG("permits", OPT_PERMITS),
+                                                  CLI_ARG("take", OPT_TAKE),
+                                                  CLI_ARG("watchdog", OPT_WATCHDOG),
+                                                  CLI_FLAG("counting", OPT_COUNTING),
+                                                  CLI_END};
 
 /* One of semaphore's own options or words. Returns NOT_MINE, 0, or an exit code. */
 static int semaphore_option(cli_opts *o, int c, cli_global *g, void *arg)
@@ -829,13 +795,9 @@ int cli_cmd_semaphore(cli_global *g, int argc, char **argv)
     else if (!rc && !counting && take > BATON_PERMITS_MAX_MANY)
         rc = cli_usage_error("semaphore", "--take takes at most %d permit leases",
                              BATON_PERMITS_MAX_MANY);
-    if (rc)
-        return rc;
-
     g->watchdog_ms = watchdog_ms;
-    baton_client *c = NULL;
-    rc = cli_open_client(g, &c);
-    if (rc)
+    baton_client *c;
+    if (!cli_start(g, &rc, &c))
         return rc;
     rc = counting
              ? semaphore_counting(c, name, has_permits, permits, take, &b, kill_after_ms, command)
@@ -846,10 +808,7 @@ int cli_cmd_semaphore(cli_global *g, int argc, char **argv)
 
 /* ------------------------------- latch ------------------------------------------------ */
 
-static const struct option latch_options[] = {
-    {"timeout", required_argument, NULL, OPT_TIMEOUT},
-    {NULL, 0, NULL, 0},
-};
+static const struct option latch_options[] = {CLI_ARG("timeout", OPT_TIMEOUT), CLI_END};
 
 /* What `latch` was asked: up to 3 words (NAME, verb, N) and --timeout. */
 typedef struct latch_args {
@@ -970,14 +929,11 @@ int cli_cmd_latch(cli_global *g, int argc, char **argv)
     latch_args la = {.timeout_ms = BATON_WAIT_FOREVER};
     int64_t count = 0;
     int rc = latch_parse(g, argc, argv, &la, &count);
-    if (rc || g->parse_only)
+    baton_client *c;
+    if (!cli_start(g, &rc, &c))
         return rc;
     const char *name = la.words[0], *verb = la.words[1];
-    baton_client *c = NULL;
     baton_latch *l = NULL;
-    rc = cli_open_client(g, &c);
-    if (rc)
-        return rc;
     int brc = baton_latch_open(c, name, &l);
     if (brc != BATON_OK)
         rc = cli_fail(c, brc, "latch %s", name);
@@ -1005,10 +961,7 @@ static bool has_fair_queue(baton_client *c, const char *name)
     return fair;
 }
 
-static const struct option unlock_options[] = {
-    {"force", no_argument, NULL, OPT_FORCE},
-    {NULL, 0, NULL, 0},
-};
+static const struct option unlock_options[] = {CLI_FLAG("force", OPT_FORCE), CLI_END};
 
 /* What `unlock` was asked. */
 typedef struct unlock_args {
@@ -1020,14 +973,11 @@ static int unlock_option(cli_opts *o, int c, cli_global *g, void *arg)
 {
     (void)g;
     unlock_args *ua = arg;
-    if (c == OPT_FORCE)
-        ua->force = true;
-    else if (c != CLI_OPT_WORD && c != CLI_OPT_NAME)
+    if (c == CLI_OPT_WORD || c == CLI_OPT_NAME)
+        return cli_one_word(o, &ua->name, "lock NAME");
+    if (c != OPT_FORCE)
         return NOT_MINE;
-    else if (ua->name)
-        return cli_usage_error("unlock", "one lock NAME only ('%s' is a second)", o->arg);
-    else
-        ua->name = o->arg;
+    ua->force = true;
     return 0;
 }
 
@@ -1049,14 +999,10 @@ int cli_cmd_unlock(cli_global *g, int argc, char **argv)
         rc = cli_usage_error("unlock", "unlock deletes the lock whoever holds it: say --force");
     else if (!rc && !name)
         rc = cli_usage_error("unlock", "no lock NAME");
-    if (rc || g->parse_only)
+    baton_client *c;
+    if (!cli_start(g, &rc, &c))
         return rc;
-
-    baton_client *c = NULL;
     baton_lock *l = NULL;
-    rc = cli_open_client(g, &c);
-    if (rc)
-        return rc;
     bool fair = has_fair_queue(c, name);
     int brc = fair ? baton_fairlock_open(c, name, &l) : baton_lock_open(c, name, &l);
     bool was_locked = false;

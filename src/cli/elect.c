@@ -1,9 +1,9 @@
 /*
  * `baton elect NAME -- COMMAND` and `baton leader NAME`: leader election for shell scripts
  * (etcdctl elect's two forms). elect campaigns, then runs COMMAND while leader the way
- * `lock` runs it (cli_run: the lost descriptor watched, a deposed leader's COMMAND ended
- * with SIGTERM, exit 122), and resigns when COMMAND ends, so that a standby takes over at
- * once. leader prints the current leader, or follows every change (--watch).
+ * `lock` runs it (cli_run: the lost descriptor and a --lease's end watched, a deposed
+ * leader's COMMAND ended with SIGTERM, exit 122), and resigns when COMMAND ends, so that a
+ * standby takes over at once. leader prints the current leader, or follows every change (--watch).
  */
 #define _GNU_SOURCE
 #include "cli.h"
@@ -15,8 +15,8 @@
 #include <unistd.h>
 
 const char cli_elect_usage[] =
-    "baton [--url URL] elect NAME [--value V] [-n | -w DUR] [-E CODE] [-q] [--watchdog DUR]"
-    " [--kill-after DUR] -- COMMAND [ARG...]";
+    "baton [--url URL] elect NAME [--value V] [-n | -w DUR] [-E CODE] [-q]"
+    " [--lease DUR | --watchdog DUR] [--kill-after DUR] -- COMMAND [ARG...]";
 const char cli_elect_help[] =
     "  elect NAME -- COMMAND      Campaign for the leadership of NAME and run COMMAND while\n"
     "                             leader; standbys wait and take over when the leader ends\n"
@@ -31,6 +31,9 @@ const char cli_elect_help[] =
     "      -q, --quiet            say nothing when not elected\n"
     "      --watchdog DUR         the leadership's lease, renewed every DUR/3 (default 30s):\n"
     "                             a dead leader is replaced within DUR + DUR/3\n"
+    "      --lease DUR            a fixed lease, not renewed: the leadership ends DUR after\n"
+    "                             the election (COMMAND still running gets SIGTERM, exit\n"
+    "                             122) and a standby takes over then\n"
     "      --kill-after DUR       SIGKILL DUR after SIGTERM when deposed (10s)\n";
 const char cli_leader_usage[] = "baton [--url URL] leader NAME [--watch] [--json]";
 const char cli_leader_help[] =
@@ -40,18 +43,17 @@ const char cli_leader_help[] =
     "                             expired), one line each, until interrupted\n"
     "      --json                 one JSON object per line\n";
 
-enum { OPT_VALUE = 0x2000, OPT_WATCHDOG, OPT_KILL_AFTER, OPT_WATCH, OPT_JSON };
+enum { OPT_VALUE = 0x2000, OPT_LEASE, OPT_WATCHDOG, OPT_KILL_AFTER, OPT_WATCH, OPT_JSON };
 
-static const struct option elect_options[] = {
-    {"value", required_argument, NULL, OPT_VALUE},
-    {"wait", required_argument, NULL, 'w'},
-    {"nonblock", no_argument, NULL, 'n'},
-    {"conflict-exit-code", required_argument, NULL, 'E'},
-    {"quiet", no_argument, NULL, 'q'},
-    {"watchdog", required_argument, NULL, OPT_WATCHDOG},
-    {"kill-after", required_argument, NULL, OPT_KILL_AFTER},
-    {NULL, 0, NULL, 0},
-};
+static const struct option elect_options[] = {CLI_ARG("value", OPT_VALUE),
+                                              {"wait", required_argument, NULL, 'w'},
+                                              CLI_FLAG("nonblock", 'n'),
+                                              {"conflict-exit-code", required_argument, NULL, 'E'},
+                                              CLI_FLAG("quiet", 'q'),
+                                              CLI_ARG("lease", OPT_LEASE),
+                                              CLI_ARG("watchdog", OPT_WATCHDOG),
+                                              CLI_ARG("kill-after", OPT_KILL_AFTER),
+                                              CLI_END};
 
 static int bad_duration(const char *cmd, const char *opt, const char *arg)
 {
@@ -63,8 +65,8 @@ static int bad_duration(const char *cmd, const char *opt, const char *arg)
 
 typedef struct elect_args {
     const char *name, *value;
-    int64_t wait_ms, watchdog_ms, kill_after_ms, code;
-    bool quiet;
+    int64_t wait_ms, lease_ms, watchdog_ms, kill_after_ms, code;
+    bool quiet, has_lease;
     char **command;
 } elect_args;
 
@@ -97,6 +99,13 @@ static int elect_parse(cli_global *g, int argc, char **argv, elect_args *a)
         case 'q':
             a->quiet = true;
             break;
+        case OPT_LEASE:
+            a->has_lease = true;
+            if (!cli_parse_duration(o.arg, &a->lease_ms))
+                rc = bad_duration("elect", "--lease", o.arg);
+            else if (a->lease_ms == 0)
+                rc = cli_usage_error("elect", "--lease must be more than 0");
+            break;
         case OPT_WATCHDOG:
             if (!cli_parse_duration(o.arg, &a->watchdog_ms))
                 rc = bad_duration("elect", "--watchdog", o.arg);
@@ -109,15 +118,15 @@ static int elect_parse(cli_global *g, int argc, char **argv, elect_args *a)
             break;
         case CLI_OPT_WORD:
         case CLI_OPT_NAME:
-            if (a->name)
-                rc = cli_usage_error("elect", "unexpected '%s'", o.arg);
-            a->name = o.arg;
-            cli_note_name(g, o.arg);
+            if ((rc = cli_one_word(&o, &a->name, NULL)) == 0)
+                cli_note_name(g, o.arg);
             break;
         default:
             rc = EXIT_USAGE;
         }
     }
+    if (!rc && a->has_lease && a->watchdog_ms)
+        rc = cli_usage_error("elect", "--lease and --watchdog exclude each other");
     if (!rc && !a->name)
         rc = cli_usage_error("elect", "no election NAME");
     if (!rc && !a->command)
@@ -125,6 +134,17 @@ static int elect_parse(cli_global *g, int argc, char **argv, elect_args *a)
     if (!rc && !a->command[0])
         rc = cli_usage_error("elect", "no COMMAND after '--'");
     return rc;
+}
+
+/* A fixed lease's end (cli_lease_end): the leadership is the lock hash at NAME. */
+static int64_t lease_end(baton_client *c, const char *name, int64_t lease_ms)
+{
+    baton_lock *l = NULL;
+    if (baton_lock_open(c, name, &l) != BATON_OK)
+        return cli_now_ms() + lease_ms;
+    int64_t end = cli_lease_end(&l, 1, lease_ms);
+    baton_lock_close(l);
+    return end;
 }
 
 static int resign_bounded(void *e)
@@ -136,14 +156,11 @@ int cli_cmd_elect(cli_global *g, int argc, char **argv)
 {
     elect_args a;
     int rc = elect_parse(g, argc, argv, &a);
-    if (rc || g->parse_only)
-        return rc;
-    baton_client *c = NULL;
-    baton_election *e = NULL;
+    baton_client *c;
     g->watchdog_ms = a.watchdog_ms;
-    rc = cli_open_client(g, &c);
-    if (rc)
+    if (!cli_start(g, &rc, &c))
         return rc;
+    baton_election *e = NULL;
     int brc = baton_election_open(c, a.name, &e);
     char value[300];
     if (!a.value) {
@@ -153,7 +170,8 @@ int cli_cmd_elect(cli_global *g, int argc, char **argv)
         a.value = value;
     }
     if (brc == BATON_OK)
-        brc = baton_election_campaign(e, a.value, a.wait_ms, BATON_LEASE_WATCHDOG);
+        brc = baton_election_campaign(e, a.value, a.wait_ms,
+                                      a.has_lease ? a.lease_ms : BATON_LEASE_WATCHDOG);
     if (brc == BATON_ETIMEDOUT) {
         if (!a.quiet)
             cli_error("election %s: not elected; not run: %s", a.name, a.command[0]);
@@ -169,7 +187,9 @@ int cli_cmd_elect(cli_global *g, int argc, char **argv)
         snprintf(what, sizeof what, "leadership of %s", a.name);
         int fd = -1;
         size_t nfd = baton_election_lost_fd(e, &fd) == BATON_OK ? 1 : 0;
-        cli_watch w = {&fd, nfd, 0, what, token_env, a.kill_after_ms, c};
+        cli_watch w = {&fd,  nfd,       a.has_lease ? lease_end(c, a.name, a.lease_ms) : 0,
+                       what, token_env, a.kill_after_ms,
+                       c};
         cli_outcome out;
         cli_run(a.command, &w, &out);
         if (!out.lost) {
@@ -193,11 +213,8 @@ int cli_cmd_elect(cli_global *g, int argc, char **argv)
 
 /* ------------------------------- leader --------------------------------------------- */
 
-static const struct option leader_options[] = {
-    {"watch", no_argument, NULL, OPT_WATCH},
-    {"json", no_argument, NULL, OPT_JSON},
-    {NULL, 0, NULL, 0},
-};
+static const struct option leader_options[] = {CLI_FLAG("watch", OPT_WATCH),
+                                               CLI_FLAG("json", OPT_JSON), CLI_END};
 
 static void json_string(const char *s)
 {
@@ -270,11 +287,9 @@ int cli_cmd_leader(cli_global *g, int argc, char **argv)
             watch = true;
         } else if (c == OPT_JSON) {
             json = true;
-        } else if ((c == CLI_OPT_WORD || c == CLI_OPT_NAME) && !name) {
-            name = o.arg;
-            cli_note_name(g, o.arg);
         } else if (c == CLI_OPT_WORD || c == CLI_OPT_NAME) {
-            rc = cli_usage_error("leader", "unexpected '%s'", o.arg);
+            if ((rc = cli_one_word(&o, &name, NULL)) == 0)
+                cli_note_name(g, o.arg);
         } else {
             rc = EXIT_USAGE;
         }
@@ -282,13 +297,10 @@ int cli_cmd_leader(cli_global *g, int argc, char **argv)
     cli_opts_free(&o);
     if (!rc && !name)
         rc = cli_usage_error("leader", "no election NAME");
-    if (rc || g->parse_only)
+    baton_client *cl;
+    if (!cli_start(g, &rc, &cl))
         return rc;
-    baton_client *cl = NULL;
     baton_election *e = NULL;
-    rc = cli_open_client(g, &cl);
-    if (rc)
-        return rc;
     int brc = baton_election_open(cl, name, &e);
     baton_leader *ld = calloc(1, sizeof *ld);
     baton_election_event *ev = calloc(1, sizeof *ev);

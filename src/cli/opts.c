@@ -200,39 +200,21 @@ bool cli_parse_duration(const char *s, int64_t *ms)
 
 /* The options every command takes (and `baton` before the command). */
 static const struct option global_options[] = {
-    {"url", required_argument, NULL, CLI_G_URL},
-    {"user", required_argument, NULL, CLI_G_USER},
-    {"askpass", no_argument, NULL, CLI_G_ASKPASS},
-    {"tls-ca", required_argument, NULL, CLI_G_TLS_CA},
-    {"tls-cert", required_argument, NULL, CLI_G_TLS_CERT},
-    {"tls-key", required_argument, NULL, CLI_G_TLS_KEY},
-    {"tls-sni", required_argument, NULL, CLI_G_TLS_SNI},
-    {"tls-insecure", no_argument, NULL, CLI_G_TLS_INSECURE},
-    {"password-file", required_argument, NULL, CLI_G_PASSWORD_FILE},
+    CLI_ARG("url", CLI_G_URL), CLI_ARG("user", CLI_G_USER), CLI_FLAG("askpass", CLI_G_ASKPASS),
+    CLI_ARG("tls-ca", CLI_G_TLS_CA), CLI_ARG("tls-cert", CLI_G_TLS_CERT),
+    CLI_ARG("tls-key", CLI_G_TLS_KEY), CLI_ARG("tls-sni", CLI_G_TLS_SNI),
+    CLI_FLAG("tls-insecure", CLI_G_TLS_INSECURE), CLI_ARG("password-file", CLI_G_PASSWORD_FILE),
     /* redis-cli's spellings, so that its command lines port as they are */
-    {"tls", no_argument, NULL, CLI_G_TLS},
-    {"cacert", required_argument, NULL, CLI_G_TLS_CA},
-    {"cacertdir", required_argument, NULL, CLI_G_TLS_CA},
-    {"cert", required_argument, NULL, CLI_G_TLS_CERT},
-    {"key", required_argument, NULL, CLI_G_TLS_KEY},
-    {"sni", required_argument, NULL, CLI_G_TLS_SNI},
-    {"insecure", no_argument, NULL, CLI_G_TLS_INSECURE},
+    CLI_FLAG("tls", CLI_G_TLS), CLI_ARG("cacert", CLI_G_TLS_CA), CLI_ARG("cacertdir", CLI_G_TLS_CA),
+    CLI_ARG("cert", CLI_G_TLS_CERT), CLI_ARG("key", CLI_G_TLS_KEY), CLI_ARG("sni", CLI_G_TLS_SNI),
+    CLI_FLAG("insecure", CLI_G_TLS_INSECURE),
     /* neither the server nor a credential: accepted after a NAME too */
-    {"sync-replicas", required_argument, NULL, CLI_G_SYNC_REPLICAS},
-    {"name", required_argument, NULL, CLI_G_NAME},
-    {NULL, 0, NULL, 0},
-};
+    CLI_ARG("sync-replicas", CLI_G_SYNC_REPLICAS), CLI_ARG("name", CLI_G_NAME), CLI_END};
 
 /* Only before the command: --help, --version. After it: --object. */
-static const struct option top_options[] = {
-    {"help", no_argument, NULL, 'h'},
-    {"version", no_argument, NULL, 'V'},
-    {NULL, 0, NULL, 0},
-};
-static const struct option object_option[] = {
-    {"object", required_argument, NULL, CLI_G_OBJECT},
-    {NULL, 0, NULL, 0},
-};
+static const struct option top_options[] = {CLI_FLAG("help", 'h'), CLI_FLAG("version", 'V'),
+                                            CLI_END};
+static const struct option object_option[] = {CLI_ARG("object", CLI_G_OBJECT), CLI_END};
 
 int cli_opts_init(cli_opts *o, const char *command, cli_global *g, int argc, char **argv,
                   const char *shortopts, const struct option *longopts)
@@ -269,6 +251,26 @@ static const struct option *find_long(const struct option *table, const char *na
     return NULL;
 }
 
+/* Where a global option that only stores its value (a string) goes in g, or NULL. */
+static const char **stored_text(cli_global *g, int val)
+{
+    return val == CLI_G_USER       ? &g->user
+           : val == CLI_G_TLS_CA   ? &g->tls_ca
+           : val == CLI_G_TLS_CERT ? &g->tls_cert
+           : val == CLI_G_TLS_KEY  ? &g->tls_key
+           : val == CLI_G_TLS_SNI  ? &g->tls_sni
+                                   : NULL;
+}
+
+/* Where a global option that only sets a flag goes in g, or NULL. */
+static bool *stored_flag(cli_global *g, int val)
+{
+    return val == CLI_G_ASKPASS        ? &g->askpass
+           : val == CLI_G_TLS_INSECURE ? &g->tls_insecure
+           : val == CLI_G_TLS          ? &g->tls
+                                       : NULL;
+}
+
 /* A global option's value into g. Returns 0 or EXIT_USAGE (printed). */
 static int set_global(cli_opts *o, int val)
 {
@@ -280,33 +282,17 @@ static int set_global(cli_opts *o, int val)
                                "taken for the server or its credentials (a NAME that starts "
                                "with '-' goes after --object)",
                                o->word);
+    const char **text = stored_text(g, val);
+    bool *flag = stored_flag(g, val);
+    if (text)
+        *text = o->arg;
+    else if (flag)
+        *flag = true;
+    if (text || flag)
+        return 0;
     switch (val) {
     case CLI_G_URL:
         return cli_set_url(g, o->arg);
-    case CLI_G_USER:
-        g->user = o->arg;
-        return 0;
-    case CLI_G_ASKPASS:
-        g->askpass = true;
-        return 0;
-    case CLI_G_TLS_CA:
-        g->tls_ca = o->arg;
-        return 0;
-    case CLI_G_TLS_CERT:
-        g->tls_cert = o->arg;
-        return 0;
-    case CLI_G_TLS_KEY:
-        g->tls_key = o->arg;
-        return 0;
-    case CLI_G_TLS_SNI:
-        g->tls_sni = o->arg;
-        return 0;
-    case CLI_G_TLS_INSECURE:
-        g->tls_insecure = true;
-        return 0;
-    case CLI_G_TLS:
-        g->tls = true;
-        return 0;
     case CLI_G_PASSWORD_FILE:
         if (g->password_file)
             return cli_usage_error(o->command, "--password-file given twice");
@@ -458,6 +444,16 @@ const char *cli_opts_take_number(cli_opts *o)
         return o->argv[o->i++];
     }
     return NULL;
+}
+
+int cli_one_word(const cli_opts *o, const char **slot, const char *what)
+{
+    if (*slot && what)
+        return cli_usage_error(o->command, "one %s only ('%s' is a second)", what, o->arg);
+    if (*slot)
+        return cli_usage_error(o->command, "unexpected '%s'", o->arg);
+    *slot = o->arg;
+    return 0;
 }
 
 void cli_note_name(cli_global *g, const char *name)

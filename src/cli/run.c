@@ -63,6 +63,22 @@ int64_t cli_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t cli_lease_end(baton_lock *const *members, size_t n, int64_t lease_ms)
+{
+    int64_t lease_end = cli_now_ms() + lease_ms;
+    for (size_t i = 0; i < n; i++) {
+        int64_t t0 = cli_now_ms(), ttl;
+        if (baton_lock_remaining_ttl(members[i], &ttl) != BATON_OK)
+            continue;
+        if (ttl == -1)
+            continue;                           /* no expiry: nothing to watch */
+        int64_t end = t0 + (ttl < 0 ? 0 : ttl); /* -2: gone already */
+        if (end < lease_end)
+            lease_end = end;
+    }
+    return lease_end;
+}
+
 static bool is_forwarded(int signo)
 {
     for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++)

@@ -229,30 +229,31 @@ static void json_str(const char *str)
     putchar('"');
 }
 
-/* ", "host": ..., "pid": ..." of a holder or waiter (null when none is recorded). */
-static void json_origin(const char *host, int64_t pid)
+/* One holder or waiter: {"owner": ...<fields>, "host": ..., "pid": ...<tail>} (host and pid
+ * null when none is recorded), after a ", " unless it is the first (i == 0). */
+static void json_entry(size_t i, const char *owner, const char *fields, const char *host,
+                       int64_t pid, const char *tail)
 {
-    printf(", \"host\": ");
+    printf("%s{\"owner\": ", i ? ", " : "");
+    json_str(owner);
+    printf("%s, \"host\": ", fields);
     if (host) {
         json_str(host);
         printf(", \"pid\": %lld", (long long)pid);
     } else {
         printf("null, \"pid\": null");
     }
+    printf("%s}", tail);
 }
 
 static void print_json_holders(const baton_inspection *s)
 {
     for (size_t i = 0; i < s->n_holders; i++) {
         const baton_inspect_holder *h = s->holders[i];
-        printf("%s{\"owner\": ", i ? ", " : "");
-        json_str(h->owner);
+        char holds[48] = ", \"holds\": null";
         if (h->holds >= 0)
-            printf(", \"holds\": %lld", (long long)h->holds);
-        else
-            printf(", \"holds\": null");
-        json_origin(h->host, h->pid);
-        printf("}");
+            snprintf(holds, sizeof holds, ", \"holds\": %lld", (long long)h->holds);
+        json_entry(i, h->owner, holds, h->host, h->pid, "");
     }
 }
 
@@ -260,17 +261,15 @@ static void print_json_queue(const baton_inspection *s)
 {
     for (size_t i = 0; i < s->n_queue; i++) {
         const baton_inspect_waiter *w = s->queue[i];
-        printf("%s{\"owner\": ", i ? ", " : "");
-        json_str(w->owner);
+        char deadline[96] = ", \"deadline_ms\": null, \"remaining_ms\": null";
         if (w->has_deadline)
-            printf(", \"deadline_ms\": %lld, \"remaining_ms\": %lld", (long long)w->deadline_ms,
-                   (long long)(w->deadline_ms - s->server_time_ms));
-        else
-            printf(", \"deadline_ms\": null, \"remaining_ms\": null");
+            snprintf(deadline, sizeof deadline, ", \"deadline_ms\": %lld, \"remaining_ms\": %lld",
+                     (long long)w->deadline_ms, (long long)(w->deadline_ms - s->server_time_ms));
         int64_t pid;
         const char *host = waiter_host(w, &pid);
-        json_origin(host, pid);
-        printf(", \"impossible\": %s}", impossible_deadline(s, w) ? "true" : "false");
+        json_entry(i, w->owner, deadline, host, pid,
+                   impossible_deadline(s, w) ? ", \"impossible\": true"
+                                             : ", \"impossible\": false");
     }
 }
 
@@ -388,24 +387,19 @@ typedef struct status_args {
 
 enum { OPT_JSON = 256, OPT_WATCH, OPT_INTERVAL };
 
-static const struct option status_options[] = {
-    {"json", no_argument, NULL, OPT_JSON},
-    {"watch", no_argument, NULL, OPT_WATCH},
-    {"interval", required_argument, NULL, OPT_INTERVAL},
-    {NULL, 0, NULL, 0},
-};
+static const struct option status_options[] = {CLI_FLAG("json", OPT_JSON),
+                                               CLI_FLAG("watch", OPT_WATCH),
+                                               CLI_ARG("interval", OPT_INTERVAL), CLI_END};
 
 /* One option or word of status. Returns 0 or the exit code after a message. */
 static int status_option(cli_global *g, const cli_opts *o, int c, status_args *a)
 {
     (void)g;
+    if (c == OPT_JSON || c == OPT_WATCH) {
+        *(c == OPT_JSON ? &a->json : &a->watching) = true;
+        return 0;
+    }
     switch (c) {
-    case OPT_JSON:
-        a->json = true;
-        return 0;
-    case OPT_WATCH:
-        a->watching = true;
-        return 0;
     case OPT_INTERVAL:
         if (!cli_parse_duration(o->arg, &a->interval_ms) || a->interval_ms < 10)
             return cli_usage_error("status", "--interval needs a duration of at least 10ms");
@@ -497,53 +491,21 @@ int cli_cmd_status(cli_global *g, int argc, char **argv)
  * `baton list [PATTERN]`: every object whose NAME matches PATTERN, found with the library's
  * SCAN over every master (baton_scan_keys) and read with baton_inspect(), as `status` reads
  * one. A SCAN MATCH PATTERN finds the objects' own keys (a lock's or a read-write lock's hash,
- * a semaphore's or a latch's count); a second, MATCH redisson_lock_queue:*, finds the fair
- * locks that nobody holds but some wait for. The keys baton and Redisson keep beside an
- * object (queues, deadlines, tokens, holders' origins, request latches, ...) are not objects
- * of their own: they are mapped to their object's NAME or left out.
+ * a semaphore's or a latch's count); more, MATCH baton_key_side_pattern(), find the fair
+ * locks that nobody holds but some wait for (their queue). The keys baton and Redisson keep beside
+ * an object (queues, deadlines, tokens, holders' origins, request latches, ...) are not objects of
+ * their own: they are mapped to their object's NAME or left out.
  */
 
 #include <fnmatch.h>
 
-/* The keys kept beside an object, by prefix: the object's NAME follows ("{NAME}", or NAME
- * itself when it holds a '{'). Only the fair lock's queue names an object that may have no
- * key of its own. */
-static const struct {
-    const char *prefix;
-    bool names_object;
-} side_keys[] = {
-    {"redisson_lock_queue:", true},   {"redisson_lock_timeout:", false},
-    {"redisson_lock_token:", false},  {"baton_lock_meta:", false},
-    {"baton_request:", false},        {"redisson_unlock_latch:", false},
-    {"baton_rwlock_writers:", false}, {"redisson_lock__channel:", false},
-    {"redisson_sc:", false},          {"redisson_countdownlatch__channel__", false},
-    {"redisson_rwlock:", false},
-};
-
-/* The object NAME a key stands for (malloc'ed), or NULL: a side key of no object of its
- * own, or out of memory. */
+/* The object NAME a key stands for (malloc'ed), or NULL: a side key to leave out (the
+ * library's baton_key_object() knows the layout), or out of memory. */
 static char *object_of_key(const char *key)
 {
-    for (size_t i = 0; i < sizeof side_keys / sizeof side_keys[0]; i++) {
-        size_t n = strlen(side_keys[i].prefix);
-        if (strncmp(key, side_keys[i].prefix, n) != 0)
-            continue;
-        if (!side_keys[i].names_object)
-            return NULL;
-        const char *tag = key + n;
-        size_t len = strlen(tag);
-        if (len >= 3 && tag[0] == '{' && tag[len - 1] == '}' && !memchr(tag + 1, '{', len - 2))
-            return strndup(tag + 1, len - 2); /* "{NAME}" */
-        return strdup(tag);
-    }
-    if (strstr(key, ":rwlock_timeout:")) /* a read-write lock's reader timeouts */
-        return NULL;
-    size_t len = strlen(key);
-    if (len > 10 && key[0] == '{' && strcmp(key + len - 10, "}:timeout") == 0)
-        return NULL; /* permit leases: {NAME}:timeout, beside NAME's count */
-    if (len > 8 && strchr(key, '{') && strcmp(key + len - 8, ":timeout") == 0)
-        return NULL;
-    return strdup(key);
+    char name[BATON_MAX_NAME_LEN + 1];
+    int role = baton_key_object(key, name, sizeof name);
+    return role == BATON_KEY_OBJECT || role == BATON_KEY_NAMES ? strdup(name) : NULL;
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -559,11 +521,8 @@ typedef struct list_args {
 
 enum { OPT_LIST_JSON = 300, OPT_MAX_KEYS };
 
-static const struct option list_options[] = {
-    {"json", no_argument, NULL, OPT_LIST_JSON},
-    {"max-keys", required_argument, NULL, OPT_MAX_KEYS},
-    {NULL, 0, NULL, 0},
-};
+static const struct option list_options[] = {CLI_FLAG("json", OPT_LIST_JSON),
+                                             CLI_ARG("max-keys", OPT_MAX_KEYS), CLI_END};
 
 static int list_parse(cli_global *g, int argc, char **argv, list_args *a)
 {
@@ -581,9 +540,7 @@ static int list_parse(cli_global *g, int argc, char **argv, list_args *a)
             break;
         case CLI_OPT_WORD:
         case CLI_OPT_NAME:
-            if (a->pattern)
-                rc = cli_usage_error("list", "one PATTERN only ('%s' is a second)", o.arg);
-            a->pattern = o.arg;
+            rc = cli_one_word(&o, &a->pattern, "PATTERN");
             break;
         case CLI_OPT_ERROR:
             rc = EXIT_USAGE;
@@ -633,15 +590,14 @@ static int collect(const baton_key_scan *s, const char *pattern, char ***names, 
 static int list_names(baton_client *c, const list_args *a, char ***names, size_t *n, bool *cut,
                       uint64_t *examined)
 {
-    static const char queue_match[] = "redisson_lock_queue:*";
     size_t cap = 0;
     uint64_t budget = (uint64_t)a->max_keys;
     *cut = false;
     *examined = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        const char *match = pass == 0 ? a->pattern : queue_match;
-        if (pass == 1 && (strcmp(a->pattern, "*") == 0 || *cut))
-            break; /* "*" matched the queues already */
+    for (size_t pass = 0; pass == 0 || baton_key_side_pattern(pass - 1); pass++) {
+        const char *match = pass == 0 ? a->pattern : baton_key_side_pattern(pass - 1);
+        if (pass > 0 && (strcmp(a->pattern, "*") == 0 || *cut))
+            break; /* "*" matched the side keys already */
         baton_key_scan *s = NULL;
         int brc = baton_scan_keys(c, match, budget - *examined, &s);
         if (brc != BATON_OK)
@@ -704,10 +660,8 @@ int cli_cmd_list(cli_global *g, int argc, char **argv)
 {
     list_args a = {NULL, false, 100000};
     int rc = list_parse(g, argc, argv, &a);
-    if (rc || g->parse_only)
-        return rc;
-    baton_client *c = NULL;
-    if ((rc = cli_open_client(g, &c)) != 0)
+    baton_client *c;
+    if (!cli_start(g, &rc, &c))
         return rc;
     char **names = NULL;
     size_t n = 0;

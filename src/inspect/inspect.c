@@ -16,6 +16,7 @@
 #include <hiredis/hiredis.h>
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -142,6 +143,31 @@ static int resolve_origins(baton_client *c, baton_inspection *ins)
     return BATON_OK;
 }
 
+/* What a holder and a waiter begin with. */
+typedef struct entry_head {
+    size_t size;
+    const char *owner;
+} entry_head;
+_Static_assert(offsetof(baton_inspect_holder, owner) == offsetof(entry_head, owner) &&
+                   offsetof(baton_inspect_waiter, owner) == offsetof(entry_head, owner),
+               "a holder and a waiter begin with size and owner");
+
+/* A new holder or waiter of `size` bytes, zeroed, with its size and a copy of owner; NULL
+ * when out of memory. */
+static void *new_entry(size_t size, const redisReply *owner)
+{
+    entry_head *e = calloc(1, size);
+    if (!e)
+        return NULL;
+    e->size = size;
+    e->owner = baton__strndup(owner->str, owner->len);
+    if (!e->owner) {
+        free(e);
+        return NULL;
+    }
+    return e;
+}
+
 /* A lock's holders from HGETALL's flat [owner, holds, ...], with their origins. */
 static int decode_holders(baton_inspection *ins, const redisReply *fields,
                           const redisReply *origins)
@@ -163,14 +189,10 @@ static int decode_holders(baton_inspection *ins, const redisReply *fields,
             ins->rwlock_mode = strcmp(value->str, "write") == 0 ? "write" : "read";
             continue;
         }
-        baton_inspect_holder *h = calloc(1, sizeof *h);
+        baton_inspect_holder *h = new_entry(sizeof *h, owner);
         if (!h)
             return BATON_ENOMEM;
         ins->holders[ins->n_holders++] = h;
-        h->size = sizeof *h;
-        h->owner = baton__strndup(owner->str, owner->len);
-        if (!h->owner)
-            return BATON_ENOMEM;
         if (!reply_int(fields->element[2 * i + 1], &h->holds))
             h->holds = -1;
         if (decode_origin(h, flat_get(origins, h->owner)) != BATON_OK)
@@ -211,14 +233,10 @@ static int decode_queue(baton_inspection *ins, const redisReply *queue, const re
         const redisReply *owner = queue->element[i];
         if (!is_str(owner))
             return BATON_EPROTO;
-        baton_inspect_waiter *w = calloc(1, sizeof *w);
+        baton_inspect_waiter *w = new_entry(sizeof *w, owner);
         if (!w)
             return BATON_ENOMEM;
         ins->queue[ins->n_queue++] = w;
-        w->size = sizeof *w;
-        w->owner = baton__strndup(owner->str, owner->len);
-        if (!w->owner)
-            return BATON_ENOMEM;
         w->has_deadline = deadline_of(deadlines, w->owner, &w->deadline_ms);
     }
     return BATON_OK;
@@ -452,4 +470,99 @@ void baton_inspection_free(baton_inspection *ins)
     free(ins->redis_type);
     free(ins->node);
     free(ins);
+}
+
+/* ------------------------------- keys to objects -------------------------------------- */
+
+/* The prefixes of keys.h and what a key under each is to a tool that lists objects. */
+static const struct {
+    const char *prefix;
+    baton_key_role role;
+} key_prefixes[] = {
+    {BATON__KEY_LOCK_QUEUE, BATON_KEY_NAMES},      {BATON__KEY_LOCK_CHANNEL, BATON_KEY_SIDE},
+    {BATON__KEY_LOCK_TIMEOUT, BATON_KEY_SIDE},     {BATON__KEY_LOCK_TOKEN, BATON_KEY_SIDE},
+    {BATON__KEY_UNLOCK_LATCH, BATON_KEY_SIDE},     {BATON__KEY_RWLOCK_CHANNEL, BATON_KEY_SIDE},
+    {BATON__KEY_LATCH_CHANNEL, BATON_KEY_SIDE},    {BATON__KEY_SEMAPHORE_CHANNEL, BATON_KEY_SIDE},
+    {BATON__KEY_REQUEST, BATON_KEY_SIDE},          {BATON__KEY_LOCK_META, BATON_KEY_SIDE},
+    {BATON__KEY_LOCK_NEXT, BATON_KEY_SIDE},        {BATON__KEY_CLIENT_RECORD, BATON_KEY_SIDE},
+    {BATON__KEY_ELECTION, BATON_KEY_SIDE},         {BATON__KEY_ELECTION_LOG, BATON_KEY_SIDE},
+    {BATON__KEY_ELECTION_CHANNEL, BATON_KEY_SIDE}, {BATON__KEY_BARRIER, BATON_KEY_SIDE},
+    {BATON__KEY_BARRIER_PARTIES, BATON_KEY_SIDE},  {BATON__KEY_BARRIER_CHANNEL, BATON_KEY_SIDE},
+    {BATON__KEY_RWLOCK_WRITERS, BATON_KEY_SIDE},
+};
+
+/* A read-write lock's reader timeouts: {NAME}:<owner>:rwlock_timeout:<n> (rwlock.lua). */
+#define RWLOCK_TIMEOUT_INFIX ":rwlock_timeout:"
+
+/* Copies n bytes of s as a NUL-terminated name; false (name "") if it does not fit. */
+static bool name_copy(char *name, size_t len, const char *s, size_t n)
+{
+    if (n >= len) {
+        name[0] = '\0';
+        return false;
+    }
+    memcpy(name, s, n);
+    name[n] = '\0';
+    return true;
+}
+
+/* The NAME in the first n bytes of tag, as baton__hash_tag made it: "{NAME}" for a NAME
+ * without '{', the NAME itself otherwise. With suffixed (more follows the tag, as in a
+ * request latch's {NAME}:<id>), the tag ends at the last '}'. */
+static bool tag_name(const char *tag, size_t n, bool suffixed, char *name, size_t len)
+{
+    const char *end = tag + n;
+    if (suffixed && n > 0 && tag[0] == '{')
+        for (const char *p = tag + n - 1; p > tag; p--)
+            if (*p == '}') {
+                end = p + 1;
+                break;
+            }
+    size_t m = (size_t)(end - tag);
+    if (m >= 3 && tag[0] == '{' && tag[m - 1] == '}' && !memchr(tag + 1, '{', m - 2))
+        return name_copy(name, len, tag + 1, m - 2);
+    return name_copy(name, len, tag, n);
+}
+
+/* A key under no prefix: the permits' leases ({NAME}:timeout), a reader's timeout, or an
+ * object's own key. */
+static int unprefixed_key(const char *key, char *name, size_t len)
+{
+    size_t n = strlen(key), sn = strlen(BATON__KEY_PERMITS_TIMEOUT_SUFFIX);
+    const char *infix = strstr(key, RWLOCK_TIMEOUT_INFIX);
+    bool ok = true;
+    if (infix)
+        ok = tag_name(key, (size_t)(infix - key), true, name, len);
+    else if (n > sn && strchr(key, '{') &&
+             strcmp(key + n - sn, BATON__KEY_PERMITS_TIMEOUT_SUFFIX) == 0)
+        ok = tag_name(key, n - sn, false, name, len);
+    else
+        return name_copy(name, len, key, n) ? BATON_KEY_OBJECT : BATON_EINVAL;
+    return ok ? BATON_KEY_SIDE : BATON_EINVAL;
+}
+
+int baton_key_object(const char *key, char *name, size_t len)
+{
+    if (!key || !name || len == 0)
+        return BATON_EINVAL;
+    for (size_t i = 0; i < sizeof key_prefixes / sizeof key_prefixes[0]; i++) {
+        size_t n = strlen(key_prefixes[i].prefix);
+        if (strncmp(key, key_prefixes[i].prefix, n) != 0)
+            continue;
+        baton_key_role role = key_prefixes[i].role;
+        if (strcmp(key_prefixes[i].prefix, BATON__KEY_CLIENT_RECORD) == 0) {
+            name[0] = '\0'; /* a client's record: of no object */
+            return role;
+        }
+        const char *tag = key + n;
+        return tag_name(tag, strlen(tag), role == BATON_KEY_SIDE, name, len) ? (int)role
+                                                                             : BATON_EINVAL;
+    }
+    return unprefixed_key(key, name, len);
+}
+
+const char *baton_key_side_pattern(size_t i)
+{
+    static const char *const patterns[] = {BATON__KEY_LOCK_QUEUE "*"};
+    return i < sizeof patterns / sizeof patterns[0] ? patterns[i] : NULL;
 }

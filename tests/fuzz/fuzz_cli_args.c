@@ -36,6 +36,8 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size);
 
 static const char *const commands[] = {"lock",   "rwlock", "semaphore", "latch",
                                        "status", "unlock", "list"};
+/* Picked by a first byte of 0x80 or more, so that the seeds before them keep their command. */
+static const char *const later_commands[] = {"elect", "leader", "barrier"};
 
 static const char *const dictionary[] = {
     "--url",
@@ -123,6 +125,9 @@ static const char *const dictionary[] = {
     "--watchdog=30ms",
     "--lease=0",
     "--interval=5ms",
+    "--value",
+    "--parties",
+    "--lease=2s",
 };
 #define N_DICT (sizeof dictionary / sizeof dictionary[0])
 
@@ -265,7 +270,10 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         return 0;
     memcpy(copy, data + 1, size - 1);
     copy[size - 1] = '\0';
-    const char *command = commands[data[0] % (sizeof commands / sizeof commands[0])];
+    const char *command =
+        data[0] >= 0x80
+            ? later_commands[data[0] % (sizeof later_commands / sizeof later_commands[0])]
+            : commands[data[0] % (sizeof commands / sizeof commands[0])];
     bool plant = (data[0] / 6) % 2;
     char *argv[MAX_WORDS + 8];
     int argc = 0;
