@@ -109,6 +109,19 @@ static void *campaign_thread(void *p)
     return NULL;
 }
 
+typedef struct obs_arg {
+    baton_election *e;
+    int rc;
+} obs_arg;
+
+static void *observe_thread(void *p)
+{
+    obs_arg *o = p;
+    baton_election_event ev;
+    o->rc = baton_election_observe_next(o->e, BATON_WAIT_FOREVER, &ev);
+    return NULL;
+}
+
 Test(election, a_waiting_standby_leads_at_once_after_a_resign)
 {
     baton_client *c1 = th_client(NULL), *c2 = th_client(NULL);
@@ -128,6 +141,58 @@ Test(election, a_waiting_standby_leads_at_once_after_a_resign)
     baton_election_resign(b);
     baton_election_close(a);
     baton_election_close(b);
+    baton_client_close(c1);
+    baton_client_close(c2);
+}
+
+/* A campaign waiting to lead is cancelled through its handle (ECANCELED, nothing left:
+ * no hold of its owner, no reservation), a campaign through another handle of the same
+ * client goes on and leads after the resign; an observer's wait is cancelled the same way. */
+Test(election, cancel_waits_ends_a_campaign_and_an_observation_of_that_handle_only)
+{
+    baton_client *c1 = th_client(NULL), *c2 = th_client(NULL);
+    const char *name = th_tmpname("el");
+    baton_election *a = open_e(c1, name), *b = open_e(c2, name), *b2 = open_e(c2, name);
+    cr_assert(eq(int, baton_election_campaign(a, "a", 0, BATON_LEASE_WATCHDOG), BATON_OK));
+    waiter_arg w = {.e = b}, w2 = {.e = b2};
+    pthread_t t, t2;
+    pthread_create(&t, NULL, campaign_thread, &w);
+    pthread_create(&t2, NULL, campaign_thread, &w2);
+    th_sleep_ms(300); /* long enough to reserve the lock (starve_ms 100) */
+    int64_t t0 = th_ms();
+    cr_assert(eq(int, baton_election_cancel_waits(b), BATON_OK));
+    pthread_join(t, NULL);
+    cr_assert(eq(int, w.rc, BATON_ECANCELED));
+    cr_assert(lt(i64, w.at - t0, 300));
+    redisContext *r = th_redis();
+    cr_assert(eq(i64, th_cmd_int(r, "HLEN %s", name), 1), "only the leader's hold");
+    cr_assert(eq(int, baton_election_resign(a), BATON_OK));
+    pthread_join(t2, NULL);
+    cr_assert(eq(int, w2.rc, BATON_OK), "the other handle's campaign went on");
+    int64_t term = 0;
+    cr_assert(eq(int, baton_election_term(b2, &term), BATON_OK));
+    cr_assert(eq(int, baton_election_term(b, &term), BATON_ENOTHELD));
+    cr_assert(eq(int, baton_election_resign(b2), BATON_OK));
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s baton_lock_next:{%s}", name, name), 0),
+              "no hold and no reservation left");
+
+    /* an observer waiting for a change */
+    baton_election_event ev;
+    while (baton_election_observe_next(b, 0, &ev) == BATON_OK) {
+    }
+    obs_arg o = {.e = b};
+    pthread_create(&t, NULL, observe_thread, &o);
+    th_sleep_ms(200);
+    t0 = th_ms();
+    cr_assert(eq(int, baton_election_cancel_waits(b), BATON_OK));
+    pthread_join(t, NULL);
+    cr_assert(eq(int, o.rc, BATON_ECANCELED));
+    cr_assert(lt(i64, th_ms() - t0, 300));
+    cr_assert(eq(int, baton_election_cancel_waits(NULL), BATON_EINVAL));
+    redisFree(r);
+    baton_election_close(a);
+    baton_election_close(b);
+    baton_election_close(b2);
     baton_client_close(c1);
     baton_client_close(c2);
 }

@@ -174,6 +174,15 @@ BATON_API int baton_election_set_lost_handler(baton_election *e,
  */
 BATON_API int baton_election_lost_fd(baton_election *e, int *fd);
 
+/*
+ * Cancels the waits through this handle, as baton_lock_cancel_waits() does for a lock:
+ * a campaign waiting to lead returns BATON_ECANCELED (no hold, no reservation left) and a
+ * blocked baton_election_observe_next() returns BATON_ECANCELED; waits through other
+ * handles go on. Waits that start after the call are not affected. Never blocks. Returns
+ * BATON_OK; BATON_EINVAL (NULL); BATON_ENOTSUP (a forked copy of the client).
+ */
+BATON_API int baton_election_cancel_waits(baton_election *e);
+
 /* Returns the election's name (borrowed; valid until close), or "" for NULL. */
 BATON_API const char *baton_election_name(const baton_election *e);
 

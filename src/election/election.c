@@ -33,7 +33,7 @@
 
 #define RECORD_PREFIX BATON__KEY_ELECTION          /* the leader's record (hash) */
 #define LOG_PREFIX BATON__KEY_ELECTION_LOG         /* the change log (stream) */
-#define CHANNEL_PREFIX BATON__KEY_ELECTION_CHANNEL /* observers' wake-ups */
+#define CHANNEL_PREFIX BATON__KEY_ELECTION_CHANNEL /* observers' wake-ups (the base's) */
 #define UNLOCK_LATCH_PREFIX BATON__KEY_UNLOCK_LATCH
 #define LOG_CAP "1000"
 #define LOG_BATCH "64"
@@ -42,12 +42,12 @@
 
 /* ------------------------------- the handle ------------------------------------------ */
 
+/* The base's name is the lock hash (the leadership), its channel the observers'. */
 struct baton_election {
-    baton_client *client;
-    char *name;
+    baton__object base;
+    char *record_key, *log_key, *latch_pfx, *meta_key;
     baton_lock *lock;   /* the leadership: Redisson's lock hash at the name */
     baton_owner *owner; /* whose hold it is: the handle's, not a thread's */
-    char *record_key, *log_key, *channel, *latch_pfx, *meta_key;
     pthread_mutex_t mu; /* serializes campaign, resign, proclaim */
     int64_t term;       /* the term this handle leads, 0: none */
     char cursor[48];    /* observe: the next log id wanted; "" before the first call */
@@ -69,6 +69,17 @@ struct baton_election {
 #define QUEUE_LEN 32
 #define WATCH_SLICE_MS 250 /* how long close may wait for the watcher to notice */
 
+/* The keys beside the lock hash, derived and freed by the base. */
+static size_t election_keys(baton__object *o, baton__key_spec *k)
+{
+    baton_election *e = (baton_election *)o;
+    k[0] = (baton__key_spec){&e->record_key, RECORD_PREFIX, NULL};
+    k[1] = (baton__key_spec){&e->log_key, LOG_PREFIX, NULL};
+    k[2] = (baton__key_spec){&e->latch_pfx, UNLOCK_LATCH_PREFIX, ":"};
+    k[3] = (baton__key_spec){&e->meta_key, BATON__KEY_LOCK_META, NULL};
+    return 4;
+}
+
 /* The lock's owner field for the handle's owner. */
 static void owner_field(baton_election *e, char *buf, size_t len)
 {
@@ -77,61 +88,34 @@ static void owner_field(baton_election *e, char *buf, size_t len)
     baton__owner_act(prev);
 }
 
-static void free_keys(baton_election *e)
+/* The lock and the owner; the mutexes first: fini destroys them whatever failed. */
+static int election_init(baton__object *o, void *arg)
 {
-    free(e->name);
-    free(e->record_key);
-    free(e->log_key);
-    free(e->channel);
-    free(e->latch_pfx);
-    free(e->meta_key);
-}
-
-int baton_election_open(baton_client *c, const char *name, baton_election **out)
-{
-    if (out)
-        *out = NULL;
-    if (!c || !out)
-        return BATON_EINVAL;
-    int rc = baton__check_open_name(c, name, "election");
-    if (rc != BATON_OK)
-        return rc;
-    baton_election *e = calloc(1, sizeof *e);
-    if (!e)
-        return baton__fail(c, BATON_ENOMEM, "out of memory");
-    e->client = c;
-    e->name = baton__strdup(name);
-    e->record_key = baton__derive_key(RECORD_PREFIX, name, NULL);
-    e->log_key = baton__derive_key(LOG_PREFIX, name, NULL);
-    e->channel = baton__derive_key(CHANNEL_PREFIX, name, NULL);
-    e->latch_pfx = baton__derive_key(UNLOCK_LATCH_PREFIX, name, ":");
-    e->meta_key = baton__derive_key(BATON__KEY_LOCK_META, name, NULL);
-    if (!e->name || !e->record_key || !e->log_key || !e->channel || !e->latch_pfx || !e->meta_key) {
-        free_keys(e);
-        free(e);
-        return baton__fail(c, BATON_ENOMEM, "out of memory");
-    }
-    rc = baton_lock_open(c, name, &e->lock);
-    if (rc == BATON_OK)
-        rc = baton_owner_new(c, &e->owner);
-    if (rc != BATON_OK) {
-        baton_lock_close(e->lock);
-        free_keys(e);
-        free(e);
-        return rc;
-    }
+    (void)arg;
+    baton_election *e = (baton_election *)o;
+    e->pipe_fd[0] = e->pipe_fd[1] = -1;
     baton__mutex_init(&e->mu);
     baton__mutex_init(&e->mu_q);
     baton__cond_init(&e->changed);
-    e->pipe_fd[0] = e->pipe_fd[1] = -1;
-    *out = e;
-    return BATON_OK;
+    int rc = baton_lock_open(o->client, o->name, &e->lock);
+    return rc == BATON_OK ? baton_owner_new(o->client, &e->owner) : rc;
 }
 
-void baton_election_close(baton_election *e)
+static void election_fini(baton__object *o);
+
+static const baton__object_kind election_kind = {
+    "election",    CHANNEL_PREFIX, sizeof(baton_election),
+    election_keys, election_init,  election_fini};
+
+int baton_election_open(baton_client *c, const char *name, baton_election **out)
 {
-    if (!e)
-        return;
+    return baton__object_new(c, name, &election_kind, NULL, out);
+}
+
+/* What the election adds to the base, freed at close (after its operations ended). */
+static void election_fini(baton__object *o)
+{
+    baton_election *e = (baton_election *)o;
     if (e->watching) {
         atomic_store(&e->stop, true);
         baton__mutex_lock(&e->mu_q);
@@ -144,42 +128,40 @@ void baton_election_close(baton_election *e)
         close(e->pipe_fd[1]);
     }
     free(e->queue);
-    if (!baton__client_forked(e->client)) {
-        baton__mutex_destroy(&e->mu_q);
-        baton__cond_destroy(&e->changed);
-    }
     baton_lock_close(e->lock);
     baton_owner_free(e->owner);
-    if (!baton__client_forked(e->client))
+    if (!baton__client_forked(o->client)) {
+        baton__mutex_destroy(&e->mu_q);
+        baton__cond_destroy(&e->changed);
         baton__mutex_destroy(&e->mu);
-    free_keys(e);
-    free(e);
+    }
 }
 
-const char *baton_election_name(const baton_election *e)
-{
-    return e ? e->name : "";
-}
+/* baton_election_close, baton_election_cancel_waits, baton_election_name */
+BATON__OBJECT_COMMON_VERBS(baton_election, election_fini)
 
 static int enter(baton_election *e)
 {
-    return e ? baton__client_enter(e->client) : BATON_EINVAL;
+    return baton__object_enter((baton__object *)e);
 }
 
 /* enter(), and the caller's output pointer `what` is not NULL. */
 static int enter_out(baton_election *e, const void *out, const char *what)
 {
-    int rc = enter(e);
-    if (rc == BATON_OK && !out)
-        rc = baton__fail(e->client, BATON_EINVAL, "%s is NULL", what);
-    return rc;
+    return baton__object_enter_out((baton__object *)e, out, what);
+}
+
+static int not_leading(baton_election *e)
+{
+    return baton__fail(e->base.client, BATON_ENOTHELD, "election %s: this handle does not lead",
+                       e->base.name);
 }
 
 static int check_value(baton_election *e, const char *value)
 {
     if (value && strlen(value) > BATON_ELECTION_MAX_VALUE)
-        return baton__fail(e->client, BATON_EINVAL, "election %s: value over %d bytes", e->name,
-                           BATON_ELECTION_MAX_VALUE);
+        return baton__fail(e->base.client, BATON_EINVAL, "election %s: value over %d bytes",
+                           e->base.name, BATON_ELECTION_MAX_VALUE);
     return BATON_OK;
 }
 
@@ -189,11 +171,11 @@ static int check_value(baton_election *e, const char *value)
  * does not lead) or an error. */
 static int record(baton_election *e, const char *mode, const char *value, int64_t term)
 {
-    baton_client *c = e->client;
+    baton_client *c = e->base.client;
     char owner[BATON__OWNER_LEN], term_s[32];
     owner_field(e, owner, sizeof owner);
     snprintf(term_s, sizeof term_s, "%lld", (long long)term);
-    const char *keys[4] = {e->name, e->record_key, e->log_key, e->channel};
+    const char *keys[4] = {e->base.name, e->record_key, e->log_key, e->base.channel};
     const char *args[6] = {owner,  value ? value : "",      mode,
                            term_s, baton__client_origin(c), LOG_CAP};
     redisReply *r;
@@ -208,10 +190,8 @@ static int record(baton_election *e, const char *mode, const char *value, int64_
     freeReplyObject(r);
     if (!ok)
         return baton__fail(c, BATON_EPROTO, "election %s: unexpected reply to election_proclaim",
-                           e->name);
-    if (!done)
-        return baton__fail(c, BATON_ENOTHELD, "election %s: this handle does not lead", e->name);
-    return BATON_OK;
+                           e->base.name);
+    return done ? BATON_OK : not_leading(e);
 }
 
 /* Called with e->mu held: whether the handle still leads as far as it knows (the lock's
@@ -228,14 +208,22 @@ static bool leads(baton_election *e)
     return true;
 }
 
+static int campaign(baton_election *e, const char *value, int64_t wait_ms, int64_t lease_ms);
+
+/* Counted for close from start to end; its wait is cancelled through e (core/ops.h). */
 int baton_election_campaign(baton_election *e, const char *value, int64_t wait_ms, int64_t lease_ms)
+{
+    BATON__COUNTED_CALL(e ? e->base.client : NULL, e, campaign(e, value, wait_ms, lease_ms));
+}
+
+static int campaign(baton_election *e, const char *value, int64_t wait_ms, int64_t lease_ms)
 {
     int rc = enter(e);
     if (rc == BATON_OK)
         rc = check_value(e, value);
     if (rc != BATON_OK)
         return rc;
-    baton_client *c = e->client;
+    baton_client *c = e->base.client;
     baton__mutex_lock(&e->mu);
     if (leads(e)) {
         rc = record(e, "proclaim", value, e->term);
@@ -269,7 +257,7 @@ int baton_election_campaign(baton_election *e, const char *value, int64_t wait_m
     }
     baton__mutex_unlock(&e->mu);
     if (rc == BATON_ETIMEDOUT)
-        return baton__fail(c, rc, "election %s: not elected within %lld ms", e->name,
+        return baton__fail(c, rc, "election %s: not elected within %lld ms", e->base.name,
                            (long long)wait_ms);
     return rc;
 }
@@ -283,8 +271,7 @@ int baton_election_proclaim(baton_election *e, const char *value)
         return rc;
     baton__mutex_lock(&e->mu);
     if (!leads(e))
-        rc = baton__fail(e->client, BATON_ENOTHELD, "election %s: this handle does not lead",
-                         e->name);
+        rc = not_leading(e);
     else
         rc = record(e, "proclaim", value, e->term);
     baton__mutex_unlock(&e->mu);
@@ -297,8 +284,8 @@ int baton_election_resign(baton_election *e)
     if (rc != BATON_OK)
         return rc;
     baton__mutex_lock(&e->mu);
-    const char *keys[6] = {e->name,       e->lock->channel, e->meta_key,
-                           e->record_key, e->log_key,       e->channel};
+    const char *keys[6] = {e->base.name,  e->lock->channel, e->meta_key,
+                           e->record_key, e->log_key,       e->base.channel};
     uint64_t prev = baton__owner_act(baton_owner_id(e->owner));
     rc = baton__hold_release(e->lock, SCRIPT(election_resign), e->latch_pfx, 6, keys);
     baton__owner_act(prev);
@@ -307,19 +294,22 @@ int baton_election_resign(baton_election *e)
     return rc;
 }
 
+/* The term this handle leads, as far as it knows; 0: none. */
+static int64_t term_now(baton_election *e)
+{
+    baton__mutex_lock(&e->mu);
+    int64_t term = leads(e) ? e->term : 0;
+    baton__mutex_unlock(&e->mu);
+    return term;
+}
+
 int baton_election_term(baton_election *e, int64_t *term)
 {
     int rc = enter_out(e, term, "term");
     if (rc != BATON_OK)
         return rc;
-    baton__mutex_lock(&e->mu);
-    bool held = leads(e);
-    *term = held ? e->term : 0;
-    baton__mutex_unlock(&e->mu);
-    if (!held)
-        return baton__fail(e->client, BATON_ENOTHELD, "election %s: this handle does not lead",
-                           e->name);
-    return BATON_OK;
+    *term = term_now(e);
+    return *term ? BATON_OK : not_leading(e);
 }
 
 /* ------------------------------- lost ------------------------------------------------ */
@@ -383,19 +373,19 @@ static void set_origin(baton_leader *ld, const char *origin)
 /* One run of election_observe. cursor: as its ARGV[1]. */
 static int observe_once(baton_election *e, const char *cursor, redisReply **out)
 {
-    const char *keys[4] = {e->name, e->record_key, e->log_key, e->channel};
+    const char *keys[4] = {e->base.name, e->record_key, e->log_key, e->base.channel};
     const char *args[3] = {cursor, LOG_BATCH, LOG_CAP};
     redisReply *r;
-    int rc = baton__script_run(e->client, SCRIPT(election_observe), 4, keys, 3, args, &r);
+    int rc = baton__script_run(e->base.client, SCRIPT(election_observe), 4, keys, 3, args, &r);
     if (rc == BATON_ECONN) /* logging an expiry twice is refused by the record's absence */
-        rc = baton__script_run(e->client, SCRIPT(election_observe), 4, keys, 3, args, &r);
+        rc = baton__script_run(e->base.client, SCRIPT(election_observe), 4, keys, 3, args, &r);
     if (rc != BATON_OK)
         return rc;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 6 ||
         r->element[5]->type != REDIS_REPLY_ARRAY) {
         freeReplyObject(r);
-        return baton__fail(e->client, BATON_EPROTO,
-                           "election %s: unexpected reply to election_observe", e->name);
+        return baton__fail(e->base.client, BATON_EPROTO,
+                           "election %s: unexpected reply to election_observe", e->base.name);
     }
     *out = r;
     return BATON_OK;
@@ -493,14 +483,15 @@ static int observe_attempt(void *arg, baton__sub *sub)
     const redisReply *entries = r->element[5];
     int64_t pttl = num(r->element[4]);
     bool leader = num(r->element[0]) > 0;
-    int64_t recheck = baton__client_config(e->client)->recheck_ms;
+    int64_t recheck = baton__client_config(e->base.client)->recheck_ms;
     /* A leader's expiry is announced by nobody: look again when its lease would end. */
     o->bound_ms = leader && pttl >= 0 && pttl + 5 < recheck ? pttl + 5 : recheck;
     rc = BATON_ETIMEDOUT;
     if (entries->elements > 0) {
         char id[48];
         if (!parse_entry(entries->element[0], o->ev, id, sizeof id)) {
-            rc = baton__fail(e->client, BATON_EPROTO, "election %s: malformed log entry", e->name);
+            rc = baton__fail(e->base.client, BATON_EPROTO, "election %s: malformed log entry",
+                             e->base.name);
         } else {
             next_id(id, e->cursor, sizeof e->cursor);
             rc = BATON_OK;
@@ -522,19 +513,26 @@ static int64_t observe_bound(void *arg)
 static const baton__wait_ops observe_wait = {BATON__SUB_LATCH, BATON__K_LATCH, true,
                                              observe_attempt, observe_bound};
 
-/* One observation from the handle's cursor (the watcher thread's, or the caller's). */
-static int observe_next(baton_election *e, int64_t timeout_ms, baton_election_event *ev)
+/* What an observation checks first: the handle, its timeout and where the change goes. */
+static int enter_observe(baton_election *e, int64_t timeout_ms, const baton_election_event *ev)
 {
     int rc = enter_out(e, ev, "ev");
     if (rc == BATON_OK && baton__check_wait(timeout_ms) != BATON_OK)
-        rc = baton__fail(e->client, BATON_EINVAL, "timeout_ms %lld", (long long)timeout_ms);
+        rc = baton__fail(e->base.client, BATON_EINVAL, "timeout_ms %lld", (long long)timeout_ms);
+    return rc;
+}
+
+/* One observation from the handle's cursor (the watcher thread's, or the caller's). */
+static int observe_next(baton_election *e, int64_t timeout_ms, baton_election_event *ev)
+{
+    int rc = enter_observe(e, timeout_ms, ev);
     if (rc != BATON_OK)
         return rc;
     observing o = {.e = e, .ev = ev, .bound_ms = -1};
-    rc = baton__wait_for(e->client, &observe_wait, e->channel, timeout_ms, &o);
+    rc = baton__wait_for(e->base.client, &observe_wait, e->base.channel, timeout_ms, &o);
     if (rc == BATON_ETIMEDOUT)
-        return baton__fail(e->client, rc, "election %s: no change within %lld ms", e->name,
-                           (long long)timeout_ms);
+        return baton__fail(e->base.client, rc, "election %s: no change within %lld ms",
+                           e->base.name, (long long)timeout_ms);
     return rc;
 }
 
@@ -595,10 +593,10 @@ static int start_watching(baton_election *e)
     }
     baton__mutex_unlock(&e->mu_q);
     return rc == BATON_OK ? rc
-                          : baton__fail(e->client, rc,
+                          : baton__fail(e->base.client, rc,
                                         "election %s: cannot start the "
                                         "observing thread",
-                                        e->name);
+                                        e->base.name);
 }
 
 int baton_election_observe_fd(baton_election *e, int *fd)
@@ -626,11 +624,17 @@ int baton_election_set_observer(baton_election *e,
     return fn ? start_watching(e) : BATON_OK;
 }
 
+static int observe_queued(baton_election *e, int64_t timeout_ms, baton_election_event *ev);
+
 int baton_election_observe_next(baton_election *e, int64_t timeout_ms, baton_election_event *ev)
 {
-    int rc = enter_out(e, ev, "ev");
-    if (rc == BATON_OK && baton__check_wait(timeout_ms) != BATON_OK)
-        rc = baton__fail(e->client, BATON_EINVAL, "timeout_ms %lld", (long long)timeout_ms);
+    BATON__COUNTED_CALL(e ? e->base.client : NULL, e, observe_queued(e, timeout_ms, ev));
+}
+
+/* The next change: from the watcher's queue if it runs, else observed here. */
+static int observe_queued(baton_election *e, int64_t timeout_ms, baton_election_event *ev)
+{
+    int rc = enter_observe(e, timeout_ms, ev);
     if (rc != BATON_OK)
         return rc;
     baton__mutex_lock(&e->mu_q);
@@ -656,7 +660,7 @@ int baton_election_observe_next(baton_election *e, int64_t timeout_ms, baton_ele
     if (!watching)
         return observe_next(e, timeout_ms, ev);
     if (rc == BATON_ETIMEDOUT)
-        return baton__fail(e->client, rc, "election %s: no change within %lld ms", e->name,
-                           (long long)timeout_ms);
+        return baton__fail(e->base.client, rc, "election %s: no change within %lld ms",
+                           e->base.name, (long long)timeout_ms);
     return rc;
 }
