@@ -12,6 +12,7 @@
 
 #include <criterion/logging.h>
 #include <criterion/new/assert.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -193,6 +194,250 @@ Test(election, cancel_waits_ends_a_campaign_and_an_observation_of_that_handle_on
     baton_election_close(a);
     baton_election_close(b);
     baton_election_close(b2);
+    baton_client_close(c1);
+    baton_client_close(c2);
+}
+
+/* ---------------------------------------------------------------- asynchronous ------- */
+
+typedef struct done_t {
+    int rc;     /* -100: not yet */
+    int64_t at; /* th_ms() of the callback */
+    void *handle;
+} done_t;
+
+static void on_done(void *handle, baton_owner *owner, int rc, void *arg)
+{
+    (void)owner;
+    done_t *d = arg;
+    d->rc = rc;
+    d->at = th_ms();
+    d->handle = handle;
+}
+
+/* The program's loop: polls the client's descriptor and runs the completions, until *rc
+ * is no longer -100 (rc NULL: for ms) or ms pass. */
+static void run_loop(baton_client *c, const int *rc, int64_t ms)
+{
+    int fd = -1;
+    cr_assert(eq(int, baton_client_async_fd(c, &fd), BATON_OK));
+    int64_t end = th_ms() + ms;
+    while ((!rc || *rc == -100) && th_ms() < end) {
+        struct pollfd p = {fd, POLLIN, 0};
+        poll(&p, 1, 10);
+        cr_assert(ge(int, baton_client_process(c), 0));
+    }
+}
+
+Test(election, campaign_async_completes_when_the_leader_resigns)
+{
+    baton_client *c1 = th_client(NULL), *c2 = th_client(NULL);
+    const char *name = th_tmpname("el");
+    baton_election *a = open_e(c1, name), *b = open_e(c2, name);
+    cr_assert(eq(int, baton_election_campaign(a, "a", 0, BATON_LEASE_WATCHDOG), BATON_OK));
+    int64_t ta = 0, tb = 0;
+    cr_assert(eq(int, baton_election_term(a, &ta), BATON_OK));
+    done_t d = {.rc = -100};
+    baton_op *op = NULL;
+    cr_assert(eq(int,
+                 baton_election_campaign_async(b, "b", BATON_WAIT_FOREVER, BATON_LEASE_WATCHDOG,
+                                               on_done, &d, &op),
+                 BATON_OK));
+    cr_assert(not(eq(ptr, op, NULL)));
+    run_loop(c2, NULL, 300);
+    cr_assert(eq(int, d.rc, -100), "waits while a leads");
+    /* one campaign at a time per handle: a second one does not wait its turn on a fiber */
+    done_t d2 = {.rc = -100};
+    cr_assert(eq(int,
+                 baton_election_campaign_async(b, "b2", BATON_WAIT_FOREVER, BATON_LEASE_WATCHDOG,
+                                               on_done, &d2, NULL),
+                 BATON_OK));
+    run_loop(c2, &d2.rc, 2000);
+    cr_assert(eq(int, d2.rc, BATON_EINVAL));
+    cr_assert(eq(int, d.rc, -100), "the first still waits");
+    int64_t t0 = th_ms();
+    cr_assert(eq(int, baton_election_resign(a), BATON_OK));
+    run_loop(c2, &d.rc, 2000);
+    cr_assert(eq(int, d.rc, BATON_OK));
+    cr_assert(eq(ptr, d.handle, (void *)b));
+    cr_log_info("campaign_async completed %lld ms after the resign", (long long)(d.at - t0));
+    cr_assert(lt(i64, d.at - t0, 200));
+    cr_assert(eq(int, baton_election_term(b, &tb), BATON_OK));
+    cr_assert(gt(i64, tb, ta));
+    baton_leader ld;
+    cr_assert(eq(int, baton_election_leader(a, &ld), BATON_OK));
+    cr_assert(eq(str, ld.value, "b"));
+    /* the asynchronous resign */
+    done_t r = {.rc = -100};
+    cr_assert(eq(int, baton_election_resign_async(b, on_done, &r, NULL), BATON_OK));
+    run_loop(c2, &r.rc, 2000);
+    cr_assert(eq(int, r.rc, BATON_OK));
+    cr_assert(eq(int, baton_election_term(b, &tb), BATON_ENOTHELD));
+    redisContext *rc = th_redis();
+    cr_assert(eq(i64, th_cmd_int(rc, "EXISTS %s baton_election:{%s}", name, name), 0));
+    /* bad arguments start nothing */
+    cr_assert(eq(int,
+                 baton_election_campaign_async(b, "x", -5, BATON_LEASE_WATCHDOG, on_done, &d, NULL),
+                 BATON_EINVAL));
+    cr_assert(
+        eq(int, baton_election_campaign_async(b, "x", 0, 0, on_done, &d, NULL), BATON_EINVAL));
+    cr_assert(eq(int,
+                 baton_election_campaign_async(b, "x", 0, BATON_LEASE_WATCHDOG, NULL, NULL, NULL),
+                 BATON_EINVAL));
+    cr_assert(eq(
+        int, baton_election_campaign_async(NULL, "x", 0, BATON_LEASE_WATCHDOG, on_done, &d, NULL),
+        BATON_EINVAL));
+    redisFree(rc);
+    baton_election_close(a);
+    baton_election_close(b);
+    baton_client_close(c1);
+    baton_client_close(c2);
+}
+
+/* Three handles of one client take turns from one loop: each win's callback resigns
+ * asynchronously, each resign's callback campaigns again. Never two leaders at once, by
+ * the callbacks' count and by the lock hash. */
+#define ROUNDS 12
+typedef struct rotation {
+    baton_election *h[3];
+    int64_t last_term[3];
+    int leading, max_leading, wins, resigns, errors;
+    int outstanding; /* operations started whose callback has not run */
+    bool stop;
+    redisContext *r;
+    const char *name;
+} rotation;
+
+static void rot_campaign(rotation *rt, int i);
+
+static int rot_index(rotation *rt, void *handle)
+{
+    for (int i = 0; i < 3; i++)
+        if (rt->h[i] == handle)
+            return i;
+    return -1;
+}
+
+static void rot_resigned(void *handle, baton_owner *owner, int rc, void *arg)
+{
+    (void)owner;
+    rotation *rt = arg;
+    rt->outstanding--;
+    if (rc != BATON_OK)
+        rt->errors++;
+    rt->leading--;
+    rt->resigns++;
+    if (!rt->stop)
+        rot_campaign(rt, rot_index(rt, handle));
+}
+
+static void rot_won(void *handle, baton_owner *owner, int rc, void *arg)
+{
+    (void)owner;
+    rotation *rt = arg;
+    int i = rot_index(rt, handle);
+    rt->outstanding--;
+    if (rc != BATON_OK) {
+        if (!(rt->stop && rc == BATON_ECANCELED))
+            rt->errors++;
+        return;
+    }
+    rt->leading++;
+    if (rt->leading > rt->max_leading)
+        rt->max_leading = rt->leading;
+    if (th_cmd_int(rt->r, "HLEN %s", rt->name) != 1)
+        rt->errors++;
+    int64_t term = 0;
+    if (baton_election_term(rt->h[i], &term) != BATON_OK || term <= rt->last_term[i])
+        rt->errors++;
+    rt->last_term[i] = term;
+    if (++rt->wins >= ROUNDS)
+        rt->stop = true;
+    if (baton_election_resign_async(rt->h[i], rot_resigned, rt, NULL) != BATON_OK)
+        rt->errors++;
+    else
+        rt->outstanding++;
+}
+
+static void rot_campaign(rotation *rt, int i)
+{
+    if (baton_election_campaign_async(rt->h[i], "r", BATON_WAIT_FOREVER, BATON_LEASE_WATCHDOG,
+                                      rot_won, rt, NULL) != BATON_OK)
+        rt->errors++;
+    else
+        rt->outstanding++;
+}
+
+Test(election, async_campaigns_on_one_loop_never_both_win)
+{
+    baton_client *c = th_client(NULL);
+    rotation rt = {.name = th_tmpname("el"), .r = th_redis()};
+    for (int i = 0; i < 3; i++)
+        rt.h[i] = open_e(c, rt.name);
+    for (int i = 0; i < 3; i++)
+        rot_campaign(&rt, i);
+    int done = -100;
+    int64_t end = th_ms() + 20000;
+    while (th_ms() < end && !rt.stop)
+        run_loop(c, &done, 20);
+    /* the campaigns still waiting are cancelled; a win meanwhile resigns */
+    for (int i = 0; i < 3; i++)
+        cr_assert(eq(int, baton_election_cancel_waits(rt.h[i]), BATON_OK));
+    while (th_ms() < end && rt.outstanding > 0)
+        run_loop(c, &done, 20);
+    cr_assert(eq(int, rt.outstanding, 0));
+    cr_assert(eq(int, rt.errors, 0));
+    cr_assert(eq(int, rt.max_leading, 1), "two leaders at once");
+    cr_assert(ge(int, rt.wins, ROUNDS));
+    for (int i = 0; i < 3; i++)
+        cr_assert(gt(i64, rt.last_term[i], 0), "handle %d never led", i);
+    for (int i = 0; i < 3; i++)
+        baton_election_close(rt.h[i]);
+    cr_assert(eq(i64, th_cmd_int(rt.r, "EXISTS %s", rt.name), 0), "nobody holds it");
+    redisFree(rt.r);
+    baton_client_close(c);
+}
+
+/* Cancelled three ways while waiting to lead: the callback gets BATON_ECANCELED, and no hold
+ * nor reservation of the handle's is left. */
+Test(election, cancel_or_close_while_campaigning_async_leaves_nothing)
+{
+    baton_client *c1 = th_client(NULL), *c2 = th_client(NULL);
+    const char *name = th_tmpname("el");
+    baton_election *a = open_e(c1, name);
+    cr_assert(eq(int, baton_election_campaign(a, "a", 0, BATON_LEASE_WATCHDOG), BATON_OK));
+    redisContext *r = th_redis();
+    for (int how = 0; how < 3; how++) {
+        baton_election *b = open_e(c2, name);
+        done_t d = {.rc = -100};
+        baton_op *op = NULL;
+        cr_assert(eq(int,
+                     baton_election_campaign_async(b, "b", BATON_WAIT_FOREVER, BATON_LEASE_WATCHDOG,
+                                                   on_done, &d, &op),
+                     BATON_OK));
+        run_loop(c2, NULL, 300); /* past starve_ms: it reserved the lock */
+        cr_assert(eq(int, d.rc, -100));
+        int64_t t0 = th_ms();
+        if (how == 0)
+            cr_assert(eq(int, baton_op_cancel(op), BATON_OK));
+        else if (how == 1)
+            cr_assert(eq(int, baton_election_cancel_waits(b), BATON_OK));
+        else
+            baton_election_close(b); /* waits for the operation to end */
+        run_loop(c2, &d.rc, 2000);
+        cr_assert(eq(int, d.rc, BATON_ECANCELED), "way %d", how);
+        cr_assert(lt(i64, d.at - t0, 300), "way %d", how);
+        cr_assert(eq(i64, th_cmd_int(r, "HLEN %s", name), 1), "way %d: only a's hold", how);
+        cr_assert(eq(i64, th_cmd_int(r, "EXISTS baton_lock_next:{%s}", name), 0),
+                  "way %d: no reservation left", how);
+        if (how < 2)
+            baton_election_close(b);
+    }
+    cr_assert(eq(int, baton_election_resign(a), BATON_OK));
+    th_sleep_ms(100);
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s", name), 0), "no cancelled campaign took it");
+    redisFree(r);
+    baton_election_close(a);
     baton_client_close(c1);
     baton_client_close(c2);
 }

@@ -18,13 +18,16 @@
  * The leadership belongs to the handle, not to a thread: any thread may resign or proclaim.
  * A process that campaigns twice at once for one name uses two handles.
  *
- * Threads: a handle may be used from any thread; campaign, resign and proclaim are
- * serialized on it; baton_election_observe_next() must not run on two threads at once for
- * one handle. baton_election_close() must not run concurrently with other calls on it.
+ * Threads: a handle may be used from any thread; campaign, resign and proclaim take turns
+ * on it (a thread waits for its turn; an asynchronous one finding another in progress
+ * completes with BATON_EINVAL: one campaign at a time per handle); baton_election_observe_next()
+ * must not run on two threads at once for one handle. baton_election_close() must not run
+ * concurrently with other calls on it.
  */
 #ifndef BATON_ELECTION_H
 #define BATON_ELECTION_H
 
+#include <baton/async.h>
 #include <baton/client.h>
 
 #ifdef __cplusplus
@@ -90,6 +93,31 @@ BATON_API void baton_election_close(baton_election *e);
  */
 BATON_API int baton_election_campaign(baton_election *e, const char *value, int64_t wait_ms,
                                       int64_t lease_ms);
+
+/*
+ * Starts baton_election_campaign(e, value, wait_ms, lease_ms) on the client's engine
+ * (include/baton/async.h): returns at once, and fn(e, NULL, rc, arg) runs once when it
+ * completes, with the campaign's results: BATON_OK (this handle leads; its term is
+ * baton_election_term's), BATON_ETIMEDOUT, BATON_ECANCELED (baton_op_cancel,
+ * baton_election_cancel_waits, baton_client_cancel_waits, or a close of the handle or the
+ * client while it waited: no hold and no reservation left), BATON_EINVAL (another campaign,
+ * proclaim or resign of this handle was in progress), or the campaign's errors. value must
+ * stay valid until the callback. Returns BATON_OK (started; *op, if op is not NULL, is the
+ * operation), or, with nothing started and fn never called, BATON_EINVAL (NULL handle or
+ * fn, bad wait, lease or value), BATON_ENOTSUP (forked copy of the client), BATON_ECANCELED
+ * (the client is closing), BATON_ENOMEM.
+ */
+BATON_API int baton_election_campaign_async(baton_election *e, const char *value, int64_t wait_ms,
+                                            int64_t lease_ms, baton_async_fn fn, void *arg,
+                                            baton_op **op);
+
+/*
+ * Starts baton_election_resign(e); completes with its results. Like a lock's release, it is
+ * not cancelled (baton_op_cancel, cancel_waits and close let it run). Returns as
+ * baton_election_campaign_async().
+ */
+BATON_API int baton_election_resign_async(baton_election *e, baton_async_fn fn, void *arg,
+                                          baton_op **op);
 
 /*
  * Ends this handle's leadership at once: the lock is released (a standby takes over within

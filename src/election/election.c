@@ -46,11 +46,13 @@
 struct baton_election {
     baton__object base;
     char *record_key, *log_key, *latch_pfx, *meta_key;
-    baton_lock *lock;   /* the leadership: Redisson's lock hash at the name */
-    baton_owner *owner; /* whose hold it is: the handle's, not a thread's */
-    pthread_mutex_t mu; /* serializes campaign, resign, proclaim */
-    int64_t term;       /* the term this handle leads, 0: none */
-    char cursor[48];    /* observe: the next log id wanted; "" before the first call */
+    baton_lock *lock;    /* the leadership: Redisson's lock hash at the name */
+    baton_owner *owner;  /* whose hold it is: the handle's, not a thread's */
+    pthread_mutex_t mu;  /* guards term and busy */
+    pthread_cond_t turn; /* busy went false */
+    bool busy;           /* a campaign, proclaim or resign has its turn (take_turn) */
+    int64_t term;        /* the term this handle leads, 0: none */
+    char cursor[48];     /* observe: the next log id wanted; "" before the first call */
     void (*lost_fn)(baton_election *, void *);
     void *lost_arg;
     /* observation by a thread of the handle's own (observe_fd, set_observer) */
@@ -95,6 +97,7 @@ static int election_init(baton__object *o, void *arg)
     baton_election *e = (baton_election *)o;
     e->pipe_fd[0] = e->pipe_fd[1] = -1;
     baton__mutex_init(&e->mu);
+    baton__cond_init(&e->turn);
     baton__mutex_init(&e->mu_q);
     baton__cond_init(&e->changed);
     int rc = baton_lock_open(o->client, o->name, &e->lock);
@@ -134,6 +137,7 @@ static void election_fini(baton__object *o)
         baton__mutex_destroy(&e->mu_q);
         baton__cond_destroy(&e->changed);
         baton__mutex_destroy(&e->mu);
+        baton__cond_destroy(&e->turn);
     }
 }
 
@@ -208,6 +212,82 @@ static bool leads(baton_election *e)
     return true;
 }
 
+/* The term this handle leads, as far as it knows; 0: none. */
+static int64_t term_now(baton_election *e)
+{
+    baton__mutex_lock(&e->mu);
+    int64_t term = leads(e) ? e->term : 0;
+    baton__mutex_unlock(&e->mu);
+    return term;
+}
+
+static void set_term(baton_election *e, int64_t term)
+{
+    baton__mutex_lock(&e->mu);
+    e->term = term;
+    baton__mutex_unlock(&e->mu);
+}
+
+/* Campaign, proclaim and resign take turns on a handle (two campaigns of one owner would
+ * re-enter its lock). The turn is a flag, not a mutex held throughout: an asynchronous
+ * operation's fiber yields in its round trips and waits, and a mutex held across a yield
+ * would stop the engine thread of a second one that asked for it. A thread waits for its
+ * turn; a fiber finding another's turn in progress fails with BATON_EINVAL. */
+static int take_turn(baton_election *e)
+{
+    baton__mutex_lock(&e->mu);
+    while (e->busy && !baton__on_fiber())
+        baton__cond_wait_until(&e->turn, &e->mu, BATON__NO_DEADLINE);
+    bool busy = e->busy;
+    e->busy = true;
+    baton__mutex_unlock(&e->mu);
+    if (busy)
+        return baton__fail(e->base.client, BATON_EINVAL,
+                           "election %s: a campaign, proclaim or resign is in progress on this "
+                           "handle (one at a time per handle)",
+                           e->base.name);
+    return BATON_OK;
+}
+
+static int give_turn(baton_election *e, int rc)
+{
+    baton__mutex_lock(&e->mu);
+    e->busy = false;
+    baton__cond_broadcast(&e->turn);
+    baton__mutex_unlock(&e->mu);
+    return rc;
+}
+
+/* Campaigns until the handle leads (its turn taken): the lock, then the record. */
+static int win(baton_election *e, const char *value, int64_t wait_ms, int64_t lease_ms)
+{
+    int64_t deadline = wait_ms < 0 ? BATON__NO_DEADLINE : baton__deadline_after_ms(wait_ms);
+    for (;;) {
+        int64_t left = wait_ms;
+        if (wait_ms > 0) {
+            left = (deadline - baton__now_us()) / 1000;
+            if (left < 0)
+                left = 0;
+        }
+        int rc = baton_lock_try_acquire_as(e->lock, e->owner, left, lease_ms);
+        if (rc != BATON_OK)
+            return rc;
+        int64_t term = 0;
+        rc = baton_lock_fencing_token_as(e->lock, e->owner, &term);
+        if (rc == BATON_OK)
+            rc = record(e, "elect", value, term);
+        if (rc == BATON_OK) {
+            set_term(e, term);
+            return BATON_OK;
+        }
+        /* Lost between the acquire and the record (its lease ran out), or an error: the
+         * hold, if any is left, is given back; "lost" campaigns again within the wait. */
+        baton_lock_release_as(e->lock, e->owner);
+        if (rc != BATON_ENOTHELD || wait_ms == 0 || baton__now_us() >= deadline)
+            return rc;
+    }
+}
+
 static int campaign(baton_election *e, const char *value, int64_t wait_ms, int64_t lease_ms);
 
 /* Counted for close from start to end; its wait is cancelled through e (core/ops.h). */
@@ -221,44 +301,17 @@ static int campaign(baton_election *e, const char *value, int64_t wait_ms, int64
     int rc = enter(e);
     if (rc == BATON_OK)
         rc = check_value(e, value);
+    if (rc == BATON_OK)
+        rc = take_turn(e);
     if (rc != BATON_OK)
         return rc;
-    baton_client *c = e->base.client;
-    baton__mutex_lock(&e->mu);
-    if (leads(e)) {
-        rc = record(e, "proclaim", value, e->term);
-        baton__mutex_unlock(&e->mu);
-        return rc;
-    }
-    int64_t deadline = wait_ms < 0 ? BATON__NO_DEADLINE : baton__deadline_after_ms(wait_ms);
-    for (;;) {
-        int64_t left = wait_ms;
-        if (wait_ms > 0) {
-            left = (deadline - baton__now_us()) / 1000;
-            if (left < 0)
-                left = 0;
-        }
-        rc = baton_lock_try_acquire_as(e->lock, e->owner, left, lease_ms);
-        if (rc != BATON_OK)
-            break;
-        int64_t term = 0;
-        rc = baton_lock_fencing_token_as(e->lock, e->owner, &term);
-        if (rc == BATON_OK)
-            rc = record(e, "elect", value, term);
-        if (rc == BATON_OK) {
-            e->term = term;
-            break;
-        }
-        /* Lost between the acquire and the record (its lease ran out), or an error: the
-         * hold, if any is left, is given back; "lost" campaigns again within the wait. */
-        baton_lock_release_as(e->lock, e->owner);
-        if (rc != BATON_ENOTHELD || wait_ms == 0 || baton__now_us() >= deadline)
-            break;
-    }
-    baton__mutex_unlock(&e->mu);
+    int64_t term = term_now(e);
+    if (term) /* leading already: a proclaim */
+        return give_turn(e, record(e, "proclaim", value, term));
+    rc = give_turn(e, win(e, value, wait_ms, lease_ms));
     if (rc == BATON_ETIMEDOUT)
-        return baton__fail(c, rc, "election %s: not elected within %lld ms", e->base.name,
-                           (long long)wait_ms);
+        return baton__fail(e->base.client, rc, "election %s: not elected within %lld ms",
+                           e->base.name, (long long)wait_ms);
     return rc;
 }
 
@@ -267,40 +320,28 @@ int baton_election_proclaim(baton_election *e, const char *value)
     int rc = enter(e);
     if (rc == BATON_OK)
         rc = check_value(e, value);
+    if (rc == BATON_OK)
+        rc = take_turn(e);
     if (rc != BATON_OK)
         return rc;
-    baton__mutex_lock(&e->mu);
-    if (!leads(e))
-        rc = not_leading(e);
-    else
-        rc = record(e, "proclaim", value, e->term);
-    baton__mutex_unlock(&e->mu);
-    return rc;
+    int64_t term = term_now(e);
+    return give_turn(e, term ? record(e, "proclaim", value, term) : not_leading(e));
 }
 
 int baton_election_resign(baton_election *e)
 {
     int rc = enter(e);
+    if (rc == BATON_OK)
+        rc = take_turn(e);
     if (rc != BATON_OK)
         return rc;
-    baton__mutex_lock(&e->mu);
     const char *keys[6] = {e->base.name,  e->lock->channel, e->meta_key,
                            e->record_key, e->log_key,       e->base.channel};
     uint64_t prev = baton__owner_act(baton_owner_id(e->owner));
     rc = baton__hold_release(e->lock, SCRIPT(election_resign), e->latch_pfx, 6, keys);
     baton__owner_act(prev);
-    e->term = 0;
-    baton__mutex_unlock(&e->mu);
-    return rc;
-}
-
-/* The term this handle leads, as far as it knows; 0: none. */
-static int64_t term_now(baton_election *e)
-{
-    baton__mutex_lock(&e->mu);
-    int64_t term = leads(e) ? e->term : 0;
-    baton__mutex_unlock(&e->mu);
-    return term;
+    set_term(e, 0);
+    return give_turn(e, rc);
 }
 
 int baton_election_term(baton_election *e, int64_t *term)
@@ -310,6 +351,48 @@ int baton_election_term(baton_election *e, int64_t *term)
         return rc;
     *term = term_now(e);
     return *term ? BATON_OK : not_leading(e);
+}
+
+/* ------------------------------- asynchronous forms ---------------------------------- */
+
+/* What an asynchronous operation's fiber runs (async.c): the blocking verbs. */
+static int async_campaign(void *h, const baton__op_args *a)
+{
+    return baton_election_campaign(h, a->value, a->wait_ms, a->lease_ms);
+}
+
+static int async_resign(void *h, const baton__op_args *a)
+{
+    (void)a;
+    return baton_election_resign(h);
+}
+
+int baton_election_campaign_async(baton_election *e, const char *value, int64_t wait_ms,
+                                  int64_t lease_ms, baton_async_fn fn, void *arg, baton_op **op)
+{
+    if (op)
+        *op = NULL;
+    int rc = enter(e);
+    if (rc == BATON_OK)
+        rc = check_value(e, value);
+    if (rc == BATON_OK && baton__check_lease(lease_ms) != BATON_OK)
+        rc = baton__fail(e->base.client, BATON_EINVAL, "lease_ms %lld", (long long)lease_ms);
+    if (rc != BATON_OK)
+        return rc;
+    baton__op_args a = {.wait_ms = wait_ms, .lease_ms = lease_ms, .value = value};
+    return baton__op_start(e->base.client, e, async_campaign, false, &a, fn, arg, op);
+}
+
+/* A resign is a release: cancelled or not, it runs (the engine's is_release). */
+int baton_election_resign_async(baton_election *e, baton_async_fn fn, void *arg, baton_op **op)
+{
+    if (op)
+        *op = NULL;
+    int rc = enter(e);
+    if (rc != BATON_OK)
+        return rc;
+    baton__op_args a = {.wait_ms = 0};
+    return baton__op_start(e->base.client, e, async_resign, true, &a, fn, arg, op);
 }
 
 /* ------------------------------- lost ------------------------------------------------ */
