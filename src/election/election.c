@@ -249,6 +249,15 @@ static int take_turn(baton_election *e)
     return BATON_OK;
 }
 
+/* What campaign, proclaim and resign do first: the handle, the value, then the turn. */
+static int enter_turn(baton_election *e, const char *value)
+{
+    int rc = enter(e);
+    if (rc == BATON_OK)
+        rc = check_value(e, value);
+    return rc == BATON_OK ? take_turn(e) : rc;
+}
+
 static int give_turn(baton_election *e, int rc)
 {
     baton__mutex_lock(&e->mu);
@@ -298,11 +307,7 @@ int baton_election_campaign(baton_election *e, const char *value, int64_t wait_m
 
 static int campaign(baton_election *e, const char *value, int64_t wait_ms, int64_t lease_ms)
 {
-    int rc = enter(e);
-    if (rc == BATON_OK)
-        rc = check_value(e, value);
-    if (rc == BATON_OK)
-        rc = take_turn(e);
+    int rc = enter_turn(e, value);
     if (rc != BATON_OK)
         return rc;
     int64_t term = term_now(e);
@@ -317,11 +322,7 @@ static int campaign(baton_election *e, const char *value, int64_t wait_ms, int64
 
 int baton_election_proclaim(baton_election *e, const char *value)
 {
-    int rc = enter(e);
-    if (rc == BATON_OK)
-        rc = check_value(e, value);
-    if (rc == BATON_OK)
-        rc = take_turn(e);
+    int rc = enter_turn(e, value);
     if (rc != BATON_OK)
         return rc;
     int64_t term = term_now(e);
@@ -330,9 +331,7 @@ int baton_election_proclaim(baton_election *e, const char *value)
 
 int baton_election_resign(baton_election *e)
 {
-    int rc = enter(e);
-    if (rc == BATON_OK)
-        rc = take_turn(e);
+    int rc = enter_turn(e, NULL);
     if (rc != BATON_OK)
         return rc;
     const char *keys[6] = {e->base.name,  e->lock->channel, e->meta_key,
