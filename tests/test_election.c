@@ -12,6 +12,7 @@
 
 #include <criterion/logging.h>
 #include <criterion/new/assert.h>
+#include <dirent.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -1153,4 +1154,119 @@ Test(election, a_resent_elect_logs_once)
         free((char *)keys[i]);
     redisFree(r);
     baton_client_close(c);
+}
+
+/* ---------------------------------------------------------------- observers on the engine */
+
+static int thread_count(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/task");
+    cr_assert(not(eq(ptr, d, NULL)));
+    for (struct dirent *de; (de = readdir(d));)
+        if (de->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n;
+}
+
+#define OBSERVERS 20
+
+/* Twenty observing handles cost the client's engine, not a thread each, and every one sees
+ * every change in order. Before issue 31's move to the engine, each started a thread. */
+Test(election, twenty_observing_handles_cost_no_thread_each_and_see_every_change)
+{
+    baton_client *c = th_client(NULL), *co = th_client(NULL);
+    const char *name = th_tmpname("el");
+    baton_election *a = open_e(c, name);
+    cr_assert(eq(int, baton_election_campaign(a, "v0", 0, BATON_LEASE_WATCHDOG), BATON_OK));
+    baton_election *o[OBSERVERS];
+    int fds[OBSERVERS];
+    baton_election_event ev;
+    int before = thread_count();
+    for (int i = 0; i < OBSERVERS; i++) {
+        o[i] = open_e(co, name);
+        cr_assert(eq(int, baton_election_observe_fd(o[i], &fds[i]), BATON_OK));
+    }
+    for (int i = 0; i < OBSERVERS; i++) { /* the first change: the last logged */
+        cr_assert(eq(int, baton_election_observe_next(o[i], 2000, &ev), BATON_OK), "%d", i);
+        cr_assert(eq(int, (int)ev.change, (int)BATON_ELECTION_ELECTED));
+    }
+    cr_assert(eq(int, baton_election_proclaim(a, "v1"), BATON_OK));
+    for (int i = 0; i < OBSERVERS; i++) { /* all of them waited on the channel */
+        cr_assert(eq(int, baton_election_observe_next(o[i], 2000, &ev), BATON_OK), "%d", i);
+        cr_assert(eq(str, ev.leader.value, "v1"));
+    }
+    int after = thread_count();
+    cr_log_info("threads: %d before, %d with %d observers", before, after, OBSERVERS);
+    /* at most the client's engine and its dispatcher, started for the first of them */
+    cr_assert(le(int, after - before, 2), "%d more threads for %d observers", after - before,
+              OBSERVERS);
+    cr_assert(eq(int, baton_election_proclaim(a, "v2"), BATON_OK));
+    cr_assert(eq(int, baton_election_proclaim(a, "v3"), BATON_OK));
+    cr_assert(eq(int, baton_election_resign(a), BATON_OK));
+    static const char *const values[] = {"v2", "v3", "v3"};
+    for (int i = 0; i < OBSERVERS; i++) {
+        struct pollfd p = {fds[i], POLLIN, 0};
+        cr_assert(eq(int, poll(&p, 1, 2000), 1), "observer %d: readable", i);
+        for (int k = 0; k < 3; k++) {
+            cr_assert(eq(int, baton_election_observe_next(o[i], 2000, &ev), BATON_OK));
+            cr_assert(eq(int, (int)ev.change,
+                         (int)(k < 2 ? BATON_ELECTION_PROCLAIMED : BATON_ELECTION_RESIGNED)),
+                      "observer %d, change %d", i, k);
+            cr_assert(eq(str, ev.leader.value, (char *)values[k]), "observer %d", i);
+        }
+        cr_assert(eq(int, baton_election_observe_next(o[i], 0, &ev), BATON_ETIMEDOUT));
+    }
+    int64_t t0 = th_ms();
+    for (int i = 0; i < OBSERVERS; i++)
+        baton_election_close(o[i]);
+    cr_assert(lt(i64, th_ms() - t0, 1000), "close ends the observations");
+    baton_election_close(a);
+    baton_client_close(c);
+    baton_client_close(co);
+}
+
+/* More changes than the queue holds, while nobody reads, and the client's cancel_waits in
+ * the middle: the watcher stops at a full queue and resumes where it stopped, and goes on
+ * after the cancellation; nothing is skipped. cancel_waits through the handle ends a wait
+ * on its queue. */
+Test(election, a_full_queue_and_a_cancel_skip_nothing)
+{
+    baton_client *c = th_client(NULL), *co = th_client(NULL);
+    const char *name = th_tmpname("el");
+    baton_election *a = open_e(c, name), *o = open_e(co, name);
+    cr_assert(eq(int, baton_election_campaign(a, "v0", 0, BATON_LEASE_WATCHDOG), BATON_OK));
+    int fd;
+    baton_election_event ev;
+    cr_assert(eq(int, baton_election_observe_fd(o, &fd), BATON_OK));
+    cr_assert(eq(int, baton_election_observe_next(o, 2000, &ev), BATON_OK));
+    cr_assert(eq(str, ev.leader.value, "v0"));
+    char v[16];
+    for (int i = 1; i <= 40; i++) {
+        snprintf(v, sizeof v, "v%d", i);
+        cr_assert(eq(int, baton_election_proclaim(a, v), BATON_OK));
+        if (i == 20)
+            cr_assert(eq(int, baton_client_cancel_waits(co), BATON_OK));
+    }
+    th_sleep_ms(300);
+    for (int i = 1; i <= 40; i++) {
+        snprintf(v, sizeof v, "v%d", i);
+        cr_assert(eq(int, baton_election_observe_next(o, 2000, &ev), BATON_OK), "change %d", i);
+        cr_assert(eq(str, ev.leader.value, v));
+    }
+    obs_arg w = {.e = o};
+    pthread_t t;
+    pthread_create(&t, NULL, observe_thread, &w);
+    th_sleep_ms(100);
+    cr_assert(eq(int, baton_election_cancel_waits(o), BATON_OK));
+    pthread_join(t, NULL);
+    cr_assert(eq(int, w.rc, BATON_ECANCELED));
+    cr_assert(eq(int, baton_election_resign(a), BATON_OK));
+    cr_assert(eq(int, baton_election_observe_next(o, 2000, &ev), BATON_OK));
+    cr_assert(eq(int, (int)ev.change, (int)BATON_ELECTION_RESIGNED));
+    baton_election_close(o);
+    baton_election_close(a);
+    baton_client_close(c);
+    baton_client_close(co);
 }

@@ -154,7 +154,9 @@ BATON_API int baton_election_leader(baton_election *e, baton_leader *out);
  * if none was ever logged, waits for the first; each later call returns the change after
  * the previous one returned, so none is skipped (the log keeps the last 1000: an observer
  * further behind resumes at the oldest kept). A leader's expiry is found within about its
- * remaining lease (or recheck_ms) by the waiting observer itself.
+ * remaining lease (or recheck_ms) by the waiting observer itself. Once
+ * baton_election_observe_fd() or baton_election_set_observer() was called, it reads the
+ * changes the handle's observation queued.
  *
  * Blocks until a change, timeout_ms (0: just look; BATON_WAIT_FOREVER) or an error.
  * Returns BATON_OK; BATON_ETIMEDOUT; BATON_ECANCELED; BATON_EINVAL; BATON_ECONN;
@@ -166,20 +168,25 @@ BATON_API int baton_election_observe_next(baton_election *e, int64_t timeout_ms,
 /*
  * *fd = a descriptor, owned by the handle, readable while a change waits for
  * baton_election_observe_next() (which then returns at once), for programs built around
- * poll(). The first call starts a thread of the handle's own that observes (the first
- * change it queues is the last one logged, as for observe_next); from then on
- * observe_next reads what it queued (32 changes at most: the thread waits while the
- * queue is full, and resumes where it stopped). Returns BATON_OK, BATON_EINVAL,
- * BATON_ENOMEM.
+ * poll(). The first call starts the handle's observation on the client's engine (its one
+ * thread for every asynchronous operation: observing handles cost no thread each; the
+ * first change it queues is the last one logged, as for observe_next); from then on
+ * observe_next reads what it queued (32 changes at most: the observation pauses while the
+ * queue is full, and resumes where it stopped; baton_client_cancel_waits does not end
+ * it). Returns BATON_OK, BATON_EINVAL, BATON_ENOMEM, BATON_ECANCELED (the client is
+ * closing).
  */
 BATON_API int baton_election_observe_fd(baton_election *e, int *fd);
 
 /*
- * Registers fn(e, ev, arg) to run for every change, in order, on the handle's observing
- * thread (started if need be, as by baton_election_observe_fd); changes then go to fn, not
- * to the queue. fn must not block for long nor call baton_election_close(),
+ * Registers fn(e, ev, arg) to run for every change, in order, on the client's engine thread
+ * (the handle's observation, started if need be, as by baton_election_observe_fd); changes
+ * then go to fn, not to the queue. fn must not block for long (every asynchronous
+ * operation of the client waits behind it) nor call baton_election_close(),
  * baton_election_observe_next() or this function; it may call other baton functions.
- * NULL unregisters (changes queue again). Returns BATON_OK, BATON_EINVAL, BATON_ENOMEM.
+ * NULL unregisters (changes queue again). Neither this function nor observe_next may be
+ * called from a completion callback run on baton's thread (BATON_CALLBACKS_BATON) while
+ * an observer is set. Returns BATON_OK, BATON_EINVAL, BATON_ENOMEM, BATON_ECANCELED.
  */
 BATON_API int baton_election_set_observer(baton_election *e,
                                           void (*fn)(baton_election *, const baton_election_event *,

@@ -50,6 +50,7 @@ int baton__object_new(baton_client *c, const char *name, const baton__object_kin
     o->channel = baton__derive_key(kind->channel_prefix, name, NULL);
     o->request_prefix = baton__derive_key(BATON__KEY_REQUEST, name, ":");
     o->keys = kind->keys;
+    o->cancel = kind->cancel;
     baton__key_spec k[BATON__MAX_KEYS];
     bool own = baton__derive_keys(name, k, own_keys(o, k));
     if (!o->name || !o->channel || !o->request_prefix || !own) {
@@ -89,6 +90,8 @@ int baton__object_cancel_waits(baton__object *o)
     int rc = baton__object_enter(o);
     if (rc == BATON_OK)
         baton__evloop_cancel_handle(o->client, o);
+    if (rc == BATON_OK && o->cancel)
+        o->cancel(o);
     return rc;
 }
 

@@ -18,6 +18,9 @@ typedef struct baton__object {
      * they go in the handle and how they are derived from the name; how many. The base
      * derives them at open and frees them at close. */
     size_t (*keys)(struct baton__object *o, baton__key_spec *k);
+    /* The kind's waits of its own, not the core's (a queue's condition variable), ended by
+     * baton__object_cancel_waits after the core's; NULL: none. */
+    void (*cancel)(struct baton__object *o);
 } baton__object;
 
 /* The open of such a handle: c, out and the name checked (baton__check_open_name, `what`
@@ -37,7 +40,8 @@ typedef struct baton__object_kind {
     /* after the keys: the rest of the handle from the open's argument, or NULL; an error
      * (recorded) closes the handle with fini */
     int (*init)(baton__object *o, void *arg);
-    void (*fini)(baton__object *o); /* as baton__object_close's, or NULL */
+    void (*fini)(baton__object *o);   /* as baton__object_close's, or NULL */
+    void (*cancel)(baton__object *o); /* the base's `cancel`, or NULL */
 } baton__object_kind;
 /* baton__object_open for such a kind, whose public open is then this one call: out is the
  * caller's `kind **` (every pointer to a struct has one representation, C11 6.2.5), set to

@@ -80,4 +80,12 @@ typedef int (*baton__op_run_fn)(void *handle, const baton__op_args *args);
 int baton__op_start(baton_client *c, void *handle, baton__op_run_fn run, bool is_release,
                     const baton__op_args *args, baton_async_fn fn, void *arg, baton_op **op);
 
+/* An operation of the library's own on c's engine: run(handle, args) on a fiber, and no
+ * completion (nothing is queued for baton_client_process; the engine frees it when run
+ * returns). A work that lasts, such as an election's observation: N of them cost fibers,
+ * not threads. Cancelled as any operation (its handle's drop, the client's cancel_waits
+ * and close); handle is only its name there. Returns as baton__op_start. */
+int baton__op_spawn(baton_client *c, void *handle, baton__op_run_fn run,
+                    const baton__op_args *args);
+
 #endif /* BATON_CORE_OPS_H */

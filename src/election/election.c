@@ -23,7 +23,6 @@
 #include <hiredis/hiredis.h>
 
 #include <fcntl.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,11 +54,16 @@ struct baton_election {
     char cursor[48];     /* observe: the next log id wanted; "" before the first call */
     void (*lost_fn)(baton_election *, void *);
     void *lost_arg;
-    /* observation by a thread of the handle's own (observe_fd, set_observer) */
-    pthread_t watcher;
-    bool watching;               /* the thread runs: observe_next reads its queue */
-    atomic_bool stop;            /* asks it to end (close) */
-    pthread_cond_t changed;      /* the queue changed (under mu_q) */
+    /* observation on the client's engine (observe_fd, set_observer): an operation of the
+     * library's own (baton__op_spawn) named by `watch`, not a thread per handle */
+    struct watch {
+        baton_election *e;
+    } watch;
+    bool watching;               /* observe_next reads the queue (under mu_q, as the rest) */
+    bool running;                /* the watching operation runs */
+    bool stop;                   /* close: it ends and does not start again */
+    uint64_t cancels;            /* baton_election_cancel_waits calls: a wait on the queue ends */
+    pthread_cond_t changed;      /* the queue changed */
     pthread_mutex_t mu_q;        /* guards the queue and the observer */
     baton_election_event *queue; /* QUEUE_LEN changes waiting for observe_next */
     int q_head, q_len;
@@ -69,7 +73,7 @@ struct baton_election {
 };
 
 #define QUEUE_LEN 32
-#define WATCH_SLICE_MS 250 /* how long close may wait for the watcher to notice */
+#define WATCH_PAUSE_MS 250 /* after a server error, the watcher looks again this much later */
 
 /* The keys beside the lock hash, derived and freed by the base. */
 static size_t election_keys(baton__object *o, baton__key_spec *k)
@@ -106,9 +110,19 @@ static int election_init(baton__object *o, void *arg)
 
 static void election_fini(baton__object *o);
 
+/* A thread waiting on the watcher's queue ends its wait (baton_election_cancel_waits). */
+static void election_cancel(baton__object *o)
+{
+    baton_election *e = (baton_election *)o;
+    baton__mutex_lock(&e->mu_q);
+    e->cancels++;
+    baton__cond_broadcast(&e->changed);
+    baton__mutex_unlock(&e->mu_q);
+}
+
 static const baton__object_kind election_kind = {
-    "election",    CHANNEL_PREFIX, sizeof(baton_election),
-    election_keys, election_init,  election_fini};
+    "election",    CHANNEL_PREFIX, sizeof(baton_election), election_keys,
+    election_init, election_fini,  election_cancel};
 
 int baton_election_open(baton_client *c, const char *name, baton_election **out)
 {
@@ -119,13 +133,10 @@ int baton_election_open(baton_client *c, const char *name, baton_election **out)
 static void election_fini(baton__object *o)
 {
     baton_election *e = (baton_election *)o;
-    if (e->watching) {
-        atomic_store(&e->stop, true);
-        baton__mutex_lock(&e->mu_q);
-        baton__cond_broadcast(&e->changed);
-        baton__mutex_unlock(&e->mu_q);
-        pthread_join(e->watcher, NULL);
-    }
+    baton__mutex_lock(&e->mu_q);
+    e->stop = true; /* the watcher ends, and is not started again */
+    baton__mutex_unlock(&e->mu_q);
+    baton__evloop_drop_handle(o->client, &e->watch);
     if (e->pipe_fd[0] >= 0) {
         close(e->pipe_fd[0]);
         close(e->pipe_fd[1]);
@@ -618,46 +629,89 @@ static int observe_next(baton_election *e, int64_t timeout_ms, baton_election_ev
     return rc;
 }
 
-/* ------------------------------- observation by a thread ---------------------------- */
+/* ------------------------------- observation on the engine -------------------------- */
 
-/* The watcher: observes in slices (so that close is noticed), hands each change to the
- * observer callback or queues it for observe_next and makes the descriptor readable. */
-static void *watch_main(void *arg)
+/* Hands a change to the observer callback, or queues it for observe_next and makes the
+ * descriptor readable (mu_q held). */
+static void hand_over(baton_election *e, const baton_election_event *ev)
 {
-    baton_election *e = arg;
-    baton_election_event *ev = malloc(sizeof *ev);
-    while (ev && !atomic_load(&e->stop)) {
-        int rc = observe_next(e, WATCH_SLICE_MS, ev);
-        if (rc != BATON_OK) {
-            if (rc != BATON_ETIMEDOUT) { /* a server error: look again after a pause */
-                baton__mutex_lock(&e->mu_q);
-                if (!atomic_load(&e->stop))
-                    baton__cond_wait_until(&e->changed, &e->mu_q,
-                                           baton__deadline_after_ms(WATCH_SLICE_MS));
-                baton__mutex_unlock(&e->mu_q);
-            }
+    if (e->observer) {
+        e->observer(e, ev, e->observer_arg); /* under mu_q: never with a set_observer */
+        return;
+    }
+    e->queue[(e->q_head + e->q_len++) % QUEUE_LEN] = *ev;
+    char b = 1;
+    if (e->q_len == 1 && write(e->pipe_fd[1], &b, 1) < 0) {
+        /* full: readable already */
+    }
+    baton__cond_broadcast(&e->changed);
+}
+
+static int watch_start(baton_election *e);
+
+/* Whether the watcher goes on (mu_q held): not closing, and room for a change. When it
+ * stops for a full queue, observe_next starts it again (watch_resume). */
+static bool watch_goes_on(baton_election *e)
+{
+    e->running = !e->stop && (e->observer || e->q_len < QUEUE_LEN);
+    return e->running;
+}
+
+/* A cancelled watcher's operation ends; a fresh one goes on unless the handle closes. */
+static int watch_again(baton_election *e)
+{
+    baton__mutex_lock(&e->mu_q);
+    e->running = false;
+    baton__mutex_unlock(&e->mu_q);
+    return watch_start(e);
+}
+
+/* The watcher, on a fiber of the client's engine: observes from the handle's cursor and
+ * hands every change over, while there is room. */
+static int watch_run(void *h, const baton__op_args *a)
+{
+    (void)a;
+    baton_election *e = ((struct watch *)h)->e;
+    baton_election_event ev;
+    for (;;) {
+        baton__mutex_lock(&e->mu_q);
+        bool on = watch_goes_on(e);
+        baton__mutex_unlock(&e->mu_q);
+        if (!on)
+            return BATON_OK;
+        int rc = observe_next(e, BATON_WAIT_FOREVER, &ev);
+        if (rc == BATON_ECANCELED) /* the client's cancel_waits, or close */
+            return watch_again(e);
+        if (rc != BATON_OK) { /* a server error: look again after a pause */
+            baton__fiber_sleep_until(baton__deadline_after_ms(WATCH_PAUSE_MS));
             continue;
         }
         baton__mutex_lock(&e->mu_q);
-        while (!e->observer && e->q_len == QUEUE_LEN && !atomic_load(&e->stop))
-            baton__cond_wait_until(&e->changed, &e->mu_q, BATON__NO_DEADLINE);
-        if (e->observer) {
-            e->observer(e, ev, e->observer_arg); /* under mu_q: never with a set_observer */
-        } else if (e->q_len < QUEUE_LEN) {
-            e->queue[(e->q_head + e->q_len++) % QUEUE_LEN] = *ev;
-            char b = 1;
-            if (e->q_len == 1 && write(e->pipe_fd[1], &b, 1) < 0) {
-                /* full: readable already */
-            }
-            baton__cond_broadcast(&e->changed);
-        }
+        hand_over(e, &ev);
         baton__mutex_unlock(&e->mu_q);
     }
-    free(ev);
-    return NULL;
 }
 
-/* Starts the watcher once. Returns BATON_OK or BATON_ENOMEM. */
+/* Starts the watcher's operation unless it runs or the handle closes. BATON_OK or the
+ * start's error (recorded). */
+static int watch_start(baton_election *e)
+{
+    baton__mutex_lock(&e->mu_q);
+    bool start = !e->running && !e->stop;
+    e->running = e->running || start;
+    baton__mutex_unlock(&e->mu_q);
+    baton__op_args a = {.wait_ms = 0};
+    int rc = start ? baton__op_spawn(e->base.client, &e->watch, watch_run, &a) : BATON_OK;
+    if (rc != BATON_OK) {
+        baton__mutex_lock(&e->mu_q);
+        e->running = false;
+        baton__mutex_unlock(&e->mu_q);
+    }
+    return rc;
+}
+
+/* The first observe_fd or set_observer: the queue, its descriptor, then the watcher.
+ * Returns BATON_OK or an error (recorded). */
 static int start_watching(baton_election *e)
 {
     baton__mutex_lock(&e->mu_q);
@@ -666,19 +720,15 @@ static int start_watching(baton_election *e)
         e->queue = calloc(QUEUE_LEN, sizeof *e->queue);
         if (!e->queue || pipe2(e->pipe_fd, O_NONBLOCK | O_CLOEXEC) != 0) {
             e->pipe_fd[0] = e->pipe_fd[1] = -1;
-            rc = BATON_ENOMEM;
-        } else if (pthread_create(&e->watcher, NULL, watch_main, e) != 0) {
-            rc = BATON_ENOMEM;
+            rc = baton__fail(e->base.client, BATON_ENOMEM, "election %s: no memory or pipe",
+                             e->base.name);
         } else {
+            e->watch.e = e;
             e->watching = true;
         }
     }
     baton__mutex_unlock(&e->mu_q);
-    return rc == BATON_OK ? rc
-                          : baton__fail(e->base.client, rc,
-                                        "election %s: cannot start the "
-                                        "observing thread",
-                                        e->base.name);
+    return rc == BATON_OK ? watch_start(e) : rc;
 }
 
 int baton_election_observe_fd(baton_election *e, int *fd)
@@ -706,43 +756,59 @@ int baton_election_set_observer(baton_election *e,
     return fn ? start_watching(e) : BATON_OK;
 }
 
-static int observe_queued(baton_election *e, int64_t timeout_ms, baton_election_event *ev);
-
-int baton_election_observe_next(baton_election *e, int64_t timeout_ms, baton_election_event *ev)
+/* Takes the next queued change, waiting for one until deadline or a cancellation through
+ * the handle (mu_q held). BATON_OK, BATON_ETIMEDOUT or BATON_ECANCELED. */
+static int dequeue(baton_election *e, int64_t deadline, baton_election_event *ev)
 {
-    BATON__COUNTED_CALL(e ? e->base.client : NULL, e, observe_queued(e, timeout_ms, ev));
+    uint64_t cancels = e->cancels;
+    while (e->q_len == 0 && e->cancels == cancels)
+        if (baton__cond_wait_until(&e->changed, &e->mu_q, deadline) != 0)
+            return BATON_ETIMEDOUT;
+    if (e->q_len == 0)
+        return BATON_ECANCELED;
+    *ev = e->queue[e->q_head];
+    e->q_head = (e->q_head + 1) % QUEUE_LEN;
+    if (--e->q_len == 0) {
+        char buf[16];
+        while (read(e->pipe_fd[0], buf, sizeof buf) > 0) {
+        }
+    }
+    return BATON_OK;
 }
 
-/* The next change: from the watcher's queue if it runs, else observed here. */
+/* The next change from the watcher's queue; a watcher stopped for a full queue goes on. */
 static int observe_queued(baton_election *e, int64_t timeout_ms, baton_election_event *ev)
+{
+    int rc = dequeue(e, baton__deadline_after_ms(timeout_ms), ev);
+    baton__mutex_unlock(&e->mu_q);
+    if (rc == BATON_OK)
+        rc = watch_start(e);
+    if (rc == BATON_ECANCELED)
+        return baton__fail(e->base.client, rc, "election %s: wait cancelled", e->base.name);
+    if (rc == BATON_ETIMEDOUT)
+        return baton__fail(e->base.client, rc, "election %s: no change within %lld ms",
+                           e->base.name, (long long)timeout_ms);
+    return rc;
+}
+
+static int observe_counted(baton_election *e, int64_t timeout_ms, baton_election_event *ev);
+
+/* From the watcher's queue once it runs (a wait of a condition variable, not counted for
+ * the client's close: the handle must be closed first), else observed on this thread. */
+int baton_election_observe_next(baton_election *e, int64_t timeout_ms, baton_election_event *ev)
 {
     int rc = enter_observe(e, timeout_ms, ev);
     if (rc != BATON_OK)
         return rc;
     baton__mutex_lock(&e->mu_q);
-    bool watching = e->watching;
-    if (watching) {
-        int64_t deadline = baton__deadline_after_ms(timeout_ms);
-        while (e->q_len == 0 && rc == BATON_OK)
-            if (baton__cond_wait_until(&e->changed, &e->mu_q, deadline) != 0)
-                rc = BATON_ETIMEDOUT;
-        if (e->q_len > 0) {
-            *ev = e->queue[e->q_head];
-            e->q_head = (e->q_head + 1) % QUEUE_LEN;
-            if (--e->q_len == 0) {
-                char buf[16];
-                while (read(e->pipe_fd[0], buf, sizeof buf) > 0) {
-                }
-            }
-            baton__cond_broadcast(&e->changed);
-            rc = BATON_OK;
-        }
-    }
+    if (e->watching)
+        return observe_queued(e, timeout_ms, ev); /* unlocks mu_q */
     baton__mutex_unlock(&e->mu_q);
-    if (!watching)
-        return observe_next(e, timeout_ms, ev);
-    if (rc == BATON_ETIMEDOUT)
-        return baton__fail(e->base.client, rc, "election %s: no change within %lld ms",
-                           e->base.name, (long long)timeout_ms);
-    return rc;
+    return observe_counted(e, timeout_ms, ev);
+}
+
+/* Counted for close from start to end; its wait is cancelled through e (core/ops.h). */
+static int observe_counted(baton_election *e, int64_t timeout_ms, baton_election_event *ev)
+{
+    BATON__COUNTED_CALL(e->base.client, e, observe_next(e, timeout_ms, ev));
 }
