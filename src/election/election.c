@@ -741,6 +741,17 @@ int baton_election_observe_fd(baton_election *e, int *fd)
     return rc;
 }
 
+/* The observer from now on (under mu_q: never while the old one runs). */
+static void observer_swap(baton_election *e,
+                          void (*fn)(baton_election *, const baton_election_event *, void *),
+                          void *arg)
+{
+    baton__mutex_lock(&e->mu_q);
+    e->observer = fn;
+    e->observer_arg = arg;
+    baton__mutex_unlock(&e->mu_q);
+}
+
 int baton_election_set_observer(baton_election *e,
                                 void (*fn)(baton_election *, const baton_election_event *, void *),
                                 void *arg)
@@ -748,11 +759,7 @@ int baton_election_set_observer(baton_election *e,
     int rc = enter(e);
     if (rc != BATON_OK)
         return rc;
-    baton__mutex_lock(&e->mu_q);
-    e->observer = fn;
-    e->observer_arg = fn ? arg : NULL;
-    baton__cond_broadcast(&e->changed);
-    baton__mutex_unlock(&e->mu_q);
+    observer_swap(e, fn, fn ? arg : NULL);
     return fn ? start_watching(e) : BATON_OK;
 }
 
