@@ -221,12 +221,18 @@ static const spec SPECS[] = {
       {"baton_barrier_parties:{$}", 'h'},
       {"baton_barrier__channel:{$}", 'c'}},
      {"3", "p1", "30000", "86400000"}},
-    {"barrier_check",
+    {"barrier_check", /* p0 of generation 0 looks (renews, or breaks it for a dead party) */
      F_BARRIER,
      {{"baton_barrier:{$}", 'h'},
       {"baton_barrier_parties:{$}", 'h'},
       {"baton_barrier__channel:{$}", 'c'}},
-     {"1", "p1", "30000", "wait", "86400000"}},
+     {"0", "p0", "30000", "wait", "86400000"}},
+    {"barrier_check", /* p0 gives up: breaks generation 0 */
+     F_BARRIER,
+     {{"baton_barrier:{$}", 'h'},
+      {"baton_barrier_parties:{$}", 'h'},
+      {"baton_barrier__channel:{$}", 'c'}},
+     {"0", "p0", "30000", "leave", "86400000"}},
     {"inspect",
      F_INSPECT,
      {{"$", 'r'},
@@ -455,19 +461,28 @@ static bool prepare(redisContext *r, family fam, int st, const char *name)
             return true;
         }
         return false;
-    case F_ELECT: /* free; A:1 leads (holds the lock, has proclaimed); B:1 holds the lock */
+    case F_ELECT: /* free; A:1 leads (holds the lock, has proclaimed); B:1 holds the lock; A:1's
+                     record outlived its lock (expired: an observer logs it) */
         if (st == 0)
             return true;
-        if (st == 1 || st == 2) {
-            PREP("lock_acquire", "100000", st == 1 ? "A:1" : "B:1", "0", "50");
+        if (st >= 1 && st <= 3) {
+            PREP("lock_acquire", "100000", st == 2 ? "B:1" : "A:1", "0", "50");
+            if (st != 2)
+                PREP("election_proclaim", "A:1", "v", "elect", "1", "h:1", "1000");
+            if (st == 3)
+                freeReplyObject(th_cmd(r, "DEL %s", name));
             return true;
         }
         return false;
-    case F_BARRIER: /* fresh; one party of 3 arrived */
+    case F_BARRIER: /* fresh; p0 of 3 arrived; p0 and p9, whose lease ran out, arrived */
         if (st == 0)
             return true;
-        if (st == 1) {
+        if (st == 1 || st == 2) {
             PREP("barrier_arrive", "3", "p0", "100000", "86400000");
+            if (st == 2) {
+                PREP("barrier_arrive", "3", "p9", "1", "86400000");
+                th_sleep_ms(3);
+            }
             return true;
         }
         return false;
@@ -697,8 +712,9 @@ static int check_script(const char *script)
         cr_assert(runs > 0);                                                                       \
     }
 
-/* barrier_arrive, barrier_check and election_observe have rows but no case yet: they do
- * not all fail before writing with a key of the wrong type (issue 31's open item). */
+SCRIPT_TEST(barrier_arrive)
+SCRIPT_TEST(barrier_check)
+SCRIPT_TEST(election_observe)
 SCRIPT_TEST(election_proclaim)
 SCRIPT_TEST(lock_unreserve)
 SCRIPT_TEST(election_resign)
