@@ -41,6 +41,23 @@ static baton_election *open_e(baton_client *c, const char *name)
     return e;
 }
 
+/* A handle of c on name that leads, with value. */
+static baton_election *leader(baton_client *c, const char *name, const char *value)
+{
+    baton_election *e = open_e(c, name);
+    cr_assert(eq(int, baton_election_campaign(e, value, 0, BATON_LEASE_WATCHDOG), BATON_OK));
+    return e;
+}
+
+/* Closes the handles, then the clients (each list NULL-terminated). */
+static void close_all(baton_election *const *es, baton_client *const *cs)
+{
+    for (; *es; es++)
+        baton_election_close(*es);
+    for (; *cs; cs++)
+        baton_client_close(*cs);
+}
+
 /* ---------------------------------------------------------------- basics ------------- */
 
 Test(election, campaign_proclaim_resign_and_the_record)
@@ -154,8 +171,7 @@ Test(election, cancel_waits_ends_a_campaign_and_an_observation_of_that_handle_on
 {
     baton_client *c1 = th_client(NULL), *c2 = th_client(NULL);
     const char *name = th_tmpname("el");
-    baton_election *a = open_e(c1, name), *b = open_e(c2, name), *b2 = open_e(c2, name);
-    cr_assert(eq(int, baton_election_campaign(a, "a", 0, BATON_LEASE_WATCHDOG), BATON_OK));
+    baton_election *a = leader(c1, name, "a"), *b = open_e(c2, name), *b2 = open_e(c2, name);
     waiter_arg w = {.e = b}, w2 = {.e = b2};
     pthread_t t, t2;
     pthread_create(&t, NULL, campaign_thread, &w);
@@ -192,11 +208,7 @@ Test(election, cancel_waits_ends_a_campaign_and_an_observation_of_that_handle_on
     cr_assert(lt(i64, th_ms() - t0, 300));
     cr_assert(eq(int, baton_election_cancel_waits(NULL), BATON_EINVAL));
     redisFree(r);
-    baton_election_close(a);
-    baton_election_close(b);
-    baton_election_close(b2);
-    baton_client_close(c1);
-    baton_client_close(c2);
+    close_all((baton_election *[]){a, b, b2, NULL}, (baton_client *[]){c1, c2, NULL});
 }
 
 /* ---------------------------------------------------------------- asynchronous ------- */
@@ -230,23 +242,30 @@ static void run_loop(baton_client *c, const int *rc, int64_t ms)
     }
 }
 
+/* Starts b's campaign_async behind another leader, and runs the loop of b's client c past
+ * starve_ms (the waiter reserved the lock): it still waits. */
+static baton_op *start_behind(baton_client *c, baton_election *b, done_t *d)
+{
+    baton_op *op = NULL;
+    cr_assert(eq(int,
+                 baton_election_campaign_async(b, "b", BATON_WAIT_FOREVER, BATON_LEASE_WATCHDOG,
+                                               on_done, d, &op),
+                 BATON_OK));
+    cr_assert(not(eq(ptr, op, NULL)));
+    run_loop(c, NULL, 300);
+    cr_assert(eq(int, d->rc, -100), "waits while another leads");
+    return op;
+}
+
 Test(election, campaign_async_completes_when_the_leader_resigns)
 {
     baton_client *c1 = th_client(NULL), *c2 = th_client(NULL);
     const char *name = th_tmpname("el");
-    baton_election *a = open_e(c1, name), *b = open_e(c2, name);
-    cr_assert(eq(int, baton_election_campaign(a, "a", 0, BATON_LEASE_WATCHDOG), BATON_OK));
+    baton_election *a = leader(c1, name, "a"), *b = open_e(c2, name);
     int64_t ta = 0, tb = 0;
     cr_assert(eq(int, baton_election_term(a, &ta), BATON_OK));
     done_t d = {.rc = -100};
-    baton_op *op = NULL;
-    cr_assert(eq(int,
-                 baton_election_campaign_async(b, "b", BATON_WAIT_FOREVER, BATON_LEASE_WATCHDOG,
-                                               on_done, &d, &op),
-                 BATON_OK));
-    cr_assert(not(eq(ptr, op, NULL)));
-    run_loop(c2, NULL, 300);
-    cr_assert(eq(int, d.rc, -100), "waits while a leads");
+    start_behind(c2, b, &d);
     /* one campaign at a time per handle: a second one does not wait its turn on a fiber */
     done_t d2 = {.rc = -100};
     cr_assert(eq(int,
@@ -289,10 +308,7 @@ Test(election, campaign_async_completes_when_the_leader_resigns)
         int, baton_election_campaign_async(NULL, "x", 0, BATON_LEASE_WATCHDOG, on_done, &d, NULL),
         BATON_EINVAL));
     redisFree(rc);
-    baton_election_close(a);
-    baton_election_close(b);
-    baton_client_close(c1);
-    baton_client_close(c2);
+    close_all((baton_election *[]){a, b, NULL}, (baton_client *[]){c1, c2, NULL});
 }
 
 /* Three handles of one client take turns from one loop: each win's callback resigns
@@ -405,19 +421,12 @@ Test(election, cancel_or_close_while_campaigning_async_leaves_nothing)
 {
     baton_client *c1 = th_client(NULL), *c2 = th_client(NULL);
     const char *name = th_tmpname("el");
-    baton_election *a = open_e(c1, name);
-    cr_assert(eq(int, baton_election_campaign(a, "a", 0, BATON_LEASE_WATCHDOG), BATON_OK));
+    baton_election *a = leader(c1, name, "a");
     redisContext *r = th_redis();
     for (int how = 0; how < 3; how++) {
         baton_election *b = open_e(c2, name);
         done_t d = {.rc = -100};
-        baton_op *op = NULL;
-        cr_assert(eq(int,
-                     baton_election_campaign_async(b, "b", BATON_WAIT_FOREVER, BATON_LEASE_WATCHDOG,
-                                                   on_done, &d, &op),
-                     BATON_OK));
-        run_loop(c2, NULL, 300); /* past starve_ms: it reserved the lock */
-        cr_assert(eq(int, d.rc, -100));
+        baton_op *op = start_behind(c2, b, &d);
         int64_t t0 = th_ms();
         if (how == 0)
             cr_assert(eq(int, baton_op_cancel(op), BATON_OK));
@@ -438,9 +447,7 @@ Test(election, cancel_or_close_while_campaigning_async_leaves_nothing)
     th_sleep_ms(100);
     cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s", name), 0), "no cancelled campaign took it");
     redisFree(r);
-    baton_election_close(a);
-    baton_client_close(c1);
-    baton_client_close(c2);
+    close_all((baton_election *[]){a, NULL}, (baton_client *[]){c1, c2, NULL});
 }
 
 Test(election, bad_arguments)
@@ -1178,8 +1185,7 @@ Test(election, twenty_observing_handles_cost_no_thread_each_and_see_every_change
 {
     baton_client *c = th_client(NULL), *co = th_client(NULL);
     const char *name = th_tmpname("el");
-    baton_election *a = open_e(c, name);
-    cr_assert(eq(int, baton_election_campaign(a, "v0", 0, BATON_LEASE_WATCHDOG), BATON_OK));
+    baton_election *a = leader(c, name, "v0");
     baton_election *o[OBSERVERS];
     int fds[OBSERVERS];
     baton_election_event ev;
@@ -1222,9 +1228,7 @@ Test(election, twenty_observing_handles_cost_no_thread_each_and_see_every_change
     for (int i = 0; i < OBSERVERS; i++)
         baton_election_close(o[i]);
     cr_assert(lt(i64, th_ms() - t0, 1000), "close ends the observations");
-    baton_election_close(a);
-    baton_client_close(c);
-    baton_client_close(co);
+    close_all((baton_election *[]){a, NULL}, (baton_client *[]){c, co, NULL});
 }
 
 /* More changes than the queue holds, while nobody reads, and the client's cancel_waits in
@@ -1235,8 +1239,7 @@ Test(election, a_full_queue_and_a_cancel_skip_nothing)
 {
     baton_client *c = th_client(NULL), *co = th_client(NULL);
     const char *name = th_tmpname("el");
-    baton_election *a = open_e(c, name), *o = open_e(co, name);
-    cr_assert(eq(int, baton_election_campaign(a, "v0", 0, BATON_LEASE_WATCHDOG), BATON_OK));
+    baton_election *a = leader(c, name, "v0"), *o = open_e(co, name);
     int fd;
     baton_election_event ev;
     cr_assert(eq(int, baton_election_observe_fd(o, &fd), BATON_OK));
@@ -1265,8 +1268,5 @@ Test(election, a_full_queue_and_a_cancel_skip_nothing)
     cr_assert(eq(int, baton_election_resign(a), BATON_OK));
     cr_assert(eq(int, baton_election_observe_next(o, 2000, &ev), BATON_OK));
     cr_assert(eq(int, (int)ev.change, (int)BATON_ELECTION_RESIGNED));
-    baton_election_close(o);
-    baton_election_close(a);
-    baton_client_close(c);
-    baton_client_close(co);
+    close_all((baton_election *[]){o, a, NULL}, (baton_client *[]){c, co, NULL});
 }

@@ -346,6 +346,37 @@ static void prep_run(redisContext *r, const char *script, const char *name, cons
 
 #define PREP(script, ...) prep_run(r, script, name, (const char *const[]){__VA_ARGS__, NULL})
 
+/* The election's states: free; A:1 leads (holds the lock, has proclaimed); B:1 holds the
+ * lock; A:1's record outlived its lock (expired: an observer logs it). */
+static bool prepare_elect(redisContext *r, int st, const char *name)
+{
+    if (st == 0)
+        return true;
+    if (st < 1 || st > 3)
+        return false;
+    PREP("lock_acquire", "100000", st == 2 ? "B:1" : "A:1", "0", "50");
+    if (st != 2)
+        PREP("election_proclaim", "A:1", "v", "elect", "1", "h:1", "1000");
+    if (st == 3)
+        freeReplyObject(th_cmd(r, "DEL %s", name));
+    return true;
+}
+
+/* The barrier's states: fresh; p0 of 3 arrived; p0 and p9, whose lease ran out, arrived. */
+static bool prepare_barrier(redisContext *r, int st, const char *name)
+{
+    if (st == 0)
+        return true;
+    if (st != 1 && st != 2)
+        return false;
+    PREP("barrier_arrive", "3", "p0", "100000", "86400000");
+    if (st == 2) {
+        PREP("barrier_arrive", "3", "p9", "1", "86400000");
+        th_sleep_ms(3);
+    }
+    return true;
+}
+
 /* Puts the object in state `st` of its family; false when the family has no such state. */
 static bool prepare(redisContext *r, family fam, int st, const char *name)
 {
@@ -461,31 +492,10 @@ static bool prepare(redisContext *r, family fam, int st, const char *name)
             return true;
         }
         return false;
-    case F_ELECT: /* free; A:1 leads (holds the lock, has proclaimed); B:1 holds the lock; A:1's
-                     record outlived its lock (expired: an observer logs it) */
-        if (st == 0)
-            return true;
-        if (st >= 1 && st <= 3) {
-            PREP("lock_acquire", "100000", st == 2 ? "B:1" : "A:1", "0", "50");
-            if (st != 2)
-                PREP("election_proclaim", "A:1", "v", "elect", "1", "h:1", "1000");
-            if (st == 3)
-                freeReplyObject(th_cmd(r, "DEL %s", name));
-            return true;
-        }
-        return false;
-    case F_BARRIER: /* fresh; p0 of 3 arrived; p0 and p9, whose lease ran out, arrived */
-        if (st == 0)
-            return true;
-        if (st == 1 || st == 2) {
-            PREP("barrier_arrive", "3", "p0", "100000", "86400000");
-            if (st == 2) {
-                PREP("barrier_arrive", "3", "p9", "1", "86400000");
-                th_sleep_ms(3);
-            }
-            return true;
-        }
-        return false;
+    case F_ELECT:
+        return prepare_elect(r, st, name);
+    case F_BARRIER:
+        return prepare_barrier(r, st, name);
     case F_INSPECT:
         if (st == 0)
             return true;
