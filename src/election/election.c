@@ -133,10 +133,13 @@ int baton_election_open(baton_client *c, const char *name, baton_election **out)
 static void election_fini(baton__object *o)
 {
     baton_election *e = (baton_election *)o;
-    baton__mutex_lock(&e->mu_q);
-    e->stop = true; /* the watcher ends, and is not started again */
-    baton__mutex_unlock(&e->mu_q);
-    baton__evloop_drop_handle(o->client, &e->watch);
+    bool forked = baton__client_forked(o->client);
+    if (!forked) { /* a child has no engine, and a mutex copied locked would stay so */
+        baton__mutex_lock(&e->mu_q);
+        e->stop = true; /* the watcher ends, and is not started again */
+        baton__mutex_unlock(&e->mu_q);
+        baton__evloop_drop_handle(o->client, &e->watch);
+    }
     if (e->pipe_fd[0] >= 0) {
         close(e->pipe_fd[0]);
         close(e->pipe_fd[1]);
@@ -144,7 +147,7 @@ static void election_fini(baton__object *o)
     free(e->queue);
     baton_lock_close(e->lock);
     baton_owner_free(e->owner);
-    if (!baton__client_forked(o->client)) {
+    if (!forked) {
         baton__mutex_destroy(&e->mu_q);
         baton__cond_destroy(&e->changed);
         baton__mutex_destroy(&e->mu);
@@ -788,8 +791,10 @@ static int observe_queued(baton_election *e, int64_t timeout_ms, baton_election_
 {
     int rc = dequeue(e, baton__deadline_after_ms(timeout_ms), ev);
     baton__mutex_unlock(&e->mu_q);
-    if (rc == BATON_OK)
-        rc = watch_start(e);
+    if (rc == BATON_OK) { /* the change is the caller's, whether or not the watcher goes on */
+        watch_start(e);
+        return BATON_OK;
+    }
     if (rc == BATON_ECANCELED)
         return baton__fail(e->base.client, rc, "election %s: wait cancelled", e->base.name);
     if (rc == BATON_ETIMEDOUT)
