@@ -287,6 +287,17 @@ Test(election, campaign_async_completes_when_the_leader_resigns)
     baton_leader ld;
     cr_assert(eq(int, baton_election_leader(a, &ld), BATON_OK));
     cr_assert(eq(str, ld.value, "b"));
+    /* the asynchronous proclaim: by the leader, and refused to another handle */
+    done_t p = {.rc = -100}, q = {.rc = -100};
+    cr_assert(eq(int, baton_election_proclaim_async(b, "b2", on_done, &p, NULL), BATON_OK));
+    cr_assert(eq(int, baton_election_proclaim_async(a, "a2", on_done, &q, NULL), BATON_OK));
+    run_loop(c2, &p.rc, 2000);
+    run_loop(c1, &q.rc, 2000);
+    cr_assert(eq(int, p.rc, BATON_OK));
+    cr_assert(eq(int, q.rc, BATON_ENOTHELD));
+    cr_assert(eq(int, baton_election_leader(a, &ld), BATON_OK));
+    cr_assert(eq(str, ld.value, "b2"));
+    cr_assert(eq(i64, ld.term, tb), "a proclaim keeps the term");
     /* the asynchronous resign */
     done_t r = {.rc = -100};
     cr_assert(eq(int, baton_election_resign_async(b, on_done, &r, NULL), BATON_OK));

@@ -120,6 +120,15 @@ BATON_API int baton_election_resign_async(baton_election *e, baton_async_fn fn, 
                                           baton_op **op);
 
 /*
+ * Starts baton_election_proclaim(e, value); completes with its results (BATON_ENOTHELD when
+ * this handle does not lead). value must stay valid until the callback. A proclaim is one
+ * round trip, not a wait: cancelled before it runs, it completes with BATON_ECANCELED and
+ * changes nothing. Returns as baton_election_campaign_async().
+ */
+BATON_API int baton_election_proclaim_async(baton_election *e, const char *value, baton_async_fn fn,
+                                            void *arg, baton_op **op);
+
+/*
  * Ends this handle's leadership at once: the lock is released (a standby takes over within
  * a round trip) and RESIGNED is logged for observers, in one script. Returns BATON_OK;
  * BATON_ENOTHELD (not leading: never elected, resigned, or the lease ran out);

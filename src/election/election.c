@@ -380,32 +380,45 @@ static int async_resign(void *h, const baton__op_args *a)
     return baton_election_resign(h);
 }
 
-int baton_election_campaign_async(baton_election *e, const char *value, int64_t wait_ms,
-                                  int64_t lease_ms, baton_async_fn fn, void *arg, baton_op **op)
+static int async_proclaim(void *h, const baton__op_args *a)
+{
+    return baton_election_proclaim(h, a->value);
+}
+
+/* Starts run on the engine for e, after the checks the blocking verb would make first. */
+static int start_op(baton_election *e, baton__op_run_fn run, bool is_release,
+                    const baton__op_args *a, baton_async_fn fn, void *arg, baton_op **op)
 {
     if (op)
         *op = NULL;
     int rc = enter(e);
     if (rc == BATON_OK)
-        rc = check_value(e, value);
-    if (rc == BATON_OK && baton__check_lease(lease_ms) != BATON_OK)
-        rc = baton__fail(e->base.client, BATON_EINVAL, "lease_ms %lld", (long long)lease_ms);
-    if (rc != BATON_OK)
-        return rc;
+        rc = check_value(e, a->value);
+    if (rc == BATON_OK && baton__check_lease(a->lease_ms) != BATON_OK)
+        rc = baton__fail(e->base.client, BATON_EINVAL, "lease_ms %lld", (long long)a->lease_ms);
+    return rc == BATON_OK ? baton__op_start(e->base.client, e, run, is_release, a, fn, arg, op)
+                          : rc;
+}
+
+int baton_election_campaign_async(baton_election *e, const char *value, int64_t wait_ms,
+                                  int64_t lease_ms, baton_async_fn fn, void *arg, baton_op **op)
+{
     baton__op_args a = {.wait_ms = wait_ms, .lease_ms = lease_ms, .value = value};
-    return baton__op_start(e->base.client, e, async_campaign, false, &a, fn, arg, op);
+    return start_op(e, async_campaign, false, &a, fn, arg, op);
 }
 
 /* A resign is a release: cancelled or not, it runs (the engine's is_release). */
 int baton_election_resign_async(baton_election *e, baton_async_fn fn, void *arg, baton_op **op)
 {
-    if (op)
-        *op = NULL;
-    int rc = enter(e);
-    if (rc != BATON_OK)
-        return rc;
-    baton__op_args a = {.wait_ms = 0};
-    return baton__op_start(e->base.client, e, async_resign, true, &a, fn, arg, op);
+    baton__op_args a = {.lease_ms = BATON_LEASE_WATCHDOG};
+    return start_op(e, async_resign, true, &a, fn, arg, op);
+}
+
+int baton_election_proclaim_async(baton_election *e, const char *value, baton_async_fn fn,
+                                  void *arg, baton_op **op)
+{
+    baton__op_args a = {.lease_ms = BATON_LEASE_WATCHDOG, .value = value};
+    return start_op(e, async_proclaim, false, &a, fn, arg, op);
 }
 
 /* ------------------------------- lost ------------------------------------------------ */
