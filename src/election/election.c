@@ -14,8 +14,10 @@
  *               logged; the observer waits on the election's channel, at most until the
  *               leader's lease would end (or recheck_ms), then looks again.
  *
- * Parts that move with the core's refactor (issue 29): the script lookups (SCRIPT below),
- * the key prefixes (the block below), the handle's base.
+ * The handle is a baton__object (core/object.h: its keys from election_kind's table); the
+ * asynchronous verbs hand the engine the blocking ones (baton__op_start), and observe_fd
+ * and set_observer run the observation as an operation of the library's own on the same
+ * engine (baton__op_spawn), not a thread per handle.
  */
 #define _GNU_SOURCE
 #include "../core/prim.h"
