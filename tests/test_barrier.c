@@ -228,6 +228,42 @@ Test(barrier, a_party_that_times_out_breaks_it_at_once)
     baton_client_close(c);
 }
 
+/* A party's wait cancelled through its handle leaves (ECANCELED) and breaks the generation
+ * for the others at once; a wait through another handle of the same client goes on until
+ * then, and close waits for nothing left. */
+Test(barrier, a_party_cancelled_through_its_handle_breaks_it_for_the_others)
+{
+    const char *name = th_tmpname("bar");
+    baton_client *c = client_wd(5000);
+    baton_barrier *b[2];
+    waiter w[2];
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) { /* two parties of three wait */
+        cr_assert(eq(int, baton_barrier_open(c, name, 3, &b[i]), BATON_OK));
+        w[i] = (waiter){b[i], BATON_WAIT_FOREVER, 0, 0};
+        pthread_create(&t[i], NULL, await_thread, &w[i]);
+    }
+    int64_t waiting = 0;
+    for (int i = 0; i < 200 && waiting < 2; i++) {
+        th_sleep_ms(10);
+        baton_barrier_state(b[0], &waiting, NULL);
+    }
+    cr_assert(eq(i64, waiting, 2));
+    int64_t t0 = th_ms();
+    cr_assert(eq(int, baton_barrier_cancel_waits(b[1]), BATON_OK));
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    cr_assert(eq(int, w[1].rc, BATON_ECANCELED));
+    cr_assert(eq(int, w[0].rc, BATON_EBROKEN), "the other party is told");
+    cr_assert(le(i64, w[0].at - t0, 300), "told %lld ms after the cancel",
+              (long long)(w[0].at - t0));
+    cr_assert(eq(int, baton_barrier_cancel_waits(NULL), BATON_EINVAL));
+    cr_assert(eq(str, (char *)baton_barrier_name(b[0]), (char *)name));
+    for (int i = 0; i < 2; i++)
+        baton_barrier_close(b[i]);
+    baton_client_close(c);
+}
+
 Test(barrier, bad_arguments_and_a_mismatched_party_count)
 {
     baton_client *c = th_client(NULL);

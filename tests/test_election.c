@@ -12,6 +12,8 @@
 
 #include <criterion/logging.h>
 #include "new_assert.h"
+#include <dirent.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -37,6 +39,23 @@ static baton_election *open_e(baton_client *c, const char *name)
     baton_election *e = NULL;
     cr_assert(eq(int, baton_election_open(c, name, &e), BATON_OK));
     return e;
+}
+
+/* A handle of c on name that leads, with value. */
+static baton_election *leader(baton_client *c, const char *name, const char *value)
+{
+    baton_election *e = open_e(c, name);
+    cr_assert(eq(int, baton_election_campaign(e, value, 0, BATON_LEASE_WATCHDOG), BATON_OK));
+    return e;
+}
+
+/* Closes the handles, then the clients (each list NULL-terminated). */
+static void close_all(baton_election *const *es, baton_client *const *cs)
+{
+    for (; *es; es++)
+        baton_election_close(*es);
+    for (; *cs; cs++)
+        baton_client_close(*cs);
 }
 
 /* ---------------------------------------------------------------- basics ------------- */
@@ -109,6 +128,19 @@ static void *campaign_thread(void *p)
     return NULL;
 }
 
+typedef struct obs_arg {
+    baton_election *e;
+    int rc;
+} obs_arg;
+
+static void *observe_thread(void *p)
+{
+    obs_arg *o = p;
+    baton_election_event ev;
+    o->rc = baton_election_observe_next(o->e, BATON_WAIT_FOREVER, &ev);
+    return NULL;
+}
+
 Test(election, a_waiting_standby_leads_at_once_after_a_resign)
 {
     baton_client *c1 = th_client(NULL), *c2 = th_client(NULL);
@@ -130,6 +162,303 @@ Test(election, a_waiting_standby_leads_at_once_after_a_resign)
     baton_election_close(b);
     baton_client_close(c1);
     baton_client_close(c2);
+}
+
+/* A campaign waiting to lead is cancelled through its handle (ECANCELED, nothing left:
+ * no hold of its owner, no reservation), a campaign through another handle of the same
+ * client goes on and leads after the resign; an observer's wait is cancelled the same way. */
+Test(election, cancel_waits_ends_a_campaign_and_an_observation_of_that_handle_only)
+{
+    baton_client *c1 = th_client(NULL), *c2 = th_client(NULL);
+    const char *name = th_tmpname("el");
+    baton_election *a = leader(c1, name, "a"), *b = open_e(c2, name), *b2 = open_e(c2, name);
+    waiter_arg w = {.e = b}, w2 = {.e = b2};
+    pthread_t t, t2;
+    pthread_create(&t, NULL, campaign_thread, &w);
+    pthread_create(&t2, NULL, campaign_thread, &w2);
+    th_sleep_ms(300); /* long enough to reserve the lock (starve_ms 100) */
+    int64_t t0 = th_ms();
+    cr_assert(eq(int, baton_election_cancel_waits(b), BATON_OK));
+    pthread_join(t, NULL);
+    cr_assert(eq(int, w.rc, BATON_ECANCELED));
+    cr_assert(lt(i64, w.at - t0, 300));
+    redisContext *r = th_redis();
+    cr_assert(eq(i64, th_cmd_int(r, "HLEN %s", name), 1), "only the leader's hold");
+    cr_assert(eq(int, baton_election_resign(a), BATON_OK));
+    pthread_join(t2, NULL);
+    cr_assert(eq(int, w2.rc, BATON_OK), "the other handle's campaign went on");
+    int64_t term = 0;
+    cr_assert(eq(int, baton_election_term(b2, &term), BATON_OK));
+    cr_assert(eq(int, baton_election_term(b, &term), BATON_ENOTHELD));
+    cr_assert(eq(int, baton_election_resign(b2), BATON_OK));
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s baton_lock_next:{%s}", name, name), 0),
+              "no hold and no reservation left");
+
+    /* an observer waiting for a change */
+    baton_election_event ev;
+    while (baton_election_observe_next(b, 0, &ev) == BATON_OK) {
+    }
+    obs_arg o = {.e = b};
+    pthread_create(&t, NULL, observe_thread, &o);
+    th_sleep_ms(200);
+    t0 = th_ms();
+    cr_assert(eq(int, baton_election_cancel_waits(b), BATON_OK));
+    pthread_join(t, NULL);
+    cr_assert(eq(int, o.rc, BATON_ECANCELED));
+    cr_assert(lt(i64, th_ms() - t0, 300));
+    cr_assert(eq(int, baton_election_cancel_waits(NULL), BATON_EINVAL));
+    redisFree(r);
+    close_all((baton_election *[]){a, b, b2, NULL}, (baton_client *[]){c1, c2, NULL});
+}
+
+/* ---------------------------------------------------------------- asynchronous ------- */
+
+typedef struct done_t {
+    int rc;     /* -100: not yet */
+    int64_t at; /* th_ms() of the callback */
+    void *handle;
+} done_t;
+
+static void on_done(void *handle, baton_owner *owner, int rc, void *arg)
+{
+    (void)owner;
+    done_t *d = arg;
+    d->rc = rc;
+    d->at = th_ms();
+    d->handle = handle;
+}
+
+/* The program's loop: polls the client's descriptor and runs the completions, until *rc
+ * is no longer -100 (rc NULL: for ms) or ms pass. */
+static void run_loop(baton_client *c, const int *rc, int64_t ms)
+{
+    int fd = -1;
+    cr_assert(eq(int, baton_client_async_fd(c, &fd), BATON_OK));
+    int64_t end = th_ms() + ms;
+    while ((!rc || *rc == -100) && th_ms() < end) {
+        struct pollfd p = {fd, POLLIN, 0};
+        poll(&p, 1, 10);
+        cr_assert(ge(int, baton_client_process(c), 0));
+    }
+}
+
+/* Starts b's campaign_async behind another leader, and runs the loop of b's client c past
+ * starve_ms (the waiter reserved the lock): it still waits. */
+static baton_op *start_behind(baton_client *c, baton_election *b, done_t *d)
+{
+    baton_op *op = NULL;
+    cr_assert(eq(int,
+                 baton_election_campaign_async(b, "b", BATON_WAIT_FOREVER, BATON_LEASE_WATCHDOG,
+                                               on_done, d, &op),
+                 BATON_OK));
+    cr_assert(not(eq(ptr, op, NULL)));
+    run_loop(c, NULL, 300);
+    cr_assert(eq(int, d->rc, -100), "waits while another leads");
+    return op;
+}
+
+Test(election, campaign_async_completes_when_the_leader_resigns)
+{
+    baton_client *c1 = th_client(NULL), *c2 = th_client(NULL);
+    const char *name = th_tmpname("el");
+    baton_election *a = leader(c1, name, "a"), *b = open_e(c2, name);
+    int64_t ta = 0, tb = 0;
+    cr_assert(eq(int, baton_election_term(a, &ta), BATON_OK));
+    done_t d = {.rc = -100};
+    start_behind(c2, b, &d);
+    /* one campaign at a time per handle: a second one does not wait its turn on a fiber */
+    done_t d2 = {.rc = -100};
+    cr_assert(eq(int,
+                 baton_election_campaign_async(b, "b2", BATON_WAIT_FOREVER, BATON_LEASE_WATCHDOG,
+                                               on_done, &d2, NULL),
+                 BATON_OK));
+    run_loop(c2, &d2.rc, 2000);
+    cr_assert(eq(int, d2.rc, BATON_EINVAL));
+    cr_assert(eq(int, d.rc, -100), "the first still waits");
+    int64_t t0 = th_ms();
+    cr_assert(eq(int, baton_election_resign(a), BATON_OK));
+    run_loop(c2, &d.rc, 2000);
+    cr_assert(eq(int, d.rc, BATON_OK));
+    cr_assert(eq(ptr, d.handle, (void *)b));
+    cr_log_info("campaign_async completed %lld ms after the resign", (long long)(d.at - t0));
+    cr_assert(lt(i64, d.at - t0, 200));
+    cr_assert(eq(int, baton_election_term(b, &tb), BATON_OK));
+    cr_assert(gt(i64, tb, ta));
+    baton_leader ld;
+    cr_assert(eq(int, baton_election_leader(a, &ld), BATON_OK));
+    cr_assert(eq(str, ld.value, "b"));
+    /* the asynchronous proclaim: by the leader, and refused to another handle */
+    done_t p = {.rc = -100}, q = {.rc = -100};
+    cr_assert(eq(int, baton_election_proclaim_async(b, "b2", on_done, &p, NULL), BATON_OK));
+    cr_assert(eq(int, baton_election_proclaim_async(a, "a2", on_done, &q, NULL), BATON_OK));
+    run_loop(c2, &p.rc, 2000);
+    run_loop(c1, &q.rc, 2000);
+    cr_assert(eq(int, p.rc, BATON_OK));
+    cr_assert(eq(int, q.rc, BATON_ENOTHELD));
+    cr_assert(eq(int, baton_election_leader(a, &ld), BATON_OK));
+    cr_assert(eq(str, ld.value, "b2"));
+    cr_assert(eq(i64, ld.term, tb), "a proclaim keeps the term");
+    /* the asynchronous resign */
+    done_t r = {.rc = -100};
+    cr_assert(eq(int, baton_election_resign_async(b, on_done, &r, NULL), BATON_OK));
+    run_loop(c2, &r.rc, 2000);
+    cr_assert(eq(int, r.rc, BATON_OK));
+    cr_assert(eq(int, baton_election_term(b, &tb), BATON_ENOTHELD));
+    redisContext *rc = th_redis();
+    cr_assert(eq(i64, th_cmd_int(rc, "EXISTS %s baton_election:{%s}", name, name), 0));
+    /* bad arguments start nothing */
+    cr_assert(eq(int,
+                 baton_election_campaign_async(b, "x", -5, BATON_LEASE_WATCHDOG, on_done, &d, NULL),
+                 BATON_EINVAL));
+    cr_assert(
+        eq(int, baton_election_campaign_async(b, "x", 0, 0, on_done, &d, NULL), BATON_EINVAL));
+    cr_assert(eq(int,
+                 baton_election_campaign_async(b, "x", 0, BATON_LEASE_WATCHDOG, NULL, NULL, NULL),
+                 BATON_EINVAL));
+    cr_assert(eq(
+        int, baton_election_campaign_async(NULL, "x", 0, BATON_LEASE_WATCHDOG, on_done, &d, NULL),
+        BATON_EINVAL));
+    redisFree(rc);
+    close_all((baton_election *[]){a, b, NULL}, (baton_client *[]){c1, c2, NULL});
+}
+
+/* Three handles of one client take turns from one loop: each win's callback resigns
+ * asynchronously, each resign's callback campaigns again. Never two leaders at once, by
+ * the callbacks' count and by the lock hash. */
+#define ROUNDS 12
+typedef struct rotation {
+    baton_election *h[3];
+    int64_t last_term[3];
+    int leading, max_leading, wins, resigns, errors;
+    int outstanding; /* operations started whose callback has not run */
+    bool stop;
+    redisContext *r;
+    const char *name;
+} rotation;
+
+static void rot_campaign(rotation *rt, int i);
+
+static int rot_index(rotation *rt, void *handle)
+{
+    for (int i = 0; i < 3; i++)
+        if (rt->h[i] == handle)
+            return i;
+    return -1;
+}
+
+static void rot_resigned(void *handle, baton_owner *owner, int rc, void *arg)
+{
+    (void)owner;
+    rotation *rt = arg;
+    rt->outstanding--;
+    if (rc != BATON_OK)
+        rt->errors++;
+    rt->leading--;
+    rt->resigns++;
+    if (!rt->stop)
+        rot_campaign(rt, rot_index(rt, handle));
+}
+
+static void rot_won(void *handle, baton_owner *owner, int rc, void *arg)
+{
+    (void)owner;
+    rotation *rt = arg;
+    int i = rot_index(rt, handle);
+    rt->outstanding--;
+    if (rc != BATON_OK) {
+        if (!(rt->stop && rc == BATON_ECANCELED))
+            rt->errors++;
+        return;
+    }
+    rt->leading++;
+    if (rt->leading > rt->max_leading)
+        rt->max_leading = rt->leading;
+    if (th_cmd_int(rt->r, "HLEN %s", rt->name) != 1)
+        rt->errors++;
+    int64_t term = 0;
+    if (baton_election_term(rt->h[i], &term) != BATON_OK || term <= rt->last_term[i])
+        rt->errors++;
+    rt->last_term[i] = term;
+    if (++rt->wins >= ROUNDS)
+        rt->stop = true;
+    if (baton_election_resign_async(rt->h[i], rot_resigned, rt, NULL) != BATON_OK)
+        rt->errors++;
+    else
+        rt->outstanding++;
+}
+
+static void rot_campaign(rotation *rt, int i)
+{
+    if (baton_election_campaign_async(rt->h[i], "r", BATON_WAIT_FOREVER, BATON_LEASE_WATCHDOG,
+                                      rot_won, rt, NULL) != BATON_OK)
+        rt->errors++;
+    else
+        rt->outstanding++;
+}
+
+Test(election, async_campaigns_on_one_loop_never_both_win)
+{
+    baton_client *c = th_client(NULL);
+    rotation rt = {.name = th_tmpname("el"), .r = th_redis()};
+    for (int i = 0; i < 3; i++)
+        rt.h[i] = open_e(c, rt.name);
+    for (int i = 0; i < 3; i++)
+        rot_campaign(&rt, i);
+    int done = -100;
+    int64_t end = th_ms() + 20000;
+    while (th_ms() < end && !rt.stop)
+        run_loop(c, &done, 20);
+    /* the campaigns still waiting are cancelled; a win meanwhile resigns */
+    for (int i = 0; i < 3; i++)
+        cr_assert(eq(int, baton_election_cancel_waits(rt.h[i]), BATON_OK));
+    while (th_ms() < end && rt.outstanding > 0)
+        run_loop(c, &done, 20);
+    cr_assert(eq(int, rt.outstanding, 0));
+    cr_assert(eq(int, rt.errors, 0));
+    cr_assert(eq(int, rt.max_leading, 1), "two leaders at once");
+    cr_assert(ge(int, rt.wins, ROUNDS));
+    for (int i = 0; i < 3; i++)
+        cr_assert(gt(i64, rt.last_term[i], 0), "handle %d never led", i);
+    for (int i = 0; i < 3; i++)
+        baton_election_close(rt.h[i]);
+    cr_assert(eq(i64, th_cmd_int(rt.r, "EXISTS %s", rt.name), 0), "nobody holds it");
+    redisFree(rt.r);
+    baton_client_close(c);
+}
+
+/* Cancelled three ways while waiting to lead: the callback gets BATON_ECANCELED, and no hold
+ * nor reservation of the handle's is left. */
+Test(election, cancel_or_close_while_campaigning_async_leaves_nothing)
+{
+    baton_client *c1 = th_client(NULL), *c2 = th_client(NULL);
+    const char *name = th_tmpname("el");
+    baton_election *a = leader(c1, name, "a");
+    redisContext *r = th_redis();
+    for (int how = 0; how < 3; how++) {
+        baton_election *b = open_e(c2, name);
+        done_t d = {.rc = -100};
+        baton_op *op = start_behind(c2, b, &d);
+        int64_t t0 = th_ms();
+        if (how == 0)
+            cr_assert(eq(int, baton_op_cancel(op), BATON_OK));
+        else if (how == 1)
+            cr_assert(eq(int, baton_election_cancel_waits(b), BATON_OK));
+        else
+            baton_election_close(b); /* waits for the operation to end */
+        run_loop(c2, &d.rc, 2000);
+        cr_assert(eq(int, d.rc, BATON_ECANCELED), "way %d", how);
+        cr_assert(lt(i64, d.at - t0, 300), "way %d", how);
+        cr_assert(eq(i64, th_cmd_int(r, "HLEN %s", name), 1), "way %d: only a's hold", how);
+        cr_assert(eq(i64, th_cmd_int(r, "EXISTS baton_lock_next:{%s}", name), 0),
+                  "way %d: no reservation left", how);
+        if (how < 2)
+            baton_election_close(b);
+    }
+    cr_assert(eq(int, baton_election_resign(a), BATON_OK));
+    th_sleep_ms(100);
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s", name), 0), "no cancelled campaign took it");
+    redisFree(r);
+    close_all((baton_election *[]){a, NULL}, (baton_client *[]){c1, c2, NULL});
 }
 
 Test(election, bad_arguments)
@@ -843,4 +1172,112 @@ Test(election, a_resent_elect_logs_once)
         free((char *)keys[i]);
     redisFree(r);
     baton_client_close(c);
+}
+
+/* ---------------------------------------------------------------- observers on the engine */
+
+static int thread_count(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/task");
+    cr_assert(not(eq(ptr, d, NULL)));
+    for (struct dirent *de; (de = readdir(d));)
+        if (de->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n;
+}
+
+#define OBSERVERS 20
+
+/* Twenty observing handles cost the client's engine, not a thread each, and every one sees
+ * every change in order. Before issue 31's move to the engine, each started a thread. */
+Test(election, twenty_observing_handles_cost_no_thread_each_and_see_every_change)
+{
+    baton_client *c = th_client(NULL), *co = th_client(NULL);
+    const char *name = th_tmpname("el");
+    baton_election *a = leader(c, name, "v0");
+    baton_election *o[OBSERVERS];
+    int fds[OBSERVERS];
+    baton_election_event ev;
+    int before = thread_count();
+    for (int i = 0; i < OBSERVERS; i++) {
+        o[i] = open_e(co, name);
+        cr_assert(eq(int, baton_election_observe_fd(o[i], &fds[i]), BATON_OK));
+    }
+    for (int i = 0; i < OBSERVERS; i++) { /* the first change: the last logged */
+        cr_assert(eq(int, baton_election_observe_next(o[i], 2000, &ev), BATON_OK), "%d", i);
+        cr_assert(eq(int, (int)ev.change, (int)BATON_ELECTION_ELECTED));
+    }
+    cr_assert(eq(int, baton_election_proclaim(a, "v1"), BATON_OK));
+    for (int i = 0; i < OBSERVERS; i++) { /* all of them waited on the channel */
+        cr_assert(eq(int, baton_election_observe_next(o[i], 2000, &ev), BATON_OK), "%d", i);
+        cr_assert(eq(str, ev.leader.value, "v1"));
+    }
+    int after = thread_count();
+    cr_log_info("threads: %d before, %d with %d observers", before, after, OBSERVERS);
+    /* at most the client's engine and its dispatcher, started for the first of them */
+    cr_assert(le(int, after - before, 2), "%d more threads for %d observers", after - before,
+              OBSERVERS);
+    cr_assert(eq(int, baton_election_proclaim(a, "v2"), BATON_OK));
+    cr_assert(eq(int, baton_election_proclaim(a, "v3"), BATON_OK));
+    cr_assert(eq(int, baton_election_resign(a), BATON_OK));
+    static const char *const values[] = {"v2", "v3", "v3"};
+    for (int i = 0; i < OBSERVERS; i++) {
+        struct pollfd p = {fds[i], POLLIN, 0};
+        cr_assert(eq(int, poll(&p, 1, 2000), 1), "observer %d: readable", i);
+        for (int k = 0; k < 3; k++) {
+            cr_assert(eq(int, baton_election_observe_next(o[i], 2000, &ev), BATON_OK));
+            cr_assert(eq(int, (int)ev.change,
+                         (int)(k < 2 ? BATON_ELECTION_PROCLAIMED : BATON_ELECTION_RESIGNED)),
+                      "observer %d, change %d", i, k);
+            cr_assert(eq(str, ev.leader.value, (char *)values[k]), "observer %d", i);
+        }
+        cr_assert(eq(int, baton_election_observe_next(o[i], 0, &ev), BATON_ETIMEDOUT));
+    }
+    int64_t t0 = th_ms();
+    for (int i = 0; i < OBSERVERS; i++)
+        baton_election_close(o[i]);
+    cr_assert(lt(i64, th_ms() - t0, 1000), "close ends the observations");
+    close_all((baton_election *[]){a, NULL}, (baton_client *[]){c, co, NULL});
+}
+
+/* More changes than the queue holds, while nobody reads, and the client's cancel_waits in
+ * the middle: the watcher stops at a full queue and resumes where it stopped, and goes on
+ * after the cancellation; nothing is skipped. cancel_waits through the handle ends a wait
+ * on its queue. */
+Test(election, a_full_queue_and_a_cancel_skip_nothing)
+{
+    baton_client *c = th_client(NULL), *co = th_client(NULL);
+    const char *name = th_tmpname("el");
+    baton_election *a = leader(c, name, "v0"), *o = open_e(co, name);
+    int fd;
+    baton_election_event ev;
+    cr_assert(eq(int, baton_election_observe_fd(o, &fd), BATON_OK));
+    cr_assert(eq(int, baton_election_observe_next(o, 2000, &ev), BATON_OK));
+    cr_assert(eq(str, ev.leader.value, "v0"));
+    char v[16];
+    for (int i = 1; i <= 40; i++) {
+        snprintf(v, sizeof v, "v%d", i);
+        cr_assert(eq(int, baton_election_proclaim(a, v), BATON_OK));
+        if (i == 20)
+            cr_assert(eq(int, baton_client_cancel_waits(co), BATON_OK));
+    }
+    th_sleep_ms(300);
+    for (int i = 1; i <= 40; i++) {
+        snprintf(v, sizeof v, "v%d", i);
+        cr_assert(eq(int, baton_election_observe_next(o, 2000, &ev), BATON_OK), "change %d", i);
+        cr_assert(eq(str, ev.leader.value, v));
+    }
+    obs_arg w = {.e = o};
+    pthread_t t;
+    pthread_create(&t, NULL, observe_thread, &w);
+    th_sleep_ms(100);
+    cr_assert(eq(int, baton_election_cancel_waits(o), BATON_OK));
+    pthread_join(t, NULL);
+    cr_assert(eq(int, w.rc, BATON_ECANCELED));
+    cr_assert(eq(int, baton_election_resign(a), BATON_OK));
+    cr_assert(eq(int, baton_election_observe_next(o, 2000, &ev), BATON_OK));
+    cr_assert(eq(int, (int)ev.change, (int)BATON_ELECTION_RESIGNED));
+    close_all((baton_election *[]){o, a, NULL}, (baton_client *[]){c, co, NULL});
 }

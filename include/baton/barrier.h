@@ -54,7 +54,8 @@ BATON_API void baton_barrier_close(baton_barrier *b);
  * Blocks until the generation trips, timeout_ms (BATON_WAIT_FOREVER: no limit) or the
  * generation breaks. Returns BATON_OK; BATON_ETIMEDOUT (this party gave up: it broke the
  * generation for the others); BATON_EBROKEN (broken: another party died, timed out or
- * was cancelled; or this wait was cancelled); BATON_EINVAL (another party count is in use
+ * was cancelled); BATON_ECANCELED (baton_barrier_cancel_waits, baton_client_cancel_waits
+ * or close: this party left, which broke the generation for the others); BATON_EINVAL (another party count is in use
  * by a generation in progress); BATON_ECONN; BATON_EPROTO; BATON_EPERM.
  */
 BATON_API int baton_barrier_await(baton_barrier *b, int64_t timeout_ms, int64_t *index,
@@ -69,6 +70,15 @@ BATON_API int baton_barrier_leave(baton_barrier *b, int64_t timeout_ms);
  * Either may be NULL. Returns BATON_OK, BATON_EINVAL, BATON_ECONN, BATON_EPROTO.
  */
 BATON_API int baton_barrier_state(baton_barrier *b, int64_t *waiting, int64_t *generation);
+
+/*
+ * Cancels the waits through this handle (a thread in baton_barrier_await, _enter or
+ * _leave returns BATON_ECANCELED, and its arrival breaks the generation for the others, as
+ * a timeout does); waits through other handles go on. Waits that start after the call are
+ * not affected. Never blocks. Returns BATON_OK; BATON_EINVAL (NULL); BATON_ENOTSUP (a
+ * forked copy of the client).
+ */
+BATON_API int baton_barrier_cancel_waits(baton_barrier *b);
 
 /* Returns the barrier's name (borrowed; valid until close), or "" for NULL. */
 BATON_API const char *baton_barrier_name(const baton_barrier *b);

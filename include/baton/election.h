@@ -18,13 +18,16 @@
  * The leadership belongs to the handle, not to a thread: any thread may resign or proclaim.
  * A process that campaigns twice at once for one name uses two handles.
  *
- * Threads: a handle may be used from any thread; campaign, resign and proclaim are
- * serialized on it; baton_election_observe_next() must not run on two threads at once for
- * one handle. baton_election_close() must not run concurrently with other calls on it.
+ * Threads: a handle may be used from any thread; campaign, resign and proclaim take turns
+ * on it (a thread waits for its turn; an asynchronous one finding another in progress
+ * completes with BATON_EINVAL: one campaign at a time per handle); baton_election_observe_next()
+ * must not run on two threads at once for one handle. baton_election_close() must not run
+ * concurrently with other calls on it.
  */
 #ifndef BATON_ELECTION_H
 #define BATON_ELECTION_H
 
+#include <baton/async.h>
 #include <baton/client.h>
 
 #ifdef __cplusplus
@@ -92,6 +95,40 @@ BATON_API int baton_election_campaign(baton_election *e, const char *value, int6
                                       int64_t lease_ms);
 
 /*
+ * Starts baton_election_campaign(e, value, wait_ms, lease_ms) on the client's engine
+ * (include/baton/async.h): returns at once, and fn(e, NULL, rc, arg) runs once when it
+ * completes, with the campaign's results: BATON_OK (this handle leads; its term is
+ * baton_election_term's), BATON_ETIMEDOUT, BATON_ECANCELED (baton_op_cancel,
+ * baton_election_cancel_waits, baton_client_cancel_waits, or a close of the handle or the
+ * client while it waited: no hold and no reservation left), BATON_EINVAL (another campaign,
+ * proclaim or resign of this handle was in progress), or the campaign's errors. value must
+ * stay valid until the callback. Returns BATON_OK (started; *op, if op is not NULL, is the
+ * operation), or, with nothing started and fn never called, BATON_EINVAL (NULL handle or
+ * fn, bad wait, lease or value), BATON_ENOTSUP (forked copy of the client), BATON_ECANCELED
+ * (the client is closing), BATON_ENOMEM.
+ */
+BATON_API int baton_election_campaign_async(baton_election *e, const char *value, int64_t wait_ms,
+                                            int64_t lease_ms, baton_async_fn fn, void *arg,
+                                            baton_op **op);
+
+/*
+ * Starts baton_election_resign(e); completes with its results. Like a lock's release, it is
+ * not cancelled (baton_op_cancel, cancel_waits and close let it run). Returns as
+ * baton_election_campaign_async().
+ */
+BATON_API int baton_election_resign_async(baton_election *e, baton_async_fn fn, void *arg,
+                                          baton_op **op);
+
+/*
+ * Starts baton_election_proclaim(e, value); completes with its results (BATON_ENOTHELD when
+ * this handle does not lead). value must stay valid until the callback. A proclaim is one
+ * round trip, not a wait: cancelled before it runs, it completes with BATON_ECANCELED and
+ * changes nothing. Returns as baton_election_campaign_async().
+ */
+BATON_API int baton_election_proclaim_async(baton_election *e, const char *value, baton_async_fn fn,
+                                            void *arg, baton_op **op);
+
+/*
  * Ends this handle's leadership at once: the lock is released (a standby takes over within
  * a round trip) and RESIGNED is logged for observers, in one script. Returns BATON_OK;
  * BATON_ENOTHELD (not leading: never elected, resigned, or the lease ran out);
@@ -126,7 +163,9 @@ BATON_API int baton_election_leader(baton_election *e, baton_leader *out);
  * if none was ever logged, waits for the first; each later call returns the change after
  * the previous one returned, so none is skipped (the log keeps the last 1000: an observer
  * further behind resumes at the oldest kept). A leader's expiry is found within about its
- * remaining lease (or recheck_ms) by the waiting observer itself.
+ * remaining lease (or recheck_ms) by the waiting observer itself. Once
+ * baton_election_observe_fd() or baton_election_set_observer() was called, it reads the
+ * changes the handle's observation queued.
  *
  * Blocks until a change, timeout_ms (0: just look; BATON_WAIT_FOREVER) or an error.
  * Returns BATON_OK; BATON_ETIMEDOUT; BATON_ECANCELED; BATON_EINVAL; BATON_ECONN;
@@ -138,20 +177,25 @@ BATON_API int baton_election_observe_next(baton_election *e, int64_t timeout_ms,
 /*
  * *fd = a descriptor, owned by the handle, readable while a change waits for
  * baton_election_observe_next() (which then returns at once), for programs built around
- * poll(). The first call starts a thread of the handle's own that observes (the first
- * change it queues is the last one logged, as for observe_next); from then on
- * observe_next reads what it queued (32 changes at most: the thread waits while the
- * queue is full, and resumes where it stopped). Returns BATON_OK, BATON_EINVAL,
- * BATON_ENOMEM.
+ * poll(). The first call starts the handle's observation on the client's engine (its one
+ * thread for every asynchronous operation: observing handles cost no thread each; the
+ * first change it queues is the last one logged, as for observe_next); from then on
+ * observe_next reads what it queued (32 changes at most: the observation pauses while the
+ * queue is full, and resumes where it stopped; baton_client_cancel_waits does not end
+ * it). Returns BATON_OK, BATON_EINVAL, BATON_ENOMEM, BATON_ECANCELED (the client is
+ * closing).
  */
 BATON_API int baton_election_observe_fd(baton_election *e, int *fd);
 
 /*
- * Registers fn(e, ev, arg) to run for every change, in order, on the handle's observing
- * thread (started if need be, as by baton_election_observe_fd); changes then go to fn, not
- * to the queue. fn must not block for long nor call baton_election_close(),
+ * Registers fn(e, ev, arg) to run for every change, in order, on the client's engine thread
+ * (the handle's observation, started if need be, as by baton_election_observe_fd); changes
+ * then go to fn, not to the queue. fn must not block for long (every asynchronous
+ * operation of the client waits behind it) nor call baton_election_close(),
  * baton_election_observe_next() or this function; it may call other baton functions.
- * NULL unregisters (changes queue again). Returns BATON_OK, BATON_EINVAL, BATON_ENOMEM.
+ * NULL unregisters (changes queue again). Neither this function nor observe_next may be
+ * called from a completion callback run on baton's thread (BATON_CALLBACKS_BATON) while
+ * an observer is set. Returns BATON_OK, BATON_EINVAL, BATON_ENOMEM, BATON_ECANCELED.
  */
 BATON_API int baton_election_set_observer(baton_election *e,
                                           void (*fn)(baton_election *, const baton_election_event *,
@@ -173,6 +217,15 @@ BATON_API int baton_election_set_lost_handler(baton_election *e,
  * BATON_ENOMEM.
  */
 BATON_API int baton_election_lost_fd(baton_election *e, int *fd);
+
+/*
+ * Cancels the waits through this handle, as baton_lock_cancel_waits() does for a lock:
+ * a campaign waiting to lead returns BATON_ECANCELED (no hold, no reservation left) and a
+ * blocked baton_election_observe_next() returns BATON_ECANCELED; waits through other
+ * handles go on. Waits that start after the call are not affected. Never blocks. Returns
+ * BATON_OK; BATON_EINVAL (NULL); BATON_ENOTSUP (a forked copy of the client).
+ */
+BATON_API int baton_election_cancel_waits(baton_election *e);
 
 /* Returns the election's name (borrowed; valid until close), or "" for NULL. */
 BATON_API const char *baton_election_name(const baton_election *e);

@@ -41,69 +41,48 @@ typedef struct phase {
     char *state, *parties, *channel;
 } phase;
 
+/* The base's name is the user's; the keys are the phases' (the base's channel is the
+ * cyclic barrier's, unused). */
 struct baton_barrier {
-    baton_client *client;
-    char *name;
+    baton__object base;
     int64_t parties;
     phase ph[2]; /* 0: the cyclic barrier (and the double barrier's enter), 1: leave */
 };
 
-static void phase_free(phase *p)
+/* Each phase's keys, derived and freed by the base. */
+static size_t barrier_keys(baton__object *o, baton__key_spec *k)
 {
-    free(p->state);
-    free(p->parties);
-    free(p->channel);
-}
-
-static int phase_init(phase *p, const char *name, const char *suffix)
-{
-    p->state = baton__derive_key(STATE_PREFIX, name, suffix);
-    p->parties = baton__derive_key(PARTIES_PREFIX, name, suffix);
-    p->channel = baton__derive_key(CHANNEL_PREFIX, name, suffix);
-    return p->state && p->parties && p->channel ? BATON_OK : BATON_ENOMEM;
-}
-
-int baton_barrier_open(baton_client *c, const char *name, int64_t parties, baton_barrier **out)
-{
-    if (out)
-        *out = NULL;
-    if (!c || !out)
-        return BATON_EINVAL;
-    int rc = baton__check_open_name(c, name, "barrier");
-    if (rc != BATON_OK)
-        return rc;
-    if (parties < 2 || parties > MAX_PARTIES)
-        return baton__fail(c, BATON_EINVAL, "barrier %s: parties %lld: must be 2..%d", name,
-                           (long long)parties, MAX_PARTIES);
-    baton_barrier *b = calloc(1, sizeof *b);
-    if (!b)
-        return baton__fail(c, BATON_ENOMEM, "out of memory");
-    b->client = c;
-    b->parties = parties;
-    b->name = baton__strdup(name);
-    if (!b->name || phase_init(&b->ph[0], name, NULL) != BATON_OK ||
-        phase_init(&b->ph[1], name, LEAVE_SUFFIX) != BATON_OK) {
-        baton_barrier_close(b);
-        return baton__fail(c, BATON_ENOMEM, "out of memory");
+    baton_barrier *b = (baton_barrier *)o;
+    for (int i = 0; i < 2; i++) {
+        const char *suffix = i ? LEAVE_SUFFIX : NULL;
+        k[3 * i] = (baton__key_spec){&b->ph[i].state, STATE_PREFIX, suffix};
+        k[3 * i + 1] = (baton__key_spec){&b->ph[i].parties, PARTIES_PREFIX, suffix};
+        k[3 * i + 2] = (baton__key_spec){&b->ph[i].channel, CHANNEL_PREFIX, suffix};
     }
-    *out = b;
+    return 6;
+}
+
+static int barrier_init(baton__object *o, void *parties)
+{
+    ((baton_barrier *)o)->parties = *(int64_t *)parties;
     return BATON_OK;
 }
 
-void baton_barrier_close(baton_barrier *b)
+static const baton__object_kind barrier_kind = {"barrier",    CHANNEL_PREFIX, sizeof(baton_barrier),
+                                                barrier_keys, barrier_init,   NULL};
+
+int baton_barrier_open(baton_client *c, const char *name, int64_t parties, baton_barrier **out)
 {
-    if (!b)
-        return;
-    phase_free(&b->ph[0]);
-    phase_free(&b->ph[1]);
-    free(b->name);
-    free(b);
+    if (c && out && (parties < 2 || parties > MAX_PARTIES)) {
+        *out = NULL;
+        return baton__fail(c, BATON_EINVAL, "barrier %s: parties %lld: must be 2..%d",
+                           name ? name : "", (long long)parties, MAX_PARTIES);
+    }
+    return baton__object_new(c, name, &barrier_kind, &parties, out);
 }
 
-const char *baton_barrier_name(const baton_barrier *b)
-{
-    return b ? b->name : "";
-}
+/* baton_barrier_close, baton_barrier_cancel_waits, baton_barrier_name */
+BATON__OBJECT_COMMON_VERBS(baton_barrier, NULL)
 
 /* ------------------------------- await ----------------------------------------------- */
 
@@ -130,8 +109,8 @@ static int reply_ints(baton_barrier *b, redisReply *r, const char *script, long 
     }
     freeReplyObject(r);
     if (!ok)
-        return baton__fail(b->client, BATON_EPROTO, "barrier %s: unexpected reply to %s", b->name,
-                           script);
+        return baton__fail(b->base.client, BATON_EPROTO, "barrier %s: unexpected reply to %s",
+                           b->base.name, script);
     return BATON_OK;
 }
 
@@ -142,9 +121,9 @@ static int check(awaiting *a, const char *mode)
     const char *keys[3] = {a->p->state, a->p->parties, a->p->channel};
     const char *args[5] = {a->gen_s, a->id, a->lease, mode, STATE_LIFE_MS};
     redisReply *r;
-    int rc = baton__script_run(b->client, SCRIPT(barrier_check), 3, keys, 5, args, &r);
+    int rc = baton__script_run(b->base.client, SCRIPT(barrier_check), 3, keys, 5, args, &r);
     if (rc == BATON_ECONN) /* a look, a renewal or a break: each safe to repeat */
-        rc = baton__script_run(b->client, SCRIPT(barrier_check), 3, keys, 5, args, &r);
+        rc = baton__script_run(b->base.client, SCRIPT(barrier_check), 3, keys, 5, args, &r);
     if (rc != BATON_OK)
         return rc;
     long long v[2] = {0, 0};
@@ -157,10 +136,10 @@ static int check(awaiting *a, const char *mode)
     }
     if (v[0] == 2) {
         a->ended = true;
-        return baton__fail(b->client, BROKEN,
+        return baton__fail(b->base.client, BROKEN,
                            "barrier %s: generation %lld broken: a party died, timed out or was "
                            "cancelled",
-                           b->name, (long long)a->gen);
+                           b->base.name, (long long)a->gen);
     }
     int64_t bound = a->lease_ms / 3;
     if (v[1] >= 0 && v[1] + 5 < bound)
@@ -182,7 +161,7 @@ static int attempt(void *arg, baton__sub *sub)
     const char *args[4] = {n, a->id, a->lease, STATE_LIFE_MS};
     redisReply *r;
     /* Not re-sent after a lost reply: a second arrival would count twice. */
-    int rc = baton__script_run(b->client, SCRIPT(barrier_arrive), 3, keys, 4, args, &r);
+    int rc = baton__script_run(b->base.client, SCRIPT(barrier_arrive), 3, keys, 4, args, &r);
     if (rc != BATON_OK) {
         a->ended = true; /* nothing to leave: the arrival's fate is unknown */
         return rc;
@@ -195,9 +174,9 @@ static int attempt(void *arg, baton__sub *sub)
     }
     if (v[0] == -1) {
         a->ended = true;
-        return baton__fail(b->client, BATON_EINVAL,
+        return baton__fail(b->base.client, BATON_EINVAL,
                            "barrier %s: a generation of %lld parties is in progress (asked %lld)",
-                           b->name, v[1], (long long)b->parties);
+                           b->base.name, v[1], (long long)b->parties);
     }
     a->arrived = true;
     a->index = v[1];
@@ -230,26 +209,35 @@ static const baton__wait_ops barrier_wait = {BATON__SUB_LATCH, BATON__K_LATCH, t
                                              attempt,          bound,          give_up};
 
 static int await_phase(baton_barrier *b, int which, int64_t timeout_ms, int64_t *index,
+                       int64_t *generation);
+
+/* Counted for close from start to end; its wait is cancelled through b (core/ops.h). */
+static int counted_phase(baton_barrier *b, int which, int64_t timeout_ms, int64_t *index,
+                         int64_t *generation)
+{
+    BATON__COUNTED_CALL(b ? b->base.client : NULL, b,
+                        await_phase(b, which, timeout_ms, index, generation));
+}
+
+static int await_phase(baton_barrier *b, int which, int64_t timeout_ms, int64_t *index,
                        int64_t *generation)
 {
-    if (!b)
-        return BATON_EINVAL;
-    int rc = baton__client_enter(b->client);
+    int rc = baton__object_enter((baton__object *)b);
     if (rc != BATON_OK)
         return rc;
     if (baton__check_wait(timeout_ms) != BATON_OK)
-        return baton__fail(b->client, BATON_EINVAL, "timeout_ms %lld", (long long)timeout_ms);
+        return baton__fail(b->base.client, BATON_EINVAL, "timeout_ms %lld", (long long)timeout_ms);
     static atomic_uint_fast64_t arrivals;
-    awaiting a = {.b = b, .p = &b->ph[which], .lease_ms = baton__watchdog_lease(b->client)};
-    snprintf(a.id, sizeof a.id, "%s:%llu", baton_client_id(b->client),
+    awaiting a = {.b = b, .p = &b->ph[which], .lease_ms = baton__watchdog_lease(b->base.client)};
+    snprintf(a.id, sizeof a.id, "%s:%llu", baton_client_id(b->base.client),
              (unsigned long long)atomic_fetch_add(&arrivals, 1));
     snprintf(a.lease, sizeof a.lease, "%lld", (long long)a.lease_ms);
-    rc = baton__wait_for(b->client, &barrier_wait, a.p->channel, timeout_ms, &a);
+    rc = baton__wait_for(b->base.client, &barrier_wait, a.p->channel, timeout_ms, &a);
     if (rc == BATON_ETIMEDOUT)
-        return baton__fail(b->client, rc,
+        return baton__fail(b->base.client, rc,
                            "barrier %s: generation %lld did not trip within %lld ms (it is "
                            "broken for the others)",
-                           b->name, (long long)a.gen, (long long)timeout_ms);
+                           b->base.name, (long long)a.gen, (long long)timeout_ms);
     if (rc == BATON_OK) {
         if (index)
             *index = a.index;
@@ -261,29 +249,27 @@ static int await_phase(baton_barrier *b, int which, int64_t timeout_ms, int64_t 
 
 int baton_barrier_await(baton_barrier *b, int64_t timeout_ms, int64_t *index, int64_t *generation)
 {
-    return await_phase(b, 0, timeout_ms, index, generation);
+    return counted_phase(b, 0, timeout_ms, index, generation);
 }
 
 int baton_barrier_enter(baton_barrier *b, int64_t timeout_ms)
 {
-    return await_phase(b, 0, timeout_ms, NULL, NULL);
+    return counted_phase(b, 0, timeout_ms, NULL, NULL);
 }
 
 int baton_barrier_leave(baton_barrier *b, int64_t timeout_ms)
 {
-    return await_phase(b, 1, timeout_ms, NULL, NULL);
+    return counted_phase(b, 1, timeout_ms, NULL, NULL);
 }
 
 int baton_barrier_state(baton_barrier *b, int64_t *waiting, int64_t *generation)
 {
-    if (!b)
-        return BATON_EINVAL;
-    int rc = baton__client_enter(b->client);
+    int rc = baton__object_enter((baton__object *)b);
     if (rc != BATON_OK)
         return rc;
     const char *argv[5] = {"HMGET", b->ph[0].state, "count", "gen", NULL};
     redisReply *r;
-    rc = baton__query_argv(b->client, 4, argv, &r);
+    rc = baton__query_argv(b->base.client, 4, argv, &r);
     if (rc != BATON_OK)
         return rc;
     bool ok = r->type == REDIS_REPLY_ARRAY && r->elements == 2;
@@ -299,6 +285,6 @@ int baton_barrier_state(baton_barrier *b, int64_t *waiting, int64_t *generation)
     }
     freeReplyObject(r);
     return ok ? BATON_OK
-              : baton__fail(b->client, BATON_EPROTO, "barrier %s: unexpected reply to HMGET",
-                            b->name);
+              : baton__fail(b->base.client, BATON_EPROTO, "barrier %s: unexpected reply to HMGET",
+                            b->base.name);
 }

@@ -371,12 +371,20 @@ static void deliver(baton__evloop *ev, baton_op *op)
     free(op);
 }
 
+/* The completion of an operation nobody waits for (baton__op_spawn): never called. */
+static void no_completion(void *handle, baton_owner *owner, int rc, void *arg)
+{
+    (void)handle, (void)owner, (void)rc, (void)arg;
+}
+
 /* An operation's fiber ended (ev->mu held; may drop it to run the callback). */
 static void finish(baton__evloop *ev, baton_op *op)
 {
     op->eng->live--; /* before the callback, which frees op */
     BATON__UNLINK(op, all_prev, all_next, ev->all);
-    if (ev->mode == BATON_CALLBACKS_BATON && !ev->stop) {
+    if (op->fn == no_completion) { /* nobody waits for it (baton__op_spawn) */
+        free(op);
+    } else if (ev->mode == BATON_CALLBACKS_BATON && !ev->stop) {
         baton__mutex_unlock(&ev->mu);
         deliver(ev, op);
         baton__mutex_lock(&ev->mu);
@@ -892,6 +900,11 @@ int baton__op_start(baton_client *c, void *handle, baton__op_run_fn run, bool is
     if (out)
         *out = op;
     return BATON_OK;
+}
+
+int baton__op_spawn(baton_client *c, void *handle, baton__op_run_fn run, const baton__op_args *args)
+{
+    return baton__op_start(c, handle, run, false, args, no_completion, NULL, NULL);
 }
 
 /* What every start does first: the handle's client usable from here. */

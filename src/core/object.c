@@ -1,6 +1,6 @@
 /*
  * The base of the handles that are not locks (object.h): open, cancel and close, once for
- * the latch, the semaphore and the permits.
+ * the latch, the semaphore, the permits, the election and the barrier.
  */
 #include "object.h"
 
@@ -8,29 +8,61 @@
 #include "keys.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 int baton__object_open(baton_client *c, const char *name, const char *what,
                        const char *channel_prefix, size_t size, bool has_out, baton__object **obj)
 {
+    baton__object_kind kind = {.what = what, .channel_prefix = channel_prefix, .size = size};
     *obj = NULL;
-    if (!c || !has_out)
+    return has_out ? baton__object_new(c, name, &kind, NULL, obj) : BATON_EINVAL;
+}
+
+/* The kind's own keys of o (none without a keys function); how many. */
+static size_t own_keys(baton__object *o, baton__key_spec *k)
+{
+    return o->keys ? o->keys(o, k) : 0;
+}
+
+/* The handle made by baton__object_new (o may be NULL) into the caller's pointer. */
+static int set_out(void *out, baton__object *o, int rc)
+{
+    memcpy(out, &o, sizeof o);
+    return rc;
+}
+
+int baton__object_new(baton_client *c, const char *name, const baton__object_kind *kind, void *arg,
+                      void *out)
+{
+    if (!out)
         return BATON_EINVAL;
-    int rc = baton__check_open_name(c, name, what);
+    set_out(out, NULL, BATON_OK);
+    if (!c)
+        return BATON_EINVAL;
+    int rc = baton__check_open_name(c, name, kind->what);
     if (rc != BATON_OK)
         return rc;
-    baton__object *o = calloc(1, size);
+    baton__object *o = calloc(1, kind->size);
     if (!o)
         return baton__fail(c, BATON_ENOMEM, "out of memory");
     o->client = c;
     o->name = baton__strdup(name);
-    o->channel = baton__derive_key(channel_prefix, name, NULL);
+    o->channel = baton__derive_key(kind->channel_prefix, name, NULL);
     o->request_prefix = baton__derive_key(BATON__KEY_REQUEST, name, ":");
-    if (!o->name || !o->channel || !o->request_prefix) {
+    o->keys = kind->keys;
+    o->cancel = kind->cancel;
+    baton__key_spec k[BATON__MAX_KEYS];
+    bool own = baton__derive_keys(name, k, own_keys(o, k));
+    if (!o->name || !o->channel || !o->request_prefix || !own) {
         baton__object_close(o, NULL);
         return baton__fail(c, BATON_ENOMEM, "out of memory");
     }
-    *obj = o;
-    return BATON_OK;
+    rc = kind->init ? kind->init(o, arg) : BATON_OK;
+    if (rc != BATON_OK) {
+        baton__object_close(o, kind->fini);
+        return rc;
+    }
+    return set_out(out, o, BATON_OK);
 }
 
 int baton__object_enter(baton__object *o)
@@ -40,11 +72,26 @@ int baton__object_enter(baton__object *o)
     return baton__client_enter(o->client);
 }
 
+int baton__object_enter_out(baton__object *o, const void *out, const char *what)
+{
+    int rc = baton__object_enter(o);
+    if (rc == BATON_OK && !out)
+        rc = baton__fail(o->client, BATON_EINVAL, "%s is NULL", what);
+    return rc;
+}
+
+const char *baton__object_name(const baton__object *o)
+{
+    return o ? o->name : "";
+}
+
 int baton__object_cancel_waits(baton__object *o)
 {
     int rc = baton__object_enter(o);
     if (rc == BATON_OK)
         baton__evloop_cancel_handle(o->client, o);
+    if (rc == BATON_OK && o->cancel)
+        o->cancel(o);
     return rc;
 }
 
@@ -58,5 +105,7 @@ void baton__object_close(baton__object *o, void (*fini)(baton__object *o))
     free(o->name);
     free(o->channel);
     free(o->request_prefix);
+    baton__key_spec k[BATON__MAX_KEYS];
+    baton__free_keys(k, own_keys(o, k));
     free(o);
 }

@@ -65,8 +65,9 @@ typedef struct baton__op_args {
     baton_owner *owner; /* the owner the operation acts for, or NULL: the starting thread */
     int64_t wait_ms;    /* checked by baton__op_start */
     int64_t lease_ms;
-    int64_t n;    /* permits */
-    char *id_out; /* where a permit's id goes */
+    int64_t n;         /* permits */
+    char *id_out;      /* where a permit's id goes */
+    const char *value; /* an election's value (the caller keeps it until the callback) */
 } baton__op_args;
 typedef int (*baton__op_run_fn)(void *handle, const baton__op_args *args);
 
@@ -78,5 +79,13 @@ typedef int (*baton__op_run_fn)(void *handle, const baton__op_args *args);
  * Returns BATON_OK, BATON_EINVAL, BATON_ENOMEM or BATON_ECANCELED (the client closing). */
 int baton__op_start(baton_client *c, void *handle, baton__op_run_fn run, bool is_release,
                     const baton__op_args *args, baton_async_fn fn, void *arg, baton_op **op);
+
+/* An operation of the library's own on c's engine: run(handle, args) on a fiber, and no
+ * completion (nothing is queued for baton_client_process; the engine frees it when run
+ * returns). A work that lasts, such as an election's observation: N of them cost fibers,
+ * not threads. Cancelled as any operation (its handle's drop, the client's cancel_waits
+ * and close); handle is only its name there. Returns as baton__op_start. */
+int baton__op_spawn(baton_client *c, void *handle, baton__op_run_fn run,
+                    const baton__op_args *args);
 
 #endif /* BATON_CORE_OPS_H */

@@ -14,8 +14,10 @@
  *               logged; the observer waits on the election's channel, at most until the
  *               leader's lease would end (or recheck_ms), then looks again.
  *
- * Parts that move with the core's refactor (issue 29): the script lookups (SCRIPT below),
- * the key prefixes (the block below), the handle's base.
+ * The handle is a baton__object (core/object.h: its keys from election_kind's table); the
+ * asynchronous verbs hand the engine the blocking ones (baton__op_start), and observe_fd
+ * and set_observer run the observation as an operation of the library's own on the same
+ * engine (baton__op_spawn), not a thread per handle.
  */
 #define _GNU_SOURCE
 #include "../core/prim.h"
@@ -23,7 +25,6 @@
 #include <hiredis/hiredis.h>
 
 #include <fcntl.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +34,7 @@
 
 #define RECORD_PREFIX BATON__KEY_ELECTION          /* the leader's record (hash) */
 #define LOG_PREFIX BATON__KEY_ELECTION_LOG         /* the change log (stream) */
-#define CHANNEL_PREFIX BATON__KEY_ELECTION_CHANNEL /* observers' wake-ups */
+#define CHANNEL_PREFIX BATON__KEY_ELECTION_CHANNEL /* observers' wake-ups (the base's) */
 #define UNLOCK_LATCH_PREFIX BATON__KEY_UNLOCK_LATCH
 #define LOG_CAP "1000"
 #define LOG_BATCH "64"
@@ -42,22 +43,29 @@
 
 /* ------------------------------- the handle ------------------------------------------ */
 
+/* The base's name is the lock hash (the leadership), its channel the observers'. */
 struct baton_election {
-    baton_client *client;
-    char *name;
-    baton_lock *lock;   /* the leadership: Redisson's lock hash at the name */
-    baton_owner *owner; /* whose hold it is: the handle's, not a thread's */
-    char *record_key, *log_key, *channel, *latch_pfx, *meta_key;
-    pthread_mutex_t mu; /* serializes campaign, resign, proclaim */
-    int64_t term;       /* the term this handle leads, 0: none */
-    char cursor[48];    /* observe: the next log id wanted; "" before the first call */
+    baton__object base;
+    char *record_key, *log_key, *latch_pfx, *meta_key;
+    baton_lock *lock;    /* the leadership: Redisson's lock hash at the name */
+    baton_owner *owner;  /* whose hold it is: the handle's, not a thread's */
+    pthread_mutex_t mu;  /* guards term and busy */
+    pthread_cond_t turn; /* busy went false */
+    bool busy;           /* a campaign, proclaim or resign has its turn (take_turn) */
+    int64_t term;        /* the term this handle leads, 0: none */
+    char cursor[48];     /* observe: the next log id wanted; "" before the first call */
     void (*lost_fn)(baton_election *, void *);
     void *lost_arg;
-    /* observation by a thread of the handle's own (observe_fd, set_observer) */
-    pthread_t watcher;
-    bool watching;               /* the thread runs: observe_next reads its queue */
-    atomic_bool stop;            /* asks it to end (close) */
-    pthread_cond_t changed;      /* the queue changed (under mu_q) */
+    /* observation on the client's engine (observe_fd, set_observer): an operation of the
+     * library's own (baton__op_spawn) named by `watch`, not a thread per handle */
+    struct watch {
+        baton_election *e;
+    } watch;
+    bool watching;               /* observe_next reads the queue (under mu_q, as the rest) */
+    bool running;                /* the watching operation runs */
+    bool stop;                   /* close: it ends and does not start again */
+    uint64_t cancels;            /* baton_election_cancel_waits calls: a wait on the queue ends */
+    pthread_cond_t changed;      /* the queue changed */
     pthread_mutex_t mu_q;        /* guards the queue and the observer */
     baton_election_event *queue; /* QUEUE_LEN changes waiting for observe_next */
     int q_head, q_len;
@@ -67,7 +75,18 @@ struct baton_election {
 };
 
 #define QUEUE_LEN 32
-#define WATCH_SLICE_MS 250 /* how long close may wait for the watcher to notice */
+#define WATCH_PAUSE_MS 250 /* after a server error, the watcher looks again this much later */
+
+/* The keys beside the lock hash, derived and freed by the base. */
+static size_t election_keys(baton__object *o, baton__key_spec *k)
+{
+    baton_election *e = (baton_election *)o;
+    k[0] = (baton__key_spec){&e->record_key, RECORD_PREFIX, NULL};
+    k[1] = (baton__key_spec){&e->log_key, LOG_PREFIX, NULL};
+    k[2] = (baton__key_spec){&e->latch_pfx, UNLOCK_LATCH_PREFIX, ":"};
+    k[3] = (baton__key_spec){&e->meta_key, BATON__KEY_LOCK_META, NULL};
+    return 4;
+}
 
 /* The lock's owner field for the handle's owner. */
 static void owner_field(baton_election *e, char *buf, size_t len)
@@ -77,109 +96,92 @@ static void owner_field(baton_election *e, char *buf, size_t len)
     baton__owner_act(prev);
 }
 
-static void free_keys(baton_election *e)
+/* The lock and the owner; the mutexes first: fini destroys them whatever failed. */
+static int election_init(baton__object *o, void *arg)
 {
-    free(e->name);
-    free(e->record_key);
-    free(e->log_key);
-    free(e->channel);
-    free(e->latch_pfx);
-    free(e->meta_key);
+    (void)arg;
+    baton_election *e = (baton_election *)o;
+    e->pipe_fd[0] = e->pipe_fd[1] = -1;
+    baton__mutex_init(&e->mu);
+    baton__cond_init(&e->turn);
+    baton__mutex_init(&e->mu_q);
+    baton__cond_init(&e->changed);
+    int rc = baton_lock_open(o->client, o->name, &e->lock);
+    return rc == BATON_OK ? baton_owner_new(o->client, &e->owner) : rc;
 }
+
+static void election_fini(baton__object *o);
+
+/* A thread waiting on the watcher's queue ends its wait (baton_election_cancel_waits). */
+static void election_cancel(baton__object *o)
+{
+    baton_election *e = (baton_election *)o;
+    baton__mutex_lock(&e->mu_q);
+    e->cancels++;
+    baton__cond_broadcast(&e->changed);
+    baton__mutex_unlock(&e->mu_q);
+}
+
+static const baton__object_kind election_kind = {
+    "election",    CHANNEL_PREFIX, sizeof(baton_election), election_keys,
+    election_init, election_fini,  election_cancel};
 
 int baton_election_open(baton_client *c, const char *name, baton_election **out)
 {
-    if (out)
-        *out = NULL;
-    if (!c || !out)
-        return BATON_EINVAL;
-    int rc = baton__check_open_name(c, name, "election");
-    if (rc != BATON_OK)
-        return rc;
-    baton_election *e = calloc(1, sizeof *e);
-    if (!e)
-        return baton__fail(c, BATON_ENOMEM, "out of memory");
-    e->client = c;
-    e->name = baton__strdup(name);
-    e->record_key = baton__derive_key(RECORD_PREFIX, name, NULL);
-    e->log_key = baton__derive_key(LOG_PREFIX, name, NULL);
-    e->channel = baton__derive_key(CHANNEL_PREFIX, name, NULL);
-    e->latch_pfx = baton__derive_key(UNLOCK_LATCH_PREFIX, name, ":");
-    e->meta_key = baton__derive_key(BATON__KEY_LOCK_META, name, NULL);
-    if (!e->name || !e->record_key || !e->log_key || !e->channel || !e->latch_pfx || !e->meta_key) {
-        free_keys(e);
-        free(e);
-        return baton__fail(c, BATON_ENOMEM, "out of memory");
-    }
-    rc = baton_lock_open(c, name, &e->lock);
-    if (rc == BATON_OK)
-        rc = baton_owner_new(c, &e->owner);
-    if (rc != BATON_OK) {
-        baton_lock_close(e->lock);
-        free_keys(e);
-        free(e);
-        return rc;
-    }
-    baton__mutex_init(&e->mu);
-    baton__mutex_init(&e->mu_q);
-    baton__cond_init(&e->changed);
-    e->pipe_fd[0] = e->pipe_fd[1] = -1;
-    *out = e;
-    return BATON_OK;
+    return baton__object_new(c, name, &election_kind, NULL, out);
 }
 
-void baton_election_close(baton_election *e)
+/* What the election adds to the base, freed at close (after its operations ended). */
+static void election_fini(baton__object *o)
 {
-    if (!e)
-        return;
-    if (e->watching) {
-        atomic_store(&e->stop, true);
+    baton_election *e = (baton_election *)o;
+    bool forked = baton__client_forked(o->client);
+    if (!forked) { /* a child has no engine, and a mutex copied locked would stay so */
         baton__mutex_lock(&e->mu_q);
-        baton__cond_broadcast(&e->changed);
+        e->stop = true; /* the watcher ends, and is not started again */
         baton__mutex_unlock(&e->mu_q);
-        pthread_join(e->watcher, NULL);
+        baton__evloop_drop_handle(o->client, &e->watch);
     }
     if (e->pipe_fd[0] >= 0) {
         close(e->pipe_fd[0]);
         close(e->pipe_fd[1]);
     }
     free(e->queue);
-    if (!baton__client_forked(e->client)) {
-        baton__mutex_destroy(&e->mu_q);
-        baton__cond_destroy(&e->changed);
-    }
     baton_lock_close(e->lock);
     baton_owner_free(e->owner);
-    if (!baton__client_forked(e->client))
+    if (!forked) {
+        baton__mutex_destroy(&e->mu_q);
+        baton__cond_destroy(&e->changed);
         baton__mutex_destroy(&e->mu);
-    free_keys(e);
-    free(e);
+        baton__cond_destroy(&e->turn);
+    }
 }
 
-const char *baton_election_name(const baton_election *e)
-{
-    return e ? e->name : "";
-}
+/* baton_election_close, baton_election_cancel_waits, baton_election_name */
+BATON__OBJECT_COMMON_VERBS(baton_election, election_fini)
 
 static int enter(baton_election *e)
 {
-    return e ? baton__client_enter(e->client) : BATON_EINVAL;
+    return baton__object_enter((baton__object *)e);
 }
 
 /* enter(), and the caller's output pointer `what` is not NULL. */
 static int enter_out(baton_election *e, const void *out, const char *what)
 {
-    int rc = enter(e);
-    if (rc == BATON_OK && !out)
-        rc = baton__fail(e->client, BATON_EINVAL, "%s is NULL", what);
-    return rc;
+    return baton__object_enter_out((baton__object *)e, out, what);
+}
+
+static int not_leading(baton_election *e)
+{
+    return baton__fail(e->base.client, BATON_ENOTHELD, "election %s: this handle does not lead",
+                       e->base.name);
 }
 
 static int check_value(baton_election *e, const char *value)
 {
     if (value && strlen(value) > BATON_ELECTION_MAX_VALUE)
-        return baton__fail(e->client, BATON_EINVAL, "election %s: value over %d bytes", e->name,
-                           BATON_ELECTION_MAX_VALUE);
+        return baton__fail(e->base.client, BATON_EINVAL, "election %s: value over %d bytes",
+                           e->base.name, BATON_ELECTION_MAX_VALUE);
     return BATON_OK;
 }
 
@@ -189,11 +191,11 @@ static int check_value(baton_election *e, const char *value)
  * does not lead) or an error. */
 static int record(baton_election *e, const char *mode, const char *value, int64_t term)
 {
-    baton_client *c = e->client;
+    baton_client *c = e->base.client;
     char owner[BATON__OWNER_LEN], term_s[32];
     owner_field(e, owner, sizeof owner);
     snprintf(term_s, sizeof term_s, "%lld", (long long)term);
-    const char *keys[4] = {e->name, e->record_key, e->log_key, e->channel};
+    const char *keys[4] = {e->base.name, e->record_key, e->log_key, e->base.channel};
     const char *args[6] = {owner,  value ? value : "",      mode,
                            term_s, baton__client_origin(c), LOG_CAP};
     redisReply *r;
@@ -208,10 +210,8 @@ static int record(baton_election *e, const char *mode, const char *value, int64_
     freeReplyObject(r);
     if (!ok)
         return baton__fail(c, BATON_EPROTO, "election %s: unexpected reply to election_proclaim",
-                           e->name);
-    if (!done)
-        return baton__fail(c, BATON_ENOTHELD, "election %s: this handle does not lead", e->name);
-    return BATON_OK;
+                           e->base.name);
+    return done ? BATON_OK : not_leading(e);
 }
 
 /* Called with e->mu held: whether the handle still leads as far as it knows (the lock's
@@ -228,20 +228,64 @@ static bool leads(baton_election *e)
     return true;
 }
 
-int baton_election_campaign(baton_election *e, const char *value, int64_t wait_ms, int64_t lease_ms)
+/* The term this handle leads, as far as it knows; 0: none. */
+static int64_t term_now(baton_election *e)
+{
+    baton__mutex_lock(&e->mu);
+    int64_t term = leads(e) ? e->term : 0;
+    baton__mutex_unlock(&e->mu);
+    return term;
+}
+
+static void set_term(baton_election *e, int64_t term)
+{
+    baton__mutex_lock(&e->mu);
+    e->term = term;
+    baton__mutex_unlock(&e->mu);
+}
+
+/* Campaign, proclaim and resign take turns on a handle (two campaigns of one owner would
+ * re-enter its lock). The turn is a flag, not a mutex held throughout: an asynchronous
+ * operation's fiber yields in its round trips and waits, and a mutex held across a yield
+ * would stop the engine thread of a second one that asked for it. A thread waits for its
+ * turn; a fiber finding another's turn in progress fails with BATON_EINVAL. */
+static int take_turn(baton_election *e)
+{
+    baton__mutex_lock(&e->mu);
+    while (e->busy && !baton__on_fiber())
+        baton__cond_wait_until(&e->turn, &e->mu, BATON__NO_DEADLINE);
+    bool busy = e->busy;
+    e->busy = true;
+    baton__mutex_unlock(&e->mu);
+    if (busy)
+        return baton__fail(e->base.client, BATON_EINVAL,
+                           "election %s: a campaign, proclaim or resign is in progress on this "
+                           "handle (one at a time per handle)",
+                           e->base.name);
+    return BATON_OK;
+}
+
+/* What campaign, proclaim and resign do first: the handle, the value, then the turn. */
+static int enter_turn(baton_election *e, const char *value)
 {
     int rc = enter(e);
     if (rc == BATON_OK)
         rc = check_value(e, value);
-    if (rc != BATON_OK)
-        return rc;
-    baton_client *c = e->client;
+    return rc == BATON_OK ? take_turn(e) : rc;
+}
+
+static int give_turn(baton_election *e, int rc)
+{
     baton__mutex_lock(&e->mu);
-    if (leads(e)) {
-        rc = record(e, "proclaim", value, e->term);
-        baton__mutex_unlock(&e->mu);
-        return rc;
-    }
+    e->busy = false;
+    baton__cond_broadcast(&e->turn);
+    baton__mutex_unlock(&e->mu);
+    return rc;
+}
+
+/* Campaigns until the handle leads (its turn taken): the lock, then the record. */
+static int win(baton_election *e, const char *value, int64_t wait_ms, int64_t lease_ms)
+{
     int64_t deadline = wait_ms < 0 ? BATON__NO_DEADLINE : baton__deadline_after_ms(wait_ms);
     for (;;) {
         int64_t left = wait_ms;
@@ -250,61 +294,69 @@ int baton_election_campaign(baton_election *e, const char *value, int64_t wait_m
             if (left < 0)
                 left = 0;
         }
-        rc = baton_lock_try_acquire_as(e->lock, e->owner, left, lease_ms);
+        int rc = baton_lock_try_acquire_as(e->lock, e->owner, left, lease_ms);
         if (rc != BATON_OK)
-            break;
+            return rc;
         int64_t term = 0;
         rc = baton_lock_fencing_token_as(e->lock, e->owner, &term);
         if (rc == BATON_OK)
             rc = record(e, "elect", value, term);
         if (rc == BATON_OK) {
-            e->term = term;
-            break;
+            set_term(e, term);
+            return BATON_OK;
         }
         /* Lost between the acquire and the record (its lease ran out), or an error: the
          * hold, if any is left, is given back; "lost" campaigns again within the wait. */
         baton_lock_release_as(e->lock, e->owner);
         if (rc != BATON_ENOTHELD || wait_ms == 0 || baton__now_us() >= deadline)
-            break;
+            return rc;
     }
-    baton__mutex_unlock(&e->mu);
+}
+
+static int campaign(baton_election *e, const char *value, int64_t wait_ms, int64_t lease_ms);
+
+/* Counted for close from start to end; its wait is cancelled through e (core/ops.h). */
+int baton_election_campaign(baton_election *e, const char *value, int64_t wait_ms, int64_t lease_ms)
+{
+    BATON__COUNTED_CALL(e ? e->base.client : NULL, e, campaign(e, value, wait_ms, lease_ms));
+}
+
+static int campaign(baton_election *e, const char *value, int64_t wait_ms, int64_t lease_ms)
+{
+    int rc = enter_turn(e, value);
+    if (rc != BATON_OK)
+        return rc;
+    int64_t term = term_now(e);
+    if (term) /* leading already: a proclaim */
+        return give_turn(e, record(e, "proclaim", value, term));
+    rc = give_turn(e, win(e, value, wait_ms, lease_ms));
     if (rc == BATON_ETIMEDOUT)
-        return baton__fail(c, rc, "election %s: not elected within %lld ms", e->name,
-                           (long long)wait_ms);
+        return baton__fail(e->base.client, rc, "election %s: not elected within %lld ms",
+                           e->base.name, (long long)wait_ms);
     return rc;
 }
 
 int baton_election_proclaim(baton_election *e, const char *value)
 {
-    int rc = enter(e);
-    if (rc == BATON_OK)
-        rc = check_value(e, value);
+    int rc = enter_turn(e, value);
     if (rc != BATON_OK)
         return rc;
-    baton__mutex_lock(&e->mu);
-    if (!leads(e))
-        rc = baton__fail(e->client, BATON_ENOTHELD, "election %s: this handle does not lead",
-                         e->name);
-    else
-        rc = record(e, "proclaim", value, e->term);
-    baton__mutex_unlock(&e->mu);
-    return rc;
+    int64_t term = term_now(e);
+    return give_turn(e, term ? record(e, "proclaim", value, term) : not_leading(e));
 }
 
 int baton_election_resign(baton_election *e)
 {
-    int rc = enter(e);
+    int rc = enter_turn(e, NULL);
     if (rc != BATON_OK)
         return rc;
-    baton__mutex_lock(&e->mu);
-    const char *keys[6] = {e->name,       e->lock->channel, e->meta_key,
-                           e->record_key, e->log_key,       e->channel};
+    const char *keys[6] = {e->base.name,  e->lock->channel, e->meta_key,
+                           e->record_key, e->log_key,       e->base.channel};
     uint64_t prev = baton__owner_act(baton_owner_id(e->owner));
     rc = baton__hold_release(e->lock, SCRIPT(election_resign), e->latch_pfx, 6, keys);
     baton__owner_act(prev);
-    e->term = 0;
-    baton__mutex_unlock(&e->mu);
-    return rc;
+    set_term(e, 0);
+    return give_turn(e, rc);
 }
 
 int baton_election_term(baton_election *e, int64_t *term)
@@ -312,14 +364,63 @@ int baton_election_term(baton_election *e, int64_t *term)
     int rc = enter_out(e, term, "term");
     if (rc != BATON_OK)
         return rc;
-    baton__mutex_lock(&e->mu);
-    bool held = leads(e);
-    *term = held ? e->term : 0;
-    baton__mutex_unlock(&e->mu);
-    if (!held)
-        return baton__fail(e->client, BATON_ENOTHELD, "election %s: this handle does not lead",
-                           e->name);
-    return BATON_OK;
+    *term = term_now(e);
+    return *term ? BATON_OK : not_leading(e);
+}
+
+/* ------------------------------- asynchronous forms ---------------------------------- */
+
+/* What an asynchronous operation's fiber runs (async.c): the blocking verbs. */
+static int async_campaign(void *h, const baton__op_args *a)
+{
+    return baton_election_campaign(h, a->value, a->wait_ms, a->lease_ms);
+}
+
+static int async_resign(void *h, const baton__op_args *a)
+{
+    (void)a;
+    return baton_election_resign(h);
+}
+
+static int async_proclaim(void *h, const baton__op_args *a)
+{
+    return baton_election_proclaim(h, a->value);
+}
+
+/* Starts run on the engine for e, after the checks the blocking verb would make first. */
+static int start_op(baton_election *e, baton__op_run_fn run, bool is_release,
+                    const baton__op_args *a, baton_async_fn fn, void *arg, baton_op **op)
+{
+    if (op)
+        *op = NULL;
+    int rc = enter(e);
+    if (rc == BATON_OK)
+        rc = check_value(e, a->value);
+    if (rc == BATON_OK && baton__check_lease(a->lease_ms) != BATON_OK)
+        rc = baton__fail(e->base.client, BATON_EINVAL, "lease_ms %lld", (long long)a->lease_ms);
+    return rc == BATON_OK ? baton__op_start(e->base.client, e, run, is_release, a, fn, arg, op)
+                          : rc;
+}
+
+int baton_election_campaign_async(baton_election *e, const char *value, int64_t wait_ms,
+                                  int64_t lease_ms, baton_async_fn fn, void *arg, baton_op **op)
+{
+    baton__op_args a = {.wait_ms = wait_ms, .lease_ms = lease_ms, .value = value};
+    return start_op(e, async_campaign, false, &a, fn, arg, op);
+}
+
+/* A resign is a release: cancelled or not, it runs (the engine's is_release). */
+int baton_election_resign_async(baton_election *e, baton_async_fn fn, void *arg, baton_op **op)
+{
+    baton__op_args a = {.lease_ms = BATON_LEASE_WATCHDOG};
+    return start_op(e, async_resign, true, &a, fn, arg, op);
+}
+
+int baton_election_proclaim_async(baton_election *e, const char *value, baton_async_fn fn,
+                                  void *arg, baton_op **op)
+{
+    baton__op_args a = {.lease_ms = BATON_LEASE_WATCHDOG, .value = value};
+    return start_op(e, async_proclaim, false, &a, fn, arg, op);
 }
 
 /* ------------------------------- lost ------------------------------------------------ */
@@ -383,19 +484,19 @@ static void set_origin(baton_leader *ld, const char *origin)
 /* One run of election_observe. cursor: as its ARGV[1]. */
 static int observe_once(baton_election *e, const char *cursor, redisReply **out)
 {
-    const char *keys[4] = {e->name, e->record_key, e->log_key, e->channel};
+    const char *keys[4] = {e->base.name, e->record_key, e->log_key, e->base.channel};
     const char *args[3] = {cursor, LOG_BATCH, LOG_CAP};
     redisReply *r;
-    int rc = baton__script_run(e->client, SCRIPT(election_observe), 4, keys, 3, args, &r);
+    int rc = baton__script_run(e->base.client, SCRIPT(election_observe), 4, keys, 3, args, &r);
     if (rc == BATON_ECONN) /* logging an expiry twice is refused by the record's absence */
-        rc = baton__script_run(e->client, SCRIPT(election_observe), 4, keys, 3, args, &r);
+        rc = baton__script_run(e->base.client, SCRIPT(election_observe), 4, keys, 3, args, &r);
     if (rc != BATON_OK)
         return rc;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 6 ||
         r->element[5]->type != REDIS_REPLY_ARRAY) {
         freeReplyObject(r);
-        return baton__fail(e->client, BATON_EPROTO,
-                           "election %s: unexpected reply to election_observe", e->name);
+        return baton__fail(e->base.client, BATON_EPROTO,
+                           "election %s: unexpected reply to election_observe", e->base.name);
     }
     *out = r;
     return BATON_OK;
@@ -493,14 +594,15 @@ static int observe_attempt(void *arg, baton__sub *sub)
     const redisReply *entries = r->element[5];
     int64_t pttl = num(r->element[4]);
     bool leader = num(r->element[0]) > 0;
-    int64_t recheck = baton__client_config(e->client)->recheck_ms;
+    int64_t recheck = baton__client_config(e->base.client)->recheck_ms;
     /* A leader's expiry is announced by nobody: look again when its lease would end. */
     o->bound_ms = leader && pttl >= 0 && pttl + 5 < recheck ? pttl + 5 : recheck;
     rc = BATON_ETIMEDOUT;
     if (entries->elements > 0) {
         char id[48];
         if (!parse_entry(entries->element[0], o->ev, id, sizeof id)) {
-            rc = baton__fail(e->client, BATON_EPROTO, "election %s: malformed log entry", e->name);
+            rc = baton__fail(e->base.client, BATON_EPROTO, "election %s: malformed log entry",
+                             e->base.name);
         } else {
             next_id(id, e->cursor, sizeof e->cursor);
             rc = BATON_OK;
@@ -522,62 +624,112 @@ static int64_t observe_bound(void *arg)
 static const baton__wait_ops observe_wait = {BATON__SUB_LATCH, BATON__K_LATCH, true,
                                              observe_attempt, observe_bound};
 
-/* One observation from the handle's cursor (the watcher thread's, or the caller's). */
-static int observe_next(baton_election *e, int64_t timeout_ms, baton_election_event *ev)
+/* What an observation checks first: the handle, its timeout and where the change goes. */
+static int enter_observe(baton_election *e, int64_t timeout_ms, const baton_election_event *ev)
 {
     int rc = enter_out(e, ev, "ev");
     if (rc == BATON_OK && baton__check_wait(timeout_ms) != BATON_OK)
-        rc = baton__fail(e->client, BATON_EINVAL, "timeout_ms %lld", (long long)timeout_ms);
-    if (rc != BATON_OK)
-        return rc;
-    observing o = {.e = e, .ev = ev, .bound_ms = -1};
-    rc = baton__wait_for(e->client, &observe_wait, e->channel, timeout_ms, &o);
-    if (rc == BATON_ETIMEDOUT)
-        return baton__fail(e->client, rc, "election %s: no change within %lld ms", e->name,
-                           (long long)timeout_ms);
+        rc = baton__fail(e->base.client, BATON_EINVAL, "timeout_ms %lld", (long long)timeout_ms);
     return rc;
 }
 
-/* ------------------------------- observation by a thread ---------------------------- */
-
-/* The watcher: observes in slices (so that close is noticed), hands each change to the
- * observer callback or queues it for observe_next and makes the descriptor readable. */
-static void *watch_main(void *arg)
+/* One observation from the handle's cursor (the watcher thread's, or the caller's). */
+static int observe_next(baton_election *e, int64_t timeout_ms, baton_election_event *ev)
 {
-    baton_election *e = arg;
-    baton_election_event *ev = malloc(sizeof *ev);
-    while (ev && !atomic_load(&e->stop)) {
-        int rc = observe_next(e, WATCH_SLICE_MS, ev);
-        if (rc != BATON_OK) {
-            if (rc != BATON_ETIMEDOUT) { /* a server error: look again after a pause */
-                baton__mutex_lock(&e->mu_q);
-                if (!atomic_load(&e->stop))
-                    baton__cond_wait_until(&e->changed, &e->mu_q,
-                                           baton__deadline_after_ms(WATCH_SLICE_MS));
-                baton__mutex_unlock(&e->mu_q);
-            }
+    int rc = enter_observe(e, timeout_ms, ev);
+    if (rc != BATON_OK)
+        return rc;
+    observing o = {.e = e, .ev = ev, .bound_ms = -1};
+    rc = baton__wait_for(e->base.client, &observe_wait, e->base.channel, timeout_ms, &o);
+    if (rc == BATON_ETIMEDOUT)
+        return baton__fail(e->base.client, rc, "election %s: no change within %lld ms",
+                           e->base.name, (long long)timeout_ms);
+    return rc;
+}
+
+/* ------------------------------- observation on the engine -------------------------- */
+
+/* Hands a change to the observer callback, or queues it for observe_next and makes the
+ * descriptor readable (mu_q held). */
+static void hand_over(baton_election *e, const baton_election_event *ev)
+{
+    if (e->observer) {
+        e->observer(e, ev, e->observer_arg); /* under mu_q: never with a set_observer */
+        return;
+    }
+    e->queue[(e->q_head + e->q_len++) % QUEUE_LEN] = *ev;
+    char b = 1;
+    if (e->q_len == 1 && write(e->pipe_fd[1], &b, 1) < 0) {
+        /* full: readable already */
+    }
+    baton__cond_broadcast(&e->changed);
+}
+
+static int watch_start(baton_election *e);
+
+/* Whether the watcher goes on (mu_q held): not closing, and room for a change. When it
+ * stops for a full queue, observe_next starts it again (watch_resume). */
+static bool watch_goes_on(baton_election *e)
+{
+    e->running = !e->stop && (e->observer || e->q_len < QUEUE_LEN);
+    return e->running;
+}
+
+/* A cancelled watcher's operation ends; a fresh one goes on unless the handle closes. */
+static int watch_again(baton_election *e)
+{
+    baton__mutex_lock(&e->mu_q);
+    e->running = false;
+    baton__mutex_unlock(&e->mu_q);
+    return watch_start(e);
+}
+
+/* The watcher, on a fiber of the client's engine: observes from the handle's cursor and
+ * hands every change over, while there is room. */
+static int watch_run(void *h, const baton__op_args *a)
+{
+    (void)a;
+    baton_election *e = ((struct watch *)h)->e;
+    baton_election_event ev;
+    for (;;) {
+        baton__mutex_lock(&e->mu_q);
+        bool on = watch_goes_on(e);
+        baton__mutex_unlock(&e->mu_q);
+        if (!on)
+            return BATON_OK;
+        int rc = observe_next(e, BATON_WAIT_FOREVER, &ev);
+        if (rc == BATON_ECANCELED) /* the client's cancel_waits, or close */
+            return watch_again(e);
+        if (rc != BATON_OK) { /* a server error: look again after a pause */
+            baton__fiber_sleep_until(baton__deadline_after_ms(WATCH_PAUSE_MS));
             continue;
         }
         baton__mutex_lock(&e->mu_q);
-        while (!e->observer && e->q_len == QUEUE_LEN && !atomic_load(&e->stop))
-            baton__cond_wait_until(&e->changed, &e->mu_q, BATON__NO_DEADLINE);
-        if (e->observer) {
-            e->observer(e, ev, e->observer_arg); /* under mu_q: never with a set_observer */
-        } else if (e->q_len < QUEUE_LEN) {
-            e->queue[(e->q_head + e->q_len++) % QUEUE_LEN] = *ev;
-            char b = 1;
-            if (e->q_len == 1 && write(e->pipe_fd[1], &b, 1) < 0) {
-                /* full: readable already */
-            }
-            baton__cond_broadcast(&e->changed);
-        }
+        hand_over(e, &ev);
         baton__mutex_unlock(&e->mu_q);
     }
-    free(ev);
-    return NULL;
 }
 
-/* Starts the watcher once. Returns BATON_OK or BATON_ENOMEM. */
+/* Starts the watcher's operation unless it runs or the handle closes. BATON_OK or the
+ * start's error (recorded). */
+static int watch_start(baton_election *e)
+{
+    baton__mutex_lock(&e->mu_q);
+    bool start = !e->running && !e->stop;
+    e->running = e->running || start;
+    baton__mutex_unlock(&e->mu_q);
+    baton__op_args a = {.wait_ms = 0};
+    int rc = start ? baton__op_spawn(e->base.client, &e->watch, watch_run, &a) : BATON_OK;
+    if (rc != BATON_OK) {
+        baton__mutex_lock(&e->mu_q);
+        e->running = false;
+        baton__mutex_unlock(&e->mu_q);
+    }
+    return rc;
+}
+
+/* The first observe_fd or set_observer: the queue, its descriptor, then the watcher.
+ * Returns BATON_OK or an error (recorded). */
 static int start_watching(baton_election *e)
 {
     baton__mutex_lock(&e->mu_q);
@@ -586,19 +738,15 @@ static int start_watching(baton_election *e)
         e->queue = calloc(QUEUE_LEN, sizeof *e->queue);
         if (!e->queue || pipe2(e->pipe_fd, O_NONBLOCK | O_CLOEXEC) != 0) {
             e->pipe_fd[0] = e->pipe_fd[1] = -1;
-            rc = BATON_ENOMEM;
-        } else if (pthread_create(&e->watcher, NULL, watch_main, e) != 0) {
-            rc = BATON_ENOMEM;
+            rc = baton__fail(e->base.client, BATON_ENOMEM, "election %s: no memory or pipe",
+                             e->base.name);
         } else {
+            e->watch.e = e;
             e->watching = true;
         }
     }
     baton__mutex_unlock(&e->mu_q);
-    return rc == BATON_OK ? rc
-                          : baton__fail(e->client, rc,
-                                        "election %s: cannot start the "
-                                        "observing thread",
-                                        e->name);
+    return rc == BATON_OK ? watch_start(e) : rc;
 }
 
 int baton_election_observe_fd(baton_election *e, int *fd)
@@ -611,6 +759,17 @@ int baton_election_observe_fd(baton_election *e, int *fd)
     return rc;
 }
 
+/* The observer from now on (under mu_q: never while the old one runs). */
+static void observer_swap(baton_election *e,
+                          void (*fn)(baton_election *, const baton_election_event *, void *),
+                          void *arg)
+{
+    baton__mutex_lock(&e->mu_q);
+    e->observer = fn;
+    e->observer_arg = arg;
+    baton__mutex_unlock(&e->mu_q);
+}
+
 int baton_election_set_observer(baton_election *e,
                                 void (*fn)(baton_election *, const baton_election_event *, void *),
                                 void *arg)
@@ -618,45 +777,65 @@ int baton_election_set_observer(baton_election *e,
     int rc = enter(e);
     if (rc != BATON_OK)
         return rc;
-    baton__mutex_lock(&e->mu_q);
-    e->observer = fn;
-    e->observer_arg = fn ? arg : NULL;
-    baton__cond_broadcast(&e->changed);
-    baton__mutex_unlock(&e->mu_q);
+    observer_swap(e, fn, fn ? arg : NULL);
     return fn ? start_watching(e) : BATON_OK;
 }
 
+/* Takes the next queued change, waiting for one until deadline or a cancellation through
+ * the handle (mu_q held). BATON_OK, BATON_ETIMEDOUT or BATON_ECANCELED. */
+static int dequeue(baton_election *e, int64_t deadline, baton_election_event *ev)
+{
+    uint64_t cancels = e->cancels;
+    while (e->q_len == 0 && e->cancels == cancels)
+        if (baton__cond_wait_until(&e->changed, &e->mu_q, deadline) != 0)
+            return BATON_ETIMEDOUT;
+    if (e->q_len == 0)
+        return BATON_ECANCELED;
+    *ev = e->queue[e->q_head];
+    e->q_head = (e->q_head + 1) % QUEUE_LEN;
+    if (--e->q_len == 0) {
+        char buf[16];
+        while (read(e->pipe_fd[0], buf, sizeof buf) > 0) {
+        }
+    }
+    return BATON_OK;
+}
+
+/* The next change from the watcher's queue; a watcher stopped for a full queue goes on. */
+static int observe_queued(baton_election *e, int64_t timeout_ms, baton_election_event *ev)
+{
+    int rc = dequeue(e, baton__deadline_after_ms(timeout_ms), ev);
+    baton__mutex_unlock(&e->mu_q);
+    if (rc == BATON_OK) { /* the change is the caller's, whether or not the watcher goes on */
+        watch_start(e);
+        return BATON_OK;
+    }
+    if (rc == BATON_ECANCELED)
+        return baton__fail(e->base.client, rc, "election %s: wait cancelled", e->base.name);
+    if (rc == BATON_ETIMEDOUT)
+        return baton__fail(e->base.client, rc, "election %s: no change within %lld ms",
+                           e->base.name, (long long)timeout_ms);
+    return rc;
+}
+
+static int observe_counted(baton_election *e, int64_t timeout_ms, baton_election_event *ev);
+
+/* From the watcher's queue once it runs (a wait of a condition variable, not counted for
+ * the client's close: the handle must be closed first), else observed on this thread. */
 int baton_election_observe_next(baton_election *e, int64_t timeout_ms, baton_election_event *ev)
 {
-    int rc = enter_out(e, ev, "ev");
-    if (rc == BATON_OK && baton__check_wait(timeout_ms) != BATON_OK)
-        rc = baton__fail(e->client, BATON_EINVAL, "timeout_ms %lld", (long long)timeout_ms);
+    int rc = enter_observe(e, timeout_ms, ev);
     if (rc != BATON_OK)
         return rc;
     baton__mutex_lock(&e->mu_q);
-    bool watching = e->watching;
-    if (watching) {
-        int64_t deadline = baton__deadline_after_ms(timeout_ms);
-        while (e->q_len == 0 && rc == BATON_OK)
-            if (baton__cond_wait_until(&e->changed, &e->mu_q, deadline) != 0)
-                rc = BATON_ETIMEDOUT;
-        if (e->q_len > 0) {
-            *ev = e->queue[e->q_head];
-            e->q_head = (e->q_head + 1) % QUEUE_LEN;
-            if (--e->q_len == 0) {
-                char buf[16];
-                while (read(e->pipe_fd[0], buf, sizeof buf) > 0) {
-                }
-            }
-            baton__cond_broadcast(&e->changed);
-            rc = BATON_OK;
-        }
-    }
+    if (e->watching)
+        return observe_queued(e, timeout_ms, ev); /* unlocks mu_q */
     baton__mutex_unlock(&e->mu_q);
-    if (!watching)
-        return observe_next(e, timeout_ms, ev);
-    if (rc == BATON_ETIMEDOUT)
-        return baton__fail(e->client, rc, "election %s: no change within %lld ms", e->name,
-                           (long long)timeout_ms);
-    return rc;
+    return observe_counted(e, timeout_ms, ev);
+}
+
+/* Counted for close from start to end; its wait is cancelled through e (core/ops.h). */
+static int observe_counted(baton_election *e, int64_t timeout_ms, baton_election_event *ev)
+{
+    BATON__COUNTED_CALL(e->base.client, e, observe_next(e, timeout_ms, ev));
 }
