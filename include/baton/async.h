@@ -83,7 +83,8 @@ BATON_API int baton_lock_fencing_token_as(baton_lock *l, baton_owner *o, int64_t
 /* ------------------------------- asynchronous operations ----------------------------- */
 
 /* The completion callback: handle is the object the operation was started on (baton_lock *,
- * baton_semaphore *, baton_latch *, baton_permits *), owner the owner passed (or NULL). */
+ * baton_semaphore *, baton_latch *, baton_permits *, baton_election *: election.h's
+ * _async verbs), owner the owner passed (or NULL). */
 typedef void (*baton_async_fn)(void *handle, baton_owner *owner, int rc, void *arg);
 
 /*
@@ -189,7 +190,8 @@ BATON_API int baton_client_cancel_waits(baton_client *c);
  * Waits through other handles go on (those asleep on a subscription may make one more
  * attempt). Waits that start after the call are not affected. Never blocks. Returns
  * BATON_OK; BATON_EINVAL (NULL); BATON_ENOTSUP (a forked copy of the client; a multi-lock
- * spanning clients: use baton_client_cancel_waits on its members' clients).
+ * spanning clients: use baton_client_cancel_waits on its members' clients). The election's
+ * and the barrier's are declared in election.h and barrier.h.
  */
 BATON_API int baton_lock_cancel_waits(baton_lock *l);
 BATON_API int baton_semaphore_cancel_waits(baton_semaphore *s);
