@@ -88,11 +88,18 @@ const char *baton__object_name(const baton__object *o)
 int baton__object_cancel_waits(baton__object *o)
 {
     int rc = baton__object_enter(o);
-    if (rc == BATON_OK)
-        baton__evloop_cancel_handle(o->client, o);
-    if (rc == BATON_OK && o->cancel)
+    if (rc != BATON_OK)
+        return rc;
+    /* A waiter woken here may close the handle at once (a thread whose wait this ends):
+     * nothing of o is read once one may be awake. The kind's hook first (it wakes the
+     * waiters of its own queue last, under its lock), then the engine's waits, which take o
+     * as an identity only (TSan: the hook read after the engine had woken a latch waiter that
+     * closed its handle). */
+    baton_client *c = o->client;
+    if (o->cancel)
         o->cancel(o);
-    return rc;
+    baton__evloop_cancel_handle(c, o);
+    return BATON_OK;
 }
 
 void baton__object_close(baton__object *o, void (*fini)(baton__object *o))
