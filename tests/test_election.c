@@ -1103,6 +1103,15 @@ static void observed(baton_election *e, const baton_election_event *ev, void *ar
     pthread_mutex_unlock(&s->mu);
 }
 
+/* How many changes the observer callback has seen (it runs on baton's thread). */
+static int seen_count(seen *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int n = s->n;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
 Test(election, the_observe_descriptor_and_the_observer_callback)
 {
     baton_client *c = th_client(NULL), *co = th_client(NULL);
@@ -1129,7 +1138,7 @@ Test(election, the_observe_descriptor_and_the_observer_callback)
     cr_assert(eq(int, (int)ev.change, (int)BATON_ELECTION_PROCLAIMED));
     cr_assert(eq(int, baton_election_observe_next(o, 2000, &ev), BATON_OK));
     cr_assert(eq(int, (int)ev.change, (int)BATON_ELECTION_RESIGNED));
-    for (int i = 0; i < 200 && s.n < 3; i++)
+    for (int i = 0; i < 200 && seen_count(&s) < 3; i++)
         th_sleep_ms(10);
     pthread_mutex_lock(&s.mu);
     cr_assert(eq(int, s.n, 3));
