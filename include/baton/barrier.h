@@ -55,8 +55,8 @@ BATON_API void baton_barrier_close(baton_barrier *b);
  * generation breaks. Returns BATON_OK; BATON_ETIMEDOUT (this party gave up: it broke the
  * generation for the others); BATON_EBROKEN (broken: another party died, timed out or
  * was cancelled); BATON_ECANCELED (baton_barrier_cancel_waits, baton_client_cancel_waits
- * or close: this party left, which broke the generation for the others); BATON_EINVAL (another party count is in use
- * by a generation in progress); BATON_ECONN; BATON_EPROTO; BATON_EPERM.
+ * or close: this party left, which broke the generation for the others); BATON_EINVAL (another
+ * party count is in use by a generation in progress); BATON_ECONN; BATON_EPROTO; BATON_EPERM.
  */
 BATON_API int baton_barrier_await(baton_barrier *b, int64_t timeout_ms, int64_t *index,
                                   int64_t *generation);
