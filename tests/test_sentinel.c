@@ -375,7 +375,9 @@ Test(sentinel, the_client_follows_a_failover_and_keeps_the_holds_that_replicated
     baton_client_close(c);
 }
 
-static baton_client *synced_client(int replicas, int64_t timeout_ms)
+/* A client of the deployment with sync_replicas (watchdog_ms 0: the default lease); no
+ * assertion, for forked children. */
+static int open_synced(int replicas, int64_t timeout_ms, int64_t watchdog_ms, baton_client **c)
 {
     baton_options o;
     baton_options_init(&o);
@@ -384,8 +386,16 @@ static baton_client *synced_client(int replicas, int64_t timeout_ms)
     o.command_timeout_ms = 1000;
     o.sync_replicas = replicas;
     o.sync_timeout_ms = timeout_ms;
+    if (watchdog_ms)
+        o.watchdog_ms = watchdog_ms;
+    return baton_client_open(&o, c);
+}
+
+static baton_client *synced_client(int replicas, int64_t timeout_ms)
+{
     baton_client *c = NULL;
-    cr_assert(eq(int, baton_client_open(&o, &c), BATON_OK), "%s", baton_open_errmsg());
+    cr_assert(eq(int, open_synced(replicas, timeout_ms, 0, &c), BATON_OK), "%s",
+              baton_open_errmsg());
     return c;
 }
 
@@ -635,17 +645,9 @@ static int contend(void *arg)
     /* No Criterion assertion in a forked child (its report waits for an answer that never
      * comes: the child hung and held ctest's pipe). The open may meet the master killed or
      * not yet promoted: try again for 30 s. */
-    baton_options o;
-    baton_options_init(&o);
-    o.url = dep.url;
-    o.connect_timeout_ms = 500;
-    o.command_timeout_ms = 1000;
-    o.sync_replicas = 1;
-    o.sync_timeout_ms = 1000;
-    if (contend_watchdog_ms)
-        o.watchdog_ms = contend_watchdog_ms;
     baton_client *c = NULL;
-    for (int64_t t0 = th_ms(); baton_client_open(&o, &c) != BATON_OK; th_sleep_ms(50))
+    for (int64_t t0 = th_ms(); open_synced(1, 1000, contend_watchdog_ms, &c) != BATON_OK;
+         th_sleep_ms(50))
         if (th_ms() - t0 > 30000)
             return 1;
     baton_lock *l;

@@ -889,19 +889,6 @@ static void snet_heal(void)
         sh("ip netns exec %s tc filter del dev e0 parent 1: prio 1", snet_ns[i]);
 }
 
-static bool snet_ping(int port)
-{
-    redisContext *r = connect_port(port, 300);
-    if (!r)
-        return false;
-    redisReply *rep = redisCommand(r, "PING");
-    bool ok = rep && rep->type == REDIS_REPLY_STATUS;
-    if (rep)
-        freeReplyObject(rep);
-    redisFree(r);
-    return ok;
-}
-
 static int snet_port(void)
 {
     unsigned short r = 0;
@@ -928,7 +915,7 @@ static bool snet_start(void)
         n->pid = spawn_server(n);
         bool up = false;
         for (int k = 0; k < 200 && !up; k++) {
-            up = snet_ping(n->port);
+            up = ping(n->port);
             if (!up)
                 sleep_ms(25);
         }
