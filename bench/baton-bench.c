@@ -71,6 +71,7 @@ static struct {
     bool leases; /* --leases: s3 takes permit leases (baton_permits), not counts */
     bool async;  /* --async: s2, s2f, s3 from one thread's event loop (run_async) */
     int64_t lease_ms, watchdog_ms;
+    int64_t starve_ms;  /* the client's starve_ms (0: the library's default) */
     double duration;    /* > 0: run until this many seconds passed instead of K each */
     char prefix[64];    /* every key of this run starts with it */
     int sync_replicas;  /* --sync-replicas N: baton_options.sync_replicas */
@@ -278,6 +279,7 @@ static baton_client *client_open(void)
     o.sync_replicas = opt.sync_replicas;
     if (opt.watchdog_ms > 0)
         o.watchdog_ms = opt.watchdog_ms;
+    o.starve_ms = opt.starve_ms;
     baton_client *c;
     int rc = baton_client_open(&o, &c);
     if (rc != BATON_OK)
@@ -2014,6 +2016,7 @@ static void usage(void)
     fprintf(stderr, "usage: baton-bench --port P --scenario s1|s1m|s2|s2f|s3|s4|s5|s6 [--n N]\n"
                     "       [--workers W] [--k K] [--permits P] [--think-ms T] [--processes]\n"
                     "       [--max-seconds S] [--lease-ms L] [--watchdog-ms W] [--duration S]\n"
+                    "       [--starve-ms MS (the plain lock's starvation bound)]\n"
                     "       [--periods N] [--tls-port P --tls-ca FILE]\n"
                     "       [--sync-replicas N] [--leases] [--async] [--groups G]\n"
                     "       [--hold-ms H] [--primitive lock|fairlock|semaphore (s6)]\n"
@@ -2088,6 +2091,9 @@ static bool number_option(int ch, const char *arg)
     case 'W':
         opt.watchdog_ms = arg_long(arg, "--watchdog-ms", 3);
         break;
+    case 'S':
+        opt.starve_ms = arg_long(arg, "--starve-ms", 1);
+        break;
     case 'd':
         opt.duration = (double)arg_long(arg, "--duration", 1);
         break;
@@ -2128,6 +2134,7 @@ static const char *parse_args(int argc, char **argv)
                                           {"max-seconds", required_argument, NULL, 'm'},
                                           {"lease-ms", required_argument, NULL, 'l'},
                                           {"watchdog-ms", required_argument, NULL, 'W'},
+                                          {"starve-ms", required_argument, NULL, 'S'},
                                           {"duration", required_argument, NULL, 'd'},
                                           {"periods", required_argument, NULL, 'r'},
                                           {"leases", no_argument, NULL, 'E'},

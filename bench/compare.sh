@@ -1,5 +1,6 @@
 #!/bin/sh
-# bench/compare.sh OLD_BENCH NEW_BENCH [--rounds N] [--out FILE]
+# bench/compare.sh OLD_BENCH NEW_BENCH [--rounds N] [--out FILE] [--scenarios FILE]
+#                  [--new-args ARGS]
 #
 # Compares two builds of bench/baton-bench (say, main and a branch) on ONE private
 # redis-server on a free loopback port, in alternating rounds (old, new, old, new, ...),
@@ -8,6 +9,9 @@
 # over rounds (ops/s old, new, new/old, then the other figures as "old / new"), the date,
 # the two trees' commits (from $OLD_TREE / $NEW_TREE, else the tree above each binary's
 # build dir) and the command line; --out FILE writes the same text to FILE.
+# --scenarios FILE replaces the scenario list (lines "name|baton-bench arguments");
+# --new-args ARGS are added to the new build's arguments only (one option of the new
+# build against the old default, e.g. --new-args "--starve-ms 10").
 #
 # Each binary runs with LD_LIBRARY_PATH set to its own build dir (dirname of dirname of the
 # binary), in case it links libbaton dynamically. A figure a build does not print (an
@@ -16,17 +20,20 @@ set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 cmdline="bench/compare.sh $*"
 usage() {
-    echo "usage: bench/compare.sh OLD_BENCH NEW_BENCH [--rounds N] [--out FILE]" >&2
+    echo "usage: bench/compare.sh OLD_BENCH NEW_BENCH [--rounds N] [--out FILE]" \
+        "[--scenarios FILE] [--new-args ARGS]" >&2
     exit 2
 }
 [ $# -ge 2 ] || usage
 old=$1 new=$2
 shift 2
-rounds=4 out=
+rounds=4 out= scenario_file= new_args=
 while [ $# -gt 0 ]; do
     case $1 in
         --rounds) [ $# -ge 2 ] || usage; rounds=$2; shift 2 ;;
         --out) [ $# -ge 2 ] || usage; out=$2; shift 2 ;;
+        --scenarios) [ $# -ge 2 ] && [ -r "$2" ] || usage; scenario_file=$2; shift 2 ;;
+        --new-args) [ $# -ge 2 ] || usage; new_args=$2; shift 2 ;;
         *) usage ;;
     esac
 done
@@ -92,6 +99,7 @@ s2 processes|--scenario s2 --workers 8 --n 1600 --processes
 s3|--scenario s3 --workers 16 --permits 4 --n 3000
 s2 async|--scenario s2 --workers 8 --n 1600 --async
 s3 async|--scenario s3 --workers 16 --permits 4 --n 3000 --async'
+[ -z "$scenario_file" ] || scenarios=$(grep -v '^[[:space:]]*\(#\|$\)' "$scenario_file")
 
 : >"$work/lines"
 failed=0
@@ -99,10 +107,10 @@ r=1
 while [ $r -le "$rounds" ]; do
     echo "$scenarios" | while IFS='|' read -r name args; do
         for side in old new; do
-            if [ $side = old ]; then b=$old d=$olddir; else b=$new d=$newdir; fi
-            # shellcheck disable=SC2086 # args is a word list
+            if [ $side = old ]; then b=$old d=$olddir extra=; else b=$new d=$newdir extra=$new_args; fi
+            # shellcheck disable=SC2086 # args and extra are word lists
             if LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" RESULTS_JSONL='' \
-                "$b" --port "$port" $args >"$work/one.out" 2>"$work/one.err"; then
+                "$b" --port "$port" $args $extra >"$work/one.out" 2>"$work/one.err"; then
                 line=$(grep -m1 ' ops_per_s=' "$work/one.out" || :)
                 printf '%s|%s|%s|%s\n' "$side" "$name" "$r" "$line" >>"$work/lines"
                 say "round $r $side $name: $(echo "$line" | grep -o 'ops_per_s=[^ ]*')"
