@@ -61,7 +61,8 @@ struct baton_op {
     bool release;
     void *handle;
     baton__op_args args; /* args.owner: the owner it acts for, or NULL */
-    uint64_t owner_id;   /* what its fiber acts for: the owner's id, or the starting thread's */
+    uint64_t owner_id;   /* what its fiber acts for: the owner's id, or the starting thread's;
+                          * kept across each yield (fiber_yield) */
     baton_async_fn fn;
     void *arg;
     int rc;
@@ -316,8 +317,12 @@ static void fiber_yield(baton_op *op)
 {
     engine *ev = op->eng;
     bool back = op->state != ST_DONE;
-    if (back)
+    if (back) {
         snprintf(op->errsave, sizeof op->errsave, "%s", baton_client_errmsg(op->ev->c));
+        /* whom it acts for now (a verb "_as" an owner may yield inside): fiber_enter
+         * gives it back, whatever the fibers that run meanwhile act for */
+        op->owner_id = baton__owner_act(0);
+    }
 #ifdef BATON_ASAN
     __sanitizer_start_switch_fiber(op->state == ST_DONE ? NULL : &op->asan_fake, ev->main_bottom,
                                    ev->main_size);

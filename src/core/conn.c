@@ -416,6 +416,7 @@ int baton__conn_wait_fd(int fd, short events, int64_t deadline_us)
 static bool take_bytes(baton__conn *k, const char *buf, size_t n)
 {
     k->last_read_us = baton__now_us();
+    k->sent_unread = false;
     if (!guard_scan(k, buf, n))
         return false;
     if (redisReaderFeed(k->reader, buf, n) != REDIS_OK) {
@@ -487,9 +488,10 @@ int baton__conn_flush_until(baton__conn *k, int64_t deadline_us)
         }
         short want;
         ssize_t n = io_write(k, k->out + k->off, k->len - k->off, &want);
-        if (n > 0)
+        if (n > 0) {
             k->off += (size_t)n;
-        else if (n == IO_AGAIN && !baton__conn_wait_fd(k->fd, want, deadline_us))
+            k->sent_unread = true;
+        } else if (n == IO_AGAIN && !baton__conn_wait_fd(k->fd, want, deadline_us))
             baton__conn_set_err(k, "could not send within the timeout");
     }
     return k->broken ? BATON_ECONN : BATON_OK;
@@ -533,6 +535,17 @@ int baton__conn_read_until(baton__conn *k, int64_t deadline_us, redisReply **out
         }
         short want;
         bool block = may_block && left >= BATON__READ_SLICE_MS * 1000;
+        if (!may_block && k->sent_unread && !k->ssl) {
+            /* On a fiber, a reply to what was just sent is not there yet: a recv() now
+             * would find nothing (EAGAIN) and cost a system call per round trip. The
+             * engine's one poll() for all its fibers says when it is. Over TLS the
+             * library may hold decrypted bytes the socket does not show: it reads first. */
+            k->sent_unread = false;
+            if (!baton__conn_wait_fd(k->fd, POLLIN, deadline_us)) {
+                read_timed_out(k);
+                break;
+            }
+        }
         ssize_t n = baton__conn_io_read(k, buf, sizeof buf, &want, block);
         if (n > 0)
             take_bytes(k, buf, (size_t)n);

@@ -51,6 +51,8 @@ struct baton__conn {
     int64_t pending;          /* replies still due to commands appended (blocking use) */
     int64_t round_us;         /* deadline of the round trip being read; 0: none open */
     int64_t round_wait_us;    /* a WAIT in it may hold its reply this long on the server */
+    bool sent_unread;         /* bytes were sent and nothing was read since (a fiber then
+                               * waits for the socket before it reads: conn.c) */
     char errstr[160];
 };
 
