@@ -2092,7 +2092,7 @@ static bool number_option(int ch, const char *arg)
         opt.watchdog_ms = arg_long(arg, "--watchdog-ms", 3);
         break;
     case 'S':
-        opt.starve_ms = arg_long(arg, "--starve-ms", 1);
+        opt.starve_ms = arg_long(arg, "--starve-ms", -1);
         break;
     case 'd':
         opt.duration = (double)arg_long(arg, "--duration", 1);
