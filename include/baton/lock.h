@@ -22,7 +22,7 @@
  * channel per client, however many threads wait) and sleeps until the unlock message or
  * the holder's remaining lease, whichever comes first, then tries again. The plain lock
  * is unfair like Redisson's (a newcomer may take a free lock before a waiter), within a
- * bound: a waiter that has waited the client's starve_ms (100 ms by default) reserves it
+ * bound: a waiter that has waited the client's starve_ms (5 ms by default) reserves it
  * ("baton_lock_next:{NAME}", 50 ms, renewed by the waiter's attempts every 25 ms), and
  * the next time it is free it is that waiter's. Redisson's clients do not see the
  * reservation.

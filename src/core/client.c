@@ -38,7 +38,7 @@
  * cut the threads' rate to 0.37x (every reservation wakes all of a process's waiters), 100 ms
  * to 0.71x, with max waits 190 and 130 ms against 330; with 8 processes 20 ms and 100 ms
  * kept the rate (0.93x, 1.01x), max 25 and 102 ms against 169-360. */
-#define DEFAULT_STARVE_MS 100
+#define DEFAULT_STARVE_MS 5
 #define DEFAULT_POOL_SIZE 16
 #define DEFAULT_KEEPALIVE_MS 15000
 #define MIN_WATCHDOG_MS 30 /* renewal every 10 ms: tests go this low, nobody should */
