@@ -120,7 +120,7 @@ typedef struct baton_options {
     /* The plain lock's starvation bound: a waiter that has waited this long reserves the
      * lock, and the next time it is free it goes to that waiter before any newcomer (the
      * releasing thread included), as Go's sync.Mutex hands itself to a starved waiter.
-     * Redisson's own clients do not see the reservation. 0: 5 ms (before 0.4: 100 ms; see
+     * Redisson's own clients do not see the reservation. 0: 5 ms (0.1.0: 100 ms; see
      * docs/ARCHITECTURE.md for the figures behind it); BATON_STARVE_NEVER: no
      * reservation (Redisson's RLock: a waiter may lose every race for its whole wait). */
     int64_t starve_ms;

@@ -449,7 +449,7 @@ static int64_t parse_int(const char *s, size_t len, bool *ok)
 }
 
 /* How many waiters a message on a channel of this kind wakes (refs: all of them; -1: the
- * favoured thread alone, see wakeups_for). */
+ * favoured thread alone, see baton__sub_favour). */
 static int64_t wakeups_for(baton__sub_kind kind, const char *payload, size_t len, int refs,
                            int favoured, bool one_thread)
 {
@@ -480,11 +480,19 @@ void baton__sub_favour(baton__sub *s, int delta)
         return;
     bool fiber = baton__on_fiber();
     baton__mutex_lock(&s->d->mu);
+    bool own_end =
+        s->one_thread && delta < 0 && !fiber && pthread_equal(s->favoured_by, pthread_self());
     s->one_thread = s->favoured == 0 && delta > 0 && !fiber;
     s->favoured += delta;
     if (s->one_thread)
         s->favoured_by = pthread_self();
-    s->fwake = false; /* kept for a waiter whose reservation ended, or was made since */
+    if (s->fwake) {
+        s->fwake = false;
+        /* Kept for the thread whose reservation now ends: for nobody. Kept for a thread
+         * no longer told apart (a second waiter favoured meanwhile): everyone re-checks. */
+        if (!own_end)
+            add_permits(s, s->refs);
+    }
     baton__mutex_unlock(&s->d->mu);
 }
 
