@@ -33,11 +33,11 @@
 #define DEFAULT_WATCHDOG_MS 30000
 #define DEFAULT_FAIR_WAIT_MS 5000
 #define DEFAULT_RECHECK_MS 1000
-/* The plain lock's starvation bound (src/lock/lock.c): past the waits of ordinary
- * contention. s2 with 8 threads on one client and no think time (bench/RESULTS.md): 20 ms
- * cut the threads' rate to 0.37x (every reservation wakes all of a process's waiters), 100 ms
- * to 0.71x, with max waits 190 and 130 ms against 330; with 8 processes 20 ms and 100 ms
- * kept the rate (0.93x, 1.01x), max 25 and 102 ms against 169-360. */
+/* The plain lock's starvation bound (src/lock/lock.c). s2, 8 workers, no think time
+ * (bench/RESULTS.md, issue 30's second round, once a reserved unlock woke only the thread
+ * it was for): 5 ms gave a max wait of 14-20 ms and a p99 of 9.5-10.9 ms (100 ms: 101-155
+ * ms max) at 1.00-1.13x the rate with threads and 0.89-0.90x with processes; 3 ms was no
+ * better. The price: 50 processes on one lock wait longer at the tail (docs/ARCHITECTURE.md). */
 #define DEFAULT_STARVE_MS 5
 #define DEFAULT_POOL_SIZE 16
 #define DEFAULT_KEEPALIVE_MS 15000
