@@ -31,7 +31,7 @@ static void setup(void)
     th_sentinel_attach(&dep);
 }
 
-TestSuite(sentinel, .init = setup, .timeout = 90);
+TestSuite(sentinel, .init = setup, .timeout = 180);
 
 /* Who the sentinel at port says is master, asserting the reply decodes. */
 static baton__addr master_per(int port)
@@ -102,19 +102,12 @@ Test(sentinel, every_sentinel_names_the_master_and_its_peers)
     cr_assert(eq(int, role_of(dep.sentinels[0], NULL), BATON__ROLE_SENTINEL));
 }
 
-/* Forces a failover through sentinel 0 while sentinel 1's +switch-master is watched, and
- * returns the new master's port once ROLE says so. */
-static int fail_over(void)
+/* Asks sentinel 0 for a failover, again while it refuses (NOGOODSLAVE, INPROG while the
+ * sentinel still settles). */
+static void ask_failover(int64_t t0)
 {
-    redisContext *sub = th_redis_port(dep.sentinels[1]);
-    /* A failover takes 1-3 s here, and over 5 s (the helper's read timeout) when CI runs a
-     * history's servers and clients beside this program: it is its outcome that counts. */
-    redisSetTimeout(sub, (struct timeval){30, 0});
-    freeReplyObject(th_cmd(sub, "SUBSCRIBE +switch-master"));
-    baton__addr before = master_per(dep.sentinels[0]);
     redisContext *r = th_redis_port(dep.sentinels[0]);
-    int64_t t0 = th_ms();
-    for (;;) { /* refused (NOGOODSLAVE, INPROG) while the sentinel still settles: again */
+    for (;;) {
         redisReply *rep = th_cmd(r, "SENTINEL FAILOVER mymaster");
         bool refused = rep->type == REDIS_REPLY_ERROR;
         if (refused)
@@ -125,22 +118,48 @@ static int fail_over(void)
         th_sleep_ms(100);
     }
     redisFree(r);
-    void *msg = NULL;
-    cr_assert(eq(int, redisGetReply(sub, &msg), REDIS_OK), "no +switch-master");
-    redisReply *m = msg;
-    cr_assert(eq(int, (int)m->elements, 3));
-    baton__addr to;
-    cr_assert(eq(int,
-                 baton__sentinel_switch(m->element[2]->str, m->element[2]->len, "mymaster", &to),
-                 BATON_OK),
-              "%s", m->element[2]->str);
+}
+
+/* Forces a failover through sentinel 0 while sentinel 1's +switch-master is watched, and
+ * returns the new master's port once ROLE says so. A failover that sentinel accepted can
+ * still end without a switch (aborted: CI's ASan phase saw none in 30 s once, with every
+ * other program running beside it): if none is heard in 15 s and the master did not
+ * change, the deployment settles and the failover is asked again, up to 3 times. */
+static int fail_over(void)
+{
+    baton__addr before = master_per(dep.sentinels[0]), to = {"", 0};
+    int64_t t0 = th_ms();
+    for (int attempt = 0;; attempt++) {
+        redisContext *sub = th_redis_port(dep.sentinels[1]);
+        redisSetTimeout(sub, (struct timeval){15, 0});
+        freeReplyObject(th_cmd(sub, "SUBSCRIBE +switch-master"));
+        ask_failover(th_ms());
+        void *msg = NULL;
+        bool heard = redisGetReply(sub, &msg) == REDIS_OK;
+        redisFree(sub);
+        if (heard) {
+            redisReply *m = msg;
+            cr_assert(eq(int, (int)m->elements, 3));
+            cr_assert(
+                eq(int,
+                   baton__sentinel_switch(m->element[2]->str, m->element[2]->len, "mymaster", &to),
+                   BATON_OK),
+                "%s", m->element[2]->str);
+            freeReplyObject(m);
+            break;
+        }
+        to = master_per(dep.sentinels[0]);
+        if (to.port != before.port)
+            break; /* it switched; the message was missed */
+        cr_assert(lt(int, attempt, 2), "no +switch-master after 3 failovers asked");
+        cr_log_warn("no +switch-master 15 s after SENTINEL FAILOVER: asked again");
+        wait_replica_synced();
+    }
     cr_assert(ne(int, to.port, before.port));
-    freeReplyObject(m);
-    redisFree(sub);
-    while (role_of(to.port, NULL) != BATON__ROLE_MASTER && th_ms() - t0 < 20000)
+    while (role_of(to.port, NULL) != BATON__ROLE_MASTER && th_ms() - t0 < 80000)
         th_sleep_ms(20);
     cr_assert(eq(int, role_of(to.port, NULL), BATON__ROLE_MASTER));
-    cr_assert(le(i64, th_ms() - t0, 20000), "the failover took %lld ms", (long long)(th_ms() - t0));
+    cr_assert(le(i64, th_ms() - t0, 80000), "the failover took %lld ms", (long long)(th_ms() - t0));
     for (int i = 0; i < 3; i++) /* every sentinel agrees in the end */
         for (int tries = 0; master_per(dep.sentinels[i]).port != to.port; tries++) {
             cr_assert(lt(int, tries, 500), "sentinel %d never learnt the new master", i);
