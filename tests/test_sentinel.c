@@ -125,7 +125,16 @@ static void ask_failover(int64_t t0)
  * still end without a switch (aborted: CI's ASan phase saw none in 30 s once, with every
  * other program running beside it): if none is heard in 15 s and the master did not
  * change, the deployment settles and the failover is asked again, up to 3 times. */
+static int fail_over_then(void (*again)(void *), void *arg);
+
 static int fail_over(void)
+{
+    return fail_over_then(NULL, NULL);
+}
+
+/* As fail_over; again(arg), if not NULL, runs before a failover is asked a second time
+ * (a test that set the replica apart sets it apart again: a resync may have undone it). */
+static int fail_over_then(void (*again)(void *), void *arg)
 {
     baton__addr before = master_per(dep.sentinels[0]), to = {"", 0};
     int64_t t0 = th_ms();
@@ -154,6 +163,8 @@ static int fail_over(void)
         cr_assert(lt(int, attempt, 2), "no +switch-master after 3 failovers asked");
         cr_log_warn("no +switch-master 15 s after SENTINEL FAILOVER: asked again");
         wait_replica_synced();
+        if (again)
+            again(arg);
     }
     cr_assert(ne(int, to.port, before.port));
     while (role_of(to.port, NULL) != BATON__ROLE_MASTER && th_ms() - t0 < 80000)
@@ -453,6 +464,27 @@ Test(sentinel, sync_replicas_refuses_a_lock_no_replica_confirmed_and_leaves_it_f
     baton_client_close(c);
 }
 
+/* Two holds "not replicated": gone from the replica alone (a writable replica keeps its
+ * own writes), once the third has replicated. */
+typedef struct apart {
+    int replica;
+    const char *n1, *n2, *n3;
+} apart;
+
+static void set_apart(void *arg)
+{
+    apart *a = arg;
+    redisContext *r = th_redis_port(a->replica);
+    for (int i = 0; th_cmd_int(r, "EXISTS %s", a->n3) == 0; i++) {
+        cr_assert(lt(int, i, 250), "never replicated");
+        th_sleep_ms(20);
+    }
+    freeReplyObject(th_cmd(r, "CONFIG SET replica-read-only no"));
+    freeReplyObject(th_cmd(r, "DEL %s %s", a->n1, a->n2));
+    freeReplyObject(th_cmd(r, "CONFIG SET replica-read-only yes"));
+    redisFree(r);
+}
+
 Test(sentinel, holds_the_new_master_lacks_are_reported_lost_and_the_others_kept)
 {
     wait_replica_synced();
@@ -471,19 +503,9 @@ Test(sentinel, holds_the_new_master_lacks_are_reported_lost_and_the_others_kept)
     baton_lock_lost_fd(renewed, &fd1);
     baton_lock_lost_fd(leased, &fd2);
     baton_lock_lost_fd(kept, &fd3);
-    /* as if those two acquisitions had not replicated: gone from the replica alone (a
-     * writable replica keeps its own writes) */
-    redisContext *r = th_redis_port(replica);
-    for (int i = 0; th_cmd_int(r, "EXISTS %s", n3) == 0; i++) {
-        cr_assert(lt(int, i, 250), "never replicated");
-        th_sleep_ms(20);
-    }
-    freeReplyObject(th_cmd(r, "CONFIG SET replica-read-only no"));
-    freeReplyObject(th_cmd(r, "DEL %s %s", n1, n2));
-    freeReplyObject(th_cmd(r, "CONFIG SET replica-read-only yes"));
-    redisFree(r);
-
-    int promoted = fail_over();
+    apart a = {replica, n1, n2, n3};
+    set_apart(&a);
+    int promoted = fail_over_then(set_apart, &a);
     cr_assert(eq(int, promoted, replica));
     struct pollfd p[3] = {{fd1, POLLIN, 0}, {fd2, POLLIN, 0}, {fd3, POLLIN, 0}};
     int64_t t0 = th_ms();
