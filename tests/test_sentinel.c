@@ -161,7 +161,8 @@ static int fail_over_then(void (*again)(void *), void *arg)
         if (to.port != before.port)
             break; /* it switched; the message was missed */
         cr_assert(lt(int, attempt, 2), "no +switch-master after 3 failovers asked");
-        cr_log_warn("no +switch-master 15 s after SENTINEL FAILOVER: asked again");
+        /* not cr_log_warn: Criterion 2.4.1 exits 1 after a warning, the tests all passed */
+        fprintf(stderr, "sentinel: no +switch-master 15 s after SENTINEL FAILOVER: asked again\n");
         wait_replica_synced();
         if (again)
             again(arg);
