@@ -124,16 +124,9 @@ static void ask_failover(int64_t t0)
  * returns the new master's port once ROLE says so. A failover that sentinel accepted can
  * still end without a switch (aborted: CI's ASan phase saw none in 30 s once, with every
  * other program running beside it): if none is heard in 15 s and the master did not
- * change, the deployment settles and the failover is asked again, up to 3 times. */
-static int fail_over_then(void (*again)(void *), void *arg);
-
-static int fail_over(void)
-{
-    return fail_over_then(NULL, NULL);
-}
-
-/* As fail_over; again(arg), if not NULL, runs before a failover is asked a second time
- * (a test that set the replica apart sets it apart again: a resync may have undone it). */
+ * change, the deployment settles, again(arg) runs if not NULL (a test that set the replica
+ * apart sets it apart again: a resync may have undone it) and the failover is asked again,
+ * up to 3 times. */
 static int fail_over_then(void (*again)(void *), void *arg)
 {
     baton__addr before = master_per(dep.sentinels[0]), to = {"", 0};
@@ -178,6 +171,11 @@ static int fail_over_then(void (*again)(void *), void *arg)
             th_sleep_ms(20);
         }
     return to.port;
+}
+
+static int fail_over(void)
+{
+    return fail_over_then(NULL, NULL);
 }
 
 Test(sentinel, a_failover_is_announced_and_the_new_master_says_so)
