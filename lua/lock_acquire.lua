@@ -1,59 +1,91 @@
--- lock_acquire: take or re-enter a reentrant lock (Redisson's RLock layout), with a
--- reservation for a waiter that has waited too long (baton's starvation bound).
+-- lock_acquire: take or re-enter a reentrant lock (Redisson's RLock layout), or take a place
+-- in the line of waiters that have waited too long (baton's starvation bound, lib/line.lua).
 -- KEYS[1]  the lock: a hash at the lock's name, field <owner> -> hold count
 -- KEYS[2]  the fencing-token counter, redisson_lock_token:{name}, never expires
--- KEYS[3]  baton's reservation baton_lock_next:{name}: the owner field of the one waiter
---          the next free lock goes to, with a short life (ARGV[4]); Redisson's clients do
---          not know it (they may still take a free lock first: they did before, too)
+-- KEYS[3]  baton's reservation, baton_lock_next:{name} (lib/line.lua)
+-- KEYS[4]  baton's line, baton_lock_line:{name} (lib/line.lua)
 -- ARGV[1]  lease in milliseconds (PEXPIRE of the hash)
 -- ARGV[2]  owner field, "<client-uuid>:<thread-id>"
--- ARGV[3]  "1": the caller has waited past the starvation bound and may reserve; "0": not
--- ARGV[4]  how long a reservation lasts, in ms (renewed by each attempt of its waiter)
+-- ARGV[3]  "0": never join the line (a try, or a client without the bound); "1": join it
+--          if it is not empty (a waiter: newcomers queue behind starved waiters); "2":
+--          join it (a starved waiter, or one in the line already: keeps its place)
+-- ARGV[4]  the lock's channel, redisson_lock__channel:{name} (a waiter in the line hears
+--          ARGV[4]:<owner>)
+-- ARGV[5]  how long the line lasts after its last join or look, in ms
 -- Returns  {1, token}  acquired; token is the new fencing token (the counter, incremented)
 --          {2, token}  re-entered by the owner; token is unchanged (the outer hold's)
 --          {0, pttl}   held by another owner; pttl = its remaining lease in ms (-1: none)
 --          {3, pttl}   free, but reserved for another waiter for pttl ms more
---          {4, pttl}   held by another owner, and reserved for the caller: pttl as {0}
+--          {5, rank}   not taken; the caller is in the line, rank waiters before it
 -- A key of another type at KEYS[1] or KEYS[2] (or a token that is not an integer) fails
--- with WRONGTYPE (ERR) before anything is written; one at KEYS[3] is no reservation. Uncontended, this is 4 commands: EXISTS (of the lock and
--- the reservation in one), INCR, HINCRBY, PEXPIRE.
+-- with WRONGTYPE (ERR) before anything is written; one at KEYS[3] or KEYS[4] is none.
+-- Uncontended, this is 4 commands: EXISTS (of the lock, the reservation and the line in
+-- one), INCR, HINCRBY, PEXPIRE.
+-- uses: line
 local function take()
     local token = redis.call('incr', KEYS[2])
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
     return {1, token}
 end
-local present = redis.call('exists', KEYS[1], KEYS[3])
-if present == 0 then
+local function join()
+    local t = redis.call('time')
+    local r = redis.pcall('zadd', KEYS[4], 'NX', t[1] * 1000000 + t[2], ARGV[2])
+    if type(r) == 'table' and r.err then
+        return nil -- a line of another type: none
+    end
+    redis.call('pexpire', KEYS[4], ARGV[5])
+    local rank = redis.pcall('zrank', KEYS[4], ARGV[2]) -- refused by an ACL: 0, not a failure
+    return {5, type(rank) == 'number' and rank or 0}
+end
+if redis.call('exists', KEYS[1], KEYS[3], KEYS[4]) == 0 then
     return take()
 end
-if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    -- the token is read before the first write: a key of another type fails here
+-- The token, read before the first write where a write comes before its INCR: a key of
+-- another type fails here. Returns it, or nil after a reply that says what is wrong.
+local function token_read()
     local token = redis.call('get', KEYS[2])
     if token ~= false and not string.match(token, '^-?%d+$') then
-        return redis.error_reply('ERR the fencing-token counter is not an integer')
+        return nil
+    end
+    return token or '0'
+end
+local NOT_INTEGER = 'ERR the fencing-token counter is not an integer'
+if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    local token = token_read()
+    if token == nil then
+        return redis.error_reply(NOT_INTEGER)
     end
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
-    return {2, tonumber(token or '0')}
+    return {2, tonumber(token)}
 end
--- a reservation of another type is none, and is left alone (pcall)
-local next = redis.pcall('get', KEYS[3])
-local reserved = type(next) == 'string'
-if present == 1 and next ~= false then
-    -- the lock is free: only the reservation (or a key of another type there) exists
-    if not reserved then
+if redis.call('exists', KEYS[1]) == 0 then
+    -- free: it goes to the waiter it is reserved for, else to the line's first
+    if token_read() == nil then
+        return redis.error_reply(NOT_INTEGER)
+    end
+    local nxt = redis.pcall('get', KEYS[3])
+    local mine = nxt == ARGV[2]
+    if nxt == false then
+        nxt = promote(KEYS[3], KEYS[4], ARGV[4], ARGV[2])
+    elseif type(nxt) ~= 'string' then
+        nxt = nil -- a key of another type: no reservation, and no line is served from it
+    end
+    if nxt == nil or nxt == ARGV[2] then
+        if mine then
+            redis.call('del', KEYS[3])
+        end
         return take()
     end
-    if next == ARGV[2] then
-        redis.call('del', KEYS[3])
-        return take()
-    end
-    return {3, redis.call('pttl', KEYS[3])}
+    local pttl = redis.call('pttl', KEYS[3])
+    return ARGV[3] ~= '0' and join() or {3, pttl}
 end
 -- held by another owner
-if next == ARGV[2] or (next == false and ARGV[3] == '1') then
-    redis.call('set', KEYS[3], ARGV[2], 'px', ARGV[4])
-    return {4, redis.call('pttl', KEYS[1])}
+if ARGV[3] == '2' or (ARGV[3] == '1' and redis.pcall('exists', KEYS[4]) == 1) then
+    local joined = join()
+    if joined then
+        return joined
+    end
 end
 return {0, redis.call('pttl', KEYS[1])}

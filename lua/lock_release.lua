@@ -1,6 +1,7 @@
 -- lock_release: release one hold of a reentrant lock, idempotently per request id.
 -- flags: allow-oom (it only shrinks or extends what is stored, and writes at most a small
---        request latch with a TTL: it runs at maxmemory under noeviction; Redis >= 7)
+--        request latch with a TTL and a reservation of RESERVE_MS: it runs at maxmemory
+--        under noeviction; Redis >= 7)
 -- KEYS[1]  the lock hash: the only key declared. While a Cluster slot migrates, Redis
 --          answers TRYAGAIN to a script whose declared keys are not all on the node (the
 --          channel and the latch never are), for as long as the migration lasts; the lock
@@ -11,38 +12,50 @@
 -- ARGV[2]  lease in ms re-applied when holds remain (the lease the lock was taken with)
 -- ARGV[3]  owner field, "<client-uuid>:<thread-id>"
 -- ARGV[4]  the lock's channel, redisson_lock__channel:{name}
--- ARGV[5]  how long the latch remembers the outcome, in ms
--- ARGV[6]  the unlock latch, redisson_unlock_latch:{name}:<request-id>: remembers this
+-- ARGV[5]  baton's reservation, baton_lock_next:{name} (lib/line.lua)
+-- ARGV[6]  baton's line, baton_lock_line:{name} (lib/line.lua)
+-- ARGV[7]  how long the latch remembers the outcome, in ms
+-- ARGV[8]  the unlock latch, redisson_unlock_latch:{name}:<request-id>: remembers this
 --          request's outcome, so a retry after a lost reply returns the first result (not
 --          while the slot migrates: the latch may then be out of reach)
--- ARGV[7]  "0": the request's first attempt (no latch can exist yet: it is not read);
+-- ARGV[9]  "0": the request's first attempt (no latch can exist yet: it is not read);
 --          "1": a retry
--- Uncontended, the last hold's release is 5 commands: HEXISTS, HINCRBY, DEL, PUBLISH, SET.
+-- Uncontended, the last hold's release is 5 commands: HGET, DEL, PUBLISH, EXISTS (of the
+-- line), SET.
 -- Returns  nil  the owner holds nothing (never held, released, or expired)
 --          0    one hold released, holds remain (lease re-applied)
---          1    the last hold released: the key is deleted and "0" published
+--          1    the last hold released: the key is deleted and "0" published; the first
+--               waiter of the line (if any, and none holds the reservation) gets it
 -- A PUBLISH that the server's ACL refuses (pcall) leaves the writes before it in place: the
 -- outcome is then returned inside an error reply, BATON_UNPUBLISHED <outcome> <what>
 -- <channel length> <channel> <server's error>, which the library turns back into the
 -- outcome with a warning (client.c, unpublished()). A waiter not told finds out at its
 -- recheck.
--- uses: publish (lua/lib/publish.lua, put in front of this script by the build)
-if ARGV[7] ~= '0' then
-    local done = redis.pcall('get', ARGV[6])
+-- uses: publish
+-- uses: line
+if ARGV[9] ~= '0' then
+    local done = redis.pcall('get', ARGV[8])
     if type(done) == 'string' then
         return tonumber(done)
     end
 end
-if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+local count = redis.call('hget', KEYS[1], ARGV[3])
+if count == false then
     return nil
 end
-local holds = redis.call('hincrby', KEYS[1], ARGV[3], -1)
-if holds > 0 then
+if not string.match(count, '^-?%d+$') then
+    redis.call('hincrby', KEYS[1], ARGV[3], -1) -- fails, before any write: not an integer
+end
+if tonumber(count) > 1 then
+    redis.call('hincrby', KEYS[1], ARGV[3], -1)
     redis.call('pexpire', KEYS[1], ARGV[2])
-    redis.pcall('set', ARGV[6], 0, 'px', ARGV[5])
+    redis.pcall('set', ARGV[8], 0, 'px', ARGV[7])
     return 0
 end
 redis.call('del', KEYS[1])
 publish(ARGV[4], ARGV[1])
-redis.pcall('set', ARGV[6], 1, 'px', ARGV[5])
+if redis.pcall('exists', ARGV[6]) == 1 and redis.pcall('exists', ARGV[5]) == 0 then
+    promote(ARGV[5], ARGV[6], ARGV[4], nil)
+end
+redis.pcall('set', ARGV[8], 1, 'px', ARGV[7])
 return reply(1, 'released')

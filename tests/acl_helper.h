@@ -11,8 +11,9 @@
 #define ACL_RULE_COMMANDS                                                                          \
     "-@all +ping +info +evalsha +eval +subscribe +unsubscribe +exists +hexists +hget +get "        \
     "+pttl +del +type +time +incr +incrby +decr +decrby +set +hset +hincrby +hdel +hlen +hkeys "   \
-    "+pexpire +lindex +lpop +rpush +lrem +lrange +zadd +zrem +zscore +zmscore +zcard +zrange "     \
-    "+zrangebyscore +zremrangebyscore +hgetall +publish +pubsub|numsub +scan +client|setname"
+    "+pexpire +lindex +lpop +rpush +lrem +lrange +zadd +zrem +zscore +zmscore +zcard +zrank "      \
+    "+zpopmin +zrange +zrangebyscore +zremrangebyscore +hgetall +publish +pubsub|numsub +scan "    \
+    "+client|setname"
 /* docs/security.md, "Per-tenant scoping", for names P... */
 #define ACL_RULE_SCOPE "resetkeys resetchannels ~P* ~*{P*}* &*{P*}*"
 /* docs/security.md, "Sentinel" (data nodes), "Cluster" and "sync_replicas" */

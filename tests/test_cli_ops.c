@@ -221,6 +221,7 @@ Test(cli_ops, list_leaves_out_election_barrier_and_client_record_keys)
     freeReplyObject(th_cmd(rc, "ZADD baton_barrier_parties:{%s:ba} 1 x", p));
     freeReplyObject(th_cmd(rc, "SET baton_client:{%s:id} host:1", p));
     freeReplyObject(th_cmd(rc, "SET baton_lock_next:{%s:el} owner:1", p));
+    freeReplyObject(th_cmd(rc, "ZADD baton_lock_line:{%s:el} 1 owner:2", p));
     cli_result r;
     cli_exec(&r, ARGS("list", "--json"));
     cr_assert(eq(int, r.status, 0), "%s", r.err);

@@ -132,46 +132,56 @@ Test(cluster, a_real_moved_reply_names_the_owner)
 }
 
 /* The fair lock's side hash of holders' origins (baton_lock_meta:{name}) and the plain
- * lock's reservation (baton_lock_next:{name}) share the lock's slot, so a Cluster node runs
- * the scripts that touch them: the acquires name them as keys, the watchdog's renewal
- * derives the side hash from the lock's name (undeclared, same slot). */
+ * lock's line and reservation (baton_lock_line:{name}, baton_lock_next:{name}) share the
+ * lock's slot, so a Cluster node runs the scripts that touch them: the acquires name them
+ * as keys, the watchdog's renewal derives the side hash from the lock's name (undeclared,
+ * same slot). */
 Test(cluster, scripts_reach_the_side_keys_in_the_locks_slot)
 {
     const char *names[] = {"origin-plain", "{origin-tag}:job"};
     for (size_t i = 0; i < 2; i++) {
         const char *name = names[i];
-        char meta[64], token[64], next[64], queue[64], timeout[64], channel[80];
+        char meta[64], token[64], next[64], line[64], queue[64], timeout[64], channel[80];
         bool tagged = strchr(name, '{') != NULL;
         const char *fmt = tagged ? "%s%s" : "%s{%s}";
         snprintf(meta, sizeof meta, fmt, "baton_lock_meta:", name);
         snprintf(token, sizeof token, fmt, "redisson_lock_token:", name);
         snprintf(next, sizeof next, fmt, "baton_lock_next:", name);
+        snprintf(line, sizeof line, fmt, "baton_lock_line:", name);
         snprintf(queue, sizeof queue, fmt, "redisson_lock_queue:", name);
         snprintf(timeout, sizeof timeout, fmt, "redisson_lock_timeout:", name);
         snprintf(channel, sizeof channel, fmt, "redisson_lock__channel:", name);
         int slot = baton__key_slot(name, strlen(name));
         cr_assert(eq(int, baton__key_slot(meta, strlen(meta)), slot), "%s", meta);
         cr_assert(eq(int, baton__key_slot(next, strlen(next)), slot), "%s", next);
+        cr_assert(eq(int, baton__key_slot(line, strlen(line)), slot), "%s", line);
         int port = th_cluster_master_of(&cluster, slot);
         cr_assert(gt(int, port, 0));
         redisContext *r = th_redis_port(port);
         const baton__script *acq = baton__script_find("lock_acquire");
         const baton__script *fair = baton__script_find("fairlock_acquire");
         const baton__script *renew = baton__script_find("lock_renew");
-        /* the plain lock: held by owner:1; owner:2, starving, reserves it */
-        redisReply *rep = th_cmd(r, "EVAL %b 3 %s %s %s 1000 owner:1 0 50", acq->body, acq->len,
-                                 name, token, next);
+        /* the plain lock: held by owner:1; owner:2, starving, queues; a force release
+         * reserves the lock for it */
+        const baton__script *force = baton__script_find("lock_force_release");
+        redisReply *rep = th_cmd(r, "EVAL %b 4 %s %s %s %s 1000 owner:1 0 %s 10000", acq->body,
+                                 acq->len, name, token, next, line, channel);
         cr_assert(eq(int, rep->type, REDIS_REPLY_ARRAY), "%s", rep->str);
         freeReplyObject(rep);
-        rep = th_cmd(r, "EVAL %b 3 %s %s %s 1000 owner:2 1 50", acq->body, acq->len, name, token,
-                     next);
+        rep = th_cmd(r, "EVAL %b 4 %s %s %s %s 1000 owner:2 2 %s 10000", acq->body, acq->len, name,
+                     token, next, line, channel);
         cr_assert(eq(int, rep->type, REDIS_REPLY_ARRAY), "%s", rep->str);
-        cr_assert(eq(i64, rep->element[0]->integer, 4), "reserved for owner:2");
+        cr_assert(eq(i64, rep->element[0]->integer, 5), "owner:2 in the line");
+        freeReplyObject(rep);
+        cr_assert(eq(i64, th_cmd_int(r, "ZCARD %s", line), 1));
+        rep = th_cmd(r, "EVAL %b 4 %s %s %s %s 0", force->body, force->len, name, channel, next,
+                     line);
+        cr_assert(eq(int, rep->type, REDIS_REPLY_INTEGER), "%s", rep->str);
         freeReplyObject(rep);
         rep = th_cmd(r, "GET %s", next);
         cr_assert(eq(str, rep->str, "owner:2"));
         freeReplyObject(rep);
-        freeReplyObject(th_cmd(r, "DEL %s %s %s", name, next, token));
+        freeReplyObject(th_cmd(r, "DEL %s %s %s %s", name, next, line, token));
         /* the fair lock: its side hash, renewed with the lock */
         rep = th_cmd(r, "EVAL %b 6 %s %s %s %s %s %s 1000 owner:1 5000 0 host-a:42", fair->body,
                      fair->len, name, queue, timeout, token, channel, meta);

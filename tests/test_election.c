@@ -191,8 +191,11 @@ Test(election, cancel_waits_ends_a_campaign_and_an_observation_of_that_handle_on
     cr_assert(eq(int, baton_election_term(b2, &term), BATON_OK));
     cr_assert(eq(int, baton_election_term(b, &term), BATON_ENOTHELD));
     cr_assert(eq(int, baton_election_resign(b2), BATON_OK));
-    cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s baton_lock_next:{%s}", name, name), 0),
-              "no hold and no reservation left");
+    cr_assert(
+        eq(i64,
+           th_cmd_int(r, "EXISTS %s baton_lock_next:{%s} baton_lock_line:{%s}", name, name, name),
+           0),
+        "no hold, no reservation and no place in the line left");
 
     /* an observer waiting for a change */
     baton_election_event ev;
@@ -449,8 +452,10 @@ Test(election, cancel_or_close_while_campaigning_async_leaves_nothing)
         cr_assert(eq(int, d.rc, BATON_ECANCELED), "way %d", how);
         cr_assert(lt(i64, d.at - t0, 300), "way %d", how);
         cr_assert(eq(i64, th_cmd_int(r, "HLEN %s", name), 1), "way %d: only a's hold", how);
-        cr_assert(eq(i64, th_cmd_int(r, "EXISTS baton_lock_next:{%s}", name), 0),
-                  "way %d: no reservation left", how);
+        cr_assert(eq(i64,
+                     th_cmd_int(r, "EXISTS baton_lock_next:{%s} baton_lock_line:{%s}", name, name),
+                     0),
+                  "way %d: no reservation and no place in the line left", how);
         if (how < 2)
             baton_election_close(b);
     }

@@ -755,26 +755,6 @@ static void *wait_for_it(void *p)
     return NULL;
 }
 
-/* A waiter thread that takes the lock, says so, and releases when told. */
-typedef struct keeper {
-    baton_lock *l;
-    atomic_int holding, may_release;
-    int rc;
-} keeper;
-
-static void *keep_until_told(void *p)
-{
-    keeper *k = p;
-    k->rc = baton_lock_try_acquire(k->l, 10000, 10000);
-    if (k->rc == BATON_OK) {
-        atomic_store(&k->holding, 1);
-        while (!atomic_load(&k->may_release))
-            th_sleep_ms(1);
-        baton_lock_release(k->l);
-    }
-    return NULL;
-}
-
 static uint64_t lock_attempts(baton_client *c)
 {
     baton_stats st;
@@ -782,74 +762,245 @@ static uint64_t lock_attempts(baton_client *c)
     return st.kind[BATON_KIND_LOCK].attempts;
 }
 
-/* The unlock that ends a reservation goes to the thread it is for, not to every waiter of
- * its process (issue 30: eight threads on one client lost 30-60 % of their rate to each
- * reservation waking all of them, each refused but the one). Five threads of one client
- * wait; the first has reserved the lock: the release makes it alone try again. */
-Test(lock, an_unlock_goes_to_the_reserving_thread_alone, .timeout = 60)
+/* A client of its own (a process, as far as waking goes) taking the lock ROUNDS times. */
+enum { ROUNDS = 12 };
+typedef struct rounds_run {
+    baton_client *c;
+    baton_lock *l;
+    int rc, done;
+} rounds_run;
+
+static void *take_rounds(void *p)
 {
-    baton_options o;
-    baton_options_init(&o);
-    o.starve_ms = 50;
-    baton_client *ch = th_client(NULL), *cw = th_client(&o);
+    rounds_run *w = p;
+    for (int i = 0; i < ROUNDS && w->rc == BATON_OK; i++) {
+        w->rc = baton_lock_try_acquire(w->l, 20000, 10000);
+        if (w->rc != BATON_OK)
+            break;
+        th_sleep_ms(2);
+        w->rc = baton_lock_release(w->l);
+        w->done += w->rc == BATON_OK;
+    }
+    return NULL;
+}
+
+/* A release hands the lock to the first waiter of the line alone, not to a race every
+ * waiting process joins and all but one lose (issue 30: 50 processes on one plain lock
+ * made 28-47 attempts per acquisition). Six clients, each its own dispatcher as a process
+ * has, take one lock 12 times each with no pause between rounds; once the line has formed
+ * each acquisition costs the attempt that queues, the one after subscribing and the one
+ * that takes. */
+Test(lock, a_release_goes_to_the_first_of_the_line_alone, .timeout = 60)
+{
+    enum { N = 6 };
+    const char *name = th_tmpname("line");
+    rounds_run w[N];
+    pthread_t t[N];
+    for (int i = 0; i < N; i++) {
+        w[i] = (rounds_run){.c = th_client(NULL)};
+        cr_assert(eq(int, baton_lock_open(w[i].c, name, &w[i].l), BATON_OK));
+    }
+    for (int i = 0; i < N; i++)
+        cr_assert(eq(int, pthread_create(&t[i], NULL, take_rounds, &w[i]), 0));
+    uint64_t tried = 0;
+    int taken = 0;
+    for (int i = 0; i < N; i++) {
+        pthread_join(t[i], NULL);
+        cr_assert(eq(int, w[i].rc, BATON_OK), "client %d: %s", i, baton_err_name(w[i].rc));
+        taken += w[i].done;
+        tried += lock_attempts(w[i].c);
+        baton_lock_close(w[i].l);
+        baton_client_close(w[i].c);
+    }
+    cr_assert(eq(int, taken, N *ROUNDS));
+    double per = (double)tried / taken;
+    cr_assert(le(dbl, per, 4.0), "%.2f attempts per acquisition (%llu for %d)", per,
+              (unsigned long long)tried, taken);
+}
+
+/* One waiter of its own client: takes the lock, notes its turn, holds 5 ms, releases. */
+typedef struct turn_run {
+    baton_client *c;
+    baton_lock *l;
+    int64_t wait_ms;
+    atomic_int *turns;
+    int turn, rc;
+    int64_t done_ms;
+} turn_run;
+
+static void *take_a_turn(void *p)
+{
+    turn_run *w = p;
+    w->turn = -1;
+    w->rc = baton_lock_try_acquire(w->l, w->wait_ms, 10000);
+    w->done_ms = th_ms();
+    if (w->rc == BATON_OK) {
+        w->turn = atomic_fetch_add(w->turns, 1);
+        th_sleep_ms(5);
+        w->rc = baton_lock_release(w->l);
+    }
+    return NULL;
+}
+
+static void turn_open(turn_run *w, const char *name, int64_t wait_ms, atomic_int *turns)
+{
+    *w = (turn_run){.c = th_client(NULL), .wait_ms = wait_ms, .turns = turns};
+    cr_assert(eq(int, baton_lock_open(w->c, name, &w->l), BATON_OK));
+}
+
+static void turn_close(turn_run *w)
+{
+    baton_lock_close(w->l);
+    baton_client_close(w->c);
+}
+
+static long long line_length(redisContext *r, const char *name)
+{
+    return th_cmd_int(r, "ZCARD baton_lock_line:{%s}", name);
+}
+
+/* Waiters of a lock held long queue once starved, without waiting for a release, and get
+ * it in the order they came (each its own client, as processes are): the release is not
+ * a race among them. */
+Test(lock, waiters_of_a_long_hold_get_the_lock_in_the_order_they_came, .timeout = 60)
+{
+    enum { N = 4 };
+    baton_client *ch = th_client(NULL);
     redisContext *r = th_redis();
-    const char *name = th_tmpname("favour");
+    const char *name = th_tmpname("order");
     baton_lock *h;
     cr_assert(eq(int, baton_lock_open(ch, name, &h), BATON_OK));
     cr_assert(eq(int, baton_lock_try_acquire(h, 0, 10000), BATON_OK));
-    enum { N = 5 };
-    keeper k[N];
+    atomic_int turns = 0;
+    turn_run w[N];
     pthread_t t[N];
     for (int i = 0; i < N; i++) {
-        k[i] = (keeper){0};
-        cr_assert(eq(int, baton_lock_open(cw, name, &k[i].l), BATON_OK));
+        turn_open(&w[i], name, 20000, &turns);
+        cr_assert(eq(int, pthread_create(&t[i], NULL, take_a_turn, &w[i]), 0));
+        int64_t t0 = th_ms();
+        while (line_length(r, name) < i + 1 && th_ms() - t0 < 5000)
+            th_sleep_ms(2);
+        cr_assert(eq(i64, line_length(r, name), i + 1), "waiter %d queued by itself", i);
     }
-    cr_assert(eq(int, pthread_create(&t[0], NULL, keep_until_told, &k[0]), 0));
-    th_sleep_ms(100); /* past starve_ms */
-    /* the holder releases and takes the lock back at once until the waiter, starved, has
-     * reserved it on an attempt it lost */
-    long long reserved = 0;
-    for (int i = 0; i < 40 && !reserved; i++) {
-        cr_assert(eq(int, baton_lock_release(h), BATON_OK));
-        cr_assert(eq(int, baton_lock_try_acquire(h, 0, 10000), BATON_OK),
-                  "the waiter won a race before it reserved: no test");
-        th_sleep_ms(20);
-        reserved = th_cmd_int(r, "EXISTS baton_lock_next:{%s}", name);
-    }
-    cr_assert(eq(i64, reserved, 1), "the starved waiter reserved the lock");
-    for (int i = 1; i < N; i++)
-        cr_assert(eq(int, pthread_create(&t[i], NULL, keep_until_told, &k[i]), 0));
-    th_sleep_ms(300); /* the others tried once, were refused, and sleep on the channel */
-    uint64_t before = lock_attempts(cw);
     cr_assert(eq(int, baton_lock_release(h), BATON_OK));
-    int64_t t0 = th_ms();
-    while (!atomic_load(&k[0].holding) && th_ms() - t0 < 5000)
-        th_sleep_ms(1);
-    cr_assert(atomic_load(&k[0].holding), "the reserving thread took the lock");
-    th_sleep_ms(100); /* any other thread woken would have tried by now */
-    uint64_t tried = lock_attempts(cw) - before;
-    for (int i = 1; i < N; i++)
-        cr_assert(not(atomic_load(&k[i].holding)));
-    /* its own attempt, and perhaps a renewal of its reservation that crossed the release */
-    cr_assert(le(u64, tried, 2), "%llu attempts after the release (%d waiting threads)",
-              (unsigned long long)tried, N);
-    for (int i = 0; i < N; i++)
-        atomic_store(&k[i].may_release, 1);
     for (int i = 0; i < N; i++) {
         pthread_join(t[i], NULL);
-        cr_assert(eq(int, k[i].rc, BATON_OK), "thread %d: %s", i, baton_err_name(k[i].rc));
-        baton_lock_close(k[i].l);
+        cr_assert(eq(int, w[i].rc, BATON_OK), "%d: %s", i, baton_err_name(w[i].rc));
+        cr_assert(eq(int, w[i].turn, i), "waiter %d came %d-th", i, w[i].turn);
+        turn_close(&w[i]);
     }
+    cr_assert(eq(i64, line_length(r, name), 0));
     baton_lock_close(h);
     redisFree(r);
-    baton_client_close(cw);
     baton_client_close(ch);
 }
 
-/* A waiter that waited past starve_ms reserves the lock: the holder that releases it and
- * asks again at once (the race an unfair lock lets it win every time) is refused, and the
- * waiter gets it (issue 30). With BATON_STARVE_NEVER the holder takes it back. */
-Test(lock, a_starved_waiter_reserves_the_lock_and_the_releaser_cannot_take_it_back)
+/* A waiter that gives up (its wait ran out) leaves the line: the lock goes on to the next
+ * at the release, not after a reservation for a waiter that is gone. */
+Test(lock, a_waiter_that_gives_up_leaves_the_line, .timeout = 60)
+{
+    baton_client *ch = th_client(NULL);
+    redisContext *r = th_redis();
+    const char *name = th_tmpname("giveup");
+    baton_lock *h;
+    cr_assert(eq(int, baton_lock_open(ch, name, &h), BATON_OK));
+    cr_assert(eq(int, baton_lock_try_acquire(h, 0, 10000), BATON_OK));
+    atomic_int turns = 0;
+    turn_run quitter, stayer;
+    pthread_t tq, ts;
+    turn_open(&quitter, name, 400, &turns);
+    turn_open(&stayer, name, 20000, &turns);
+    cr_assert(eq(int, pthread_create(&tq, NULL, take_a_turn, &quitter), 0));
+    th_sleep_ms(50);
+    cr_assert(eq(int, pthread_create(&ts, NULL, take_a_turn, &stayer), 0));
+    pthread_join(tq, NULL);
+    cr_assert(eq(int, quitter.rc, BATON_ETIMEDOUT));
+    int64_t t0 = th_ms();
+    while (line_length(r, name) != 1 && th_ms() - t0 < 2000)
+        th_sleep_ms(2);
+    cr_assert(eq(i64, line_length(r, name), 1), "the one that gave up left the line");
+    int64_t released = th_ms();
+    cr_assert(eq(int, baton_lock_release(h), BATON_OK));
+    pthread_join(ts, NULL);
+    cr_assert(eq(int, stayer.rc, BATON_OK), "%s", baton_err_name(stayer.rc));
+    cr_assert(lt(i64, stayer.done_ms - released, 40), "handed on at the release: %lld ms",
+              (long long)(stayer.done_ms - released));
+    turn_close(&quitter);
+    turn_close(&stayer);
+    baton_lock_close(h);
+    redisFree(r);
+    baton_client_close(ch);
+}
+
+/* A process killed while in the line costs the lock no more than the reservation made for
+ * it (50 ms) and a look of the next waiter: the line is not stuck behind the dead. */
+static int wait_in_line(void *p)
+{
+    const child_arg *a = p;
+    baton_options o;
+    baton_options_init(&o);
+    o.url = th_url();
+    baton_client *c;
+    baton_lock *l;
+    if (baton_client_open(&o, &c) != BATON_OK || baton_lock_open(c, a->name, &l) != BATON_OK)
+        return 1;
+    char b = 1;
+    if (write(a->ready_fd, &b, 1) != 1)
+        return 2;
+    baton_lock_try_acquire(l, 60000, 10000);
+    return 3;
+}
+
+Test(lock, a_waiter_killed_in_the_line_costs_the_lock_a_look, .timeout = 60)
+{
+    baton_client *ch = th_client(NULL);
+    redisContext *r = th_redis();
+    const char *name = th_tmpname("deadline");
+    baton_lock *h;
+    cr_assert(eq(int, baton_lock_open(ch, name, &h), BATON_OK));
+    cr_assert(eq(int, baton_lock_try_acquire(h, 0, 10000), BATON_OK));
+    int fds[2];
+    cr_assert(eq(int, pipe(fds), 0));
+    child_arg a = {name, fds[1]};
+    pid_t pid = th_fork(wait_in_line, &a);
+    char b;
+    cr_assert(eq(sz, (size_t)read(fds[0], &b, 1), 1));
+    int64_t t0 = th_ms();
+    while (line_length(r, name) < 1 && th_ms() - t0 < 5000)
+        th_sleep_ms(2);
+    cr_assert(eq(i64, line_length(r, name), 1), "the child queued");
+    kill(pid, SIGKILL);
+    cr_assert(eq(int, th_wait(pid), 128 + SIGKILL));
+    atomic_int turns = 0;
+    turn_run w;
+    turn_open(&w, name, 20000, &turns);
+    pthread_t t;
+    cr_assert(eq(int, pthread_create(&t, NULL, take_a_turn, &w), 0));
+    t0 = th_ms();
+    while (line_length(r, name) < 2 && th_ms() - t0 < 5000)
+        th_sleep_ms(2);
+    cr_assert(eq(i64, line_length(r, name), 2), "the waiter queued behind the dead one");
+    int64_t released = th_ms();
+    cr_assert(eq(int, baton_lock_release(h), BATON_OK));
+    pthread_join(t, NULL);
+    cr_assert(eq(int, w.rc, BATON_OK), "%s", baton_err_name(w.rc));
+    /* 50 ms of reservation, then its look (every 100 ms at rank 1); a margin for load */
+    cr_assert(le(i64, w.done_ms - released, 500), "the lock came %lld ms after the release",
+              (long long)(w.done_ms - released));
+    turn_close(&w);
+    close(fds[0]);
+    close(fds[1]);
+    baton_lock_close(h);
+    redisFree(r);
+    baton_client_close(ch);
+}
+
+/* A waiter that waited past starve_ms takes a place in the line (by itself, with no release
+ * to wake it): the holder that releases the lock and asks again at once (the race an
+ * unfair lock lets it win every time) is refused, since the release reserved the lock for
+ * the line's first, and the waiter gets it (issue 30). With BATON_STARVE_NEVER no line
+ * forms and the holder takes the lock back. */
+Test(lock, a_starved_waiter_queues_and_the_releaser_cannot_take_the_lock_back)
 {
     for (int never = 0; never < 2; never++) {
         baton_options o;
@@ -865,34 +1016,25 @@ Test(lock, a_starved_waiter_reserves_the_lock_and_the_releaser_cannot_take_it_ba
         waiter_run wr = {.l = w};
         pthread_t t;
         cr_assert(eq(int, pthread_create(&t, NULL, wait_for_it, &wr), 0));
-        th_sleep_ms(100); /* past starve_ms */
-        /* The holder releases and asks again at once: it wins that race (the waiter needs
-         * the message and a round trip), and the waiter, starved, reserves the lock on the
-         * attempt it loses. */
-        long long reserved = 0;
+        /* Past starve_ms the waiter queues by itself, without a release. */
+        int64_t t0 = th_ms();
+        while (line_length(r, name) == 0 && th_ms() - t0 < (never ? 300 : 5000))
+            th_sleep_ms(2);
         bool holding = true;
-        for (int i = 0; i < 20 && !reserved; i++) {
-            cr_assert(eq(int, baton_lock_release(h), BATON_OK));
-            holding = baton_lock_try_acquire(h, 0, 10000) == BATON_OK;
-            if (!holding)
-                break; /* the waiter won this race: it holds the lock */
-            th_sleep_ms(30);
-            reserved = th_cmd_int(r, "EXISTS baton_lock_next:{%s}", name);
-        }
         if (never) {
-            cr_assert(eq(i64, reserved, 0), "no reservation without the bound");
+            cr_assert(eq(i64, line_length(r, name), 0), "no line without the bound");
+            /* the holder releases and asks again at once: it wins that race (the waiter
+             * needs the message and a round trip), and no line forms */
+            for (int i = 0; i < 5 && holding; i++) {
+                cr_assert(eq(int, baton_lock_release(h), BATON_OK));
+                holding = baton_lock_try_acquire(h, 0, 10000) == BATON_OK;
+                cr_assert(eq(i64, line_length(r, name), 0), "no line without the bound");
+            }
         } else {
-            cr_assert(holding, "the waiter won a race before it starved: no test");
-            cr_assert(eq(i64, reserved, 1), "the starved waiter reserved the lock");
-            /* The reservation lives 50 ms, renewed by the waiter every 25 ms: on a loaded
-             * machine (CI's ASan run) a renewal can come late and the reservation lapse
-             * between a look and the release. Release while it has 30 ms left at least. */
-            int64_t t0 = th_ms();
-            while (th_cmd_int(r, "PTTL baton_lock_next:{%s}", name) < 30 && th_ms() - t0 < 5000)
-                th_sleep_ms(1);
+            cr_assert(eq(i64, line_length(r, name), 1), "the starved waiter is in the line");
             cr_assert(eq(int, baton_lock_release(h), BATON_OK));
             cr_assert(eq(int, baton_lock_try_acquire(h, 0, 10000), BATON_ETIMEDOUT),
-                      "reserved for the waiter: the releaser is refused");
+                      "reserved for the line's first: the releaser is refused");
             holding = false;
         }
         if (holding)
@@ -900,8 +1042,10 @@ Test(lock, a_starved_waiter_reserves_the_lock_and_the_releaser_cannot_take_it_ba
         pthread_join(t, NULL);
         cr_assert(eq(int, wr.rc, BATON_OK), "%s", baton_client_errmsg(cw));
         cr_assert(eq(int, wr.released, BATON_OK));
-        cr_assert(eq(i64, th_cmd_int(r, "EXISTS baton_lock_next:{%s}", name), 0),
-                  "the reservation goes with the hand-over");
+        cr_assert(eq(i64,
+                     th_cmd_int(r, "EXISTS baton_lock_next:{%s} baton_lock_line:{%s}", name, name),
+                     0),
+                  "the reservation and the line go with the hand-over");
         baton_lock_close(w);
         baton_lock_close(h);
         redisFree(r);

@@ -117,12 +117,14 @@ typedef struct baton_options {
      * NULL or "": "baton:<host>:<pid>". A server that refuses CLIENT SETNAME (an ACL
      * without it) is used anyway, unnamed. */
     const char *client_name;
-    /* The plain lock's starvation bound: a waiter that has waited this long reserves the
-     * lock, and the next time it is free it goes to that waiter before any newcomer (the
-     * releasing thread included), as Go's sync.Mutex hands itself to a starved waiter.
-     * Redisson's own clients do not see the reservation. 0: 5 ms (0.1.0: 100 ms; see
-     * docs/ARCHITECTURE.md for the figures behind it); BATON_STARVE_NEVER: no
-     * reservation (Redisson's RLock: a waiter may lose every race for its whole wait). */
+    /* The plain lock's starvation bound: a waiter that has waited this long queues in the
+     * lock's line, and the lock goes to the line's waiters in turn before any newcomer
+     * (the releasing thread included: newcomers queue behind the line while it is not
+     * empty), as Go's sync.Mutex hands itself to a starved waiter. Redisson's own clients
+     * do not see the line. 0: 5 ms (0.1.0: 100 ms; see docs/ARCHITECTURE.md for the
+     * figures behind it); BATON_STARVE_NEVER: this client's waiters never queue
+     * (Redisson's RLock: a waiter may lose every race for its whole wait), though they
+     * still leave a lock reserved for another client's queued waiter alone. */
     int64_t starve_ms;
 } baton_options;
 

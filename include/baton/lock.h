@@ -22,10 +22,12 @@
  * channel per client, however many threads wait) and sleeps until the unlock message or
  * the holder's remaining lease, whichever comes first, then tries again. The plain lock
  * is unfair like Redisson's (a newcomer may take a free lock before a waiter), within a
- * bound: a waiter that has waited the client's starve_ms (5 ms by default) reserves it
- * ("baton_lock_next:{NAME}", 50 ms, renewed by the waiter's attempts every 25 ms), and
- * the next time it is free it is that waiter's. Redisson's clients do not see the
- * reservation.
+ * bound: a waiter that has waited the client's starve_ms (5 ms by default) queues in the
+ * lock's line ("baton_lock_line:{NAME}", first come first served) and listens on a
+ * channel of its own; while the line is not empty newcomers queue behind it, and each
+ * release reserves the lock for the line's first ("baton_lock_next:{NAME}", 50 ms) and
+ * tells it alone. A waiter in the line also looks by itself every 50 ms × (its rank + 1),
+ * at most every second. Redisson's clients do not see the line.
  */
 #ifndef BATON_LOCK_H
 #define BATON_LOCK_H

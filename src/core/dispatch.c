@@ -133,22 +133,18 @@ struct baton__sub {
     baton__dispatcher *d;
     char *channel;
     baton__sub_kind kind;
-    sub_link *link;        /* where it is (un)subscribing or subscribed; NULL when S_UNSUB */
-    int refs;              /* threads holding a reference */
-    sub_state state;       /* as the server sees it (or will, once confirmed) */
-    bool queued;           /* a reconcile waits in the async semaphore */
-    bool inflight;         /* a (UN)SUBSCRIBE awaits confirmation, holding the permit */
-    bool wake_on_confirm;  /* resubscribed after a reconnect: wake waiters when confirmed */
-    bool refused;          /* the server refused its SUBSCRIBE (NOPERM): waiters give up */
-    uint64_t sent_seq;     /* order of its last (UN)SUBSCRIBE on the link (refusals) */
-    bool lingering;        /* refs == 0 but kept subscribed until linger_until */
-    int64_t linger_until;  /* monotonic µs */
-    int64_t permits;       /* wake-ups not yet consumed, at most refs */
-    uint64_t messages;     /* messages that woke waiters, since the entry was made */
-    int favoured;          /* waiters the next free lock is reserved for (baton__sub_favour) */
-    bool one_thread;       /* favoured is 1, since 0, by a thread (not a fiber): favoured_by */
-    pthread_t favoured_by; /* that thread */
-    bool fwake;            /* a wake-up kept for that thread alone (an unlock meanwhile) */
+    sub_link *link;       /* where it is (un)subscribing or subscribed; NULL when S_UNSUB */
+    int refs;             /* threads holding a reference */
+    sub_state state;      /* as the server sees it (or will, once confirmed) */
+    bool queued;          /* a reconcile waits in the async semaphore */
+    bool inflight;        /* a (UN)SUBSCRIBE awaits confirmation, holding the permit */
+    bool wake_on_confirm; /* resubscribed after a reconnect: wake waiters when confirmed */
+    bool refused;         /* the server refused its SUBSCRIBE (NOPERM): waiters give up */
+    uint64_t sent_seq;    /* order of its last (UN)SUBSCRIBE on the link (refusals) */
+    bool lingering;       /* refs == 0 but kept subscribed until linger_until */
+    int64_t linger_until; /* monotonic µs */
+    int64_t permits;      /* wake-ups not yet consumed, at most refs */
+    uint64_t messages;    /* messages that woke waiters, since the entry was made */
     asem sem;
     baton__sub_waker *wakers, *wakers_tail; /* armed asynchronous waiters, FIFO */
     pthread_cond_t wake;                    /* permits became positive */
@@ -448,22 +444,14 @@ static int64_t parse_int(const char *s, size_t len, bool *ok)
     return neg ? -v : v;
 }
 
-/* How many waiters a message on a channel of this kind wakes (refs: all of them; -1: the
- * favoured thread alone, see baton__sub_favour). */
-static int64_t wakeups_for(baton__sub_kind kind, const char *payload, size_t len, int refs,
-                           int favoured, bool one_thread)
+/* How many waiters a message on a channel of this kind wakes (refs: all of them). */
+static int64_t wakeups_for(baton__sub_kind kind, const char *payload, size_t len, int refs)
 {
     bool ok;
     int64_t v = parse_int(payload, len, &ok);
     switch (kind) {
     case BATON__SUB_LOCK:
-        /* "0" unlock: one; "1": everyone re-checks. A waiter of this process that the lock
-         * is reserved for must not be left asleep while another takes the wake-up and is
-         * refused: while there is one, "0" goes to that waiter alone when it is one thread
-         * (the others would only be refused), else it wakes everyone here. */
-        if (ok && v == 1)
-            return refs;
-        return favoured == 1 && one_thread ? -1 : favoured > 0 ? refs : 1;
+        return (ok && v == 1) ? refs : 1; /* "0" unlock: one; "1": everyone re-checks */
     case BATON__SUB_LATCH:
         return (ok && v == 0) ? refs : 0; /* "0" reached zero; "1" new count: nothing */
     case BATON__SUB_SEMAPHORE:
@@ -474,37 +462,6 @@ static int64_t wakeups_for(baton__sub_kind kind, const char *payload, size_t len
     return 1;
 }
 
-void baton__sub_favour(baton__sub *s, int delta)
-{
-    if (!s)
-        return;
-    bool fiber = baton__on_fiber();
-    baton__mutex_lock(&s->d->mu);
-    bool own_end =
-        s->one_thread && delta < 0 && !fiber && pthread_equal(s->favoured_by, pthread_self());
-    s->one_thread = s->favoured == 0 && delta > 0 && !fiber;
-    s->favoured += delta;
-    if (s->one_thread)
-        s->favoured_by = pthread_self();
-    if (s->fwake) {
-        s->fwake = false;
-        /* Kept for the thread whose reservation now ends: for nobody. Kept for a thread
-         * no longer told apart (a second waiter favoured meanwhile): everyone re-checks. */
-        if (!own_end)
-            add_permits(s, s->refs);
-    }
-    baton__mutex_unlock(&s->d->mu);
-}
-
-/* Whether the calling thread is the one favoured waiter and an unlock was kept for it. */
-static bool take_fwake(baton__sub *s)
-{
-    if (!s->fwake || !s->one_thread || !pthread_equal(s->favoured_by, pthread_self()))
-        return false;
-    s->fwake = false;
-    return true;
-}
-
 static void on_message(baton__dispatcher *d, const redisReply *ch, const redisReply *payload)
 {
     if (ch->type != REDIS_REPLY_STRING || payload->type != REDIS_REPLY_STRING)
@@ -513,15 +470,9 @@ static void on_message(baton__dispatcher *d, const redisReply *ch, const redisRe
     baton__sub *s = baton__map_get(&d->subs, ch->str);
     if (!s || s->refs == 0)
         return;
-    int64_t n =
-        wakeups_for(s->kind, payload->str, payload->len, s->refs, s->favoured, s->one_thread);
+    int64_t n = wakeups_for(s->kind, payload->str, payload->len, s->refs);
     if (n != 0)
         s->messages++;
-    if (n < 0) {
-        s->fwake = true; /* the others wake, see it is not theirs and sleep on */
-        baton__cond_broadcast(&s->wake);
-        return;
-    }
     add_permits(s, n);
 }
 
@@ -1189,10 +1140,6 @@ int baton__sub_wait(baton_client *c, baton__sub *s, int64_t deadline_us, bool (*
     baton__dispatcher *d = s->d;
     baton__mutex_lock(&d->mu);
     while (s->permits == 0 && !d->closing) {
-        if (take_fwake(s)) {
-            baton__mutex_unlock(&d->mu);
-            return BATON_OK;
-        }
         if (cancelled && cancelled(arg)) {
             baton__mutex_unlock(&d->mu);
             return BATON_OK;

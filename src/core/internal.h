@@ -362,12 +362,6 @@ int baton__sub_acquire(baton_client *c, const char *channel, baton__sub_kind kin
  * first attempt misses no message after that attempt, so it need not try again after
  * subscribing: one round trip less per contended acquisition. Never blocks on the server. */
 baton__sub *baton__sub_try_acquire(baton_client *c, const char *channel);
-/* A waiter of this process holds (delta 1) or no longer holds (-1) the reservation of the
- * lock whose channel s is (the plain lock's starvation bound, src/lock/lock.c), called
- * from the waiting thread or fiber itself: while one thread does, an unlock message wakes
- * that thread alone (baton__sub_wait keeps the wake-up for it); while a fiber or more than
- * one waiter does, it wakes every waiter here, so that the one it is for is among them. */
-void baton__sub_favour(baton__sub *s, int delta);
 /* Drops the reference; the last one unsubscribes (after the confirmation of any pending
  * subscribe: subscribe and unsubscribe of one channel never interleave). */
 void baton__sub_release(baton_client *c, baton__sub *s);

@@ -44,9 +44,12 @@
  * field <owner> -> "host:pid", with the lock's lease (a Redisson holder has no entry). The
  * other kinds have their client's record instead (below). */
 #define BATON__KEY_LOCK_META "baton_lock_meta:"
-/* The plain lock's reservation for a starved waiter: baton_lock_next:{name} = its owner
- * field, with a life of RESERVE_MS (src/lock/lock.c). */
+/* The plain lock's starvation bound (src/lock/lock.c, lua/lib/line.lua): the line of
+ * starved waiters, baton_lock_line:{name} (a sorted set, owner field -> when it joined),
+ * and the reservation of a free lock for the line's first, baton_lock_next:{name} = its
+ * owner field, with a life of RESERVE_MS. */
 #define BATON__KEY_LOCK_NEXT "baton_lock_next:"
+#define BATON__KEY_LOCK_LINE "baton_lock_line:"
 /* The client's record: baton_client:{<client id>} = "host:pid" of its process, for every
  * holder and waiter whose owner field begins with that id (src/core/record.c). */
 #define BATON__KEY_CLIENT_RECORD "baton_client:"

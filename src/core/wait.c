@@ -36,32 +36,57 @@ static bool not_yet(baton_client *c, int rc)
     return rc == BATON_ETIMEDOUT || (rc == BATON_ECONN && baton__in_flux(c));
 }
 
+/* Listens on channel from now on and attempts again, since a release published before the
+ * subscription was confirmed went unheard. The subscription held so far, if any, is kept
+ * in *left until the wait ends (then dropped as the other: a wait that gave up leaves
+ * nothing behind). *sub is NULL afterwards if subscribing failed (its error). */
+static int listen(baton_client *c, const baton__wait *w, const char *channel, int64_t deadline,
+                  baton__waiting *wt, baton__sub **sub, baton__sub **left)
+{
+    if (*sub && *left)
+        drop(c, *left, true);
+    if (*sub)
+        *left = *sub;
+    *sub = NULL;
+    int rc = baton__sub_acquire(c, channel, w->ops->kind, deadline, wt, sub);
+    if (rc != BATON_OK)
+        return rc;
+    return baton__wait_cancelled(c, wt) ? baton__fail(c, BATON_ECANCELED, "wait cancelled")
+                                        : w->ops->attempt(w->arg, *sub);
+}
+
 static int wait_for(baton_client *c, const baton__wait *w, baton__waiting *wt)
 {
     int64_t deadline = baton__deadline_after_ms(w->wait_ms);
     /* Others already wait on this channel: listen from before the first attempt on. */
     baton__sub *sub =
         (w->wait_ms != 0 && w->ops->join_live) ? baton__sub_try_acquire(c, w->channel) : NULL;
+    baton__sub *left = NULL; /* where it listened before a BATON__RELISTEN */
     int rc = w->ops->attempt(w->arg, sub);
-    if (!not_yet(c, rc) || w->wait_ms == 0) {
+    if ((!not_yet(c, rc) && rc != BATON__RELISTEN) || w->wait_ms == 0) {
         if (sub)
             baton__sub_release(c, sub);
         if (rc != BATON_OK && w->wait_ms != 0 && w->ops->give_up)
             w->ops->give_up(w->arg, rc);
         return rc;
     }
-    if (!sub) {
-        rc = baton__sub_acquire(c, w->channel, w->ops->kind, deadline, wt, &sub);
-        if (rc != BATON_OK) {
+    if (!sub || rc == BATON__RELISTEN) {
+        rc = listen(c, w, rc == BATON__RELISTEN ? w->ops->relisten(w->arg) : w->channel, deadline,
+                    wt, &sub, &left);
+        if (!sub) {
             if (w->ops->give_up)
                 w->ops->give_up(w->arg, rc);
+            drop(c, left, false);
             return rc;
         }
-        /* A release published before the subscription was confirmed went unheard. */
-        rc = baton__wait_cancelled(c, wt) ? baton__fail(c, BATON_ECANCELED, "wait cancelled")
-                                          : w->ops->attempt(w->arg, sub);
     }
-    while (not_yet(c, rc)) {
+    while (not_yet(c, rc) || rc == BATON__RELISTEN) {
+        if (rc == BATON__RELISTEN) {
+            rc = listen(c, w, w->ops->relisten(w->arg), deadline, wt, &sub, &left);
+            if (!sub)
+                break;
+            continue;
+        }
         int64_t now = baton__now_us();
         if (now >= deadline) {
             rc = BATON_ETIMEDOUT; /* the slot still in flux: not acquired within the wait */
@@ -89,6 +114,7 @@ static int wait_for(baton_client *c, const baton__wait *w, baton__waiting *wt)
     if (rc != BATON_OK && w->ops->give_up)
         w->ops->give_up(w->arg, rc);
     drop(c, sub, rc == BATON_OK);
+    drop(c, left, rc == BATON_OK);
     return rc;
 }
 

@@ -17,7 +17,9 @@ typedef struct baton__wait_ops {
                              channels); false for channels of one waiter or that do not
                              linger */
     /* One try. sub is NULL until subscribed (or joined). Returns BATON_OK (done),
-     * BATON_ETIMEDOUT quietly for "not yet" (nothing recorded), or an error (recorded). */
+     * BATON_ETIMEDOUT quietly for "not yet" (nothing recorded), BATON__RELISTEN (not yet,
+     * and from now on releases for this waiter are published on relisten(arg)), or an
+     * error (recorded). */
     int (*attempt)(void *arg, baton__sub *sub);
     /* How long (ms) to sleep at most before the next attempt, asked after a "not yet":
      * the holder's remaining lease, a recheck interval. Negative: until woken or the
@@ -26,7 +28,15 @@ typedef struct baton__wait_ops {
     /* Optional: runs when a wait (wait_ms != 0) fails, before its subscription is dropped
      * (leave a queue, say). rc is the failure; the callback keeps the error detail. */
     void (*give_up)(void *arg, int rc);
+    /* Where to listen after an attempt returned BATON__RELISTEN (the plain lock's waiter
+     * that took a place in its line hears its turn on a channel of its own). NULL if the
+     * attempt never returns it. */
+    const char *(*relisten)(void *arg);
 } baton__wait_ops;
+
+/* An attempt's "not yet, listen elsewhere" (baton__wait_ops.relisten); never returned by
+ * baton__wait_for. */
+#define BATON__RELISTEN 1
 
 /* Waits for ops->attempt(arg) to succeed, listening on channel (where releases are
  * published; NULL only if wait_ms == 0) for at most wait_ms (0 = one attempt,
@@ -37,7 +47,8 @@ typedef struct baton__wait_ops {
  *  - otherwise subscribes (if it did not join) and attempts again, since a release
  *    published before the subscription was confirmed went unheard;
  *  - then sleeps until a wake-up, bound_ms or the deadline and attempts again, until done,
- *    an error or the deadline;
+ *    an error or the deadline; an attempt that says BATON__RELISTEN moves the wait to the
+ *    relisten channel (subscribed, then an attempt again, as above);
  *  - done: drops the subscription in the background; failed: runs give_up, then drops it
  *    synchronously, leaving nothing behind.
  * Returns BATON_OK, BATON_ETIMEDOUT (not done within wait_ms; no detail recorded: the

@@ -9,12 +9,19 @@
  * holder's remaining lease, whichever comes first, and tries again. A holder that died without
  * releasing costs its waiters at most its lease, with no message at all.
  *
- * A waiter that has waited past the client's starve_ms reserves the lock (baton_lock_next:{name}):
- * the next time it is free it goes to that waiter, and newcomers (the releasing thread
- * first among them) are refused until it came or its reservation ran out, as Go's
- * sync.Mutex hands itself to a waiter starved for 1 ms. One waiter holds the reservation at
- * a time; it renews it by trying again every RESERVE_MS / 2 while the lock stays held.
- * Redisson's own clients do not know the reservation: they take a free lock as before.
+ * A waiter that has waited past the client's starve_ms takes a place in the lock's line
+ * (baton_lock_line:{name}, lua/lib/line.lua), first come first served, and from then on
+ * listens on a channel of its own (the fair lock's form, redisson_lock__channel:{name}:
+ * <owner>), no longer on the shared one. While the line is not empty, newcomers (the
+ * releasing thread first among them) queue behind it instead of trying, as Go's sync.Mutex
+ * hands itself to a waiter starved for 1 ms and newcomers queue behind it in its
+ * starvation mode. The release that frees the lock reserves it for the line's first
+ * waiter (baton_lock_next:{name}, RESERVE_MS) and tells that waiter alone: a free lock is
+ * not raced for by every waiter of every process, each refused but one. A waiter in the
+ * line looks at the lock by itself every POLL_MS times its rank + 1 (at most POLL_MAX_MS),
+ * for what no release tells: a holder whose lease ran out, a reservation whose waiter died,
+ * a release by a Redisson client. Redisson's own clients do not know the line: they take a
+ * free lock as before.
  *
  * The handle remembers the calling thread's current hold (depth, fencing token, lease,
  * watchdog registration) so a re-entrant release can re-apply the lease the lock was taken
@@ -29,14 +36,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* How long a reservation lasts unless its waiter renews it: what a waiter that died or
- * stalled costs a free lock. */
-#define RESERVE_MS 50
+/* How often a waiter in the line looks at the lock without being told: POLL_MS times its
+ * rank + 1, at most POLL_MAX_MS. Its first look after a reservation that ran out comes
+ * within POLL_MS of it (lua/lib/line.lua: RESERVE_MS, 50 ms). */
+#define POLL_MS 50
+#define POLL_MAX_MS 1000
+/* How long the line lasts after its last join or look: waiters look at least every
+ * POLL_MAX_MS, so it goes only when they all died. */
+#define LINE_LIFE_MS 10000
 
 typedef struct plain {
     char *token_key; /* redisson_lock_token:{name} */
     char *latch_pfx; /* redisson_unlock_latch:{name}: */
     char *next_key;  /* baton_lock_next:{name}: the waiter the lock is reserved for */
+    char *line_key;  /* baton_lock_line:{name}: the starved waiters, first come first */
 } plain;
 
 static const baton__lock_ops plain_ops;
@@ -48,20 +61,16 @@ typedef struct acquiring {
     baton_lock *l;
     const char *owner;
     int64_t lease_ms;
+    bool waits;       /* wait_ms != 0: it may join the line */
     int64_t ttl;      /* how long to sleep at most after the last attempt; -1: no bound */
     int64_t since_us; /* the first attempt */
-    baton__sub *sub;  /* where this waiter is favoured, while it holds the reservation */
+    char *own;        /* its own channel once in the line (<channel>:<owner>); else NULL */
 } acquiring;
-
-static void unfavour(acquiring *a)
-{
-    baton__sub_favour(a->sub, -1);
-    a->sub = NULL;
-}
 
 /* One run of the acquire script. BATON_OK: acquired (hold recorded, watchdog registered);
  * BATON_ETIMEDOUT: another owner holds it or it is reserved for another waiter, a->ttl =
- * how long to sleep at most. */
+ * how long to sleep at most; BATON__RELISTEN: it took a place in the line, and hears its
+ * turn on a->own from now on. */
 static int attempt(acquiring *a, baton__sub *sub)
 {
     baton_lock *l = a->l;
@@ -69,40 +78,50 @@ static int attempt(acquiring *a, baton__sub *sub)
     int64_t lease_ms = a->lease_ms;
     baton_client *c = l->client;
     plain *p = l->impl;
+    (void)sub;
     char lease[32];
     snprintf(lease, sizeof lease, "%lld",
              (long long)(lease_ms == BATON_LEASE_WATCHDOG ? baton__watchdog_lease(c) : lease_ms));
-    char reserve[16];
-    snprintf(reserve, sizeof reserve, "%d", RESERVE_MS);
+    char life[16];
+    snprintf(life, sizeof life, "%d", LINE_LIFE_MS);
     int64_t sent = baton__now_us(); /* when the attempt began (its waiter starves after) */
     int64_t starve_ms = baton__client_config(c)->starve_ms;
-    bool starving =
-        sub && starve_ms != BATON_STARVE_NEVER && sent - a->since_us >= starve_ms * 1000;
-    if (starving && !a->sub) {
-        /* Favoured before the script reserves: an unlock published between the reservation
-         * and its reply must wake this waiter too (else the lock sits reserved until the
-         * reservation's renewal, RESERVE_MS / 2). Undone below if it reserves nothing. */
-        a->sub = sub;
-        baton__sub_favour(sub, 1);
-    }
-    const char *keys[3] = {l->name, p->token_key, p->next_key};
-    const char *args[4] = {lease, owner, starving ? "1" : "0", reserve};
+    /* "0": never join the line; "1": join it if it is not empty; "2": join it */
+    const char *mode = "0";
+    if (a->waits && starve_ms != BATON_STARVE_NEVER)
+        mode = a->own || sent - a->since_us >= starve_ms * 1000 ? "2" : "1";
+    const char *keys[4] = {l->name, p->token_key, p->next_key, p->line_key};
+    const char *args[5] = {lease, owner, mode, l->channel, life};
     baton__hold_script h = {
-        &baton__script_lock_acquire, 3, 4, keys, args, owner, p->token_key, lease_ms};
+        &baton__script_lock_acquire, 4, 5, keys, args, owner, p->token_key, lease_ms};
     baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_LOCK);
     baton__hold_reply hr;
     int rc = baton__hold_pair(l, &h, "lock", &sent, &hr);
     if (!hr.read)
         return rc;
     long long status = hr.status, value = hr.value;
-    if (status != 4 && a->sub) /* 4: reserved for this waiter: woken by the next unlock */
-        unfavour(a);
-    if (status == 0 || status == 3 || status == 4) {
-        if (status == 4 && (value < 0 || value > RESERVE_MS / 2))
-            value = RESERVE_MS / 2; /* renew the reservation while the lock stays held */
-        else if (status == 3 && value <= 0)
+    if (status == 5) { /* in the line, value waiters before it */
+        a->ttl = value >= POLL_MAX_MS / POLL_MS ? POLL_MAX_MS : (value + 1) * POLL_MS;
+        if (a->own)
+            return BATON_ETIMEDOUT;
+        a->own = baton__asprintf("%s:%s", l->channel, owner);
+        if (!a->own)
+            return baton__fail(c, BATON_ENOMEM, "out of memory");
+        return BATON__RELISTEN;
+    }
+    if (status == 0 || status == 3) {
+        if (status == 3 && value <= 0)
             value = 1; /* the reservation ran out as it was read: the lock is free now */
         a->ttl = value;
+        if (mode[0] == '1') {
+            /* look again when it starves, to queue without waiting for a release (a long
+             * hold's waiters then get the lock in the order they came, not by a race) */
+            int64_t left = starve_ms - (baton__now_us() - a->since_us) / 1000;
+            if (left < 1)
+                left = 1;
+            if (a->ttl < 0 || left < a->ttl)
+                a->ttl = left;
+        }
         return BATON_ETIMEDOUT;
     }
 
@@ -114,45 +133,55 @@ static int try_once(void *arg, baton__sub *sub)
     return attempt(arg, sub);
 }
 
+static const char *own_channel(void *arg)
+{
+    return ((acquiring *)arg)->own;
+}
+
 static void give_up(void *arg, int rc)
 {
     acquiring *a = arg;
-    bool reserved = a->sub != NULL;
-    unfavour(a);
-    if (reserved && !baton__client_forked(a->l->client)) {
-        /* it may hold the reservation: drop it, or the lock stays refused to others for
-         * up to RESERVE_MS (best effort: it ends by itself otherwise) */
-        plain *p = a->l->impl;
-        const char *keys[1] = {p->next_key}, *args[1] = {a->owner};
-        redisReply *r = NULL;
-        char *detail = baton__strdup(baton_client_errmsg(a->l->client)); /* the wait's */
-        if (baton__script_run(a->l->client, &baton__script_lock_unreserve, 1, keys, 1, args, &r) ==
-            BATON_OK)
-            freeReplyObject(r);
-        else if (detail)
-            baton__fail(a->l->client, rc, "%s", detail);
-        free(detail);
-    }
+    if (!a->own || baton__client_forked(a->l->client))
+        return;
+    /* it leaves the line, and drops the reservation if it holds one, or the lock stays
+     * refused to others for up to RESERVE_MS (best effort: both end by themselves) */
+    plain *p = a->l->impl;
+    const char *keys[3] = {a->l->name, p->next_key, p->line_key};
+    const char *args[2] = {a->owner, a->l->channel};
+    redisReply *r = NULL;
+    char *detail = baton__strdup(baton_client_errmsg(a->l->client)); /* the wait's */
+    if (baton__script_run(a->l->client, &baton__script_lock_unreserve, 3, keys, 2, args, &r) ==
+        BATON_OK)
+        freeReplyObject(r);
+    else if (detail)
+        baton__fail(a->l->client, rc, "%s", detail);
+    free(detail);
 }
 
-/* Sleep until the unlock message or the holder's lease runs out. */
+/* Sleep until the unlock message or the holder's lease runs out (in the line: until its
+ * turn is told, or its next look). */
 static int64_t holder_ttl(void *arg)
 {
     return ((acquiring *)arg)->ttl;
 }
 
-/* kind, counted as, join a live subscription, attempt, sleep bound, give up */
-static const baton__wait_ops lock_wait = {BATON__SUB_LOCK, BATON__K_LOCK, true,
-                                          try_once,        holder_ttl,    give_up};
+/* kind, counted as, join a live subscription, attempt, sleep bound, give up, relisten */
+static const baton__wait_ops lock_wait = {BATON__SUB_LOCK, BATON__K_LOCK, true,       try_once,
+                                          holder_ttl,      give_up,       own_channel};
 
 static int plain_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
 {
     baton_client *c = l->client;
     char owner[BATON__OWNER_LEN];
     baton__owner(c, owner, sizeof owner);
-    acquiring a = {
-        .l = l, .owner = owner, .lease_ms = lease_ms, .ttl = -1, .since_us = baton__now_us()};
+    acquiring a = {.l = l,
+                   .owner = owner,
+                   .lease_ms = lease_ms,
+                   .waits = wait_ms != 0,
+                   .ttl = -1,
+                   .since_us = baton__now_us()};
     int rc = baton__wait_for(c, &lock_wait, l->channel, wait_ms, &a);
+    free(a.own);
     if (rc == BATON_ETIMEDOUT && wait_ms == 0)
         return baton__fail(c, rc, "lock %s is held by another owner", l->name);
     if (rc == BATON_ETIMEDOUT)
@@ -166,15 +195,15 @@ static int plain_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
 static int plain_release(baton_lock *l)
 {
     plain *p = l->impl;
-    const char *keys[2] = {l->name, l->channel};
-    return baton__hold_release_hash_only(l, &baton__script_lock_release, p->latch_pfx, 2, keys);
+    const char *keys[4] = {l->name, l->channel, p->next_key, p->line_key};
+    return baton__hold_release_hash_only(l, &baton__script_lock_release, p->latch_pfx, 4, keys);
 }
 
 static int plain_force_release(baton_lock *l, bool *was_locked)
 {
     plain *p = l->impl;
-    const char *keys[3] = {l->name, l->channel, p->next_key};
-    return baton__hold_force_release(l, &baton__script_lock_force_release, 3, keys, was_locked);
+    const char *keys[4] = {l->name, l->channel, p->next_key, p->line_key};
+    return baton__hold_force_release(l, &baton__script_lock_force_release, 4, keys, was_locked);
 }
 
 /* ------------------------------- open and close --------------------------------------- */
@@ -186,7 +215,8 @@ static size_t plain_keys(void *impl, baton__key_spec *k)
     k[0] = (baton__key_spec){&p->token_key, BATON__KEY_LOCK_TOKEN, NULL};
     k[1] = (baton__key_spec){&p->latch_pfx, BATON__KEY_UNLOCK_LATCH, ":"};
     k[2] = (baton__key_spec){&p->next_key, BATON__KEY_LOCK_NEXT, NULL};
-    return 3;
+    k[3] = (baton__key_spec){&p->line_key, BATON__KEY_LOCK_LINE, NULL};
+    return 4;
 }
 
 static const baton__lock_ops plain_ops = {
