@@ -145,6 +145,7 @@ struct baton__sub {
     int64_t linger_until; /* monotonic µs */
     int64_t permits;      /* wake-ups not yet consumed, at most refs */
     uint64_t messages;    /* messages that woke waiters, since the entry was made */
+    bool kept;            /* BATON__SUB_OWN: a message came while it lingered */
     asem sem;
     baton__sub_waker *wakers, *wakers_tail; /* armed asynchronous waiters, FIFO */
     pthread_cond_t wake;                    /* permits became positive */
@@ -458,6 +459,8 @@ static int64_t wakeups_for(baton__sub_kind kind, const char *payload, size_t len
         return ok ? (v < 0 ? 0 : v) : 1; /* new permit count */
     case BATON__SUB_RWLOCK:
         return refs; /* "0" last reader gone, "1" writer gone: whoever may enter now */
+    case BATON__SUB_OWN:
+        return refs; /* its one waiter */
     }
     return 1;
 }
@@ -468,6 +471,8 @@ static void on_message(baton__dispatcher *d, const redisReply *ch, const redisRe
         return;
     baton__stat_inc(d->c, BATON__ST_MESSAGES);
     baton__sub *s = baton__map_get(&d->subs, ch->str);
+    if (s && s->refs == 0 && s->lingering && s->kind == BATON__SUB_OWN)
+        s->kept = true; /* for the next wait on it: it may have queued already */
     if (!s || s->refs == 0)
         return;
     int64_t n = wakeups_for(s->kind, payload->str, payload->len, s->refs);
@@ -972,6 +977,18 @@ static int get_dispatcher(baton_client *c, baton__dispatcher **out)
     return BATON_OK;
 }
 
+/* The first reference on s (refs was 0): wanted again, no longer lingering; a message kept
+ * while it lingered is its waiter's wake-up. */
+static void first_ref(baton__dispatcher *d, baton__sub *s)
+{
+    d->wanted++;
+    stop_lingering(d, s);
+    if (s->kept) {
+        s->kept = false;
+        s->permits = 1;
+    }
+}
+
 /* Drops a reference; the last one unsubscribes, or (linger) keeps a live subscription for
  * LINGER_MS in case this process waits on the channel again soon. */
 static void release_locked(baton__dispatcher *d, baton__sub *s, bool linger)
@@ -981,6 +998,7 @@ static void release_locked(baton__dispatcher *d, baton__sub *s, bool linger)
         return;
     d->wanted--;
     s->permits = 0;
+    s->kept = false;
     if (linger && s->kind != BATON__SUB_LATCH && s->state == S_SUBSCRIBED && s->link &&
         s->link->conn && !s->queued && !s->inflight) {
         if (!s->lingering) {
@@ -1039,10 +1057,8 @@ int baton__sub_acquire(baton_client *c, const char *channel, baton__sub_kind kin
         baton__cond_init(&s->wake);
         baton__cond_init(&s->ready);
     }
-    if (s->refs++ == 0) {
-        d->wanted++;
-        stop_lingering(d, s);
-    }
+    if (s->refs++ == 0)
+        first_ref(d, s);
     s->refused = false; /* this waiter hears the answer to the next SUBSCRIBE */
     if (s->state != S_SUBSCRIBED)
         request_reconcile(d, s);
@@ -1097,10 +1113,8 @@ baton__sub *baton__sub_try_acquire(baton_client *c, const char *channel)
     if (cur && cur->state == S_SUBSCRIBED && cur->link && cur->link->conn && !cur->queued &&
         !cur->inflight) {
         s = cur;
-        if (s->refs++ == 0) {
-            d->wanted++;
-            stop_lingering(d, s);
-        }
+        if (s->refs++ == 0)
+            first_ref(d, s);
     }
     baton__mutex_unlock(&d->mu);
     return s;

@@ -345,6 +345,9 @@ typedef enum baton__sub_kind {
     BATON__SUB_SEMAPHORE, /* "<n>": up to n waiters */
     BATON__SUB_RWLOCK,    /* any message: every waiter (readers and writers share the
                              channel and a wake-up cannot tell them apart; see rwlock.c) */
+    BATON__SUB_OWN,       /* a channel of one waiter (baton__wait_ops.relisten): any message
+                             wakes it, and one that comes while the subscription lingers is
+                             kept for the next wait on it */
 } baton__sub_kind;
 
 typedef struct baton__sub baton__sub;

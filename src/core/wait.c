@@ -36,19 +36,27 @@ static bool not_yet(baton_client *c, int rc)
     return rc == BATON_ETIMEDOUT || (rc == BATON_ECONN && baton__in_flux(c));
 }
 
-/* Listens on channel from now on and attempts again, since a release published before the
- * subscription was confirmed went unheard. The subscription held so far, if any, is kept
- * in *left until the wait ends (then dropped as the other: a wait that gave up leaves
- * nothing behind). *sub is NULL afterwards if subscribing failed (its error). */
-static int listen(baton_client *c, const baton__wait *w, const char *channel, int64_t deadline,
+/* Listens on the wait's channel, or (own) the waiter's own after a BATON__RELISTEN, from now
+ * on and attempts again, since a release published before the subscription was confirmed
+ * went unheard; no attempt when its own channel's subscription still lingered from its
+ * last wait (BATON__SUB_OWN keeps a message that came meanwhile). The subscription held so
+ * far, if any, is kept in *left until the wait ends (then dropped as the other: a wait that
+ * gave up leaves nothing behind). *sub is NULL afterwards if subscribing failed (its
+ * error). */
+static int listen(baton_client *c, const baton__wait *w, bool own, int64_t deadline,
                   baton__waiting *wt, baton__sub **sub, baton__sub **left)
 {
+    const char *channel = own ? w->ops->relisten(w->arg) : w->channel;
     if (*sub && *left)
         drop(c, *left, true);
     if (*sub)
         *left = *sub;
     *sub = NULL;
-    int rc = baton__sub_acquire(c, channel, w->ops->kind, deadline, wt, sub);
+    if (own && (*sub = baton__sub_try_acquire(c, channel)) != NULL)
+        return BATON_ETIMEDOUT; /* live (lingering) since before the attempt that moved it
+                                   here, and a message meanwhile was kept: none went unheard */
+    int rc = baton__sub_acquire(c, channel, own ? BATON__SUB_OWN : w->ops->kind, deadline, wt,
+                                sub);
     if (rc != BATON_OK)
         return rc;
     return baton__wait_cancelled(c, wt) ? baton__fail(c, BATON_ECANCELED, "wait cancelled")
@@ -71,8 +79,7 @@ static int wait_for(baton_client *c, const baton__wait *w, baton__waiting *wt)
         return rc;
     }
     if (!sub || rc == BATON__RELISTEN) {
-        rc = listen(c, w, rc == BATON__RELISTEN ? w->ops->relisten(w->arg) : w->channel, deadline,
-                    wt, &sub, &left);
+        rc = listen(c, w, rc == BATON__RELISTEN, deadline, wt, &sub, &left);
         if (!sub) {
             if (w->ops->give_up)
                 w->ops->give_up(w->arg, rc);
@@ -82,7 +89,7 @@ static int wait_for(baton_client *c, const baton__wait *w, baton__waiting *wt)
     }
     while (not_yet(c, rc) || rc == BATON__RELISTEN) {
         if (rc == BATON__RELISTEN) {
-            rc = listen(c, w, w->ops->relisten(w->arg), deadline, wt, &sub, &left);
+            rc = listen(c, w, true, deadline, wt, &sub, &left);
             if (!sub)
                 break;
             continue;

@@ -29,8 +29,10 @@ typedef struct baton__wait_ops {
      * (leave a queue, say). rc is the failure; the callback keeps the error detail. */
     void (*give_up)(void *arg, int rc);
     /* Where to listen after an attempt returned BATON__RELISTEN (the plain lock's waiter
-     * that took a place in its line hears its turn on a channel of its own). NULL if the
-     * attempt never returns it. */
+     * that took a place in its line hears its turn on a channel of its own). A channel of
+     * this waiter alone (BATON__SUB_OWN): its subscription lingers after the wait, and the
+     * next wait that moves there takes it without another attempt. NULL if the attempt
+     * never returns it. */
     const char *(*relisten)(void *arg);
 } baton__wait_ops;
 
