@@ -933,10 +933,17 @@ Test(lock, a_waiter_that_gives_up_leaves_the_line, .timeout = 60)
 }
 
 /* A process killed while in the line costs the lock no more than the reservation made for
- * it (50 ms) and a look of the next waiter: the line is not stuck behind the dead. */
+ * it (50 ms) and a look of the next waiter: the line is not stuck behind the dead. The
+ * child is forked before this process opens a client (a fork copies another thread's locks
+ * as they are), and waits when told. */
+typedef struct line_child {
+    const char *name;
+    int go_fd;
+} line_child;
+
 static int wait_in_line(void *p)
 {
-    const child_arg *a = p;
+    const line_child *a = p;
     baton_options o;
     baton_options_init(&o);
     o.url = th_url();
@@ -945,26 +952,27 @@ static int wait_in_line(void *p)
     if (baton_client_open(&o, &c) != BATON_OK || baton_lock_open(c, a->name, &l) != BATON_OK)
         return 1;
     char b = 1;
-    if (write(a->ready_fd, &b, 1) != 1)
+    if (read(a->go_fd, &b, 1) != 1)
         return 2;
-    baton_lock_try_acquire(l, 60000, 10000);
+    int rc = baton_lock_try_acquire(l, 60000, 10000);
+    fprintf(stderr, "child: %s: %s\n", baton_err_name(rc), baton_client_errmsg(c));
     return 3;
 }
 
 Test(lock, a_waiter_killed_in_the_line_costs_the_lock_a_look, .timeout = 60)
 {
+    const char *name = th_tmpname("deadline");
+    int go[2];
+    cr_assert(eq(int, pipe(go), 0));
+    line_child a = {name, go[0]};
+    pid_t pid = th_fork(wait_in_line, &a);
     baton_client *ch = th_client(NULL);
     redisContext *r = th_redis();
-    const char *name = th_tmpname("deadline");
     baton_lock *h;
     cr_assert(eq(int, baton_lock_open(ch, name, &h), BATON_OK));
     cr_assert(eq(int, baton_lock_try_acquire(h, 0, 10000), BATON_OK));
-    int fds[2];
-    cr_assert(eq(int, pipe(fds), 0));
-    child_arg a = {name, fds[1]};
-    pid_t pid = th_fork(wait_in_line, &a);
-    char b;
-    cr_assert(eq(sz, (size_t)read(fds[0], &b, 1), 1));
+    char b = 1;
+    cr_assert(eq(sz, (size_t)write(go[1], &b, 1), 1));
     int64_t t0 = th_ms();
     while (line_length(r, name) < 1 && th_ms() - t0 < 5000)
         th_sleep_ms(2);
@@ -988,8 +996,8 @@ Test(lock, a_waiter_killed_in_the_line_costs_the_lock_a_look, .timeout = 60)
     cr_assert(le(i64, w.done_ms - released, 500), "the lock came %lld ms after the release",
               (long long)(w.done_ms - released));
     turn_close(&w);
-    close(fds[0]);
-    close(fds[1]);
+    close(go[0]);
+    close(go[1]);
     baton_lock_close(h);
     redisFree(r);
     baton_client_close(ch);
