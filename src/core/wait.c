@@ -41,8 +41,8 @@ static bool not_yet(baton_client *c, int rc)
  * went unheard; no attempt when its own channel's subscription still lingered from its
  * last wait (BATON__SUB_OWN keeps a message that came meanwhile). The subscription held so
  * far, if any, is kept in *left until the wait ends (then dropped as the other: a wait that
- * gave up leaves nothing behind). *sub is NULL afterwards if subscribing failed (its
- * error). */
+ * gave up leaves nothing behind), or kept as *sub if its own channel could not be had.
+ * *sub is NULL afterwards if subscribing failed with nothing to fall back on (its error). */
 static int listen(baton_client *c, const baton__wait *w, bool own, int64_t deadline,
                   baton__waiting *wt, baton__sub **sub, baton__sub **left)
 {
@@ -55,8 +55,15 @@ static int listen(baton_client *c, const baton__wait *w, bool own, int64_t deadl
     if (own && (*sub = baton__sub_try_acquire(c, channel)) != NULL)
         return BATON_ETIMEDOUT; /* live (lingering) since before the attempt that moved it
                                    here, and a message meanwhile was kept: none went unheard */
-    int rc = baton__sub_acquire(c, channel, own ? BATON__SUB_OWN : w->ops->kind, deadline, wt,
-                                sub);
+    int rc = baton__sub_acquire(c, channel, own ? BATON__SUB_OWN : w->ops->kind, deadline, wt, sub);
+    if (rc != BATON_OK && own && *left && rc != BATON_ECANCELED) {
+        /* Its own channel could not be had (no confirmation in time, a refusal): it waits
+         * on where it listened, which its bound_ms covers (the plain lock's line looks by
+         * itself), rather than failing a wait that was going well. */
+        *sub = *left;
+        *left = NULL;
+        return BATON_ETIMEDOUT;
+    }
     if (rc != BATON_OK)
         return rc;
     return baton__wait_cancelled(c, wt) ? baton__fail(c, BATON_ECANCELED, "wait cancelled")
