@@ -5,8 +5,10 @@
 -- KEYS[4]  redisson_lock_token:{name}, the fencing-token counter (a string)
 -- KEYS[5]  baton_lock_meta:{name}, baton's side hash: holder owner -> "host:pid"
 -- KEYS[6]  {name}:timeout, permit leases: permit id (16 raw bytes) -> lease end (a zset)
+-- KEYS[7]  baton_lock_line:{name}, the plain lock's starved waiters (a zset, by join time)
 -- ARGV[1]  the lock's channel, ARGV[2] the semaphore's, ARGV[3] the latch's
--- Returns  {type, pttl, fields, value, queue, deadlines, token, time, numsub, origins}:
+-- Returns  {type, pttl, fields, value, queue, deadlines, token, time, numsub, origins,
+--           leases, line}:
 --          type      the name's TYPE ("none", "hash", "string", ...)
 --          pttl      its PTTL (-2 absent, -1 no expiry)
 --          fields    a hash's HGETALL (owner, holds, ...), else nil
@@ -18,6 +20,7 @@
 --          numsub    PUBSUB NUMSUB of the three channels {ch, n, ch, n, ch, n}
 --          origins   HGETALL of KEYS[5] ({} unless a hash)
 --          leases    ZRANGE WITHSCORES of KEYS[6] from now on ({} unless a zset)
+--          line      ZRANGE of KEYS[7], first come first ({} unless a zset)
 -- Auxiliary keys of an unexpected type read as absent rather than failing the snapshot.
 local function type_of(key)
     return redis.call('type', key)['ok']
@@ -48,5 +51,9 @@ if type_of(KEYS[6]) == 'zset' then
     local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
     leases = redis.call('zrangebyscore', KEYS[6], '(' .. ms, '+inf', 'withscores')
 end
+local line = {}
+if type_of(KEYS[7]) == 'zset' then
+    line = redis.call('zrange', KEYS[7], 0, -1)
+end
 return {t, redis.call('pttl', KEYS[1]), fields, value, queue, deadlines, token,
-        now, redis.call('pubsub', 'numsub', ARGV[1], ARGV[2], ARGV[3]), origins, leases}
+        now, redis.call('pubsub', 'numsub', ARGV[1], ARGV[2], ARGV[3]), origins, leases, line}

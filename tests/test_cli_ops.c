@@ -651,6 +651,38 @@ Test(cli_ops, client_list_shows_the_connections_name_while_command_runs)
     free(marker);
 }
 
+/* `status` shows a plain lock's line of starved waiters in order, text and JSON. */
+Test(cli_ops, status_shows_a_plain_locks_line_in_order)
+{
+    const char *name = th_tmpname("ops-line");
+    redisContext *rc = th_redis();
+    freeReplyObject(th_cmd(rc, "HSET %s holder:1 1", name));
+    freeReplyObject(th_cmd(rc, "PEXPIRE %s 30000", name));
+    freeReplyObject(th_cmd(rc, "ZADD baton_lock_line:{%s} 2 second:1 1 first:1", name));
+    cli_result r;
+    cli_exec(&r, ARGS("status", name));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    const char *line = strstr(r.out, "line (2 starved waiters, first in line first)");
+    cr_assert(line != NULL, "%s", r.out);
+    const char *first = strstr(line, "1. first:1"), *second = strstr(line, "2. second:1");
+    cr_assert(first != NULL && second != NULL && first < second, "%s", r.out);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("status", "--json", name));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    json *j = json_parse(r.out);
+    cr_assert(j != NULL, "%s", r.out);
+    const json *o = json_at(j, 0);
+    cr_assert(eq(str, json_get(o, "kind")->string, "lock"));
+    const json *l = json_get(o, "line");
+    cr_assert(eq(sz, l->n, 2), "%s", r.out);
+    cr_assert(eq(str, json_get(json_at(l, 0), "owner")->string, "first:1"));
+    cr_assert(eq(str, json_get(json_at(l, 1), "owner")->string, "second:1"));
+    json_free(j);
+    cli_result_free(&r);
+    freeReplyObject(th_cmd(rc, "DEL %s baton_lock_line:{%s}", name, name));
+    redisFree(rc);
+}
+
 /* ---------------------------------------------------------------- the man page ------- */
 
 /* Every field `status --json` prints (a lock's, a permit semaphore's) has its row in the man
@@ -666,7 +698,7 @@ Test(cli_ops, the_man_page_lists_every_json_field)
     json *j = json_parse(r.out);
     cr_assert(j != NULL, "%s", r.out);
     const json *o = json_at(j, 0);
-    cr_assert(eq(sz, o->n, 13), "%s", r.out);
+    cr_assert(eq(sz, o->n, 14), "%s", r.out);
     for (size_t i = 0; i < o->n; i++) {
         char row[80];
         snprintf(row, sizeof row, "\n| `%s` |", o->keys[i]);

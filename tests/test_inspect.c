@@ -257,6 +257,61 @@ Test(inspect, a_fair_lock_shows_its_queue_with_deadlines)
     baton_client_close(c);
 }
 
+static long long line_len(redisContext *r, const char *name)
+{
+    return th_cmd_int(r, "ZCARD baton_lock_line:{%s}", name);
+}
+
+/* A plain lock's starved waiters are listed in their line's order, with their processes,
+ * and the lock is still a plain lock (not taken for a fair one). */
+Test(inspect, a_plain_lock_shows_its_line_of_starved_waiters)
+{
+    baton_client *c = th_client(NULL);
+    redisContext *r = th_redis();
+    const char *name = th_tmpname("ins-line");
+    baton_client *cw[2] = {th_client(NULL), th_client(NULL)};
+    baton_lock *l, *other[2];
+    cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
+    cr_assert(eq(int, baton_lock_try_acquire(l, 0, BATON_LEASE_WATCHDOG), BATON_OK));
+    waiter_arg w[2];
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) {
+        cr_assert(eq(int, baton_lock_open(cw[i], name, &other[i]), BATON_OK));
+        w[i] = (waiter_arg){.lock = other[i], .wait_ms = 20000};
+        cr_assert(eq(int, pthread_create(&t[i], NULL, waiter, &w[i]), 0));
+        cr_assert(eq(i64, await_count(line_len, r, name, i + 1), i + 1), "waiter %d never queued",
+                  i);
+    }
+    baton_inspection *ins = inspect(c, name);
+    cr_assert(eq(int, ins->kind, BATON_OBJECT_LOCK));
+    cr_assert(eq(sz, ins->n_queue, 0));
+    cr_assert(eq(sz, ins->n_line, 2));
+    for (int i = 0; i < 2; i++) {
+        const baton_inspect_waiter *q = ins->line[i];
+        cr_assert(
+            eq(int, strncmp(q->owner, baton_client_id(cw[i]), strlen(baton_client_id(cw[i]))), 0),
+            "place %d is %s", i, q->owner);
+        cr_assert(not(q->has_deadline));
+        assert_this_process(q->host, q->pid);
+    }
+    baton_inspection_free(ins);
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    for (int i = 0; i < 2; i++) {
+        pthread_join(t[i], NULL);
+        cr_assert(eq(int, w[i].rc, BATON_OK));
+    }
+    ins = inspect(c, name);
+    cr_assert(eq(sz, ins->n_line, 0));
+    baton_inspection_free(ins);
+    for (int i = 0; i < 2; i++) {
+        baton_lock_close(other[i]);
+        baton_client_close(cw[i]);
+    }
+    baton_lock_close(l);
+    redisFree(r);
+    baton_client_close(c);
+}
+
 /* ---------------------------------------------------------------- origins ------------ */
 
 Test(inspect, a_holders_host_and_pid_come_from_its_clients_record)

@@ -256,7 +256,8 @@ static const spec SPECS[] = {
       {"redisson_lock_timeout:{$}", 'r'},
       {"redisson_lock_token:{$}", 'r'},
       {"baton_lock_meta:{$}", 'r'},
-      {"{$}:timeout", 'r'}},
+      {"{$}:timeout", 'r'},
+      {"baton_lock_line:{$}", 'r'}},
      {"redisson_lock__channel:{$}", "redisson_sc:{$}", "redisson_countdownlatch__channel__{$}"}},
 };
 #define NSPECS (sizeof SPECS / sizeof SPECS[0])

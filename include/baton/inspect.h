@@ -112,12 +112,18 @@ typedef struct baton_inspection {
     baton_inspect_permit **permits; /* the permit leases held now ({NAME}:timeout), soonest
                                        end first; leases already ended are not listed */
     size_t n_permits;
-    const char *rwlock_mode; /* a read-write lock's mode, "read" or "write" (its holders
-                                are its readers and, as "<owner>:write", its writer);
-                                NULL for anything else; static */
-    int slot;                /* a Redis Cluster's slot of the name's keys; -1 elsewhere */
-    char *node;              /* the node that serves the name: "host:port" (a Cluster: the
-                                slot's master), or "unix:<path>" */
+    const char *rwlock_mode;     /* a read-write lock's mode, "read" or "write" (its holders
+                                    are its readers and, as "<owner>:write", its writer);
+                                    NULL for anything else; static */
+    int slot;                    /* a Redis Cluster's slot of the name's keys; -1 elsewhere */
+    char *node;                  /* the node that serves the name: "host:port" (a Cluster: the
+                                    slot's master), or "unix:<path>" */
+    baton_inspect_waiter **line; /* a plain lock's line of starved waiters
+                                    (baton_lock_line:{NAME}), first in line first; no
+                                    deadlines (has_deadline false): a waiter in it looks at
+                                    least every second, and a dead one's place is dropped
+                                    when its turn comes */
+    size_t n_line;
 } baton_inspection;
 
 /*

@@ -71,6 +71,12 @@ static bool impossible_deadline(const baton_inspection *s, const baton_inspect_w
 
 /* A lock's or a fair lock's lines: state, holders, queue, listeners. */
 /* The waiter's host and pid, in a library that fills them (0.4 on). */
+/* A plain lock's line, if the library that filled s has one (a later field). */
+static size_t line_length(const baton_inspection *s)
+{
+    return offsetof(baton_inspection, n_line) < s->size ? s->n_line : 0;
+}
+
 static const char *waiter_host(const baton_inspect_waiter *w, int64_t *pid)
 {
     bool known = offsetof(baton_inspect_waiter, pid) < w->size;
@@ -124,6 +130,18 @@ static void print_lock_text(const char *name, const baton_inspection *s)
         } else {
             printf("  no valid deadline (none, inf or nan)%s\n", bad);
         }
+    }
+    size_t n_line = line_length(s);
+    if (n_line)
+        printf("  line (%zu starved waiter%s, first in line first):\n", n_line,
+               n_line == 1 ? "" : "s");
+    for (size_t i = 0; i < n_line; i++) {
+        int64_t pid;
+        const char *host = waiter_host(s->line[i], &pid);
+        printf("  %4zu. %s", i + 1, E(s->line[i]->owner));
+        if (host)
+            printf("  host %s  pid %lld", E(host), (long long)pid);
+        printf("\n");
     }
     if (s->subscribers_lock)
         printf("  %lld client%s subscribed for the unlock message\n",
@@ -290,6 +308,12 @@ static void print_json(const char *name, const baton_inspection *s, bool first)
     print_json_holders(s);
     printf("],\n   \"queue\": [");
     print_json_queue(s);
+    printf("],\n   \"line\": [");
+    for (size_t i = 0; i < line_length(s); i++) {
+        int64_t pid;
+        const char *host = waiter_host(s->line[i], &pid);
+        json_entry(i, s->line[i]->owner, "", host, pid, "");
+    }
     printf("],\n   \"permits\": [");
     for (size_t i = 0; i < s->n_permits; i++)
         printf("%s{\"id\": \"%s\", \"lease_end_ms\": %lld, \"ttl_ms\": %lld}", i ? ", " : "",

@@ -35,6 +35,7 @@ enum {
     R_NUMSUB,
     R_ORIGINS,
     R_LEASES,
+    R_LINE,
     R_N
 };
 
@@ -135,8 +136,8 @@ static int resolve_origins(baton_client *c, baton_inspection *ins)
         if (!h->host && record_origin(c, h->owner, &h->host, &h->pid) != BATON_OK)
             return BATON_ENOMEM;
     }
-    for (size_t i = 0; i < ins->n_queue; i++) {
-        baton_inspect_waiter *w = ins->queue[i];
+    for (size_t i = 0; i < ins->n_queue + ins->n_line; i++) {
+        baton_inspect_waiter *w = i < ins->n_queue ? ins->queue[i] : ins->line[i - ins->n_queue];
         if (!w->host && record_origin(c, w->owner, &w->host, &w->pid) != BATON_OK)
             return BATON_ENOMEM;
     }
@@ -221,23 +222,26 @@ static bool deadline_of(const redisReply *deadlines, const char *owner, int64_t 
     return reply_score(flat_get(deadlines, owner), out);
 }
 
-/* A fair lock's queue, each waiter with its deadline from the timeout set. */
-static int decode_queue(baton_inspection *ins, const redisReply *queue, const redisReply *deadlines)
+/* Waiters in order: a fair lock's queue, each with its deadline from the timeout set
+ * (deadlines not NULL), or a plain lock's line (no deadlines). */
+static int decode_waiters(const redisReply *list, const redisReply *deadlines,
+                          baton_inspect_waiter ***out, size_t *n)
 {
-    if (!is_array(queue) || queue->elements == 0)
+    if (!is_array(list) || list->elements == 0)
         return BATON_OK;
-    ins->queue = calloc(queue->elements, sizeof *ins->queue);
-    if (!ins->queue)
+    *out = calloc(list->elements, sizeof **out);
+    if (!*out)
         return BATON_ENOMEM;
-    for (size_t i = 0; i < queue->elements; i++) {
-        const redisReply *owner = queue->element[i];
+    for (size_t i = 0; i < list->elements; i++) {
+        const redisReply *owner = list->element[i];
         if (!is_str(owner))
             return BATON_EPROTO;
         baton_inspect_waiter *w = new_entry(sizeof *w, owner);
         if (!w)
             return BATON_ENOMEM;
-        ins->queue[ins->n_queue++] = w;
-        w->has_deadline = deadline_of(deadlines, w->owner, &w->deadline_ms);
+        (*out)[(*n)++] = w;
+        if (deadlines)
+            w->has_deadline = deadline_of(deadlines, w->owner, &w->deadline_ms);
     }
     return BATON_OK;
 }
@@ -337,7 +341,9 @@ int baton__inspect_decode(baton_inspection *ins, const redisReply *r)
         ins->ttl_ms = -2;
     int rc = decode_holders(ins, el[R_FIELDS], el[R_ORIGINS]);
     if (rc == BATON_OK)
-        rc = decode_queue(ins, el[R_QUEUE], el[R_DEADLINES]);
+        rc = decode_waiters(el[R_QUEUE], el[R_DEADLINES], &ins->queue, &ins->n_queue);
+    if (rc == BATON_OK)
+        rc = decode_waiters(el[R_LINE], NULL, &ins->line, &ins->n_line);
     if (rc == BATON_OK)
         rc = decode_leases(ins, el[R_LEASES]);
     if (rc != BATON_OK)
@@ -354,9 +360,10 @@ int baton__inspect_decode(baton_inspection *ins, const redisReply *r)
 /* ------------------------------- the call --------------------------------------------- */
 
 /* The script's keys and channels of a name. */
-enum { NKEYS = 6, NCHANNELS = 3 };
+enum { NKEYS = 7, NCHANNELS = 3 };
 typedef struct names {
-    char *keys[NKEYS]; /* name (borrowed), queue, timeout, token, origins, permit leases */
+    char *keys[NKEYS]; /* name (borrowed), queue, timeout, token, origins, permit leases,
+                          the plain lock's line */
     char *channels[NCHANNELS];
 } names;
 
@@ -376,6 +383,7 @@ static bool names_make(names *n, const char *name)
     n->keys[3] = baton__derive_key(BATON__KEY_LOCK_TOKEN, name, NULL);
     n->keys[4] = baton__derive_key(BATON__KEY_LOCK_META, name, NULL);
     n->keys[5] = baton__derive_key("", name, ":timeout"); /* permits.c's TIMEOUT_SUFFIX */
+    n->keys[6] = baton__derive_key(BATON__KEY_LOCK_LINE, name, NULL);
     n->channels[0] = baton__derive_key(BATON__KEY_LOCK_CHANNEL, name, NULL);
     n->channels[1] = baton__derive_key(BATON__KEY_SEMAPHORE_CHANNEL, name, NULL);
     n->channels[2] = baton__derive_key(BATON__KEY_LATCH_CHANNEL, name, NULL);
@@ -461,10 +469,16 @@ void baton_inspection_free(baton_inspection *ins)
         free((char *)ins->queue[i]->host);
         free(ins->queue[i]);
     }
+    for (size_t i = 0; i < ins->n_line; i++) {
+        free((char *)ins->line[i]->owner);
+        free((char *)ins->line[i]->host);
+        free(ins->line[i]);
+    }
     for (size_t i = 0; i < ins->n_permits; i++)
         free(ins->permits[i]);
     free(ins->holders);
     free(ins->queue);
+    free(ins->line);
     free(ins->permits);
     free(ins->name);
     free(ins->redis_type);

@@ -102,6 +102,7 @@ static int attempt(acquiring *a, baton__sub *sub)
     long long status = hr.status, value = hr.value;
     if (status == 5) { /* in the line, value waiters before it */
         a->ttl = value >= POLL_MAX_MS / POLL_MS ? POLL_MAX_MS : (value + 1) * POLL_MS;
+        baton__client_record_keep(c, BATON_LEASE_WATCHDOG); /* who waits, for a status */
         if (a->own)
             return BATON_ETIMEDOUT;
         a->own = baton__asprintf("%s:%s", l->channel, owner);
