@@ -26,6 +26,9 @@ static void check(const baton_inspection *ins)
     for (size_t i = 0; i < ins->n_queue; i++)
         if (!ins->queue[i] || !ins->queue[i]->owner)
             abort();
+    for (size_t i = 0; i < ins->n_line; i++)
+        if (!ins->line[i] || !ins->line[i]->owner || ins->line[i]->has_deadline)
+            abort();
 }
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
