@@ -3,10 +3,11 @@
  * operator's status (baton_inspect) names the process of every holder and queued waiter
  * of every kind, whose owner field begins with the client id. It is written once per
  * client, not beside every hold: at the client's first hold (or first wait in a fair
- * lock's queue or a plain lock's line), again when a hold's lease would outlive it, by the watchdog while it keeps
- * holds (pipelined with a renewal, no round trip of its own: the watchdog never waits on
- * it), and after the server restarted or the master changed (it may have gone with them). Its life
- * is at least RECORD_LIFE_LEASES watchdog leases; it ends by itself when the process stops.
+ * lock's queue or a plain lock's line), again when a hold's lease would outlive it, by the
+ * watchdog while it keeps holds (pipelined with a renewal, no round trip of its own: the
+ * watchdog never waits on it), and after the server restarted or the master changed (it
+ * may have gone with them). Its life is at least RECORD_LIFE_LEASES watchdog leases; it
+ * ends by itself when the process stops.
  *
  * It is advice, never a condition: a server that refuses the write (an ACL without the
  * key, maxmemory) leaves holders without a host, and the write is tried again after one

@@ -71,14 +71,13 @@ typedef struct acquiring {
  * BATON_ETIMEDOUT: another owner holds it or it is reserved for another waiter, a->ttl =
  * how long to sleep at most; BATON__RELISTEN: it took a place in the line, and hears its
  * turn on a->own from now on. */
-static int attempt(acquiring *a, baton__sub *sub)
+static int attempt(acquiring *a)
 {
     baton_lock *l = a->l;
     const char *owner = a->owner;
     int64_t lease_ms = a->lease_ms;
     baton_client *c = l->client;
     plain *p = l->impl;
-    (void)sub;
     char lease[32];
     snprintf(lease, sizeof lease, "%lld",
              (long long)(lease_ms == BATON_LEASE_WATCHDOG ? baton__watchdog_lease(c) : lease_ms));
@@ -131,7 +130,8 @@ static int attempt(acquiring *a, baton__sub *sub)
 
 static int try_once(void *arg, baton__sub *sub)
 {
-    return attempt(arg, sub);
+    (void)sub; /* where it listens does not change what it asks */
+    return attempt(arg);
 }
 
 static const char *own_channel(void *arg)
