@@ -519,7 +519,7 @@ static int reap(void)
 
 /* ------------------------------------------------------------- MariaDB ------------ */
 
-/* --stock N: a MariaDB server of Debian's (mariadbd) on loopback with a private datadir in
+/* --stock N: a MariaDB server of Debian's (mariadbd) on a unix socket with a private datadir in
  * the run's directory, the table h.stock (one row: qty N, fence 0) that the mutex holds
  * update with their tokens (hist_client's stock_write), read once more after the run;
  * stopped by pid. */
@@ -573,7 +573,7 @@ static int mdb_sql(const char *sql, char *out, size_t outlen)
 
 static bool mdb_start(long long qty)
 {
-    char dir[300], data[320], log[340], port[16];
+    char dir[300], data[320], log[340];
     _Static_assert(sizeof mdb_sock >= sizeof dir + 8, "the socket's path fits");
     snprintf(dir, sizeof dir, "%s/mariadb", workdir);
     mkdir(dir, 0755);
@@ -594,18 +594,11 @@ static bool mdb_start(long long qty)
                         "mariadb-server)\n");
         return false;
     }
-    unsigned short r = (unsigned short)getpid();
-    FILE *u = fopen("/dev/urandom", "r");
-    if (u) {
-        if (fread(&r, sizeof r, 1, u) != 1)
-            r = (unsigned short)getpid();
-        fclose(u);
-    }
-    snprintf(port, sizeof port, "%d", 40000 + r % 20000);
-    char a_sock[360], a_log[360], a_port[32];
+    /* Its clients come through the socket only: no TCP port (a port picked at random was
+     * taken now and then, and mariadbd failed with "Address already in use"). */
+    char a_sock[360], a_log[360];
     snprintf(a_sock, sizeof a_sock, "--socket=%s", mdb_sock);
     snprintf(a_log, sizeof a_log, "--log-error=%s", log);
-    snprintf(a_port, sizeof a_port, "--port=%s", port);
     mdb_pid = fork();
     if (mdb_pid == 0) {
         setpgid(0, 0);
@@ -615,8 +608,8 @@ static bool mdb_start(long long qty)
             dup2(devnull, 1);
             dup2(devnull, 2);
         }
-        execlp("mariadbd", "mariadbd", "--no-defaults", datadir, a_sock, "--bind-address=127.0.0.1",
-               a_port, "--user=root", a_log, "--skip-log-bin", "--innodb-buffer-pool-size=16M",
+        execlp("mariadbd", "mariadbd", "--no-defaults", datadir, a_sock, "--skip-networking",
+               "--user=root", a_log, "--skip-log-bin", "--innodb-buffer-pool-size=16M",
                (char *)NULL);
         _exit(127);
     }
