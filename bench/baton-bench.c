@@ -1718,9 +1718,10 @@ static void on_alarm(int sig)
  * (include/baton/async.h): acquire asynchronously; run the critical section from the loop
  * as an event-loop program runs its own I/O, without blocking it (the counter's commands go
  * out on a non-blocking connection whose replies come back through the same poll()); then
- * release with the short blocking call (one round trip, as include/baton/async.h advises)
- * and start the next acquisition. The threads of the threaded run block in their critical
- * sections instead: each model as its programs use it.
+ * release asynchronously too and start the next acquisition when the release completes
+ * (a blocking release would stall every other worker of the loop for its round trip). The
+ * threads of the threaded run block in their critical sections instead: each model as its
+ * programs use it.
  * ---------------------------------------------------------------------------------------- */
 
 typedef struct aworker {
@@ -1775,7 +1776,17 @@ static void cs_send(aworker *w, int stage, const char *fmt, long long v)
     A.cs++;
 }
 
-/* The critical section is over: release (one blocking round trip), start the next one. */
+/* The release completed: the next acquisition. */
+static void a_released(void *h, baton_owner *o, int rc, void *arg)
+{
+    (void)h, (void)o;
+    if (rc != BATON_OK)
+        a_error("release", rc);
+    a_start(arg);
+}
+
+/* The critical section is over: release without blocking the loop; the next acquisition
+ * starts when the release completes. */
 static void cs_done(aworker *w)
 {
     A.holders--;
@@ -1784,13 +1795,14 @@ static void cs_done(aworker *w)
     int rc;
 #ifdef BATON_BENCH_HAVE_SEMAPHORE
     if (opt.sc == S3)
-        rc = baton_semaphore_release(A.s, 1);
+        rc = baton_semaphore_release_async(A.s, 1, a_released, w, NULL);
     else
 #endif
-        rc = baton_lock_release_as(A.l, w->o);
-    if (rc != BATON_OK)
+        rc = baton_lock_release_async(A.l, w->o, a_released, w, NULL);
+    if (rc != BATON_OK) {
         a_error("release", rc);
-    a_start(w);
+        a_start(w);
+    }
 }
 
 /* Replies that arrived on A.raw, each moving its worker's critical section on. */
@@ -1923,7 +1935,8 @@ static void async_loop(aworker *ws, int nw)
         poll(p, 2, 100);
         if (p[1].revents & (POLLIN | POLLERR | POLLHUP))
             cs_replies();
-        baton_client_process(A.c);
+        if (p[0].revents & POLLIN)
+            baton_client_process(A.c);
     }
 }
 

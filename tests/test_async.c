@@ -632,6 +632,74 @@ void cb(void *h, baton_owner *o, int rc, void *arg)
     atomic_store((atomic_int *)arg, rc == BATON_OK ? 1 : -1);
 }
 
+/* A callback that starts a release and then waits, blocking, for the lock it releases:
+ * the release must not wait for the callback to end (baton_client_process wakes the engine
+ * for what its callbacks start only after them, or before a wait). */
+typedef struct release_then_wait {
+    baton_lock *l;
+    baton_owner *a, *b;
+    done released;
+    int rc;
+    int64_t waited_ms;
+    bool ran;
+} release_then_wait;
+
+static void release_then_wait_cb(void *h, baton_owner *o, int rc, void *arg)
+{
+    (void)h;
+    (void)o;
+    release_then_wait *t = arg;
+    t->ran = true;
+    if (rc != BATON_OK) {
+        t->rc = rc;
+        return;
+    }
+    t->rc = baton_lock_release_async(t->l, t->a, on_done, &t->released, NULL);
+    if (t->rc != BATON_OK)
+        return;
+    int64_t t0 = th_ms();
+    t->rc = baton_lock_try_acquire_as(t->l, t->b, 3000 * SLOW, 5000);
+    t->waited_ms = th_ms() - t0;
+}
+
+Test(async, a_callback_waits_for_a_release_it_started, .timeout = 60)
+{
+    baton_client *c = th_client(NULL);
+    baton_lock *l, *m;
+    baton_owner *a, *b;
+    cr_assert(eq(int, baton_lock_open(c, th_tmpname("as-rw-l"), &l), BATON_OK));
+    cr_assert(eq(int, baton_lock_open(c, th_tmpname("as-rw-m"), &m), BATON_OK));
+    cr_assert(eq(int, baton_owner_new(c, &a), BATON_OK));
+    cr_assert(eq(int, baton_owner_new(c, &b), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire_as(l, a, 5000), BATON_OK));
+    release_then_wait t = {.l = l, .a = a, .b = b, .rc = -1};
+    /* any operation that completes: its callback runs on this thread, from process() */
+    cr_assert(eq(int, baton_lock_acquire_async(m, b, 1000, 5000, release_then_wait_cb, &t, NULL),
+                 BATON_OK));
+    int fd;
+    cr_assert(eq(int, baton_client_async_fd(c, &fd), BATON_OK));
+    int64_t end = th_ms() + 20000;
+    while ((!t.ran || t.released.n == 0) && th_ms() < end) {
+        struct pollfd p = {fd, POLLIN, 0};
+        poll(&p, 1, 50);
+        baton_client_process(c);
+    }
+    cr_assert(t.ran);
+    cr_assert(eq(int, t.rc, BATON_OK), "the wait got the lock (%s after %lld ms)",
+              baton_err_name(t.rc), (long long)t.waited_ms);
+    cr_assert(t.waited_ms < 1000 * SLOW, "got it %lld ms after the release started",
+              (long long)t.waited_ms);
+    cr_assert(eq(int, t.released.n, 1));
+    cr_assert(eq(int, t.released.rc[0], BATON_OK));
+    cr_assert(eq(int, baton_lock_release_as(l, b), BATON_OK));
+    cr_assert(eq(int, baton_lock_release_as(m, b), BATON_OK));
+    baton_owner_free(a);
+    baton_owner_free(b);
+    baton_lock_close(l);
+    baton_lock_close(m);
+    baton_client_close(c);
+}
+
 /* ------------------------------------------------------------------ cancellation ----- */
 
 typedef enum wait_kind {

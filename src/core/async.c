@@ -3,7 +3,7 @@
  *
  * Every blocking primitive waits in one routine (wait.c): attempt, subscribe, sleep until a
  * wake-up or a bound, attempt again. An asynchronous operation runs that same routine, the
- * primitive's own code unchanged, on a fiber (a stack of its own, ucontext) driven by one
+ * primitive's own code unchanged, on a fiber (a stack of its own, fiber.h) driven by one
  * baton thread per client, the engine. Where a thread would sleep, the fiber arms a waker on
  * its subscription (dispatch.c hands it the channel's wake-ups by the same policies as
  * sleeping threads), puts its bound in the engine's timer heap and yields; the engine then
@@ -35,7 +35,6 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
-#include <ucontext.h>
 #include <unistd.h>
 
 /* A fiber's stack: the primitives' code, hiredis and OpenSSL with room to spare. Stacks are
@@ -86,8 +85,9 @@ struct baton_op {
     /* The client's error detail on this thread, kept across a yield: the fibers that run
      * meanwhile on the same thread write theirs in the same place. */
     char errsave[ERRSAVE_LEN];
-    ucontext_t ctx;
-    char *stack; /* mapping: guard page, then STACK_SIZE */
+    baton__fctx ctx;
+    char *stack;  /* mapping: guard page, then STACK_SIZE */
+    char *bottom; /* the stack's lowest usable byte (past the guard page) */
 #ifdef BATON_VALGRIND
     unsigned vg_stack; /* valgrind's id of the stack */
 #endif
@@ -105,6 +105,14 @@ struct baton_op {
 
 static _Thread_local baton_op *current; /* the fiber running on this thread */
 static _Thread_local bool on_engine;    /* this thread is a client's engine */
+/* Operations that the callbacks run by baton_client_process() start wake the engine once,
+ * when those callbacks are over, or WAKE_DEFER_US after the first start if they go on: a
+ * wake-up costs the engine a system call and a thread switch, and the callbacks of an
+ * event-loop program usually start several. processing: the client whose callbacks this
+ * thread runs; deferred_since: when the first start was deferred (0: none). */
+static _Thread_local baton__evloop *processing;
+static _Thread_local int64_t deferred_since;
+#define WAKE_DEFER_US 200
 
 /* ------------------------------- timer heap (ev->mu) ---------------------------------- */
 
@@ -232,12 +240,6 @@ static void on_wake(void *arg)
 
 static void fiber_main(void);
 
-/* getcontext() returns twice, so it gets a frame of its own (no local can be clobbered). */
-static __attribute__((noinline)) int context_init(ucontext_t *ctx)
-{
-    return getcontext(ctx);
-}
-
 static int fiber_make(engine *ev, baton_op *op)
 {
     long page = sysconf(_SC_PAGESIZE);
@@ -250,15 +252,15 @@ static int fiber_make(engine *ev, baton_op *op)
         mprotect(m, (size_t)page, PROT_NONE); /* a guard: an overflow faults, it never writes */
     }
     op->stack = m;
-    if (context_init(&op->ctx) != 0)
+    op->bottom = m + page;
+    if (baton__fctx_make(&op->ctx, op->bottom, STACK_SIZE, fiber_main) != 0) {
+        ev->spare[ev->nspare++] = m; /* back where it came from, or to an empty list */
+        op->stack = NULL;
         return BATON_ENOMEM;
-    op->ctx.uc_stack.ss_sp = m + page;
-    op->ctx.uc_stack.ss_size = STACK_SIZE;
+    }
 #ifdef BATON_VALGRIND
     op->vg_stack = VALGRIND_STACK_REGISTER(m + page, m + page + STACK_SIZE);
 #endif
-    op->ctx.uc_link = NULL;
-    makecontext(&op->ctx, fiber_main, 0);
 #ifdef BATON_TSAN
     op->tsan_fiber = __tsan_create_fiber(0);
 #endif
@@ -289,12 +291,12 @@ static void fiber_enter(engine *ev, baton_op *op)
     uint64_t saved = baton__owner_act(op->owner_id);
 #ifdef BATON_ASAN
     void *fake = NULL;
-    __sanitizer_start_switch_fiber(&fake, op->ctx.uc_stack.ss_sp, op->ctx.uc_stack.ss_size);
+    __sanitizer_start_switch_fiber(&fake, op->bottom, STACK_SIZE);
 #endif
 #ifdef BATON_TSAN
     __tsan_switch_to_fiber(op->tsan_fiber, 0);
 #endif
-    swapcontext(&ev->main_ctx, &op->ctx);
+    baton__fctx_switch(&ev->main_ctx, &op->ctx);
 #ifdef BATON_ASAN
     __sanitizer_finish_switch_fiber(fake, NULL, NULL);
 #endif
@@ -330,7 +332,7 @@ static void fiber_yield(baton_op *op)
 #ifdef BATON_TSAN
     __tsan_switch_to_fiber(ev->tsan_main, 0);
 #endif
-    swapcontext(&op->ctx, &ev->main_ctx);
+    baton__fctx_switch(&op->ctx, &ev->main_ctx);
     fiber_arrived(op);
     if (back) {
         if (op->errsave[0])
@@ -394,10 +396,16 @@ static void finish(baton__evloop *ev, baton_op *op)
         deliver(ev, op);
         baton__mutex_lock(&ev->mu);
     } else {
+        /* The descriptor is written when the queue stops being empty: baton_client_process
+         * reads it before it takes the whole queue, so a queue with something in it always
+         * has a write after the last take. */
+        bool was_empty = !ev->done_head;
         push(&ev->done_head, &ev->done_tail, op);
-        uint64_t one = 1;
-        ssize_t n = write(ev->efd, &one, sizeof one);
-        (void)n; /* a counter at its maximum is readable already */
+        if (was_empty) {
+            uint64_t one = 1;
+            ssize_t n = write(ev->efd, &one, sizeof one);
+            (void)n; /* a counter at its maximum is readable already */
+        }
     }
     --ev->live;
     baton__cond_broadcast(&ev->idle); /* close, and baton__evloop_drop_handle */
@@ -900,7 +908,10 @@ int baton__op_start(baton_client *c, void *handle, baton__op_run_fn run, bool is
     ev->all = op;
     op->queued = true;
     push(&op->eng->run_head, &op->eng->run_tail, op);
-    engine_wake(op->eng);
+    if (processing != ev)
+        engine_wake(op->eng);
+    else if (!deferred_since)
+        deferred_since = baton__now_us() | 1;
     baton__mutex_unlock(&ev->mu);
     if (out)
         *out = op;
@@ -954,6 +965,23 @@ int baton_client_async_fd(baton_client *c, int *fd)
     return BATON_OK;
 }
 
+/* Wakes ev's engine for the operations this thread's callbacks started, if they did. */
+static void deferred_wake(baton__evloop *ev)
+{
+    if (!deferred_since)
+        return;
+    deferred_since = 0;
+    baton__mutex_lock(&ev->mu);
+    engine_wake(&ev->eng);
+    baton__mutex_unlock(&ev->mu);
+}
+
+void baton__ops_start_deferred(void)
+{
+    if (processing)
+        deferred_wake(processing);
+}
+
 int baton_client_process(baton_client *c)
 {
     int rc = enter(c);
@@ -968,12 +996,22 @@ int baton_client_process(baton_client *c)
     ev->done_head = ev->done_tail = NULL;
     baton__mutex_unlock(&ev->mu);
     int ran = 0;
+    /* A callback may process another client's (or its own) completions: what the outer
+     * call deferred is woken first, since the deferral belongs to one client at a time. */
+    baton__evloop *outer = processing;
+    if (outer)
+        deferred_wake(outer);
+    processing = ev;
     while (list) {
         baton_op *op = list;
         list = op->next;
         deliver(ev, op);
         ran++;
+        if (deferred_since && baton__now_us() - deferred_since >= WAKE_DEFER_US)
+            deferred_wake(ev);
     }
+    deferred_wake(ev);
+    processing = outer;
     return ran;
 }
 

@@ -8,13 +8,13 @@
 
 #include "client.h"
 #include "evloop.h"
+#include "fiber.h"
 
 #include <baton/async.h>
 
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <ucontext.h>
 
 #define SPARE_STACKS 64
 
@@ -66,7 +66,7 @@ typedef struct engine {
     int64_t last_poll_us;
     char *spare[SPARE_STACKS]; /* this thread's alone */
     int nspare;
-    ucontext_t main_ctx; /* the engine thread's own */
+    baton__fctx main_ctx; /* the engine thread's own */
 #ifdef BATON_ASAN
     const void *main_bottom;
     size_t main_size;
@@ -113,6 +113,10 @@ void baton__ops_cancel_locked(baton__evloop *ev, const void *handle);
 /* The fiber's sleep (wt->op's): arms the waker and the timer, yields, disarms. Returns as
  * baton__wait_sleep. */
 int baton__fiber_sleep(baton_client *c, baton__waiting *wt, baton__sub *sub, int64_t until);
+/* A thread about to sleep in a wait first wakes the engine for the operations its
+ * callbacks started and baton_client_process() has not woken it for yet: the wait may be
+ * for one of them (a release). */
+void baton__ops_start_deferred(void);
 
 /* ------------------------------- waits.c, for async.c --------------------------------- */
 

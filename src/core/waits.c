@@ -129,6 +129,7 @@ int baton__wait_sleep(baton_client *c, baton__waiting *wt, baton__sub *sub, int6
 {
     if (wt->op)
         return baton__fiber_sleep(c, wt, sub, until_us);
+    baton__ops_start_deferred();
     baton__evloop *ev = c->ev;
     if (thread_cancelled(ev, wt))
         return baton__wait_cancelled_error(c);
