@@ -154,7 +154,10 @@ BATON_API int baton_client_async_fd(baton_client *c, int *fd);
 /*
  * Runs the callbacks of the operations completed so far, on the calling thread, in
  * completion order, and returns how many ran (>= 0). Never waits for the server. Returns
- * BATON_EINVAL (NULL) or BATON_ENOTSUP (forked) instead of a count.
+ * BATON_EINVAL (NULL) or BATON_ENOTSUP (forked) instead of a count. Operations that these
+ * callbacks start begin when the callbacks are over (or 200 µs after the first start, at
+ * the end of the callback that is running then), all with one wake-up of the engine; a
+ * callback that blocks in a wait (a blocking acquire) lets them begin first.
  */
 BATON_API int baton_client_process(baton_client *c);
 
