@@ -15,7 +15,9 @@
 
 #include <stddef.h>
 
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__ELF__)
+/* Not under -fcf-protection (__CET__): a shadow stack would refuse the switch's ret, and
+ * glibc's swapcontext knows how to move it. */
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__ELF__) && !defined(__CET__)
 #define BATON__FIBER_ASM 1
 #else
 #include <ucontext.h>
