@@ -175,6 +175,8 @@ peers_report() {
             v = jf($0, "lost_updates"); if (v != "") { LOST[l] += v; hasLost[l] = 1 }
             v = jf($0, "max_holders"); if (v != "" && (!(l in MAXH) || v + 0 > MAXH[l])) MAXH[l] = v + 0
             ERR[l] += jf($0, "errors")
+            v = jf($0, "lat_max_ms")
+            if (v != "" && v + 0 >= 5000) LONG = LONG (LONG == "" ? "" : "; ") l " round " jf($0, "round") ": " sprintf("%.1f s", v / 1000)
             VER[l] = jf($0, "peer_version")
         }
         function m(l, f) { return ((l, f) in V) ? median(V[l, f]) : "" }
@@ -216,6 +218,7 @@ peers_report() {
             print ""
             print "Scenarios: " titles[1] "; " titles[2] "; " titles[3] "; " titles[4] ". ops/s is pairs/s for s1 and s3, acquisitions/s for s2; the s1 wait is the whole acquire+release pair."
             print ""
+            printf "Waits of 5 s or more (the longest of a run, any round): %s.\n\n", (LONG == "" ? "none" : LONG)
             printf "Wire limit (redis-benchmark, 1 client, same server, medians): PING %s requests/s, p50 %s ms; EVALSHA of lock_acquire %s requests/s, p50 %s ms, so two EVALSHA round trips take %s ms.\n", \
                 num(PING, 0), num(PINGP50, 3), num(EV, 0), num(EVP50, 3), num(2 * EVP50, 3)
             print ""
@@ -273,14 +276,22 @@ peers_report() {
     node_v=$(node --version 2>/dev/null || echo none)
     py_v=$(/usr/bin/python3 -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])' 2>/dev/null || echo none)
     ioredis_v=$(sed -n 's/.*"ioredis_version":"\([^"]*\)".*/\1/p' "$work/peers.jsonl" | head -n 1)
+    peer_versions=$(sed -n 's/.*"peer":"\([^"]*\)","peer_version":"\([^"]*\)".*/\1 \2/p' \
+        "$work/peers.jsonl" | sed 's/^redlock/node-redlock/; s/^semaphore/redis-semaphore/;
+        s/^redisson/node-redisson/' | sort -u | paste -sd, - | sed 's/,/, /g')
     {
-        echo "Written by \`${PEERS_ROUNDS:+PEERS_ROUNDS=$PEERS_ROUNDS }bench/run --peers\` on $(date -u '+%Y-%m-%d %H:%M UTC') (the run took ${elapsed} s), baton"
-        echo "$(sed -n 's/#define BATON_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)/\2/p' "$top/include/baton/version.h" | paste -sd. -) at commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) cores, load average before"
-        echo "$load_before, after $(cut -d' ' -f1-3 /proc/loadavg). Medians of $rounds round(s) against one private"
-        echo "redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/') (loopback, no persistence); in each round the wire limit, then every runner"
-        echo "ran each scenario in turn, the order reversed every other round. Node $node_v with"
-        echo "ioredis ${ioredis_v:-?}, Python $py_v (Debian's python3-redis). Lost updates, max holders and"
-        echo "errors are over all rounds (sum, max, sum); every other figure is the median."
+        echo "Written by \`${PEERS_ROUNDS:+PEERS_ROUNDS=$PEERS_ROUNDS }bench/run --peers\` on $(date -u '+%Y-%m-%d %H:%M UTC'); the run took ${elapsed} s."
+        echo
+        echo "- machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), shared; load average before"
+        echo "  $load_before, after $(cut -d' ' -f1-3 /proc/loadavg)"
+        echo "- baton $(sed -n 's/#define BATON_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)/\2/p' "$top/include/baton/version.h" | paste -sd. -), commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo '?'); Redis $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'), one private server on loopback, no persistence"
+        echo "- peers: $peer_versions"
+        echo "- Node $node_v with ioredis ${ioredis_v:-?}; Python $py_v with Debian's python3-redis"
+        echo "- s1 \`--n $s1n\`; s2 8 workers \`--k $s2k\`, think 0 and 5 ms; s3 16 workers, 4 permits, \`--k $s3k\`"
+        echo
+        echo "Medians of $rounds round(s); in each round the wire limit, then every runner ran each"
+        echo "scenario in turn, the order reversed every other round. Lost updates and errors are"
+        echo "summed over the rounds, max holders is the largest; every other figure is a median."
         echo
         cat "$work/peers.table"
         echo
