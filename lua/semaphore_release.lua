@@ -8,6 +8,8 @@
 --          outcome, so a re-send after a lost reply returns it instead of releasing twice
 -- ARGV[1]  permits to return (>= 1)
 -- ARGV[2]  how long the request latch lives, in ms
+-- ARGV[3]  "0": the request's first attempt (no latch can exist yet: it is not read);
+--          "1" (or absent): a retry
 -- Returns  the new permit count (a re-sent request: the count its first run returned).
 --          A key of another type, or a string that is not an integer, fails with an error
 --          reply (WRONGTYPE / ERR) and is left untouched; so does an overflow (INCRBY's).
@@ -17,17 +19,16 @@
 -- outcome with a warning (client.c, unpublished()). A waiter not told finds out at its
 -- recheck.
 -- uses: publish (lua/lib/publish.lua, put in front of this script by the build)
-local done = redis.call('get', KEYS[3])
-if done ~= false then
-    return tonumber(done)
+-- A first attempt is 3 commands: INCRBY, PUBLISH, SET of the latch.
+if ARGV[3] ~= '0' then
+    local done = redis.call('get', KEYS[3])
+    if done ~= false then
+        return tonumber(done)
+    end
 end
-local t = redis.call('type', KEYS[1]).ok
-if t ~= 'none' and t ~= 'string' then
-    return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
-end
-if t == 'string' and not string.match(redis.call('get', KEYS[1]), '^-?%d+$') then
-    return redis.error_reply('ERR semaphore permit count is not an integer')
-end
+-- INCRBY is the first write and checks what the key holds itself: another type
+-- (WRONGTYPE), a string that is not an integer or an overflow (ERR ... not an integer or
+-- out of range) fail it before anything is written.
 local value = redis.call('incrby', KEYS[1], ARGV[1])
 publish(KEYS[2], value)
 redis.call('set', KEYS[3], value, 'px', ARGV[2])

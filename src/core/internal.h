@@ -292,8 +292,10 @@ int baton__script_call_synced(baton_client *c, const baton__script *s, int nkeys
 
 /* Runs a script whose effect must apply once per call although the call may send it more
  * than once (see once.c): KEYS = keys plus a request latch <latch_prefix><client-id>:<n>,
- * ARGV = args plus the latch's lifetime in ms. The script must return the latch's value when
- * the latch exists, and otherwise store its integer outcome there (SET key value PX life).
+ * ARGV = args plus the latch's lifetime in ms, then "0" on the first attempt and "1" on a
+ * retry (a first attempt need not read the latch). The script must return the latch's value
+ * when the latch exists, and otherwise store its integer outcome there (SET key value PX
+ * life).
  * After BATON_ECONN the same request is sent again on a fresh connection, up to 3 attempts.
  * At most 7 keys and 6 arguments. Returns as baton__script_run. */
 int baton__script_run_once(baton_client *c, const baton__script *s, const char *latch_prefix,

@@ -61,12 +61,12 @@ static int run_once(baton_client *c, const baton__script *s, const char *latch_p
         a[nargs + 1] = latch;
     else
         k[nkeys] = latch;
-    /* The latch-as-argument form also says which attempt this is ("0": the first, which
-     * need not read a latch that cannot exist yet; "1": a retry). */
-    int xk = latch_as_arg ? 0 : 1, xa = latch_as_arg ? 3 : 1;
+    /* Both forms also say which attempt this is, last: "0", the first, which need not read
+     * a latch that cannot exist yet; "1", a retry. */
+    int xk = latch_as_arg ? 0 : 1, xa = latch_as_arg ? 3 : 2;
     int rc = BATON_ECONN;
     for (int i = 0; i < ATTEMPTS && rc == BATON_ECONN; i++) {
-        a[nargs + 2] = i == 0 ? "0" : "1";
+        a[nargs + xa - 1] = i == 0 ? "0" : "1";
         rc = baton__script_run(c, s, nkeys + xk, k, nargs + xa, a, reply);
     }
     free(latch);
