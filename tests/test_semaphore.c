@@ -95,6 +95,39 @@ static void *pool_thread(void *arg)
     return NULL;
 }
 
+/* What an uncontended acquire and release cost the server, command by command (issue 30,
+ * docs/ARCHITECTURE.md): acquire = EVALSHA, GET, DECRBY, SET of its request latch; release
+ * = EVALSHA, INCRBY, PUBLISH, SET of its latch. No TYPE, and a first attempt reads no
+ * latch (before: 7 and 7). */
+Test(semaphore, an_acquire_and_release_cost_eight_server_commands)
+{
+    baton_client *c = th_client(NULL);
+    char *name = th_name("sem-cost");
+    baton_semaphore *s = open_sem(c, name);
+    cr_assert(eq(int, baton_semaphore_try_set_permits(s, 1, NULL), BATON_OK));
+    cr_assert(eq(int, baton_semaphore_acquire(s, 1), BATON_OK)); /* scripts loaded, */
+    cr_assert(eq(int, baton_semaphore_release(s, 1), BATON_OK)); /* a connection open */
+    redisContext *r = th_redis();
+    freeReplyObject(th_cmd(r, "CONFIG RESETSTAT"));
+    enum { PAIRS = 10 };
+    for (int i = 0; i < PAIRS; i++) {
+        cr_assert(eq(int, baton_semaphore_acquire(s, 1), BATON_OK));
+        cr_assert(eq(int, baton_semaphore_release(s, 1), BATON_OK));
+    }
+    static const struct {
+        const char *cmd;
+        long long per_pair;
+    } want[] = {{"evalsha", 2}, {"get", 1}, {"decrby", 1}, {"incrby", 1},
+                {"publish", 1}, {"set", 2}, {"type", 0},   {"eval", 0}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        cr_assert(eq(i64, th_cmdstat(r, want[i].cmd), want[i].per_pair * PAIRS), "%s", want[i].cmd);
+    cr_assert(eq(i64, available(s), 1));
+    redisFree(r);
+    baton_semaphore_close(s);
+    baton_client_close(c);
+    free(name);
+}
+
 Test(semaphore, pool_of_sixteen_threads_never_exceeds_four_permits)
 {
     baton_client *c = th_client(NULL);
