@@ -20,7 +20,8 @@
 -- A key of another type at KEYS[1] or KEYS[2] (or a token that is not an integer) fails
 -- with WRONGTYPE (ERR) before anything is written; one at KEYS[3] or KEYS[4] is none.
 -- Uncontended, this is 4 commands: EXISTS (of the lock, the reservation and the line in
--- one), INCR, HINCRBY, PEXPIRE.
+-- one), INCR, HINCRBY, PEXPIRE. Held by another owner, with no line, 3: EXISTS, HEXISTS
+-- (the caller's own hold?), PTTL (held? and for how long).
 -- uses: line
 local function take()
     local token = redis.call('incr', KEYS[2])
@@ -38,7 +39,8 @@ local function join()
     local rank = redis.pcall('zrank', KEYS[4], ARGV[2]) -- refused by an ACL: 0, not a failure
     return {5, type(rank) == 'number' and rank or 0}
 end
-if redis.call('exists', KEYS[1], KEYS[3], KEYS[4]) == 0 then
+local present = redis.call('exists', KEYS[1], KEYS[3], KEYS[4])
+if present == 0 then
     return take()
 end
 -- The token, read before the first write where a write comes before its INCR: a key of
@@ -60,7 +62,9 @@ if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     redis.call('pexpire', KEYS[1], ARGV[1])
     return {2, tonumber(token)}
 end
-if redis.call('exists', KEYS[1]) == 0 then
+-- PTTL tells both whether the lock is held (-2: no key) and what the caller waits for.
+local pttl = redis.call('pttl', KEYS[1])
+if pttl == -2 then
     -- free: it goes to the waiter it is reserved for, else to the line's first
     if token_read() == nil then
         return redis.error_reply(NOT_INTEGER)
@@ -78,14 +82,13 @@ if redis.call('exists', KEYS[1]) == 0 then
         end
         return take()
     end
-    local pttl = redis.call('pttl', KEYS[3])
-    return ARGV[3] ~= '0' and join() or {3, pttl}
+    return ARGV[3] ~= '0' and join() or {3, redis.call('pttl', KEYS[3])}
 end
--- held by another owner
-if ARGV[3] == '2' or (ARGV[3] == '1' and redis.pcall('exists', KEYS[4]) == 1) then
+-- held by another owner; the line may exist only if more than the lock did
+if ARGV[3] == '2' or (ARGV[3] == '1' and present > 1 and redis.pcall('exists', KEYS[4]) == 1) then
     local joined = join()
     if joined then
         return joined
     end
 end
-return {0, redis.call('pttl', KEYS[1])}
+return {0, pttl}

@@ -532,6 +532,37 @@ Test(lock, killed_subscriber_connection_does_not_strand_waiters)
 
 /* ---------------------------------------------------------------- bad input ---------- */
 
+/* An attempt on a lock another owner holds, with no line, costs the server 4 commands:
+ * EVALSHA, EXISTS (lock, reservation and line in one), HEXISTS (the caller's own hold?),
+ * PTTL (held? for how long?). Before: a second EXISTS of the lock, 5. */
+Test(lock, an_attempt_on_a_held_lock_costs_four_server_commands)
+{
+    baton_client *c = th_client(NULL), *other = th_client(NULL);
+    const char *name = th_tmpname("lk-cost");
+    baton_lock *l, *lo;
+    cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
+    cr_assert(eq(int, baton_lock_open(other, name, &lo), BATON_OK));
+    cr_assert(eq(int, baton_lock_try_acquire(lo, 0, 10000), BATON_OK));
+    cr_assert(eq(int, baton_lock_try_acquire(l, 0, 10000), BATON_ETIMEDOUT)); /* warm */
+    redisContext *r = th_redis();
+    freeReplyObject(th_cmd(r, "CONFIG RESETSTAT"));
+    enum { TRIES = 10 };
+    for (int i = 0; i < TRIES; i++)
+        cr_assert(eq(int, baton_lock_try_acquire(l, 0, 10000), BATON_ETIMEDOUT));
+    static const struct {
+        const char *cmd;
+        long long per_try;
+    } want[] = {{"evalsha", 1}, {"exists", 1}, {"hexists", 1}, {"pttl", 1}, {"eval", 0}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        cr_assert(eq(i64, th_cmdstat(r, want[i].cmd), want[i].per_try * TRIES), "%s", want[i].cmd);
+    cr_assert(eq(int, baton_lock_release(lo), BATON_OK));
+    redisFree(r);
+    baton_lock_close(l);
+    baton_lock_close(lo);
+    baton_client_close(c);
+    baton_client_close(other);
+}
+
 Test(lock, bad_input_is_rejected_and_nothing_is_sent)
 {
     baton_client *c = th_client(NULL);
