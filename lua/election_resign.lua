@@ -11,15 +11,19 @@
 -- ARGV[2]  lease in ms re-applied when holds remain
 -- ARGV[3]  the leader's owner field
 -- ARGV[4]  how long the latch remembers the outcome, in ms
+-- ARGV[5]  "0": the request's first attempt (no latch can exist yet: it is not read);
+--          "1" (or absent): a retry
 -- Returns  nil  the owner holds nothing (never held, resigned, or expired)
 --          0    one hold released, holds remain (a campaign never re-enters: not expected)
 --          1    released; RESIGNED logged if the record was this owner's
 -- uses: publish (lua/lib/publish.lua, put in front of this script by the build)
 -- every key it writes is read first: a key of another type fails before any write
 redis.call('xlen', KEYS[5])
-local done = redis.call('get', KEYS[7])
-if done ~= false then
-    return tonumber(done)
+if ARGV[5] ~= '0' then -- a retry: its first attempt may have run
+    local done = redis.call('get', KEYS[7])
+    if done ~= false then
+        return tonumber(done)
+    end
 end
 if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
     return nil

@@ -7,6 +7,8 @@
 --          outcome, so a re-send after a lost reply returns it instead of counting twice
 -- ARGV[1]  the "reached zero" message, "0"
 -- ARGV[2]  how long the request latch lives, in ms
+-- ARGV[3]  "0": the request's first attempt (no latch can exist yet: it is not read);
+--          "1" (or absent): a retry
 -- Returns  the count after the call: 0 when the latch is (now) open. An absent latch is
 --          left absent (the count never goes negative); the count that reaches 0 deletes
 --          the key and publishes "0", once.
@@ -18,9 +20,11 @@
 -- outcome with a warning (client.c, unpublished()). A waiter not told finds out at its
 -- recheck.
 -- uses: publish (lua/lib/publish.lua, put in front of this script by the build)
-local done = redis.call('get', KEYS[3])
-if done ~= false then
-    return tonumber(done)
+if ARGV[3] ~= '0' then -- a retry: its first attempt may have run
+    local done = redis.call('get', KEYS[3])
+    if done ~= false then
+        return tonumber(done)
+    end
 end
 local t = redis.call('type', KEYS[1]).ok
 if t == 'none' then

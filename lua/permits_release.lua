@@ -8,6 +8,8 @@
 --          outcome, so a re-send after a lost reply returns it instead of releasing twice
 -- ARGV[1]  the permit id: 32 hex digits
 -- ARGV[2]  how long the request latch lives, in ms
+-- ARGV[3]  "0": the request's first attempt (no latch can exist yet: it is not read);
+--          "1" (or absent): a retry
 -- Returns  1  given back within its lease
 --          2  given back, but its lease had ended (not yet reclaimed by anyone)
 --          0  no such permit: never taken, released already, or reclaimed after its lease
@@ -19,9 +21,11 @@
 -- outcome with a warning (client.c, unpublished()). A waiter not told finds out at its
 -- recheck.
 -- uses: publish (lua/lib/publish.lua, put in front of this script by the build)
-local done = redis.call('get', KEYS[4])
-if done then
-    return tonumber(done)
+if ARGV[3] ~= '0' then -- a retry: its first attempt may have run
+    local done = redis.call('get', KEYS[4])
+    if done then
+        return tonumber(done)
+    end
 end
 local id = string.gsub(ARGV[1], '..', function(h) return string.char(tonumber(h, 16)) end)
 local score = redis.call('zscore', KEYS[2], id)

@@ -10,6 +10,8 @@
 -- ARGV[2]  lease in ms (unused: the hash's lease follows the readers' timeout keys)
 -- ARGV[3]  reader field, "<client-uuid>:<thread-id>"
 -- ARGV[4]  how long the latch remembers the outcome, in ms
+-- ARGV[5]  "0": the request's first attempt (no latch can exist yet: it is not read);
+--          "1" (or absent): a retry
 -- Returns  nil  the owner holds no read hold
 --          0    one hold released, this owner holds more
 --          1    this owner's last read hold released (others may still read)
@@ -22,9 +24,11 @@
 -- outcome with a warning (client.c, unpublished()). A waiter not told finds out at its
 -- recheck.
 -- uses: publish (lua/lib/publish.lua, put in front of this script by the build)
-local done = redis.call('get', KEYS[4])
-if done ~= false then
-    return tonumber(done)
+if ARGV[5] ~= '0' then -- a retry: its first attempt may have run
+    local done = redis.call('get', KEYS[4])
+    if done ~= false then
+        return tonumber(done)
+    end
 end
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then

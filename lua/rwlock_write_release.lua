@@ -10,6 +10,8 @@
 -- ARGV[2]  lease in ms re-applied when write holds remain
 -- ARGV[3]  writer field, "<client-uuid>:<thread-id>:write"
 -- ARGV[4]  how long the latch remembers the outcome, in ms
+-- ARGV[5]  "0": the request's first attempt (no latch can exist yet: it is not read);
+--          "1" (or absent): a retry
 -- Returns  nil  the owner holds no write hold
 --          0    one hold released, holds remain (lease re-applied)
 --          1    the last write hold released: the hash is deleted, or, when the writer
@@ -21,9 +23,11 @@
 -- outcome with a warning (client.c, unpublished()). A waiter not told finds out at its
 -- recheck.
 -- uses: publish (lua/lib/publish.lua, put in front of this script by the build)
-local done = redis.call('get', KEYS[3])
-if done ~= false then
-    return tonumber(done)
+if ARGV[5] ~= '0' then -- a retry: its first attempt may have run
+    local done = redis.call('get', KEYS[3])
+    if done ~= false then
+        return tonumber(done)
+    end
 end
 if redis.call('hget', KEYS[1], 'mode') ~= 'write' or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
     return nil

@@ -8,6 +8,8 @@
 --          < 0 removes what there is, down to 0 at most (an absent key stays absent);
 --          0 changes nothing
 -- ARGV[2]  how long the request latch lives, in ms
+-- ARGV[3]  "0": the request's first attempt (no latch can exist yet: it is not read);
+--          "1" (or absent): a retry
 -- Returns  the new permit count (a re-sent request: the count its first run returned).
 --          A key of another type, or a string that is not an integer, fails with an error
 --          reply (WRONGTYPE / ERR) and is left untouched; so does an overflow (INCRBY's).
@@ -17,9 +19,11 @@
 -- outcome with a warning (client.c, unpublished()). A waiter not told finds out at its
 -- recheck.
 -- uses: publish (lua/lib/publish.lua, put in front of this script by the build)
-local done = redis.call('get', KEYS[3])
-if done ~= false then
-    return tonumber(done)
+if ARGV[3] ~= '0' then -- a retry: its first attempt may have run
+    local done = redis.call('get', KEYS[3])
+    if done ~= false then
+        return tonumber(done)
+    end
 end
 local t = redis.call('type', KEYS[1]).ok
 if t ~= 'none' and t ~= 'string' then

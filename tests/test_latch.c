@@ -159,6 +159,29 @@ static int barrier_worker(void *arg)
     return rc == BATON_OK ? 0 : 1;
 }
 
+/* A first count-down reads no request latch (its id is new): TYPE, GET of the count,
+ * DECR, SET of the latch. Before: a GET of the latch first as well. */
+Test(latch, a_count_down_reads_no_request_latch)
+{
+    baton_client *c = th_client(NULL);
+    char *name = th_name("latch-cost");
+    baton_latch *l = open_latch(c, name);
+    cr_assert(eq(int, baton_latch_try_set_count(l, 20, NULL), BATON_OK));
+    cr_assert(eq(int, baton_latch_count_down(l), BATON_OK)); /* the script loaded */
+    redisContext *r = th_redis();
+    freeReplyObject(th_cmd(r, "CONFIG RESETSTAT"));
+    enum { DOWNS = 10 };
+    for (int i = 0; i < DOWNS; i++)
+        cr_assert(eq(int, baton_latch_count_down(l), BATON_OK));
+    cr_assert(eq(i64, th_cmdstat(r, "get"), DOWNS), "one GET each: the count's");
+    cr_assert(eq(i64, th_cmdstat(r, "decr"), DOWNS));
+    cr_assert(eq(i64, th_cmd_int(r, "GET %s", name), 9));
+    redisFree(r);
+    baton_latch_close(l);
+    baton_client_close(c);
+    free(name);
+}
+
 Test(latch, barrier_across_five_processes)
 {
     baton_client *c = th_client(NULL);
