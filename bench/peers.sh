@@ -47,20 +47,20 @@ peers_run() {
         tr '\n' ' ')"
 }
 
-# peers_limit: redis-benchmark with 1 client, PING and EVALSHA of lock_acquire.lua (taken
-# once, then re-entered by the same owner: one script round trip), as bench/run measures
-# its limit; appends "round ping_rps ping_p50 evalsha_rps evalsha_p50".
+# peers_limit: redis-benchmark with 1 client, PING and bench/run's EVALSHA of lock_acquire.lua
+# (acquire_args), as bench/run measures its limit; appends "round ping_rps ping_p50
+# evalsha_rps evalsha_p50".
 peers_limit() {
     n=10000
     ping=$(redis-benchmark -p "$port" -n $n -c 1 --csv PING 2>/dev/null | tail -n 1)
-    evl=$(redis-benchmark -p "$port" -n $n -c 1 --csv EVALSHA "$sha" 4 bench:limit:lock \
-        bench:limit:token bench:limit:next bench:limit:line 30000 bench-owner 0 \
-        bench:limit:channel 30000 2>/dev/null | tail -n 1)
-    redis-cli -p "$port" DEL bench:limit:lock bench:limit:token bench:limit:next \
-        bench:limit:line >/dev/null
+    # shellcheck disable=SC2046 # acquire_args prints words
+    evl=$(redis-benchmark -p "$port" -n $n -c 1 --csv $(acquire_args "$sha") 2>/dev/null |
+        tail -n 1)
+    acquire_reset
     if [ "$round" -eq 1 ]; then
         echo "redis-benchmark -p PORT -n $n -c 1 --csv PING" >>"$work/peers.commands"
-        echo "redis-benchmark -p PORT -n $n -c 1 --csv EVALSHA <sha of lua/lock_acquire.lua> 4 bench:limit:lock bench:limit:token bench:limit:next bench:limit:line 30000 bench-owner 0 bench:limit:channel 30000" >>"$work/peers.commands"
+        echo "redis-benchmark -p PORT -n $n -c 1 --csv $(acquire_args "<sha of lua/lock_acquire.lua>")" \
+            >>"$work/peers.commands"
     fi
     # "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms",...
     printf '%s\n%s\n' "$ping" "$evl" | awk -F'","' -v r="$round" '
@@ -106,7 +106,7 @@ peers_compare() {
     fi
     redis_start
     port=$REDIS_PORT
-    sha=$(redis-cli -p "$port" SCRIPT LOAD "$(cat "$top/lua/lock_acquire.lua")")
+    sha=$(acquire_load)
     say "bench: peers side by side, redis-server port $port, $rounds round(s)"
     : >"$work/peers.jsonl"
     : >"$work/peers.limit"

@@ -69,14 +69,7 @@ static bool impossible_deadline(const baton_inspection *s, const baton_inspect_w
     return !w->has_deadline || w->deadline_ms - s->server_time_ms > SANE_DEADLINE_MS;
 }
 
-/* A lock's or a fair lock's lines: state, holders, queue, listeners. */
 /* The waiter's host and pid, in a library that fills them (0.4 on). */
-/* A plain lock's line, if the library that filled s has one (a later field). */
-static size_t line_length(const baton_inspection *s)
-{
-    return offsetof(baton_inspection, n_line) < s->size ? s->n_line : 0;
-}
-
 static const char *waiter_host(const baton_inspect_waiter *w, int64_t *pid)
 {
     bool known = offsetof(baton_inspect_waiter, pid) < w->size;
@@ -84,6 +77,23 @@ static const char *waiter_host(const baton_inspect_waiter *w, int64_t *pid)
     return known ? w->host : NULL;
 }
 
+/* A plain lock's line, if the library that filled s has one (a later field). */
+static size_t line_length(const baton_inspection *s)
+{
+    return offsetof(baton_inspection, n_line) < s->size ? s->n_line : 0;
+}
+
+/* A waiter's place, owner and process (a queue's or a line's), without the line's end. */
+static void print_waiter_text(size_t i, const baton_inspect_waiter *w)
+{
+    int64_t pid;
+    const char *host = waiter_host(w, &pid);
+    printf("  %4zu. %s", i + 1, E(w->owner));
+    if (host)
+        printf("  host %s  pid %lld", E(host), (long long)pid);
+}
+
+/* A lock's or a fair lock's lines: state, holders, queue, line, listeners. */
 static void print_lock_text(const char *name, const baton_inspection *s)
 {
     char t[32];
@@ -119,11 +129,7 @@ static void print_lock_text(const char *name, const baton_inspection *s)
         const char *bad = impossible_deadline(s, w) ? "  IMPOSSIBLE: never lapses (a poisoned "
                                                       "queue? baton unlock --force clears it)"
                                                     : "";
-        int64_t pid;
-        const char *host = waiter_host(w, &pid);
-        printf("  %4zu. %s", i + 1, E(w->owner));
-        if (host)
-            printf("  host %s  pid %lld", E(host), (long long)pid);
+        print_waiter_text(i, w);
         if (w->has_deadline) {
             format_ms(w->deadline_ms - s->server_time_ms, t, sizeof t);
             printf("  deadline %lld (in %s)%s\n", (long long)w->deadline_ms, t, bad);
@@ -136,11 +142,7 @@ static void print_lock_text(const char *name, const baton_inspection *s)
         printf("  line (%zu starved waiter%s, first in line first):\n", n_line,
                n_line == 1 ? "" : "s");
     for (size_t i = 0; i < n_line; i++) {
-        int64_t pid;
-        const char *host = waiter_host(s->line[i], &pid);
-        printf("  %4zu. %s", i + 1, E(s->line[i]->owner));
-        if (host)
-            printf("  host %s  pid %lld", E(host), (long long)pid);
+        print_waiter_text(i, s->line[i]);
         printf("\n");
     }
     if (s->subscribers_lock)

@@ -128,6 +128,17 @@ static int record_origin(baton_client *c, const char *owner, const char **host, 
     return rc;
 }
 
+/* Waiters (a fair lock's queue, a plain lock's line) without a host get their client's
+ * record. */
+static int resolve_waiters(baton_client *c, baton_inspect_waiter **list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!list[i]->host &&
+            record_origin(c, list[i]->owner, &list[i]->host, &list[i]->pid) != BATON_OK)
+            return BATON_ENOMEM;
+    return BATON_OK;
+}
+
 /* Holders and waiters without a host from the snapshot get their client's record. */
 static int resolve_origins(baton_client *c, baton_inspection *ins)
 {
@@ -136,12 +147,9 @@ static int resolve_origins(baton_client *c, baton_inspection *ins)
         if (!h->host && record_origin(c, h->owner, &h->host, &h->pid) != BATON_OK)
             return BATON_ENOMEM;
     }
-    for (size_t i = 0; i < ins->n_queue + ins->n_line; i++) {
-        baton_inspect_waiter *w = i < ins->n_queue ? ins->queue[i] : ins->line[i - ins->n_queue];
-        if (!w->host && record_origin(c, w->owner, &w->host, &w->pid) != BATON_OK)
-            return BATON_ENOMEM;
-    }
-    return BATON_OK;
+    if (resolve_waiters(c, ins->queue, ins->n_queue) != BATON_OK)
+        return BATON_ENOMEM;
+    return resolve_waiters(c, ins->line, ins->n_line);
 }
 
 /* What a holder and a waiter begin with. */
@@ -455,6 +463,16 @@ int baton_inspect(baton_client *c, const char *name, baton_inspection **out)
     return BATON_OK;
 }
 
+static void free_waiters(baton_inspect_waiter **list, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free((char *)list[i]->owner);
+        free((char *)list[i]->host);
+        free(list[i]);
+    }
+    free(list);
+}
+
 void baton_inspection_free(baton_inspection *ins)
 {
     if (!ins)
@@ -464,21 +482,11 @@ void baton_inspection_free(baton_inspection *ins)
         free((char *)ins->holders[i]->host);
         free(ins->holders[i]);
     }
-    for (size_t i = 0; i < ins->n_queue; i++) {
-        free((char *)ins->queue[i]->owner);
-        free((char *)ins->queue[i]->host);
-        free(ins->queue[i]);
-    }
-    for (size_t i = 0; i < ins->n_line; i++) {
-        free((char *)ins->line[i]->owner);
-        free((char *)ins->line[i]->host);
-        free(ins->line[i]);
-    }
+    free_waiters(ins->queue, ins->n_queue);
+    free_waiters(ins->line, ins->n_line);
     for (size_t i = 0; i < ins->n_permits; i++)
         free(ins->permits[i]);
     free(ins->holders);
-    free(ins->queue);
-    free(ins->line);
     free(ins->permits);
     free(ins->name);
     free(ins->redis_type);
