@@ -401,6 +401,114 @@ Test(semaphore, release_wakes_as_many_waiters_as_it_has_permits)
     free(name);
 }
 
+/* Two releases whose messages come in one read: the second announces 2 permits while the
+ * waiter the first woke has not tried yet. Two waiters try, not three (1 + 2): a message's
+ * count includes the waiters already woken. */
+Test(semaphore, a_message_counts_the_waiters_already_woken)
+{
+    baton_client *c = client_with_recheck(60000), *other = th_client(NULL);
+    char *name = th_name("sem-woken");
+    baton_semaphore *s = open_sem(c, name), *so = open_sem(other, name);
+    cr_assert(eq(int, baton_semaphore_try_set_permits(so, 0, NULL), BATON_OK));
+    atomic_int acquired = 0;
+    waiter w[4];
+    pthread_t t[4];
+    start_waiters(w, t, 4, s, &acquired);
+    th_sleep_ms(300); /* all four are asleep on one subscription */
+    cr_assert(eq(int, baton__sub_count(c), 1));
+    redisContext *r = th_redis();
+    freeReplyObject(th_cmd(r, "CONFIG RESETSTAT"));
+    /* what two of baton's releases write and publish, in one script: one reply, one read */
+    freeReplyObject(th_cmd(r, "EVAL %s 2 %s redisson_sc:{%s}",
+                           "redis.call('incrby', KEYS[1], 1) redis.call('publish', KEYS[2], '1') "
+                           "redis.call('incrby', KEYS[1], 1) redis.call('publish', KEYS[2], '2')",
+                           name, name));
+    th_sleep_ms(300);
+    cr_assert(eq(int, atomic_load(&acquired), 2));
+    /* 3 on the library before this change: the second message woke two more */
+    cr_assert(eq(i64, th_cmdstat(r, "evalsha"), 2), "attempts by the woken waiters");
+    cr_assert(eq(int, baton_semaphore_release(so, 2), BATON_OK));
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        cr_assert(eq(int, w[i].rc, BATON_OK), "waiter %d", i);
+    }
+    redisFree(r);
+    baton_semaphore_close(s);
+    baton_semaphore_close(so);
+    baton_client_close(c);
+    baton_client_close(other);
+    free(name);
+}
+
+typedef struct retaker {
+    baton_semaphore *s;
+    atomic_bool released; /* it gave its permit back, and asks again */
+    int rc;
+    int64_t got_ms;
+    atomic_bool got; /* it holds the permit again */
+} retaker;
+
+static void *release_and_retake(void *arg)
+{
+    retaker *a = arg;
+    a->rc = baton_semaphore_release(a->s, 1);
+    atomic_store(&a->released, true);
+    if (a->rc == BATON_OK)
+        a->rc = baton_semaphore_try_acquire(a->s, 1, 20000);
+    a->got_ms = th_ms();
+    atomic_store(&a->got, a->rc == BATON_OK);
+    return NULL;
+}
+
+/* A thread that gives its permit back and asks again at once, while threads of its client
+ * wait for 1 permit: it queues behind them rather than trying (the permit it freed was
+ * announced to them). The release and one attempt, by the thread woken; before, the
+ * releaser took its permit back (a second attempt) and the woken waiter lost (a third). */
+Test(semaphore, a_release_then_acquire_queues_behind_its_clients_waiters)
+{
+    baton_client *c = client_with_recheck(60000);
+    char *name = th_name("sem-behind");
+    baton_semaphore *s = open_sem(c, name);
+    cr_assert(eq(int, baton_semaphore_try_set_permits(s, 1, NULL), BATON_OK));
+    cr_assert(eq(int, baton_semaphore_acquire(s, 1), BATON_OK));
+    atomic_int acquired = 0;
+    waiter w[2];
+    pthread_t t[2];
+    start_waiters(w, t, 2, s, &acquired);
+    th_sleep_ms(300); /* both asleep */
+    redisContext *r = th_redis();
+    freeReplyObject(th_cmd(r, "CONFIG RESETSTAT"));
+    retaker a = {.s = s};
+    pthread_t ta;
+    pthread_create(&ta, NULL, release_and_retake, &a);
+    th_sleep_ms(300);
+    cr_assert(atomic_load(&a.released));
+    cr_assert(eq(i64, th_cmdstat(r, "evalsha"), 2), "the release and one attempt");
+    /* one holder: a waiter, or the releaser if the wake-up fell to it (the dispatcher wakes
+     * one sleeper, whichever) */
+    int holders = atomic_load(&acquired) + atomic_load(&a.got);
+    cr_assert(eq(int, holders, 1));
+    /* the rest get the permit in turn */
+    for (int turn = 0; turn < 2; turn++) {
+        cr_assert(eq(int, baton_semaphore_release(s, 1), BATON_OK));
+        th_sleep_ms(200);
+        cr_assert(eq(int, atomic_load(&acquired) + atomic_load(&a.got), holders + turn + 1));
+    }
+    pthread_join(ta, NULL);
+    cr_assert(eq(int, a.rc, BATON_OK));
+    for (int i = 0; i < 2; i++) {
+        pthread_join(t[i], NULL);
+        cr_assert(eq(int, w[i].rc, BATON_OK), "waiter %d", i);
+    }
+    fprintf(stderr, "semaphore: after its release, the releaser got the permit %s\n",
+            a.got_ms <= w[0].done_ms && a.got_ms <= w[1].done_ms ? "first" : "after a waiter");
+    cr_assert(eq(i64, available(s), 0));
+    redisFree(r);
+    baton_semaphore_close(s);
+    baton_client_close(c);
+    free(name);
+}
+
 Test(semaphore, killed_subscriber_connection_loses_no_waiter)
 {
     /* A long recheck: the dispatcher's reconnection must wake the waiters, not the timer. */

@@ -5,7 +5,10 @@
  * returned or added), with lost wake-ups designed out: a release wakes as many waiters as
  * the new permits can serve, and a waiter re-reads at least every recheck_ms (a client
  * option), so a lost message never strands it. Like Redisson's, the semaphore has no
- * owners: any caller may release.
+ * owners: any caller may release. Within one client, an acquire of 1 permit queues behind
+ * the client's threads already waiting for 1 permit instead of racing them for the permit
+ * just freed (a thread that releases and acquires again goes after them); across clients,
+ * as in Redisson, whoever asks first after a release gets the permit.
  *
  * Threads: a baton_semaphore handle may be used from any thread, concurrently;
  * baton_semaphore_close() must not run concurrently with other calls on the same handle.

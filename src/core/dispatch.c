@@ -146,6 +146,8 @@ struct baton__sub {
     int64_t permits;      /* wake-ups not yet consumed, at most refs */
     uint64_t messages;    /* messages that woke waiters, since the entry was made */
     bool kept;            /* BATON__SUB_OWN: a message came while it lingered */
+    int queued_small;     /* waiters that said they want the least there is (baton__sub_queue) */
+    int queued_large;     /* ... and that want more */
     asem sem;
     baton__sub_waker *wakers, *wakers_tail; /* armed asynchronous waiters, FIFO */
     pthread_cond_t wake;                    /* permits became positive */
@@ -445,8 +447,10 @@ static int64_t parse_int(const char *s, size_t len, bool *ok)
     return neg ? -v : v;
 }
 
-/* How many waiters a message on a channel of this kind wakes (refs: all of them). */
-static int64_t wakeups_for(baton__sub_kind kind, const char *payload, size_t len, int refs)
+/* How many waiters a message on a channel of this kind wakes (refs: all of them; pending:
+ * wake-ups handed out by earlier messages and not yet taken). */
+static int64_t wakeups_for(baton__sub_kind kind, const char *payload, size_t len, int refs,
+                           int64_t pending)
 {
     bool ok;
     int64_t v = parse_int(payload, len, &ok);
@@ -456,7 +460,14 @@ static int64_t wakeups_for(baton__sub_kind kind, const char *payload, size_t len
     case BATON__SUB_LATCH:
         return (ok && v == 0) ? refs : 0; /* "0" reached zero; "1" new count: nothing */
     case BATON__SUB_SEMAPHORE:
-        return ok ? (v < 0 ? 0 : v) : 1; /* new permit count */
+        /* The new permit count: that many waiters try, counting those an earlier message
+         * woke that have not taken their wake-up yet: they try after this message too, and
+         * so see the permits it announces. (Adding the count to them woke a waiter per
+         * permit for every message that came while a permit was free: 2.6 attempts per
+         * acquisition in the benchmark's s3, where 1.8 suffice.) */
+        if (!ok)
+            return 1;
+        return (v < refs ? v : refs) - pending;
     case BATON__SUB_RWLOCK:
         return refs; /* "0" last reader gone, "1" writer gone: whoever may enter now */
     case BATON__SUB_OWN:
@@ -475,8 +486,8 @@ static void on_message(baton__dispatcher *d, const redisReply *ch, const redisRe
         s->kept = true; /* for the next wait on it: it may have queued already */
     if (!s || s->refs == 0)
         return;
-    int64_t n = wakeups_for(s->kind, payload->str, payload->len, s->refs);
-    if (n != 0)
+    int64_t n = wakeups_for(s->kind, payload->str, payload->len, s->refs, s->permits);
+    if (n > 0)
         s->messages++;
     add_permits(s, n);
 }
@@ -1136,6 +1147,16 @@ void baton__sub_release_sync(baton_client *c, baton__sub *s)
     baton__mutex_lock(&d->mu);
     release_locked_sync(d, s, limit);
     baton__mutex_unlock(&d->mu);
+}
+
+bool baton__sub_queue(baton__sub *s, int small, int large)
+{
+    baton__mutex_lock(&s->d->mu);
+    s->queued_small += small;
+    s->queued_large += large;
+    bool behind = s->queued_small > 0 && s->queued_large == 0;
+    baton__mutex_unlock(&s->d->mu);
+    return behind;
 }
 
 uint64_t baton__sub_messages(baton_client *c, baton__sub *s)

@@ -383,6 +383,12 @@ void baton__sub_release_sync(baton_client *c, baton__sub *s);
  * looks at its flag) or BATON_ETIMEDOUT. */
 int baton__sub_wait(baton_client *c, baton__sub *s, int64_t deadline_us, bool (*cancelled)(void *),
                     void *arg);
+/* Waiters that wait on s in turns, each for the least there is (small) or for more
+ * (large): adds the deltas (a waiter counts itself in after its first attempt failed, and
+ * out before its wait ends, before it drops s). Returns whether a waiter that would want the
+ * least must now queue behind them: waiters want the least and none wants more. (The
+ * semaphore: waiters for 1 permit; a waiter for more could sleep while one permit is free.) */
+bool baton__sub_queue(baton__sub *s, int small, int large);
 /* How many messages that woke waiters arrived on this channel since its entry was made: a
  * waiter that saw a change of this number knows a message came (a latch's "0", say), as
  * opposed to a timeout or a reconnection's wake-up. */
