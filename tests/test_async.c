@@ -700,6 +700,144 @@ Test(async, a_callback_waits_for_a_release_it_started, .timeout = 60)
     baton_client_close(c);
 }
 
+/* ------------------------------------------------------------------ wake-ups -------- */
+
+/* A client whose waiters re-read only after 60 s: a wake-up that goes missing shows. */
+static baton_client *client_rechecking_late(void)
+{
+    baton_options o;
+    baton_options_init(&o);
+    o.recheck_ms = 60000;
+    return th_client(&o);
+}
+
+/* Atomic completions, for operations whose callbacks run on baton's thread. */
+typedef struct adone {
+    atomic_int rc;   /* -100 until it completed */
+    atomic_llong ms; /* when */
+} adone;
+
+static void on_adone(void *handle, baton_owner *owner, int rc, void *arg)
+{
+    (void)handle;
+    (void)owner;
+    adone *d = arg;
+    atomic_store(&d->ms, th_ms());
+    atomic_store(&d->rc, rc);
+}
+
+static void adone_init(adone *d, int n)
+{
+    for (int i = 0; i < n; i++) {
+        atomic_store(&d[i].rc, -100);
+        atomic_store(&d[i].ms, 0);
+    }
+}
+
+static int adone_count(adone *d, int n, int rc)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        k += atomic_load(&d[i].rc) == rc;
+    return k;
+}
+
+/* Two releases whose messages come in one read, while four operations wait for a permit:
+ * the second message (2 permits) counts the operation the first woke, which has not run
+ * since. Two attempts, not three. */
+Test(async, a_semaphore_message_counts_the_operations_already_woken, .timeout = 60)
+{
+    baton_client *c = client_rechecking_late();
+    cr_assert(eq(int, baton_client_set_callbacks(c, BATON_CALLBACKS_BATON), BATON_OK));
+    const char *name = th_tmpname("as-woken");
+    baton_semaphore *s;
+    cr_assert(eq(int, baton_semaphore_open(c, name, &s), BATON_OK));
+    cr_assert(eq(int, baton_semaphore_try_set_permits(s, 0, NULL), BATON_OK));
+    adone d[4];
+    adone_init(d, 4);
+    for (int i = 0; i < 4; i++)
+        cr_assert(
+            eq(int, baton_semaphore_acquire_async(s, 1, 20000, on_adone, &d[i], NULL), BATON_OK));
+    th_sleep_ms(300 * SLOW); /* all four asleep on one subscription */
+    redisContext *r = th_redis();
+    freeReplyObject(th_cmd(r, "CONFIG RESETSTAT"));
+    freeReplyObject(th_cmd(r, "EVAL %s 2 %s redisson_sc:{%s}",
+                           "redis.call('incrby', KEYS[1], 1) redis.call('publish', KEYS[2], '1') "
+                           "redis.call('incrby', KEYS[1], 1) redis.call('publish', KEYS[2], '2')",
+                           name, name));
+    th_sleep_ms(300 * SLOW);
+    cr_assert(eq(int, adone_count(d, 4, BATON_OK), 2));
+    /* 3 before: the second message woke two more */
+    cr_assert(eq(i64, th_cmdstat(r, "evalsha"), 2), "attempts by the woken operations");
+    cr_assert(eq(int, baton_semaphore_add_permits(s, 2), BATON_OK));
+    int64_t end = th_ms() + 5000 * SLOW;
+    while (adone_count(d, 4, BATON_OK) < 4 && th_ms() < end)
+        th_sleep_ms(5);
+    cr_assert(eq(int, adone_count(d, 4, BATON_OK), 4));
+    redisFree(r);
+    baton_semaphore_close(s);
+    baton_client_close(c);
+}
+
+static atomic_bool stalling;
+
+/* A completion on baton's thread that holds that thread for 600 ms: the engine runs no
+ * operation meanwhile. */
+static void stall_engine(void *handle, baton_owner *owner, int rc, void *arg)
+{
+    (void)handle, (void)owner, (void)rc, (void)arg;
+    atomic_store(&stalling, true);
+    th_sleep_ms(600);
+}
+
+/* An operation woken by a release and cancelled before it ran again hands its wake-up to
+ * the next waiter: the permit is taken at once, not after recheck_ms (60 s here). */
+Test(async, a_cancelled_operation_hands_its_wake_up_on, .timeout = 60)
+{
+    baton_client *c = client_rechecking_late(), *other = th_client(NULL);
+    cr_assert(eq(int, baton_client_set_callbacks(c, BATON_CALLBACKS_BATON), BATON_OK));
+    const char *name = th_tmpname("as-pass");
+    baton_semaphore *s, *so;
+    cr_assert(eq(int, baton_semaphore_open(c, name, &s), BATON_OK));
+    cr_assert(eq(int, baton_semaphore_open(other, name, &so), BATON_OK));
+    cr_assert(eq(int, baton_semaphore_try_set_permits(s, 0, NULL), BATON_OK));
+    adone d[3];
+    adone_init(d, 3);
+    baton_op *first;
+    /* the first asleep is the first woken (asynchronous waiters: first armed, first fed) */
+    cr_assert(
+        eq(int, baton_semaphore_acquire_async(s, 1, 20000, on_adone, &d[0], &first), BATON_OK));
+    th_sleep_ms(300 * SLOW);
+    cr_assert(eq(int, baton_semaphore_acquire_async(s, 1, 20000, on_adone, &d[1], NULL), BATON_OK));
+    th_sleep_ms(300 * SLOW);
+    atomic_store(&stalling, false);
+    cr_assert(eq(int, baton_semaphore_acquire_async(s, 1, 0, stall_engine, NULL, NULL), BATON_OK));
+    int64_t end = th_ms() + 2000 * SLOW;
+    while (!atomic_load(&stalling) && th_ms() < end)
+        th_sleep_ms(1);
+    cr_assert(atomic_load(&stalling));
+    /* while the engine is held: a permit comes, the first is woken, then cancelled */
+    cr_assert(eq(int, baton_semaphore_release(so, 1), BATON_OK));
+    th_sleep_ms(100);
+    cr_assert(eq(int, baton_op_cancel(first), BATON_OK));
+    int64_t t0 = th_ms();
+    end = t0 + 5000 * SLOW;
+    while (atomic_load(&d[1].rc) == -100 && th_ms() < end)
+        th_sleep_ms(5);
+    cr_assert(eq(int, atomic_load(&d[0].rc), BATON_ECANCELED));
+    cr_assert(eq(int, atomic_load(&d[1].rc), BATON_OK), "the second waiter: %d",
+              atomic_load(&d[1].rc));
+    cr_assert(lt(i64, atomic_load(&d[1].ms) - t0, 2000 * SLOW), "it got the permit %lld ms later",
+              (long long)(atomic_load(&d[1].ms) - t0));
+    int64_t left = -1;
+    cr_assert(eq(int, baton_semaphore_available(so, &left), BATON_OK));
+    cr_assert(eq(i64, left, 0));
+    baton_semaphore_close(s);
+    baton_semaphore_close(so);
+    baton_client_close(c);
+    baton_client_close(other);
+}
+
 /* ------------------------------------------------------------------ cancellation ----- */
 
 typedef enum wait_kind {

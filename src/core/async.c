@@ -593,14 +593,19 @@ int baton__fiber_sleep(baton_client *c, baton__waiting *wt, baton__sub *sub, int
     op->waker.arg = op;
     baton__sub_arm(c, sub, &op->waker);
     fiber_yield(op);
-    baton__sub_disarm(c, sub, &op->waker);
+    bool fed = baton__sub_disarm(c, sub, &op->waker);
     baton__mutex_lock(&ev->mu);
     heap_remove(op->eng, op);
     bool woken = op->woken, cancelled = baton__wait_cancelled_locked(ev, wt);
     op->woken = false;
-    baton__mutex_unlock(&ev->mu);
     if (cancelled)
+        op->pending_wake = false;
+    baton__mutex_unlock(&ev->mu);
+    if (cancelled) {
+        if (fed)
+            baton__sub_pass_on(c, sub); /* it was meant for a waiter that tries */
         return baton__wait_cancelled_error(c);
+    }
     return woken ? BATON_OK : BATON_ETIMEDOUT;
 }
 

@@ -144,6 +144,7 @@ struct baton__sub {
     bool lingering;       /* refs == 0 but kept subscribed until linger_until */
     int64_t linger_until; /* monotonic µs */
     int64_t permits;      /* wake-ups not yet consumed, at most refs */
+    int fed;              /* asynchronous waiters fired and not yet running again (disarm) */
     uint64_t messages;    /* messages that woke waiters, since the entry was made */
     bool kept;            /* BATON__SUB_OWN: a message came while it lingered */
     int queued_small;     /* waiters that said they want the least there is (baton__sub_queue) */
@@ -298,6 +299,8 @@ static void feed_wakers(baton__sub *s)
         baton__sub_waker *w = s->wakers;
         unlink_waker(s, w);
         s->permits--;
+        s->fed++;
+        w->fed = true;
         w->fn(w->arg);
     }
 }
@@ -448,7 +451,8 @@ static int64_t parse_int(const char *s, size_t len, bool *ok)
 }
 
 /* How many waiters a message on a channel of this kind wakes (refs: all of them; pending:
- * wake-ups handed out by earlier messages and not yet taken). */
+ * wake-ups handed out by earlier messages and not yet taken, by a sleeping thread or by
+ * an asynchronous waiter that has not run since). */
 static int64_t wakeups_for(baton__sub_kind kind, const char *payload, size_t len, int refs,
                            int64_t pending)
 {
@@ -486,7 +490,7 @@ static void on_message(baton__dispatcher *d, const redisReply *ch, const redisRe
         s->kept = true; /* for the next wait on it: it may have queued already */
     if (!s || s->refs == 0)
         return;
-    int64_t n = wakeups_for(s->kind, payload->str, payload->len, s->refs, s->permits);
+    int64_t n = wakeups_for(s->kind, payload->str, payload->len, s->refs, s->permits + s->fed);
     if (n > 0)
         s->messages++;
     add_permits(s, n);
@@ -1174,12 +1178,13 @@ int baton__sub_wait(baton_client *c, baton__sub *s, int64_t deadline_us, bool (*
     (void)c;
     baton__dispatcher *d = s->d;
     baton__mutex_lock(&d->mu);
-    while (s->permits == 0 && !d->closing) {
-        if (cancelled && cancelled(arg)) {
+    for (;;) {
+        if (cancelled && cancelled(arg)) { /* asked first: a cancelled wait takes no wake-up */
             baton__mutex_unlock(&d->mu);
-            return BATON_OK;
+            return BATON_ECANCELED;
         }
-        if (baton__cond_wait_until(&s->wake, &d->mu, deadline_us) == ETIMEDOUT)
+        if (s->permits > 0 || d->closing ||
+            baton__cond_wait_until(&s->wake, &d->mu, deadline_us) == ETIMEDOUT)
             break;
     }
     int rc = BATON_ETIMEDOUT;
@@ -1213,12 +1218,26 @@ void baton__sub_arm(baton_client *c, baton__sub *s, baton__sub_waker *w)
     baton__mutex_unlock(&s->d->mu);
 }
 
-void baton__sub_disarm(baton_client *c, baton__sub *s, baton__sub_waker *w)
+bool baton__sub_disarm(baton_client *c, baton__sub *s, baton__sub_waker *w)
 {
     (void)c;
     baton__mutex_lock(&s->d->mu);
     if (w->armed)
         unlink_waker(s, w);
+    bool fed = w->fed;
+    if (fed) {
+        w->fed = false;
+        s->fed--;
+    }
+    baton__mutex_unlock(&s->d->mu);
+    return fed;
+}
+
+void baton__sub_pass_on(baton_client *c, baton__sub *s)
+{
+    (void)c;
+    baton__mutex_lock(&s->d->mu);
+    add_permits(s, 1);
     baton__mutex_unlock(&s->d->mu);
 }
 

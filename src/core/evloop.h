@@ -72,11 +72,16 @@ typedef struct baton__sub_waker {
     void *arg;
     struct baton__sub_waker *prev, *next;
     bool armed;
+    bool fed; /* fired, and not disarmed since */
 } baton__sub_waker;
 /* Arms w on s (s is held by w's owner): a wake-up kept for s already fires it at once. */
 void baton__sub_arm(baton_client *c, baton__sub *s, baton__sub_waker *w);
-/* Disarms w if it is still armed (it did not fire). */
-void baton__sub_disarm(baton_client *c, baton__sub *s, baton__sub_waker *w);
+/* Disarms w if it is still armed (it did not fire); whether it fired since it was armed
+ * (then it took a wake-up, and until this call a message counts it as a waiter about to
+ * try). */
+bool baton__sub_disarm(baton_client *c, baton__sub *s, baton__sub_waker *w);
+/* Hands a wake-up on (a waiter that took one leaves without trying: cancelled). */
+void baton__sub_pass_on(baton_client *c, baton__sub *s);
 /* Wakes every waiter of every channel once (cancellation: they re-check and leave). */
 void baton__sub_wake_all(baton_client *c);
 

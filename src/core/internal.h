@@ -379,8 +379,8 @@ void baton__sub_release_sync(baton_client *c, baton__sub *s);
  * it is asked under the dispatcher's mutex before each sleep, and a cancellation sets its
  * flag before baton__sub_wake_all broadcasts, so none is missed even when another waiter
  * took the wake-ups that broadcast handed out). A wake-up that arrived before the call is
- * kept and returns at once. Returns BATON_OK (woken; also when cancelled: the caller
- * looks at its flag) or BATON_ETIMEDOUT. */
+ * kept and returns at once. Returns BATON_OK (woken: it took a wake-up), BATON_ECANCELED
+ * (cancelled(arg) said so: it took none) or BATON_ETIMEDOUT. */
 int baton__sub_wait(baton_client *c, baton__sub *s, int64_t deadline_us, bool (*cancelled)(void *),
                     void *arg);
 /* Waiters that wait on s in turns, each for the least there is (small) or for more

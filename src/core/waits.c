@@ -137,8 +137,11 @@ int baton__wait_sleep(baton_client *c, baton__waiting *wt, baton__sub *sub, int6
      * waiter, and another waiter of the channel may take them all first. */
     wt->ev = ev;
     int rc = baton__sub_wait(c, sub, until_us, thread_wait_cancelled, wt);
-    if (thread_cancelled(ev, wt))
+    if (thread_cancelled(ev, wt)) {
+        if (rc == BATON_OK)
+            baton__sub_pass_on(c, sub); /* it took a wake-up meant for a waiter that tries */
         return baton__wait_cancelled_error(c);
+    }
     return rc;
 }
 
