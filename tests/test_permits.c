@@ -12,6 +12,7 @@
 
 #include "new_assert.h"
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -552,6 +553,95 @@ Test(permits, a_release_wakes_a_waiter_and_a_timeout_leaves_nothing)
     cr_assert(eq(i64, th_numsub(r, "redisson_sc:{%s}", name), 0), "no subscription left");
     cr_assert(eq(i64, th_cmd_int(r, "ZCARD {%s}:timeout", name), 1), "no lease left");
     cr_assert(eq(int, baton_permits_release(p, a), BATON_OK));
+    redisFree(r);
+    baton_permits_close(p);
+    baton_client_close(c);
+    free(name);
+}
+
+typedef struct retaker {
+    baton_permits *p;
+    char id[BATON_PERMIT_ID_SIZE]; /* held, given back, then the one taken again */
+    int rc;
+    atomic_bool done;
+} retaker;
+
+static void *release_and_retake(void *arg)
+{
+    retaker *a = arg;
+    a->rc = baton_permits_release(a->p, a->id);
+    if (a->rc == BATON_OK)
+        a->rc = baton_permits_try_acquire(a->p, 20000, 10000, a->id);
+    atomic_store(&a->done, true);
+    return NULL;
+}
+
+typedef struct await {
+    waiter w;
+    atomic_bool done;
+} await;
+
+static void *await_main(void *arg)
+{
+    await *a = arg;
+    waiter_main(&a->w);
+    atomic_store(&a->done, true);
+    return NULL;
+}
+
+/* A thread that gives its permit back and asks again at once while threads of its client
+ * wait for 1 permit queues behind them (as the semaphore's): the release and one attempt,
+ * by the waiter woken. Before, the releaser took the permit back and the woken waiter lost:
+ * three script runs. */
+Test(permits, a_release_then_acquire_queues_behind_its_clients_waiters)
+{
+    baton_options o;
+    baton_options_init(&o);
+    o.recheck_ms = 60000;
+    baton_client *c = th_client(&o);
+    char *name = th_name("pl-behind");
+    baton_permits *p = open_permits(c, name, 1);
+    retaker a = {.p = p};
+    cr_assert(eq(int, baton_permits_acquire(p, 30000, a.id), BATON_OK));
+    await w[2];
+    pthread_t t[2], ta;
+    for (int i = 0; i < 2; i++) {
+        w[i].w = (waiter){p, 20000, -100, "", 0};
+        atomic_store(&w[i].done, false);
+        pthread_create(&t[i], NULL, await_main, &w[i]);
+    }
+    th_sleep_ms(300); /* both asleep */
+    redisContext *r = th_redis();
+    freeReplyObject(th_cmd(r, "CONFIG RESETSTAT"));
+    pthread_create(&ta, NULL, release_and_retake, &a);
+    th_sleep_ms(300);
+    cr_assert(eq(i64, th_cmdstat(r, "evalsha"), 2), "the release and one attempt");
+    int done = atomic_load(&a.done) + atomic_load(&w[0].done) + atomic_load(&w[1].done);
+    cr_assert(eq(int, done, 1), "one holder");
+    /* the holder gives it back in turn until all three had it */
+    for (int turn = 0; turn < 3; turn++) {
+        const char *id = NULL;
+        int64_t end = th_ms() + 5000;
+        while (!id && th_ms() < end) {
+            if (atomic_load(&a.done) && a.rc == BATON_OK && a.id[0])
+                id = a.id;
+            for (int i = 0; i < 2 && !id; i++)
+                if (atomic_load(&w[i].done) && w[i].w.rc == BATON_OK && w[i].w.id[0])
+                    id = w[i].w.id;
+            if (!id)
+                th_sleep_ms(5);
+        }
+        cr_assert(id != NULL, "turn %d: nobody holds the permit", turn);
+        cr_assert(eq(int, baton_permits_release(p, id), BATON_OK));
+        ((char *)id)[0] = '\0'; /* given back */
+    }
+    pthread_join(ta, NULL);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(t[i], NULL);
+        cr_assert(eq(int, w[i].w.rc, BATON_OK), "waiter %d", i);
+    }
+    cr_assert(eq(int, a.rc, BATON_OK));
+    cr_assert(eq(i64, available(p, NULL), 1));
     redisFree(r);
     baton_permits_close(p);
     baton_client_close(c);

@@ -67,7 +67,9 @@ BATON_API int baton_permits_try_set_permits(baton_permits *p, int64_t permits, b
  * BATON_LEASE_WATCHDOG or 0, a lease the watchdog renews until release; writes its id
  * (BATON_PERMIT_ID_LEN hex digits and a NUL) to id. Waits as long as it takes: woken by
  * releases (pub/sub), and in any case when the nearest lease ends or after recheck_ms
- * (client option), whichever is first. Blocks. Returns BATON_OK, BATON_EINVAL (NULL id,
+ * (client option), whichever is first. Within one client it queues behind the client's
+ * threads already waiting, rather than racing them for a permit just freed (as the
+ * semaphore's acquire of 1 permit). Blocks. Returns BATON_OK, BATON_EINVAL (NULL id,
  * lease out of range), BATON_ECONN, BATON_EPROTO; on failure id is the empty string. */
 BATON_API int baton_permits_acquire(baton_permits *p, int64_t lease_ms,
                                     char id[BATON_PERMIT_ID_SIZE]);

@@ -70,6 +70,24 @@ static int listen(baton_client *c, const baton__wait *w, bool own, int64_t deadl
                                         : w->ops->attempt(w->arg, *sub);
 }
 
+/* A wait that takes turns (ops->turn) counts itself among its client's waiters on sub once
+ * an attempt there said "not yet" (*in: where it did; it counts itself out with
+ * turn_leave before the wait drops sub). Such a wait never moves (BATON__RELISTEN). */
+static void turn_take(baton__sub *sub, int rc, int turn, baton__sub **in)
+{
+    if (turn && sub && !*in && rc == BATON_ETIMEDOUT) {
+        (void)baton__sub_queue(sub, turn == BATON__TURN_LEAST, turn == BATON__TURN_MORE);
+        *in = sub;
+    }
+}
+
+static void turn_leave(int turn, baton__sub **in)
+{
+    if (*in)
+        (void)baton__sub_queue(*in, -(turn == BATON__TURN_LEAST), -(turn == BATON__TURN_MORE));
+    *in = NULL;
+}
+
 static int wait_for(baton_client *c, const baton__wait *w, baton__waiting *wt)
 {
     int64_t deadline = baton__deadline_after_ms(w->wait_ms);
@@ -77,7 +95,16 @@ static int wait_for(baton_client *c, const baton__wait *w, baton__waiting *wt)
     baton__sub *sub =
         (w->wait_ms != 0 && w->ops->join_live) ? baton__sub_try_acquire(c, w->channel) : NULL;
     baton__sub *left = NULL; /* where it listened before a BATON__RELISTEN */
-    int rc = w->ops->attempt(w->arg, sub);
+    int turn = w->ops->turn && w->wait_ms != 0 ? w->ops->turn(w->arg) : 0;
+    baton__sub *in_turn = NULL; /* where it counts itself among the waiters taking turns */
+    int rc;
+    /* Its client's waiters there all want the least, as it does: one of them was woken for
+     * what was freed (by its own thread, typically), and its attempt would only race them.
+     * Only a joined subscription: its own first one attempts after it is confirmed. */
+    if (sub && turn == BATON__TURN_LEAST && baton__sub_queue(sub, 0, 0))
+        rc = BATON_ETIMEDOUT;
+    else
+        rc = w->ops->attempt(w->arg, sub);
     if ((!not_yet(c, rc) && rc != BATON__RELISTEN) || w->wait_ms == 0) {
         if (sub)
             baton__sub_release(c, sub);
@@ -94,6 +121,7 @@ static int wait_for(baton_client *c, const baton__wait *w, baton__waiting *wt)
             return rc;
         }
     }
+    turn_take(sub, rc, turn, &in_turn);
     while (not_yet(c, rc) || rc == BATON__RELISTEN) {
         if (rc == BATON__RELISTEN) {
             rc = listen(c, w, true, deadline, wt, &sub, &left);
@@ -124,7 +152,9 @@ static int wait_for(baton_client *c, const baton__wait *w, baton__waiting *wt)
         }
         baton__stat_woken(c, w->ops->stat, woke);
         rc = w->ops->attempt(w->arg, sub);
+        turn_take(sub, rc, turn, &in_turn);
     }
+    turn_leave(turn, &in_turn);
     if (rc != BATON_OK && w->ops->give_up)
         w->ops->give_up(w->arg, rc);
     drop(c, sub, rc == BATON_OK);

@@ -34,7 +34,14 @@ typedef struct baton__wait_ops {
      * next wait that moves there takes it without another attempt. NULL if the attempt
      * never returns it. */
     const char *(*relisten)(void *arg);
+    /* Optional, for waits that take turns within a client (a semaphore's): what this wait
+     * wants, BATON__TURN_LEAST (1 permit) or BATON__TURN_MORE. NULL: it does not. */
+    int (*turn)(void *arg);
 } baton__wait_ops;
+
+/* baton__wait_ops.turn's answers */
+#define BATON__TURN_LEAST 1
+#define BATON__TURN_MORE 2
 
 /* An attempt's "not yet, listen elsewhere" (baton__wait_ops.relisten); never returned by
  * baton__wait_for. */
@@ -45,7 +52,10 @@ typedef struct baton__wait_ops {
  * BATON_WAIT_FOREVER, or ms):
  *  - joins the channel's subscription first if it is live already (join_live), so that a
  *    release after the first attempt cannot go unheard;
- *  - attempts once; wait_ms == 0 stops there;
+ *  - attempts once; wait_ms == 0 stops there; a wait that takes turns (ops->turn) and
+ *    wants the least does not attempt first when it joined and its client's waiters there
+ *    all want the least too: it queues behind them (baton__sub_queue), since the release
+ *    that freed what it wants (its own thread's, typically) woke one of them;
  *  - otherwise subscribes (if it did not join) and attempts again, since a release
  *    published before the subscription was confirmed went unheard;
  *  - then sleeps until a wake-up, bound_ms or the deadline and attempts again, until done,

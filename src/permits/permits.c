@@ -350,9 +350,17 @@ int baton_permits_try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms,
                         try_acquire_many(p, n, wait_ms, lease_ms, ids));
 }
 
-/* kind, counted as, join a live subscription, attempt, sleep bound, give up */
-static const baton__wait_ops permits_wait = {BATON__SUB_SEMAPHORE, BATON__K_SEMAPHORE, true,
-                                             try_once, bound};
+/* Waiters of one client take turns (wait.c), as the semaphore's: one for 1 permit queues
+ * behind the client's others for 1 permit rather than racing them for the permit just
+ * freed. */
+static int turn(void *arg)
+{
+    return ((acquiring *)arg)->nargs == 2 ? BATON__TURN_LEAST : BATON__TURN_MORE;
+}
+
+/* kind, counted as, join a live subscription, attempt, sleep bound, give up, relisten, turn */
+static const baton__wait_ops permits_wait = {
+    BATON__SUB_SEMAPHORE, BATON__K_SEMAPHORE, true, try_once, bound, NULL, NULL, turn};
 
 static int try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_t lease_ms,
                             char (*ids)[BATON_PERMIT_ID_SIZE])

@@ -13,7 +13,8 @@
  * message woke that have not tried yet, and every waiter when the subscriber connection
  * comes back; a wake-up is only a hint: the woken thread re-runs the script and may go back
  * to sleep. An acquire of 1 permit that finds its client's waiters, each for 1 permit,
- * already asleep on a live subscription queues behind them without a first try (try_once). A semaphore has no lease that could bound
+ * already asleep on a live subscription queues behind them without a first try (turn;
+ * the core's wait routine does it). A semaphore has no lease that could bound
  * the sleep the way a lock's TTL does, so the recheck interval is what bounds the cost of a
  * message lost in any way the dispatcher cannot see (a count written by something that
  * does not publish, a woken waiter that needed more permits than the message offered).
@@ -150,53 +151,22 @@ int baton_semaphore_acquire(baton_semaphore *s, int64_t permits)
 typedef struct acquiring {
     baton_semaphore *s;
     const char *permits;
-    bool one;           /* for 1 permit */
-    bool tried;         /* its first attempt came */
-    baton__sub *queued; /* where it counted itself among the waiters (baton__sub_queue) */
+    bool one; /* for 1 permit */
     int64_t recheck_ms;
 } acquiring;
 
-static void unqueue(acquiring *a)
-{
-    if (a->queued)
-        (void)baton__sub_queue(a->queued, a->one ? -1 : 0, a->one ? 0 : -1);
-    a->queued = NULL;
-}
-
-/* The first attempt of a wait that joined its client's live subscription (and that one
- * only: the attempt after a subscription of its own is what hears a release published
- * before it was confirmed) is not made when
- * that client's waiters, each for 1 permit, already wait there and this one wants 1 too:
- * it queues behind them. A permit freed now (by this thread's own release, typically) was
- * announced to them and one of them takes it; trying too would only lose to it or make it
- * lose, a script run wasted either way, and the thread that released would take its permit
- * back again and again while the others wait. Once it slept, it tries like the others. */
 static int try_once(void *arg, baton__sub *sub)
 {
+    (void)sub;
     acquiring *a = arg;
-    bool first = !a->tried;
-    a->tried = true;
-    if (first && sub && a->one && baton__sub_queue(sub, 0, 0)) {
-        a->queued = sub;
-        (void)baton__sub_queue(sub, 1, 0);
-        return BATON_ETIMEDOUT;
-    }
-    int rc = attempt(a->s, a->permits);
-    if (rc == BATON_OK)
-        unqueue(a);
-    else if (rc == BATON_ETIMEDOUT && sub && !a->queued) {
-        a->queued = sub;
-        (void)baton__sub_queue(sub, a->one ? 1 : 0, a->one ? 0 : 1);
-    }
-    return rc;
+    return attempt(a->s, a->permits);
 }
 
-/* A wait that failed (timed out, cancelled, an error): out of the queue before it drops
- * the subscription. */
-static void give_up(void *arg, int rc)
+/* Waiters of one client take turns (wait.c): one for 1 permit queues behind the client's
+ * others for 1 permit rather than racing them for the permit just freed. */
+static int turn(void *arg)
 {
-    (void)rc;
-    unqueue(arg);
+    return ((acquiring *)arg)->one ? BATON__TURN_LEAST : BATON__TURN_MORE;
 }
 
 /* Sleep until a release wakes us, or re-read anyway after recheck_ms. */
@@ -213,9 +183,9 @@ int baton_semaphore_try_acquire(baton_semaphore *s, int64_t permits, int64_t wai
     BATON__COUNTED_CALL(s ? s->base.client : NULL, s, try_acquire(s, permits, wait_ms));
 }
 
-/* kind, counted as, join a live subscription, attempt, sleep bound, give up */
+/* kind, counted as, join a live subscription, attempt, sleep bound, give up, relisten, turn */
 static const baton__wait_ops semaphore_wait = {
-    BATON__SUB_SEMAPHORE, BATON__K_SEMAPHORE, true, try_once, recheck, give_up};
+    BATON__SUB_SEMAPHORE, BATON__K_SEMAPHORE, true, try_once, recheck, NULL, NULL, turn};
 
 static int try_acquire(baton_semaphore *s, int64_t permits, int64_t wait_ms)
 {
