@@ -7,8 +7,9 @@
  * option), so a lost message never strands it. Like Redisson's, the semaphore has no
  * owners: any caller may release. Within one client, an acquire of 1 permit queues behind
  * the client's threads already waiting for 1 permit instead of racing them for the permit
- * just freed (a thread that releases and acquires again goes after them); across clients,
- * as in Redisson, whoever asks first after a release gets the permit.
+ * just freed (a thread that releases and acquires again waits with them rather than
+ * taking its permit straight back); across clients, as in Redisson, whoever asks first
+ * after a release gets the permit.
  *
  * Threads: a baton_semaphore handle may be used from any thread, concurrently;
  * baton_semaphore_close() must not run concurrently with other calls on the same handle.
