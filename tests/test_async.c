@@ -838,6 +838,67 @@ Test(async, a_cancelled_operation_hands_its_wake_up_on, .timeout = 60)
     baton_client_close(other);
 }
 
+typedef struct sem_taker {
+    baton_semaphore *s;
+    int rc;
+    int64_t took_ms;
+} sem_taker;
+
+static void *take_one(void *arg)
+{
+    sem_taker *t = arg;
+    int64_t t0 = th_ms();
+    t->rc = baton_semaphore_try_acquire(t->s, 1, 20000);
+    t->took_ms = th_ms() - t0;
+    return NULL;
+}
+
+/* Turns are taken behind waiters that sleep, not behind waiters already woken: two
+ * operations woken by a count of 5 (and held from trying by the stalled engine) take 2
+ * permits, and a thread that asks meanwhile takes a third at once instead of sleeping
+ * until recheck_ms (60 s here) beside 3 free permits. */
+Test(async, a_newcomer_does_not_queue_behind_waiters_already_woken, .timeout = 60)
+{
+    baton_client *c = client_rechecking_late(), *other = th_client(NULL);
+    cr_assert(eq(int, baton_client_set_callbacks(c, BATON_CALLBACKS_BATON), BATON_OK));
+    const char *name = th_tmpname("as-woken-turn");
+    baton_semaphore *s, *so;
+    cr_assert(eq(int, baton_semaphore_open(c, name, &s), BATON_OK));
+    cr_assert(eq(int, baton_semaphore_open(other, name, &so), BATON_OK));
+    cr_assert(eq(int, baton_semaphore_try_set_permits(s, 0, NULL), BATON_OK));
+    adone d[2];
+    adone_init(d, 2);
+    for (int i = 0; i < 2; i++)
+        cr_assert(
+            eq(int, baton_semaphore_acquire_async(s, 1, 20000, on_adone, &d[i], NULL), BATON_OK));
+    th_sleep_ms(300 * SLOW); /* both asleep, counted among the waiters for 1 permit */
+    atomic_store(&stalling, false);
+    cr_assert(eq(int, baton_semaphore_acquire_async(s, 1, 0, stall_engine, NULL, NULL), BATON_OK));
+    int64_t end = th_ms() + 2000 * SLOW;
+    while (!atomic_load(&stalling) && th_ms() < end)
+        th_sleep_ms(1);
+    cr_assert(atomic_load(&stalling));
+    cr_assert(eq(int, baton_semaphore_add_permits(so, 5), BATON_OK));
+    th_sleep_ms(50); /* the message woke both; the engine runs neither yet */
+    sem_taker t = {s, -100, 0};
+    pthread_t th;
+    pthread_create(&th, NULL, take_one, &t);
+    pthread_join(th, NULL);
+    cr_assert(eq(int, t.rc, BATON_OK));
+    cr_assert(lt(i64, t.took_ms, 2000 * SLOW), "the newcomer took %lld ms", (long long)t.took_ms);
+    end = th_ms() + 5000 * SLOW;
+    while (adone_count(d, 2, BATON_OK) < 2 && th_ms() < end)
+        th_sleep_ms(5);
+    cr_assert(eq(int, adone_count(d, 2, BATON_OK), 2));
+    int64_t left = -1;
+    cr_assert(eq(int, baton_semaphore_available(so, &left), BATON_OK));
+    cr_assert(eq(i64, left, 2));
+    baton_semaphore_close(s);
+    baton_semaphore_close(so);
+    baton_client_close(c);
+    baton_client_close(other);
+}
+
 /* ------------------------------------------------------------------ cancellation ----- */
 
 typedef enum wait_kind {

@@ -149,6 +149,8 @@ struct baton__sub {
     bool kept;            /* BATON__SUB_OWN: a message came while it lingered */
     int queued_small;     /* waiters that said they want the least there is (baton__sub_queue) */
     int queued_large;     /* ... and that want more */
+    int sleeping;         /* threads in baton__sub_wait (with a wake-up in permits or not) */
+    int armed;            /* asynchronous waiters armed (none has a wake-up: they take it) */
     asem sem;
     baton__sub_waker *wakers, *wakers_tail; /* armed asynchronous waiters, FIFO */
     pthread_cond_t wake;                    /* permits became positive */
@@ -290,6 +292,7 @@ static void unlink_waker(baton__sub *s, baton__sub_waker *w)
 {
     BATON__UNLINK_TAILED(w, prev, next, s->wakers, s->wakers_tail);
     w->armed = false;
+    s->armed--;
 }
 
 /* Hands kept wake-ups to armed asynchronous waiters, first armed first. */
@@ -1158,7 +1161,11 @@ bool baton__sub_queue(baton__sub *s, int small, int large)
     baton__mutex_lock(&s->d->mu);
     s->queued_small += small;
     s->queued_large += large;
-    bool behind = s->queued_small > 0 && s->queued_large == 0;
+    /* Behind waiters that sleep and were not woken: those woken already try for what the
+     * message that woke them announced, and may leave some of it free (a count of 5 woke
+     * 2); one that asks now must try for that. */
+    bool behind =
+        s->queued_small > 0 && s->queued_large == 0 && s->sleeping + s->armed - s->permits > 0;
     baton__mutex_unlock(&s->d->mu);
     return behind;
 }
@@ -1178,8 +1185,10 @@ int baton__sub_wait(baton_client *c, baton__sub *s, int64_t deadline_us, bool (*
     (void)c;
     baton__dispatcher *d = s->d;
     baton__mutex_lock(&d->mu);
+    s->sleeping++;
     for (;;) {
         if (cancelled && cancelled(arg)) { /* asked first: a cancelled wait takes no wake-up */
+            s->sleeping--;
             baton__mutex_unlock(&d->mu);
             return BATON_ECANCELED;
         }
@@ -1187,6 +1196,7 @@ int baton__sub_wait(baton_client *c, baton__sub *s, int64_t deadline_us, bool (*
             baton__cond_wait_until(&s->wake, &d->mu, deadline_us) == ETIMEDOUT)
             break;
     }
+    s->sleeping--;
     int rc = BATON_ETIMEDOUT;
     if (s->permits > 0) {
         s->permits--;
@@ -1213,6 +1223,7 @@ void baton__sub_arm(baton_client *c, baton__sub *s, baton__sub_waker *w)
     (void)c;
     baton__mutex_lock(&s->d->mu);
     w->armed = true;
+    s->armed++;
     BATON__APPEND(w, prev, next, s->wakers, s->wakers_tail);
     feed_wakers(s);
     baton__mutex_unlock(&s->d->mu);

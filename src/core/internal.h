@@ -386,8 +386,10 @@ int baton__sub_wait(baton_client *c, baton__sub *s, int64_t deadline_us, bool (*
 /* Waiters that wait on s in turns, each for the least there is (small) or for more
  * (large): adds the deltas (a waiter counts itself in after its first attempt failed, and
  * out before its wait ends, before it drops s). Returns whether a waiter that would want the
- * least must now queue behind them: waiters want the least and none wants more. (The
- * semaphore: waiters for 1 permit; a waiter for more could sleep while one permit is free.) */
+ * least must now queue behind them: waiters want the least, none wants more, and one of
+ * them sleeps without a wake-up (one woken already may leave free some of what woke it).
+ * (The semaphore: waiters for 1 permit; a waiter for more could sleep while one permit is
+ * free.) */
 bool baton__sub_queue(baton__sub *s, int small, int large);
 /* How many messages that woke waiters arrived on this channel since its entry was made: a
  * waiter that saw a change of this number knows a message came (a latch's "0", say), as

@@ -98,8 +98,9 @@ static int wait_for(baton_client *c, const baton__wait *w, baton__waiting *wt)
     int turn = w->ops->turn && w->wait_ms != 0 ? w->ops->turn(w->arg) : 0;
     baton__sub *in_turn = NULL; /* where it counts itself among the waiters taking turns */
     int rc;
-    /* Its client's waiters there all want the least, as it does: one of them was woken for
-     * what was freed (by its own thread, typically), and its attempt would only race them.
+    /* Its client's waiters there all want the least, as it does, and one sleeps unwoken:
+     * one of them was woken for what was freed (by its own thread, typically), and its
+     * attempt would only race them.
      * Only a joined subscription: its own first one attempts after it is confirmed. */
     if (sub && turn == BATON__TURN_LEAST && baton__sub_queue(sub, 0, 0))
         rc = BATON_ETIMEDOUT;

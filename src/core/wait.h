@@ -54,8 +54,9 @@ typedef struct baton__wait_ops {
  *    release after the first attempt cannot go unheard;
  *  - attempts once; wait_ms == 0 stops there; a wait that takes turns (ops->turn) and
  *    wants the least does not attempt first when it joined and its client's waiters there
- *    all want the least too: it queues behind them (baton__sub_queue), since the release
- *    that freed what it wants (its own thread's, typically) woke one of them;
+ *    all want the least too, one of them asleep without a wake-up: it queues behind them
+ *    (baton__sub_queue), since the release that freed what it wants (its own thread's,
+ *    typically) woke one of them;
  *  - otherwise subscribes (if it did not join) and attempts again, since a release
  *    published before the subscription was confirmed went unheard;
  *  - then sleeps until a wake-up, bound_ms or the deadline and attempts again, until done,
