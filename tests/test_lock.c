@@ -777,12 +777,17 @@ typedef struct waiter_run {
     int rc, released;
 } waiter_run;
 
+/* Acquires, holds 300 ms (the other side's "refused" must not depend on whether this
+ * thread released already: it once did, under ASan, before the releaser's next try
+ * reached the server), releases. */
 static void *wait_for_it(void *p)
 {
     waiter_run *w = p;
     w->rc = baton_lock_try_acquire(w->l, 10000, 10000);
-    if (w->rc == BATON_OK)
+    if (w->rc == BATON_OK) {
+        th_sleep_ms(300);
         w->released = baton_lock_release(w->l); /* ownership is the thread's */
+    }
     return NULL;
 }
 
