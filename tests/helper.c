@@ -127,6 +127,14 @@ long long th_cmdstat(redisContext *r, const char *cmd)
     return info_int(r, "commandstats", field);
 }
 
+void th_two_releases_in_one_read(redisContext *r, const char *name)
+{
+    freeReplyObject(th_cmd(r, "EVAL %s 2 %s redisson_sc:{%s}",
+                           "redis.call('incrby', KEYS[1], 1) redis.call('publish', KEYS[2], '1') "
+                           "redis.call('incrby', KEYS[1], 1) redis.call('publish', KEYS[2], '2')",
+                           name, name));
+}
+
 long long th_numsub(redisContext *r, const char *fmt, ...)
 {
     char channel[2048];

@@ -761,10 +761,7 @@ Test(async, a_semaphore_message_counts_the_operations_already_woken, .timeout = 
     th_sleep_ms(300 * SLOW); /* all four asleep on one subscription */
     redisContext *r = th_redis();
     freeReplyObject(th_cmd(r, "CONFIG RESETSTAT"));
-    freeReplyObject(th_cmd(r, "EVAL %s 2 %s redisson_sc:{%s}",
-                           "redis.call('incrby', KEYS[1], 1) redis.call('publish', KEYS[2], '1') "
-                           "redis.call('incrby', KEYS[1], 1) redis.call('publish', KEYS[2], '2')",
-                           name, name));
+    th_two_releases_in_one_read(r, name);
     th_sleep_ms(300 * SLOW);
     cr_assert(eq(int, adone_count(d, 4, BATON_OK), 2));
     /* 3 before: the second message woke two more */
@@ -790,6 +787,18 @@ static void stall_engine(void *handle, baton_owner *owner, int rc, void *arg)
     th_sleep_ms(600);
 }
 
+/* Holds s's client's engine for 600 ms from now: an operation whose completion, on baton's
+ * thread (BATON_CALLBACKS_BATON), is stall_engine. */
+static void hold_engine(baton_semaphore *s)
+{
+    atomic_store(&stalling, false);
+    cr_assert(eq(int, baton_semaphore_acquire_async(s, 1, 0, stall_engine, NULL, NULL), BATON_OK));
+    int64_t end = th_ms() + 2000 * SLOW;
+    while (!atomic_load(&stalling) && th_ms() < end)
+        th_sleep_ms(1);
+    cr_assert(atomic_load(&stalling));
+}
+
 /* An operation woken by a release and cancelled before it ran again hands its wake-up to
  * the next waiter: the permit is taken at once, not after recheck_ms (60 s here). */
 Test(async, a_cancelled_operation_hands_its_wake_up_on, .timeout = 60)
@@ -810,18 +819,13 @@ Test(async, a_cancelled_operation_hands_its_wake_up_on, .timeout = 60)
     th_sleep_ms(300 * SLOW);
     cr_assert(eq(int, baton_semaphore_acquire_async(s, 1, 20000, on_adone, &d[1], NULL), BATON_OK));
     th_sleep_ms(300 * SLOW);
-    atomic_store(&stalling, false);
-    cr_assert(eq(int, baton_semaphore_acquire_async(s, 1, 0, stall_engine, NULL, NULL), BATON_OK));
-    int64_t end = th_ms() + 2000 * SLOW;
-    while (!atomic_load(&stalling) && th_ms() < end)
-        th_sleep_ms(1);
-    cr_assert(atomic_load(&stalling));
+    hold_engine(s);
     /* while the engine is held: a permit comes, the first is woken, then cancelled */
     cr_assert(eq(int, baton_semaphore_release(so, 1), BATON_OK));
     th_sleep_ms(100);
     cr_assert(eq(int, baton_op_cancel(first), BATON_OK));
     int64_t t0 = th_ms();
-    end = t0 + 5000 * SLOW;
+    int64_t end = t0 + 5000 * SLOW;
     while (atomic_load(&d[1].rc) == -100 && th_ms() < end)
         th_sleep_ms(5);
     cr_assert(eq(int, atomic_load(&d[0].rc), BATON_ECANCELED));
@@ -872,12 +876,7 @@ Test(async, a_newcomer_does_not_queue_behind_waiters_already_woken, .timeout = 6
         cr_assert(
             eq(int, baton_semaphore_acquire_async(s, 1, 20000, on_adone, &d[i], NULL), BATON_OK));
     th_sleep_ms(300 * SLOW); /* both asleep, counted among the waiters for 1 permit */
-    atomic_store(&stalling, false);
-    cr_assert(eq(int, baton_semaphore_acquire_async(s, 1, 0, stall_engine, NULL, NULL), BATON_OK));
-    int64_t end = th_ms() + 2000 * SLOW;
-    while (!atomic_load(&stalling) && th_ms() < end)
-        th_sleep_ms(1);
-    cr_assert(atomic_load(&stalling));
+    hold_engine(s);
     cr_assert(eq(int, baton_semaphore_add_permits(so, 5), BATON_OK));
     th_sleep_ms(50); /* the message woke both; the engine runs neither yet */
     sem_taker t = {s, -100, 0};
@@ -886,7 +885,7 @@ Test(async, a_newcomer_does_not_queue_behind_waiters_already_woken, .timeout = 6
     pthread_join(th, NULL);
     cr_assert(eq(int, t.rc, BATON_OK));
     cr_assert(lt(i64, t.took_ms, 2000 * SLOW), "the newcomer took %lld ms", (long long)t.took_ms);
-    end = th_ms() + 5000 * SLOW;
+    int64_t end = th_ms() + 5000 * SLOW;
     while (adone_count(d, 2, BATON_OK) < 2 && th_ms() < end)
         th_sleep_ms(5);
     cr_assert(eq(int, adone_count(d, 2, BATON_OK), 2));

@@ -361,44 +361,68 @@ static void start_waiters(waiter *w, pthread_t *t, int n, baton_semaphore *s, at
     }
 }
 
-Test(semaphore, release_wakes_as_many_waiters_as_it_has_permits)
-{
-    baton_client *c = client_with_recheck(60000), *other = th_client(NULL);
-    char *name = th_name("sem-wake");
-    baton_semaphore *s = open_sem(c, name), *so = open_sem(other, name);
-    cr_assert(eq(int, baton_semaphore_try_set_permits(so, 0, NULL), BATON_OK));
-    atomic_int acquired = 0;
+/* Four threads of one client (recheck_ms 60 s) asleep for 1 permit of a semaphore with
+ * none, another client's handle on it, and the server's command counts reset. */
+typedef struct four_asleep {
+    baton_client *c, *other;
+    char *name;
+    baton_semaphore *s, *so;
+    atomic_int acquired;
     waiter w[4];
     pthread_t t[4];
-    start_waiters(w, t, 4, s, &acquired);
+    redisContext *r;
+} four_asleep;
+
+static void four_asleep_start(four_asleep *f, const char *tag)
+{
+    f->c = client_with_recheck(60000);
+    f->other = th_client(NULL);
+    f->name = th_name(tag);
+    f->s = open_sem(f->c, f->name);
+    f->so = open_sem(f->other, f->name);
+    cr_assert(eq(int, baton_semaphore_try_set_permits(f->so, 0, NULL), BATON_OK));
+    atomic_store(&f->acquired, 0);
+    start_waiters(f->w, f->t, 4, f->s, &f->acquired);
     th_sleep_ms(300); /* all four are asleep on one subscription */
-    cr_assert(eq(int, baton__sub_count(c), 1));
-    redisContext *r = th_redis();
-    freeReplyObject(th_cmd(r, "CONFIG RESETSTAT"));
+    cr_assert(eq(int, baton__sub_count(f->c), 1));
+    f->r = th_redis();
+    freeReplyObject(th_cmd(f->r, "CONFIG RESETSTAT"));
+}
+
+/* Two permits more (two waiters are still asleep), then every waiter got one; closes all. */
+static void four_asleep_finish(four_asleep *f)
+{
+    cr_assert(eq(int, baton_semaphore_release(f->so, 2), BATON_OK));
+    for (int i = 0; i < 4; i++) {
+        pthread_join(f->t[i], NULL);
+        cr_assert(eq(int, f->w[i].rc, BATON_OK), "waiter %d", i);
+    }
+    cr_assert(eq(i64, available(f->s), 0));
+    redisFree(f->r);
+    baton_semaphore_close(f->s);
+    baton_semaphore_close(f->so);
+    baton_client_close(f->c);
+    baton_client_close(f->other);
+    free(f->name);
+}
+
+Test(semaphore, release_wakes_as_many_waiters_as_it_has_permits)
+{
+    four_asleep f;
+    four_asleep_start(&f, "sem-wake");
     int64_t t0 = th_ms();
-    cr_assert(eq(int, baton_semaphore_release(so, 2), BATON_OK));
+    cr_assert(eq(int, baton_semaphore_release(f.so, 2), BATON_OK));
     th_sleep_ms(300);
-    cr_assert(eq(int, atomic_load(&acquired), 2), "release(2) let %d waiters in",
-              atomic_load(&acquired));
+    cr_assert(eq(int, atomic_load(&f.acquired), 2), "release(2) let %d waiters in",
+              atomic_load(&f.acquired));
     /* not one waiter woken, not all four: the release plus exactly two attempts */
-    cr_assert(eq(i64, th_cmdstat(r, "evalsha"), 3));
+    cr_assert(eq(i64, th_cmdstat(f.r, "evalsha"), 3));
     int promptly = 0;
     for (int i = 0; i < 4; i++)
-        if (atomic_load(&w[i].finished) && w[i].done_ms - t0 < 100)
+        if (atomic_load(&f.w[i].finished) && f.w[i].done_ms - t0 < 100)
             promptly++;
     cr_assert(eq(int, promptly, 2));
-    cr_assert(eq(int, baton_semaphore_release(so, 2), BATON_OK));
-    for (int i = 0; i < 4; i++) {
-        pthread_join(t[i], NULL);
-        cr_assert(eq(int, w[i].rc, BATON_OK), "waiter %d", i);
-    }
-    cr_assert(eq(i64, available(s), 0));
-    redisFree(r);
-    baton_semaphore_close(s);
-    baton_semaphore_close(so);
-    baton_client_close(c);
-    baton_client_close(other);
-    free(name);
+    four_asleep_finish(&f);
 }
 
 /* Two releases whose messages come in one read: the second announces 2 permits while the
@@ -406,38 +430,14 @@ Test(semaphore, release_wakes_as_many_waiters_as_it_has_permits)
  * count includes the waiters already woken. */
 Test(semaphore, a_message_counts_the_waiters_already_woken)
 {
-    baton_client *c = client_with_recheck(60000), *other = th_client(NULL);
-    char *name = th_name("sem-woken");
-    baton_semaphore *s = open_sem(c, name), *so = open_sem(other, name);
-    cr_assert(eq(int, baton_semaphore_try_set_permits(so, 0, NULL), BATON_OK));
-    atomic_int acquired = 0;
-    waiter w[4];
-    pthread_t t[4];
-    start_waiters(w, t, 4, s, &acquired);
-    th_sleep_ms(300); /* all four are asleep on one subscription */
-    cr_assert(eq(int, baton__sub_count(c), 1));
-    redisContext *r = th_redis();
-    freeReplyObject(th_cmd(r, "CONFIG RESETSTAT"));
-    /* what two of baton's releases write and publish, in one script: one reply, one read */
-    freeReplyObject(th_cmd(r, "EVAL %s 2 %s redisson_sc:{%s}",
-                           "redis.call('incrby', KEYS[1], 1) redis.call('publish', KEYS[2], '1') "
-                           "redis.call('incrby', KEYS[1], 1) redis.call('publish', KEYS[2], '2')",
-                           name, name));
+    four_asleep f;
+    four_asleep_start(&f, "sem-woken");
+    th_two_releases_in_one_read(f.r, f.name);
     th_sleep_ms(300);
-    cr_assert(eq(int, atomic_load(&acquired), 2));
+    cr_assert(eq(int, atomic_load(&f.acquired), 2));
     /* 3 on the library before this change: the second message woke two more */
-    cr_assert(eq(i64, th_cmdstat(r, "evalsha"), 2), "attempts by the woken waiters");
-    cr_assert(eq(int, baton_semaphore_release(so, 2), BATON_OK));
-    for (int i = 0; i < 4; i++) {
-        pthread_join(t[i], NULL);
-        cr_assert(eq(int, w[i].rc, BATON_OK), "waiter %d", i);
-    }
-    redisFree(r);
-    baton_semaphore_close(s);
-    baton_semaphore_close(so);
-    baton_client_close(c);
-    baton_client_close(other);
-    free(name);
+    cr_assert(eq(i64, th_cmdstat(f.r, "evalsha"), 2), "attempts by the woken waiters");
+    four_asleep_finish(&f);
 }
 
 typedef struct retaker {
