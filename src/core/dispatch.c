@@ -191,6 +191,10 @@ struct baton__dispatcher {
     uint64_t seq;                /* (UN)SUBSCRIBE commands appended, for sent_seq */
     uint64_t rng;                /* the jitter's xorshift state */
     char refusal[160];           /* the server's last refusal of a SUBSCRIBE ("NOPERM ...") */
+    /* When the thread's poll() returns at the latest (INT64_MAX: only for I/O or the pipe),
+     * while it sleeps there; 0 while it is awake (it looks at the deadlines again before it
+     * sleeps). A linger that ends later needs no wake-up. */
+    int64_t poll_until;
 };
 
 /* The link of a node, made on first use; NULL when MAX_LINKS are in use or no memory. */
@@ -899,9 +903,11 @@ static void *dispatcher_main(void *arg)
             if (baton__conn_more(l->conn))
                 timeout = 0; /* a batch was left to take (do_io) */
         }
+        d->poll_until = timeout < 0 ? INT64_MAX : baton__now_us() + (int64_t)timeout * 1000;
         baton__mutex_unlock(&d->mu);
         int got = poll(p, (nfds_t)n, timeout);
         baton__mutex_lock(&d->mu);
+        d->poll_until = 0;
         if (got < 0)
             continue; /* EINTR */
         if (p[0].revents)
@@ -1024,7 +1030,8 @@ static void release_locked(baton__dispatcher *d, baton__sub *s, bool linger)
             d->lingering++;
         }
         s->linger_until = baton__now_us() + LINGER_MS * 1000;
-        wake_thread(d); /* its poll timeout must cover the new deadline */
+        if (s->linger_until < d->poll_until)
+            wake_thread(d); /* its poll timeout must cover the new deadline */
         return;
     }
     stop_lingering(d, s);
