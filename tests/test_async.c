@@ -318,7 +318,15 @@ static int contend(void *arg)
     return errors > 0 ? 1 : 0;
 }
 
-Test(async, one_loop_thousand_acquisitions_against_processes, .timeout = 120)
+/* A client whose operations run as mode says (BATON_CALLBACKS_*). */
+static baton_client *client_in(int mode)
+{
+    baton_client *c = th_client(NULL);
+    cr_assert(eq(int, baton_client_set_callbacks(c, mode), BATON_OK));
+    return c;
+}
+
+static void thousand_acquisitions(int mode)
 {
     static loop lp; /* big: not on the stack */
     memset(&lp, 0, sizeof lp);
@@ -331,7 +339,7 @@ Test(async, one_loop_thousand_acquisitions_against_processes, .timeout = 120)
         args[k] = (child_arg){lp.names, k * 17 + 3};
         kids[k] = th_fork(contend, &args[k]);
     }
-    lp.c = th_client(NULL);
+    lp.c = client_in(mode);
     lp.r = th_redis();
     baton_client *holder = th_client(NULL);
     for (int i = 0; i < NAMES + HELD; i++) {
@@ -403,7 +411,8 @@ Test(async, one_loop_thousand_acquisitions_against_processes, .timeout = 120)
         /* process() runs callbacks; what the loop spent per callback is counted apart */
         if (ran > 0 && d / ran > lp.max_cb_us)
             lp.max_cb_us = d / ran;
-        if (ran == 0)
+        /* BATON_CALLBACKS_LOOP: process() is where the operations themselves run */
+        if (ran == 0 && mode != BATON_CALLBACKS_LOOP)
             note_call_what(&lp, t0, "process");
     }
     for (int k = 0; k < CHILDREN; k++)
@@ -460,6 +469,17 @@ Test(async, one_loop_thousand_acquisitions_against_processes, .timeout = 120)
     baton_client_close(holder);
 }
 
+Test(async, one_loop_thousand_acquisitions_against_processes, .timeout = 120)
+{
+    thousand_acquisitions(BATON_CALLBACKS_PROCESS);
+}
+
+/* The same, with no engine thread: the operations run in the loop thread's process(). */
+Test(async, loop_mode_thousand_acquisitions_against_processes, .timeout = 120)
+{
+    thousand_acquisitions(BATON_CALLBACKS_LOOP);
+}
+
 /* ------------------------------------------------------------------ async kinds ------ */
 
 typedef struct done {
@@ -491,9 +511,9 @@ static void run_until(baton_client *c, done *d, int n)
     cr_assert(eq(int, d->n, n));
 }
 
-Test(async, every_waitable_kind_completes_on_the_loop, .timeout = 60)
+static void every_waitable_kind(int mode)
 {
-    baton_client *c = th_client(NULL), *other = th_client(NULL);
+    baton_client *c = client_in(mode), *other = th_client(NULL);
     redisContext *r = th_redis();
     done d = {0};
     /* semaphore: none available, then two permits added */
@@ -600,6 +620,16 @@ Test(async, every_waitable_kind_completes_on_the_loop, .timeout = 60)
     baton_client_close(other);
 }
 
+Test(async, every_waitable_kind_completes_on_the_loop, .timeout = 60)
+{
+    every_waitable_kind(BATON_CALLBACKS_PROCESS);
+}
+
+Test(async, loop_mode_every_waitable_kind_completes, .timeout = 60)
+{
+    every_waitable_kind(BATON_CALLBACKS_LOOP);
+}
+
 Test(async, callbacks_on_batons_thread_when_asked, .timeout = 30)
 {
     baton_client *c = th_client(NULL);
@@ -662,9 +692,9 @@ static void release_then_wait_cb(void *h, baton_owner *o, int rc, void *arg)
     t->waited_ms = th_ms() - t0;
 }
 
-Test(async, a_callback_waits_for_a_release_it_started, .timeout = 60)
+static void callback_waits_for_its_release(int mode)
 {
-    baton_client *c = th_client(NULL);
+    baton_client *c = client_in(mode);
     baton_lock *l, *m;
     baton_owner *a, *b;
     cr_assert(eq(int, baton_lock_open(c, th_tmpname("as-rw-l"), &l), BATON_OK));
@@ -698,6 +728,186 @@ Test(async, a_callback_waits_for_a_release_it_started, .timeout = 60)
     baton_lock_close(l);
     baton_lock_close(m);
     baton_client_close(c);
+}
+
+Test(async, a_callback_waits_for_a_release_it_started, .timeout = 60)
+{
+    callback_waits_for_its_release(BATON_CALLBACKS_PROCESS);
+}
+
+/* With no engine thread, the wait sends the release first (its reply is read later). */
+Test(async, loop_mode_a_callback_waits_for_a_release_it_started, .timeout = 60)
+{
+    callback_waits_for_its_release(BATON_CALLBACKS_LOOP);
+}
+
+/* ------------------------------------------------------------------ loop mode ------- */
+
+typedef struct other_thread {
+    baton_client *c;
+    baton_lock *l;
+    baton_owner *o;
+    done *d;
+    int rc;
+    char msg[200];
+} other_thread;
+
+static void *process_elsewhere(void *arg)
+{
+    other_thread *t = arg;
+    t->rc = baton_client_process(t->c);
+    snprintf(t->msg, sizeof t->msg, "%s", baton_client_errmsg(t->c));
+    return NULL;
+}
+
+static void *start_elsewhere(void *arg)
+{
+    other_thread *t = arg;
+    t->rc = baton_lock_acquire_async(t->l, t->o, 5000, 10000, on_done, t->d, NULL);
+    return NULL;
+}
+
+static void *release_after_200_ms(void *arg)
+{
+    owner_job *j = arg;
+    th_sleep_ms(200);
+    j->rc = baton_lock_release_as(j->l, j->o);
+    return NULL;
+}
+
+/* Runs c's loop (its descriptor, then process()) until d has n completions, at most
+ * limit_ms; the time it took. */
+static int64_t loop_until(baton_client *c, done *d, int n, int64_t limit_ms)
+{
+    int fd;
+    cr_assert(eq(int, baton_client_async_fd(c, &fd), BATON_OK));
+    int64_t t0 = th_ms();
+    while (d->n < n && th_ms() - t0 < limit_ms) {
+        struct pollfd p = {fd, POLLIN, 0};
+        poll(&p, 1, 50);
+        cr_assert(ge(int, baton_client_process(c), 0), "%s", baton_client_errmsg(c));
+    }
+    cr_assert(eq(int, d->n, n), "%d of %d completions in %lld ms", d->n, n, (long long)limit_ms);
+    return th_ms() - t0;
+}
+
+/* BATON_CALLBACKS_LOOP: no engine thread (nothing advances outside process()), the timer
+ * and pub/sub wake-ups reach the loop through its descriptor, one thread processes, any
+ * thread starts, and close on the loop thread ends what is in flight. */
+Test(async, loop_mode_runs_on_the_loop_thread_alone, .timeout = 60)
+{
+    baton_client *c = th_client(NULL), *other = th_client(NULL);
+    redisContext *r = th_redis();
+    cr_assert(eq(int, baton_client_set_callbacks(c, BATON_CALLBACKS_LOOP), BATON_OK));
+    cr_assert(eq(int, baton_client_set_callbacks(c, BATON_CALLBACKS_PROCESS), BATON_OK),
+              "not started yet: the mode may still change");
+    cr_assert(eq(int, baton_client_set_callbacks(c, BATON_CALLBACKS_LOOP), BATON_OK));
+    const char *free_name = th_tmpname("lm-free"), *held_name = th_tmpname("lm-held"),
+               *later_name = th_tmpname("lm-later");
+    baton_lock *fl, *hl, *ll, *ohl, *oll;
+    cr_assert(eq(int, baton_lock_open(c, free_name, &fl), BATON_OK));
+    cr_assert(eq(int, baton_lock_open(c, held_name, &hl), BATON_OK));
+    cr_assert(eq(int, baton_lock_open(c, later_name, &ll), BATON_OK));
+    cr_assert(eq(int, baton_lock_open(other, held_name, &ohl), BATON_OK));
+    cr_assert(eq(int, baton_lock_open(other, later_name, &oll), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(ohl, BATON_LEASE_WATCHDOG), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(oll, BATON_LEASE_WATCHDOG), BATON_OK));
+    baton_owner *o[5];
+    for (int i = 0; i < 5; i++)
+        cr_assert(eq(int, baton_owner_new(c, &o[i]), BATON_OK));
+
+    /* started, but no thread runs it until the loop processes */
+    done d = {0};
+    cr_assert(
+        eq(int, baton_lock_acquire_async(fl, o[0], 5000, 10000, on_done, &d, NULL), BATON_OK));
+    cr_assert(eq(int, baton_client_set_callbacks(c, BATON_CALLBACKS_PROCESS), BATON_EINVAL));
+    cr_assert(eq(int, baton_client_set_callbacks(c, BATON_CALLBACKS_BATON), BATON_EINVAL));
+    th_sleep_ms(200);
+    cr_assert(eq(int, th_cmd_int(r, "EXISTS %s", free_name), 0), "nothing ran outside process()");
+    loop_until(c, &d, 1, 5000 * SLOW);
+    cr_assert(eq(int, d.rc[0], BATON_OK));
+    cr_assert(eq(int, th_cmd_int(r, "EXISTS %s", free_name), 1));
+
+    /* another thread may not process; it may start */
+    other_thread t = {.c = c, .l = fl, .o = o[1], .d = &d};
+    pthread_t th;
+    cr_assert(eq(int, pthread_create(&th, NULL, process_elsewhere, &t), 0));
+    pthread_join(th, NULL);
+    cr_assert(eq(int, t.rc, BATON_EINVAL));
+    cr_assert(strstr(t.msg, "one thread") != NULL, "%s", t.msg);
+    cr_assert(eq(int, baton_lock_release_as(fl, o[0]), BATON_OK));
+    cr_assert(eq(int, pthread_create(&th, NULL, start_elsewhere, &t), 0));
+    pthread_join(th, NULL);
+    cr_assert(eq(int, t.rc, BATON_OK));
+    loop_until(c, &d, 2, 5000 * SLOW);
+    cr_assert(eq(int, d.rc[1], BATON_OK), "started by another thread, run by the loop");
+    cr_assert(eq(int, baton_lock_release_as(fl, o[1]), BATON_OK));
+
+    /* a bound: the timer; a release by another client: its message */
+    cr_assert(eq(int, baton_lock_acquire_async(hl, o[2], 300, 10000, on_done, &d, NULL), BATON_OK));
+    cr_assert(
+        eq(int, baton_lock_acquire_async(ll, o[3], 20000, 10000, on_done, &d, NULL), BATON_OK));
+    int64_t t0 = th_ms();
+    loop_until(c, &d, 3, 5000 * SLOW);
+    int64_t timed_out_ms = th_ms() - t0;
+    cr_assert(eq(int, d.rc[2], BATON_ETIMEDOUT));
+    cr_assert(ge(i64, timed_out_ms, 280), "timed out after %lld ms", (long long)timed_out_ms);
+    cr_assert(le(i64, timed_out_ms, 300 + 700 * SLOW), "timed out after %lld ms",
+              (long long)timed_out_ms);
+    cr_assert(eq(int, baton_lock_release(oll), BATON_OK));
+    int64_t woken_ms = loop_until(c, &d, 4, 5000 * SLOW);
+    cr_assert(eq(int, d.rc[3], BATON_OK));
+    cr_assert(le(i64, woken_ms, 500 * SLOW), "the release's message took %lld ms",
+              (long long)woken_ms);
+    cr_assert(eq(int, baton_lock_release_as(ll, o[3]), BATON_OK));
+
+    /* the loop thread blocks on its own (not in a callback): its operations go on */
+    baton_owner *oo;
+    cr_assert(eq(int, baton_owner_new(other, &oo), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire_as(oll, oo, BATON_LEASE_WATCHDOG), BATON_OK));
+    cr_assert(
+        eq(int, baton_lock_acquire_async(ll, o[1], 5000, 10000, on_done, &d, NULL), BATON_OK));
+    owner_job j = {.l = oll, .o = oo, .rc = -1};
+    cr_assert(eq(int, pthread_create(&th, NULL, release_after_200_ms, &j), 0));
+    cr_assert(eq(int, baton_lock_try_acquire(hl, 1000, 10000), BATON_ETIMEDOUT));
+    pthread_join(th, NULL);
+    cr_assert(eq(int, j.rc, BATON_OK));
+    cr_assert(eq(int, d.n, 4), "a callback runs in process() only");
+    int64_t holds = 0;
+    cr_assert(eq(int, baton_lock_hold_count_as(ll, o[1], &holds), BATON_OK));
+    cr_assert(eq(i64, holds, 1), "acquired while the loop thread was blocked");
+    cr_assert(eq(int, baton_client_process(c), 1));
+    cr_assert(eq(int, d.rc[4], BATON_OK));
+    cr_assert(eq(int, baton_lock_release_as(ll, o[1]), BATON_OK));
+    baton_owner_free(oo);
+
+    /* close on the loop thread, with a wait in flight: cancelled, nothing left */
+    cr_assert(eq(int,
+                 baton_lock_acquire_async(hl, o[4], BATON_WAIT_FOREVER, 10000, on_done, &d, NULL),
+                 BATON_OK));
+    cr_assert(eq(int, baton_client_process(c), 0));
+    th_sleep_ms(50);
+    baton_client_process(c);
+    for (int i = 0; i < 5; i++)
+        baton_owner_free(o[i]);
+    baton_lock_close(fl);
+    baton_lock_close(ll);
+    t0 = th_ms();
+    baton_lock_close(hl); /* its wait is cancelled, and runs to its end here */
+    cr_assert(le(i64, th_ms() - t0, 2000 * SLOW));
+    cr_assert(eq(int, baton_client_process(c), 1));
+    cr_assert(eq(int, d.n, 6));
+    cr_assert(eq(int, d.rc[5], BATON_ECANCELED));
+    baton_client_close(c);
+    th_sleep_ms(300); /* the subscription's linger */
+    cr_assert(eq(int, th_numsub(r, "redisson_lock__channel:{%s}", held_name), 0));
+    cr_assert(eq(int, th_cmd_int(r, "EXISTS %s", free_name), 0));
+    cr_assert(eq(int, th_cmd_int(r, "EXISTS %s", later_name), 0));
+    cr_assert(eq(int, baton_lock_release(ohl), BATON_OK));
+    baton_lock_close(ohl);
+    baton_lock_close(oll);
+    baton_client_close(other);
+    redisFree(r);
 }
 
 /* ------------------------------------------------------------------ wake-ups -------- */

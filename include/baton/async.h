@@ -27,7 +27,31 @@
  * operations, release) but must not block for long (every other operation of the client
  * waits behind it) and must not close the client.
  *
- * Threads. Every function here may be called from any thread. A baton_op is valid from its
+ * With baton_client_set_callbacks(c, BATON_CALLBACKS_LOOP), chosen before the first
+ * operation and baton_client_async_fd(), the client has no engine thread: the operations
+ * themselves run on the program's loop thread, inside baton_client_process(), and nothing
+ * passes between threads on their way (a lock hand-over costs no thread switch). Then:
+ *   - baton_client_async_fd() gives an epoll descriptor, readable whenever process() has
+ *     something to do: a reply on one of the operations' sockets, a pub/sub wake-up, a
+ *     timer due, a completion. An operation advances only when process() runs: its bound
+ *     (wait_ms) is kept as long as the loop calls process() when the descriptor is readable.
+ *   - The first thread that calls process() is the loop thread; process() from another
+ *     thread returns BATON_EINVAL. Operations may be started from any thread; started on
+ *     the loop thread outside process(), an operation sends its first request before the
+ *     start returns (its callback still runs in process()).
+ *   - The loop thread blocked in a wait (a blocking acquire in a callback, or on one of
+ *     this client's handles outside process()) drives the client's operations meanwhile,
+ *     between 1 ms slices of its sleep, so a release it started still reaches the server;
+ *     their callbacks wait for process().
+ *   - A fiber that subscribes to a channel no other waiter of the process listens on waits
+ *     for the server's confirmation (one round trip on the subscriber connection) in
+ *     process(), as it holds up the engine thread in the other modes.
+ *   - Close handles and the client on the loop thread (or after it stopped calling
+ *     process()): close runs the operations still in flight to their end on the closing
+ *     thread.
+ *
+ * Threads. Every function here may be called from any thread (but baton_client_process() of
+ * a BATON_CALLBACKS_LOOP client only from its loop thread). A baton_op is valid from its
  * start until its callback returns; it is freed by the library after that.
  */
 #ifndef BATON_ASYNC_H
@@ -164,7 +188,9 @@ BATON_API int baton_client_process(baton_client *c);
 /* Where completion callbacks run (see the top of this header). */
 #define BATON_CALLBACKS_PROCESS 0 /* on the thread that calls baton_client_process() */
 #define BATON_CALLBACKS_BATON 1   /* on baton's thread, as soon as complete */
-/* Returns BATON_OK, or BATON_EINVAL (NULL, unknown mode). Applies to completions after it. */
+#define BATON_CALLBACKS_LOOP 2    /* no baton thread: the operations run in process() too */
+/* Returns BATON_OK, or BATON_EINVAL (NULL, unknown mode; BATON_CALLBACKS_LOOP chosen or left
+ * after the first operation or baton_client_async_fd). Applies to completions after it. */
 BATON_API int baton_client_set_callbacks(baton_client *c, int mode);
 
 /*

@@ -18,6 +18,12 @@
  * eventfd becomes readable; baton_client_process() runs the callbacks on the caller's
  * thread. Or, when the program asked, the engine runs the callback itself.
  *
+ * Or the engine has no thread (BATON_CALLBACKS_LOOP): the program's loop thread runs it
+ * inside baton_client_process(), over an epoll descriptor that holds the engine's wake-up
+ * eventfd, the completion eventfd, a timerfd for the timer heap and the sockets its fibers
+ * wait for. The fibers then all run on that one thread (bound to it when it first drives
+ * the engine), and nothing passes between threads but the dispatcher's wake-ups.
+ *
  * Cancellation: a generation counter per client. A wait remembers it when it begins;
  * baton_client_cancel_waits() raises it and wakes every subscription's waiters, threads and
  * fibers alike, which see the change and leave through the primitive's give-up path
@@ -33,8 +39,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 /* A fiber's stack: the primitives' code, hiredis and OpenSSL with room to spare. Stacks are
@@ -401,7 +409,8 @@ static void finish(baton__evloop *ev, baton_op *op)
          * has a write after the last take. */
         bool was_empty = !ev->done_head;
         push(&ev->done_head, &ev->done_tail, op);
-        if (was_empty) {
+        /* BATON_CALLBACKS_LOOP: baton_client_process, which drives, delivers it itself */
+        if (was_empty && !(ev->mode == BATON_CALLBACKS_LOOP && processing == ev)) {
             uint64_t one = 1;
             ssize_t n = write(ev->efd, &one, sizeof one);
             (void)n; /* a counter at its maximum is readable already */
@@ -490,6 +499,70 @@ static void engine_poll(engine *e, int64_t until, bool block)
         }
 }
 
+/* Runs op's fiber until it yields or ends (ev->mu held; dropped meanwhile). */
+static void run_one(engine *e, baton_op *op)
+{
+    baton__evloop *ev = e->ev;
+    op->queued = false;
+    bool fresh = op->state == ST_NEW;
+    op->state = ST_RUNNING;
+    /* The program's thread may be starting operations: it never waits for a stack to be
+     * made (the spare stacks are the engine's alone). */
+    baton__mutex_unlock(&ev->mu);
+    if (fresh && fiber_make(e, op) != BATON_OK) {
+        op->rc = BATON_ENOMEM;
+        snprintf(op->detail, sizeof op->detail, "out of memory for an operation's stack");
+        baton__mutex_lock(&ev->mu);
+        op->state = ST_DONE;
+    } else {
+        fiber_enter(e, op);
+        if (op->state == ST_DONE) /* written by its fiber, on this thread */
+            fiber_unmake(e, op);
+        baton__mutex_lock(&ev->mu);
+    }
+    if (op->state == ST_DONE)
+        finish(ev, op);
+}
+
+/* Moves the operations whose timers ran out to the run queue (ev->mu held). */
+static void fire_timers(engine *e)
+{
+    int64_t now = baton__now_us();
+    while (e->nheap > 0 && e->heap[0]->wake_at <= now) {
+        baton_op *due = e->heap[0];
+        heap_remove(e, due);
+        if (due->state == ST_IO)
+            io_done(e, due, false);
+        else
+            make_ready(e->ev, due);
+    }
+}
+
+static void loop_look(engine *e, int timeout_ms);
+
+/* Runs what is ready, fibers and timers, until nothing is (ev->mu held). */
+static void run_ready(engine *e)
+{
+    for (;;) {
+        /* With fibers to run, the sockets are looked at every millisecond all the same:
+         * a round trip's reply waits no longer than that for the fibers started meanwhile. */
+        if (e->nio > 0 && e->run_head && baton__now_us() - e->last_poll_us >= POLL_EVERY_US) {
+            if (e->ev->mode == BATON_CALLBACKS_LOOP)
+                loop_look(e, 0);
+            else
+                engine_poll(e, 0, false);
+        }
+        baton_op *op = pop(&e->run_head, &e->run_tail);
+        if (op) {
+            run_one(e, op);
+            continue;
+        }
+        fire_timers(e);
+        if (!e->run_head)
+            return;
+    }
+}
+
 static void *engine_main(void *arg)
 {
     engine *e = arg;
@@ -500,50 +573,156 @@ static void *engine_main(void *arg)
 #endif
     baton__mutex_lock(&ev->mu);
     for (;;) {
-        /* With fibers to run, the sockets are looked at every millisecond all the same:
-         * a round trip's reply waits no longer than that for the fibers started meanwhile. */
-        if (e->nio > 0 && e->run_head && baton__now_us() - e->last_poll_us >= POLL_EVERY_US)
-            engine_poll(e, 0, false);
-        baton_op *op = pop(&e->run_head, &e->run_tail);
-        if (op) {
-            op->queued = false;
-            bool fresh = op->state == ST_NEW;
-            op->state = ST_RUNNING;
-            /* The program's thread may be starting operations: it never waits for a stack
-             * to be made (the spare stacks are this thread's alone). */
-            baton__mutex_unlock(&ev->mu);
-            if (fresh && fiber_make(e, op) != BATON_OK) {
-                op->rc = BATON_ENOMEM;
-                snprintf(op->detail, sizeof op->detail, "out of memory for an operation's stack");
-                baton__mutex_lock(&ev->mu);
-                op->state = ST_DONE;
-            } else {
-                fiber_enter(e, op);
-                if (op->state == ST_DONE) /* written by its fiber, on this thread */
-                    fiber_unmake(e, op);
-                baton__mutex_lock(&ev->mu);
-            }
-            if (op->state == ST_DONE)
-                finish(ev, op);
-            continue;
-        }
+        run_ready(e);
         if (ev->stop && e->live == 0)
             break;
-        int64_t now = baton__now_us();
-        while (e->nheap > 0 && e->heap[0]->wake_at <= now) {
-            baton_op *due = e->heap[0];
-            heap_remove(e, due);
-            if (due->state == ST_IO)
-                io_done(e, due, false);
-            else
-                make_ready(ev, due);
-        }
-        if (e->run_head)
-            continue;
         engine_poll(e, e->nheap > 0 ? e->heap[0]->wake_at : BATON__NO_DEADLINE, true);
     }
     baton__mutex_unlock(&ev->mu);
     return NULL;
+}
+
+/* ------------------------------- the engine on the loop's thread ---------------------- */
+
+/* BATON_CALLBACKS_LOOP. The program polls epfd; baton_client_process drives the engine:
+ * the sockets that are ready, the fibers, the callbacks, the fibers these started, until
+ * nothing is ready; then the timer is armed for the first deadline and the engine "sleeps"
+ * (asleep: a wake-up from another thread writes wfd, which makes epfd readable). */
+
+/* The socket fd wakes op (ev->mu held): one shot, so that a reply that comes after its
+ * operation gave up, or to an idle connection, wakes nobody twice. false: epoll refused
+ * (the caller waits in poll() on its own). */
+static bool loop_arm(engine *e, int fd, short events)
+{
+    struct epoll_event ee = {.events = EPOLLONESHOT | ((events & POLLIN) ? EPOLLIN : 0u) |
+                                       ((events & POLLOUT) ? EPOLLOUT : 0u),
+                             .data.fd = fd};
+    if (epoll_ctl(e->epfd, EPOLL_CTL_MOD, fd, &ee) == 0)
+        return true;
+    /* a descriptor never armed, or closed since (closing takes it out of the set) */
+    return errno == ENOENT && epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ee) == 0;
+}
+
+static void drain(int fd)
+{
+    uint64_t v;
+    ssize_t r = read(fd, &v, sizeof v);
+    (void)r; /* an eventfd or timerfd: 8 bytes, or nothing (EAGAIN) */
+}
+
+/* What epfd has ready, waiting up to timeout_ms for it (ev->mu held; dropped while it
+ * waits): sockets move their fibers to the run queue; the wake-up and completion eventfds
+ * and the timer are read (what they announce is in the queues and the heap). */
+static void loop_look(engine *e, int timeout_ms)
+{
+    baton__evloop *ev = e->ev;
+    struct epoll_event got[64];
+    e->last_poll_us = baton__now_us();
+    int n;
+    if (timeout_ms != 0) {
+        e->asleep = true; /* a wake-up from another thread ends the wait */
+        baton__mutex_unlock(&ev->mu);
+        n = epoll_wait(e->epfd, got, 64, timeout_ms);
+        baton__mutex_lock(&ev->mu);
+        e->asleep = false;
+    } else {
+        n = epoll_wait(e->epfd, got, 64, 0);
+    }
+    for (int i = 0; i < n; i++) {
+        int fd = got[i].data.fd;
+        if (fd == e->wfd || fd == ev->efd) {
+            drain(fd);
+        } else if (fd == e->tfd) {
+            drain(fd);
+            e->tfd_at = 0; /* expired: armed again by loop_rest if a deadline is left */
+        } else {
+            for (size_t j = e->nio; j-- > 0;)
+                if (e->io[j]->io_fd == fd) {
+                    baton_op *op = e->io[j];
+                    heap_remove(e, op);
+                    io_done(e, op, true);
+                    break;
+                }
+        }
+    }
+}
+
+/* The loop thread stops driving (ev->mu held): the timer set for the first deadline, and
+ * wake-ups from other threads write wfd from now on. */
+static void loop_rest(engine *e)
+{
+    int64_t at = e->nheap > 0 ? e->heap[0]->wake_at : 0;
+    /* Moved earlier, or nothing armed: set. Moved later or gone: left as it is; if it
+     * fires first, the drive it causes finds nothing due and sets it then. Most deadlines
+     * move later (a waiter woken before its bound), and setting costs a system call. */
+    if (at > 0 && (e->tfd_at <= 0 || at < e->tfd_at)) {
+        struct itimerspec its = {{0, 0}, {(time_t)(at / 1000000), (long)(at % 1000000) * 1000}};
+        if (timerfd_settime(e->tfd, TFD_TIMER_ABSTIME, &its, NULL) == 0)
+            e->tfd_at = at;
+        else /* the deadline still matters: a wake-up now, and the next drive sets it again */
+            e->tfd_at = -1;
+    }
+    e->asleep = true;
+    if (e->run_head || e->ev->done_head || e->tfd_at < 0)
+        engine_wake(e); /* more to do: epfd stays readable */
+}
+
+/* This thread may drive the engine: it is the bound thread, or none is bound yet, and no
+ * other thread drives it now (ev->mu held). */
+static bool may_drive(const engine *e)
+{
+    pthread_t self = pthread_self();
+    if (e->driving > 0 && !pthread_equal(e->driver, self))
+        return false;
+    return !e->bound || pthread_equal(e->loop_thread, self);
+}
+
+static void drive_begin(engine *e)
+{
+    if (e->driving++ == 0) {
+        e->driver = pthread_self();
+        e->asleep = false;
+        if (!e->bound) {
+            e->bound = true;
+            e->loop_thread = e->driver;
+        }
+    }
+#ifdef BATON_TSAN
+    e->tsan_main = __tsan_get_current_fiber();
+#endif
+}
+
+static void drive_end(engine *e)
+{
+    if (--e->driving == 0)
+        loop_rest(e);
+}
+
+/* Close, or a handle's close: drives the engine on this thread until busy(ev, arg) is
+ * false (ev->mu held). Another thread that drives it meanwhile is waited for. */
+static void loop_drive_while(baton__evloop *ev, bool (*busy)(const baton__evloop *, const void *),
+                             const void *arg)
+{
+    engine *e = &ev->eng;
+    while (busy(ev, arg)) {
+        if (!ev->started || (e->driving > 0 && !pthread_equal(e->driver, pthread_self())) ||
+            e->live == 0) {
+            /* threads in blocking waits end on their own; another driver is at work */
+            baton__cond_wait_until(&ev->idle, &ev->mu, baton__now_us() + 10000);
+            continue;
+        }
+        drive_begin(e);
+        run_ready(e);
+        if (busy(ev, arg) && !e->run_head) {
+            int ms = 10;
+            if (e->nheap > 0) {
+                int64_t left = (e->heap[0]->wake_at - baton__now_us() + 999) / 1000;
+                ms = left < 0 ? 0 : left < ms ? (int)left : ms;
+            }
+            loop_look(e, ms);
+        }
+        drive_end(e);
+    }
 }
 
 baton_op *baton__op_current(void)
@@ -628,6 +807,10 @@ int baton__fiber_wait_fd(int fd, short events, int64_t deadline_us)
         }
         e->io = io;
         e->capio = cap;
+    }
+    if (ev->mode == BATON_CALLBACKS_LOOP && !loop_arm(e, fd, events)) {
+        baton__mutex_unlock(&ev->mu);
+        return -1;
     }
     if (deadline_us != BATON__NO_DEADLINE) {
         op->wake_at = deadline_us;
@@ -763,6 +946,7 @@ baton__evloop *baton__evloop_new(baton_client *c)
         return NULL;
     }
     ev->eng.ev = ev;
+    ev->eng.epfd = ev->eng.tfd = -1;
     ev->eng.wfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (ev->eng.wfd < 0) {
         close(ev->efd);
@@ -796,7 +980,10 @@ void baton__evloop_drop_handle(baton_client *c, void *handle)
             make_ready(ev, op);
         }
     /* On an engine (a callback run by baton's thread) the operations may be this thread's
-     * own: it cannot wait for them, and the program was told not to close there. */
+     * own: it cannot wait for them, and the program was told not to close there. Without
+     * an engine thread (BATON_CALLBACKS_LOOP), the closing thread runs them to their end. */
+    if (ev->mode == BATON_CALLBACKS_LOOP)
+        loop_drive_while(ev, handle_busy, handle);
     while (!on_engine && handle_busy(ev, handle))
         baton__cond_wait_until(&ev->idle, &ev->mu, BATON__NO_DEADLINE);
     baton__mutex_unlock(&ev->mu);
@@ -811,6 +998,17 @@ static void free_engine(engine *e)
     free(e->io);
     free(e->pfd);
     close(e->wfd);
+    if (e->epfd >= 0)
+        close(e->epfd);
+    if (e->tfd >= 0)
+        close(e->tfd);
+}
+
+/* Whether waits or operations are still live (ev->mu held). */
+static bool still_live(const baton__evloop *ev, const void *unused)
+{
+    (void)unused;
+    return ev->waits > 0 || ev->live > 0;
 }
 
 void baton__evloop_shut(baton__evloop *ev, bool forked)
@@ -826,13 +1024,15 @@ void baton__evloop_shut(baton__evloop *ev, bool forked)
     baton__mutex_unlock(&ev->mu);
     baton__sub_wake_all(ev->c);
     baton__mutex_lock(&ev->mu);
+    if (ev->mode == BATON_CALLBACKS_LOOP)
+        loop_drive_while(ev, still_live, NULL);
     while (ev->waits > 0 || ev->live > 0)
         baton__cond_wait_until(&ev->idle, &ev->mu, BATON__NO_DEADLINE);
     ev->stop = true;
     engine_wake(&ev->eng);
-    bool started = ev->started;
+    bool joined = ev->started && ev->mode != BATON_CALLBACKS_LOOP; /* LOOP: no thread */
     baton__mutex_unlock(&ev->mu);
-    if (started)
+    if (joined)
         pthread_join(ev->eng.thread, NULL);
     baton_op *op;
     while ((op = pop(&ev->done_head, &ev->done_tail)))
@@ -857,11 +1057,40 @@ void baton__evloop_free(baton__evloop *ev, bool forked)
 
 /* ------------------------------- public: operations ----------------------------------- */
 
+/* BATON_CALLBACKS_LOOP: the engine's epoll descriptor and timer, instead of its thread
+ * (ev->mu held). */
+static int loop_start(baton__evloop *ev)
+{
+    engine *e = &ev->eng;
+    e->epfd = epoll_create1(EPOLL_CLOEXEC);
+    e->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    bool ok = e->epfd >= 0 && e->tfd >= 0;
+    int fds[3] = {e->wfd, ev->efd, e->tfd};
+    for (int i = 0; ok && i < 3; i++) {
+        struct epoll_event ee = {.events = EPOLLIN, .data.fd = fds[i]};
+        ok = epoll_ctl(e->epfd, EPOLL_CTL_ADD, fds[i], &ee) == 0;
+    }
+    if (!ok) {
+        int err = errno;
+        if (e->epfd >= 0)
+            close(e->epfd);
+        if (e->tfd >= 0)
+            close(e->tfd);
+        e->epfd = e->tfd = -1;
+        return baton__fail(ev->c, BATON_ENOMEM, "the loop's epoll descriptor: %s", strerror(err));
+    }
+    e->asleep = true; /* not driven: a wake-up writes wfd */
+    ev->started = true;
+    return BATON_OK;
+}
+
 /* Starts the engine thread if it does not run yet (ev->mu held). */
 static int engine_start(baton__evloop *ev)
 {
     if (ev->started)
         return BATON_OK;
+    if (ev->mode == BATON_CALLBACKS_LOOP)
+        return loop_start(ev);
     int rc = pthread_create(&ev->eng.thread, NULL, engine_main, &ev->eng);
     if (rc != 0)
         return baton__fail(ev->c, BATON_ENOMEM, "pthread_create: %s", strerror(rc));
@@ -911,12 +1140,29 @@ int baton__op_start(baton_client *c, void *handle, baton__op_run_fn run, bool is
     if (ev->all)
         ev->all->all_prev = op;
     ev->all = op;
+    engine *e = op->eng;
+    if (ev->mode == BATON_CALLBACKS_LOOP && e->bound && e->driving == 0 && !current &&
+        may_drive(e)) {
+        /* On the loop's thread, outside baton_client_process, it begins now (and only it):
+         * its request is on its way when this returns; its callback still runs in process.
+         * While process drives, its loop runs it; from another thread, a wake-up. */
+        drive_begin(e);
+        run_one(e, op);
+        drive_end(e);
+        baton__mutex_unlock(&ev->mu);
+        if (out)
+            *out = op;
+        return BATON_OK;
+    }
     op->queued = true;
     push(&op->eng->run_head, &op->eng->run_tail, op);
-    if (processing != ev)
-        engine_wake(op->eng);
-    else if (!deferred_since)
+    if (ev->mode == BATON_CALLBACKS_LOOP) {
+        engine_wake(e);
+    } else if (processing != ev) {
+        engine_wake(e);
+    } else if (!deferred_since) {
         deferred_since = baton__now_us() | 1;
+    }
     baton__mutex_unlock(&ev->mu);
     if (out)
         *out = op;
@@ -963,10 +1209,13 @@ int baton_client_async_fd(baton_client *c, int *fd)
      * starts now, in its set-up, rather than inside its first start. */
     baton__mutex_lock(&c->ev->mu);
     rc = c->ev->closing ? BATON_OK : engine_start(c->ev);
+    int got = c->ev->mode == BATON_CALLBACKS_LOOP ? c->ev->eng.epfd : c->ev->efd;
     baton__mutex_unlock(&c->ev->mu);
     if (rc != BATON_OK)
         return rc;
-    *fd = c->ev->efd;
+    if (got < 0)
+        return baton__fail(c, BATON_ECANCELED, "the client is closing");
+    *fd = got;
     return BATON_OK;
 }
 
@@ -981,10 +1230,90 @@ static void deferred_wake(baton__evloop *ev)
     baton__mutex_unlock(&ev->mu);
 }
 
-void baton__ops_start_deferred(void)
+/* BATON_CALLBACKS_LOOP: runs what ev's engine has ready, if this thread is its loop thread
+ * (bound, unless process() runs here: then it binds); whether operations are live. */
+static bool drive_some(baton__evloop *ev, bool binds)
 {
-    if (processing)
-        deferred_wake(processing);
+    bool live = false;
+    baton__mutex_lock(&ev->mu);
+    engine *e = &ev->eng;
+    if (ev->started && !current && may_drive(e) &&
+        (binds || (e->bound && pthread_equal(e->loop_thread, pthread_self())))) {
+        drive_begin(e);
+        loop_look(e, 0);
+        run_ready(e);
+        live = e->live > 0;
+        drive_end(e);
+    }
+    baton__mutex_unlock(&ev->mu);
+    return live;
+}
+
+bool baton__ops_start_deferred(baton_client *c)
+{
+    baton__evloop *ev = processing;
+    if (ev && ev->mode != BATON_CALLBACKS_LOOP)
+        deferred_wake(ev);
+    /* The loop thread blocks (in a callback, or on its own): its loop client's operations
+     * (a release it waits for) advance meanwhile, driven from here between slices of its
+     * sleep: the client whose callbacks run, and the client it waits on. */
+    bool live = false;
+    if (ev && ev->mode == BATON_CALLBACKS_LOOP)
+        live = drive_some(ev, true);
+    if (c && c->ev && c->ev != ev && c->ev->mode == BATON_CALLBACKS_LOOP)
+        live = drive_some(c->ev, false) || live;
+    return live;
+}
+
+/* Takes the completed operations and runs their callbacks (ev->mu held; dropped while they
+ * run). Returns how many ran. */
+static int deliver_done(baton__evloop *ev)
+{
+    baton_op *list = ev->done_head;
+    ev->done_head = ev->done_tail = NULL;
+    baton__mutex_unlock(&ev->mu);
+    int ran = 0;
+    while (list) {
+        baton_op *op = list;
+        list = op->next;
+        deliver(ev, op);
+        ran++;
+    }
+    baton__mutex_lock(&ev->mu);
+    return ran;
+}
+
+/* BATON_CALLBACKS_LOOP: drives the engine on this thread (the bound one) until nothing is
+ * ready: what epfd has, the fibers, the callbacks, the fibers they started. A budget of
+ * rounds keeps the program's other events from waiting behind a stream of completions. */
+static int loop_process(baton_client *c, baton__evloop *ev)
+{
+    engine *e = &ev->eng;
+    baton__mutex_lock(&ev->mu);
+    if (!ev->started) {
+        baton__mutex_unlock(&ev->mu);
+        return 0;
+    }
+    if (!may_drive(e)) {
+        baton__mutex_unlock(&ev->mu);
+        return baton__fail(c, BATON_EINVAL,
+                           "BATON_CALLBACKS_LOOP: call baton_client_process on one thread only");
+    }
+    baton__evloop *outer = processing;
+    processing = ev;
+    drive_begin(e);
+    loop_look(e, 0);
+    int ran = 0;
+    for (int round = 0; round < 64; round++) {
+        run_ready(e);
+        if (!ev->done_head)
+            break;
+        ran += deliver_done(ev);
+    }
+    drive_end(e);
+    processing = outer;
+    baton__mutex_unlock(&ev->mu);
+    return ran;
 }
 
 int baton_client_process(baton_client *c)
@@ -993,6 +1322,8 @@ int baton_client_process(baton_client *c)
     if (rc != BATON_OK)
         return rc;
     baton__evloop *ev = c->ev;
+    if (ev->mode == BATON_CALLBACKS_LOOP)
+        return loop_process(c, ev);
     uint64_t n;
     ssize_t r = read(ev->efd, &n, sizeof n);
     (void)r; /* nothing to read (EAGAIN) is fine: the queue decides */
@@ -1025,10 +1356,20 @@ int baton_client_set_callbacks(baton_client *c, int mode)
     int rc = enter(c);
     if (rc != BATON_OK)
         return rc;
-    if (mode != BATON_CALLBACKS_PROCESS && mode != BATON_CALLBACKS_BATON)
-        return baton__fail(c, BATON_EINVAL, "mode %d: BATON_CALLBACKS_PROCESS or _BATON", mode);
+    if (mode != BATON_CALLBACKS_PROCESS && mode != BATON_CALLBACKS_BATON &&
+        mode != BATON_CALLBACKS_LOOP)
+        return baton__fail(c, BATON_EINVAL, "mode %d: BATON_CALLBACKS_PROCESS, _BATON or _LOOP",
+                           mode);
     baton__mutex_lock(&c->ev->mu);
-    c->ev->mode = mode;
+    /* Whether the engine has a thread is decided when it starts, once. */
+    bool fixed =
+        c->ev->started && (mode == BATON_CALLBACKS_LOOP) != (c->ev->mode == BATON_CALLBACKS_LOOP);
+    if (!fixed)
+        c->ev->mode = mode;
     baton__mutex_unlock(&c->ev->mu);
+    if (fixed)
+        return baton__fail(c, BATON_EINVAL,
+                           "BATON_CALLBACKS_LOOP is chosen before the first operation or "
+                           "baton_client_async_fd, and kept");
     return BATON_OK;
 }

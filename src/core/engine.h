@@ -48,8 +48,9 @@
 #endif
 #endif
 
-/* One engine thread: its fibers stay on it from start to end (thread-locals stay theirs).
- * Its queues are guarded by the evloop's mutex. */
+/* One engine: its fibers stay on one thread from start to end (thread-locals stay theirs),
+ * its own or, in BATON_CALLBACKS_LOOP, the program's loop thread. Its queues are guarded by
+ * the evloop's mutex. */
 typedef struct engine {
     baton__evloop *ev;
     pthread_t thread;
@@ -64,6 +65,17 @@ typedef struct engine {
     struct pollfd *pfd;
     size_t cappfd;
     int64_t last_poll_us;
+    /* BATON_CALLBACKS_LOOP: no thread of its own. The program's thread runs it inside
+     * baton_client_process() (and the starts it makes outside one), over epfd: wfd, efd,
+     * tfd (the timer heap's first deadline, armed at tfd_at; 0: disarmed) and the sockets
+     * its fibers wait for (one-shot, keyed by descriptor). driving: how deep the driving
+     * thread (driver) is in it; bound: the thread its fibers run on (the first to drive). */
+    int epfd, tfd;
+    int64_t tfd_at;
+    int driving;
+    pthread_t driver;
+    bool bound;
+    pthread_t loop_thread;
     char *spare[SPARE_STACKS]; /* this thread's alone */
     int nspare;
     baton__fctx main_ctx; /* the engine thread's own */
@@ -113,10 +125,14 @@ void baton__ops_cancel_locked(baton__evloop *ev, const void *handle);
 /* The fiber's sleep (wt->op's): arms the waker and the timer, yields, disarms. Returns as
  * baton__wait_sleep. */
 int baton__fiber_sleep(baton_client *c, baton__waiting *wt, baton__sub *sub, int64_t until);
-/* A thread about to sleep in a wait first wakes the engine for the operations its
- * callbacks started and baton_client_process() has not woken it for yet: the wait may be
- * for one of them (a release). */
-void baton__ops_start_deferred(void);
+/* A thread about to sleep in a wait (on client c) first wakes the engine for the
+ * operations its callbacks started and baton_client_process() has not woken it for yet:
+ * the wait may be for one of them (a release). In BATON_CALLBACKS_LOOP, on the loop thread
+ * (of the client whose callbacks it runs, or of c), it drives them instead, and returns
+ * true while operations are live: the thread then sleeps in slices of
+ * BATON__DRIVE_SLICE_US and drives them again between slices. */
+bool baton__ops_start_deferred(baton_client *c);
+#define BATON__DRIVE_SLICE_US 1000
 
 /* ------------------------------- waits.c, for async.c --------------------------------- */
 

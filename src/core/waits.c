@@ -129,14 +129,23 @@ int baton__wait_sleep(baton_client *c, baton__waiting *wt, baton__sub *sub, int6
 {
     if (wt->op)
         return baton__fiber_sleep(c, wt, sub, until_us);
-    baton__ops_start_deferred();
+    bool drive = baton__ops_start_deferred(c);
     baton__evloop *ev = c->ev;
     if (thread_cancelled(ev, wt))
         return baton__wait_cancelled_error(c);
     /* Asked again before each sleep: a cancellation's broadcast hands out one wake-up per
      * waiter, and another waiter of the channel may take them all first. */
     wt->ev = ev;
-    int rc = baton__sub_wait(c, sub, until_us, thread_wait_cancelled, wt);
+    int rc;
+    for (;;) {
+        int64_t until = until_us, now = baton__now_us();
+        if (drive && until - now > BATON__DRIVE_SLICE_US)
+            until = now + BATON__DRIVE_SLICE_US;
+        rc = baton__sub_wait(c, sub, until, thread_wait_cancelled, wt);
+        if (rc != BATON_ETIMEDOUT || until == until_us)
+            break;
+        drive = baton__ops_start_deferred(c); /* the loop thread's operations, meanwhile */
+    }
     if (thread_cancelled(ev, wt)) {
         if (rc == BATON_OK)
             baton__sub_pass_on(c, sub); /* it took a wake-up meant for a waiter that tries */
