@@ -1,7 +1,8 @@
 # bench/run --async: s2 and s3 run by one thread's event loop (baton-bench --async: W
-# owners, asynchronous acquisition, the critical section in the callback) beside the same
-# scenarios run by W threads, rounds alternating so that the shared machine's load touches
-# both alike. Prints a table and replaces the "## Async from one thread against threads"
+# owners, asynchronous acquisition, the critical section in the callback), with the
+# client's engine thread (--async) and without one (--loop: BATON_CALLBACKS_LOOP), beside
+# the same scenarios run by W threads, rounds alternating so that the shared machine's load
+# touches all three alike. Prints a table and replaces the "## Async from one thread against threads"
 # section of bench/RESULTS.md. Sourced by bench/run, which has built baton ($bench) and set
 # $top, $work, $rounds and $k.
 
@@ -12,9 +13,9 @@ async_compare() {
     : >"$work/async.jsonl"
     round=1
     while [ $round -le $rounds ]; do
-        for mode in threads async; do
+        for mode in threads async loop; do
             extra=
-            [ $mode = async ] && extra=--async
+            [ $mode = threads ] || extra=--$mode
             for sc in s2 s3; do
                 # shellcheck disable=SC2086
                 if ! RESULTS_JSONL="$work/one.json" "$bench" --port "$port" --scenario $sc \
@@ -48,16 +49,15 @@ async_compare() {
             return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
         END {
             for (k in ops) { O[k] = median(ops[k]); P[k] = median(p50[k]); R[k] = median(rtt[k]); Y[k] = median(sys[k]) }
-            printf "| figure | threads | one loop thread (async) | async ÷ threads | target |\n|---|---|---|---|---|\n"
-            printf "| s2 acq/s (8 workers) | %.0f | %.0f | %.2f | >= 1 |\n", O["threads s2"], O["async s2"], O["async s2"] / O["threads s2"]
-            printf "| s2 acquire-wait p50 ms | %.3f | %.3f | %.2f | |\n", P["threads s2"], P["async s2"], P["async s2"] / P["threads s2"]
-            printf "| s2 client round trips / acq | %.2f | %.2f | | |\n", R["threads s2"], R["async s2"]
-            printf "| s2 socket syscalls / round trip | %.2f | %.2f | | |\n", Y["threads s2"], Y["async s2"]
-            printf "| s2 lost updates (all rounds) | %d | %d | | 0 |\n", lost["threads s2"], lost["async s2"]
-            printf "| s3 ops/s (16 workers, 4 permits) | %.0f | %.0f | %.2f | >= 1 |\n", O["threads s3"], O["async s3"], O["async s3"] / O["threads s3"]
-            printf "| s3 acquire-wait p50 ms | %.3f | %.3f | %.2f | |\n", P["threads s3"], P["async s3"], P["async s3"] / P["threads s3"]
-            printf "| s3 client round trips / op | %.2f | %.2f | | |\n", R["threads s3"], R["async s3"]
-            printf "| s3 socket syscalls / round trip | %.2f | %.2f | | |\n", Y["threads s3"], Y["async s3"]
+            printf "| figure | threads | async, engine thread | ÷ threads | async, loop mode | ÷ threads | target |\n|---|---|---|---|---|---|---|\n"
+            for (sc = 2; sc <= 3; sc++) {
+                t = "threads s" sc; a = "async s" sc; l = "loop s" sc
+                printf "| s%d %s | %.0f | %.0f | %.2f | %.0f | %.2f | >= 1 |\n", sc, sc == 2 ? "acq/s (8 workers)" : "ops/s (16 workers, 4 permits)", O[t], O[a], O[a] / O[t], O[l], O[l] / O[t]
+                printf "| s%d acquire-wait p50 ms | %.3f | %.3f | %.2f | %.3f | %.2f | |\n", sc, P[t], P[a], P[a] / P[t], P[l], P[l] / P[t]
+                printf "| s%d client round trips / op | %.2f | %.2f | | %.2f | | |\n", sc, R[t], R[a], R[l]
+                printf "| s%d socket syscalls / round trip | %.2f | %.2f | | %.2f | | |\n", sc, Y[t], Y[a], Y[l]
+                if (sc == 2) printf "| s2 lost updates (all rounds) | %d | %d | | %d | | 0 |\n", lost[t], lost[a], lost[l]
+            }
         }' "$work/async.jsonl" >"$work/async.table"
     cat "$work/async.table"
     {
@@ -69,11 +69,11 @@ async_compare() {
         echo "connection of its own). async adds \`--async\`: one thread, one poll() loop, W owners,"
         echo "\`baton_*_acquire_async\`; the critical section sent from the callback on a"
         echo "non-blocking connection whose replies come back through the same loop (an"
-        echo "event-loop program does not block its loop on its own I/O), then the short blocking"
-        echo "release (one round trip) and the next acquisition. The client's one engine thread"
-        echo "runs the operations as fibers that yield on their sockets, so their round trips"
-        echo "overlap. Both runs barge as Redisson's unfair lock does: a holder that releases and"
-        echo "asks again at once often wins over the waiter the release woke."
+        echo "event-loop program does not block its loop on its own I/O), then an asynchronous"
+        echo "release and, when it completes, the next acquisition. The operations run as fibers"
+        echo "that yield on their sockets, so their round trips overlap: on the client's engine"
+        echo "thread (\`--async\`), or on the loop's own thread inside \`baton_client_process\`"
+        echo "(\`--loop\`: \`BATON_CALLBACKS_LOOP\`, no engine thread, no hand-off between threads)."
         echo
         cat "$work/async.table"
         echo

@@ -70,6 +70,7 @@ static struct {
     bool processes;
     bool leases; /* --leases: s3 takes permit leases (baton_permits), not counts */
     bool async;  /* --async: s2, s2f, s3 from one thread's event loop (run_async) */
+    bool loop;   /* --loop: --async with BATON_CALLBACKS_LOOP (no engine thread) */
     int64_t lease_ms, watchdog_ms;
     int64_t starve_ms;  /* the client's starve_ms (0: the library's default) */
     double duration;    /* > 0: run until this many seconds passed instead of K each */
@@ -963,7 +964,8 @@ static void print_human(const result *r, const char *extra)
            "client_rtts_per_op=%s server_cmds_per_op=%s server_scripts_per_op=%s "
            "syscalls_per_rt=%s server_cpu_us_per_op=%s client_cpu_us_per_op=%s%s%s\n",
            label(), r->workers,
-           opt.async       ? " async"
+           opt.loop        ? " async loop"
+           : opt.async     ? " async"
            : opt.processes ? (opt.leases ? " processes leases" : " processes")
                            : (opt.leases ? " threads leases" : " threads"),
            b[14], (unsigned long long)r->ops, b[13], r->seconds, b[0],
@@ -1885,6 +1887,8 @@ static aworker *async_setup(redisContext *ctl, int nw)
     key(name, sizeof name, opt.sc == S3 ? "sem" : "lock", -1);
     raw_do(ctl, "DEL %s", name);
     A.c = client_open();
+    if (opt.loop && baton_client_set_callbacks(A.c, BATON_CALLBACKS_LOOP) != BATON_OK)
+        die("BATON_CALLBACKS_LOOP: %s", baton_client_errmsg(A.c));
     A.raw = raw_connect();
     /* non-blocking from here on (hiredis reads and writes what the socket allows) */
     A.raw->flags &= ~REDIS_BLOCK;
@@ -2004,7 +2008,8 @@ static void run_async(void)
     r.sys_per_rt = (double)d.total / rtts;
     char extra[900], sys[200];
     syscount_format(&d, sys, sizeof sys);
-    snprintf(extra, sizeof extra, "async=1 syscalls=[%s] server_calls=[%s]", sys, s1.breakdown);
+    snprintf(extra, sizeof extra, "async=1%s syscalls=[%s] server_calls=[%s]",
+             opt.loop ? " loop=1" : "", sys, s1.breakdown);
     print_human(&r, extra);
     if (A.errors)
         fprintf(stderr, "  %llu error(s), first: %s\n", (unsigned long long)A.errors, A.errmsg);
@@ -2031,7 +2036,7 @@ static void usage(void)
                     "       [--max-seconds S] [--lease-ms L] [--watchdog-ms W] [--duration S]\n"
                     "       [--starve-ms MS (the plain lock's starvation bound)]\n"
                     "       [--periods N] [--tls-port P --tls-ca FILE]\n"
-                    "       [--sync-replicas N] [--leases] [--async] [--groups G]\n"
+                    "       [--sync-replicas N] [--leases] [--async|--loop] [--groups G]\n"
                     "       [--hold-ms H] [--primitive lock|fairlock|semaphore (s6)]\n"
                     "       baton-bench --cluster P1,P2,... (the masters) --scenario ...\n"
                     "       baton-bench --list   (the scenarios this build can run)\n"
@@ -2152,6 +2157,7 @@ static const char *parse_args(int argc, char **argv)
                                           {"periods", required_argument, NULL, 'r'},
                                           {"leases", no_argument, NULL, 'E'},
                                           {"async", no_argument, NULL, 'A'},
+                                          {"loop", no_argument, NULL, 'O'},
                                           {"help", no_argument, NULL, 'h'},
                                           {"list", no_argument, NULL, 'L'},
                                           {"tls-port", required_argument, NULL, 'T'},
@@ -2179,6 +2185,9 @@ static const char *parse_args(int argc, char **argv)
             break;
         case 'A':
             opt.async = true;
+            break;
+        case 'O':
+            opt.async = opt.loop = true;
             break;
         case 'C':
             opt.tls_ca = optarg;

@@ -79,12 +79,14 @@ peers_list() {
     for t in 0 5; do
         echo "s2t$t:baton|baton|--scenario s2 --workers 8 --k $s2k --think-ms $t"
         echo "s2t$t:baton-processes|baton|--scenario s2 --workers 8 --k $s2k --think-ms $t --processes"
+        [ "$t" -eq 0 ] && echo "s2t0:baton-loop|baton|--scenario s2 --workers 8 --k $s2k --loop"
         for p in redlock semaphore redisson; do
             [ "$peers_js" -eq 1 ] && echo "s2t$t:$p|js|--peer $p --scenario s2 --workers 8 --k $s2k --think-ms $t"
         done
         [ "$peers_py" -eq 1 ] && echo "s2t$t:redis-py|py|--scenario s2 --workers 8 --k $s2k --think-ms $t"
     done
     echo "s3:baton|baton|--scenario s3 --workers 16 --permits 4 --k $s3k"
+    echo "s3:baton-loop|baton|--scenario s3 --workers 16 --permits 4 --k $s3k --loop"
     [ "$peers_js" -eq 1 ] && echo "s3:semaphore|js|--peer semaphore --scenario s3 --workers 16 --permits 4 --k $s3k"
     return 0
 }
@@ -184,6 +186,7 @@ peers_report() {
             p = l; sub(/^[^:]*:/, "", p)
             if (p == "baton") return "baton (C, " (l ~ /^s1/ ? "1 thread" : (l ~ /^s3/ ? "16 threads" : "8 threads")) ", one client)"
             if (p == "baton-processes") return "baton (C, 8 processes, a client each)"
+            if (p == "baton-loop") return "baton (C, one event loop, " (l ~ /^s3/ ? "16" : "8") " owners, BATON_CALLBACKS_LOOP)"
             if (p == "redlock") return "node-redlock " VER[l] " (JS)"
             if (p == "semaphore") return "redis-semaphore " VER[l] " " (l ~ /^s3/ ? "Semaphore" : "Mutex") " (JS)"
             if (p == "redisson") return "node-redisson " VER[l] " (JS)"
@@ -261,6 +264,14 @@ peers_report() {
             r = ratio(m("s3:baton", "ops_per_s"), m("s3:semaphore", "ops_per_s"))
             printf "| s3 ops/s: baton ≥ 2× redis-semaphore | baton %s, redis-semaphore %s | %s | %s |\n", \
                 num(m("s3:baton", "ops_per_s"), 0), num(m("s3:semaphore", "ops_per_s"), 0), num(r, 2), verdict(r, ">=", 2)
+            r = ratio(m("s3:baton-loop", "ops_per_s"), m("s3:semaphore", "ops_per_s"))
+            if (r != "")
+                printf "| s3 ops/s, baton as an event loop (one thread, as the Node peers run) ≥ 2× redis-semaphore | baton (loop) %s, redis-semaphore %s | %s | %s |\n", \
+                    num(m("s3:baton-loop", "ops_per_s"), 0), num(m("s3:semaphore", "ops_per_s"), 0), num(r, 2), verdict(r, ">=", 2)
+            r = ratio(m("s2t0:baton-loop", "ops_per_s"), best["s2t0"])
+            if (r != "")
+                printf "| (for comparison, not a target: s2 think 0, baton as an event loop) | baton (loop) %s, best peer %s | %s | |\n", \
+                    num(m("s2t0:baton-loop", "ops_per_s"), 0), num(best["s2t0"], 0), num(r, 2)
             mh = ("s3:baton" in MAXH) ? MAXH["s3:baton"] : ""
             ms = ("s3:semaphore" in MAXH) ? MAXH["s3:semaphore"] : ""
             printf "| s3 max holders ≤ 4 | baton %s, redis-semaphore %s | | %s |\n", \
