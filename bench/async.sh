@@ -62,7 +62,7 @@ async_compare() {
     cat "$work/async.table"
     {
         echo "Written by \`bench/run --async\` on $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo '?'):"
-        echo "medians of $rounds round(s), threads and async alternating, one redis-server,"
+        echo "medians of $rounds round(s), threads, async and loop alternating, one redis-server,"
         echo "$(nproc) cores, load before $load_before. \`--scenario s2 --k $k\` (8 workers) and"
         echo "\`--scenario s3 --k $k\` (16 workers, 4 permits), threads: W threads sharing one"
         echo "client, each blocking in its critical section (the counter's commands on a raw"
