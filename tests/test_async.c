@@ -910,6 +910,43 @@ Test(async, loop_mode_runs_on_the_loop_thread_alone, .timeout = 60)
     redisFree(r);
 }
 
+/* BATON_CALLBACKS_LOOP keeps a connection's socket in its epoll set between waits,
+ * edge-triggered. Every idle connection of the client is killed between rounds: the next
+ * operation meets a socket the server closed while nobody waited on it, then connects
+ * again, typically on the same descriptor number. Each round must end well within the
+ * command timeout (5 s): a wait that missed its socket's events would last that long. */
+Test(async, loop_mode_survives_its_idle_connections_killed, .timeout = 60)
+{
+    baton_client *c = client_in(BATON_CALLBACKS_LOOP);
+    redisContext *r = th_redis();
+    baton_lock *l;
+    baton_owner *o;
+    cr_assert(eq(int, baton_lock_open(c, th_tmpname("lm-killed"), &l), BATON_OK));
+    cr_assert(eq(int, baton_owner_new(c, &o), BATON_OK));
+    done d = {0};
+    for (int round = 0; round < 3; round++) {
+        d.n = 0;
+        cr_assert(
+            eq(int, baton_lock_acquire_async(l, o, 5000, 10000, on_done, &d, NULL), BATON_OK));
+        int64_t took = loop_until(c, &d, 1, 10000 * SLOW);
+        cr_assert(eq(int, d.rc[0], BATON_OK), "round %d: %s", round, baton_strerror(d.rc[0]));
+        cr_assert(lt(i64, took, 1500 * SLOW), "round %d: the acquisition took %lld ms", round,
+                  (long long)took);
+        cr_assert(eq(int, baton_lock_release_async(l, o, on_done, &d, NULL), BATON_OK));
+        took = loop_until(c, &d, 2, 10000 * SLOW);
+        cr_assert(eq(int, d.rc[1], BATON_OK), "round %d: %s", round, baton_strerror(d.rc[1]));
+        cr_assert(lt(i64, took, 1500 * SLOW), "round %d: the release took %lld ms", round,
+                  (long long)took);
+        /* the client's connections are idle now: the server closes them */
+        cr_assert(ge(int, th_cmd_int(r, "CLIENT KILL TYPE normal SKIPME yes"), 1));
+        th_sleep_ms(100);
+    }
+    baton_owner_free(o);
+    baton_lock_close(l);
+    baton_client_close(c);
+    redisFree(r);
+}
+
 /* ------------------------------------------------------------------ wake-ups -------- */
 
 /* A client whose waiters re-read only after 60 s: a wake-up that goes missing shows. */

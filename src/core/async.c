@@ -589,18 +589,74 @@ static void *engine_main(void *arg)
  * nothing is ready; then the timer is armed for the first deadline and the engine "sleeps"
  * (asleep: a wake-up from another thread writes wfd, which makes epfd readable). */
 
-/* The socket fd wakes op (ev->mu held): one shot, so that a reply that comes after its
- * operation gave up, or to an idle connection, wakes nobody twice. false: epoll refused
- * (the caller waits in poll() on its own). */
-static bool loop_arm(engine *e, int fd, short events)
+/* Descriptors from this number on are armed one-shot at each wait (no table entry). */
+#define LOOP_REG_MAX (1 << 20)
+
+/* What epoll is asked for, for poll() events. */
+static uint32_t epoll_events(short events)
 {
-    struct epoll_event ee = {.events = EPOLLONESHOT | ((events & POLLIN) ? EPOLLIN : 0u) |
-                                       ((events & POLLOUT) ? EPOLLOUT : 0u),
-                             .data.fd = fd};
-    if (epoll_ctl(e->epfd, EPOLL_CTL_MOD, fd, &ee) == 0)
+    return ((events & POLLIN) ? EPOLLIN : 0u) | ((events & POLLOUT) ? EPOLLOUT : 0u);
+}
+
+/* Registers fd for ee (ev->mu held): changed if it is in the set, added if not (never
+ * added, or closed since: closing takes it out of the set). */
+static bool loop_ctl(engine *e, int fd, struct epoll_event *ee)
+{
+    if (epoll_ctl(e->epfd, EPOLL_CTL_MOD, fd, ee) == 0)
         return true;
-    /* a descriptor never armed, or closed since (closing takes it out of the set) */
-    return errno == ENOENT && epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ee) == 0;
+    return errno == ENOENT && epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, ee) == 0;
+}
+
+/* The socket fd is to wake the fiber that waits for `events` on it (ev->mu held). 1: it
+ * has them already (reported while no fiber waited); 0: armed; -1: epoll refused (the
+ * caller waits in poll() on its own).
+ * A connection's socket (key: its serial) stays in the set, edge-triggered, from one wait
+ * to the next: no system call per round trip. That is sound because a fiber waits only
+ * after a read or write found nothing to do, or for the reply to what it has just sent
+ * (evloop.h): an edge comes after the wait begins, or came before and is kept in
+ * reg[fd].pending. A reused descriptor number has another key and is registered again.
+ * A socket not yet a connection (key 0: connecting) is armed one-shot. */
+static int loop_arm(engine *e, int fd, short events, uint64_t key)
+{
+    uint32_t want = epoll_events(events);
+    if (key == 0 || fd < 0 || fd >= LOOP_REG_MAX) {
+        struct epoll_event ee = {.events = EPOLLONESHOT | want, .data.fd = fd};
+        if (fd >= 0 && (size_t)fd < e->nreg)
+            e->reg[fd].key = 0; /* registered otherwise now */
+        return loop_ctl(e, fd, &ee) ? 0 : -1;
+    }
+    if ((size_t)fd >= e->nreg) {
+        size_t n = e->nreg ? e->nreg : 64;
+        while (n <= (size_t)fd)
+            n *= 2;
+        struct loop_reg *r = realloc(e->reg, n * sizeof *r);
+        if (!r)
+            return -1;
+        memset(r + e->nreg, 0, (n - e->nreg) * sizeof *r);
+        e->reg = r;
+        e->nreg = n;
+    }
+    struct loop_reg *r = &e->reg[fd];
+    /* in for reading always (what comes while nobody waits is kept); for writing only while
+     * a wait asks for it (a writable socket would report at every acknowledgement) */
+    uint32_t reg = EPOLLET | EPOLLIN | want;
+    if (r->key != key || r->events != reg) {
+        struct epoll_event ee = {.events = reg, .data.fd = fd};
+        if (!loop_ctl(e, fd, &ee)) {
+            r->key = 0;
+            return -1;
+        }
+        if (r->key != key)
+            r->pending = 0;
+        r->key = key;
+        r->events = reg;
+    }
+    uint32_t got = r->pending & (want | EPOLLERR | EPOLLHUP | EPOLLRDHUP);
+    if (got) {
+        r->pending = 0;
+        return 1;
+    }
+    return 0;
 }
 
 static void drain(int fd)
@@ -636,13 +692,17 @@ static void loop_look(engine *e, int timeout_ms)
             drain(fd);
             e->tfd_at = 0; /* expired: armed again by loop_rest if a deadline is left */
         } else {
-            for (size_t j = e->nio; j-- > 0;)
+            bool woke = false;
+            for (size_t j = e->nio; j-- > 0 && !woke;)
                 if (e->io[j]->io_fd == fd) {
                     baton_op *op = e->io[j];
                     heap_remove(e, op);
                     io_done(e, op, true);
-                    break;
+                    woke = true;
                 }
+            /* nobody waits: an edge-triggered socket keeps what it said for the next wait */
+            if (!woke && fd >= 0 && (size_t)fd < e->nreg && e->reg[fd].key != 0)
+                e->reg[fd].pending |= got[i].events;
         }
     }
 }
@@ -790,7 +850,7 @@ int baton__fiber_sleep(baton_client *c, baton__waiting *wt, baton__sub *sub, int
 
 /* ------------------------------- sockets and connections ----------------------------- */
 
-int baton__fiber_wait_fd(int fd, short events, int64_t deadline_us)
+int baton__fiber_wait_fd(int fd, short events, int64_t deadline_us, uint64_t key)
 {
     baton_op *op = current;
     if (!op)
@@ -808,9 +868,12 @@ int baton__fiber_wait_fd(int fd, short events, int64_t deadline_us)
         e->io = io;
         e->capio = cap;
     }
-    if (ev->mode == BATON_CALLBACKS_LOOP && !loop_arm(e, fd, events)) {
-        baton__mutex_unlock(&ev->mu);
-        return -1;
+    if (ev->mode == BATON_CALLBACKS_LOOP) {
+        int armed = loop_arm(e, fd, events, key);
+        if (armed != 0) {
+            baton__mutex_unlock(&ev->mu);
+            return armed; /* ready already (1), or the caller polls (-1) */
+        }
     }
     if (deadline_us != BATON__NO_DEADLINE) {
         op->wake_at = deadline_us;
@@ -997,6 +1060,7 @@ static void free_engine(engine *e)
     free(e->heap);
     free(e->io);
     free(e->pfd);
+    free(e->reg);
     close(e->wfd);
     if (e->epfd >= 0)
         close(e->epfd);

@@ -35,6 +35,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -264,10 +265,12 @@ static void ssl_reason(char *buf, size_t len, const char *fallback)
 
 baton__conn *baton__conn_new(void)
 {
+    static atomic_uint_fast64_t serials;
     baton__conn *k = calloc(1, sizeof *k);
     if (!k)
         return NULL;
     k->fd = -1;
+    k->serial = atomic_fetch_add(&serials, 1) + 1;
     k->reader = redisReaderCreate();
     if (!k->reader) {
         free(k);
@@ -394,9 +397,9 @@ ssize_t baton__conn_io_read(baton__conn *k, char *buf, size_t len, short *want, 
 }
 
 /* Waits until the socket allows `events` or the deadline passes: 1 ready, 0 timed out. */
-int baton__conn_wait_fd(int fd, short events, int64_t deadline_us)
+int baton__conn_wait_fd(int fd, short events, int64_t deadline_us, uint64_t key)
 {
-    int yielded = baton__fiber_wait_fd(fd, events, deadline_us); /* on an operation's fiber */
+    int yielded = baton__fiber_wait_fd(fd, events, deadline_us, key); /* on a fiber */
     if (yielded >= 0)
         return yielded;
     for (;;) {
@@ -410,6 +413,12 @@ int baton__conn_wait_fd(int fd, short events, int64_t deadline_us)
         if (n < 0 && errno != EINTR)
             return 1;
     }
+}
+
+/* Waits for k's socket (its serial as the key). */
+static int wait_conn(const baton__conn *k, short events, int64_t deadline_us)
+{
+    return baton__conn_wait_fd(k->fd, events, deadline_us, k->serial);
 }
 
 /* Feeds bytes just read to the parser, through the guard. */
@@ -491,7 +500,7 @@ int baton__conn_flush_until(baton__conn *k, int64_t deadline_us)
         if (n > 0) {
             k->off += (size_t)n;
             k->sent_unread = true;
-        } else if (n == IO_AGAIN && !baton__conn_wait_fd(k->fd, want, deadline_us))
+        } else if (n == IO_AGAIN && !wait_conn(k, want, deadline_us))
             baton__conn_set_err(k, "could not send within the timeout");
     }
     return k->broken ? BATON_ECONN : BATON_OK;
@@ -541,7 +550,7 @@ int baton__conn_read_until(baton__conn *k, int64_t deadline_us, redisReply **out
              * engine's one poll() for all its fibers says when it is. Over TLS the
              * library may hold decrypted bytes the socket does not show: it reads first. */
             k->sent_unread = false;
-            if (!baton__conn_wait_fd(k->fd, POLLIN, deadline_us)) {
+            if (!wait_conn(k, POLLIN, deadline_us)) {
                 read_timed_out(k);
                 break;
             }
@@ -549,8 +558,7 @@ int baton__conn_read_until(baton__conn *k, int64_t deadline_us, redisReply **out
         ssize_t n = baton__conn_io_read(k, buf, sizeof buf, &want, block);
         if (n > 0)
             take_bytes(k, buf, (size_t)n);
-        else if (n == IO_AGAIN && (!block || want == POLLOUT) &&
-                 !baton__conn_wait_fd(k->fd, want, deadline_us))
+        else if (n == IO_AGAIN && (!block || want == POLLOUT) && !wait_conn(k, want, deadline_us))
             read_timed_out(k);
     }
     return k->proto ? BATON_EPROTO : BATON_ECONN;
@@ -833,8 +841,7 @@ bool baton__tls_start(baton_client *c, baton__conn *k, const char *host, int64_t
             return true;
         int e = SSL_get_error(k->ssl, r);
         if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-            if (!baton__conn_wait_fd(k->fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT,
-                                     deadline_us)) {
+            if (!wait_conn(k, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline_us)) {
                 baton__conn_set_err(
                     k, "TLS handshake: no answer within the connect timeout (is this a TLS "
                        "port?)");

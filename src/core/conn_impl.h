@@ -53,6 +53,8 @@ struct baton__conn {
     int64_t round_wait_us;    /* a WAIT in it may hold its reply this long on the server */
     bool sent_unread;         /* bytes were sent and nothing was read since (a fiber then
                                * waits for the socket before it reads: conn.c) */
+    uint64_t serial;          /* unique in the process: tells a reused descriptor number
+                               * from the connection that had it (baton__fiber_wait_fd) */
     char errstr[160];
 };
 
@@ -79,8 +81,9 @@ enum { IO_BROKEN = -1, IO_AGAIN = 0 };
 baton__conn *baton__conn_new(void);
 void baton__conn_set_err(baton__conn *k, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-/* Waits for fd to allow events until deadline_us (a fiber yields meanwhile): 1 ready, 0 not. */
-int baton__conn_wait_fd(int fd, short events, int64_t deadline_us);
+/* Waits for fd to allow events until deadline_us (a fiber yields meanwhile): 1 ready, 0 not.
+ * key: the connection's serial, or 0 for a socket that is not one yet (connect). */
+int baton__conn_wait_fd(int fd, short events, int64_t deadline_us, uint64_t key);
 /* Reads what it can; block: wait up to BATON__READ_SLICE_MS in the read. */
 ssize_t baton__conn_io_read(baton__conn *k, char *buf, size_t len, short *want, bool block);
 /* Writes what was appended / reads the next reply, within deadline_us; BATON_OK or

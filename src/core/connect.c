@@ -84,7 +84,7 @@ static int connect_addr(int family, const struct sockaddr *sa, socklen_t salen, 
             close(fd);
             return -1;
         }
-        if (!baton__conn_wait_fd(fd, POLLOUT, deadline_us)) {
+        if (!baton__conn_wait_fd(fd, POLLOUT, deadline_us, 0)) {
             snprintf(why, whylen, "no answer within the connect timeout");
             close(fd);
             return -1;

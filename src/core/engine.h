@@ -68,10 +68,18 @@ typedef struct engine {
     /* BATON_CALLBACKS_LOOP: no thread of its own. The program's thread runs it inside
      * baton_client_process() (and the starts it makes outside one), over epfd: wfd, efd,
      * tfd (the timer heap's first deadline, armed at tfd_at; 0: disarmed) and the sockets
-     * its fibers wait for (one-shot, keyed by descriptor). driving: how deep the driving
+     * its fibers wait for (reg below). driving: how deep the driving
      * thread (driver) is in it; bound: the thread its fibers run on (the first to drive). */
     int epfd, tfd;
     int64_t tfd_at;
+    /* by descriptor: a connection's socket stays in epfd between waits, edge-triggered
+     * (reg[fd].key: its serial; events: what it is registered for), and what it reported
+     * while no fiber waited (pending) is the next wait's at once */
+    struct loop_reg {
+        uint64_t key;
+        uint32_t events, pending;
+    } * reg;
+    size_t nreg;
     int driving;
     pthread_t driver;
     bool bound;

@@ -48,8 +48,11 @@ int baton__wait_sleep(baton_client *c, baton__waiting *wt, baton__sub *sub, int6
 
 /* An asynchronous operation's fiber waits for its socket: it yields its engine to the
  * other fibers until fd allows `events` (1) or deadline_us passes (0). -1: the caller is
- * not on a fiber (or memory ran out) and polls on its own. */
-int baton__fiber_wait_fd(int fd, short events, int64_t deadline_us);
+ * not on a fiber (or memory ran out) and polls on its own. key: the connection's serial
+ * (0: a socket still connecting), which lets BATON_CALLBACKS_LOOP keep the descriptor in
+ * its epoll set between waits. The caller waits only after a read or write found nothing
+ * to do (EAGAIN), or for the reply to what it has just sent. */
+int baton__fiber_wait_fd(int fd, short events, int64_t deadline_us, uint64_t key);
 /* Connections handed back to c's pools so far: a fiber that found every connection busy
  * waits for this count to move (baton__fiber_wait_pool) instead of blocking its engine,
  * whose other fibers may hold them. */
