@@ -2,7 +2,7 @@
  * A single-threaded epoll server whose requests take a distributed lock without blocking
  * the loop (include/baton/async.h).
  *
- *   evloop --port P [--clients N] [--requests K] [--keys M]
+ *   evloop --port P [--clients N] [--requests K] [--keys M] [--loop]
  *
  * The server listens on a loopback TCP port and forks N client processes. Each client sends
  * K lines "INC <key>" (key 0..M-1) on one connection, one at a time, and reads "OK <value>"
@@ -13,6 +13,10 @@
  * right), starts the release and answers. All N connections are served at once by the one
  * thread. At the end the counters must add up to N x K; it prints a summary and exits 0
  * when they do, 1 otherwise (2 on a usage or connection error).
+ *
+ * --loop: the client has no engine thread (BATON_CALLBACKS_LOOP): the operations run on
+ * this loop's thread too, inside baton_client_process(), and baton's descriptor is an epoll
+ * descriptor, added to the server's epoll like any other.
  */
 #define _GNU_SOURCE
 #include <baton/baton.h>
@@ -21,6 +25,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +37,7 @@
 #define MAX_KEYS 64
 
 static int port = 6379, nclients = 50, nrequests = 20, nkeys = 8;
+static bool loop_mode;
 
 typedef struct server {
     baton_client *c;
@@ -161,8 +167,14 @@ static int listen_loopback(int *out_port)
 
 int main(int argc, char **argv)
 {
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--port") == 0)
+    for (int i = 1; i < argc; i += 2) {
+        if (strcmp(argv[i], "--loop") == 0) {
+            loop_mode = true;
+            i--; /* a flag: no value */
+        } else if (i + 1 >= argc) {
+            fprintf(stderr, "evloop: %s needs a value\n", argv[i]);
+            return 2;
+        } else if (strcmp(argv[i], "--port") == 0)
             port = atoi(argv[i + 1]);
         else if (strcmp(argv[i], "--clients") == 0)
             nclients = atoi(argv[i + 1]);
@@ -171,7 +183,8 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--keys") == 0)
             nkeys = atoi(argv[i + 1]);
         else {
-            fprintf(stderr, "usage: evloop --port P [--clients N] [--requests K] [--keys M]\n");
+            fprintf(stderr,
+                    "usage: evloop --port P [--clients N] [--requests K] [--keys M] [--loop]\n");
             return 2;
         }
     }
@@ -208,6 +221,10 @@ int main(int argc, char **argv)
         freeReplyObject(redisCommand(s.r, "DEL %s", counter_key(k)));
     }
 
+    if (loop_mode && baton_client_set_callbacks(s.c, BATON_CALLBACKS_LOOP) != BATON_OK) {
+        fprintf(stderr, "evloop: %s\n", baton_client_errmsg(s.c));
+        return 2;
+    }
     int baton_fd;
     baton_client_async_fd(s.c, &baton_fd);
     int ep = epoll_create1(EPOLL_CLOEXEC);
