@@ -186,6 +186,15 @@ static void heap_remove(engine *ev, baton_op *op)
 
 /* ------------------------------- queues (ev->mu) -------------------------------------- */
 
+/* Reads an eventfd or timerfd back to zero: 8 bytes, or nothing (EAGAIN: the queues
+ * decide, not the counter). */
+static void drain(int fd)
+{
+    uint64_t v;
+    ssize_t r = read(fd, &v, sizeof v);
+    (void)r;
+}
+
 static void push(baton_op **head, baton_op **tail, baton_op *op)
 {
     op->next = NULL;
@@ -485,11 +494,8 @@ static void engine_poll(engine *e, int64_t until, bool block)
     e->asleep = false;
     if (got <= 0)
         return;
-    if (e->pfd[0].revents) {
-        uint64_t v;
-        ssize_t r = read(e->wfd, &v, sizeof v);
-        (void)r;
-    }
+    if (e->pfd[0].revents)
+        drain(e->wfd);
     /* backwards: io_done moves the last entry into the place it frees */
     for (size_t i = n; i-- > 1;)
         if (e->pfd[i].revents) {
@@ -657,13 +663,6 @@ static int loop_arm(engine *e, int fd, short events, uint64_t key)
         return 1;
     }
     return 0;
-}
-
-static void drain(int fd)
-{
-    uint64_t v;
-    ssize_t r = read(fd, &v, sizeof v);
-    (void)r; /* an eventfd or timerfd: 8 bytes, or nothing (EAGAIN) */
 }
 
 /* What epfd has ready, waiting up to timeout_ms for it (ev->mu held; dropped while it
@@ -1220,9 +1219,7 @@ int baton__op_start(baton_client *c, void *handle, baton__op_run_fn run, bool is
     }
     op->queued = true;
     push(&op->eng->run_head, &op->eng->run_tail, op);
-    if (ev->mode == BATON_CALLBACKS_LOOP) {
-        engine_wake(e);
-    } else if (processing != ev) {
+    if (ev->mode == BATON_CALLBACKS_LOOP || processing != ev) {
         engine_wake(e);
     } else if (!deferred_since) {
         deferred_since = baton__now_us() | 1;
@@ -1388,9 +1385,7 @@ int baton_client_process(baton_client *c)
     baton__evloop *ev = c->ev;
     if (ev->mode == BATON_CALLBACKS_LOOP)
         return loop_process(c, ev);
-    uint64_t n;
-    ssize_t r = read(ev->efd, &n, sizeof n);
-    (void)r; /* nothing to read (EAGAIN) is fine: the queue decides */
+    drain(ev->efd);
     baton__mutex_lock(&ev->mu);
     baton_op *list = ev->done_head;
     ev->done_head = ev->done_tail = NULL;

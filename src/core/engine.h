@@ -109,7 +109,9 @@ struct baton__evloop {
     bool shut; /* baton__evloop_shut ran (the closing thread's alone) */
     engine eng;
     int efd;
-    int mode;      /* BATON_CALLBACKS_* */
+    /* BATON_CALLBACKS_*: atomic, since a thread about to sleep in a wait, and process(),
+     * look at it without ev->mu while the program may switch PROCESS and BATON */
+    _Atomic int mode;
     int live;      /* operations started, not yet done */
     baton_op *all; /* live operations */
     /* Connections given back to a pool (baton__evloop_conn_freed), and the fibers waiting
