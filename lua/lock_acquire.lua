@@ -23,6 +23,7 @@
 -- one), INCR, HINCRBY, PEXPIRE. Held by another owner, with no line, 3: EXISTS, HEXISTS
 -- (the caller's own hold?), PTTL (held? and for how long).
 -- uses: line
+-- uses: line_join
 local function take()
     local token = redis.call('incr', KEYS[2])
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
@@ -30,14 +31,7 @@ local function take()
     return {1, token}
 end
 local function join()
-    local t = redis.call('time')
-    local r = redis.pcall('zadd', KEYS[4], 'NX', t[1] * 1000000 + t[2], ARGV[2])
-    if type(r) == 'table' and r.err then
-        return nil -- a line of another type: none
-    end
-    redis.call('pexpire', KEYS[4], ARGV[5])
-    local rank = redis.pcall('zrank', KEYS[4], ARGV[2]) -- refused by an ACL: 0, not a failure
-    return {5, type(rank) == 'number' and rank or 0}
+    return line_join(KEYS[4], ARGV[2], ARGV[5])
 end
 local present = redis.call('exists', KEYS[1], KEYS[3], KEYS[4])
 if present == 0 then

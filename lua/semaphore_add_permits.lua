@@ -7,8 +7,11 @@
 -- ARGV[1]  delta: > 0 adds (creating the key if absent) and publishes the new count;
 --          < 0 removes what there is, down to 0 at most (an absent key stays absent);
 --          0 changes nothing
--- ARGV[2]  how long the request latch lives, in ms
--- ARGV[3]  "0": the request's first attempt (no latch can exist yet: it is not read);
+-- ARGV[2]  baton's reservation, baton_semaphore_next:{name} (lib/semline.lua)
+-- ARGV[3]  baton's line, baton_semaphore_line:{name}: its first waiter is served, as by a
+--          release
+-- ARGV[4]  how long the request latch lives, in ms
+-- ARGV[5]  "0": the request's first attempt (no latch can exist yet: it is not read);
 --          "1" (or absent): a retry
 -- Returns  the new permit count (a re-sent request: the count its first run returned).
 --          A key of another type, or a string that is not an integer, fails with an error
@@ -19,7 +22,8 @@
 -- outcome with a warning (client.c, unpublished()). A waiter not told finds out at its
 -- recheck.
 -- uses: publish (lua/lib/publish.lua, put in front of this script by the build)
-if ARGV[3] ~= '0' then -- a retry: its first attempt may have run
+-- uses: semline
+if ARGV[5] ~= '0' then -- a retry: its first attempt may have run
     local done = redis.call('get', KEYS[3])
     if done ~= false then
         return tonumber(done)
@@ -41,7 +45,8 @@ local delta = tonumber(ARGV[1])
 if delta > 0 then
     value = redis.call('incrby', KEYS[1], ARGV[1])
     publish(KEYS[2], value)
-    redis.call('set', KEYS[3], value, 'px', ARGV[2])
+    sem_serve(ARGV[2], ARGV[3], KEYS[2], value)
+    redis.call('set', KEYS[3], value, 'px', ARGV[4])
     return reply(value, 'added')
 end
 if delta < 0 and t == 'string' and value > 0 then
@@ -51,7 +56,7 @@ if delta < 0 and t == 'string' and value > 0 then
         take = value
     end
     value = redis.call('decrby', KEYS[1], take)
-    redis.call('set', KEYS[3], value, 'px', ARGV[2])
+    redis.call('set', KEYS[3], value, 'px', ARGV[4])
     return value
 end
 return value

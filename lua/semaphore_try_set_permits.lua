@@ -2,6 +2,9 @@
 -- KEYS[1]  the semaphore: a string at the semaphore's name holding the permit count
 -- KEYS[2]  its channel, redisson_sc:{name}
 -- ARGV[1]  the permit count to set (>= 0)
+-- ARGV[2]  baton's reservation, baton_semaphore_next:{name} (lib/semline.lua)
+-- ARGV[3]  baton's line, baton_semaphore_line:{name}: its first waiter is served, as by a
+--          release (waiters may have queued before the count was set)
 -- Returns  1  the count was absent and is now ARGV[1] (published when > 0, to wake waiters)
 --          0  a count was already set; nothing changed
 --          A key of another type fails with WRONGTYPE and is left untouched.
@@ -11,6 +14,7 @@
 -- outcome with a warning (client.c, unpublished()). A waiter not told finds out at its
 -- recheck.
 -- uses: publish (lua/lib/publish.lua, put in front of this script by the build)
+-- uses: semline
 local t = redis.call('type', KEYS[1]).ok
 if t == 'string' then
     return 0
@@ -21,5 +25,6 @@ end
 redis.call('set', KEYS[1], ARGV[1])
 if tonumber(ARGV[1]) > 0 then
     publish(KEYS[2], ARGV[1])
+    sem_serve(ARGV[2], ARGV[3], KEYS[2], tonumber(ARGV[1]))
 end
 return reply(1, 'set')

@@ -949,12 +949,15 @@ Test(async, loop_mode_survives_its_idle_connections_killed, .timeout = 60)
 
 /* ------------------------------------------------------------------ wake-ups -------- */
 
-/* A client whose waiters re-read only after 60 s: a wake-up that goes missing shows. */
+/* A client whose waiters re-read only after 60 s: a wake-up that goes missing shows. Its
+ * waiters never queue in a line of starved waiters: they stay on the shared channel, whose
+ * wake-ups these tests count. */
 static baton_client *client_rechecking_late(void)
 {
     baton_options o;
     baton_options_init(&o);
     o.recheck_ms = 60000;
+    o.starve_ms = BATON_STARVE_NEVER;
     return th_client(&o);
 }
 
@@ -1018,6 +1021,45 @@ Test(async, a_semaphore_message_counts_the_operations_already_woken, .timeout = 
     while (adone_count(d, 4, BATON_OK) < 4 && th_ms() < end)
         th_sleep_ms(5);
     cr_assert(eq(int, adone_count(d, 4, BATON_OK), 4));
+    redisFree(r);
+    baton_semaphore_close(s);
+    baton_client_close(c);
+}
+
+/* Operations started by one thread act for it, and may wait at once: each takes a place of
+ * its own in the semaphore's line (its member is the thread's owner and ":f<n>"), and the
+ * permits go to them in the order they queued, one release each. */
+Test(async, operations_of_one_thread_queue_in_the_line_each_in_its_place, .timeout = 60)
+{
+    enum { N = 4 };
+    baton_client *c = th_client(NULL);
+    cr_assert(eq(int, baton_client_set_callbacks(c, BATON_CALLBACKS_BATON), BATON_OK));
+    const char *name = th_tmpname("as-line");
+    baton_semaphore *s;
+    cr_assert(eq(int, baton_semaphore_open(c, name, &s), BATON_OK));
+    cr_assert(eq(int, baton_semaphore_try_set_permits(s, 0, NULL), BATON_OK));
+    redisContext *r = th_redis();
+    adone d[N];
+    adone_init(d, N);
+    for (int i = 0; i < N; i++) {
+        cr_assert(
+            eq(int, baton_semaphore_acquire_async(s, 1, 20000, on_adone, &d[i], NULL), BATON_OK));
+        int64_t t0 = th_ms();
+        while (th_cmd_int(r, "ZCARD baton_semaphore_line:{%s}", name) < i + 1 &&
+               th_ms() - t0 < 5000 * SLOW)
+            th_sleep_ms(2);
+        cr_assert(eq(i64, th_cmd_int(r, "ZCARD baton_semaphore_line:{%s}", name), i + 1),
+                  "operation %d queued in a place of its own", i);
+    }
+    for (int i = 0; i < N; i++) {
+        cr_assert(eq(int, baton_semaphore_release(s, 1), BATON_OK));
+        int64_t end = th_ms() + 5000 * SLOW;
+        while (adone_count(d, N, BATON_OK) < i + 1 && th_ms() < end)
+            th_sleep_ms(2);
+        cr_assert(eq(int, adone_count(d, N, BATON_OK), i + 1), "one release, one operation");
+        cr_assert(eq(int, atomic_load(&d[i].rc), BATON_OK), "operation %d was served %d-th", i, i);
+    }
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS baton_semaphore_line:{%s}", name), 0));
     redisFree(r);
     baton_semaphore_close(s);
     baton_client_close(c);

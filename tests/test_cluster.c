@@ -132,7 +132,8 @@ Test(cluster, a_real_moved_reply_names_the_owner)
 }
 
 /* The fair lock's side hash of holders' origins (baton_lock_meta:{name}) and the plain
- * lock's line and reservation (baton_lock_line:{name}, baton_lock_next:{name}) share the
+ * lock's line and reservation (baton_lock_line:{name}, baton_lock_next:{name}; the
+ * semaphore's, baton_semaphore_line:{name} and baton_semaphore_next:{name}) share the
  * lock's slot, so a Cluster node runs the scripts that touch them: the acquires name them
  * as keys, the watchdog's renewal derives the side hash from the lock's name (undeclared,
  * same slot). */
@@ -155,6 +156,12 @@ Test(cluster, scripts_reach_the_side_keys_in_the_locks_slot)
         cr_assert(eq(int, baton__key_slot(meta, strlen(meta)), slot), "%s", meta);
         cr_assert(eq(int, baton__key_slot(next, strlen(next)), slot), "%s", next);
         cr_assert(eq(int, baton__key_slot(line, strlen(line)), slot), "%s", line);
+        /* and the semaphore's line and reservation, which its acquire names as keys */
+        char snext[64], sline[64];
+        snprintf(snext, sizeof snext, fmt, "baton_semaphore_next:", name);
+        snprintf(sline, sizeof sline, fmt, "baton_semaphore_line:", name);
+        cr_assert(eq(int, baton__key_slot(snext, strlen(snext)), slot), "%s", snext);
+        cr_assert(eq(int, baton__key_slot(sline, strlen(sline)), slot), "%s", sline);
         int port = th_cluster_master_of(&cluster, slot);
         cr_assert(gt(int, port, 0));
         redisContext *r = th_redis_port(port);

@@ -620,6 +620,8 @@ static const struct {
     {"baton_lock_meta:{a}", BATON_KEY_SIDE, "a"},
     {"baton_lock_next:{a}", BATON_KEY_SIDE, "a"},
     {"baton_lock_line:{a}", BATON_KEY_SIDE, "a"},
+    {"baton_semaphore_next:{a}", BATON_KEY_SIDE, "a"},
+    {"baton_semaphore_line:{a}", BATON_KEY_SIDE, "a"},
     {"baton_client:{0f0f}", BATON_KEY_SIDE, ""},
     {"baton_election:{e}", BATON_KEY_SIDE, "e"},
     {"baton_election_log:{e}", BATON_KEY_SIDE, "e"},

@@ -138,8 +138,8 @@ Test(recovery, a_request_sent_twice_is_counted_once)
     cr_assert(rel && down);
     freeReplyObject(th_cmd(r, "SET %s 0", name));
     for (int i = 0; i < 2; i++) {
-        redisReply *rep = th_cmd(r, "EVAL %b 3 %s ch-%s req-{%s}:1 1 10000", rel->body, rel->len,
-                                 name, name, name);
+        redisReply *rep = th_cmd(r, "EVAL %b 3 %s ch-%s req-{%s}:1 1 next-{%s} line-{%s} 10000",
+                                 rel->body, rel->len, name, name, name, name, name);
         cr_assert(eq(i64, rep->integer, 1), "both runs answer the first outcome");
         freeReplyObject(rep);
     }

@@ -82,6 +82,14 @@ typedef struct spec {
     {                                                                                              \
         "baton_lock_line:{$}", 'a'                                                                 \
     }
+#define K_SNEXT                                                                                    \
+    {                                                                                              \
+        "baton_semaphore_next:{$}", 'n'                                                            \
+    }
+#define K_SLINE                                                                                    \
+    {                                                                                              \
+        "baton_semaphore_line:{$}", 'a'                                                            \
+    }
 #define K_UNLOCK                                                                                   \
     {                                                                                              \
         "redisson_unlock_latch:{$}:r1", 's'                                                        \
@@ -126,6 +134,10 @@ typedef struct spec {
     {                                                                                              \
         "redisson_countdownlatch__channel__{$}", 'c'                                               \
     }
+
+#define SEM_CH "redisson_sc:{$}"
+/* the semaphore's reservation and line, passed as arguments */
+#define SEM_NL "baton_semaphore_next:{$}", "baton_semaphore_line:{$}"
 
 static const spec SPECS[] = {
     {"lock_acquire",
@@ -190,13 +202,25 @@ static const spec SPECS[] = {
      {"0", "30000", "A:1:write", "60000"}},
     {"rwlock_read_force_release", F_RW, {K_LOCK, K_RWCH}, {"0"}},
     {"rwlock_write_force_release", F_RW, {K_LOCK, K_RWCH}, {"0"}},
-    {"semaphore_acquire", F_SEM, {K_COUNT, K_REQUEST}, {"1", "60000"}},
-    {"semaphore_add_permits", F_SEM, {K_COUNT, K_SEMCH, K_REQUEST}, {"2", "60000"}},
-    {"semaphore_add_permits", F_SEM, {K_COUNT, K_SEMCH, K_REQUEST}, {"-2", "60000"}},
+    {"semaphore_acquire",
+     F_SEM,
+     {K_COUNT, K_SNEXT, K_SLINE, K_REQUEST},
+     {"1", "1:A:1", "0", SEM_CH, "10000", "60000"}},
+    {"semaphore_acquire",
+     F_SEM,
+     {K_COUNT, K_SNEXT, K_SLINE, K_REQUEST},
+     {"1", "1:A:1", "1", SEM_CH, "10000", "60000"}},
+    {"semaphore_acquire",
+     F_SEM,
+     {K_COUNT, K_SNEXT, K_SLINE, K_REQUEST},
+     {"2", "2:A:1", "2", SEM_CH, "10000", "60000"}},
+    {"semaphore_add_permits", F_SEM, {K_COUNT, K_SEMCH, K_REQUEST}, {"2", SEM_NL, "60000"}},
+    {"semaphore_add_permits", F_SEM, {K_COUNT, K_SEMCH, K_REQUEST}, {"-2", SEM_NL, "60000"}},
     {"semaphore_delete", F_SEM, {K_COUNT}, {NULL}},
     {"semaphore_drain", F_SEM, {K_COUNT}, {NULL}},
-    {"semaphore_release", F_SEM, {K_COUNT, K_SEMCH, K_REQUEST}, {"1", "60000"}},
-    {"semaphore_try_set_permits", F_SEM, {K_COUNT, K_SEMCH}, {"3"}},
+    {"semaphore_release", F_SEM, {K_COUNT, K_SEMCH, K_REQUEST}, {"1", SEM_NL, "60000"}},
+    {"semaphore_try_set_permits", F_SEM, {K_COUNT, K_SEMCH}, {"3", SEM_NL}},
+    {"semaphore_unreserve", F_SEM, {K_COUNT, K_SNEXT, K_SLINE}, {"1:A:1", SEM_CH}},
     {"permits_acquire", F_PERMITS, {K_COUNT, K_LEASES, K_SEMCH}, {"30000", ID2}},
     {"permits_available", F_PERMITS, {K_COUNT, K_LEASES, K_SEMCH}, {NULL}},
     {"permits_check", F_PERMITS, {{"{$}:timeout", 'r'}}, {ID1}},
@@ -276,6 +300,9 @@ static const unread UNREAD[] = {
     /* the lock is only asked whether it exists (is the line served now): a key of any type
      * is a lock that is not free */
     {"lock_unreserve", "$", "*"},
+    /* the count is only read (with pcall) for what the line's next may get: a key of
+     * another type is no permit free, and the waiter leaves the line all the same */
+    {"semaphore_unreserve", "$", "*"},
 };
 
 /* ------------------------------- running scripts -------------------------------------- */
@@ -500,6 +527,22 @@ static bool prepare(redisContext *r, family fam, int st, const char *name)
             return true;
         case 2:
             freeReplyObject(th_cmd(r, "SET %s 1 PX 100000", name));
+            return true;
+        }
+        if (fam == F_LATCH)
+            return false;
+        switch (st) {
+        case 3: /* none free, B and A (for 1) in the line */
+            freeReplyObject(th_cmd(r, "SET %s 0 PX 100000", name));
+            PREP("semaphore_acquire", "1", "1:B:1", "2", SEM_CH, "100000", "100000");
+            PREP("semaphore_acquire", "1", "1:A:1", "2", SEM_CH, "100000", "100000");
+            return true;
+        case 4: /* 1 free, reserved for A, C (for 2) in the line */
+            freeReplyObject(th_cmd(r, "SET %s 0 PX 100000", name));
+            PREP("semaphore_acquire", "1", "1:A:1", "2", SEM_CH, "100000", "100000");
+            PREP("semaphore_acquire", "2", "2:C:1", "2", SEM_CH, "100000", "100000");
+            PREP("semaphore_release", "1", SEM_NL, "100000");
+            freeReplyObject(th_cmd(r, "DEL baton_request:{%s}:r1", name)); /* its latch */
             return true;
         }
         return false;
@@ -799,6 +842,7 @@ SCRIPT_TEST(semaphore_delete)
 SCRIPT_TEST(semaphore_drain)
 SCRIPT_TEST(semaphore_release)
 SCRIPT_TEST(semaphore_try_set_permits)
+SCRIPT_TEST(semaphore_unreserve)
 
 /* The table covers every embedded script. */
 Test(scripts, every_script_has_a_row)

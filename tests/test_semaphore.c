@@ -10,6 +10,7 @@
 
 #include "new_assert.h"
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,11 +33,14 @@ static int64_t available(baton_semaphore *s)
     return n;
 }
 
+/* A client whose waiters sleep recheck_ms between looks, and never queue in the line of
+ * starved waiters (they stay on the shared channel, whose wake-ups these tests count). */
 static baton_client *client_with_recheck(int64_t recheck_ms)
 {
     baton_options o;
     baton_options_init(&o);
     o.recheck_ms = recheck_ms;
+    o.starve_ms = BATON_STARVE_NEVER;
     return th_client(&o);
 }
 
@@ -96,10 +100,11 @@ static void *pool_thread(void *arg)
 }
 
 /* What an uncontended acquire and release cost the server, command by command (issue 30,
- * docs/ARCHITECTURE.md): acquire = EVALSHA, GET, DECRBY, SET of its request latch; release
- * = EVALSHA, INCRBY, PUBLISH, SET of its latch. No TYPE, and a first attempt reads no
- * latch (before: 7 and 7). */
-Test(semaphore, an_acquire_and_release_cost_eight_server_commands)
+ * docs/ARCHITECTURE.md): acquire = EVALSHA, GET, EXISTS (of the line and its reservation),
+ * DECRBY, SET of its request latch; release = EVALSHA, INCRBY, PUBLISH, EXISTS (of the
+ * line), SET of its latch. No TYPE, and a first attempt reads no latch (before: 7 and 7;
+ * 4 and 4 before the line). */
+Test(semaphore, an_acquire_and_release_cost_ten_server_commands)
 {
     baton_client *c = th_client(NULL);
     char *name = th_name("sem-cost");
@@ -117,7 +122,7 @@ Test(semaphore, an_acquire_and_release_cost_eight_server_commands)
     static const struct {
         const char *cmd;
         long long per_pair;
-    } want[] = {{"evalsha", 2}, {"get", 1}, {"decrby", 1}, {"incrby", 1},
+    } want[] = {{"evalsha", 2}, {"get", 1}, {"exists", 2}, {"decrby", 1}, {"incrby", 1},
                 {"publish", 1}, {"set", 2}, {"type", 0},   {"eval", 0}};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         cr_assert(eq(i64, th_cmdstat(r, want[i].cmd), want[i].per_pair * PAIRS), "%s", want[i].cmd);
@@ -740,6 +745,417 @@ Test(semaphore, layout_is_redissons)
     baton_semaphore_close(s);
     baton_client_close(c);
     free(name);
+}
+
+/* ---------------------------------------------------------------- the line ----------- */
+
+static long long line_length(redisContext *r, const char *name)
+{
+    return th_cmd_int(r, "ZCARD baton_semaphore_line:{%s}", name);
+}
+
+static uint64_t semaphore_attempts(baton_client *c)
+{
+    baton_stats st;
+    baton_client_stats(c, &st);
+    return st.kind[BATON_KIND_SEMAPHORE].attempts;
+}
+
+static void wait_line_length(redisContext *r, const char *name, long long n)
+{
+    int64_t t0 = th_ms();
+    while (line_length(r, name) != n && th_ms() - t0 < 5000)
+        th_sleep_ms(2);
+    cr_assert(eq(i64, line_length(r, name), n), "the line's length");
+}
+
+/* A client of its own (a process, as far as waking goes) taking 1 permit SEM_ROUNDS times,
+ * holding it 2 ms; holders counts who holds one now, most the most at once. */
+enum { SEM_ROUNDS = 12 };
+typedef struct sem_rounds {
+    baton_client *c;
+    baton_semaphore *s;
+    atomic_int *holders, *most;
+    int rc, done;
+} sem_rounds;
+
+static void *take_sem_rounds(void *p)
+{
+    sem_rounds *w = p;
+    for (int i = 0; i < SEM_ROUNDS && w->rc == BATON_OK; i++) {
+        w->rc = baton_semaphore_try_acquire(w->s, 1, 20000);
+        if (w->rc != BATON_OK)
+            break;
+        int now = atomic_fetch_add(w->holders, 1) + 1, was = atomic_load(w->most);
+        while (now > was && !atomic_compare_exchange_weak(w->most, &was, now))
+            ;
+        th_sleep_ms(2);
+        atomic_fetch_sub(w->holders, 1);
+        w->rc = baton_semaphore_release(w->s, 1);
+        w->done += w->rc == BATON_OK;
+    }
+    return NULL;
+}
+
+/* A release hands its permit to the first waiter of the line alone, not to a race every
+ * waiting process joins and all but one lose (issue 30: 50 processes on a 1-permit
+ * semaphore made 27-29 attempts per acquisition; 8 clients here made 4.6 before the
+ * line). Eight clients, each its own dispatcher as a process has, take the one permit 12
+ * times each with no pause between rounds. */
+Test(semaphore, a_release_goes_to_the_first_of_the_line_alone, .timeout = 60)
+{
+    enum { N = 8 };
+    baton_client *c0 = th_client(NULL);
+    char *name = th_name("sem-line");
+    baton_semaphore *s0 = open_sem(c0, name);
+    cr_assert(eq(int, baton_semaphore_try_set_permits(s0, 1, NULL), BATON_OK));
+    atomic_int holders = 0, most = 0;
+    sem_rounds w[N];
+    pthread_t t[N];
+    for (int i = 0; i < N; i++) {
+        w[i] = (sem_rounds){.c = th_client(NULL), .holders = &holders, .most = &most};
+        w[i].s = open_sem(w[i].c, name);
+    }
+    for (int i = 0; i < N; i++)
+        cr_assert(eq(int, pthread_create(&t[i], NULL, take_sem_rounds, &w[i]), 0));
+    uint64_t tried = 0;
+    int taken = 0;
+    for (int i = 0; i < N; i++) {
+        pthread_join(t[i], NULL);
+        cr_assert(eq(int, w[i].rc, BATON_OK), "client %d: %s", i, baton_err_name(w[i].rc));
+        taken += w[i].done;
+        tried += semaphore_attempts(w[i].c);
+        baton_semaphore_close(w[i].s);
+        baton_client_close(w[i].c);
+    }
+    cr_assert(eq(int, taken, N *SEM_ROUNDS));
+    cr_assert(eq(int, atomic_load(&most), 1), "one holder at a time");
+    cr_assert(eq(i64, available(s0), 1));
+    double per = (double)tried / taken;
+    fprintf(stderr, "semaphore line: %d acquisitions by %d clients, %.2f attempts each\n", taken, N,
+            per);
+    cr_assert(le(dbl, per, 3.5), "%.2f attempts per acquisition (%llu for %d)", per,
+              (unsigned long long)tried, taken);
+    redisContext *r = th_redis();
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS baton_semaphore_line:{%s}", name), 0),
+              "the line is gone with its waiters");
+    redisFree(r);
+    baton_semaphore_close(s0);
+    baton_client_close(c0);
+    free(name);
+}
+
+/* A starved waiter takes a place in the line by itself (with no release to wake it), and
+ * the releasing client that asks again at once (the race it would win every time) is
+ * refused: the release reserved the permit for the line's first (issue 30). With
+ * BATON_STARVE_NEVER no line forms and the releaser takes the permit back. */
+Test(semaphore, a_starved_waiter_queues_and_the_releaser_cannot_take_the_permit_back)
+{
+    for (int never = 0; never < 2; never++) {
+        baton_options o;
+        baton_options_init(&o);
+        o.starve_ms = never ? BATON_STARVE_NEVER : 10; /* the line after 40 ms */
+        baton_client *ch = th_client(&o), *cw = th_client(&o);
+        redisContext *r = th_redis();
+        char *name = th_name("sem-starve");
+        baton_semaphore *h = open_sem(ch, name), *sw = open_sem(cw, name);
+        cr_assert(eq(int, baton_semaphore_try_set_permits(h, 1, NULL), BATON_OK));
+        cr_assert(eq(int, baton_semaphore_try_acquire(h, 1, 0), BATON_OK));
+        waiter wt = {sw, 1, 20000, -100, false, 0, NULL};
+        pthread_t t;
+        cr_assert(eq(int, pthread_create(&t, NULL, try_acquire_thread, &wt), 0));
+        int64_t t0 = th_ms();
+        while (line_length(r, name) == 0 && th_ms() - t0 < (never ? 300 : 5000))
+            th_sleep_ms(2);
+        bool holding = true;
+        if (never) {
+            cr_assert(eq(i64, line_length(r, name), 0), "no line without the bound");
+            for (int i = 0; i < 5 && holding; i++) {
+                cr_assert(eq(int, baton_semaphore_release(h, 1), BATON_OK));
+                holding = baton_semaphore_try_acquire(h, 1, 0) == BATON_OK;
+            }
+            cr_assert(eq(i64, line_length(r, name), 0), "no line without the bound");
+        } else {
+            cr_assert(eq(i64, line_length(r, name), 1), "the starved waiter is in the line");
+            /* its member: "<permits>:<owner>", the owner "<client id>:<thread id>" */
+            redisReply *m = th_cmd(r, "ZRANGE baton_semaphore_line:{%s} 0 -1", name);
+            cr_assert(eq(sz, m->elements, 1));
+            char want[128];
+            snprintf(want, sizeof want, "1:%s:", baton_client_id(cw));
+            cr_assert(eq(int, strncmp(m->element[0]->str, want, strlen(want)), 0), "%s",
+                      m->element[0]->str);
+            freeReplyObject(m);
+            cr_assert(eq(int, baton_semaphore_release(h, 1), BATON_OK));
+            cr_assert(eq(int, baton_semaphore_try_acquire(h, 1, 0), BATON_ETIMEDOUT),
+                      "reserved for the line's first: the releaser is refused");
+            holding = false;
+        }
+        if (holding)
+            cr_assert(eq(int, baton_semaphore_release(h, 1), BATON_OK));
+        pthread_join(t, NULL);
+        cr_assert(eq(int, wt.rc, BATON_OK), "%s", baton_client_errmsg(cw));
+        cr_assert(eq(i64,
+                     th_cmd_int(r, "EXISTS baton_semaphore_next:{%s} baton_semaphore_line:{%s}",
+                                name, name),
+                     0),
+                  "the reservation and the line go with the hand-over");
+        cr_assert(eq(i64, available(h), 0));
+        baton_semaphore_close(sw);
+        baton_semaphore_close(h);
+        redisFree(r);
+        baton_client_close(cw);
+        baton_client_close(ch);
+        free(name);
+    }
+}
+
+/* One waiter of its own client for `permits`: notes its turn when it gets them. */
+typedef struct sem_turn {
+    baton_client *c;
+    baton_semaphore *s;
+    int64_t permits, wait_ms;
+    atomic_int *turns;
+    int turn, rc;
+    int64_t done_ms;
+} sem_turn;
+
+static void *take_sem_turn(void *p)
+{
+    sem_turn *w = p;
+    w->turn = -1;
+    w->rc = baton_semaphore_try_acquire(w->s, w->permits, w->wait_ms);
+    w->done_ms = th_ms();
+    if (w->rc == BATON_OK)
+        w->turn = atomic_fetch_add(w->turns, 1);
+    return NULL;
+}
+
+static void sem_turn_open(sem_turn *w, const char *name, int64_t permits, int64_t wait_ms,
+                          atomic_int *turns)
+{
+    *w = (sem_turn){.c = th_client(NULL), .permits = permits, .wait_ms = wait_ms, .turns = turns};
+    w->s = open_sem(w->c, name);
+}
+
+static void sem_turn_close(sem_turn *w)
+{
+    baton_semaphore_close(w->s);
+    baton_client_close(w->c);
+}
+
+/* A semaphore with no permit, a handle on it of a client of its own, and a raw connection
+ * to look at its line. */
+typedef struct line_fix {
+    baton_client *c;
+    redisContext *r;
+    char *name;
+    baton_semaphore *h;
+} line_fix;
+
+/* Takes name (th_name's) over. */
+static void line_fix_open(line_fix *f, char *name)
+{
+    f->c = th_client(NULL);
+    f->r = th_redis();
+    f->name = name;
+    f->h = open_sem(f->c, name);
+    cr_assert(eq(int, baton_semaphore_try_set_permits(f->h, 0, NULL), BATON_OK));
+}
+
+static void line_fix_close(line_fix *f)
+{
+    baton_semaphore_close(f->h);
+    redisFree(f->r);
+    baton_client_close(f->c);
+    free(f->name);
+}
+
+/* The line is first come, first served, whatever each waiter wants (Go's
+ * x/sync/semaphore): a waiter for 2 permits first in the line is not passed by a waiter for
+ * 1 behind it when 1 permit comes free; both are served, in order, when 2 more come. */
+Test(semaphore, the_line_serves_in_order_a_larger_want_first, .timeout = 60)
+{
+    line_fix f;
+    line_fix_open(&f, th_name("sem-order"));
+    redisContext *r = f.r;
+    const char *name = f.name;
+    baton_semaphore *h = f.h;
+    atomic_int turns = 0;
+    sem_turn big, small;
+    pthread_t tb, ts;
+    sem_turn_open(&big, name, 2, 20000, &turns);
+    sem_turn_open(&small, name, 1, 20000, &turns);
+    cr_assert(eq(int, pthread_create(&tb, NULL, take_sem_turn, &big), 0));
+    wait_line_length(r, name, 1);
+    cr_assert(eq(int, pthread_create(&ts, NULL, take_sem_turn, &small), 0));
+    wait_line_length(r, name, 2);
+    cr_assert(eq(int, baton_semaphore_release(h, 1), BATON_OK));
+    th_sleep_ms(300); /* both look by themselves meanwhile (50 and 100 ms) */
+    cr_assert(eq(int, atomic_load(&turns), 0), "1 permit: the first wants 2, so nobody");
+    cr_assert(eq(i64, available(h), 1));
+    cr_assert(eq(int, baton_semaphore_release(h, 2), BATON_OK));
+    pthread_join(tb, NULL);
+    pthread_join(ts, NULL);
+    cr_assert(eq(int, big.rc, BATON_OK), "%s", baton_err_name(big.rc));
+    cr_assert(eq(int, small.rc, BATON_OK), "%s", baton_err_name(small.rc));
+    cr_assert(eq(int, big.turn, 0), "the first in the line is served first");
+    cr_assert(eq(int, small.turn, 1));
+    cr_assert(eq(i64, available(h), 0));
+    cr_assert(eq(i64, line_length(r, name), 0));
+    sem_turn_close(&big);
+    sem_turn_close(&small);
+    line_fix_close(&f);
+}
+
+/* A waiter that gives up (its wait ran out) leaves the line: the permit goes on to the next
+ * at the release, not after a reservation for a waiter that is gone. */
+Test(semaphore, a_waiter_that_gives_up_leaves_the_line, .timeout = 60)
+{
+    line_fix f;
+    line_fix_open(&f, th_name("sem-giveup"));
+    redisContext *r = f.r;
+    const char *name = f.name;
+    baton_semaphore *h = f.h;
+    atomic_int turns = 0;
+    sem_turn quitter, stayer;
+    pthread_t tq, ts;
+    sem_turn_open(&quitter, name, 1, 400, &turns);
+    sem_turn_open(&stayer, name, 1, 20000, &turns);
+    cr_assert(eq(int, pthread_create(&tq, NULL, take_sem_turn, &quitter), 0));
+    wait_line_length(r, name, 1);
+    cr_assert(eq(int, pthread_create(&ts, NULL, take_sem_turn, &stayer), 0));
+    pthread_join(tq, NULL);
+    cr_assert(eq(int, quitter.rc, BATON_ETIMEDOUT));
+    wait_line_length(r, name, 1); /* the stayer alone */
+    int64_t released = th_ms();
+    cr_assert(eq(int, baton_semaphore_release(h, 1), BATON_OK));
+    pthread_join(ts, NULL);
+    cr_assert(eq(int, stayer.rc, BATON_OK), "%s", baton_err_name(stayer.rc));
+    cr_assert(lt(i64, stayer.done_ms - released, 40), "handed on at the release: %lld ms",
+              (long long)(stayer.done_ms - released));
+    /* a cancelled waiter leaves it too: the next permit goes to whoever asks */
+    sem_turn_close(&quitter);
+    sem_turn_open(&quitter, name, 1, 20000, &turns);
+    cr_assert(eq(int, pthread_create(&tq, NULL, take_sem_turn, &quitter), 0));
+    wait_line_length(r, name, 1);
+    cr_assert(eq(int, baton_semaphore_cancel_waits(quitter.s), BATON_OK));
+    pthread_join(tq, NULL);
+    cr_assert(eq(int, quitter.rc, BATON_ECANCELED));
+    cr_assert(eq(i64, line_length(r, name), 0));
+    cr_assert(eq(int, baton_semaphore_release(h, 1), BATON_OK));
+    cr_assert(eq(int, baton_semaphore_try_acquire(h, 1, 0), BATON_OK), "no reservation left");
+    sem_turn_close(&quitter);
+    sem_turn_close(&stayer);
+    line_fix_close(&f);
+}
+
+/* A process killed while in the line costs the semaphore no more than the reservation made
+ * for it (50 ms) and a look of the next waiter. The child is forked before this process
+ * opens a client, and waits when told. */
+typedef struct sem_child {
+    const char *name;
+    int go_fd;
+} sem_child;
+
+static int wait_in_sem_line(void *p)
+{
+    const sem_child *a = p;
+    baton_options o;
+    baton_options_init(&o);
+    o.url = th_url();
+    baton_client *c;
+    baton_semaphore *s;
+    if (baton_client_open(&o, &c) != BATON_OK || baton_semaphore_open(c, a->name, &s) != BATON_OK)
+        return 1;
+    char b = 1;
+    if (read(a->go_fd, &b, 1) != 1)
+        return 2;
+    int rc = baton_semaphore_try_acquire(s, 1, 60000);
+    fprintf(stderr, "child: %s: %s\n", baton_err_name(rc), baton_client_errmsg(c));
+    return 3;
+}
+
+Test(semaphore, a_waiter_killed_in_the_line_costs_the_semaphore_a_look, .timeout = 60)
+{
+    char *name = th_name("sem-dead");
+    int go[2];
+    cr_assert(eq(int, pipe(go), 0));
+    sem_child a = {name, go[0]};
+    pid_t pid = th_fork(wait_in_sem_line, &a);
+    baton_client *ch = th_client(NULL);
+    redisContext *r = th_redis();
+    baton_semaphore *h = open_sem(ch, name);
+    cr_assert(eq(int, baton_semaphore_try_set_permits(h, 0, NULL), BATON_OK));
+    char b = 1;
+    cr_assert(eq(sz, (size_t)write(go[1], &b, 1), 1));
+    wait_line_length(r, name, 1);
+    kill(pid, SIGKILL);
+    cr_assert(eq(int, th_wait(pid), 128 + SIGKILL));
+    atomic_int turns = 0;
+    sem_turn w;
+    sem_turn_open(&w, name, 1, 20000, &turns);
+    pthread_t t;
+    cr_assert(eq(int, pthread_create(&t, NULL, take_sem_turn, &w), 0));
+    wait_line_length(r, name, 2);
+    int64_t released = th_ms();
+    cr_assert(eq(int, baton_semaphore_release(h, 1), BATON_OK));
+    pthread_join(t, NULL);
+    cr_assert(eq(int, w.rc, BATON_OK), "%s", baton_err_name(w.rc));
+    /* 50 ms of reservation, then its look (every 100 ms at rank 1); a margin for load */
+    cr_assert(le(i64, w.done_ms - released, 500), "the permit came %lld ms after the release",
+              (long long)(w.done_ms - released));
+    sem_turn_close(&w);
+    close(go[0]);
+    close(go[1]);
+    baton_semaphore_close(h);
+    redisFree(r);
+    baton_client_close(ch);
+    free(name);
+}
+
+/* Redisson's own scripts do not know the line: a permit a Redisson client returns (its
+ * release: INCRBY and PUBLISH on the shared channel) reaches a waiter in the line by its
+ * next look, and a Redisson acquire takes a free permit whatever the line holds. */
+static const char REDISSON_RELEASE[] = "local value = redis.call('incrby', KEYS[1], ARGV[1]); "
+                                       "redis.call('publish', KEYS[2], value); ";
+static const char REDISSON_TRY_ACQUIRE[] =
+    "local value = redis.call('get', KEYS[1]); "
+    "if (value ~= false and tonumber(value) >= tonumber(ARGV[1])) then "
+    "local val = redis.call('decrby', KEYS[1], ARGV[1]); return 1; end; return 0;";
+
+Test(semaphore, redissons_scripts_share_the_semaphore_with_the_line, .timeout = 60)
+{
+    line_fix f;
+    line_fix_open(&f, th_name("sem-redisson"));
+    redisContext *r = f.r;
+    const char *name = f.name;
+    baton_semaphore *h = f.h;
+    atomic_int turns = 0;
+    sem_turn w;
+    sem_turn_open(&w, name, 1, 20000, &turns);
+    pthread_t t;
+    cr_assert(eq(int, pthread_create(&t, NULL, take_sem_turn, &w), 0));
+    wait_line_length(r, name, 1);
+    char channel[256];
+    snprintf(channel, sizeof channel, "redisson_sc:{%s}", name);
+    int64_t released = th_ms();
+    freeReplyObject(th_cmd(r, "EVAL %s 2 %s %s 1", REDISSON_RELEASE, name, channel));
+    pthread_join(t, NULL);
+    cr_assert(eq(int, w.rc, BATON_OK), "%s", baton_err_name(w.rc));
+    cr_assert(le(i64, w.done_ms - released, 300), "the permit came %lld ms after the release",
+              (long long)(w.done_ms - released));
+    /* a waiter in the line again; Redisson's acquire takes a permit freed meanwhile */
+    w.wait_ms = 300;
+    cr_assert(eq(int, pthread_create(&t, NULL, take_sem_turn, &w), 0));
+    wait_line_length(r, name, 1);
+    freeReplyObject(th_cmd(r, "SET %s 1", name));
+    cr_assert(eq(i64, th_cmd_int(r, "EVAL %s 1 %s 1", REDISSON_TRY_ACQUIRE, name), 1));
+    pthread_join(t, NULL);
+    cr_assert(eq(int, w.rc, BATON_ETIMEDOUT), "%s", baton_err_name(w.rc));
+    cr_assert(eq(i64, available(h), 0));
+    cr_assert(eq(i64, line_length(r, name), 0));
+    sem_turn_close(&w);
+    line_fix_close(&f);
 }
 
 /* ---------------------------------------------------------------- bad input ---------- */

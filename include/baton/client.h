@@ -124,7 +124,8 @@ typedef struct baton_options {
      * do not see the line. 0: 5 ms (0.1.0: 100 ms; see docs/ARCHITECTURE.md for the
      * figures behind it); BATON_STARVE_NEVER: this client's waiters never queue
      * (Redisson's RLock: a waiter may lose every race for its whole wait), though they
-     * still leave a lock reserved for another client's queued waiter alone. */
+     * still leave a lock reserved for another client's queued waiter alone. The
+     * semaphore's waiters queue in its line after 4 x starve_ms (docs/semaphore.md). */
     int64_t starve_ms;
 } baton_options;
 

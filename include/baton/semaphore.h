@@ -8,8 +8,13 @@
  * owners: any caller may release. Within one client, an acquire of 1 permit queues behind
  * the client's threads already waiting for 1 permit instead of racing them for the permit
  * just freed (a thread that releases and acquires again waits with them rather than
- * taking its permit straight back); across clients, as in Redisson, whoever asks first
- * after a release gets the permit.
+ * taking its permit straight back). A waiter that has waited 4 x the client's starve_ms
+ * (20 ms by default; BATON_STARVE_NEVER: never) takes a place in the semaphore's line,
+ * first come first served, beside Redisson's keys: a release reserves what it frees for
+ * the line's first waiter, if it wants no more than that, and tells that waiter alone, and
+ * baton's newcomers queue behind the line while it is not empty, so that waiters of many
+ * processes no longer race for each permit. Redisson's own clients do not see the line:
+ * they take free permits as before (docs/semaphore.md).
  *
  * Threads: a baton_semaphore handle may be used from any thread, concurrently;
  * baton_semaphore_close() must not run concurrently with other calls on the same handle.

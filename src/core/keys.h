@@ -50,6 +50,12 @@
  * owner field, with a life of RESERVE_MS. */
 #define BATON__KEY_LOCK_NEXT "baton_lock_next:"
 #define BATON__KEY_LOCK_LINE "baton_lock_line:"
+/* The semaphore's line of starved waiters, baton_semaphore_line:{name} (a sorted set:
+ * "<permits>:<owner>" -> when it joined, server time in µs), and the reservation of the
+ * permits freed for the line's first, baton_semaphore_next:{name} = its member, with a life
+ * of SEM_RESERVE_MS (lua/lib/semline.lua). */
+#define BATON__KEY_SEMAPHORE_NEXT "baton_semaphore_next:"
+#define BATON__KEY_SEMAPHORE_LINE "baton_semaphore_line:"
 /* The client's record: baton_client:{<client id>} = "host:pid" of its process, for every
  * holder and waiter whose owner field begins with that id (src/core/record.c). */
 #define BATON__KEY_CLIENT_RECORD "baton_client:"

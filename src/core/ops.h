@@ -17,6 +17,13 @@ void baton__wait_handle_restore(const void *saved);
  * it (a release excepted). Never blocks for long. */
 void baton__evloop_cancel_handle(baton_client *c, const void *handle);
 
+/* Who waits, for a line of waiters (the semaphore's): the calling thread's owner field
+ * (baton__owner), which a thread's waits share one after another, so the subscription of
+ * its own channel lingers from one wait to the next; on an asynchronous operation's fiber,
+ * that owner and ":f<n>", n unique in the process, since the operations a thread started
+ * act for it and may wait at once. */
+void baton__waiter_owner(const baton_client *c, char *buf, size_t len);
+
 /* A handle is being closed: its asynchronous operations still live are cancelled (a lock
  * release still runs: it is not a wait) and, unless the caller is one of the client's
  * engine threads, waited for, so that none runs on the freed handle. Their callbacks may

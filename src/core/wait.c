@@ -72,7 +72,8 @@ static int listen(baton_client *c, const baton__wait *w, bool own, int64_t deadl
 
 /* A wait that takes turns (ops->turn) counts itself among its client's waiters on sub once
  * an attempt there said "not yet" (*in: where it did; it counts itself out with
- * turn_leave before the wait drops sub). Such a wait never moves (BATON__RELISTEN). */
+ * turn_leave before the wait drops sub, or moves: a wait on a channel of its own takes no
+ * turns). */
 static void turn_take(baton__sub *sub, int rc, int turn, baton__sub **in)
 {
     if (turn && sub && !*in && rc == BATON_ETIMEDOUT) {
@@ -113,6 +114,8 @@ static int wait_for(baton_client *c, const baton__wait *w, baton__waiting *wt)
             w->ops->give_up(w->arg, rc);
         return rc;
     }
+    if (rc == BATON__RELISTEN)
+        turn = 0; /* alone on its own channel */
     if (!sub || rc == BATON__RELISTEN) {
         rc = listen(c, w, rc == BATON__RELISTEN, deadline, wt, &sub, &left);
         if (!sub) {
@@ -125,6 +128,8 @@ static int wait_for(baton_client *c, const baton__wait *w, baton__waiting *wt)
     turn_take(sub, rc, turn, &in_turn);
     while (not_yet(c, rc) || rc == BATON__RELISTEN) {
         if (rc == BATON__RELISTEN) {
+            turn_leave(turn, &in_turn);
+            turn = 0; /* alone on its own channel */
             rc = listen(c, w, true, deadline, wt, &sub, &left);
             if (!sub)
                 break;

@@ -28,14 +28,16 @@ typedef struct baton__wait_ops {
     /* Optional: runs when a wait (wait_ms != 0) fails, before its subscription is dropped
      * (leave a queue, say). rc is the failure; the callback keeps the error detail. */
     void (*give_up)(void *arg, int rc);
-    /* Where to listen after an attempt returned BATON__RELISTEN (the plain lock's waiter
-     * that took a place in its line hears its turn on a channel of its own). A channel of
+    /* Where to listen after an attempt returned BATON__RELISTEN (the plain lock's or the
+     * semaphore's waiter that took a place in its line hears its turn on a channel of its
+     * own). A channel of
      * this waiter alone (BATON__SUB_OWN): its subscription lingers after the wait, and the
      * next wait that moves there takes it without another attempt. NULL if the attempt
      * never returns it. */
     const char *(*relisten)(void *arg);
     /* Optional, for waits that take turns within a client (a semaphore's): what this wait
-     * wants, BATON__TURN_LEAST (1 permit) or BATON__TURN_MORE. NULL: it does not. */
+     * wants, BATON__TURN_LEAST (1 permit) or BATON__TURN_MORE. NULL: it does not. A wait
+     * that moves to a channel of its own stops taking turns. */
     int (*turn)(void *arg);
 } baton__wait_ops;
 

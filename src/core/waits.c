@@ -9,6 +9,9 @@
 #define _GNU_SOURCE
 #include "engine.h"
 
+#include <stdio.h>
+#include <string.h>
+
 static _Thread_local const void *wait_handle; /* the verb's handle (baton__wait_handle) */
 
 const void *baton__wait_handle(const void *handle)
@@ -23,6 +26,17 @@ void baton__wait_handle_restore(const void *saved)
 {
     if (!baton__op_current())
         wait_handle = saved;
+}
+
+void baton__waiter_owner(const baton_client *c, char *buf, size_t len)
+{
+    static atomic_uint_fast64_t fibers;
+    baton__owner(c, buf, len);
+    if (baton__op_current()) {
+        size_t n = strlen(buf);
+        snprintf(buf + n, len - n, ":f%llu",
+                 (unsigned long long)atomic_fetch_add_explicit(&fibers, 1, memory_order_relaxed));
+    }
 }
 
 int baton__wait_enter(baton_client *c, baton__waiting *wt)

@@ -19,6 +19,17 @@
  * message lost in any way the dispatcher cannot see (a count written by something that
  * does not publish, a woken waiter that needed more permits than the message offered).
  *
+ * A waiter that has waited STARVE_FACTOR times the client's starve_ms takes a place in the
+ * semaphore's line (baton_semaphore_line:{name}, lua/lib/semline.lua), first come first
+ * served whatever each wants, and from then on listens on a channel of its own
+ * (redisson_sc:{name}:<owner>). While the line is not empty, newcomers queue behind it. A
+ * release reserves what it frees for the line's first waiter if it wants no more
+ * (baton_semaphore_next:{name}) and tells that waiter alone: a free permit is not raced
+ * for by a waiter of every process, each refused but one. A waiter in the line looks by
+ * itself every POLL_MS times its rank + 1 (at most POLL_MAX_MS), for what no release tells:
+ * a reservation whose waiter died, a release by a Redisson client (Redisson's clients do
+ * not know the line, and take free permits as before).
+ *
  * The semaphore has no owners: releasing permits never taken is allowed (Redisson's rule),
  * and no permit count written by baton goes below zero.
  */
@@ -32,10 +43,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* How often a waiter in the line looks at the semaphore without being told: POLL_MS times
+ * its rank + 1, at most POLL_MAX_MS (the plain lock's figures, src/lock/lock.c). Its first
+ * look after a reservation that ran out comes within POLL_MS of it (lua/lib/semline.lua:
+ * SEM_RESERVE_MS, 50 ms). */
+#define POLL_MS 50
+#define POLL_MAX_MS 1000
+/* How long the line lasts after its last join or look: waiters look at least every
+ * POLL_MAX_MS, so it goes only when they all died. */
+#define LINE_LIFE_MS 10000
+/* A waiter joins the line after STARVE_FACTOR times the client's starve_ms (20 ms by
+ * default), where the plain lock's joins after starve_ms: a client's own waiters already
+ * take turns (wait.c), and an acquisition through the line is a hand-over (the release
+ * tells the line's first, whose dispatcher wakes it) that costs a client's threads their
+ * rate once the line forms (s3, 16 threads: 0.69x at 5 ms, 1.05x at 20 ms; 50 processes,
+ * s6: 3.1-3.4 scripts per acquisition at either; docs/ARCHITECTURE.md). */
+#define STARVE_FACTOR 4
+
 /* The base's name is the key holding the count; new counts are published on its channel,
  * redisson_sc:{name}. */
 struct baton_semaphore {
     baton__object base;
+    char *next_key; /* baton_semaphore_next:{name}: the waiter the permits freed go to */
+    char *line_key; /* baton_semaphore_line:{name}: the starved waiters, first come first */
 };
 
 /* ------------------------------- helpers ---------------------------------------------- */
@@ -72,7 +102,8 @@ typedef enum run_mode {
                     (once.c), for the writes that are not idempotent */
 } run_mode;
 
-/* Runs a script whose reply is one integer. */
+/* Runs a script whose reply is one integer. A script that adds permits (mode RUN_CHANNEL
+ * or RUN_ONCE) also gets the line's keys, after arg, to serve the line's first. */
 static int run_int(baton_semaphore *s, const baton__script *sc, run_mode mode, int64_t arg,
                    bool has_arg, int64_t *out)
 {
@@ -80,14 +111,14 @@ static int run_int(baton_semaphore *s, const baton__script *sc, run_mode mode, i
     char arg_s[32];
     snprintf(arg_s, sizeof arg_s, "%lld", (long long)arg);
     const char *keys[2] = {s->base.name, s->base.channel};
-    const char *args[1] = {arg_s};
+    const char *args[3] = {arg_s, s->next_key, s->line_key};
+    int nargs = !has_arg ? 0 : mode == RUN_PLAIN ? 1 : 3;
     redisReply *r;
     int rc;
     if (mode == RUN_ONCE) {
-        rc = baton__script_run_once(c, sc, s->base.request_prefix, 2, keys, has_arg ? 1 : 0, args,
-                                    &r);
+        rc = baton__script_run_once(c, sc, s->base.request_prefix, 2, keys, nargs, args, &r);
     } else {
-        rc = baton__script_run(c, sc, mode == RUN_CHANNEL ? 2 : 1, keys, has_arg ? 1 : 0, args, &r);
+        rc = baton__script_run(c, sc, mode == RUN_CHANNEL ? 2 : 1, keys, nargs, args, &r);
     }
     if (rc != BATON_OK)
         return rc;
@@ -113,34 +144,105 @@ static int check_permits(baton_semaphore *s, int64_t permits, const char *what)
 
 /* ------------------------------- open and close --------------------------------------- */
 
-/* baton_semaphore_open, baton_semaphore_cancel_waits, baton_semaphore_close */
-BATON__OBJECT_VERBS(baton_semaphore, "semaphore", BATON__KEY_SEMAPHORE_CHANNEL)
+/* The line's keys, derived and freed by the base. */
+static size_t semaphore_keys(baton__object *o, baton__key_spec *k)
+{
+    baton_semaphore *s = (baton_semaphore *)o;
+    k[0] = (baton__key_spec){&s->next_key, BATON__KEY_SEMAPHORE_NEXT, NULL};
+    k[1] = (baton__key_spec){&s->line_key, BATON__KEY_SEMAPHORE_LINE, NULL};
+    return 2;
+}
+
+static const baton__object_kind semaphore_kind = {
+    "semaphore", BATON__KEY_SEMAPHORE_CHANNEL, sizeof(baton_semaphore), semaphore_keys, NULL, NULL};
+
+int baton_semaphore_open(baton_client *c, const char *name, baton_semaphore **out)
+{
+    return baton__object_new(c, name, &semaphore_kind, NULL, out);
+}
+
+int baton_semaphore_cancel_waits(baton_semaphore *s)
+{
+    return baton__object_cancel_waits((baton__object *)s);
+}
+
+void baton_semaphore_close(baton_semaphore *s)
+{
+    baton__object_close((baton__object *)s, NULL);
+}
 
 /* ------------------------------- acquire ---------------------------------------------- */
 
-/* One run of the acquire script: BATON_OK (taken) or BATON_ETIMEDOUT (too few free). It
- * counts once (once.c): a reply lost after the permits were taken is resolved by sending the
- * same request again, which answers "taken" rather than taking more. */
-static int attempt(baton_semaphore *s, const char *permits)
+/* The state of one acquisition, for the core's wait routine. */
+typedef struct acquiring {
+    baton_semaphore *s;
+    const char *permits;
+    bool one;         /* for 1 permit */
+    bool waits;       /* wait_ms != 0: it may join the line */
+    int64_t since_us; /* the first attempt */
+    int64_t ttl;      /* how long to sleep at most after the last attempt */
+    /* "<permits>:<owner>" (baton__waiter_owner): its place in the line */
+    char member[32 + 1 + BATON__OWNER_LEN + 24];
+    char *own; /* its own channel once in the line (<channel>:<owner>); else NULL */
+} acquiring;
+
+/* One run of the acquire script: BATON_OK (taken), BATON_ETIMEDOUT (too few free, or
+ * reserved for another waiter; a->ttl = how long to sleep at most) or BATON__RELISTEN (it
+ * took a place in the line, and hears its turn on a->own from now on). It counts once
+ * (once.c): a reply lost after the permits were taken is resolved by sending the same
+ * request again, which answers "taken" rather than taking more. */
+static int attempt(acquiring *a)
 {
+    baton_semaphore *s = a->s;
     baton_client *c = s->base.client;
-    const char *keys[1] = {s->base.name};
-    const char *args[1] = {permits};
+    int64_t starve_ms = baton__client_config(c)->starve_ms;
+    if (starve_ms != BATON_STARVE_NEVER)
+        starve_ms *= STARVE_FACTOR;
+    int64_t recheck_ms = baton__client_config(c)->recheck_ms;
+    /* "0": never join the line; "1": join it if it is not empty; "2": join it */
+    const char *mode = "0";
+    if (a->waits && starve_ms != BATON_STARVE_NEVER)
+        mode = a->own || baton__now_us() - a->since_us >= starve_ms * 1000 ? "2" : "1";
+    char life[16];
+    snprintf(life, sizeof life, "%d", LINE_LIFE_MS);
+    const char *keys[3] = {s->base.name, s->next_key, s->line_key};
+    const char *args[5] = {a->permits, a->member, mode, s->base.channel, life};
     redisReply *r;
     baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_SEMAPHORE);
-    int rc = baton__script_run_once(c, &baton__script_semaphore_acquire, s->base.request_prefix, 1,
-                                    keys, 1, args, &r);
+    int rc = baton__script_run_once(c, &baton__script_semaphore_acquire, s->base.request_prefix, 3,
+                                    keys, 5, args, &r);
     if (rc != BATON_OK)
         return rc;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[0]->type != REDIS_REPLY_INTEGER) {
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER) {
         freeReplyObject(r);
         return baton__fail(c, BATON_EPROTO, "semaphore %s: unexpected reply to semaphore_acquire",
                            s->base.name);
     }
-    bool taken = r->element[0]->integer == 1;
+    long long status = r->element[0]->integer, value = r->element[1]->integer;
     freeReplyObject(r);
-    return taken ? BATON_OK : BATON_ETIMEDOUT;
+    if (status == 1)
+        return BATON_OK;
+    if (status == 5) { /* in the line, value waiters before it */
+        a->ttl = value >= POLL_MAX_MS / POLL_MS ? POLL_MAX_MS : (value + 1) * POLL_MS;
+        if (a->own)
+            return BATON_ETIMEDOUT;
+        a->own = baton__asprintf("%s:%s", s->base.channel, strchr(a->member, ':') + 1);
+        if (!a->own)
+            return baton__fail(c, BATON_ENOMEM, "out of memory");
+        return BATON__RELISTEN;
+    }
+    /* too few free (0), or reserved for another (3, value = its ms left) */
+    a->ttl = status == 3 ? (value > 0 ? value : 1) : recheck_ms;
+    if (mode[0] == '1') {
+        /* look again when it starves, to queue without waiting for a release */
+        int64_t left = starve_ms - (baton__now_us() - a->since_us) / 1000;
+        if (left < 1)
+            left = 1;
+        if (left < a->ttl)
+            a->ttl = left;
+    }
+    return BATON_ETIMEDOUT;
 }
 
 int baton_semaphore_acquire(baton_semaphore *s, int64_t permits)
@@ -148,18 +250,10 @@ int baton_semaphore_acquire(baton_semaphore *s, int64_t permits)
     return baton_semaphore_try_acquire(s, permits, BATON_WAIT_FOREVER);
 }
 
-typedef struct acquiring {
-    baton_semaphore *s;
-    const char *permits;
-    bool one; /* for 1 permit */
-    int64_t recheck_ms;
-} acquiring;
-
 static int try_once(void *arg, baton__sub *sub)
 {
     (void)sub;
-    acquiring *a = arg;
-    return attempt(a->s, a->permits);
+    return attempt(arg);
 }
 
 /* Waiters of one client take turns (wait.c): one for 1 permit queues behind the client's
@@ -169,10 +263,37 @@ static int turn(void *arg)
     return ((acquiring *)arg)->one ? BATON__TURN_LEAST : BATON__TURN_MORE;
 }
 
-/* Sleep until a release wakes us, or re-read anyway after recheck_ms. */
-static int64_t recheck(void *arg)
+/* Sleep until a release wakes us, or re-read anyway after recheck_ms (in the line: until
+ * its turn is told, or its next look). */
+static int64_t bound(void *arg)
 {
-    return ((acquiring *)arg)->recheck_ms;
+    return ((acquiring *)arg)->ttl;
+}
+
+static const char *own_channel(void *arg)
+{
+    return ((acquiring *)arg)->own;
+}
+
+/* A wait that failed leaves the line, and drops the reservation if it holds one, or the
+ * permits stay refused to others for up to SEM_RESERVE_MS (best effort: both end by
+ * themselves). */
+static void give_up(void *arg, int rc)
+{
+    acquiring *a = arg;
+    baton_semaphore *s = a->s;
+    baton_client *c = s->base.client;
+    if (!a->own || baton__client_forked(c))
+        return;
+    const char *keys[3] = {s->base.name, s->next_key, s->line_key};
+    const char *args[2] = {a->member, s->base.channel};
+    redisReply *r = NULL;
+    char *detail = baton__strdup(baton_client_errmsg(c)); /* the wait's */
+    if (baton__script_run(c, &baton__script_semaphore_unreserve, 3, keys, 2, args, &r) == BATON_OK)
+        freeReplyObject(r);
+    else if (detail)
+        baton__fail(c, rc, "%s", detail);
+    free(detail);
 }
 
 static int try_acquire(baton_semaphore *s, int64_t permits, int64_t wait_ms);
@@ -185,7 +306,7 @@ int baton_semaphore_try_acquire(baton_semaphore *s, int64_t permits, int64_t wai
 
 /* kind, counted as, join a live subscription, attempt, sleep bound, give up, relisten, turn */
 static const baton__wait_ops semaphore_wait = {
-    BATON__SUB_SEMAPHORE, BATON__K_SEMAPHORE, true, try_once, recheck, NULL, NULL, turn};
+    BATON__SUB_SEMAPHORE, BATON__K_SEMAPHORE, true, try_once, bound, give_up, own_channel, turn};
 
 static int try_acquire(baton_semaphore *s, int64_t permits, int64_t wait_ms)
 {
@@ -205,8 +326,14 @@ static int try_acquire(baton_semaphore *s, int64_t permits, int64_t wait_ms)
     acquiring a = {.s = s,
                    .permits = permits_s,
                    .one = permits == 1,
-                   .recheck_ms = baton__client_config(c)->recheck_ms};
+                   .waits = wait_ms != 0,
+                   .since_us = baton__now_us(),
+                   .ttl = baton__client_config(c)->recheck_ms};
+    char owner[BATON__OWNER_LEN + 24];
+    baton__waiter_owner(c, owner, sizeof owner);
+    snprintf(a.member, sizeof a.member, "%s:%s", permits_s, owner);
     rc = baton__wait_for(c, &semaphore_wait, s->base.channel, wait_ms, &a);
+    free(a.own);
     baton__stat_acquire(c, BATON__K_SEMAPHORE, rc, start, s->base.name);
     if (rc == BATON_ETIMEDOUT && wait_ms == 0)
         return baton__fail(c, rc, "semaphore %s: fewer than %lld permits free", s->base.name,
