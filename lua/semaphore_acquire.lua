@@ -89,8 +89,9 @@ if nxt == ARGV[2] then
     end
     -- taken meanwhile by a client that does not know the line (Redisson's): it stays first
     redis.call('del', KEYS[2])
-    redis.pcall('zadd', KEYS[3], 0, ARGV[2])
-    redis.pcall('pexpire', KEYS[3], ARGV[5])
+    if type(redis.pcall('zadd', KEYS[3], 0, ARGV[2])) == 'number' then
+        redis.call('pexpire', KEYS[3], ARGV[5])
+    end
     return {5, 0}
 end
 if type(nxt) == 'string' then
