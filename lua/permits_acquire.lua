@@ -6,14 +6,26 @@
 --          in the server's milliseconds (TIME)
 -- KEYS[3]  the channel, redisson_sc:{name}: the new count is published when leases that
 --          ended are given back
+-- KEYS[4]  baton's reservation, baton_semaphore_next:{name} (lib/semline.lua: the counting
+--          semaphore's line, which the permits share)
+-- KEYS[5]  baton's line, baton_semaphore_line:{name}
 -- ARGV[1]  the lease in milliseconds (>= 1)
--- ARGV[2..n+1]  the new permits' ids: 32 hex digits each
+-- ARGV[2]  the waiter, "<n>:<owner>" (its place in the line; it hears its turn on
+--          KEYS[3]:<owner>)
+-- ARGV[3]  "0": never join the line; "1": join it if it is not empty; "2": join it
+-- ARGV[4]  how long the line lasts after its last join or look, in ms
+-- ARGV[5..n+4]  the new permits' ids: 32 hex digits each
 -- Returns  {1, lease}   taken: every id is in KEYS[2] until now + lease
 --          {0, wait}    fewer than n free, nothing taken; wait = ms until the nearest
 --                       lease ends (-1: none ends, e.g. only Redisson's non-expiring
 --                       permits are out)
---          A count that is not an integer, or keys of another type, fail with an error reply
---          before anything is written.
+--          {3, pttl}    the permits free are reserved for another waiter, pttl ms more
+--          {5, rank}    not taken; the caller is in the line, rank waiters before it
+--          A count that is not an integer, or keys of another type at KEYS[1] or KEYS[2],
+--          fail with an error reply before anything is written; one at KEYS[4] or KEYS[5]
+--          is none.
+-- uses: semline
+-- uses: line_join
 local raw = redis.call('get', KEYS[1])
 local value = 0
 if raw then
@@ -32,22 +44,31 @@ if #ended > 0 then
     redis.call('zrem', KEYS[2], unpack(ended))
     value = redis.call('incrby', KEYS[1], #ended)
 end
-local n = #ARGV - 1
-if value >= n then
-    redis.call('decrby', KEYS[1], n)
-    local lease_end = now_up + tonumber(ARGV[1])
-    for i = 2, #ARGV do
-        local id = string.gsub(ARGV[i], '..', function(h) return string.char(tonumber(h, 16)) end)
-        redis.call('zadd', KEYS[2], lease_end, id)
+local n = #ARGV - 4
+-- the ms until the nearest lease ends (-1: none does), for a caller that waits
+local function nearest()
+    local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')
+    -- 922337203685477: Redisson's score for a permit without a lease
+    if first[1] and tonumber(first[2]) < 922337203685477 then
+        return tonumber(first[2]) - now
     end
-    if #ended > 0 and value > n then
-        redis.pcall('publish', KEYS[3], value - n)
-    end
-    return {1, tonumber(ARGV[1])}
+    return -1
 end
-local first = redis.call('zrange', KEYS[2], 0, 0, 'withscores')
--- 922337203685477: Redisson's score for a permit without a lease
-if first[1] and tonumber(first[2]) < 922337203685477 then
-    return {0, tonumber(first[2]) - now}
+local ok, lined, out = sem_admit(KEYS[4], KEYS[5], KEYS[3], value, n, ARGV[2], ARGV[3], ARGV[4],
+                                nearest)
+if not ok then
+    return out
 end
-return {0, -1}
+redis.call('decrby', KEYS[1], n)
+local lease_end = now_up + tonumber(ARGV[1])
+for i = 5, #ARGV do
+    local id = string.gsub(ARGV[i], '..', function(h) return string.char(tonumber(h, 16)) end)
+    redis.call('zadd', KEYS[2], lease_end, id)
+end
+if #ended > 0 and value > n then
+    redis.pcall('publish', KEYS[3], value - n)
+end
+if lined and value > n then
+    sem_serve(KEYS[4], KEYS[5], KEYS[3], value - n)
+end
+return {1, tonumber(ARGV[1])}

@@ -7,8 +7,10 @@
 -- KEYS[4]  the request latch, baton_request:{name}:<request-id>: remembers this request's
 --          outcome, so a re-send after a lost reply returns it instead of releasing twice
 -- ARGV[1]  the permit id: 32 hex digits
--- ARGV[2]  how long the request latch lives, in ms
--- ARGV[3]  "0": the request's first attempt (no latch can exist yet: it is not read);
+-- ARGV[2]  baton's reservation, baton_semaphore_next:{name} (lib/semline.lua)
+-- ARGV[3]  baton's line, baton_semaphore_line:{name}: its first waiter is served
+-- ARGV[4]  how long the request latch lives, in ms
+-- ARGV[5]  "0": the request's first attempt (no latch can exist yet: it is not read);
 --          "1" (or absent): a retry
 -- Returns  1  given back within its lease
 --          2  given back, but its lease had ended (not yet reclaimed by anyone)
@@ -21,7 +23,9 @@
 -- outcome with a warning (client.c, unpublished()). A waiter not told finds out at its
 -- recheck.
 -- uses: publish (lua/lib/publish.lua, put in front of this script by the build)
-if ARGV[3] ~= '0' then -- a retry: its first attempt may have run
+-- uses: semline
+-- uses: line_join
+if ARGV[5] ~= '0' then -- a retry: its first attempt may have run
     local done = redis.call('get', KEYS[4])
     if done then
         return tonumber(done)
@@ -34,9 +38,10 @@ if score then
     local value = redis.call('incr', KEYS[1])
     redis.call('zrem', KEYS[2], id)
     publish(KEYS[3], value)
+    sem_serve(ARGV[2], ARGV[3], KEYS[3], value)
     local t = redis.call('time')
     local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     out = tonumber(score) > now and 1 or 2
 end
-redis.call('set', KEYS[4], out, 'px', ARGV[2])
+redis.call('set', KEYS[4], out, 'px', ARGV[4])
 return reply(out, 'released')

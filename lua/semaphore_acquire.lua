@@ -58,55 +58,9 @@ local function take(lined)
     end
     return {1, left}
 end
-local function join()
-    return line_join(KEYS[3], ARGV[2], ARGV[5])
+local ok, lined, out = sem_admit(KEYS[2], KEYS[3], ARGV[4], value, want, ARGV[2], ARGV[3], ARGV[5],
+                                value)
+if not ok then
+    return out
 end
-local function refuse(status, v)
-    if ARGV[3] ~= '0' then
-        local joined = join()
-        if joined then
-            return joined
-        end
-    end
-    return {status, v}
-end
-if redis.call('exists', KEYS[2], KEYS[3]) == 0 then
-    if value >= want then
-        return take(false)
-    end
-    if ARGV[3] == '2' then
-        return join() or {0, value}
-    end
-    return {0, value}
-end
--- a reservation or a line: the permits go to the waiter they are reserved for, else to the
--- line's first
-local nxt = redis.pcall('get', KEYS[2])
-if nxt == ARGV[2] then
-    if value >= want then
-        redis.call('del', KEYS[2])
-        return take(true)
-    end
-    -- taken meanwhile by a client that does not know the line (Redisson's): it stays first
-    redis.call('del', KEYS[2])
-    if type(redis.pcall('zadd', KEYS[3], 0, ARGV[2])) == 'number' then
-        redis.call('pexpire', KEYS[3], ARGV[5])
-    end
-    return {5, 0}
-end
-if type(nxt) == 'string' then
-    return refuse(3, redis.call('pttl', KEYS[2]))
-end
--- no reservation (or one of another type: none, and no line is served from it)
-if nxt == false and value >= want then
-    local head = sem_promote(KEYS[2], KEYS[3], ARGV[4], value, ARGV[2])
-    if head == nil or head == ARGV[2] then
-        return take(true)
-    end
-    if redis.call('exists', KEYS[2]) == 1 then
-        return refuse(3, redis.call('pttl', KEYS[2]))
-    end
-elseif nxt ~= false and value >= want then
-    return take(true)
-end
-return refuse(0, value)
+return take(lined)

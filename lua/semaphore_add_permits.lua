@@ -23,6 +23,7 @@
 -- recheck.
 -- uses: publish (lua/lib/publish.lua, put in front of this script by the build)
 -- uses: semline
+-- uses: line_join
 if ARGV[5] ~= '0' then -- a retry: its first attempt may have run
     local done = redis.call('get', KEYS[3])
     if done ~= false then

@@ -25,6 +25,7 @@
 -- recheck.
 -- uses: publish (lua/lib/publish.lua, put in front of this script by the build)
 -- uses: semline
+-- uses: line_join
 -- A first attempt is 4 commands with no line: INCRBY, PUBLISH, EXISTS of the line, SET of
 -- the latch. With a line and no reservation, its first waiter is served (ZRANGE, ZREM,
 -- SET of the reservation, PUBLISH on its own channel).

@@ -15,6 +15,7 @@
 -- recheck.
 -- uses: publish (lua/lib/publish.lua, put in front of this script by the build)
 -- uses: semline
+-- uses: line_join
 local t = redis.call('type', KEYS[1]).ok
 if t == 'string' then
     return 0

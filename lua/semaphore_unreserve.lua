@@ -10,6 +10,7 @@
 --          next), 0 it did not (it left the line if it was in it). Keys of another type are
 --          left alone.
 -- uses: semline
+-- uses: line_join
 local was_first = false
 local head = redis.pcall('zrange', KEYS[3], 0, 0)
 if type(head) == 'table' and head[1] == ARGV[1] then

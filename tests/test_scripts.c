@@ -221,12 +221,22 @@ static const spec SPECS[] = {
     {"semaphore_release", F_SEM, {K_COUNT, K_SEMCH, K_REQUEST}, {"1", SEM_NL, "60000"}},
     {"semaphore_try_set_permits", F_SEM, {K_COUNT, K_SEMCH}, {"3", SEM_NL}},
     {"semaphore_unreserve", F_SEM, {K_COUNT, K_SNEXT, K_SLINE}, {"1:A:1", SEM_CH}},
-    {"permits_acquire", F_PERMITS, {K_COUNT, K_LEASES, K_SEMCH}, {"30000", ID2}},
+    {"permits_acquire",
+     F_PERMITS,
+     {K_COUNT, K_LEASES, K_SEMCH, K_SNEXT, K_SLINE},
+     {"30000", "1:A:1", "0", "10000", ID2}},
+    {"permits_acquire",
+     F_PERMITS,
+     {K_COUNT, K_LEASES, K_SEMCH, K_SNEXT, K_SLINE},
+     {"30000", "1:A:1", "2", "10000", ID2}},
     {"permits_available", F_PERMITS, {K_COUNT, K_LEASES, K_SEMCH}, {NULL}},
     {"permits_check", F_PERMITS, {{"{$}:timeout", 'r'}}, {ID1}},
-    {"permits_release", F_PERMITS, {K_COUNT, K_LEASES, K_SEMCH, K_REQUEST}, {ID1, "60000"}},
+    {"permits_release",
+     F_PERMITS,
+     {K_COUNT, K_LEASES, K_SEMCH, K_REQUEST},
+     {ID1, SEM_NL, "60000"}},
     {"permits_renew", F_PERMITS, {{"{$}:timeout", 'a'}}, {"30000", ID1}},
-    {"permits_try_set_permits", F_PERMITS, {K_COUNT, K_LEASES, K_SEMCH}, {"3"}},
+    {"permits_try_set_permits", F_PERMITS, {K_COUNT, K_LEASES, K_SEMCH}, {"3", SEM_NL}},
     {"permits_update_lease", F_PERMITS, {K_LEASES}, {ID1, "30000"}},
     {"latch_count_down", F_LATCH, {K_COUNT, K_LATCHCH, K_REQUEST}, {"0", "60000"}},
     {"latch_delete", F_LATCH, {K_COUNT, K_LATCHCH}, {"0"}},
@@ -555,11 +565,18 @@ static bool prepare(redisContext *r, family fam, int st, const char *name)
             return true;
         case 2: /* 3 available, ID1 taken */
             freeReplyObject(th_cmd(r, "SET %s 4 PX 100000", name));
-            PREP("permits_acquire", "100000", ID1);
+            PREP("permits_acquire", "100000", "1:B:1", "0", "10000", ID1);
             return true;
         case 3: /* none available, ID1's lease ended */
             freeReplyObject(th_cmd(r, "SET %s 1 PX 100000", name));
-            PREP("permits_acquire", "1", ID1);
+            PREP("permits_acquire", "1", "1:B:1", "0", "10000", ID1);
+            th_sleep_ms(3);
+            return true;
+        case 4: /* none available, B in the line, then ID1's lease ended (reclaimed, the
+                   permit goes to B first) */
+            freeReplyObject(th_cmd(r, "SET %s 1 PX 100000", name));
+            PREP("permits_acquire", "1", "1:C:1", "0", "10000", ID1);
+            PREP("permits_acquire", "100000", "1:B:1", "2", "100000", ID2);
             th_sleep_ms(3);
             return true;
         }

@@ -20,7 +20,9 @@
  *
  * Layout (see docs/permits.md): NAME is a string with the available count, as for
  * RSemaphore; {NAME}:timeout is a zset of permit id (16 raw bytes) -> end of lease (server ms);
- * new counts are published on redisson_sc:{NAME}.
+ * new counts are published on redisson_sc:{NAME}. Waiters that waited 4 x the client's
+ * starve_ms queue in the counting semaphore's line (baton_semaphore.h), first come first
+ * served.
  *
  * Threads: a baton_permits handle may be used from any thread, concurrently; permits are not
  * tied to threads (the id is the permit). baton_permits_close() must not run concurrently with

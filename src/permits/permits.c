@@ -15,6 +15,12 @@
  * Permits with a fixed lease are registered without renewal, so that a server restart
  * reports them lost too. Each held permit has a record on the handle (for release, close and
  * the lost report); a record lives until its release, the handle's close, or its lost report.
+ *
+ * Waiters share the counting semaphore's line of starved waiters (src/semaphore/semaphore.c,
+ * lua/lib/semline.lua: baton_semaphore_line:{NAME}, baton_semaphore_next:{NAME}), joined
+ * after STARVE_FACTOR times the client's starve_ms: a release, a lease given back or a count
+ * set reserves what is free for the line's first waiter and tells it alone, on
+ * redisson_sc:{NAME}:<owner>.
  */
 #define _GNU_SOURCE
 #include "../core/prim.h"
@@ -40,6 +46,8 @@ typedef struct permit_rec {
 struct baton_permits {
     baton__object base;
     char *timeouts;     /* {name}:timeout: id -> end of lease */
+    char *next_key;     /* baton_semaphore_next:{name}: the waiter what is free goes to */
+    char *line_key;     /* baton_semaphore_line:{name}: the starved waiters */
     pthread_mutex_t mu; /* guards what follows */
     permit_rec *held;   /* permits held through this handle and registered */
     bool lost;          /* a permit was found lost */
@@ -143,7 +151,9 @@ int baton_permits_open(baton_client *c, const char *name, baton_permits **out)
     p->lost_pipe[0] = p->lost_pipe[1] = -1;
     baton__mutex_init(&p->mu);
     p->timeouts = baton__derive_key("", name, BATON__KEY_PERMITS_TIMEOUT_SUFFIX);
-    if (!p->timeouts) {
+    p->next_key = baton__derive_key(BATON__KEY_SEMAPHORE_NEXT, name, NULL);
+    p->line_key = baton__derive_key(BATON__KEY_SEMAPHORE_LINE, name, NULL);
+    if (!p->timeouts || !p->next_key || !p->line_key) {
         baton_permits_close(p);
         *out = NULL;
         return baton__fail(c, BATON_ENOMEM, "out of memory");
@@ -180,6 +190,8 @@ static void permits_fini(baton__object *o)
     if (!forked)
         baton__mutex_destroy(&p->mu);
     free(p->timeouts);
+    free(p->next_key);
+    free(p->line_key);
 }
 
 void baton_permits_close(baton_permits *p)
@@ -257,9 +269,9 @@ static int record_held(baton_permits *p, const char *id, bool renew, int64_t sen
         return BATON_OK;
     free(unlink_rec(p, id));
     const char *keys[3] = {p->base.name, p->timeouts, p->base.channel};
-    const char *args[1] = {id};
+    const char *args[3] = {id, p->next_key, p->line_key};
     int64_t ignored;
-    run_ints(p, &baton__script_permits_release, 3, keys, 1, args, true, &ignored, 1);
+    run_ints(p, &baton__script_permits_release, 3, keys, 3, args, true, &ignored, 1);
     return baton__fail(c, rc, "permits %s: could not record the permit taken (%s); released",
                        p->base.name, baton_strerror(rc));
 }
@@ -287,54 +299,124 @@ static int resolve_lost_reply(baton_permits *p, const char *id, const char *leas
                        rc == BATON_OK ? "not held" : "unknown (it ends with its lease)");
 }
 
+/* How often a waiter in the line looks without being told, and when it joins: the
+ * semaphore's figures (src/semaphore/semaphore.c). */
+#define POLL_MS 50
+#define POLL_MAX_MS 1000
+#define LINE_LIFE_MS 10000
+#define STARVE_FACTOR 4
+
+/* The acquire script's arguments before the ids: lease, member, mode, line life. */
+#define ARGS_BEFORE_IDS 4
+
 typedef struct acquiring {
     baton_permits *p;
-    const char **args;  /* {lease, id, ...}: the acquire script's ARGV */
-    int nargs;          /* 1 + the number of permits */
+    const char **args;  /* {lease, member, mode, line life, id, ...}: the script's ARGV */
+    int nargs;          /* ARGS_BEFORE_IDS + the number of permits */
     int64_t nearest_ms; /* from the last attempt: ms until the nearest lease ends, or -1 */
     int64_t recheck_ms;
-    int64_t sent_us; /* when the last attempt was sent: the leases run from no earlier */
+    int64_t sent_us;  /* when the last attempt was sent: the leases run from no earlier */
+    int64_t since_us; /* the first attempt */
+    int64_t ttl;      /* in the line, or reserved for another: how long to sleep at most */
+    bool waits;       /* wait_ms != 0: it may join the line */
+    char member[32 + 1 + BATON__OWNER_LEN + 24]; /* "<n>:<owner>" */
+    char *own; /* its own channel once in the line (<channel>:<owner>); else NULL */
 } acquiring;
 
-/* One run of the acquire script: BATON_OK (every id taken) or BATON_ETIMEDOUT (none), with
- * a->nearest_ms = ms until the nearest lease ends (-1: unknown). */
+/* One run of the acquire script: BATON_OK (every id taken), BATON_ETIMEDOUT (none, with
+ * a->nearest_ms = ms until the nearest lease ends, -1: unknown; or a->ttl >= 0 when queued
+ * or reserved for another), or BATON__RELISTEN (it took a place in the line, and hears its
+ * turn on a->own from now on). */
 static int try_once(void *arg, baton__sub *sub)
 {
     (void)sub;
     acquiring *a = arg;
     baton_permits *p = a->p;
     baton_client *c = p->base.client;
-    const char *keys[3] = {p->base.name, p->timeouts, p->base.channel};
+    int64_t starve_ms = baton__client_config(c)->starve_ms;
+    const char *mode = "0";
+    if (a->waits && starve_ms != BATON_STARVE_NEVER)
+        mode =
+            a->own || baton__now_us() - a->since_us >= starve_ms * STARVE_FACTOR * 1000 ? "2" : "1";
+    a->args[2] = mode;
+    const char *keys[5] = {p->base.name, p->timeouts, p->base.channel, p->next_key, p->line_key};
     redisReply *r;
     bool maybe_ran = false;
     baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_SEMAPHORE);
     a->sent_us = baton__now_us();
-    int rc = baton__script_call(c, &baton__script_permits_acquire, 3, keys, a->nargs, a->args, &r,
+    int rc = baton__script_call(c, &baton__script_permits_acquire, 5, keys, a->nargs, a->args, &r,
                                 &maybe_ran);
     if (rc == BATON_ECONN && maybe_ran)
-        return resolve_lost_reply(p, a->args[1], a->args[0]);
+        return resolve_lost_reply(p, a->args[ARGS_BEFORE_IDS], a->args[0]);
     if (rc != BATON_OK)
         return rc;
     bool ok = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
               r->element[0]->type == REDIS_REPLY_INTEGER &&
               r->element[1]->type == REDIS_REPLY_INTEGER;
-    bool taken = ok && r->element[0]->integer == 1;
-    if (ok)
-        a->nearest_ms = r->element[1]->integer;
+    long long status = ok ? r->element[0]->integer : -1, value = ok ? r->element[1]->integer : 0;
     freeReplyObject(r);
     if (!ok)
         return baton__fail(c, BATON_EPROTO, "permits %s: unexpected reply to permits_acquire",
                            p->base.name);
-    return taken ? BATON_OK : BATON_ETIMEDOUT;
+    a->ttl = -1;
+    if (status == 1)
+        return BATON_OK;
+    if (status == 5) { /* in the line, value waiters before it */
+        a->ttl = value >= POLL_MAX_MS / POLL_MS ? POLL_MAX_MS : (value + 1) * POLL_MS;
+        if (a->own)
+            return BATON_ETIMEDOUT;
+        a->own = baton__asprintf("%s:%s", p->base.channel, strchr(a->member, ':') + 1);
+        if (!a->own)
+            return baton__fail(c, BATON_ENOMEM, "out of memory");
+        return BATON__RELISTEN;
+    }
+    if (status == 3) { /* reserved for another, value ms more */
+        a->ttl = value > 0 ? value : 1;
+        return BATON_ETIMEDOUT;
+    }
+    a->nearest_ms = value;
+    if (mode[0] == '1') {
+        /* look again when it starves, to queue without waiting for a release */
+        int64_t left = starve_ms * STARVE_FACTOR - (baton__now_us() - a->since_us) / 1000;
+        a->ttl = left < 1 ? 1 : left;
+    }
+    return BATON_ETIMEDOUT;
 }
 
 /* Sleep until a release wakes us, and at most until the nearest lease ends (+1 ms: the
- * server's clock then reads it as ended, and the next attempt gives it back) or recheck_ms. */
+ * server's clock then reads it as ended, and the next attempt gives it back) or recheck_ms;
+ * in the line, until its turn is told or its next look. */
 static int64_t bound(void *arg)
 {
     acquiring *a = arg;
     int64_t to_end = a->nearest_ms < 0 ? -1 : a->nearest_ms + 1;
-    return to_end >= 0 && to_end < a->recheck_ms ? to_end : a->recheck_ms;
+    int64_t b = to_end >= 0 && to_end < a->recheck_ms ? to_end : a->recheck_ms;
+    return a->ttl >= 0 && a->ttl < b ? a->ttl : b;
+}
+
+static const char *own_channel(void *arg)
+{
+    return ((acquiring *)arg)->own;
+}
+
+/* A wait that failed leaves the line, and drops the reservation if it holds one (the
+ * semaphore's script: the keys are the same). */
+static void give_up(void *arg, int rc)
+{
+    acquiring *a = arg;
+    baton_permits *p = a->p;
+    baton_client *c = p->base.client;
+    if (!a->own || baton__client_forked(c))
+        return;
+    const char *keys[3] = {p->base.name, p->next_key, p->line_key};
+    const char *args[2] = {a->member, p->base.channel};
+    redisReply *r = NULL;
+    char *detail = baton__strdup(baton_client_errmsg(c)); /* the wait's */
+    if (baton__script_run(c, &baton__script_semaphore_unreserve, 3, keys, 2, args, &r) == BATON_OK)
+        freeReplyObject(r);
+    else if (detail)
+        baton__fail(c, rc, "%s", detail);
+    free(detail);
 }
 
 static int give_back(baton_permits *p, const char *lower, int64_t *outcome);
@@ -355,12 +437,12 @@ int baton_permits_try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms,
  * freed. */
 static int turn(void *arg)
 {
-    return ((acquiring *)arg)->nargs == 2 ? BATON__TURN_LEAST : BATON__TURN_MORE;
+    return ((acquiring *)arg)->nargs == ARGS_BEFORE_IDS + 1 ? BATON__TURN_LEAST : BATON__TURN_MORE;
 }
 
 /* kind, counted as, join a live subscription, attempt, sleep bound, give up, relisten, turn */
 static const baton__wait_ops permits_wait = {
-    BATON__SUB_SEMAPHORE, BATON__K_SEMAPHORE, true, try_once, bound, NULL, NULL, turn};
+    BATON__SUB_SEMAPHORE, BATON__K_SEMAPHORE, true, try_once, bound, give_up, own_channel, turn};
 
 static int try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_t lease_ms,
                             char (*ids)[BATON_PERMIT_ID_SIZE])
@@ -386,21 +468,36 @@ static int try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_
     char lease[32];
     snprintf(lease, sizeof lease, "%lld", (long long)(renew ? baton__watchdog_lease(c) : lease_ms));
     char(*fresh)[BATON_PERMIT_ID_SIZE] = calloc((size_t)n, sizeof *fresh);
-    const char **args = calloc((size_t)n + 1, sizeof *args);
+    const char **args = calloc((size_t)n + ARGS_BEFORE_IDS, sizeof *args);
     if (!fresh || !args) {
         free(fresh);
         free(args);
         return baton__fail(c, BATON_ENOMEM, "out of memory");
     }
+    acquiring a = {.p = p,
+                   .args = args,
+                   .nargs = (int)n + ARGS_BEFORE_IDS,
+                   .nearest_ms = -1,
+                   .recheck_ms = baton__client_config(c)->recheck_ms,
+                   .since_us = baton__now_us(),
+                   .ttl = -1,
+                   .waits = wait_ms != 0};
+    char owner[BATON__OWNER_LEN + 24], life[16];
+    baton__waiter_owner(c, owner, sizeof owner);
+    snprintf(a.member, sizeof a.member, "%lld:%s", (long long)n, owner);
+    snprintf(life, sizeof life, "%d", LINE_LIFE_MS);
     args[0] = lease;
+    args[1] = a.member;
+    args[2] = "0"; /* the mode: each attempt's */
+    args[3] = life;
     for (int64_t i = 0; i < n; i++) {
         new_id(fresh[i]);
-        args[1 + i] = fresh[i];
+        args[ARGS_BEFORE_IDS + i] = fresh[i];
     }
 
     int64_t start = baton__stat_start(c);
-    acquiring a = {p, args, (int)n + 1, -1, baton__client_config(c)->recheck_ms, 0};
     rc = baton__wait_for(c, &permits_wait, p->base.channel, wait_ms, &a);
+    free(a.own);
     baton__stat_acquire(c, BATON__K_SEMAPHORE, rc, start, p->base.name);
     if (rc == BATON_ETIMEDOUT)
         rc = baton__fail(c, BATON_ETIMEDOUT, "permits %s: %lld permit%s not free within %lld ms",
@@ -450,8 +547,8 @@ static int give_back(baton_permits *p, const char *lower, int64_t *outcome)
     baton__watchdog_forget(p->base.client, p->timeouts, lower);
     free(rec);
     const char *keys[3] = {p->base.name, p->timeouts, p->base.channel};
-    const char *args[1] = {lower};
-    return run_ints(p, &baton__script_permits_release, 3, keys, 1, args, true, outcome, 1);
+    const char *args[3] = {lower, p->next_key, p->line_key};
+    return run_ints(p, &baton__script_permits_release, 3, keys, 3, args, true, outcome, 1);
 }
 
 int baton_permits_release(baton_permits *p, const char *id)
@@ -533,9 +630,9 @@ int baton_permits_try_set_permits(baton_permits *p, int64_t permits, bool *was_s
     char n[32];
     snprintf(n, sizeof n, "%lld", (long long)permits);
     const char *keys[3] = {p->base.name, p->timeouts, p->base.channel};
-    const char *args[1] = {n};
+    const char *args[3] = {n, p->next_key, p->line_key};
     int64_t set = 0;
-    rc = run_ints(p, &baton__script_permits_try_set_permits, 3, keys, 1, args, false, &set, 1);
+    rc = run_ints(p, &baton__script_permits_try_set_permits, 3, keys, 3, args, false, &set, 1);
     if (rc == BATON_OK && was_set)
         *was_set = set == 1;
     return rc;
