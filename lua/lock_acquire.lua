@@ -12,6 +12,8 @@
 -- ARGV[4]  the lock's channel, redisson_lock__channel:{name} (a waiter in the line hears
 --          ARGV[4]:<owner>)
 -- ARGV[5]  how long the line lasts after its last join or look, in ms
+-- ARGV[6]  when the caller's wait passes its starvation bound, in µs from now (<= 0: it
+--          has; its score in the line, which is served first due, first served)
 -- Returns  {1, token}  acquired; token is the new fencing token (the counter, incremented)
 --          {2, token}  re-entered by the owner; token is unchanged (the outer hold's)
 --          {0, pttl}   held by another owner; pttl = its remaining lease in ms (-1: none)
@@ -31,7 +33,7 @@ local function take()
     return {1, token}
 end
 local function join()
-    return line_join(KEYS[4], ARGV[2], ARGV[5])
+    return line_join(KEYS[4], ARGV[2], ARGV[5], ARGV[6])
 end
 local present = redis.call('exists', KEYS[1], KEYS[3], KEYS[4])
 if present == 0 then
@@ -65,14 +67,21 @@ if pttl == -2 then
     end
     local nxt = redis.pcall('get', KEYS[3])
     local mine = nxt == ARGV[2]
+    local lined = false -- a line that the caller may be in, and leaves when it takes
     if nxt == false then
-        nxt = promote(KEYS[3], KEYS[4], ARGV[4], ARGV[2])
+        -- only a first waiter that is due gets it; one not due yet, and those behind it,
+        -- let whoever asks first take it (the caller, in the line or not)
+        nxt = promote(KEYS[3], KEYS[4], ARGV[4], ARGV[2], now_us())
+        lined = nxt == nil
     elseif type(nxt) ~= 'string' then
         nxt = nil -- a key of another type: no reservation, and no line is served from it
     end
     if nxt == nil or nxt == ARGV[2] then
         if mine then
             redis.call('del', KEYS[3])
+        end
+        if lined then
+            redis.pcall('zrem', KEYS[4], ARGV[2])
         end
         return take()
     end

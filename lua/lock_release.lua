@@ -25,7 +25,8 @@
 -- Returns  nil  the owner holds nothing (never held, released, or expired)
 --          0    one hold released, holds remain (lease re-applied)
 --          1    the last hold released: the key is deleted and "0" published; the first
---               waiter of the line (if any, and none holds the reservation) gets it
+--               waiter of the line (if any, none holds the reservation, and its wait has
+--               passed its starvation bound) gets it
 -- A PUBLISH that the server's ACL refuses (pcall) leaves the writes before it in place: the
 -- outcome is then returned inside an error reply, BATON_UNPUBLISHED <outcome> <what>
 -- <channel length> <channel> <server's error>, which the library turns back into the
@@ -55,7 +56,7 @@ end
 redis.call('del', KEYS[1])
 publish(ARGV[4], ARGV[1])
 if redis.pcall('exists', ARGV[6]) == 1 and redis.pcall('exists', ARGV[5]) == 0 then
-    promote(ARGV[5], ARGV[6], ARGV[4], nil)
+    promote(ARGV[5], ARGV[6], ARGV[4], nil, now_us())
 end
 redis.pcall('set', ARGV[8], 1, 'px', ARGV[7])
 return reply(1, 'released')

@@ -1097,3 +1097,70 @@ Test(lock, a_starved_waiter_queues_and_the_releaser_cannot_take_the_lock_back)
         baton_client_close(ch);
     }
 }
+
+/* The line hands the lock only to a first waiter that is due (its wait passed starve_ms:
+ * its score), as Go's sync.Mutex hands itself over only to a waiter starved past 1 ms;
+ * before, the releasing owner can take the lock back (issue 30: handing over every time
+ * cost s2 a fifth of its rate against pollers that barge). The scripts alone, by EVAL:
+ * B queues not yet due; A releases and takes the lock back; once B is due, A's release
+ * reserves the lock for B, A is refused, and B takes it. */
+static redisReply *eval_acquire(redisContext *r, const char *name, const char *owner,
+                                const char *mode, const char *due_us)
+{
+    const baton__script *acq = baton__script_find("lock_acquire");
+    cr_assert(acq != NULL);
+    return th_cmd(r,
+                  "EVAL %b 4 %s redisson_lock_token:{%s} baton_lock_next:{%s} baton_lock_line:{%s} "
+                  "30000 %s %s redisson_lock__channel:{%s} 10000 %s",
+                  acq->body, acq->len, name, name, name, name, owner, mode, name, due_us);
+}
+
+static long long eval_release(redisContext *r, const char *name, const char *owner, int n)
+{
+    const baton__script *rel = baton__script_find("lock_release");
+    cr_assert(rel != NULL);
+    redisReply *rep = th_cmd(r,
+                             "EVAL %b 1 %s 0 30000 %s redisson_lock__channel:{%s} "
+                             "baton_lock_next:{%s} baton_lock_line:{%s} 60000 "
+                             "redisson_unlock_latch:{%s}:t%d 0",
+                             rel->body, rel->len, name, owner, name, name, name, name, n);
+    cr_assert(eq(int, rep->type, REDIS_REPLY_INTEGER), "%s", rep->str ? rep->str : "");
+    long long v = rep->integer;
+    freeReplyObject(rep);
+    return v;
+}
+
+static long long status_of(redisReply *rep)
+{
+    cr_assert(eq(int, rep->type, REDIS_REPLY_ARRAY), "%s", rep->str ? rep->str : "");
+    long long s = rep->element[0]->integer;
+    freeReplyObject(rep);
+    return s;
+}
+
+Test(lock, a_releaser_takes_the_lock_back_until_the_lines_first_is_due)
+{
+    redisContext *r = th_redis();
+    const char *name = th_tmpname("due");
+    cr_assert(eq(i64, status_of(eval_acquire(r, name, "A:1", "0", "0")), 1), "A takes it");
+    /* B waits, due in 10 s: in the line, first, not due */
+    cr_assert(eq(i64, status_of(eval_acquire(r, name, "B:1", "2", "10000000")), 5));
+    cr_assert(eq(i64, eval_release(r, name, "A:1", 1), 1));
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS baton_lock_next:{%s}", name), 0),
+              "nothing reserved for a first waiter not due");
+    cr_assert(eq(i64, status_of(eval_acquire(r, name, "A:1", "1", "5000")), 1),
+              "the releaser takes the lock back");
+    /* B is due now */
+    freeReplyObject(th_cmd(r, "ZADD baton_lock_line:{%s} XX 0 B:1", name));
+    cr_assert(eq(i64, eval_release(r, name, "A:1", 2), 1));
+    redisReply *next = th_cmd(r, "GET baton_lock_next:{%s}", name);
+    cr_assert(eq(int, next->type, REDIS_REPLY_STRING));
+    cr_assert(eq(str, next->str, "B:1"), "reserved for the first waiter, due");
+    freeReplyObject(next);
+    cr_assert(eq(i64, status_of(eval_acquire(r, name, "A:1", "0", "5000")), 3),
+              "the releaser is refused");
+    cr_assert(eq(i64, status_of(eval_acquire(r, name, "B:1", "2", "0")), 1), "B takes it");
+    cr_assert(
+        eq(i64, th_cmd_int(r, "EXISTS baton_lock_next:{%s} baton_lock_line:{%s}", name, name), 0));
+    redisFree(r);
+}

@@ -120,7 +120,9 @@ typedef struct baton_options {
     /* The plain lock's starvation bound: a waiter that has waited this long queues in the
      * lock's line, and the lock goes to the line's waiters in turn before any newcomer
      * (the releasing thread included: newcomers queue behind the line while it is not
-     * empty), as Go's sync.Mutex hands itself to a starved waiter. Redisson's own clients
+     * empty), as Go's sync.Mutex hands itself to a starved waiter; a newcomer queued first
+     * is handed the lock only once it has waited this long too (until then the releasing
+     * thread may take the lock back). Redisson's own clients
      * do not see the line. 0: 5 ms (0.1.0: 100 ms; see docs/ARCHITECTURE.md for the
      * figures behind it); BATON_STARVE_NEVER: this client's waiters never queue
      * (Redisson's RLock: a waiter may lose every race for its whole wait), though they

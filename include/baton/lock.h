@@ -26,8 +26,10 @@
  * lock's line ("baton_lock_line:{NAME}", first come first served) and listens on a
  * channel of its own; while the line is not empty newcomers queue behind it, and each
  * release reserves the lock for the line's first ("baton_lock_next:{NAME}", 50 ms) and
- * tells it alone. A waiter in the line also looks by itself every 50 ms × (its rank + 1),
- * at most every second. Redisson's clients do not see the line.
+ * tells it alone, once that waiter has waited starve_ms (a newcomer queued first is not
+ * handed the lock before: the releasing thread may take it back meanwhile). A waiter in the line
+ * also looks by itself every 50 ms × (its rank + 1), at most every second. Redisson's clients do
+ * not see the line.
  */
 #ifndef BATON_LOCK_H
 #define BATON_LOCK_H

@@ -30,7 +30,9 @@ local function sem_promote(nxt, line, channel, value, except)
     if tonumber(want) > value then
         return head[1]
     end
-    redis.pcall('zrem', line, head[1])
+    if type(redis.pcall('zrem', line, head[1])) ~= 'number' then
+        return nil -- it cannot leave the line (ZREM refused by an ACL): no line is served
+    end
     if head[1] ~= except then
         redis.pcall('set', nxt, head[1], 'px', SEM_RESERVE_MS)
         redis.pcall('publish', channel .. ':' .. who, value)

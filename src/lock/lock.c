@@ -17,7 +17,10 @@
  * hands itself to a waiter starved for 1 ms and newcomers queue behind it in its
  * starvation mode. The release that frees the lock reserves it for the line's first
  * waiter (baton_lock_next:{name}, RESERVE_MS) and tells that waiter alone: a free lock is
- * not raced for by every waiter of every process, each refused but one. A waiter in the
+ * not raced for by every waiter of every process, each refused but one. Only a first
+ * waiter that is due (its wait has passed starve_ms: its score in the line) is handed
+ * the lock; until then whoever asks first takes a free lock (the releasing thread,
+ * typically), and the waiter looks by itself when it is due. A waiter in the
  * line looks at the lock by itself every POLL_MS times its rank + 1 (at most POLL_MAX_MS),
  * for what no release tells: a holder whose lease ran out, a reservation whose waiter died,
  * a release by a Redisson client. Redisson's own clients do not know the line: they take a
@@ -49,7 +52,7 @@ typedef struct plain {
     char *token_key; /* redisson_lock_token:{name} */
     char *latch_pfx; /* redisson_unlock_latch:{name}: */
     char *next_key;  /* baton_lock_next:{name}: the waiter the lock is reserved for */
-    char *line_key;  /* baton_lock_line:{name}: the starved waiters, first come first */
+    char *line_key;  /* baton_lock_line:{name}: the starved waiters, first due first */
 } plain;
 
 static const baton__lock_ops plain_ops;
@@ -89,10 +92,15 @@ static int attempt(acquiring *a)
     const char *mode = "0";
     if (a->waits && starve_ms != BATON_STARVE_NEVER)
         mode = a->own || sent - a->since_us >= starve_ms * 1000 ? "2" : "1";
+    /* when its wait passes the bound, from now: its score in the line (first due, first
+     * served; a first waiter not due yet is not handed the lock) */
+    int64_t due_us = starve_ms == BATON_STARVE_NEVER ? 0 : starve_ms * 1000 - (sent - a->since_us);
+    char due[32];
+    snprintf(due, sizeof due, "%lld", (long long)due_us);
     const char *keys[4] = {l->name, p->token_key, p->next_key, p->line_key};
-    const char *args[5] = {lease, owner, mode, l->channel, life};
+    const char *args[6] = {lease, owner, mode, l->channel, life, due};
     baton__hold_script h = {
-        &baton__script_lock_acquire, 4, 5, keys, args, owner, p->token_key, lease_ms};
+        &baton__script_lock_acquire, 4, 6, keys, args, owner, p->token_key, lease_ms};
     baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_LOCK);
     baton__hold_reply hr;
     int rc = baton__hold_pair(l, &h, "lock", &sent, &hr);
@@ -101,6 +109,10 @@ static int attempt(acquiring *a)
     long long status = hr.status, value = hr.value;
     if (status == 5) { /* in the line, value waiters before it */
         a->ttl = value >= POLL_MAX_MS / POLL_MS ? POLL_MAX_MS : (value + 1) * POLL_MS;
+        /* not due yet: look when it is, as a release then would hand it the lock */
+        int64_t due_ms = due_us / 1000 + 1;
+        if (due_us > 0 && due_ms < a->ttl)
+            a->ttl = due_ms;
         baton__client_record_keep(c, BATON_LEASE_WATCHDOG); /* who waits, for a status */
         if (a->own)
             return BATON_ETIMEDOUT;
