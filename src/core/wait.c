@@ -11,6 +11,10 @@
 #include "evloop.h"
 #include "topology.h"
 
+#include <hiredis/hiredis.h>
+
+#include <stdlib.h>
+
 /* One wait: the primitive's table and the call's own part. */
 typedef struct baton__wait {
     const baton__wait_ops *ops;
@@ -181,4 +185,42 @@ int baton__wait_for(baton_client *c, const baton__wait_ops *ops, const char *cha
     rc = wait_for(c, w, &wt);
     baton__wait_leave(c, &wt);
     return rc;
+}
+
+/* ------------------------------- lines of starved waiters ----------------------------- */
+
+const char *baton__line_mode(bool waits, bool queued, int64_t waited_us, int64_t bound_ms)
+{
+    if (!waits || bound_ms == BATON_STARVE_NEVER)
+        return "0";
+    return queued || waited_us >= bound_ms * 1000 ? "2" : "1";
+}
+
+int64_t baton__line_look_ms(long long rank)
+{
+    return rank >= BATON__LINE_POLL_MAX_MS / BATON__LINE_POLL_MS ? BATON__LINE_POLL_MAX_MS
+                                                                 : (rank + 1) * BATON__LINE_POLL_MS;
+}
+
+int baton__line_in(baton_client *c, const char *channel, const char *who, char **own)
+{
+    if (*own)
+        return BATON_ETIMEDOUT;
+    *own = baton__asprintf("%s:%s", channel, who);
+    return *own ? BATON__RELISTEN : baton__fail(c, BATON_ENOMEM, "out of memory");
+}
+
+void baton__line_leave(baton_client *c, const baton__script *unreserve, const char *const keys[3],
+                       const char *const args[2], int rc)
+{
+    if (baton__client_forked(c))
+        return;
+    redisReply *r = NULL;
+    char *detail = baton__strdup(baton_client_errmsg(c)); /* the wait's */
+    if (baton__script_run(c, unreserve, 3, (const char **)keys, 2, (const char **)args, &r) ==
+        BATON_OK)
+        freeReplyObject(r);
+    else if (detail)
+        baton__fail(c, rc, "%s", detail);
+    free(detail);
 }

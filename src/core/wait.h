@@ -71,4 +71,32 @@ typedef struct baton__wait_ops {
 int baton__wait_for(baton_client *c, const baton__wait_ops *ops, const char *channel,
                     int64_t wait_ms, void *arg);
 
+/* The lines of starved waiters (the plain lock's, lua/lib/line.lua; the semaphore's and
+ * the permits', lua/lib/semline.lua), what their waits share. A waiter in a line, rank
+ * waiters before it, looks by itself every BATON__LINE_POLL_MS x (rank + 1), at most every
+ * BATON__LINE_POLL_MAX_MS (its first look after a reservation that ran out comes within
+ * BATON__LINE_POLL_MS of it: the scripts' RESERVE_MS is 50 ms); a line lasts
+ * BATON__LINE_LIFE_MS after its last join or look (waiters look at least every second,
+ * so it goes only when they all died). The semaphore's and the permits' waiters join
+ * after BATON__SEM_STARVE_FACTOR x starve_ms (docs/ARCHITECTURE.md says why). */
+#define BATON__LINE_POLL_MS 50
+#define BATON__LINE_POLL_MAX_MS 1000
+#define BATON__LINE_LIFE_MS 10000
+#define BATON__SEM_STARVE_FACTOR 4
+/* What a line's acquire script is told (ARGV "mode"): "0" never join the line (a try,
+ * waits false, or a client without the bound, bound_ms BATON_STARVE_NEVER); "2" join it
+ * (queued already, or waited_us past bound_ms); "1" join it if it is not empty. */
+const char *baton__line_mode(bool waits, bool queued, int64_t waited_us, int64_t bound_ms);
+/* How long a waiter of rank `rank` in a line sleeps at most before it looks. */
+int64_t baton__line_look_ms(long long rank);
+/* An attempt answered "in the line": the first time, *own = "<channel>:<who>" (the
+ * channel its turn is told on) and BATON__RELISTEN; afterwards BATON_ETIMEDOUT.
+ * BATON_ENOMEM recorded. */
+int baton__line_in(baton_client *c, const char *channel, const char *who, char **own);
+/* A wait in a line that failed (rc) leaves it: runs `unreserve` (KEYS: the object, its
+ * reservation, its line; ARGV: the member, the channel), best effort, keeping the wait's
+ * detail unless the script failed. Nothing when the client is a forked copy. */
+void baton__line_leave(baton_client *c, const baton__script *unreserve, const char *const keys[3],
+                       const char *const args[2], int rc);
+
 #endif /* BATON_CORE_WAIT_H */

@@ -21,10 +21,10 @@
  * waiter that is due (its wait has passed starve_ms: its score in the line) is handed
  * the lock; until then whoever asks first takes a free lock (the releasing thread,
  * typically), and the waiter looks by itself when it is due. A waiter in the
- * line looks at the lock by itself every POLL_MS times its rank + 1 (at most POLL_MAX_MS),
- * for what no release tells: a holder whose lease ran out, a reservation whose waiter died,
- * a release by a Redisson client. Redisson's own clients do not know the line: they take a
- * free lock as before.
+ * line looks at the lock by itself every BATON__LINE_POLL_MS times its rank + 1 (at most
+ * BATON__LINE_POLL_MAX_MS), for what no release tells: a holder whose lease ran out, a reservation
+ * whose waiter died, a release by a Redisson client. Redisson's own clients do not know the line:
+ * they take a free lock as before.
  *
  * The handle remembers the calling thread's current hold (depth, fencing token, lease,
  * watchdog registration) so a re-entrant release can re-apply the lease the lock was taken
@@ -38,15 +38,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* How often a waiter in the line looks at the lock without being told: POLL_MS times its
- * rank + 1, at most POLL_MAX_MS. Its first look after a reservation that ran out comes
- * within POLL_MS of it (lua/lib/line.lua: RESERVE_MS, 50 ms). */
-#define POLL_MS 50
-#define POLL_MAX_MS 1000
-/* How long the line lasts after its last join or look: waiters look at least every
- * POLL_MAX_MS, so it goes only when they all died. */
-#define LINE_LIFE_MS 10000
 
 typedef struct plain {
     char *token_key; /* redisson_lock_token:{name} */
@@ -85,13 +76,11 @@ static int attempt(acquiring *a)
     snprintf(lease, sizeof lease, "%lld",
              (long long)(lease_ms == BATON_LEASE_WATCHDOG ? baton__watchdog_lease(c) : lease_ms));
     char life[16];
-    snprintf(life, sizeof life, "%d", LINE_LIFE_MS);
+    snprintf(life, sizeof life, "%d", BATON__LINE_LIFE_MS);
     int64_t sent = baton__now_us(); /* when the attempt began (its waiter starves after) */
     int64_t starve_ms = baton__client_config(c)->starve_ms;
     /* "0": never join the line; "1": join it if it is not empty; "2": join it */
-    const char *mode = "0";
-    if (a->waits && starve_ms != BATON_STARVE_NEVER)
-        mode = a->own || sent - a->since_us >= starve_ms * 1000 ? "2" : "1";
+    const char *mode = baton__line_mode(a->waits, a->own, sent - a->since_us, starve_ms);
     /* when its wait passes the bound, from now: its score in the line (first due, first
      * served; a first waiter not due yet is not handed the lock) */
     int64_t due_us = starve_ms == BATON_STARVE_NEVER ? 0 : starve_ms * 1000 - (sent - a->since_us);
@@ -108,18 +97,13 @@ static int attempt(acquiring *a)
         return rc;
     long long status = hr.status, value = hr.value;
     if (status == 5) { /* in the line, value waiters before it */
-        a->ttl = value >= POLL_MAX_MS / POLL_MS ? POLL_MAX_MS : (value + 1) * POLL_MS;
+        a->ttl = baton__line_look_ms(value);
         /* not due yet: look when it is, as a release then would hand it the lock */
         int64_t due_ms = due_us / 1000 + 1;
         if (due_us > 0 && due_ms < a->ttl)
             a->ttl = due_ms;
         baton__client_record_keep(c, BATON_LEASE_WATCHDOG); /* who waits, for a status */
-        if (a->own)
-            return BATON_ETIMEDOUT;
-        a->own = baton__asprintf("%s:%s", l->channel, owner);
-        if (!a->own)
-            return baton__fail(c, BATON_ENOMEM, "out of memory");
-        return BATON__RELISTEN;
+        return baton__line_in(c, l->channel, owner, &a->own);
     }
     if (status == 0 || status == 3) {
         if (status == 3 && value <= 0)
@@ -154,21 +138,14 @@ static const char *own_channel(void *arg)
 static void give_up(void *arg, int rc)
 {
     acquiring *a = arg;
-    if (!a->own || baton__client_forked(a->l->client))
+    if (!a->own)
         return;
     /* it leaves the line, and drops the reservation if it holds one, or the lock stays
      * refused to others for up to RESERVE_MS (best effort: both end by themselves) */
     plain *p = a->l->impl;
-    const char *keys[3] = {a->l->name, p->next_key, p->line_key};
-    const char *args[2] = {a->owner, a->l->channel};
-    redisReply *r = NULL;
-    char *detail = baton__strdup(baton_client_errmsg(a->l->client)); /* the wait's */
-    if (baton__script_run(a->l->client, &baton__script_lock_unreserve, 3, keys, 2, args, &r) ==
-        BATON_OK)
-        freeReplyObject(r);
-    else if (detail)
-        baton__fail(a->l->client, rc, "%s", detail);
-    free(detail);
+    const char *const keys[3] = {a->l->name, p->next_key, p->line_key};
+    const char *const args[2] = {a->owner, a->l->channel};
+    baton__line_leave(a->l->client, &baton__script_lock_unreserve, keys, args, rc);
 }
 
 /* Sleep until the unlock message or the holder's lease runs out (in the line: until its

@@ -18,8 +18,8 @@
  *
  * Waiters share the counting semaphore's line of starved waiters (src/semaphore/semaphore.c,
  * lua/lib/semline.lua: baton_semaphore_line:{NAME}, baton_semaphore_next:{NAME}), joined
- * after STARVE_FACTOR times the client's starve_ms: a release, a lease given back or a count
- * set reserves what is free for the line's first waiter and tells it alone, on
+ * after BATON__SEM_STARVE_FACTOR times the client's starve_ms: a release, a lease given back or a
+ * count set reserves what is free for the line's first waiter and tells it alone, on
  * redisson_sc:{NAME}:<owner>.
  */
 #define _GNU_SOURCE
@@ -299,13 +299,6 @@ static int resolve_lost_reply(baton_permits *p, const char *id, const char *leas
                        rc == BATON_OK ? "not held" : "unknown (it ends with its lease)");
 }
 
-/* How often a waiter in the line looks without being told, and when it joins: the
- * semaphore's figures (src/semaphore/semaphore.c). */
-#define POLL_MS 50
-#define POLL_MAX_MS 1000
-#define LINE_LIFE_MS 10000
-#define STARVE_FACTOR 4
-
 /* The acquire script's arguments before the ids: lease, member, mode, line life. */
 #define ARGS_BEFORE_IDS 4
 
@@ -334,10 +327,9 @@ static int try_once(void *arg, baton__sub *sub)
     baton_permits *p = a->p;
     baton_client *c = p->base.client;
     int64_t starve_ms = baton__client_config(c)->starve_ms;
-    const char *mode = "0";
-    if (a->waits && starve_ms != BATON_STARVE_NEVER)
-        mode =
-            a->own || baton__now_us() - a->since_us >= starve_ms * STARVE_FACTOR * 1000 ? "2" : "1";
+    if (starve_ms != BATON_STARVE_NEVER)
+        starve_ms *= BATON__SEM_STARVE_FACTOR;
+    const char *mode = baton__line_mode(a->waits, a->own, baton__now_us() - a->since_us, starve_ms);
     a->args[2] = mode;
     const char *keys[5] = {p->base.name, p->timeouts, p->base.channel, p->next_key, p->line_key};
     redisReply *r;
@@ -362,13 +354,8 @@ static int try_once(void *arg, baton__sub *sub)
     if (status == 1)
         return BATON_OK;
     if (status == 5) { /* in the line, value waiters before it */
-        a->ttl = value >= POLL_MAX_MS / POLL_MS ? POLL_MAX_MS : (value + 1) * POLL_MS;
-        if (a->own)
-            return BATON_ETIMEDOUT;
-        a->own = baton__asprintf("%s:%s", p->base.channel, strchr(a->member, ':') + 1);
-        if (!a->own)
-            return baton__fail(c, BATON_ENOMEM, "out of memory");
-        return BATON__RELISTEN;
+        a->ttl = baton__line_look_ms(value);
+        return baton__line_in(c, p->base.channel, strchr(a->member, ':') + 1, &a->own);
     }
     if (status == 3) { /* reserved for another, value ms more */
         a->ttl = value > 0 ? value : 1;
@@ -377,7 +364,7 @@ static int try_once(void *arg, baton__sub *sub)
     a->nearest_ms = value;
     if (mode[0] == '1') {
         /* look again when it starves, to queue without waiting for a release */
-        int64_t left = starve_ms * STARVE_FACTOR - (baton__now_us() - a->since_us) / 1000;
+        int64_t left = starve_ms - (baton__now_us() - a->since_us) / 1000;
         a->ttl = left < 1 ? 1 : left;
     }
     return BATON_ETIMEDOUT;
@@ -406,17 +393,11 @@ static void give_up(void *arg, int rc)
     acquiring *a = arg;
     baton_permits *p = a->p;
     baton_client *c = p->base.client;
-    if (!a->own || baton__client_forked(c))
+    if (!a->own)
         return;
-    const char *keys[3] = {p->base.name, p->next_key, p->line_key};
-    const char *args[2] = {a->member, p->base.channel};
-    redisReply *r = NULL;
-    char *detail = baton__strdup(baton_client_errmsg(c)); /* the wait's */
-    if (baton__script_run(c, &baton__script_semaphore_unreserve, 3, keys, 2, args, &r) == BATON_OK)
-        freeReplyObject(r);
-    else if (detail)
-        baton__fail(c, rc, "%s", detail);
-    free(detail);
+    const char *const keys[3] = {p->base.name, p->next_key, p->line_key};
+    const char *const args[2] = {a->member, p->base.channel};
+    baton__line_leave(c, &baton__script_semaphore_unreserve, keys, args, rc);
 }
 
 static int give_back(baton_permits *p, const char *lower, int64_t *outcome);
@@ -485,7 +466,7 @@ static int try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_
     char owner[BATON__OWNER_LEN + 24], life[16];
     baton__waiter_owner(c, owner, sizeof owner);
     snprintf(a.member, sizeof a.member, "%lld:%s", (long long)n, owner);
-    snprintf(life, sizeof life, "%d", LINE_LIFE_MS);
+    snprintf(life, sizeof life, "%d", BATON__LINE_LIFE_MS);
     args[0] = lease;
     args[1] = a.member;
     args[2] = "0"; /* the mode: each attempt's */

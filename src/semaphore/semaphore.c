@@ -19,16 +19,16 @@
  * message lost in any way the dispatcher cannot see (a count written by something that
  * does not publish, a woken waiter that needed more permits than the message offered).
  *
- * A waiter that has waited STARVE_FACTOR times the client's starve_ms takes a place in the
- * semaphore's line (baton_semaphore_line:{name}, lua/lib/semline.lua), first come first
- * served whatever each wants, and from then on listens on a channel of its own
+ * A waiter that has waited BATON__SEM_STARVE_FACTOR times the client's starve_ms takes a place in
+ * the semaphore's line (baton_semaphore_line:{name}, lua/lib/semline.lua), first come first served
+ * whatever each wants, and from then on listens on a channel of its own
  * (redisson_sc:{name}:<owner>). While the line is not empty, newcomers queue behind it. A
  * release reserves what it frees for the line's first waiter if it wants no more
  * (baton_semaphore_next:{name}) and tells that waiter alone: a free permit is not raced
  * for by a waiter of every process, each refused but one. A waiter in the line looks by
- * itself every POLL_MS times its rank + 1 (at most POLL_MAX_MS), for what no release tells:
- * a reservation whose waiter died, a release by a Redisson client (Redisson's clients do
- * not know the line, and take free permits as before).
+ * itself every BATON__LINE_POLL_MS times its rank + 1 (at most BATON__LINE_POLL_MAX_MS), for what
+ * no release tells: a reservation whose waiter died, a release by a Redisson client (Redisson's
+ * clients do not know the line, and take free permits as before).
  *
  * The semaphore has no owners: releasing permits never taken is allowed (Redisson's rule),
  * and no permit count written by baton goes below zero.
@@ -43,22 +43,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* How often a waiter in the line looks at the semaphore without being told: POLL_MS times
- * its rank + 1, at most POLL_MAX_MS (the plain lock's figures, src/lock/lock.c). Its first
- * look after a reservation that ran out comes within POLL_MS of it (lua/lib/semline.lua:
- * SEM_RESERVE_MS, 50 ms). */
-#define POLL_MS 50
-#define POLL_MAX_MS 1000
-/* How long the line lasts after its last join or look: waiters look at least every
- * POLL_MAX_MS, so it goes only when they all died. */
-#define LINE_LIFE_MS 10000
-/* A waiter joins the line after STARVE_FACTOR times the client's starve_ms (20 ms by
+/* A waiter joins the line after BATON__SEM_STARVE_FACTOR times the client's starve_ms (20 ms by
  * default), where the plain lock's joins after starve_ms: a client's own waiters already
  * take turns (wait.c), and an acquisition through the line is a hand-over (the release
  * tells the line's first, whose dispatcher wakes it) that costs a client's threads their
  * rate once the line forms (s3, 16 threads: 0.69x at 5 ms, 1.05x at 20 ms; 50 processes,
- * s6: 3.1-3.4 scripts per acquisition at either; docs/ARCHITECTURE.md). */
-#define STARVE_FACTOR 4
+ * s6: 3.1-3.4 scripts per acquisition at either; docs/ARCHITECTURE.md). The figures
+ * shared with the lock's line are wait.h's (BATON__LINE_*). */
 
 /* The base's name is the key holding the count; new counts are published on its channel,
  * redisson_sc:{name}. */
@@ -197,14 +188,12 @@ static int attempt(acquiring *a)
     baton_client *c = s->base.client;
     int64_t starve_ms = baton__client_config(c)->starve_ms;
     if (starve_ms != BATON_STARVE_NEVER)
-        starve_ms *= STARVE_FACTOR;
+        starve_ms *= BATON__SEM_STARVE_FACTOR;
     int64_t recheck_ms = baton__client_config(c)->recheck_ms;
     /* "0": never join the line; "1": join it if it is not empty; "2": join it */
-    const char *mode = "0";
-    if (a->waits && starve_ms != BATON_STARVE_NEVER)
-        mode = a->own || baton__now_us() - a->since_us >= starve_ms * 1000 ? "2" : "1";
+    const char *mode = baton__line_mode(a->waits, a->own, baton__now_us() - a->since_us, starve_ms);
     char life[16];
-    snprintf(life, sizeof life, "%d", LINE_LIFE_MS);
+    snprintf(life, sizeof life, "%d", BATON__LINE_LIFE_MS);
     const char *keys[3] = {s->base.name, s->next_key, s->line_key};
     const char *args[5] = {a->permits, a->member, mode, s->base.channel, life};
     redisReply *r;
@@ -224,13 +213,8 @@ static int attempt(acquiring *a)
     if (status == 1)
         return BATON_OK;
     if (status == 5) { /* in the line, value waiters before it */
-        a->ttl = value >= POLL_MAX_MS / POLL_MS ? POLL_MAX_MS : (value + 1) * POLL_MS;
-        if (a->own)
-            return BATON_ETIMEDOUT;
-        a->own = baton__asprintf("%s:%s", s->base.channel, strchr(a->member, ':') + 1);
-        if (!a->own)
-            return baton__fail(c, BATON_ENOMEM, "out of memory");
-        return BATON__RELISTEN;
+        a->ttl = baton__line_look_ms(value);
+        return baton__line_in(c, s->base.channel, strchr(a->member, ':') + 1, &a->own);
     }
     /* too few free (0), or reserved for another (3, value = its ms left) */
     a->ttl = status == 3 ? (value > 0 ? value : 1) : recheck_ms;
@@ -283,17 +267,11 @@ static void give_up(void *arg, int rc)
     acquiring *a = arg;
     baton_semaphore *s = a->s;
     baton_client *c = s->base.client;
-    if (!a->own || baton__client_forked(c))
+    if (!a->own)
         return;
-    const char *keys[3] = {s->base.name, s->next_key, s->line_key};
-    const char *args[2] = {a->member, s->base.channel};
-    redisReply *r = NULL;
-    char *detail = baton__strdup(baton_client_errmsg(c)); /* the wait's */
-    if (baton__script_run(c, &baton__script_semaphore_unreserve, 3, keys, 2, args, &r) == BATON_OK)
-        freeReplyObject(r);
-    else if (detail)
-        baton__fail(c, rc, "%s", detail);
-    free(detail);
+    const char *const keys[3] = {s->base.name, s->next_key, s->line_key};
+    const char *const args[2] = {a->member, s->base.channel};
+    baton__line_leave(c, &baton__script_semaphore_unreserve, keys, args, rc);
 }
 
 static int try_acquire(baton_semaphore *s, int64_t permits, int64_t wait_ms);
