@@ -6,9 +6,14 @@
 -- KEYS[5]  baton_lock_meta:{name}, baton's side hash: holder owner -> "host:pid"
 -- KEYS[6]  {name}:timeout, permit leases: permit id (16 raw bytes) -> lease end (a zset)
 -- KEYS[7]  baton_lock_line:{name}, the plain lock's starved waiters (a zset, by join time)
+-- KEYS[8]  baton_lock_next:{name}, the plain lock's reservation: the owner a free lock is
+--          kept for (a string with a TTL)
+-- KEYS[9]  baton_semaphore_line:{name}, the semaphore's starved waiters ("<permits>:<owner>",
+--          a zset, by join time)
+-- KEYS[10] baton_semaphore_next:{name}, the semaphore's reservation ("<permits>:<owner>")
 -- ARGV[1]  the lock's channel, ARGV[2] the semaphore's, ARGV[3] the latch's
 -- Returns  {type, pttl, fields, value, queue, deadlines, token, time, numsub, origins,
---           leases, line}:
+--           leases, line, reserved, semline}:
 --          type      the name's TYPE ("none", "hash", "string", ...)
 --          pttl      its PTTL (-2 absent, -1 no expiry)
 --          fields    a hash's HGETALL (owner, holds, ...), else nil
@@ -21,6 +26,9 @@
 --          origins   HGETALL of KEYS[5] ({} unless a hash)
 --          leases    ZRANGE WITHSCORES of KEYS[6] from now on ({} unless a zset)
 --          line      ZRANGE of KEYS[7], first come first ({} unless a zset)
+--          reserved  {"lock", owner, pttl} from KEYS[8] or {"semaphore", member, pttl} from
+--                    KEYS[10], whichever is a string (the lock's first); {} when neither
+--          semline   ZRANGE of KEYS[9], first come first ({} unless a zset)
 -- Auxiliary keys of an unexpected type read as absent rather than failing the snapshot.
 local function type_of(key)
     return redis.call('type', key)['ok']
@@ -55,5 +63,16 @@ local line = {}
 if type_of(KEYS[7]) == 'zset' then
     line = redis.call('zrange', KEYS[7], 0, -1)
 end
+local reserved = {}
+if type_of(KEYS[8]) == 'string' then
+    reserved = {'lock', redis.call('get', KEYS[8]), redis.call('pttl', KEYS[8])}
+elseif type_of(KEYS[10]) == 'string' then
+    reserved = {'semaphore', redis.call('get', KEYS[10]), redis.call('pttl', KEYS[10])}
+end
+local semline = {}
+if type_of(KEYS[9]) == 'zset' then
+    semline = redis.call('zrange', KEYS[9], 0, -1)
+end
 return {t, redis.call('pttl', KEYS[1]), fields, value, queue, deadlines, token,
-        now, redis.call('pubsub', 'numsub', ARGV[1], ARGV[2], ARGV[3]), origins, leases, line}
+        now, redis.call('pubsub', 'numsub', ARGV[1], ARGV[2], ARGV[3]), origins, leases, line,
+        reserved, semline}

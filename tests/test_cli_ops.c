@@ -683,6 +683,55 @@ Test(cli_ops, status_shows_a_plain_locks_line_in_order)
     redisFree(rc);
 }
 
+/* `status` shows a semaphore's line, each waiter with what it wants, and the reservation,
+ * text and JSON; `list` counts the line. */
+Test(cli_ops, status_shows_a_semaphores_line_and_its_reservation)
+{
+    const char *name = th_tmpname("ops-semline");
+    redisContext *rc = th_redis();
+    freeReplyObject(th_cmd(rc, "SET %s 1", name));
+    freeReplyObject(th_cmd(rc, "ZADD baton_semaphore_line:{%s} 2 2:second:1 1 3:first:1", name));
+    freeReplyObject(th_cmd(rc, "SET baton_semaphore_next:{%s} 1:early:1 PX 20000", name));
+    cli_result r;
+    cli_exec(&r, ARGS("status", name));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    cr_assert(strstr(r.out, ": semaphore, 1 permit available") != NULL, "%s", r.out);
+    const char *line = strstr(r.out, "line (2 starved waiters, first in line first)");
+    cr_assert(line != NULL, "%s", r.out);
+    const char *first = strstr(line, "1. first:1  wants 3 permits");
+    const char *second = strstr(line, "2. second:1  wants 2 permits");
+    cr_assert(first != NULL && second != NULL && first < second, "%s", r.out);
+    cr_assert(strstr(r.out, "reserved for early:1  (1 permit)  lapses in ") != NULL, "%s", r.out);
+    cli_result_free(&r);
+
+    cli_exec(&r, ARGS("status", "--json", name));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    json *j = json_parse(r.out);
+    cr_assert(j != NULL, "%s", r.out);
+    const json *o = json_at(j, 0);
+    cr_assert(eq(str, json_get(o, "kind")->string, "semaphore"));
+    const json *l = json_get(o, "semaphore_line");
+    cr_assert(eq(sz, l->n, 2), "%s", r.out);
+    cr_assert(eq(str, json_get(json_at(l, 0), "owner")->string, "first:1"));
+    cr_assert(eq(dbl, json_get(json_at(l, 0), "permits")->number, 3));
+    cr_assert(eq(str, json_get(json_at(l, 1), "owner")->string, "second:1"));
+    const json *kept = json_get(o, "reserved");
+    cr_assert(eq(str, json_get(kept, "owner")->string, "early:1"), "%s", r.out);
+    cr_assert(eq(dbl, json_get(kept, "permits")->number, 1));
+    double left = json_get(kept, "remaining_ms")->number;
+    cr_assert(left > 0 && left <= 20000, "%s", r.out);
+    json_free(j);
+    cli_result_free(&r);
+
+    cli_exec(&r, ARGS("list", name));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    cr_assert(strstr(r.out, "  line 2") != NULL, "%s", r.out);
+    cli_result_free(&r);
+    freeReplyObject(
+        th_cmd(rc, "DEL %s baton_semaphore_line:{%s} baton_semaphore_next:{%s}", name, name, name));
+    redisFree(rc);
+}
+
 /* ---------------------------------------------------------------- the man page ------- */
 
 /* Every field `status --json` prints (a lock's, a permit semaphore's) has its row in the man
@@ -698,7 +747,7 @@ Test(cli_ops, the_man_page_lists_every_json_field)
     json *j = json_parse(r.out);
     cr_assert(j != NULL, "%s", r.out);
     const json *o = json_at(j, 0);
-    cr_assert(eq(sz, o->n, 14), "%s", r.out);
+    cr_assert(eq(sz, o->n, 16), "%s", r.out);
     for (size_t i = 0; i < o->n; i++) {
         char row[80];
         snprintf(row, sizeof row, "\n| `%s` |", o->keys[i]);

@@ -76,6 +76,7 @@ typedef struct waiter_arg {
     baton_semaphore *sem;
     baton_latch *latch;
     int64_t wait_ms;
+    int64_t permits; /* a semaphore's waiter: what it wants (0: 4) */
     int rc;
 } waiter_arg;
 
@@ -85,7 +86,7 @@ static void *waiter(void *p)
     if (a->lock)
         a->rc = baton_lock_try_acquire(a->lock, a->wait_ms, BATON_LEASE_WATCHDOG);
     else if (a->sem)
-        a->rc = baton_semaphore_try_acquire(a->sem, 4, a->wait_ms);
+        a->rc = baton_semaphore_try_acquire(a->sem, a->permits ? a->permits : 4, a->wait_ms);
     else
         a->rc = baton_latch_await(a->latch, a->wait_ms);
     if (a->lock && a->rc == BATON_OK)
@@ -260,6 +261,113 @@ Test(inspect, a_fair_lock_shows_its_queue_with_deadlines)
 static long long line_len(redisContext *r, const char *name)
 {
     return th_cmd_int(r, "ZCARD baton_lock_line:{%s}", name);
+}
+
+static long long semaphore_line_len(redisContext *r, const char *name)
+{
+    return th_cmd_int(r, "ZCARD baton_semaphore_line:{%s}", name);
+}
+
+/* A semaphore's starved waiters are listed in their line's order, each with the permits it
+ * wants and its process; a first that wants more than is free holds up the line, so
+ * nothing is reserved; once served, the line is gone. */
+Test(inspect, a_semaphore_shows_its_line_of_starved_waiters, .timeout = 30)
+{
+    baton_client *c = th_client(NULL);
+    redisContext *r = th_redis();
+    const char *name = th_tmpname("ins-semline");
+    baton_client *cw[2] = {th_client(NULL), th_client(NULL)};
+    baton_semaphore *s, *other[2];
+    bool set = false;
+    cr_assert(eq(int, baton_semaphore_open(c, name, &s), BATON_OK));
+    cr_assert(eq(int, baton_semaphore_try_set_permits(s, 1, &set), BATON_OK));
+    cr_assert(set);
+    waiter_arg w[2];
+    pthread_t t[2];
+    const int64_t wants[2] = {3, 2};
+    for (int i = 0; i < 2; i++) {
+        cr_assert(eq(int, baton_semaphore_open(cw[i], name, &other[i]), BATON_OK));
+        w[i] = (waiter_arg){.sem = other[i], .wait_ms = 20000, .permits = wants[i]};
+        cr_assert(eq(int, pthread_create(&t[i], NULL, waiter, &w[i]), 0));
+        cr_assert(eq(i64, await_count(semaphore_line_len, r, name, i + 1), i + 1),
+                  "waiter %d never queued", i);
+    }
+    baton_inspection *ins = inspect(c, name);
+    cr_assert(eq(int, ins->kind, BATON_OBJECT_SEMAPHORE), "%s", ins->kind_name);
+    cr_assert(eq(i64, ins->value, 1));
+    cr_assert(eq(sz, ins->n_line, 0));
+    cr_assert(eq(sz, ins->n_semaphore_line, 2));
+    for (int i = 0; i < 2; i++) {
+        const baton_inspect_waiter *q = ins->semaphore_line[i];
+        cr_assert(
+            eq(int, strncmp(q->owner, baton_client_id(cw[i]), strlen(baton_client_id(cw[i]))), 0),
+            "place %d is %s", i, q->owner);
+        cr_assert(eq(i64, q->permits, wants[i]), "place %d", i);
+        cr_assert(not(q->has_deadline));
+        assert_this_process(q->host, q->pid);
+    }
+    cr_assert(ins->reserved == NULL, "reserved for %s", ins->reserved->owner);
+    baton_inspection_free(ins);
+    /* 3 free: the first is served; then 2 more for the second */
+    cr_assert(eq(int, baton_semaphore_add_permits(s, 2), BATON_OK));
+    pthread_join(t[0], NULL);
+    cr_assert(eq(int, w[0].rc, BATON_OK));
+    cr_assert(eq(int, baton_semaphore_add_permits(s, 2), BATON_OK));
+    pthread_join(t[1], NULL);
+    cr_assert(eq(int, w[1].rc, BATON_OK));
+    ins = inspect(c, name);
+    cr_assert(eq(sz, ins->n_semaphore_line, 0));
+    cr_assert(eq(i64, ins->value, 0));
+    cr_assert(ins->reserved == NULL);
+    baton_inspection_free(ins);
+    for (int i = 0; i < 2; i++) {
+        baton_semaphore_close(other[i]);
+        baton_client_close(cw[i]);
+    }
+    baton_semaphore_close(s);
+    redisFree(r);
+    baton_client_close(c);
+}
+
+/* A reservation (the lock's, the semaphore's) shows whom it is kept for, what, and for how
+ * long; a line member that does not say what it wants is shown whole. A free lock with a
+ * reservation is a lock, a string with a semaphore's line a semaphore (not a latch). */
+Test(inspect, a_reservation_shows_whom_it_is_kept_for, .timeout = 30)
+{
+    baton_client *c = th_client(NULL);
+    redisContext *r = th_redis();
+    const char *lock = th_tmpname("ins-next");
+    freeReplyObject(th_cmd(r, "SET baton_lock_next:{%s} first:1 PX 5000", lock));
+    baton_inspection *ins = inspect(c, lock);
+    cr_assert(eq(int, ins->kind, BATON_OBJECT_LOCK), "%s", ins->kind_name);
+    cr_assert(ins->reserved != NULL);
+    cr_assert(eq(str, (char *)ins->reserved->owner, "first:1"));
+    cr_assert(eq(i64, ins->reserved->permits, 0));
+    cr_assert(ins->reserved->has_deadline);
+    cr_assert(gt(i64, ins->reserved->deadline_ms, ins->server_time_ms));
+    cr_assert(le(i64, ins->reserved->deadline_ms, ins->server_time_ms + 5000));
+    baton_inspection_free(ins);
+
+    const char *sem = th_tmpname("ins-semnext");
+    freeReplyObject(th_cmd(r, "SET %s 2", sem));
+    freeReplyObject(th_cmd(r, "SET baton_semaphore_next:{%s} 2:first:1 PX 5000", sem));
+    freeReplyObject(th_cmd(r, "ZADD baton_semaphore_line:{%s} 1 1:second:1 2 bogus", sem));
+    ins = inspect(c, sem);
+    cr_assert(eq(int, ins->kind, BATON_OBJECT_SEMAPHORE), "%s", ins->kind_name);
+    cr_assert(ins->reserved != NULL);
+    cr_assert(eq(str, (char *)ins->reserved->owner, "first:1"));
+    cr_assert(eq(i64, ins->reserved->permits, 2));
+    cr_assert(le(i64, ins->reserved->deadline_ms, ins->server_time_ms + 5000));
+    cr_assert(eq(sz, ins->n_semaphore_line, 2));
+    cr_assert(eq(str, (char *)ins->semaphore_line[0]->owner, "second:1"));
+    cr_assert(eq(i64, ins->semaphore_line[0]->permits, 1));
+    cr_assert(eq(str, (char *)ins->semaphore_line[1]->owner, "bogus"));
+    cr_assert(eq(i64, ins->semaphore_line[1]->permits, -1));
+    baton_inspection_free(ins);
+    freeReplyObject(
+        th_cmd(r, "DEL %s baton_semaphore_next:{%s} baton_semaphore_line:{%s}", sem, sem, sem));
+    redisFree(r);
+    baton_client_close(c);
 }
 
 /* A plain lock's starved waiters are listed in their line's order, with their processes,

@@ -74,6 +74,8 @@ typedef struct baton_inspect_waiter {
     const char *host;    /* host name of the waiting process (its client's record); NULL
                             when none is recorded (appended in 0.4) */
     int64_t pid;         /* process id of the waiting process; 0 when none */
+    int64_t permits;     /* the permits it waits for: a semaphore's line and reservation
+                            (-1: the entry does not say); 0 for a lock's waiters */
 } baton_inspect_waiter;
 
 /*
@@ -124,6 +126,18 @@ typedef struct baton_inspection {
                                     least every second, and a dead one's place is dropped
                                     when its turn comes */
     size_t n_line;
+    baton_inspect_waiter **semaphore_line; /* a semaphore's line of starved waiters
+                                              (baton_semaphore_line:{NAME}, which
+                                              baton_semaphore and baton_permits share),
+                                              first in line first, each with the permits
+                                              it wants; no deadlines */
+    size_t n_semaphore_line;
+    baton_inspect_waiter *reserved; /* the waiter a free lock (baton_lock_next:{NAME}) or
+                                       freed permits (baton_semaphore_next:{NAME}) are kept
+                                       for: a line's former first, told its turn and not yet
+                                       there. has_deadline and deadline_ms say when the
+                                       reservation lapses (server time); permits is what
+                                       is kept for it (0 for a lock). NULL when none */
 } baton_inspection;
 
 /*

@@ -83,6 +83,24 @@ static size_t line_length(const baton_inspection *s)
     return offsetof(baton_inspection, n_line) < s->size ? s->n_line : 0;
 }
 
+/* A semaphore's line, if the library that filled s has one (a later field). */
+static size_t semaphore_line_length(const baton_inspection *s)
+{
+    return offsetof(baton_inspection, n_semaphore_line) < s->size ? s->n_semaphore_line : 0;
+}
+
+/* The waiter a free lock or freed permits are kept for, if the library fills it; NULL. */
+static const baton_inspect_waiter *reserved_for(const baton_inspection *s)
+{
+    return offsetof(baton_inspection, reserved) < s->size ? s->reserved : NULL;
+}
+
+/* The permits a semaphore's waiter wants (-1: unknown, or a library without the field). */
+static long long waiter_permits(const baton_inspect_waiter *w)
+{
+    return offsetof(baton_inspect_waiter, permits) < w->size ? (long long)w->permits : -1;
+}
+
 /* A waiter's place, owner and process (a queue's or a line's), without the line's end. */
 static void print_waiter_text(size_t i, const baton_inspect_waiter *w)
 {
@@ -150,6 +168,38 @@ static void print_lock_text(const char *name, const baton_inspection *s)
                (long long)s->subscribers_lock, s->subscribers_lock == 1 ? "" : "s");
 }
 
+/* A semaphore's line and a reservation (a lock's or a semaphore's). */
+static void print_line_and_reservation_text(const baton_inspection *s)
+{
+    size_t n = semaphore_line_length(s);
+    if (n)
+        printf("  line (%zu starved waiter%s, first in line first):\n", n, n == 1 ? "" : "s");
+    for (size_t i = 0; i < n; i++) {
+        long long want = waiter_permits(s->semaphore_line[i]);
+        print_waiter_text(i, s->semaphore_line[i]);
+        if (want >= 0)
+            printf("  wants %lld permit%s", want, want == 1 ? "" : "s");
+        printf("\n");
+    }
+    const baton_inspect_waiter *w = reserved_for(s);
+    if (!w)
+        return;
+    int64_t pid;
+    const char *host = waiter_host(w, &pid);
+    long long kept = waiter_permits(w);
+    printf("  reserved for %s", E(w->owner));
+    if (host)
+        printf("  host %s  pid %lld", E(host), (long long)pid);
+    if (kept > 0)
+        printf("  (%lld permit%s)", kept, kept == 1 ? "" : "s");
+    if (w->has_deadline) {
+        char t[32];
+        format_ms(w->deadline_ms - s->server_time_ms, t, sizeof t);
+        printf("  lapses in %s", t);
+    }
+    printf("\n");
+}
+
 static void print_text(const char *name, const baton_inspection *s)
 {
     long long v = s->value, sem = s->subscribers_semaphore, latch = s->subscribers_latch;
@@ -184,6 +234,7 @@ static void print_text(const char *name, const baton_inspection *s)
         printf("%s: not a baton object (a Redis %s)\n", E(name), E(s->redis_type));
         break;
     }
+    print_line_and_reservation_text(s);
     if (s->ttl_ms >= 0 && strcmp(s->redis_type, "hash") != 0 &&
         strcmp(s->redis_type, "none") != 0) {
         char t[32];
@@ -316,7 +367,34 @@ static void print_json(const char *name, const baton_inspection *s, bool first)
         const char *host = waiter_host(s->line[i], &pid);
         json_entry(i, s->line[i]->owner, "", host, pid, "");
     }
-    printf("],\n   \"permits\": [");
+    printf("],\n   \"semaphore_line\": [");
+    for (size_t i = 0; i < semaphore_line_length(s); i++) {
+        int64_t pid;
+        const baton_inspect_waiter *w = s->semaphore_line[i];
+        const char *host = waiter_host(w, &pid);
+        char want[48] = ", \"permits\": null";
+        if (waiter_permits(w) >= 0)
+            snprintf(want, sizeof want, ", \"permits\": %lld", waiter_permits(w));
+        json_entry(i, w->owner, want, host, pid, "");
+    }
+    printf("],\n   \"reserved\": ");
+    const baton_inspect_waiter *kept = reserved_for(s);
+    if (kept) {
+        int64_t pid;
+        const char *host = waiter_host(kept, &pid);
+        char fields[96];
+        snprintf(fields, sizeof fields, ", \"permits\": %lld", waiter_permits(kept));
+        if (waiter_permits(kept) < 0)
+            snprintf(fields, sizeof fields, ", \"permits\": null");
+        char tail[64] = ", \"remaining_ms\": null";
+        if (kept->has_deadline)
+            snprintf(tail, sizeof tail, ", \"remaining_ms\": %lld",
+                     (long long)(kept->deadline_ms - s->server_time_ms));
+        json_entry(0, kept->owner, fields, host, pid, tail);
+    } else {
+        printf("null");
+    }
+    printf(",\n   \"permits\": [");
     for (size_t i = 0; i < s->n_permits; i++)
         printf("%s{\"id\": \"%s\", \"lease_end_ms\": %lld, \"ttl_ms\": %lld}", i ? ", " : "",
                s->permits[i]->id, (long long)s->permits[i]->lease_end_ms,
@@ -677,6 +755,9 @@ static void print_list_line(const baton_inspection *s)
     if (s->n_queue == 0)
         waiting += s->subscribers_lock;
     printf("  waiters %lld", waiting);
+    size_t line = line_length(s) + semaphore_line_length(s);
+    if (line)
+        printf("  line %zu", line);
     if (s->slot >= 0)
         printf("  node %s slot %d", E(s->node), s->slot);
     printf("\n");

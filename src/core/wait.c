@@ -204,6 +204,7 @@ int64_t baton__line_look_ms(long long rank)
 
 int baton__line_in(baton_client *c, const char *channel, const char *who, char **own)
 {
+    baton__client_record_keep(c, BATON_LEASE_WATCHDOG); /* who waits, for a status */
     if (*own)
         return BATON_ETIMEDOUT;
     *own = baton__asprintf("%s:%s", channel, who);

@@ -90,7 +90,8 @@ const char *baton__line_mode(bool waits, bool queued, int64_t waited_us, int64_t
 /* How long a waiter of rank `rank` in a line sleeps at most before it looks. */
 int64_t baton__line_look_ms(long long rank);
 /* An attempt answered "in the line": the first time, *own = "<channel>:<who>" (the
- * channel its turn is told on) and BATON__RELISTEN; afterwards BATON_ETIMEDOUT.
+ * channel its turn is told on) and BATON__RELISTEN; afterwards BATON_ETIMEDOUT. Keeps the
+ * client's record (host and pid) alive, so that a status shows whose process waits.
  * BATON_ENOMEM recorded. */
 int baton__line_in(baton_client *c, const char *channel, const char *who, char **own);
 /* A wait in a line that failed (rc) leaves it: runs `unreserve` (KEYS: the object, its

@@ -36,6 +36,8 @@ enum {
     R_ORIGINS,
     R_LEASES,
     R_LINE,
+    R_RESERVED,
+    R_SEMLINE,
     R_N
 };
 
@@ -128,7 +130,7 @@ static int record_origin(baton_client *c, const char *owner, const char **host, 
     return rc;
 }
 
-/* Waiters (a fair lock's queue, a plain lock's line) without a host get their client's
+/* Waiters (a fair lock's queue, a line, a reservation) without a host get their client's
  * record. */
 static int resolve_waiters(baton_client *c, baton_inspect_waiter **list, size_t n)
 {
@@ -147,7 +149,9 @@ static int resolve_origins(baton_client *c, baton_inspection *ins)
         if (!h->host && record_origin(c, h->owner, &h->host, &h->pid) != BATON_OK)
             return BATON_ENOMEM;
     }
-    if (resolve_waiters(c, ins->queue, ins->n_queue) != BATON_OK)
+    if (resolve_waiters(c, ins->queue, ins->n_queue) != BATON_OK ||
+        resolve_waiters(c, ins->semaphore_line, ins->n_semaphore_line) != BATON_OK ||
+        (ins->reserved && resolve_waiters(c, &ins->reserved, 1) != BATON_OK))
         return BATON_ENOMEM;
     return resolve_waiters(c, ins->line, ins->n_line);
 }
@@ -254,6 +258,69 @@ static int decode_waiters(const redisReply *list, const redisReply *deadlines,
     return BATON_OK;
 }
 
+/* A semaphore's waiter from its member "<permits>:<owner>" (its line's, its reservation's):
+ * the owner and what it wants; a member of another form is shown whole, permits -1. */
+static baton_inspect_waiter *semaphore_waiter(const redisReply *member)
+{
+    size_t digits = 0;
+    while (digits < member->len && digits < 18 && member->str[digits] >= '0' &&
+           member->str[digits] <= '9')
+        digits++;
+    bool counted = digits > 0 && digits + 1 < member->len && member->str[digits] == ':';
+    redisReply owner = *member;
+    if (counted) {
+        owner.str += digits + 1;
+        owner.len -= digits + 1;
+    }
+    baton_inspect_waiter *w = new_entry(sizeof *w, &owner);
+    if (w)
+        w->permits = counted ? strtoll(member->str, NULL, 10) : -1;
+    return w;
+}
+
+/* A semaphore's line: members "<permits>:<owner>", first come first. */
+static int decode_semaphore_line(baton_inspection *ins, const redisReply *list)
+{
+    if (!is_array(list) || list->elements == 0)
+        return BATON_OK;
+    ins->semaphore_line = calloc(list->elements, sizeof *ins->semaphore_line);
+    if (!ins->semaphore_line)
+        return BATON_ENOMEM;
+    for (size_t i = 0; i < list->elements; i++) {
+        if (!is_str(list->element[i]))
+            return BATON_EPROTO;
+        baton_inspect_waiter *w = semaphore_waiter(list->element[i]);
+        if (!w)
+            return BATON_ENOMEM;
+        ins->semaphore_line[ins->n_semaphore_line++] = w;
+    }
+    return BATON_OK;
+}
+
+/* The reservation: {} (none) or {"lock", owner, pttl} or {"semaphore", member, pttl}; its
+ * deadline from the server's clock (decoded first). */
+static int decode_reserved(baton_inspection *ins, const redisReply *r)
+{
+    if (!is_array(r) || r->elements == 0)
+        return BATON_OK;
+    int64_t pttl = 0;
+    if (r->elements != 3 || !is_str(r->element[0]) || !is_str(r->element[1]) ||
+        !reply_int(r->element[2], &pttl))
+        return BATON_EPROTO;
+    bool lock = strcmp(r->element[0]->str, "lock") == 0;
+    if (!lock && strcmp(r->element[0]->str, "semaphore") != 0)
+        return BATON_EPROTO;
+    ins->reserved =
+        lock ? new_entry(sizeof *ins->reserved, r->element[1]) : semaphore_waiter(r->element[1]);
+    if (!ins->reserved)
+        return BATON_ENOMEM;
+    /* a reservation always has a TTL (PX); one that ran out as it was read has none */
+    ins->reserved->has_deadline = pttl >= 0 && pttl < INT64_MAX / 2;
+    if (ins->reserved->has_deadline)
+        ins->reserved->deadline_ms = ins->server_time_ms + pttl;
+    return BATON_OK;
+}
+
 /* The permit leases: {id (16 raw bytes), end, ...}; ids shown as hex. */
 static int decode_leases(baton_inspection *ins, const redisReply *leases)
 {
@@ -299,7 +366,7 @@ static void decode_clock_and_subscribers(baton_inspection *ins, const redisReply
 
 /* What the name holds, from its type, its value, its neighbours and its listeners. A latch's
  * key is gone when its count reaches zero, so a string at 0 or below is a semaphore. */
-static void classify(baton_inspection *ins, bool fair_keys)
+static void classify(baton_inspection *ins, bool fair_keys, bool semaphore_side, bool lock_side)
 {
     const char *t = ins->redis_type;
     baton_object_kind k;
@@ -311,6 +378,8 @@ static void classify(baton_inspection *ins, bool fair_keys)
         k = BATON_OBJECT_PERMITS; /* leases held: not a latch, not a counting semaphore */
     else if (strcmp(t, "string") == 0 && ins->has_value && ins->value <= 0)
         k = BATON_OBJECT_SEMAPHORE;
+    else if (strcmp(t, "string") == 0 && ins->has_value && semaphore_side)
+        k = BATON_OBJECT_SEMAPHORE; /* waiters queue for permits: a latch has no line */
     else if (strcmp(t, "string") == 0 && ins->has_value)
         k = ins->subscribers_semaphore && !ins->subscribers_latch ? BATON_OBJECT_SEMAPHORE
             : ins->subscribers_latch && !ins->subscribers_semaphore
@@ -318,8 +387,12 @@ static void classify(baton_inspection *ins, bool fair_keys)
                 : BATON_OBJECT_SEMAPHORE_OR_LATCH;
     else if ((strcmp(t, "string") == 0 || strcmp(t, "none") == 0) && ins->n_permits > 0)
         k = BATON_OBJECT_PERMITS; /* leases held: not a latch, not a counting semaphore */
+    else if (strcmp(t, "none") == 0 && semaphore_side)
+        k = BATON_OBJECT_SEMAPHORE; /* never set, and waited for */
     else if (strcmp(t, "none") == 0)
-        k = fair_keys ? BATON_OBJECT_FAIRLOCK : BATON_OBJECT_ABSENT;
+        k = fair_keys   ? BATON_OBJECT_FAIRLOCK
+            : lock_side ? BATON_OBJECT_LOCK /* free, with a line or a reservation */
+                        : BATON_OBJECT_ABSENT;
     else
         k = BATON_OBJECT_OTHER;
     static const char *const names[] = {
@@ -353,25 +426,34 @@ int baton__inspect_decode(baton_inspection *ins, const redisReply *r)
     if (rc == BATON_OK)
         rc = decode_waiters(el[R_LINE], NULL, &ins->line, &ins->n_line);
     if (rc == BATON_OK)
+        rc = decode_semaphore_line(ins, el[R_SEMLINE]);
+    if (rc == BATON_OK)
         rc = decode_leases(ins, el[R_LEASES]);
     if (rc != BATON_OK)
         return rc;
     ins->has_value = reply_int(el[R_VALUE], &ins->value);
     ins->has_token = reply_int(el[R_TOKEN], &ins->token);
     decode_clock_and_subscribers(ins, el[R_TIME], el[R_NUMSUB]);
+    rc = decode_reserved(ins, el[R_RESERVED]);
+    if (rc != BATON_OK)
+        return rc;
     bool fair_keys =
         ins->n_queue > 0 || (is_array(el[R_DEADLINES]) && el[R_DEADLINES]->elements > 0);
-    classify(ins, fair_keys);
+    /* decode_reserved checked the reservation's form: {"lock"|"semaphore", who, pttl} */
+    bool reserved_lock = ins->reserved && strcmp(el[R_RESERVED]->element[0]->str, "lock") == 0;
+    bool semaphore_side = ins->n_semaphore_line > 0 || (ins->reserved && !reserved_lock);
+    classify(ins, fair_keys, semaphore_side, ins->n_line > 0 || reserved_lock);
     return BATON_OK;
 }
 
 /* ------------------------------- the call --------------------------------------------- */
 
 /* The script's keys and channels of a name. */
-enum { NKEYS = 7, NCHANNELS = 3 };
+enum { NKEYS = 10, NCHANNELS = 3 };
 typedef struct names {
     char *keys[NKEYS]; /* name (borrowed), queue, timeout, token, origins, permit leases,
-                          the plain lock's line */
+                          the plain lock's line and reservation, the semaphore's line and
+                          reservation */
     char *channels[NCHANNELS];
 } names;
 
@@ -392,6 +474,9 @@ static bool names_make(names *n, const char *name)
     n->keys[4] = baton__derive_key(BATON__KEY_LOCK_META, name, NULL);
     n->keys[5] = baton__derive_key("", name, ":timeout"); /* permits.c's TIMEOUT_SUFFIX */
     n->keys[6] = baton__derive_key(BATON__KEY_LOCK_LINE, name, NULL);
+    n->keys[7] = baton__derive_key(BATON__KEY_LOCK_NEXT, name, NULL);
+    n->keys[8] = baton__derive_key(BATON__KEY_SEMAPHORE_LINE, name, NULL);
+    n->keys[9] = baton__derive_key(BATON__KEY_SEMAPHORE_NEXT, name, NULL);
     n->channels[0] = baton__derive_key(BATON__KEY_LOCK_CHANNEL, name, NULL);
     n->channels[1] = baton__derive_key(BATON__KEY_SEMAPHORE_CHANNEL, name, NULL);
     n->channels[2] = baton__derive_key(BATON__KEY_LATCH_CHANNEL, name, NULL);
@@ -463,13 +548,19 @@ int baton_inspect(baton_client *c, const char *name, baton_inspection **out)
     return BATON_OK;
 }
 
+static void free_waiter(baton_inspect_waiter *w)
+{
+    if (!w)
+        return;
+    free((char *)w->owner);
+    free((char *)w->host);
+    free(w);
+}
+
 static void free_waiters(baton_inspect_waiter **list, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        free((char *)list[i]->owner);
-        free((char *)list[i]->host);
-        free(list[i]);
-    }
+    for (size_t i = 0; i < n; i++)
+        free_waiter(list[i]);
     free(list);
 }
 
@@ -484,6 +575,8 @@ void baton_inspection_free(baton_inspection *ins)
     }
     free_waiters(ins->queue, ins->n_queue);
     free_waiters(ins->line, ins->n_line);
+    free_waiters(ins->semaphore_line, ins->n_semaphore_line);
+    free_waiter(ins->reserved);
     for (size_t i = 0; i < ins->n_permits; i++)
         free(ins->permits[i]);
     free(ins->holders);

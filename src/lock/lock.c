@@ -102,7 +102,6 @@ static int attempt(acquiring *a)
         int64_t due_ms = due_us / 1000 + 1;
         if (due_us > 0 && due_ms < a->ttl)
             a->ttl = due_ms;
-        baton__client_record_keep(c, BATON_LEASE_WATCHDOG); /* who waits, for a status */
         return baton__line_in(c, l->channel, owner, &a->own);
     }
     if (status == 0 || status == 3) {

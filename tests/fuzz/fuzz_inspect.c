@@ -29,6 +29,15 @@ static void check(const baton_inspection *ins)
     for (size_t i = 0; i < ins->n_line; i++)
         if (!ins->line[i] || !ins->line[i]->owner || ins->line[i]->has_deadline)
             abort();
+    for (size_t i = 0; i < ins->n_semaphore_line; i++) {
+        const baton_inspect_waiter *w = ins->semaphore_line[i];
+        if (!w || !w->owner || w->has_deadline || w->permits < -1)
+            abort();
+    }
+    if (ins->reserved &&
+        (!ins->reserved->owner || ins->reserved->permits < -1 ||
+         (ins->reserved->has_deadline && ins->reserved->deadline_ms < ins->server_time_ms)))
+        abort();
 }
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
