@@ -13,6 +13,7 @@
 
 #include "new_assert.h"
 #include <poll.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -411,6 +412,108 @@ Test(holds, a_holder_cut_off_is_told_before_anyone_else_can_acquire, .timeout = 
     th_proxy_heal(px);
     baton_lock_close(l);
     free(name);
+    baton_client_close(c);
+    th_proxy_stop(px);
+}
+
+/* ------------------------------------------------ one handle, two threads ------------ */
+
+typedef struct sharer {
+    baton_lock *l;
+    int rc, token_rc, release_rc;
+    int64_t token;
+    atomic_llong acquired_at; /* th_ms() when its acquire returned; 0 before */
+    atomic_bool go;           /* the main thread's word: read the token, release */
+} sharer;
+
+static void *share_waiter(void *p)
+{
+    sharer *s = p;
+    s->rc = baton_lock_try_acquire(s->l, 10000, BATON_LEASE_WATCHDOG);
+    atomic_store(&s->acquired_at, th_ms());
+    if (s->rc != BATON_OK)
+        return NULL;
+    while (!atomic_load(&s->go))
+        th_sleep_ms(5);
+    s->token_rc = baton_lock_fencing_token(s->l, &s->token);
+    s->release_rc = baton_lock_release(s->l);
+    return NULL;
+}
+
+/* The fault proxy's number of the client's subscriber connection (CLIENT LIST: sub=1). */
+static long subscriber_conn(th_proxy *px, redisContext *r)
+{
+    redisReply *list = th_cmd(r, "CLIENT LIST");
+    long nth = 0;
+    for (char *line = list->str; line && *line && !nth;) {
+        char *end = strchr(line, '\n');
+        int port = 0;
+        const char *addr = strstr(line, " addr=127.0.0.1:");
+        const char *sub = strstr(line, " sub=");
+        if (addr && sub && (!end || sub < end) && atoi(sub + 5) > 0 &&
+            sscanf(addr, " addr=127.0.0.1:%d", &port) == 1)
+            nth = th_proxy_conn_of(px, port);
+        line = end ? end + 1 : NULL;
+    }
+    freeReplyObject(list);
+    return nth;
+}
+
+/*
+ * Two threads share one handle (lock.h: a handle may be used from any thread). A's release
+ * ran on the server, and B, woken by its message, took the lock before A read the release's
+ * reply (delayed here at the fault proxy). A's late reply must not wipe B's record: B's
+ * hold has its fencing token, B's release ends B's renewal, and no loss is told afterwards.
+ */
+Test(holds, a_late_release_reply_leaves_the_next_holders_record_alone, .timeout = 30)
+{
+    th_proxy *px = th_proxy_start(th_port());
+    baton_options o;
+    baton_options_init(&o);
+    o.url = th_proxy_url(px);
+    o.watchdog_ms = LEASE_MS;
+    baton_client *c = th_client(&o);
+    redisContext *r = th_redis();
+    char *name = th_name("shared");
+    baton_lock *l = watched_lock(c, name, NULL);
+    cr_assert(eq(int, baton_lock_acquire(l, BATON_LEASE_WATCHDOG), BATON_OK));
+    int64_t first = 0;
+    cr_assert(eq(int, baton_lock_fencing_token(l, &first), BATON_OK));
+
+    sharer b = {.l = l};
+    pthread_t t;
+    cr_assert(eq(int, pthread_create(&t, NULL, share_waiter, &b), 0));
+    for (int i = 0; i < 300 && th_numsub(r, "redisson_lock__channel:{%s}", name) < 1; i++)
+        th_sleep_ms(10);
+    th_sleep_ms(200); /* its attempt after subscribing was refused too: it sleeps */
+    long pub = subscriber_conn(px, r);
+    cr_assert(gt(long, pub, 0), "no subscriber connection through the proxy");
+    /* every command connection so far answers 500 ms late; the subscriber's messages and
+     * the connections made from now on are not delayed */
+    for (long nth = 1; nth <= th_proxy_accepted(px); nth++)
+        if (nth != pub)
+            th_proxy_delay_conn(px, nth, TH_DOWN, 500);
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK), "%s", baton_client_errmsg(c));
+    int64_t released_at = th_ms();
+    for (int i = 0; i < 500 && atomic_load(&b.acquired_at) == 0; i++)
+        th_sleep_ms(10);
+    cr_assert(eq(int, b.rc, BATON_OK), "%s", baton_client_errmsg(c));
+    cr_assert(lt(i64, atomic_load(&b.acquired_at), released_at),
+              "the waiter took the lock only after the release's reply was read: no race made");
+
+    atomic_store(&b.go, true);
+    pthread_join(t, NULL);
+    cr_assert(eq(int, b.token_rc, BATON_OK), "the next holder's record was wiped: %s",
+              baton_client_errmsg(c));
+    cr_assert(gt(i64, b.token, first));
+    cr_assert(eq(int, b.release_rc, BATON_OK), "%s", baton_client_errmsg(c));
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s", name), 0));
+    th_sleep_ms(LEASE_MS); /* three renewal periods: a renewal left behind would find nothing */
+    cr_assert(eq(int, atomic_load(&lost_calls), 0), "a released hold was reported lost");
+
+    baton_lock_close(l);
+    free(name);
+    redisFree(r);
     baton_client_close(c);
     th_proxy_stop(px);
 }

@@ -468,6 +468,9 @@ struct baton_lock {
     uint64_t holder; /* thread id of the holding thread, 0 = none */
     int64_t depth;   /* re-entrant holds taken through this handle */
     int64_t token;   /* fencing token of the outer hold */
+    uint64_t record; /* which record: counts fresh ones, so that a release's late reply
+                        touches only the hold it released, never one another thread of
+                        the handle took meanwhile (woken by that release's message) */
     bool registered; /* in the client's hold registry (watchdog) */
     bool renewing;   /* ... and renewed by it (no explicit lease) */
     bool lost;       /* the hold was found lost (see baton_lock_set_lost_handler) */

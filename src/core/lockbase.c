@@ -191,6 +191,7 @@ int baton__hold_acquired(baton_lock *l, const char *owner, bool fresh, int64_t t
         l->registered = true;
         l->renewing = renew;
         l->holder = tid;
+        l->record++;
         l->depth = 1;
         l->token = token;
         l->lost = false;
@@ -248,12 +249,15 @@ int baton__hold_unsynced(baton_lock *l, const char *owner, bool fresh, int64_t t
 }
 
 /* Before a release is sent: the lease to re-apply, and whether this is the handle's last
- * hold (then the watchdog goes first, never after: Redisson #7272). */
-static bool hold_release_begin(baton_lock *l, const char *owner, int64_t *lease_ms, bool *mine)
+ * hold (then the watchdog goes first, never after: Redisson #7272); *record identifies the
+ * record released. */
+static bool hold_release_begin(baton_lock *l, const char *owner, int64_t *lease_ms, bool *mine,
+                               uint64_t *record)
 {
     baton_client *c = l->client;
     baton__mutex_lock(&l->mu);
     *mine = l->holder == baton__owner_id() && l->depth > 0;
+    *record = l->record;
     *lease_ms = l->lease_ms == BATON_LEASE_WATCHDOG ? baton__watchdog_lease(c) : l->lease_ms;
     bool last = *mine && l->depth <= 1;
     bool cancel = last && l->registered;
@@ -339,17 +343,22 @@ static int hold_release(baton_lock *l, const release_form *f)
     baton__lock_owner(l, owner, sizeof owner);
     int64_t lease;
     bool mine;
-    bool last = hold_release_begin(l, owner, &lease, &mine);
+    uint64_t record;
+    bool last = hold_release_begin(l, owner, &lease, &mine, &record);
 
     int outcome = -1;
     int rc = release_once(l, f, owner, lease, &outcome);
     bool drop = false, lost = false;
     baton__mutex_lock(&l->mu);
+    /* The release's message may have woken another thread of this handle, which took the
+     * lock and recorded its hold before this reply was read: that record is not this
+     * release's to change. */
+    mine = mine && l->holder == baton__owner_id() && l->record == record;
     if (rc != BATON_OK) {
         /* Unknown whether it ran. The last hold's registration is gone already: the
          * record goes too, so no later acquire is taken for a re-entry of a hold nobody
          * renews (the server's hold, if the release did not run, ends by its lease). */
-        if (last)
+        if (last && mine)
             drop = clear_record(l);
     } else if (mine && outcome == 0 && !last) {
         l->depth--;
