@@ -13,6 +13,7 @@
 #include "helper.h"
 
 #include "new_assert.h"
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -199,6 +200,134 @@ Test(tls, every_primitive_works_over_tls_waits_included)
     baton_lock_close(lb);
     baton_client_close(a);
     baton_client_close(b);
+    tls_stop(&s);
+}
+
+/* ------------------------------- the loop mode over TLS ------------------------------ */
+
+/* Owners of one loop thread, with no engine thread (BATON_CALLBACKS_LOOP), take one lock
+ * in turn over TLS: every operation, the wait on the pub/sub connection included, runs in
+ * baton_client_process on the TLS sockets the loop polls. */
+#define LOOP_OWNERS 6
+#define LOOP_ROUNDS 20
+typedef struct tls_loop {
+    baton_client *c;
+    baton_lock *l;
+    baton_owner *owners[LOOP_OWNERS];
+    int rounds[LOOP_OWNERS];
+    int acquired;  /* acquisitions, all owners */
+    int released;  /* releases completed */
+    int errors;    /* failed operations */
+    int64_t token; /* the last fencing token seen: each acquisition's is larger */
+    bool tokens_rise;
+    char why[200]; /* the first token that did not rise */
+} tls_loop;
+
+static void tls_loop_acquired(void *handle, baton_owner *owner, int rc, void *arg);
+
+static int tls_loop_index(tls_loop *t, baton_owner *owner)
+{
+    for (int i = 0; i < LOOP_OWNERS; i++)
+        if (t->owners[i] == owner)
+            return i;
+    return -1;
+}
+
+static void tls_loop_released(void *handle, baton_owner *owner, int rc, void *arg)
+{
+    tls_loop *t = arg;
+    (void)handle;
+    t->released++;
+    if (rc != BATON_OK) {
+        t->errors++;
+        return;
+    }
+    int i = tls_loop_index(t, owner);
+    if (i >= 0 && ++t->rounds[i] < LOOP_ROUNDS &&
+        baton_lock_acquire_async(t->l, owner, 20000, BATON_LEASE_WATCHDOG, tls_loop_acquired, t,
+                                 NULL) != BATON_OK)
+        t->errors++;
+}
+
+static void tls_loop_acquired(void *handle, baton_owner *owner, int rc, void *arg)
+{
+    tls_loop *t = arg;
+    (void)handle;
+    if (rc != BATON_OK) {
+        t->errors++;
+        return;
+    }
+    t->acquired++;
+    int64_t token = 0;
+    int trc = baton_lock_fencing_token_as(t->l, owner, &token);
+    if ((trc != BATON_OK || token <= t->token) && t->tokens_rise) {
+        t->tokens_rise = false;
+        snprintf(t->why, sizeof t->why, "token %lld after %lld (rc %d: %s)", (long long)token,
+                 (long long)t->token, trc, trc ? baton_client_errmsg(t->c) : "");
+    }
+    t->token = token;
+    if (baton_lock_release_async(t->l, owner, tls_loop_released, t, NULL) != BATON_OK)
+        t->errors++;
+}
+
+Test(tls, the_loop_mode_works_over_tls_waits_included)
+{
+    tls_server s;
+    tls_start(&s, "server", false, NULL);
+    baton_options o;
+    trusting(&o, s.url);
+    baton_client *c, *holder;
+    cr_assert(eq(int, baton_client_open(&o, &c), BATON_OK), "%s", baton_open_errmsg());
+    cr_assert(eq(int, baton_client_open(&o, &holder), BATON_OK), "%s", baton_open_errmsg());
+    cr_assert(eq(int, baton_client_set_callbacks(c, BATON_CALLBACKS_LOOP), BATON_OK));
+    const char *name = th_tmpname("tls-loop");
+    baton_lock *held;
+    cr_assert(eq(int, baton_lock_open(holder, name, &held), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(held, BATON_LEASE_WATCHDOG), BATON_OK));
+    tls_loop t = {.c = c, .tokens_rise = true};
+    cr_assert(eq(int, baton_lock_open(c, name, &t.l), BATON_OK));
+    int fd = -1;
+    cr_assert(eq(int, baton_client_async_fd(c, &fd), BATON_OK));
+    for (int i = 0; i < LOOP_OWNERS; i++) {
+        cr_assert(eq(int, baton_owner_new(c, &t.owners[i]), BATON_OK));
+        cr_assert(eq(int,
+                     baton_lock_acquire_async(t.l, t.owners[i], 20000, BATON_LEASE_WATCHDOG,
+                                              tls_loop_acquired, &t, NULL),
+                     BATON_OK),
+                  "%s", baton_client_errmsg(c));
+    }
+    /* every owner waits behind the other client's hold, on the pub/sub connection over
+     * TLS, until its release */
+    int64_t start = th_ms();
+    while (th_ms() - start < 300) {
+        struct pollfd p = {fd, POLLIN, 0};
+        poll(&p, 1, 20);
+        cr_assert(ge(int, baton_client_process(c), 0));
+    }
+    cr_assert(eq(int, t.acquired, 0), "acquired while another client held the lock");
+    int64_t released_at = th_ms();
+    cr_assert(eq(int, baton_lock_release(held), BATON_OK));
+    int64_t first_ms = -1;
+    while (t.released + t.errors < LOOP_OWNERS * LOOP_ROUNDS) {
+        cr_assert(lt(i64, th_ms() - released_at, 30000), "%d acquired, %d released, %d errors",
+                  t.acquired, t.released, t.errors);
+        struct pollfd p = {fd, POLLIN, 0};
+        poll(&p, 1, 20);
+        cr_assert(ge(int, baton_client_process(c), 0));
+        if (first_ms < 0 && t.acquired > 0)
+            first_ms = th_ms() - released_at;
+    }
+    cr_assert(eq(int, t.errors, 0), "%s", baton_client_errmsg(c));
+    cr_assert(eq(int, t.acquired, LOOP_OWNERS *LOOP_ROUNDS));
+    cr_assert(t.tokens_rise, "fencing tokens rise with each acquisition: %s", t.why);
+    cr_assert(lt(i64, first_ms, 1000), "the release's message reached the loop over TLS: %lld ms",
+              (long long)first_ms);
+    for (int i = 0; i < LOOP_OWNERS; i++)
+        baton_owner_free(t.owners[i]);
+    baton_lock_close(t.l);
+    baton_lock_close(held);
+    baton_client_close(c);
+    baton_client_close(holder);
     tls_stop(&s);
 }
 
