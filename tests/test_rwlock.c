@@ -705,6 +705,82 @@ Test(rwlock, tokens_queries_force_release_and_multilock)
 
 /* ---------------------------------------------------------------- bad input ---------- */
 
+/* ------------------------------------------------------ one read handle, two readers --- */
+
+typedef struct reader {
+    baton_lock *read;
+    int rc, release_rc;
+    atomic_bool holding, go;
+} reader;
+
+/* Takes the read lock, says so, holds it until told, releases it. */
+static void *hold_read(void *p)
+{
+    reader *r = p;
+    r->rc = baton_lock_acquire(r->read, BATON_LEASE_WATCHDOG);
+    atomic_store(&r->holding, r->rc == BATON_OK);
+    while (r->rc == BATON_OK && !atomic_load(&r->go))
+        th_sleep_ms(5);
+    if (r->rc == BATON_OK)
+        r->release_rc = baton_lock_release(r->read);
+    return NULL;
+}
+
+static int read_lost;
+static void note_read_lost(baton_lock *l, void *arg)
+{
+    (void)l;
+    (void)arg;
+    __atomic_add_fetch(&read_lost, 1, __ATOMIC_SEQ_CST);
+}
+
+/* rwlock.h: the handles may be used from any thread, concurrently. Two threads read through
+ * one read handle; the second's hold must not end the first's renewal: three leases after
+ * the second released, the first still holds (no writer gets in) and no loss is told. */
+Test(rwlock, two_readers_of_one_handle_are_each_renewed, .timeout = 30)
+{
+    baton_client *c = client_with(1000, 0);
+    const char *name = th_tmpname("rw-sharedread");
+    baton_rwlock *rw;
+    cr_assert(eq(int, baton_rwlock_open(c, name, &rw), BATON_OK));
+    baton_lock *read = baton_rwlock_read(rw);
+    read_lost = 0;
+    cr_assert(eq(int, baton_lock_set_lost_handler(read, note_read_lost, NULL), BATON_OK));
+    reader r[2] = {{.read = read}, {.read = read}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) {
+        cr_assert(eq(int, pthread_create(&t[i], NULL, hold_read, &r[i]), 0));
+        for (int k = 0; k < 500 && !atomic_load(&r[i].holding); k++)
+            th_sleep_ms(10);
+        cr_assert(atomic_load(&r[i].holding), "reader %d: %s", i, baton_client_errmsg(c));
+    }
+    atomic_store(&r[1].go, true); /* the second reader releases */
+    pthread_join(t[1], NULL);
+    cr_assert(eq(int, r[1].release_rc, BATON_OK), "%s", baton_client_errmsg(c));
+
+    baton_client *other = client_with(1000, 0);
+    baton_rwlock *orw;
+    cr_assert(eq(int, baton_rwlock_open(other, name, &orw), BATON_OK));
+    int64_t end = th_ms() + 3000; /* three leases: only renewals keep the first's hold */
+    while (th_ms() < end) {
+        cr_assert(
+            eq(int, baton_lock_try_acquire(baton_rwlock_write(orw), 0, 1000), BATON_ETIMEDOUT),
+            "a writer got in while the first reader held the read lock");
+        th_sleep_ms(100);
+    }
+    cr_assert(eq(int, __atomic_load_n(&read_lost, __ATOMIC_SEQ_CST), 0),
+              "a renewed read hold was reported lost");
+    atomic_store(&r[0].go, true);
+    pthread_join(t[0], NULL);
+    cr_assert(eq(int, r[0].release_rc, BATON_OK), "%s", baton_client_errmsg(c));
+    cr_assert(eq(int, baton_lock_try_acquire(baton_rwlock_write(orw), 0, 1000), BATON_OK));
+    cr_assert(eq(int, baton_lock_release(baton_rwlock_write(orw)), BATON_OK));
+    baton_rwlock_close(orw);
+    baton_client_close(other);
+    baton_rwlock_close(rw);
+    baton_client_close(c);
+}
+
 Test(rwlock, bad_input_is_einval)
 {
     baton_client *c = th_client(NULL);

@@ -93,8 +93,8 @@ BATON_API uint64_t baton_owner_id(const baton_owner *o);
  * baton_lock_fencing_token(), for owner o instead of the calling thread. The calling thread
  * is blocked exactly as by the thread form. The owner must belong to the lock's client.
  * Returns as the thread form; BATON_EINVAL also for a NULL owner or one of another client.
- * A handle keeps one hold record: for read locks taken by several owners at once, use a
- * handle per owner.
+ * A handle keeps a hold record per owner: several owners may hold a read lock through
+ * one handle, each renewed and released as its own.
  */
 BATON_API int baton_lock_acquire_as(baton_lock *l, baton_owner *o, int64_t lease_ms);
 BATON_API int baton_lock_try_acquire_as(baton_lock *l, baton_owner *o, int64_t wait_ms,

@@ -463,22 +463,17 @@ struct baton_lock {
     baton_client *client; /* NULL for a multi-lock spanning clients */
     char *name;           /* the user's name, also the hash's key */
     char *channel;        /* where unlock messages arrive */
-    pthread_mutex_t mu;   /* guards the hold record below */
-    /* the hold of the calling thread through this handle (a lock has one holder) */
-    uint64_t holder; /* thread id of the holding thread, 0 = none */
-    int64_t depth;   /* re-entrant holds taken through this handle */
-    int64_t token;   /* fencing token of the outer hold */
-    uint64_t record; /* which record: counts fresh ones, so that a release's late reply
-                        touches only the hold it released, never one another thread of
-                        the handle took meanwhile (woken by that release's message) */
-    bool registered; /* in the client's hold registry (watchdog) */
-    bool renewing;   /* ... and renewed by it (no explicit lease) */
-    bool lost;       /* the hold was found lost (see baton_lock_set_lost_handler) */
+    pthread_mutex_t mu;   /* guards the hold records below */
+    /* The holds taken through this handle: one record per owner (a thread or a
+     * baton_owner), made by its first hold and gone with its last release. A lock has one
+     * holder at a time, a read lock as many as read; and a release's reply read after
+     * another thread of the handle took the lock meets its own record, never the new
+     * holder's. Private to lockbase.c. */
+    struct baton__hold_rec *recs;
+    bool lost; /* a loss was told, and no hold was taken since (the lost fd is readable) */
     void (*lost_fn)(baton_lock *, void *);
     void *lost_arg;
     int lost_pipe[2]; /* readable once lost; -1 until baton_lock_lost_fd */
-    int64_t lease_ms; /* lease of the current hold, re-applied by a re-entrant release
-                         (Redisson's internalLockLeaseTime); BATON_LEASE_WATCHDOG */
     void *impl;       /* kind-specific state */
 
     /* Appended to "<uuid>:<thread-id>" in the hash's owner field (the write lock's

@@ -24,7 +24,6 @@ int baton__lock_base_init(baton_lock *l, const baton__lock_ops *ops, baton_clien
     memset(l, 0, sizeof *l);
     l->ops = ops;
     l->client = c;
-    l->lease_ms = BATON_LEASE_WATCHDOG;
     l->name = baton__strdup(name);
     l->channel = channel_prefix ? baton__derive_key(channel_prefix, name, NULL) : NULL;
     if (!l->name || (channel_prefix && !l->channel)) {
@@ -95,8 +94,30 @@ void baton__lock_owner(const baton_lock *l, char *buf, size_t len)
     }
 }
 
+/* One owner's holds through a handle (l->recs): what the server answered for it. The
+ * watchdog's registration points at the record, so a loss marks the owner's own record;
+ * a record is freed only after baton__watchdog_remove() with it, which waits out a lost
+ * callback that may be running for it. */
+typedef struct baton__hold_rec {
+    baton_lock *l;
+    uint64_t holder;  /* the owner id (a thread or a baton_owner) */
+    int64_t depth;    /* re-entrant holds */
+    int64_t token;    /* fencing token of the outer hold */
+    int64_t lease_ms; /* lease of the current hold, re-applied by a re-entrant release
+                         (Redisson's internalLockLeaseTime); BATON_LEASE_WATCHDOG */
+    bool registered;  /* in the client's hold registry (watchdog) */
+    bool renewing;    /* ... and renewed by it (no explicit lease) */
+    bool lost;        /* the hold was found lost (see baton_lock_set_lost_handler) */
+    struct baton__hold_rec *next;
+} hold_rec;
+
 void baton__lock_base_free(baton_lock *l)
 {
+    while (l->recs) { /* forgotten already but in a forked child: memory only */
+        hold_rec *next = l->recs->next;
+        free(l->recs);
+        l->recs = next;
+    }
     if (l->lost_pipe[0] >= 0) {
         close(l->lost_pipe[0]);
         close(l->lost_pipe[1]);
@@ -109,8 +130,48 @@ void baton__lock_base_free(baton_lock *l)
 
 /* ------------------------------- holds ------------------------------------------------ */
 
-/* Marks the handle's hold lost and tells its holder (descriptor, then callback). */
-static void tell_lost(baton_lock *l)
+/* The record of owner `holder`, or NULL. Called with l->mu held. */
+static hold_rec *rec_find(const baton_lock *l, uint64_t holder)
+{
+    for (hold_rec *r = l->recs; r; r = r->next)
+        if (r->holder == holder)
+            return r;
+    return NULL;
+}
+
+/* Takes r out of the handle's list (it is freed by rec_free). Called with l->mu held. */
+static void rec_unlink(baton_lock *l, hold_rec *r)
+{
+    for (hold_rec **p = &l->recs; *p; p = &(*p)->next)
+        if (*p == r) {
+            *p = r->next;
+            return;
+        }
+}
+
+/* The owner field of holder (a thread or baton_owner id) in this lock. */
+static void owner_of(const baton_lock *l, uint64_t holder, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s:%llu%s", baton_client_id(l->client), (unsigned long long)holder,
+             l->owner_suffix ? l->owner_suffix : "");
+}
+
+/* Frees an unlinked record once the watchdog holds no registration of it and runs no
+ * callback for it. */
+static void rec_free(baton_lock *l, hold_rec *r)
+{
+    if (!r)
+        return;
+    if (l->client && !baton__client_forked(l->client)) {
+        char owner[BATON__OWNER_LEN];
+        owner_of(l, r->holder, owner, sizeof owner);
+        baton__watchdog_remove(l->client, l->name, owner, r);
+    }
+    free(r);
+}
+
+/* Tells the handle's holder of a loss (descriptor, then callback). */
+static void signal_lost(baton_lock *l)
 {
     baton__mutex_lock(&l->mu);
     l->lost = true;
@@ -126,15 +187,17 @@ static void tell_lost(baton_lock *l)
         fn(l, fn_arg);
 }
 
-/* Runs on the watchdog thread when a hold of this handle was found lost. */
+/* Runs on the watchdog thread when a hold of this handle was found lost: its record's. */
 static void on_lost(void *arg)
 {
-    baton_lock *l = arg;
+    hold_rec *r = arg;
+    baton_lock *l = r->l;
     baton__mutex_lock(&l->mu);
-    l->registered = false; /* the registry dropped it before calling */
-    l->renewing = false;
+    r->registered = false; /* the registry dropped it before calling */
+    r->renewing = false;
+    r->lost = true;
     baton__mutex_unlock(&l->mu);
-    tell_lost(l);
+    signal_lost(l);
 }
 
 static void drain_lost_pipe(baton_lock *l)
@@ -145,24 +208,14 @@ static void drain_lost_pipe(baton_lock *l)
         }
 }
 
-/* The owner field of holder (a thread or baton_owner id) in this lock. */
-static void owner_of(const baton_lock *l, uint64_t holder, char *buf, size_t len)
+/* Whether a record of the handle is marked lost (its holder not yet past it). Called with
+ * l->mu held. */
+static bool any_lost(const baton_lock *l)
 {
-    snprintf(buf, len, "%s:%llu%s", baton_client_id(l->client), (unsigned long long)holder,
-             l->owner_suffix ? l->owner_suffix : "");
-}
-
-/* Clears the handle's record of the calling thread's hold; true if it was registered (the
- * caller then drops that registration). Called with l->mu held. */
-static bool clear_record(baton_lock *l)
-{
-    bool registered = l->registered;
-    l->registered = l->renewing = false;
-    l->holder = 0;
-    l->depth = 0;
-    l->token = 0;
-    l->lease_ms = BATON_LEASE_WATCHDOG;
-    return registered;
+    for (const hold_rec *r = l->recs; r; r = r->next)
+        if (r->lost)
+            return true;
+    return false;
 }
 
 /*
@@ -173,6 +226,7 @@ static bool clear_record(baton_lock *l)
  *    before the acquire returns, whatever the handle believed before;
  *  - a fresh hold where the handle believed it held one means the server lost the earlier
  *    hold: its loss is told (descriptor and callback) before the new hold is recorded.
+ * Each owner has its record: another owner's (a second reader's, say) is never touched.
  */
 int baton__hold_acquired(baton_lock *l, const char *owner, bool fresh, int64_t token,
                          int64_t lease_ms, int64_t sent_us)
@@ -182,53 +236,64 @@ int baton__hold_acquired(baton_lock *l, const char *owner, bool fresh, int64_t t
     bool stale = false, do_register = false, do_renew = false, was_lost = false;
     bool renew = lease_ms == BATON_LEASE_WATCHDOG;
     baton__mutex_lock(&l->mu);
-    bool believed = l->holder == tid && !l->lost && l->depth > 0;
-    uint64_t old_holder = l->holder;
+    hold_rec *r = rec_find(l, tid);
+    if (!r) {
+        r = calloc(1, sizeof *r);
+        if (!r) {
+            baton__mutex_unlock(&l->mu);
+            l->ops->release(l); /* the server's hold would have no record: undone */
+            return baton__fail(c, BATON_ENOMEM, "out of memory");
+        }
+        r->l = l;
+        r->holder = tid;
+        r->next = l->recs;
+        l->recs = r;
+    }
+    bool believed = !r->lost && r->depth > 0;
     if (fresh || !believed) {
-        /* A registration left from an earlier hold that was lost is dropped below. */
+        /* A registration left from an earlier hold of this owner that was lost is
+         * dropped below. */
         was_lost = fresh && believed;
-        stale = l->registered;
-        l->registered = true;
-        l->renewing = renew;
-        l->holder = tid;
-        l->record++;
-        l->depth = 1;
-        l->token = token;
-        l->lost = false;
-        if (!was_lost)
-            drain_lost_pipe(l); /* else it stays readable: the earlier hold was lost */
+        stale = r->registered;
+        r->registered = true;
+        r->renewing = renew;
+        r->depth = 1;
+        r->token = token;
+        r->lost = false;
+        if (!was_lost && !any_lost(l)) {
+            l->lost = false;
+            drain_lost_pipe(l); /* else it stays readable: a hold was lost */
+        }
         do_register = true;
     } else {
-        l->depth++;
-        if (renew && !l->renewing)
-            l->renewing = do_renew = true;
+        r->depth++;
+        if (renew && !r->renewing)
+            r->renewing = do_renew = true;
     }
-    l->lease_ms = lease_ms;
+    r->lease_ms = lease_ms;
     baton__mutex_unlock(&l->mu);
-    if (stale) { /* the earlier hold's registration, under its own owner */
-        char old[BATON__OWNER_LEN];
-        owner_of(l, old_holder, old, sizeof old);
-        baton__watchdog_remove(c, l->name, old, l);
+    /* r stays: only its owner (the calling thread or owner, here) unlinks it, or a
+     * force release's hold_forget, which then frees it only after the removal below */
+    if (stale) /* the earlier hold's registration */
+        baton__watchdog_remove(c, l->name, owner, r);
+    if (was_lost) {
+        signal_lost(l);
+        baton__mutex_lock(&l->mu);
+        l->lost = any_lost(l); /* the new hold is not lost; the descriptor stays readable */
+        baton__mutex_unlock(&l->mu);
     }
-    if (was_lost)
-        tell_lost(l);
     if (do_renew)
         baton__watchdog_renew(c, l->name, owner);
     if (do_register) {
         baton__client_record_keep(c, lease_ms); /* who holds it, for an operator's status */
-        int rc = baton__watchdog_add(c, l->name, owner, renew, on_lost, l, sent_us);
+        int rc = baton__watchdog_add(c, l->name, owner, renew, on_lost, r, sent_us);
         if (rc != BATON_OK) {
             baton__mutex_lock(&l->mu);
-            l->registered = l->renewing = false;
+            r->registered = r->renewing = false;
             baton__mutex_unlock(&l->mu);
             l->ops->release(l); /* don't leave a hold nobody renews */
             return rc;
         }
-    }
-    if (was_lost) { /* tell_lost marked it; the new hold is not lost */
-        baton__mutex_lock(&l->mu);
-        l->lost = false;
-        baton__mutex_unlock(&l->mu);
     }
     return BATON_OK;
 }
@@ -248,24 +313,23 @@ int baton__hold_unsynced(baton_lock *l, const char *owner, bool fresh, int64_t t
     return rc;
 }
 
-/* Before a release is sent: the lease to re-apply, and whether this is the handle's last
- * hold (then the watchdog goes first, never after: Redisson #7272); *record identifies the
- * record released. */
-static bool hold_release_begin(baton_lock *l, const char *owner, int64_t *lease_ms, bool *mine,
-                               uint64_t *record)
+/* Before a release is sent: the lease to re-apply, and whether this is the owner's last
+ * hold (then the watchdog goes first, never after: Redisson #7272). */
+static bool hold_release_begin(baton_lock *l, const char *owner, int64_t *lease_ms, bool *mine)
 {
     baton_client *c = l->client;
     baton__mutex_lock(&l->mu);
-    *mine = l->holder == baton__owner_id() && l->depth > 0;
-    *record = l->record;
-    *lease_ms = l->lease_ms == BATON_LEASE_WATCHDOG ? baton__watchdog_lease(c) : l->lease_ms;
-    bool last = *mine && l->depth <= 1;
-    bool cancel = last && l->registered;
+    hold_rec *r = rec_find(l, baton__owner_id());
+    *mine = r && r->depth > 0;
+    int64_t lease = r ? r->lease_ms : BATON_LEASE_WATCHDOG;
+    *lease_ms = lease == BATON_LEASE_WATCHDOG ? baton__watchdog_lease(c) : lease;
+    bool last = *mine && r->depth <= 1;
+    bool cancel = last && r->registered;
     if (cancel)
-        l->registered = l->renewing = false;
+        r->registered = r->renewing = false;
     baton__mutex_unlock(&l->mu);
     if (cancel)
-        baton__watchdog_remove(c, l->name, owner, l);
+        baton__watchdog_remove(c, l->name, owner, r);
     return last;
 }
 
@@ -343,40 +407,42 @@ static int hold_release(baton_lock *l, const release_form *f)
     baton__lock_owner(l, owner, sizeof owner);
     int64_t lease;
     bool mine;
-    uint64_t record;
-    bool last = hold_release_begin(l, owner, &lease, &mine, &record);
+    bool last = hold_release_begin(l, owner, &lease, &mine);
 
     int outcome = -1;
     int rc = release_once(l, f, owner, lease, &outcome);
-    bool drop = false, lost = false;
+    bool lost = false;
+    hold_rec *gone = NULL; /* the record this release ended, freed below */
     baton__mutex_lock(&l->mu);
-    /* The release's message may have woken another thread of this handle, which took the
-     * lock and recorded its hold before this reply was read: that record is not this
-     * release's to change. */
-    mine = mine && l->holder == baton__owner_id() && l->record == record;
+    /* The owner's own record, looked up again: another thread of the handle may have
+     * taken the lock meanwhile (woken by this release's message) and made its own; a
+     * force release may have dropped this one. */
+    hold_rec *r = rec_find(l, baton__owner_id());
+    mine = mine && r;
     if (rc != BATON_OK) {
         /* Unknown whether it ran. The last hold's registration is gone already: the
          * record goes too, so no later acquire is taken for a re-entry of a hold nobody
          * renews (the server's hold, if the release did not run, ends by its lease). */
         if (last && mine)
-            drop = clear_record(l);
+            gone = r;
     } else if (mine && outcome == 0 && !last) {
-        l->depth--;
+        r->depth--;
     } else if (mine) {
         /* The hold's end: released, held by nobody, or (outcome 0 at the last hold) holds
          * the handle did not know of remain. Held by nobody, or released while the handle
          * counted more holds: the server had lost them (expired, deleted, a failover or a
          * demoted old master took them) and nothing told the holder yet: it is told now. */
-        lost = !l->lost && (outcome == -1 || (outcome == 1 && l->depth > 1));
-        drop = clear_record(l);
+        lost = !r->lost && (outcome == -1 || (outcome == 1 && r->depth > 1));
+        gone = r;
     }
+    if (gone)
+        rec_unlink(l, gone);
     baton__mutex_unlock(&l->mu);
-    if (drop)
-        baton__watchdog_remove(c, l->name, owner, l);
+    rec_free(l, gone);
     if (rc != BATON_OK)
         return rc;
     if (lost)
-        tell_lost(l);
+        signal_lost(l);
     if (mine && last && outcome == 0)
         release_leftovers(l, f, owner, lease);
     if (outcome == -1)
@@ -427,18 +493,13 @@ void baton__hold_forget(baton_lock *l)
     if (baton__client_forked(l->client))
         return;
     baton__mutex_lock(&l->mu);
-    uint64_t holder = l->holder;
-    bool registered = l->registered;
-    l->holder = 0;
-    l->depth = 0;
-    l->token = 0;
-    l->registered = l->renewing = false;
-    l->lease_ms = BATON_LEASE_WATCHDOG;
+    hold_rec *all = l->recs;
+    l->recs = NULL;
     baton__mutex_unlock(&l->mu);
-    if (registered && l->client) {
-        char owner[BATON__OWNER_LEN];
-        owner_of(l, holder, owner, sizeof owner);
-        baton__watchdog_remove(l->client, l->name, owner, l); /* this handle's only */
+    while (all) { /* each record's registration goes: this handle's only */
+        hold_rec *next = all->next;
+        rec_free(l, all);
+        all = next;
     }
 }
 
@@ -450,7 +511,8 @@ static int resolve_lost(baton_lock *l, const char *owner, const char *token_key,
 {
     baton_client *c = l->client;
     baton__mutex_lock(&l->mu);
-    int64_t known = (l->holder == baton__owner_id() && !l->lost) ? l->depth : 0;
+    const hold_rec *mine = rec_find(l, baton__owner_id());
+    int64_t known = (mine && !mine->lost) ? mine->depth : 0;
     baton__mutex_unlock(&l->mu);
     const char *hget[3] = {"HGET", l->name, owner};
     struct redisReply *r;
@@ -712,8 +774,9 @@ int baton_lock_fencing_token(baton_lock *l, int64_t *token)
     if (l->ops->fencing_token)
         return l->ops->fencing_token(l, token);
     baton__mutex_lock(&l->mu);
-    bool held = l->holder == baton__owner_id() && !l->lost && l->depth > 0;
-    *token = held ? l->token : 0;
+    const hold_rec *r = rec_find(l, baton__owner_id());
+    bool held = r && !r->lost && r->depth > 0;
+    *token = held ? r->token : 0;
     baton__mutex_unlock(&l->mu);
     if (!held)
         return baton__fail(l->client, BATON_ENOTHELD,
