@@ -26,9 +26,10 @@
  * whose waiter died, a release by a Redisson client. Redisson's own clients do not know the line:
  * they take a free lock as before.
  *
- * The handle remembers the calling thread's current hold (depth, fencing token, lease,
- * watchdog registration) so a re-entrant release can re-apply the lease the lock was taken
- * with, and the watchdog is cancelled before the last release is sent.
+ * The handle remembers each owner's current hold (depth, fencing token, lease, watchdog
+ * registration; lockbase.c, a record per owner) so a re-entrant release can re-apply the
+ * lease the lock was taken with, and the watchdog is cancelled before the last release is
+ * sent.
  */
 #define _GNU_SOURCE
 #include "../core/prim.h"
