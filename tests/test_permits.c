@@ -366,6 +366,55 @@ Test(permits, the_watchdog_keeps_a_permit_past_several_leases)
     free(name);
 }
 
+typedef struct lease_holder {
+    baton_permits *p;
+    char id[BATON_PERMIT_ID_SIZE];
+    int rc;
+} lease_holder;
+
+static void *take_lease(void *arg)
+{
+    lease_holder *h = arg;
+    h->rc = baton_permits_acquire(h->p, BATON_LEASE_WATCHDOG, h->id);
+    return NULL;
+}
+
+/* Two threads take a lease each through one handle at once (the handles may be used from
+ * any thread): each lease is renewed as its own past three watchdog leases, and each
+ * release ends its own renewal only. */
+Test(permits, leases_taken_by_two_threads_of_one_handle_are_each_renewed)
+{
+    baton_client *c = client_with_watchdog(600);
+    char *name = th_name("pl-shared");
+    baton_permits *p = open_permits(c, name, 2);
+    lost_seen seen = {0};
+    cr_assert(eq(int, baton_permits_set_lost_handler(p, on_lost, &seen), BATON_OK));
+    redisContext *r = th_redis();
+    lease_holder h[2] = {{.p = p}, {.p = p}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        cr_assert(eq(int, pthread_create(&t[i], NULL, take_lease, &h[i]), 0));
+    for (int i = 0; i < 2; i++) {
+        pthread_join(t[i], NULL);
+        cr_assert(eq(int, h[i].rc, BATON_OK), "%s", baton_client_errmsg(c));
+    }
+    cr_assert(strcmp(h[0].id, h[1].id) != 0);
+    th_sleep_ms(2000); /* more than 3 leases */
+    for (int i = 0; i < 2; i++)
+        cr_assert(gt(i64, lease_end(r, name, h[i].id), server_ms(r)), "lease %d renewed", i);
+    cr_assert(eq(int, baton_permits_release(p, h[0].id), BATON_OK));
+    th_sleep_ms(1300); /* two leases: the other is still renewed, the released one is not */
+    cr_assert(gt(i64, lease_end(r, name, h[1].id), server_ms(r)), "the other lease renewed");
+    cr_assert(eq(i64, available(p, NULL), 1));
+    cr_assert(eq(int, baton_permits_release(p, h[1].id), BATON_OK));
+    th_sleep_ms(400);
+    cr_assert(eq(int, atomic_load(&seen.count), 0), "nothing lost, and no renewal reported");
+    baton_permits_close(p);
+    redisFree(r);
+    baton_client_close(c);
+    free(name);
+}
+
 Test(permits, lease_zero_is_renewed_and_release_stops_the_renewal)
 {
     baton_client *c = client_with_watchdog(600);
