@@ -221,7 +221,7 @@ static holds extract(const hist *h, const char *obj)
         if (is_nemesis(e)) {
             if (strcmp(e->op, "kill") == 0) {
                 for (size_t k = 0; k < nst; k++)
-                    if (st[k].proc == e->proc && st[k].idx >= 0) {
+                    if (hist_os_proc(st[k].proc) == e->proc && st[k].idx >= 0) {
                         close_hold(&hs, st[k].idx, e, i);
                         hs.v[st[k].idx].killed = true;
                         st[k].idx = -1;
@@ -346,12 +346,12 @@ static int excuse(const hist *h, const hold *a, int64_t until, int64_t server_pa
         const hev *e = &h->ev[i];
         if (!is_nemesis(e))
             continue;
-        if (strcmp(e->op, "pause") == 0 && e->proc == a->proc && e->value == 1) {
+        if (strcmp(e->op, "pause") == 0 && e->proc == hist_os_proc(a->proc) && e->value == 1) {
             /* the stop (invoke) before `until` and its end (ok) after the hold began */
             if (strcmp(e->type, "invoke") == 0 && e->t <= until) {
                 int64_t cont = INT64_MAX;
                 for (size_t j = i + 1; j < h->n; j++)
-                    if (is(&h->ev[j], "nemesis", "pause", "ok") && h->ev[j].proc == a->proc) {
+                    if (is(&h->ev[j], "nemesis", "pause", "ok") && h->ev[j].proc == e->proc) {
                         cont = h->ev[j].t;
                         break;
                     }
@@ -359,8 +359,8 @@ static int excuse(const hist *h, const hold *a, int64_t until, int64_t server_pa
                     ex |= EX_PAUSE;
             }
         } else if (server_pause_ms > 0 && is(e, "nemesis", "partition", "invoke") &&
-                   e->proc == a->proc && e->value >= server_pause_ms && e->t <= until &&
-                   e->t + e->value * 1000 >= a->start) {
+                   e->proc == hist_os_proc(a->proc) && e->value >= server_pause_ms &&
+                   e->t <= until && e->t + e->value * 1000 >= a->start) {
             ex |= EX_PARTITION;
         } else if (server_pause_ms > 0 && is(e, "nemesis", "cpause", "invoke") &&
                    e->value >= server_pause_ms && e->t <= until &&
@@ -945,7 +945,7 @@ static bool hits(const hev *x, int proc)
 {
     if (strcmp(x->op, "pause") == 0 || strcmp(x->op, "kill") == 0 ||
         strcmp(x->op, "partition") == 0 || strcmp(x->op, "slow") == 0)
-        return x->proc == proc;
+        return x->proc == hist_os_proc(proc);
     return true;
 }
 

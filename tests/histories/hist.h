@@ -12,7 +12,8 @@
  *          clock whatever libfaketime does to its own); for an invoke it is read just
  *          before the call, for a completion just after it returned.
  * MONO_NS  the writer's CLOCK_MONOTONIC (informative only).
- * PROC     the logical client (0..N-1), or -1 for the nemesis.
+ * PROC     the logical client (0..N-1), or -1 for the nemesis; an rwshared client's second
+ *          thread records as PROC + HIST_THREAD_PROC (hist_os_proc gives its process).
  * INC      the client's incarnation (a client killed with -9 is started again as INC + 1).
  * OBJ      mutex, fair, rw, sem, permits, latch, nemesis.
  * OP       acquire, racquire, wacquire (rw), reenter, count (hold count read), exit
@@ -37,6 +38,15 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+/* An rwshared client (hist_client.c) runs the rw workload in two threads of one process;
+ * the second records as its PROC + HIST_THREAD_PROC. A fault that hits a process (pause,
+ * kill, partition, slow link) hits both: the checkers match it with hist_os_proc. */
+#define HIST_THREAD_PROC 1000
+static inline int hist_os_proc(int proc)
+{
+    return proc >= HIST_THREAD_PROC && proc < 2 * HIST_THREAD_PROC ? proc - HIST_THREAD_PROC : proc;
+}
 
 typedef struct hev {
     int64_t t;    /* SRV_US */

@@ -4,7 +4,8 @@
  *
  *   hist_client URL RESOURCE_PORT WORKLOAD PROC INC SEED DURATION_MS OUT
  *
- * WORKLOAD: mutex, fair, rw, sem, permits, latch, cli (the mutex through `baton lock`);
+ * WORKLOAD: mutex, fair, rw, rwshared (rw in two threads sharing one client and handle),
+ * sem, permits, latch, cli (the mutex through `baton lock`);
  * final:sem and final:permits read the
  * free permits once the run is over (the runner's last step). The process keeps its client and its
  * handles across many operations (a process looping on one handle through faults is what
@@ -17,6 +18,8 @@
  * HIST_CMD_TIMEOUT_MS (default 1000).
  */
 #define _GNU_SOURCE
+#include "hist.h"
+
 #include <baton/baton.h>
 #include <hiredis/hiredis.h>
 
@@ -35,11 +38,12 @@
 #include <unistd.h>
 
 static FILE *hf;
-static redisContext *res;
+static _Thread_local redisContext *res; /* each thread its own (rwshared's two) */
 static int res_port;
-static int g_proc, g_inc;
+static _Thread_local int g_proc; /* rwshared: its second thread's is + HIST_THREAD_PROC */
+static int g_inc;
 static const char *g_obj;
-static unsigned long long rng;
+static _Thread_local unsigned long long rng;
 
 static uint64_t rnd(void)
 {
@@ -235,22 +239,23 @@ static baton_client *open_client(int64_t until_us)
 
 /* ------------------------------------------------------------- async --------------- */
 
-static int async_pipe[2];
+static _Thread_local int async_pipe[2] = {-1, -1}; /* the calling thread's completions */
 
 static void async_done(void *handle, baton_owner *owner, int rc, void *arg)
 {
     (void)handle;
     (void)owner;
-    (void)arg;
-    ssize_t w = write(async_pipe[1], &rc, sizeof rc);
+    ssize_t w = write(((int *)arg)[1], &rc, sizeof rc);
     (void)w;
 }
 
 static int async_acquire(baton_client *c, baton_lock *l, baton_owner *o, int64_t wait_ms,
                          int64_t lease)
 {
+    if (async_pipe[0] < 0 && pipe(async_pipe) != 0)
+        abort();
     baton_client_set_callbacks(c, BATON_CALLBACKS_BATON);
-    int rc = baton_lock_acquire_async(l, o, wait_ms, lease, async_done, NULL, NULL);
+    int rc = baton_lock_acquire_async(l, o, wait_ms, lease, async_done, async_pipe, NULL);
     if (rc != BATON_OK)
         return rc;
     int got;
@@ -283,16 +288,21 @@ static bool hold_for(int lost_fd, int64_t hold_ms)
 
 typedef enum { W_MUTEX, W_FAIR, W_RW } lock_kind;
 
-static void lock_workload(lock_kind kind, int64_t until_us)
+/* shared_c, shared_rw: rwshared's client and read-write lock, which its two threads use
+ * at once and never close here; NULL: the workload's own, renewed now and then. */
+static void lock_workload(lock_kind kind, int64_t until_us, baton_client *shared_c,
+                          baton_rwlock *shared_rw)
 {
-    baton_client *c = NULL;
-    baton_rwlock *rw = NULL;
+    baton_client *c = shared_c;
+    baton_rwlock *rw = shared_rw;
     baton_lock *l = NULL;
     baton_owner *owner = NULL;
     const char *name = kind == W_MUTEX ? "h:mutex" : kind == W_FAIR ? "h:fair" : "h:rw";
     while (srv_us() < until_us) {
         /* fresh client now and then; a fresh handle more often */
-        if (c && rnd() % 50 == 0) {
+        if (shared_c) {
+            /* shared with the other thread: kept */
+        } else if (c && rnd() % 50 == 0) {
             baton_owner_free(owner);
             owner = NULL;
             if (rw)
@@ -412,10 +422,56 @@ static void lock_workload(lock_kind kind, int64_t until_us)
         usleep((useconds_t)rnd_in(0, 20000));
     }
     baton_owner_free(owner);
+    if (shared_c)
+        return;
     if (rw)
         baton_rwlock_close(rw);
     else
         baton_lock_close(l);
+    baton_client_close(c);
+}
+
+/* rwshared: the rw workload in two threads of one process that share its client and its
+ * read-write lock (the handles may be used from any thread, concurrently): two readers of
+ * one handle at once, a reader and a writer, a release whose reply comes after the other
+ * thread took the lock. The second thread records as process g_proc + HIST_THREAD_PROC;
+ * the checkers count both as one process for the faults that hit it (hist.h). */
+
+typedef struct shared_arg {
+    baton_client *c;
+    baton_rwlock *rw;
+    int proc;
+    unsigned long long seed;
+    int64_t until_us;
+} shared_arg;
+
+static void *shared_thread(void *p)
+{
+    shared_arg *a = p;
+    g_proc = a->proc;
+    rng = a->seed;
+    res_connect();
+    lock_workload(W_RW, a->until_us, a->c, a->rw);
+    if (res)
+        redisFree(res);
+    return NULL;
+}
+
+static void rw_shared_workload(int64_t until_us)
+{
+    baton_client *c = open_client(until_us);
+    if (!c)
+        return;
+    baton_rwlock *rw = NULL;
+    if (baton_rwlock_open(c, "h:rw", &rw) != BATON_OK)
+        abort();
+    shared_arg a = {c, rw, g_proc + HIST_THREAD_PROC, rng * 0x9E3779B97F4A7C15ull + 1, until_us};
+    pthread_t t;
+    if (pthread_create(&t, NULL, shared_thread, &a) != 0)
+        abort();
+    lock_workload(W_RW, until_us, c, rw);
+    pthread_join(t, NULL);
+    baton_rwlock_close(rw);
     baton_client_close(c);
 }
 
@@ -865,8 +921,6 @@ int main(int argc, char **argv)
         return 2;
     }
     watchdog_ms = env_int("HIST_WATCHDOG_MS", 3000);
-    if (pipe(async_pipe) != 0)
-        return 2;
     res_connect();
     int64_t until = srv_us() + duration_ms * 1000;
     if (final)
@@ -880,12 +934,15 @@ int main(int argc, char **argv)
         self[n] = 0;
         cli_workload(until, self, argv[2], argv[6], argv[8]);
     } else if (strcmp(g_obj, "mutex") == 0)
-        lock_workload(W_MUTEX, until);
+        lock_workload(W_MUTEX, until, NULL, NULL);
     else if (strcmp(g_obj, "fair") == 0)
-        lock_workload(W_FAIR, until);
+        lock_workload(W_FAIR, until, NULL, NULL);
     else if (strcmp(g_obj, "rw") == 0)
-        lock_workload(W_RW, until);
-    else if (strcmp(g_obj, "redlock") == 0)
+        lock_workload(W_RW, until, NULL, NULL);
+    else if (strcmp(g_obj, "rwshared") == 0) {
+        g_obj = "rw"; /* the rw clients' lock, its events under rw */
+        rw_shared_workload(until);
+    } else if (strcmp(g_obj, "redlock") == 0)
         redlock_workload(until);
     else if (strcmp(g_obj, "sem") == 0)
         sem_workload(until);

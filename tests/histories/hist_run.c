@@ -1216,7 +1216,7 @@ static const char *object_name(const char *workload)
         return "h:mutex";
     if (strcmp(workload, "fair") == 0)
         return "h:fair";
-    if (strcmp(workload, "rw") == 0)
+    if (strcmp(workload, "rw") == 0 || strcmp(workload, "rwshared") == 0)
         return "h:rw";
     if (strcmp(workload, "sem") == 0)
         return "h:sem";

@@ -415,6 +415,40 @@ Test(rw, readers_together_writer_alone)
     hist_free(&h);
 }
 
+/* An rwshared client's second thread records as its process + HIST_THREAD_PROC: the faults
+ * of its process (a pause past the lease, a kill) are its faults too, and nobody else's. */
+Test(rw, a_second_threads_faults_are_its_process_faults)
+{
+    static const char *const lines[] = {"100 1000 0 rw racquire ok 1 0 0",
+                                        "150 0 0 nemesis pause invoke 0 0 1",
+                                        "3000 2 0 rw wacquire ok 2 0 0",
+                                        "5000 0 0 nemesis pause ok 0 0 1",
+                                        "5100 1000 0 rw release invoke 1 0 0",
+                                        "5200 2 0 rw release invoke 2 0 0",
+                                        NULL};
+    hist h;
+    load(&h, lines);
+    hist_params p = params();
+    hist_verdict v = hist_check_rw(&h, &p, stderr);
+    cr_assert_eq(v.violations, 0);
+    cr_assert_eq(v.allowed, 1);
+    /* another process's pause excuses nothing */
+    h.ev[1].proc = 1;
+    h.ev[3].proc = 1;
+    v = hist_check_rw(&h, &p, stderr);
+    cr_assert_eq(v.violations, 1);
+    /* a kill of its process ends the second thread's hold */
+    h.ev[1] = (hev){.t = 150, .proc = 0, .obj = "nemesis", .op = "kill", .type = "invoke"};
+    h.ev[3].t = 160; /* the pause's end, now another process's, out of the way */
+    hist_sort(&h);
+    v = hist_check_rw(&h, &p, stderr);
+    cr_assert_eq(v.violations, 0);
+    cr_assert_eq(hist_os_proc(1002), 2);
+    cr_assert_eq(hist_os_proc(2000), 2000);
+    cr_assert_eq(hist_os_proc(-1), -1);
+    hist_free(&h);
+}
+
 /* ------------------------------------------------------------- permits ------------- */
 
 Test(permits, at_most_n)
