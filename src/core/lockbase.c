@@ -108,6 +108,8 @@ typedef struct baton__hold_rec {
     bool registered;  /* in the client's hold registry (watchdog) */
     bool renewing;    /* ... and renewed by it (no explicit lease) */
     bool lost;        /* the hold was found lost (see baton_lock_set_lost_handler) */
+    int pins;         /* calls using it outside l->mu: it is freed by the last of them */
+    bool unlinked;    /* out of l->recs: freed once no call pins it */
     struct baton__hold_rec *next;
 } hold_rec;
 
@@ -139,14 +141,17 @@ static hold_rec *rec_find(const baton_lock *l, uint64_t holder)
     return NULL;
 }
 
-/* Takes r out of the handle's list (it is freed by rec_free). Called with l->mu held. */
-static void rec_unlink(baton_lock *l, hold_rec *r)
+/* Takes r out of the handle's list; whether it may be freed now (rec_free), else the last
+ * call that pins it frees it (rec_unpin). Called with l->mu held. */
+static bool rec_unlink(baton_lock *l, hold_rec *r)
 {
     for (hold_rec **p = &l->recs; *p; p = &(*p)->next)
         if (*p == r) {
             *p = r->next;
-            return;
+            break;
         }
+    r->unlinked = true;
+    return r->pins == 0;
 }
 
 /* The owner field of holder (a thread or baton_owner id) in this lock. */
@@ -168,6 +173,17 @@ static void rec_free(baton_lock *l, hold_rec *r)
         baton__watchdog_remove(l->client, l->name, owner, r);
     }
     free(r);
+}
+
+/* Ends a pin of r (taken under l->mu); frees r if it was unlinked meanwhile and this was
+ * its last pin. */
+static void rec_unpin(baton_lock *l, hold_rec *r)
+{
+    baton__mutex_lock(&l->mu);
+    bool free_now = --r->pins == 0 && r->unlinked;
+    baton__mutex_unlock(&l->mu);
+    if (free_now)
+        rec_free(l, r);
 }
 
 /* Tells the handle's holder of a loss (descriptor, then callback). */
@@ -249,6 +265,7 @@ int baton__hold_acquired(baton_lock *l, const char *owner, bool fresh, int64_t t
         r->next = l->recs;
         l->recs = r;
     }
+    r->pins++; /* used below, outside the mutex: a force release's forget must not free it */
     bool believed = !r->lost && r->depth > 0;
     if (fresh || !believed) {
         /* A registration left from an earlier hold of this owner that was lost is
@@ -272,8 +289,6 @@ int baton__hold_acquired(baton_lock *l, const char *owner, bool fresh, int64_t t
     }
     r->lease_ms = lease_ms;
     baton__mutex_unlock(&l->mu);
-    /* r stays: only its owner (the calling thread or owner, here) unlinks it, or a
-     * force release's hold_forget, which then frees it only after the removal below */
     if (stale) /* the earlier hold's registration */
         baton__watchdog_remove(c, l->name, owner, r);
     if (was_lost) {
@@ -292,9 +307,11 @@ int baton__hold_acquired(baton_lock *l, const char *owner, bool fresh, int64_t t
             r->registered = r->renewing = false;
             baton__mutex_unlock(&l->mu);
             l->ops->release(l); /* don't leave a hold nobody renews */
+            rec_unpin(l, r);
             return rc;
         }
     }
+    rec_unpin(l, r);
     return BATON_OK;
 }
 
@@ -435,10 +452,10 @@ static int hold_release(baton_lock *l, const release_form *f)
         lost = !r->lost && (outcome == -1 || (outcome == 1 && r->depth > 1));
         gone = r;
     }
-    if (gone)
-        rec_unlink(l, gone);
+    bool free_now = gone && rec_unlink(l, gone);
     baton__mutex_unlock(&l->mu);
-    rec_free(l, gone);
+    if (free_now)
+        rec_free(l, gone);
     if (rc != BATON_OK)
         return rc;
     if (lost)
@@ -493,10 +510,22 @@ void baton__hold_forget(baton_lock *l)
     if (baton__client_forked(l->client))
         return;
     baton__mutex_lock(&l->mu);
-    hold_rec *all = l->recs;
-    l->recs = NULL;
+    hold_rec *all = NULL;
+    for (hold_rec **p = &l->recs; *p;) {
+        hold_rec *r = *p;
+        if (r->pins > 0) {
+            /* an acquisition being recorded right now: it may have run after the force
+             * release, and then holds; if not, its renewal finds it gone and tells */
+            p = &r->next;
+            continue;
+        }
+        *p = r->next;
+        r->unlinked = true;
+        r->next = all;
+        all = r;
+    }
     baton__mutex_unlock(&l->mu);
-    while (all) { /* each record's registration goes: this handle's only */
+    while (all) { /* each record's registration goes (this handle's only), with the record */
         hold_rec *next = all->next;
         rec_free(l, all);
         all = next;
