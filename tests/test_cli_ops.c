@@ -651,6 +651,37 @@ Test(cli_ops, client_list_shows_the_connections_name_while_command_runs)
     free(marker);
 }
 
+/* `status NAME`'s text for a line of two: its header, then `first` before `second`. */
+static void assert_line_text(const char *out, const char *first, const char *second)
+{
+    const char *line = strstr(out, "line (2 starved waiters, first in line first)");
+    cr_assert(line != NULL, "%s", out);
+    const char *a = strstr(line, first), *b = strstr(line, second);
+    cr_assert(a != NULL && b != NULL && a < b, "%s", out);
+}
+
+/* `status --json NAME`, parsed (the caller frees it), after asserting that it succeeded and
+ * found an object of `kind`. */
+static json *status_json(const char *name, const char *kind)
+{
+    cli_result r;
+    cli_exec(&r, ARGS("status", "--json", name));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    json *j = json_parse(r.out);
+    cr_assert(j != NULL, "%s", r.out);
+    cr_assert(eq(str, json_get(json_at(j, 0), "kind")->string, (char *)kind), "%s", r.out);
+    cli_result_free(&r);
+    return j;
+}
+
+/* A JSON line of two waiters: `first`, then `second`. */
+static void assert_line_json(const json *l, const char *first, const char *second)
+{
+    cr_assert(eq(sz, l->n, 2));
+    cr_assert(eq(str, json_get(json_at(l, 0), "owner")->string, (char *)first));
+    cr_assert(eq(str, json_get(json_at(l, 1), "owner")->string, (char *)second));
+}
+
 /* `status` shows a plain lock's line of starved waiters in order, text and JSON. */
 Test(cli_ops, status_shows_a_plain_locks_line_in_order)
 {
@@ -662,23 +693,11 @@ Test(cli_ops, status_shows_a_plain_locks_line_in_order)
     cli_result r;
     cli_exec(&r, ARGS("status", name));
     cr_assert(eq(int, r.status, 0), "%s", r.err);
-    const char *line = strstr(r.out, "line (2 starved waiters, first in line first)");
-    cr_assert(line != NULL, "%s", r.out);
-    const char *first = strstr(line, "1. first:1"), *second = strstr(line, "2. second:1");
-    cr_assert(first != NULL && second != NULL && first < second, "%s", r.out);
+    assert_line_text(r.out, "1. first:1", "2. second:1");
     cli_result_free(&r);
-    cli_exec(&r, ARGS("status", "--json", name));
-    cr_assert(eq(int, r.status, 0), "%s", r.err);
-    json *j = json_parse(r.out);
-    cr_assert(j != NULL, "%s", r.out);
-    const json *o = json_at(j, 0);
-    cr_assert(eq(str, json_get(o, "kind")->string, "lock"));
-    const json *l = json_get(o, "line");
-    cr_assert(eq(sz, l->n, 2), "%s", r.out);
-    cr_assert(eq(str, json_get(json_at(l, 0), "owner")->string, "first:1"));
-    cr_assert(eq(str, json_get(json_at(l, 1), "owner")->string, "second:1"));
+    json *j = status_json(name, "lock");
+    assert_line_json(json_get(json_at(j, 0), "line"), "first:1", "second:1");
     json_free(j);
-    cli_result_free(&r);
     freeReplyObject(th_cmd(rc, "DEL %s baton_lock_line:{%s}", name, name));
     redisFree(rc);
 }
@@ -696,32 +715,21 @@ Test(cli_ops, status_shows_a_semaphores_line_and_its_reservation)
     cli_exec(&r, ARGS("status", name));
     cr_assert(eq(int, r.status, 0), "%s", r.err);
     cr_assert(strstr(r.out, ": semaphore, 1 permit available") != NULL, "%s", r.out);
-    const char *line = strstr(r.out, "line (2 starved waiters, first in line first)");
-    cr_assert(line != NULL, "%s", r.out);
-    const char *first = strstr(line, "1. first:1  wants 3 permits");
-    const char *second = strstr(line, "2. second:1  wants 2 permits");
-    cr_assert(first != NULL && second != NULL && first < second, "%s", r.out);
+    assert_line_text(r.out, "1. first:1  wants 3 permits", "2. second:1  wants 2 permits");
     cr_assert(strstr(r.out, "reserved for early:1  (1 permit)  lapses in ") != NULL, "%s", r.out);
     cli_result_free(&r);
 
-    cli_exec(&r, ARGS("status", "--json", name));
-    cr_assert(eq(int, r.status, 0), "%s", r.err);
-    json *j = json_parse(r.out);
-    cr_assert(j != NULL, "%s", r.out);
+    json *j = status_json(name, "semaphore");
     const json *o = json_at(j, 0);
-    cr_assert(eq(str, json_get(o, "kind")->string, "semaphore"));
     const json *l = json_get(o, "semaphore_line");
-    cr_assert(eq(sz, l->n, 2), "%s", r.out);
-    cr_assert(eq(str, json_get(json_at(l, 0), "owner")->string, "first:1"));
+    assert_line_json(l, "first:1", "second:1");
     cr_assert(eq(dbl, json_get(json_at(l, 0), "permits")->number, 3));
-    cr_assert(eq(str, json_get(json_at(l, 1), "owner")->string, "second:1"));
     const json *kept = json_get(o, "reserved");
-    cr_assert(eq(str, json_get(kept, "owner")->string, "early:1"), "%s", r.out);
+    cr_assert(eq(str, json_get(kept, "owner")->string, "early:1"));
     cr_assert(eq(dbl, json_get(kept, "permits")->number, 1));
     double left = json_get(kept, "remaining_ms")->number;
-    cr_assert(left > 0 && left <= 20000, "%s", r.out);
+    cr_assert(left > 0 && left <= 20000, "remaining_ms %f", left);
     json_free(j);
-    cli_result_free(&r);
 
     cli_exec(&r, ARGS("list", name));
     cr_assert(eq(int, r.status, 0), "%s", r.err);

@@ -168,6 +168,16 @@ static void print_lock_text(const char *name, const baton_inspection *s)
                (long long)s->subscribers_lock, s->subscribers_lock == 1 ? "" : "s");
 }
 
+/* A waiter's ", \"permits\": N" (null when unknown), for json_entry's fields. */
+static void json_permits(const baton_inspect_waiter *w, char *buf, size_t len)
+{
+    long long n = waiter_permits(w);
+    if (n >= 0)
+        snprintf(buf, len, ", \"permits\": %lld", n);
+    else
+        snprintf(buf, len, ", \"permits\": null");
+}
+
 /* A semaphore's line and a reservation (a lock's or a semaphore's). */
 static void print_line_and_reservation_text(const baton_inspection *s)
 {
@@ -372,9 +382,8 @@ static void print_json(const char *name, const baton_inspection *s, bool first)
         int64_t pid;
         const baton_inspect_waiter *w = s->semaphore_line[i];
         const char *host = waiter_host(w, &pid);
-        char want[48] = ", \"permits\": null";
-        if (waiter_permits(w) >= 0)
-            snprintf(want, sizeof want, ", \"permits\": %lld", waiter_permits(w));
+        char want[48];
+        json_permits(w, want, sizeof want);
         json_entry(i, w->owner, want, host, pid, "");
     }
     printf("],\n   \"reserved\": ");
@@ -382,10 +391,8 @@ static void print_json(const char *name, const baton_inspection *s, bool first)
     if (kept) {
         int64_t pid;
         const char *host = waiter_host(kept, &pid);
-        char fields[96];
-        snprintf(fields, sizeof fields, ", \"permits\": %lld", waiter_permits(kept));
-        if (waiter_permits(kept) < 0)
-            snprintf(fields, sizeof fields, ", \"permits\": null");
+        char fields[48];
+        json_permits(kept, fields, sizeof fields);
         char tail[64] = ", \"remaining_ms\": null";
         if (kept->has_deadline)
             snprintf(tail, sizeof tail, ", \"remaining_ms\": %lld",

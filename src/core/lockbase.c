@@ -161,13 +161,15 @@ static void owner_of(const baton_lock *l, uint64_t holder, char *buf, size_t len
              l->owner_suffix ? l->owner_suffix : "");
 }
 
-/* Frees an unlinked record once the watchdog holds no registration of it and runs no
- * callback for it. */
-static void rec_free(baton_lock *l, hold_rec *r)
+/* Frees an unlinked record. `registered`: it may still be registered, or a lost callback
+ * may be running for it (read under l->mu, or true when unknown): the registration goes
+ * first, which waits that callback out. A record whose registration its release removed
+ * already, or whose loss was told (on_lost touches it only under l->mu), needs nothing. */
+static void rec_free(baton_lock *l, hold_rec *r, bool registered)
 {
     if (!r)
         return;
-    if (l->client && !baton__client_forked(l->client)) {
+    if (registered && l->client && !baton__client_forked(l->client)) {
         char owner[BATON__OWNER_LEN];
         owner_of(l, r->holder, owner, sizeof owner);
         baton__watchdog_remove(l->client, l->name, owner, r);
@@ -181,9 +183,10 @@ static void rec_unpin(baton_lock *l, hold_rec *r)
 {
     baton__mutex_lock(&l->mu);
     bool free_now = --r->pins == 0 && r->unlinked;
+    bool registered = r->registered;
     baton__mutex_unlock(&l->mu);
     if (free_now)
-        rec_free(l, r);
+        rec_free(l, r, registered);
 }
 
 /* Tells the handle's holder of a loss (descriptor, then callback). */
@@ -453,9 +456,10 @@ static int hold_release(baton_lock *l, const release_form *f)
         gone = r;
     }
     bool free_now = gone && rec_unlink(l, gone);
+    bool registered = gone && gone->registered; /* removed by hold_release_begin, or lost */
     baton__mutex_unlock(&l->mu);
     if (free_now)
-        rec_free(l, gone);
+        rec_free(l, gone, registered);
     if (rc != BATON_OK)
         return rc;
     if (lost)
@@ -527,7 +531,7 @@ void baton__hold_forget(baton_lock *l)
     baton__mutex_unlock(&l->mu);
     while (all) { /* each record's registration goes (this handle's only), with the record */
         hold_rec *next = all->next;
-        rec_free(l, all);
+        rec_free(l, all, true); /* a loss may be being told for it now */
         all = next;
     }
 }

@@ -234,30 +234,6 @@ static bool deadline_of(const redisReply *deadlines, const char *owner, int64_t 
     return reply_score(flat_get(deadlines, owner), out);
 }
 
-/* Waiters in order: a fair lock's queue, each with its deadline from the timeout set
- * (deadlines not NULL), or a plain lock's line (no deadlines). */
-static int decode_waiters(const redisReply *list, const redisReply *deadlines,
-                          baton_inspect_waiter ***out, size_t *n)
-{
-    if (!is_array(list) || list->elements == 0)
-        return BATON_OK;
-    *out = calloc(list->elements, sizeof **out);
-    if (!*out)
-        return BATON_ENOMEM;
-    for (size_t i = 0; i < list->elements; i++) {
-        const redisReply *owner = list->element[i];
-        if (!is_str(owner))
-            return BATON_EPROTO;
-        baton_inspect_waiter *w = new_entry(sizeof *w, owner);
-        if (!w)
-            return BATON_ENOMEM;
-        (*out)[(*n)++] = w;
-        if (deadlines)
-            w->has_deadline = deadline_of(deadlines, w->owner, &w->deadline_ms);
-    }
-    return BATON_OK;
-}
-
 /* A semaphore's waiter from its member "<permits>:<owner>" (its line's, its reservation's):
  * the owner and what it wants; a member of another form is shown whole, permits -1. */
 static baton_inspect_waiter *semaphore_waiter(const redisReply *member)
@@ -278,28 +254,34 @@ static baton_inspect_waiter *semaphore_waiter(const redisReply *member)
     return w;
 }
 
-/* A semaphore's line: members "<permits>:<owner>", first come first. */
-static int decode_semaphore_line(baton_inspection *ins, const redisReply *list)
+/* Waiters in order: a fair lock's queue, each with its deadline from the timeout set
+ * (deadlines not NULL), a plain lock's line (no deadlines), or a semaphore's line (counted:
+ * members "<permits>:<owner>"). */
+static int decode_waiters(const redisReply *list, const redisReply *deadlines, bool counted,
+                          baton_inspect_waiter ***out, size_t *n)
 {
     if (!is_array(list) || list->elements == 0)
         return BATON_OK;
-    ins->semaphore_line = calloc(list->elements, sizeof *ins->semaphore_line);
-    if (!ins->semaphore_line)
+    *out = calloc(list->elements, sizeof **out);
+    if (!*out)
         return BATON_ENOMEM;
     for (size_t i = 0; i < list->elements; i++) {
-        if (!is_str(list->element[i]))
+        const redisReply *owner = list->element[i];
+        if (!is_str(owner))
             return BATON_EPROTO;
-        baton_inspect_waiter *w = semaphore_waiter(list->element[i]);
+        baton_inspect_waiter *w = counted ? semaphore_waiter(owner) : new_entry(sizeof *w, owner);
         if (!w)
             return BATON_ENOMEM;
-        ins->semaphore_line[ins->n_semaphore_line++] = w;
+        (*out)[(*n)++] = w;
+        if (deadlines)
+            w->has_deadline = deadline_of(deadlines, w->owner, &w->deadline_ms);
     }
     return BATON_OK;
 }
 
 /* The reservation: {} (none) or {"lock", owner, pttl} or {"semaphore", member, pttl}; its
- * deadline from the server's clock (decoded first). */
-static int decode_reserved(baton_inspection *ins, const redisReply *r)
+ * deadline from the server's clock (decoded first); *lock: it is the lock's. */
+static int decode_reserved(baton_inspection *ins, const redisReply *r, bool *lock_out)
 {
     if (!is_array(r) || r->elements == 0)
         return BATON_OK;
@@ -310,6 +292,7 @@ static int decode_reserved(baton_inspection *ins, const redisReply *r)
     bool lock = strcmp(r->element[0]->str, "lock") == 0;
     if (!lock && strcmp(r->element[0]->str, "semaphore") != 0)
         return BATON_EPROTO;
+    *lock_out = lock;
     ins->reserved =
         lock ? new_entry(sizeof *ins->reserved, r->element[1]) : semaphore_waiter(r->element[1]);
     if (!ins->reserved)
@@ -422,11 +405,12 @@ int baton__inspect_decode(baton_inspection *ins, const redisReply *r)
         ins->ttl_ms = -2;
     int rc = decode_holders(ins, el[R_FIELDS], el[R_ORIGINS]);
     if (rc == BATON_OK)
-        rc = decode_waiters(el[R_QUEUE], el[R_DEADLINES], &ins->queue, &ins->n_queue);
+        rc = decode_waiters(el[R_QUEUE], el[R_DEADLINES], false, &ins->queue, &ins->n_queue);
     if (rc == BATON_OK)
-        rc = decode_waiters(el[R_LINE], NULL, &ins->line, &ins->n_line);
+        rc = decode_waiters(el[R_LINE], NULL, false, &ins->line, &ins->n_line);
     if (rc == BATON_OK)
-        rc = decode_semaphore_line(ins, el[R_SEMLINE]);
+        rc =
+            decode_waiters(el[R_SEMLINE], NULL, true, &ins->semaphore_line, &ins->n_semaphore_line);
     if (rc == BATON_OK)
         rc = decode_leases(ins, el[R_LEASES]);
     if (rc != BATON_OK)
@@ -434,13 +418,12 @@ int baton__inspect_decode(baton_inspection *ins, const redisReply *r)
     ins->has_value = reply_int(el[R_VALUE], &ins->value);
     ins->has_token = reply_int(el[R_TOKEN], &ins->token);
     decode_clock_and_subscribers(ins, el[R_TIME], el[R_NUMSUB]);
-    rc = decode_reserved(ins, el[R_RESERVED]);
+    bool reserved_lock = false;
+    rc = decode_reserved(ins, el[R_RESERVED], &reserved_lock);
     if (rc != BATON_OK)
         return rc;
     bool fair_keys =
         ins->n_queue > 0 || (is_array(el[R_DEADLINES]) && el[R_DEADLINES]->elements > 0);
-    /* decode_reserved checked the reservation's form: {"lock"|"semaphore", who, pttl} */
-    bool reserved_lock = ins->reserved && strcmp(el[R_RESERVED]->element[0]->str, "lock") == 0;
     bool semaphore_side = ins->n_semaphore_line > 0 || (ins->reserved && !reserved_lock);
     classify(ins, fair_keys, semaphore_side, ins->n_line > 0 || reserved_lock);
     return BATON_OK;

@@ -449,8 +449,7 @@ static void *shared_thread(void *p)
 {
     shared_arg *a = p;
     g_proc = a->proc;
-    rng = a->seed;
-    res_connect();
+    rng = a->seed; /* its resource connection is made by its first res_cmd */
     lock_workload(W_RW, a->until_us, a->c, a->rw);
     if (res)
         redisFree(res);
