@@ -64,11 +64,6 @@ const char *baton_client_id(const baton_client *c)
     return c ? c->id : "";
 }
 
-void baton__owner(const baton_client *c, char *buf, size_t len)
-{
-    snprintf(buf, len, "%s:%llu", c->id, (unsigned long long)baton__owner_id());
-}
-
 const char *baton__client_origin(const baton_client *c)
 {
     return c->origin;
@@ -126,58 +121,6 @@ void baton__node_of_key(baton_client *c, const char *key, char *buf, size_t len,
         snprintf(buf, len, "unix:%s", c->cfg.ep.path);
     else
         baton__conn_where(c, NULL, buf, len);
-}
-
-/* ------------------------------- errors from replies ---------------------------------- */
-
-/* Whether a server error text is an ACL refusal: BATON_EPERM. */
-static bool acl_refusal(const char *s)
-{
-    /* NOPERM: a command refused before it ran (its name, or "one of the keys/channels");
-     * inside a script Redis 7.0 says "ERR The user executing the script can't ..." */
-    return strncmp(s, "NOPERM", 6) == 0 ||
-           strncmp(s, "ERR The user executing the script can't", 39) == 0;
-}
-
-int baton__reply_error(baton_client *c, const redisReply *r)
-{
-    if (!r || r->type != REDIS_REPLY_ERROR)
-        return BATON_OK;
-    const char *s = r->str ? r->str : "";
-    int code = BATON_EPROTO;
-    if (strncmp(s, "NOAUTH", 6) == 0 || strncmp(s, "WRONGPASS", 9) == 0)
-        code = BATON_EAUTH;
-    else if (acl_refusal(s))
-        code = BATON_EPERM;
-    else if (strncmp(s, "OOM", 3) == 0)
-        code = BATON_ENOMEM;
-    else if (strncmp(s, "READONLY", 8) == 0) {
-        /* a replica: the master moved under us (Sentinel); the topology looks again and
-         * the next connection goes to the new master */
-        code = BATON_ECONN;
-        baton__topology_kick(c);
-    } else if (baton__redirection_msg(s)) {
-        /* redirections left after the retries (Cluster: the slot is in flux, a
-         * connection-level failure), or a cluster node behind a redis:// URL: a mistake of
-         * configuration, which no retry mends (the command did not run) */
-        if (!baton__topology_cluster(c))
-            return baton__fail(c, BATON_EPROTO,
-                               "server replied: %s (the server is a Redis Cluster node: use a "
-                               "redis+cluster:// URL)",
-                               s);
-        code = BATON_ECONN;
-    }
-    return baton__fail(c, code, "server replied: %s", s);
-}
-
-uint64_t baton_client_epoch(const baton_client *c)
-{
-    if (!c)
-        return 0;
-    baton__mutex_lock((pthread_mutex_t *)&c->run_mu);
-    uint64_t e = c->epoch;
-    baton__mutex_unlock((pthread_mutex_t *)&c->run_mu);
-    return e;
 }
 
 /* ------------------------------- commands --------------------------------------------- */
@@ -705,7 +648,8 @@ int baton_client_open(const baton_options *opts, baton_client **out)
     baton__pool_init(c->pool, NULL, 0);
     baton__mutex_init(&c->lazy_mu);
     baton__mutex_init(&c->run_mu);
-    c->ev = baton__evloop_new(c); /* waits and asynchronous operations (async.c) */
+    c->ev = baton__evloop_new(
+        c, &baton__dispatcher_subs); /* waits and asynchronous operations (async.c) */
 
     /* Under Sentinel, the master first (on a Cluster, the slot map); then one connection
      * now, so that a wrong address or password is reported by open. */
@@ -751,7 +695,7 @@ void baton_client_close(baton_client *c)
     baton__topology_stop(c, forked);   /* its events reach the two below; its map and pools
                                            stay until they have ended (free_client) */
     if (c->wd)
-        baton__watchdog_free(c->wd, forked);
+        c->wd_free(c->wd, forked);
     if (c->disp)
         baton__dispatcher_free(c->disp, forked);
     baton__forget_errors(c);

@@ -44,6 +44,9 @@ struct baton_client {
     pthread_mutex_t lazy_mu; /* guards creation of the two threads below */
     baton__dispatcher *disp; /* created on the first subscription */
     baton__watchdog *wd;     /* created on the first watchdog hold */
+    /* how wd goes at close, set with it by its maker (src/lockbase: the client calls no
+     * floor above it) */
+    void (*wd_free)(baton__watchdog *w, bool forked);
 
     struct baton__evloop *ev; /* waits in progress, cancellation, async operations */
 

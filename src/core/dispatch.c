@@ -1321,3 +1321,7 @@ void baton__dispatcher_free(baton__dispatcher *d, bool forked)
     }
     free(d);
 }
+
+const baton__sub_methods baton__dispatcher_subs = {
+    baton__sub_wait, baton__sub_arm, baton__sub_disarm, baton__sub_pass_on, baton__sub_wake_all,
+};

@@ -491,6 +491,13 @@ void baton__lock_owner(const baton_lock *l, char *buf, size_t len);
 int baton__lock_open(baton_client *c, const char *name, const char *what,
                      const baton__lock_ops *ops, const char *channel_prefix, baton_lock **out);
 
+/* Frees a handle: its hold records, its kind's state, its base (baton_lock_close, after
+ * the handle's operations were dropped). */
+void baton__lock_free(baton_lock *l);
+/* The fencing token of the calling owner's hold through l: true and *token, or false
+ * (no hold; *token 0). */
+bool baton__hold_token(baton_lock *l, int64_t *token);
+
 /* Initializes the base of a lock handle; frees with baton__lock_base_free. */
 int baton__lock_base_init(baton_lock *l, const baton__lock_ops *ops, baton_client *c,
                           const char *name, const char *channel_prefix);

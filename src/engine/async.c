@@ -32,6 +32,7 @@
  */
 #define _GNU_SOURCE
 #include "engine.h"
+#include "hooks.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -829,9 +830,9 @@ int baton__fiber_sleep(baton_client *c, baton__waiting *wt, baton__sub *sub, int
     baton__mutex_unlock(&ev->mu);
     op->waker.fn = on_wake;
     op->waker.arg = op;
-    baton__sub_arm(c, sub, &op->waker);
+    ev->subs->arm(c, sub, &op->waker);
     fiber_yield(op);
-    bool fed = baton__sub_disarm(c, sub, &op->waker);
+    bool fed = ev->subs->disarm(c, sub, &op->waker);
     baton__mutex_lock(&ev->mu);
     heap_remove(op->eng, op);
     bool woken = op->woken, cancelled = baton__wait_cancelled_locked(ev, wt);
@@ -841,7 +842,7 @@ int baton__fiber_sleep(baton_client *c, baton__waiting *wt, baton__sub *sub, int
     baton__mutex_unlock(&ev->mu);
     if (cancelled) {
         if (fed)
-            baton__sub_pass_on(c, sub); /* it was meant for a waiter that tries */
+            ev->subs->pass_on(c, sub); /* it was meant for a waiter that tries */
         return baton__wait_cancelled_error(c);
     }
     return woken ? BATON_OK : BATON_ETIMEDOUT;
@@ -995,10 +996,17 @@ void baton__evloop_conn_freed(baton_client *c, const void *pool, bool all)
     baton__mutex_unlock(&ev->mu);
 }
 
+/* How the transport waits (src/net/hooks.h): through the engine, on a fiber. */
+static const baton__wait_hooks transport_waits = {
+    baton__on_fiber,     baton__fiber_wait_fd,   baton__fiber_sleep_until,
+    baton__evloop_freed, baton__fiber_wait_pool, baton__evloop_conn_freed,
+};
+
 /* ------------------------------- open and close --------------------------------------- */
 
-baton__evloop *baton__evloop_new(baton_client *c)
+baton__evloop *baton__evloop_new(baton_client *c, const baton__sub_methods *subs)
 {
+    baton__net_install(&transport_waits); /* the same table for every client */
     baton__evloop *ev = calloc(1, sizeof *ev);
     if (!ev)
         return NULL;
@@ -1016,6 +1024,7 @@ baton__evloop *baton__evloop_new(baton_client *c)
         return NULL;
     }
     ev->c = c;
+    ev->subs = subs;
     baton__mutex_init(&ev->mu);
     baton__cond_init(&ev->idle);
     return ev;
@@ -1085,7 +1094,7 @@ void baton__evloop_shut(baton__evloop *ev, bool forked)
     ev->closing = true;
     baton__waits_cancel_all_locked(ev);
     baton__mutex_unlock(&ev->mu);
-    baton__sub_wake_all(ev->c);
+    ev->subs->wake_all(ev->c);
     baton__mutex_lock(&ev->mu);
     if (ev->mode == BATON_CALLBACKS_LOOP)
         loop_drive_while(ev, still_live, NULL);

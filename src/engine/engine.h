@@ -98,6 +98,7 @@ typedef struct engine {
 
 struct baton__evloop {
     baton_client *c;
+    const baton__sub_methods *subs; /* the dispatcher's, given at open */
     pthread_mutex_t mu;
     pthread_cond_t idle; /* waits or live operations reached 0 */
     atomic_uint_fast64_t gen;

@@ -25,8 +25,26 @@ typedef struct baton__waiting {
     struct baton__waiting *prev, *next;
 } baton__waiting;
 
-/* Made at open, before anything can wait; NULL when out of memory. */
-baton__evloop *baton__evloop_new(baton_client *c);
+struct baton__sub_waker;
+
+/* How a wait sleeps on a subscription: the dispatcher's methods (src/core), which the
+ * client hands the engine at open, so that the engine calls no floor above it. */
+typedef struct baton__sub_methods {
+    /* Sleeps as a thread until a wake-up (BATON_OK), the deadline (BATON_ETIMEDOUT) or
+     * cancelled(arg) (BATON_ECANCELED): baton__sub_wait. */
+    int (*wait)(baton_client *c, baton__sub *s, int64_t deadline_us, bool (*cancelled)(void *),
+                void *arg);
+    /* A fiber's waker armed on s, disarmed (whether it fired), a wake-up handed on, every
+     * waiter of every channel woken once: baton__sub_arm, _disarm, _pass_on, _wake_all. */
+    void (*arm)(baton_client *c, baton__sub *s, struct baton__sub_waker *w);
+    bool (*disarm)(baton_client *c, baton__sub *s, struct baton__sub_waker *w);
+    void (*pass_on)(baton_client *c, baton__sub *s);
+    void (*wake_all)(baton_client *c);
+} baton__sub_methods;
+
+/* Made at open, before anything can wait; NULL when out of memory. subs: how its waits
+ * sleep on a subscription (static storage). */
+baton__evloop *baton__evloop_new(baton_client *c, const baton__sub_methods *subs);
 /* baton_client_close's first step: cancels every wait, waits for blocking waiters to leave,
  * completes every asynchronous operation and runs the callbacks still pending. The memory
  * stays until baton__evloop_free (after the client's threads have ended: a connection they
@@ -64,7 +82,9 @@ int baton__fiber_wait_pool(baton_client *c, const void *pool, uint64_t seen, int
  * for one of it runs again; all of them when `all` (the pool was emptied). */
 void baton__evloop_conn_freed(baton_client *c, const void *pool, bool all);
 
-/* ------------------------------- the dispatcher's side (dispatch.c) ------------------- */
+/* ------------------------------- the dispatcher's side (src/core/dispatch.c) --------- */
+
+/* Defined by the dispatcher; the engine reaches them only through baton__sub_methods. */
 
 /* A waiter that is not a sleeping thread (an asynchronous operation): armed on a
  * subscription, it takes the next wake-up the channel's policy hands out, as a thread in
@@ -77,6 +97,8 @@ typedef struct baton__sub_waker {
     bool armed;
     bool fed; /* fired, and not disarmed since */
 } baton__sub_waker;
+/* The dispatcher's methods, for baton__evloop_new. */
+extern const baton__sub_methods baton__dispatcher_subs;
 /* Arms w on s (s is held by w's owner): a wake-up kept for s already fires it at once. */
 void baton__sub_arm(baton_client *c, baton__sub *s, baton__sub_waker *w);
 /* Disarms w if it is still armed (it did not fire); whether it fired since it was armed

@@ -155,14 +155,14 @@ int baton__wait_sleep(baton_client *c, baton__waiting *wt, baton__sub *sub, int6
         int64_t until = until_us, now = baton__now_us();
         if (drive && until - now > BATON__DRIVE_SLICE_US)
             until = now + BATON__DRIVE_SLICE_US;
-        rc = baton__sub_wait(c, sub, until, thread_wait_cancelled, wt);
+        rc = ev->subs->wait(c, sub, until, thread_wait_cancelled, wt);
         if (rc != BATON_ETIMEDOUT || until == until_us)
             break;
         drive = baton__ops_start_deferred(c); /* the loop thread's operations, meanwhile */
     }
     if (thread_cancelled(ev, wt)) {
         if (rc == BATON_OK)
-            baton__sub_pass_on(c, sub); /* it took a wake-up meant for a waiter that tries */
+            ev->subs->pass_on(c, sub); /* it took a wake-up meant for a waiter that tries */
         return baton__wait_cancelled_error(c);
     }
     return rc;
@@ -193,7 +193,7 @@ void baton__evloop_cancel_handle(baton_client *c, const void *handle)
     /* A thread asleep on a subscription wakes, sees its flag and leaves; the other waiters
      * woken with it find nothing changed and try once more. */
     if (threads)
-        baton__sub_wake_all(c);
+        ev->subs->wake_all(c);
 }
 
 int baton_client_cancel_waits(baton_client *c)
@@ -207,6 +207,6 @@ int baton_client_cancel_waits(baton_client *c)
     baton__mutex_lock(&ev->mu);
     baton__waits_cancel_all_locked(ev);
     baton__mutex_unlock(&ev->mu);
-    baton__sub_wake_all(c);
+    ev->subs->wake_all(c);
     return BATON_OK;
 }

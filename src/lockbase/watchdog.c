@@ -665,6 +665,7 @@ static int get_watchdog(baton_client *c, baton__watchdog **out)
             baton__mutex_unlock(&c->lazy_mu);
             return baton__fail(c, BATON_ENOMEM, "pthread_create: %s", strerror(rc));
         }
+        c->wd_free = baton__watchdog_free;
         c->wd = w;
         /* Registered once, with the watchdog: a restart found by any connection (a
          * command's, the dispatcher's) reaches it without the connection layer knowing it. */

@@ -18,7 +18,7 @@
 #include "conn_impl.h"
 
 #include "client.h"
-#include "evloop.h"
+#include "hooks.h"
 #include "sentinel.h"
 #include "topology.h"
 
@@ -399,7 +399,7 @@ ssize_t baton__conn_io_read(baton__conn *k, char *buf, size_t len, short *want, 
 /* Waits until the socket allows `events` or the deadline passes: 1 ready, 0 timed out. */
 int baton__conn_wait_fd(int fd, short events, int64_t deadline_us, uint64_t key)
 {
-    int yielded = baton__fiber_wait_fd(fd, events, deadline_us, key); /* on a fiber */
+    int yielded = baton__net_waits()->wait_fd(fd, events, deadline_us, key); /* on a fiber */
     if (yielded >= 0)
         return yielded;
     for (;;) {
@@ -523,7 +523,7 @@ static void read_timed_out(baton__conn *k)
 int baton__conn_read_until(baton__conn *k, int64_t deadline_us, redisReply **out)
 {
     char buf[READ_CHUNK];
-    bool may_block = !baton__on_fiber(); /* a fiber yields instead (wait_fd) */
+    bool may_block = !baton__net_waits()->on_fiber(); /* a fiber yields instead (wait_fd) */
     *out = NULL;
     while (!k->broken) {
         if (baton__conn_next(k, out) != BATON_OK)

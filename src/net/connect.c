@@ -7,7 +7,6 @@
 #include "conn_impl.h"
 
 #include "client.h"
-#include "evloop.h"
 #include "sentinel.h"
 #include "topology.h"
 

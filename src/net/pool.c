@@ -7,7 +7,7 @@
 #include "conn_impl.h"
 
 #include "client.h"
-#include "evloop.h"
+#include "hooks.h"
 #include "sentinel.h"
 #include "topology.h"
 
@@ -112,7 +112,7 @@ int baton__conn_get_node(baton_client *c, baton__pool *p, int64_t deadline_us, b
 {
     baton__mutex_lock(&p->mu);
     for (;;) {
-        uint64_t seen = baton__evloop_freed(c);
+        uint64_t seen = baton__net_waits()->freed(c);
         while (p->idle) {
             baton__conn *k = p->idle;
             p->idle = k->next;
@@ -130,9 +130,9 @@ int baton__conn_get_node(baton_client *c, baton__pool *p, int64_t deadline_us, b
             break;
         /* Every connection is busy; each is bounded by the command timeout. A fiber yields
          * meanwhile: the fibers of its engine may hold them. */
-        if (baton__on_fiber()) {
+        if (baton__net_waits()->on_fiber()) {
             baton__mutex_unlock(&p->mu);
-            if (!baton__fiber_wait_pool(c, p, seen, deadline_us))
+            if (!baton__net_waits()->wait_pool(c, p, seen, deadline_us))
                 return baton__fail(c, BATON_ECONN, "no connection free before the deadline");
             baton__mutex_lock(&p->mu);
             continue;
@@ -152,7 +152,7 @@ int baton__conn_get_node(baton_client *c, baton__pool *p, int64_t deadline_us, b
         p->open--;
         baton__cond_signal(&p->cond);
         baton__mutex_unlock(&p->mu);
-        baton__evloop_conn_freed(c, p, false);
+        baton__net_waits()->conn_freed(c, p, false);
         return rc;
     }
     baton__stat_inc(c, BATON__ST_CONNECTS);
@@ -197,7 +197,7 @@ void baton__conn_put(baton_client *c, baton__conn *k, bool broken)
         k = NULL;
     }
     baton__mutex_unlock(&p->mu);
-    baton__evloop_conn_freed(c, p, false);
+    baton__net_waits()->conn_freed(c, p, false);
     baton__conn_close(k);
     close_list(stale);
 }
@@ -208,7 +208,7 @@ void baton__pool_drop_node(baton_client *c, baton__pool *p)
     baton__conn *stale = take_idle(p);
     baton__cond_broadcast(&p->cond);
     baton__mutex_unlock(&p->mu);
-    baton__evloop_conn_freed(c, p, true);
+    baton__net_waits()->conn_freed(c, p, true);
     close_list(stale);
 }
 

@@ -13,7 +13,7 @@
  * have not demoted yet, never takes a lock.
  */
 #include "topology.h"
-#include "evloop.h"
+#include "hooks.h"
 
 #include "client.h"
 #include "conn.h"
@@ -329,14 +329,14 @@ bool baton__topology_wait_change(baton_client *c, uint64_t gen, int64_t deadline
     baton__mutex_lock(&t->mu);
     t->kicked = true;
     baton__cond_signal(&t->cond);
-    if (baton__on_fiber()) {
+    if (baton__net_waits()->on_fiber()) {
         /* An asynchronous operation's fiber must not block its engine, whose other
          * operations go on meanwhile: it looks at the map every 10 ms (a failover takes
          * seconds; a TRYAGAIN pause 5 to 200 ms). */
         while (t->gen == gen && !t->closing && baton__now_us() < deadline_us) {
             int64_t until = baton__now_us() + 10000;
             baton__mutex_unlock(&t->mu);
-            int slept = baton__fiber_sleep_until(until < deadline_us ? until : deadline_us);
+            int slept = baton__net_waits()->sleep_until(until < deadline_us ? until : deadline_us);
             baton__mutex_lock(&t->mu);
             if (slept != 0)
                 break; /* out of memory for its timer: waits as a thread below */

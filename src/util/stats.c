@@ -442,3 +442,13 @@ int baton_client_stats_format(baton_client *c, int format, char *buf, size_t len
     }
     return o.used > INT32_MAX ? INT32_MAX : (int)o.used;
 }
+
+uint64_t baton_client_epoch(const baton_client *c)
+{
+    if (!c)
+        return 0;
+    baton__mutex_lock((pthread_mutex_t *)&c->run_mu);
+    uint64_t e = c->epoch;
+    baton__mutex_unlock((pthread_mutex_t *)&c->run_mu);
+    return e;
+}
