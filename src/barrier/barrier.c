@@ -204,9 +204,22 @@ static void give_up(void *arg, int rc)
         check(a, "leave");
 }
 
-/* kind, counted as, join a live subscription, attempt, sleep bound, give up */
-static const baton__wait_ops barrier_wait = {BATON__SUB_LATCH, BATON__K_LATCH, true,
-                                             attempt,          bound,          give_up};
+/* How a message wakes the waiters on a barrier's channel: "0" (a phase ended: the last
+ * party arrived, or the barrier broke) all of them; any other none. The subscription does
+ * not linger. */
+static int64_t zero_wakeups(const char *payload, size_t len, int refs, int64_t pending)
+{
+    (void)pending;
+    bool ok;
+    int64_t v = baton__sub_payload_int(payload, len, &ok);
+    return (ok && v == 0) ? refs : 0;
+}
+
+static const baton__sub_type barrier_sub = {zero_wakeups, false, false};
+
+/* channel, counted as, join a live subscription, attempt, sleep bound, give up */
+static const baton__wait_ops barrier_wait = {&barrier_sub, BATON__K_LATCH, true,
+                                             attempt,      bound,          give_up};
 
 static int await_phase(baton_barrier *b, int which, int64_t timeout_ms, int64_t *index,
                        int64_t *generation);

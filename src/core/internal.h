@@ -340,17 +340,25 @@ void baton__owner(const baton_client *c, char *buf, size_t len);
  * Pub/sub dispatcher
  * ---------------------------------------------------------------------------------------- */
 
-/* How a channel's messages release its waiters. */
-typedef enum baton__sub_kind {
-    BATON__SUB_LOCK,      /* "0": one waiter; "1": every waiter */
-    BATON__SUB_LATCH,     /* "0": every waiter */
-    BATON__SUB_SEMAPHORE, /* "<n>": up to n waiters */
-    BATON__SUB_RWLOCK,    /* any message: every waiter (readers and writers share the
-                             channel and a wake-up cannot tell them apart; see rwlock.c) */
-    BATON__SUB_OWN,       /* a channel of one waiter (baton__wait_ops.relisten): any message
-                             wakes it, and one that comes while the subscription lingers is
-                             kept for the next wait on it */
-} baton__sub_kind;
+/* How a channel's messages release its waiters: what differs from one primitive's channel
+ * to another's, in a table each primitive hands the dispatcher with its waits
+ * (baton__wait_ops.sub), as Redis's pubsubtype does for its kinds of channel. The
+ * dispatcher names no primitive. */
+typedef struct baton__sub_type {
+    /* How many of the channel's waiters a message wakes: payload (len bytes), refs (the
+     * waiters holding the channel), pending (wake-ups handed out by earlier messages and not
+     * yet taken, by a sleeping thread or an asynchronous waiter that has not run since). */
+    int64_t (*wakeups)(const char *payload, size_t len, int refs, int64_t pending);
+    bool linger; /* the subscription may outlive its last waiter a moment (a channel that a
+                    process waits on again soon) */
+    bool keep;   /* a message that comes while it lingers is kept for the next wait on it (a
+                    channel of one waiter, which may have queued already) */
+} baton__sub_type;
+/* A channel of one waiter (baton__wait_ops.relisten): any message wakes it, and one that
+ * comes while the subscription lingers is kept for the next wait on it. */
+extern const baton__sub_type baton__sub_own;
+/* A message's payload as a decimal integer: *ok false when it is not one. */
+int64_t baton__sub_payload_int(const char *payload, size_t len, bool *ok);
 
 typedef struct baton__sub baton__sub;
 
@@ -360,7 +368,7 @@ struct baton__waiting;
  * comes first, or until the wait wt (if not NULL) is cancelled. Returns BATON_OK,
  * BATON_ETIMEDOUT (deadline passed), BATON_ECANCELED, BATON_ECONN; on failure nothing is
  * left subscribed for this caller. */
-int baton__sub_acquire(baton_client *c, const char *channel, baton__sub_kind kind,
+int baton__sub_acquire(baton_client *c, const char *channel, const baton__sub_type *type,
                        int64_t deadline_us, const struct baton__waiting *wt, baton__sub **out);
 /* Takes a reference on channel's subscription only if it is live already (confirmed, other
  * waiters hold it); NULL otherwise, without subscribing. A waiter that takes it before its

@@ -620,9 +620,22 @@ static int64_t observe_bound(void *arg)
     return ((observing *)arg)->bound_ms;
 }
 
-/* kind, counted as, join a live subscription, attempt, sleep bound, give up */
-static const baton__wait_ops observe_wait = {BATON__SUB_LATCH, BATON__K_LATCH, true,
-                                             observe_attempt, observe_bound};
+/* How a message wakes the observers on an election's channel: "0" (the leadership changed:
+ * proclaimed, resigned, or an observation found it gone) all of them; any other none. The
+ * subscription does not linger. */
+static int64_t zero_wakeups(const char *payload, size_t len, int refs, int64_t pending)
+{
+    (void)pending;
+    bool ok;
+    int64_t v = baton__sub_payload_int(payload, len, &ok);
+    return (ok && v == 0) ? refs : 0;
+}
+
+static const baton__sub_type observe_sub = {zero_wakeups, false, false};
+
+/* channel, counted as, join a live subscription, attempt, sleep bound, give up */
+static const baton__wait_ops observe_wait = {&observe_sub, BATON__K_LATCH, true, observe_attempt,
+                                             observe_bound};
 
 /* What an observation checks first: the handle, its timeout and where the change goes. */
 static int enter_observe(baton_election *e, int64_t timeout_ms, const baton_election_event *ev)

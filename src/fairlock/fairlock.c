@@ -122,10 +122,22 @@ static void give_up(void *arg, int rc)
     free(detail);
 }
 
-/* kind, counted as, join a live subscription (nobody else listens on this owner's
+/* How an unlock message wakes the waiters on a fair lock's channel: "0" (an unlock) one of them,
+ * "1" (every waiter re-checks: a read unlock, a force release) all of them. */
+static int64_t unlock_wakeups(const char *payload, size_t len, int refs, int64_t pending)
+{
+    (void)pending;
+    bool ok;
+    int64_t v = baton__sub_payload_int(payload, len, &ok);
+    return (ok && v == 1) ? refs : 1;
+}
+
+static const baton__sub_type fair_sub = {unlock_wakeups, true, false};
+
+/* channel, counted as, join a live subscription (nobody else listens on this owner's
  * channel), attempt, sleep bound, give up */
-static const baton__wait_ops fair_wait = {BATON__SUB_LOCK, BATON__K_FAIRLOCK, false,
-                                          try_once,        script_bound,      give_up};
+static const baton__wait_ops fair_wait = {&fair_sub, BATON__K_FAIRLOCK, false,
+                                          try_once,  script_bound,      give_up};
 
 static int fair_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
 {

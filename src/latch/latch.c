@@ -217,8 +217,20 @@ int baton_latch_await(baton_latch *l, int64_t timeout_ms)
     BATON__COUNTED_CALL(l ? l->base.client : NULL, l, await(l, timeout_ms));
 }
 
-/* kind, counted as, join a live subscription, attempt, sleep bound, give up */
-static const baton__wait_ops latch_wait = {BATON__SUB_LATCH, BATON__K_LATCH, false, try_once,
+/* How a message wakes the waiters on a latch's channel: "0" (it reached zero) all of them;
+ * any other (a new count) none. The subscription does not linger. */
+static int64_t zero_wakeups(const char *payload, size_t len, int refs, int64_t pending)
+{
+    (void)pending;
+    bool ok;
+    int64_t v = baton__sub_payload_int(payload, len, &ok);
+    return (ok && v == 0) ? refs : 0;
+}
+
+const baton__sub_type baton__latch_sub = {zero_wakeups, false, false};
+
+/* channel, counted as, join a live subscription, attempt, sleep bound, give up */
+static const baton__wait_ops latch_wait = {&baton__latch_sub, BATON__K_LATCH, false, try_once,
                                            recheck};
 
 static int await(baton_latch *l, int64_t timeout_ms)

@@ -155,9 +155,21 @@ static int64_t holder_ttl(void *arg)
     return ((acquiring *)arg)->ttl;
 }
 
-/* kind, counted as, join a live subscription, attempt, sleep bound, give up, relisten */
-static const baton__wait_ops lock_wait = {BATON__SUB_LOCK, BATON__K_LOCK, true,       try_once,
-                                          holder_ttl,      give_up,       own_channel};
+/* How an unlock message wakes the waiters on a lock's channel: "0" (an unlock) one of them,
+ * "1" (every waiter re-checks: a read unlock, a force release) all of them. */
+static int64_t unlock_wakeups(const char *payload, size_t len, int refs, int64_t pending)
+{
+    (void)pending;
+    bool ok;
+    int64_t v = baton__sub_payload_int(payload, len, &ok);
+    return (ok && v == 1) ? refs : 1;
+}
+
+const baton__sub_type baton__lock_sub = {unlock_wakeups, true, false};
+
+/* channel, counted as, join a live subscription, attempt, sleep bound, give up, relisten */
+static const baton__wait_ops lock_wait = {&baton__lock_sub, BATON__K_LOCK, true,       try_once,
+                                          holder_ttl,       give_up,       own_channel};
 
 static int plain_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
 {

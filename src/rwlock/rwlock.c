@@ -8,7 +8,7 @@
  * verbs, hold bookkeeping, watchdog and lost reports are the core's (lockbase.c), the
  * waiting the core's wait routine (wait.c), so this file holds what differs: the scripts
  * each kind runs and the answers to is_locked. Readers and writers wait on the one
- * channel with BATON__SUB_RWLOCK (every message wakes every local waiter, who re-runs its
+ * channel with rw_sub (every message wakes every local waiter, who re-runs its
  * script: the dispatcher cannot tell readers from writers).
  *
  * Writers go first: a waiting writer claims the lock in baton_rwlock_writers:{name} (a zset
@@ -118,9 +118,20 @@ static void give_up(void *arg, int rc)
     free(detail);
 }
 
-/* kind, counted as, join a live subscription, attempt, sleep bound, give up */
-static const baton__wait_ops rwlock_wait = {BATON__SUB_RWLOCK, BATON__K_RWLOCK, true,
-                                            try_once,          script_bound,    give_up};
+/* How a message wakes the waiters on a read-write lock's channel: "0" (the last reader
+ * left) or "1" (the writer left) alike, every waiter, whoever may enter now (readers and
+ * writers share the channel and a wake-up cannot tell them apart). */
+static int64_t rw_wakeups(const char *payload, size_t len, int refs, int64_t pending)
+{
+    (void)payload, (void)len, (void)pending;
+    return refs;
+}
+
+static const baton__sub_type rw_sub = {rw_wakeups, true, false};
+
+/* channel, counted as, join a live subscription, attempt, sleep bound, give up */
+static const baton__wait_ops rwlock_wait = {&rw_sub,  BATON__K_RWLOCK, true,
+                                            try_once, script_bound,    give_up};
 
 static int rw_acquire(baton_lock *l, bool write, int64_t wait_ms, int64_t lease_ms)
 {

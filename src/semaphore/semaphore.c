@@ -282,9 +282,26 @@ int baton_semaphore_try_acquire(baton_semaphore *s, int64_t permits, int64_t wai
     BATON__COUNTED_CALL(s ? s->base.client : NULL, s, try_acquire(s, permits, wait_ms));
 }
 
-/* kind, counted as, join a live subscription, attempt, sleep bound, give up, relisten, turn */
+/* How a message wakes the waiters on a semaphore's channel: it carries the new permit
+ * count, and that many waiters try, counting those an earlier message woke that have not
+ * taken their wake-up yet: they try after this message too, and so see the permits it
+ * announces. (Adding the count to them woke a waiter per permit for every message that came
+ * while a permit was free: in the benchmark's s3, 2.4 attempts per acquisition, 1.8
+ * without.) */
+static int64_t permit_wakeups(const char *payload, size_t len, int refs, int64_t pending)
+{
+    bool ok;
+    int64_t v = baton__sub_payload_int(payload, len, &ok);
+    if (!ok)
+        return 1;
+    return (v < refs ? v : refs) - pending;
+}
+
+const baton__sub_type baton__semaphore_sub = {permit_wakeups, true, false};
+
+/* channel, counted as, join a live subscription, attempt, sleep bound, give up, relisten, turn */
 static const baton__wait_ops semaphore_wait = {
-    BATON__SUB_SEMAPHORE, BATON__K_SEMAPHORE, true, try_once, bound, give_up, own_channel, turn};
+    &baton__semaphore_sub, BATON__K_SEMAPHORE, true, try_once, bound, give_up, own_channel, turn};
 
 static int try_acquire(baton_semaphore *s, int64_t permits, int64_t wait_ms)
 {
