@@ -373,7 +373,7 @@ int baton_election_term(baton_election *e, int64_t *term)
 /* What an asynchronous operation's fiber runs (async.c): the blocking verbs. */
 static int async_campaign(void *h, const baton__op_args *a)
 {
-    return baton_election_campaign(h, a->value, a->wait_ms, a->lease_ms);
+    return baton_election_campaign(h, a->in, a->wait_ms, a->lease_ms);
 }
 
 static int async_resign(void *h, const baton__op_args *a)
@@ -384,7 +384,7 @@ static int async_resign(void *h, const baton__op_args *a)
 
 static int async_proclaim(void *h, const baton__op_args *a)
 {
-    return baton_election_proclaim(h, a->value);
+    return baton_election_proclaim(h, a->in);
 }
 
 /* Starts run on the engine for e, after the checks the blocking verb would make first. */
@@ -395,7 +395,7 @@ static int start_op(baton_election *e, baton__op_run_fn run, bool is_release,
         *op = NULL;
     int rc = enter(e);
     if (rc == BATON_OK)
-        rc = check_value(e, a->value);
+        rc = check_value(e, a->in);
     if (rc == BATON_OK && baton__check_lease(a->lease_ms) != BATON_OK)
         rc = baton__fail(e->base.client, BATON_EINVAL, "lease_ms %lld", (long long)a->lease_ms);
     return rc == BATON_OK ? baton__op_start(e->base.client, e, run, is_release, a, fn, arg, op)
@@ -405,7 +405,7 @@ static int start_op(baton_election *e, baton__op_run_fn run, bool is_release,
 int baton_election_campaign_async(baton_election *e, const char *value, int64_t wait_ms,
                                   int64_t lease_ms, baton_async_fn fn, void *arg, baton_op **op)
 {
-    baton__op_args a = {.wait_ms = wait_ms, .lease_ms = lease_ms, .value = value};
+    baton__op_args a = {.wait_ms = wait_ms, .lease_ms = lease_ms, .in = value};
     return start_op(e, async_campaign, false, &a, fn, arg, op);
 }
 
@@ -419,7 +419,7 @@ int baton_election_resign_async(baton_election *e, baton_async_fn fn, void *arg,
 int baton_election_proclaim_async(baton_election *e, const char *value, baton_async_fn fn,
                                   void *arg, baton_op **op)
 {
-    baton__op_args a = {.lease_ms = BATON_LEASE_WATCHDOG, .value = value};
+    baton__op_args a = {.lease_ms = BATON_LEASE_WATCHDOG, .in = value};
     return start_op(e, async_proclaim, false, &a, fn, arg, op);
 }
 

@@ -72,9 +72,11 @@ typedef struct baton__op_args {
     baton_owner *owner; /* the owner the operation acts for, or NULL: the starting thread */
     int64_t wait_ms;    /* checked by baton__op_start */
     int64_t lease_ms;
-    int64_t n;         /* permits */
-    char *id_out;      /* where a permit's id goes */
-    const char *value; /* an election's value (the caller keeps it until the callback) */
+    /* The rest means what the primitive's run function says it means; the engine only
+     * carries it (a semaphore's permits, an election's value, where a permit's id goes). */
+    int64_t number;
+    const void *in; /* the caller's, borrowed until the callback */
+    void *out;      /* the caller's, written by the run function before the callback */
 } baton__op_args;
 typedef int (*baton__op_run_fn)(void *handle, const baton__op_args *args);
 

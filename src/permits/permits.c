@@ -700,7 +700,7 @@ int baton_permits_lost_fd(baton_permits *p, int *fd)
 /* What an asynchronous operation's fiber runs (async.c): the blocking verb. */
 static int async_acquire(void *h, const baton__op_args *a)
 {
-    return baton_permits_try_acquire(h, a->wait_ms, a->lease_ms, a->id_out);
+    return baton_permits_try_acquire(h, a->wait_ms, a->lease_ms, a->out);
 }
 
 int baton_permits_acquire_async(baton_permits *p, int64_t wait_ms, int64_t lease_ms,
@@ -719,6 +719,6 @@ int baton_permits_acquire_async(baton_permits *p, int64_t wait_ms, int64_t lease
         return baton__fail(c, BATON_EINVAL, "lease_ms %lld: use BATON_LEASE_WATCHDOG or 1..%lld ms",
                            (long long)lease_ms, (long long)BATON_MAX_DURATION_MS);
     id[0] = '\0';
-    baton__op_args a = {.wait_ms = wait_ms, .lease_ms = lease_ms, .id_out = id};
+    baton__op_args a = {.wait_ms = wait_ms, .lease_ms = lease_ms, .out = id};
     return baton__op_start(c, p, async_acquire, false, &a, fn, arg, op);
 }

@@ -428,12 +428,12 @@ int baton_semaphore_available(baton_semaphore *s, int64_t *out)
 /* What an asynchronous operation's fiber runs (async.c): the blocking verbs. */
 static int async_acquire(void *h, const baton__op_args *a)
 {
-    return baton_semaphore_try_acquire(h, a->n, a->wait_ms);
+    return baton_semaphore_try_acquire(h, a->number, a->wait_ms);
 }
 
 static int async_release(void *h, const baton__op_args *a)
 {
-    return baton_semaphore_release(h, a->n);
+    return baton_semaphore_release(h, a->number);
 }
 
 /* A semaphore's operation: acquire (wait_ms) or release `permits`. */
@@ -448,7 +448,7 @@ static int async_start(baton_semaphore *s, baton__op_run_fn run, bool release, i
     baton_client *c = s->base.client;
     if (permits < 1)
         return baton__fail(c, BATON_EINVAL, "permits %lld: at least 1", (long long)permits);
-    baton__op_args a = {.n = permits, .wait_ms = wait_ms};
+    baton__op_args a = {.number = permits, .wait_ms = wait_ms};
     return baton__op_start(c, s, run, release, &a, fn, arg, op);
 }
 
