@@ -8,6 +8,7 @@
  * (src/lockbase/lockbase.c).
  */
 #include "../core/prim.h"
+#include "../lockbase/lockbase.h"
 
 #include <stdlib.h>
 

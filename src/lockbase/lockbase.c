@@ -8,7 +8,7 @@
  */
 #define _GNU_SOURCE
 #include "evloop.h"
-#include "internal.h"
+#include "lockbase.h"
 
 #include <hiredis/hiredis.h>
 

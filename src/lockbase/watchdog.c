@@ -23,6 +23,8 @@
  * so a renewal can never outlive the release it belongs to (Redisson #7272).
  */
 #define _GNU_SOURCE /* qsort_r */
+#include "lockbase.h"
+
 #include "client.h"
 #include "baton_scripts.h"
 #include "conn.h"

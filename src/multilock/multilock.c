@@ -32,6 +32,7 @@
  */
 #define _GNU_SOURCE
 #include "../core/prim.h"
+#include "../lockbase/lockbase.h"
 
 #include <stdio.h>
 #include <stdlib.h>
