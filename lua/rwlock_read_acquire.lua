@@ -10,6 +10,7 @@
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  reader field, "<client-uuid>:<thread-id>"
 -- ARGV[3]  the same thread's writer field, "<client-uuid>:<thread-id>:write"
+-- Status   the first element of the reply is a baton__acquire_status (src/core/internal.h)
 -- Returns  {1, token}  a first read hold of this owner; token = the counter, incremented
 --          {2, token}  re-entered (this owner held read already); token unchanged
 --          {0, wait}   not acquired: another owner writes, or a writer waits (its claim is

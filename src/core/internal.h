@@ -267,6 +267,22 @@ const baton__script *baton__script_find(const char *name);
 /* All scripts, terminated by an entry whose name is NULL. */
 const baton__script *baton__scripts(void);
 
+/* What an acquire script answers first ({status, value}): one list for every script that
+ * takes something, each naming it in its header (lua/lock_acquire.lua, fairlock_acquire,
+ * rwlock_read_acquire, rwlock_write_acquire, semaphore_acquire, permits_acquire). */
+typedef enum baton__acquire_status {
+    BATON__ACQ_NOT_NOW = 0,    /* not taken: value says how long to sleep at most (the
+                                  semaphore's: the permits available) */
+    BATON__ACQ_TAKEN = 1,      /* taken: a new hold (value: its new fencing token), or the
+                                  permits (value: those left, or the lease) */
+    BATON__ACQ_REENTERED = 2,  /* re-entered by the owner (value: the token, unchanged) */
+    BATON__ACQ_RESERVED = 3,   /* free, but reserved for another waiter, value ms more */
+    BATON__ACQ_NO_UPGRADE = 3, /* rwlock_write_acquire's 3: refused, the caller holds the
+                                  read lock */
+    BATON__ACQ_IN_LINE = 5,    /* not taken; the caller is in the line, value waiters before
+                                  it (wait.c's lines) */
+} baton__acquire_status;
+
 /* The form of a script this client runs: on Redis >= 7 its allow-oom variant if it has one
  * (s->oom), and on a Redis 7 Cluster the form that publishes with SPUBLISH (variant.c);
  * elsewhere s itself. The script runners apply it; the watchdog's pipeline too. */

@@ -65,7 +65,7 @@ static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, bool queu
     if (!hr.read)
         return rc;
     long long status = hr.status, value = hr.value;
-    if (status == 0) {
+    if (status == BATON__ACQ_NOT_NOW) {
         *wait_ms = value;
         if (queue) /* it waits in the queue: who waits, for an operator's status */
             baton__client_record_keep(c, BATON_LEASE_WATCHDOG);

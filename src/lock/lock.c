@@ -98,7 +98,7 @@ static int attempt(acquiring *a)
     if (!hr.read)
         return rc;
     long long status = hr.status, value = hr.value;
-    if (status == 5) { /* in the line, value waiters before it */
+    if (status == BATON__ACQ_IN_LINE) { /* in the line, value waiters before it */
         a->ttl = baton__line_look_ms(value);
         /* not due yet: look when it is, as a release then would hand it the lock */
         int64_t due_ms = due_us / 1000 + 1;
@@ -106,8 +106,8 @@ static int attempt(acquiring *a)
             a->ttl = due_ms;
         return baton__line_in(c, l->channel, owner, &a->own);
     }
-    if (status == 0 || status == 3) {
-        if (status == 3 && value <= 0)
+    if (status == BATON__ACQ_NOT_NOW || status == BATON__ACQ_RESERVED) {
+        if (status == BATON__ACQ_RESERVED && value <= 0)
             value = 1; /* the reservation ran out as it was read: the lock is free now */
         a->ttl = value;
         if (mode[0] == '1') {

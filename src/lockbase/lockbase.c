@@ -629,8 +629,10 @@ int baton__hold_taken(baton_lock *l, const baton__hold_script *h, const baton__h
                       int64_t sent_us)
 {
     if (hr->unsynced)
-        return baton__hold_unsynced(l, h->owner, hr->status == 1, hr->value, h->lease_ms, sent_us);
-    return baton__hold_acquired(l, h->owner, hr->status == 1, hr->value, h->lease_ms, sent_us);
+        return baton__hold_unsynced(l, h->owner, hr->status == BATON__ACQ_TAKEN, hr->value,
+                                    h->lease_ms, sent_us);
+    return baton__hold_acquired(l, h->owner, hr->status == BATON__ACQ_TAKEN, hr->value, h->lease_ms,
+                                sent_us);
 }
 
 /* ------------------------------- queries on Redisson's lock hash ---------------------- */

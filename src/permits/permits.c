@@ -352,13 +352,13 @@ static int try_once(void *arg, baton__sub *sub)
         return baton__fail(c, BATON_EPROTO, "permits %s: unexpected reply to permits_acquire",
                            p->base.name);
     a->ttl = -1;
-    if (status == 1)
+    if (status == BATON__ACQ_TAKEN)
         return BATON_OK;
-    if (status == 5) { /* in the line, value waiters before it */
+    if (status == BATON__ACQ_IN_LINE) { /* in the line, value waiters before it */
         a->ttl = baton__line_look_ms(value);
         return baton__line_in(c, p->base.channel, strchr(a->member, ':') + 1, &a->own);
     }
-    if (status == 3) { /* reserved for another, value ms more */
+    if (status == BATON__ACQ_RESERVED) { /* reserved for another, value ms more */
         a->ttl = value > 0 ? value : 1;
         return BATON_ETIMEDOUT;
     }

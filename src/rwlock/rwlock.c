@@ -74,12 +74,12 @@ static int try_once(void *arg, baton__sub *sub)
     if (!hr.read)
         return rc;
     long long status = hr.status, value = hr.value;
-    if (status == 0) {
+    if (status == BATON__ACQ_NOT_NOW) {
         a->bound = value;
         a->claimed = a->write && a->wait_ms != 0;
         return BATON_ETIMEDOUT;
     }
-    if (status == 3)
+    if (status == BATON__ACQ_NO_UPGRADE)
         return baton__fail(c, BATON_ENOTSUP,
                            "read-write lock %s: the calling thread holds the read lock; "
                            "release it before taking the write lock (no upgrade)",

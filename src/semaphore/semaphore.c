@@ -210,14 +210,14 @@ static int attempt(acquiring *a)
     }
     long long status = r->element[0]->integer, value = r->element[1]->integer;
     freeReplyObject(r);
-    if (status == 1)
+    if (status == BATON__ACQ_TAKEN)
         return BATON_OK;
-    if (status == 5) { /* in the line, value waiters before it */
+    if (status == BATON__ACQ_IN_LINE) { /* in the line, value waiters before it */
         a->ttl = baton__line_look_ms(value);
         return baton__line_in(c, s->base.channel, strchr(a->member, ':') + 1, &a->own);
     }
     /* too few free (0), or reserved for another (3, value = its ms left) */
-    a->ttl = status == 3 ? (value > 0 ? value : 1) : recheck_ms;
+    a->ttl = status == BATON__ACQ_RESERVED ? (value > 0 ? value : 1) : recheck_ms;
     if (mode[0] == '1') {
         /* look again when it starves, to queue without waiting for a release */
         int64_t left = starve_ms - (baton__now_us() - a->since_us) / 1000;
