@@ -218,8 +218,8 @@ static int64_t zero_wakeups(const char *payload, size_t len, int refs, int64_t p
 static const baton__sub_type barrier_sub = {zero_wakeups, false, false};
 
 /* channel, counted as, join a live subscription, attempt, sleep bound, give up */
-static const baton__wait_ops barrier_wait = {&barrier_sub, BATON__K_LATCH, true,
-                                             attempt,      bound,          give_up};
+static const baton__wait_ops barrier_wait = {&barrier_sub, BATON_KIND_LATCH, true, attempt,
+                                             bound,        give_up};
 
 static int await_phase(baton_barrier *b, int which, int64_t timeout_ms, int64_t *index,
                        int64_t *generation);

@@ -59,7 +59,7 @@ static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, bool queu
     baton__hold_script h = {
         &baton__script_fairlock_acquire, 6, 5, keys, args, owner, f->token_key, lease_ms};
     int64_t sent;
-    baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_FAIRLOCK);
+    baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON_KIND_FAIRLOCK);
     baton__hold_reply hr;
     int rc = baton__hold_pair(l, &h, "fair lock", &sent, &hr);
     if (!hr.read)
@@ -137,8 +137,8 @@ static const baton__sub_type fair_sub = {unlock_wakeups, true, false};
 
 /* channel, counted as, join a live subscription (nobody else listens on this owner's
  * channel), attempt, sleep bound, give up */
-static const baton__wait_ops fair_wait = {&fair_sub, BATON__K_FAIRLOCK, false,
-                                          try_once,  script_bound,      give_up};
+static const baton__wait_ops fair_wait = {&fair_sub, BATON_KIND_FAIRLOCK, false,
+                                          try_once,  script_bound,        give_up};
 
 static int fair_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
 {
@@ -202,7 +202,7 @@ static const baton__lock_ops fair_ops = {
     .remaining_ttl = baton__hash_remaining_ttl,
     .keys = fair_keys,
     .impl_size = sizeof(fair),
-    .kind = BATON__K_FAIRLOCK,
+    .kind = BATON_KIND_FAIRLOCK,
 };
 
 int baton_fairlock_open(baton_client *c, const char *name, baton_lock **out)

@@ -175,7 +175,7 @@ int baton_latch_count(baton_latch *l, int64_t *out)
 static int is_open(baton_latch *l)
 {
     int64_t n = 0;
-    baton__stat_inc(l->base.client, BATON__ST_ATTEMPTS + BATON__K_LATCH);
+    baton__stat_inc(l->base.client, BATON__ST_ATTEMPTS + BATON_KIND_LATCH);
     int rc = read_count(l, &n);
     if (rc != BATON_OK)
         return rc;
@@ -230,7 +230,7 @@ static int64_t zero_wakeups(const char *payload, size_t len, int refs, int64_t p
 const baton__sub_type baton__latch_sub = {zero_wakeups, false, false};
 
 /* channel, counted as, join a live subscription, attempt, sleep bound, give up */
-static const baton__wait_ops latch_wait = {&baton__latch_sub, BATON__K_LATCH, false, try_once,
+static const baton__wait_ops latch_wait = {&baton__latch_sub, BATON_KIND_LATCH, false, try_once,
                                            recheck};
 
 static int await(baton_latch *l, int64_t timeout_ms)
@@ -246,7 +246,7 @@ static int await(baton_latch *l, int64_t timeout_ms)
     awaiting a = {.l = l, .recheck_ms = baton__client_config(c)->recheck_ms};
     /* A latch channel does not linger after its last waiter (dispatch.c): nothing to join. */
     rc = baton__wait_for(c, &latch_wait, l->base.channel, timeout_ms, &a);
-    baton__stat_acquire(c, BATON__K_LATCH, rc, start, l->base.name);
+    baton__stat_acquire(c, BATON_KIND_LATCH, rc, start, l->base.name);
     if (rc == BATON_ETIMEDOUT && timeout_ms == 0)
         return baton__fail(c, rc, "latch %s is closed", l->base.name);
     if (rc == BATON_ETIMEDOUT)

@@ -92,7 +92,7 @@ static int attempt(acquiring *a)
     const char *args[6] = {lease, owner, mode, l->channel, life, due};
     baton__hold_script h = {
         &baton__script_lock_acquire, 4, 6, keys, args, owner, p->token_key, lease_ms};
-    baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_LOCK);
+    baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON_KIND_LOCK);
     baton__hold_reply hr;
     int rc = baton__hold_pair(l, &h, "lock", &sent, &hr);
     if (!hr.read)
@@ -169,8 +169,8 @@ static int64_t unlock_wakeups(const char *payload, size_t len, int refs, int64_t
 const baton__sub_type baton__lock_sub = {unlock_wakeups, true, false};
 
 /* channel, counted as, join a live subscription, attempt, sleep bound, give up, relisten */
-static const baton__wait_ops lock_wait = {&baton__lock_sub, BATON__K_LOCK, true,       try_once,
-                                          holder_ttl,       give_up,       own_channel};
+static const baton__wait_ops lock_wait = {&baton__lock_sub, BATON_KIND_LOCK, true,       try_once,
+                                          holder_ttl,       give_up,         own_channel};
 
 static int plain_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
 {

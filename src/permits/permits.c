@@ -335,7 +335,7 @@ static int try_once(void *arg, baton__sub *sub)
     const char *keys[5] = {p->base.name, p->timeouts, p->base.channel, p->next_key, p->line_key};
     redisReply *r;
     bool maybe_ran = false;
-    baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_SEMAPHORE);
+    baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON_KIND_SEMAPHORE);
     a->sent_us = baton__now_us();
     int rc = baton__script_call(c, &baton__script_permits_acquire, 5, keys, a->nargs, a->args, &r,
                                 &maybe_ran);
@@ -441,7 +441,7 @@ static const baton__sub_type permits_sub = {permit_wakeups, true, false};
 
 /* channel, counted as, join a live subscription, attempt, sleep bound, give up, relisten, turn */
 static const baton__wait_ops permits_wait = {
-    &permits_sub, BATON__K_SEMAPHORE, true, try_once, bound, give_up, own_channel, turn};
+    &permits_sub, BATON_KIND_SEMAPHORE, true, try_once, bound, give_up, own_channel, turn};
 
 static int try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_t lease_ms,
                             char (*ids)[BATON_PERMIT_ID_SIZE])
@@ -497,7 +497,7 @@ static int try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_
     int64_t start = baton__stat_start(c);
     rc = baton__wait_for(c, &permits_wait, p->base.channel, wait_ms, &a);
     free(a.own);
-    baton__stat_acquire(c, BATON__K_SEMAPHORE, rc, start, p->base.name);
+    baton__stat_acquire(c, BATON_KIND_SEMAPHORE, rc, start, p->base.name);
     if (rc == BATON_ETIMEDOUT)
         rc = baton__fail(c, BATON_ETIMEDOUT, "permits %s: %lld permit%s not free within %lld ms",
                          p->base.name, (long long)n, n == 1 ? "" : "s", (long long)wait_ms);

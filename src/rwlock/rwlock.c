@@ -68,7 +68,7 @@ static int try_once(void *arg, baton__sub *sub)
     baton__hold_script h = {script, a->write ? 3 : 4, a->write ? 5 : 3, keys,
                             args,   a->owner,         rw->token_key,    a->lease_ms};
     int64_t sent;
-    baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_RWLOCK);
+    baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON_KIND_RWLOCK);
     baton__hold_reply hr;
     int rc = baton__hold_pair(l, &h, "read-write lock", &sent, &hr);
     if (!hr.read)
@@ -131,8 +131,8 @@ static int64_t rw_wakeups(const char *payload, size_t len, int refs, int64_t pen
 static const baton__sub_type rw_sub = {rw_wakeups, true, false};
 
 /* channel, counted as, join a live subscription, attempt, sleep bound, give up */
-static const baton__wait_ops rwlock_wait = {&rw_sub,  BATON__K_RWLOCK, true,
-                                            try_once, script_bound,    give_up};
+static const baton__wait_ops rwlock_wait = {&rw_sub,  BATON_KIND_RWLOCK, true,
+                                            try_once, script_bound,      give_up};
 
 static int rw_acquire(baton_lock *l, bool write, int64_t wait_ms, int64_t lease_ms)
 {
@@ -251,7 +251,7 @@ static const baton__lock_ops read_ops = {
     .hold_count = baton__hash_hold_count,
     .remaining_ttl = baton__hash_remaining_ttl,
     .close = part_close,
-    .kind = BATON__K_RWLOCK,
+    .kind = BATON_KIND_RWLOCK,
 };
 
 static const baton__lock_ops write_ops = {
@@ -263,7 +263,7 @@ static const baton__lock_ops write_ops = {
     .hold_count = baton__hash_hold_count,
     .remaining_ttl = baton__hash_remaining_ttl,
     .close = part_close,
-    .kind = BATON__K_RWLOCK,
+    .kind = BATON_KIND_RWLOCK,
 };
 
 /* One of the two handles, its base initialised; NULL when out of memory. */

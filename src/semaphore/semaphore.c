@@ -197,7 +197,7 @@ static int attempt(acquiring *a)
     const char *keys[3] = {s->base.name, s->next_key, s->line_key};
     const char *args[5] = {a->permits, a->member, mode, s->base.channel, life};
     redisReply *r;
-    baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_SEMAPHORE);
+    baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON_KIND_SEMAPHORE);
     int rc = baton__script_run_once(c, &baton__script_semaphore_acquire, s->base.request_prefix, 3,
                                     keys, 5, args, &r);
     if (rc != BATON_OK)
@@ -301,7 +301,7 @@ const baton__sub_type baton__semaphore_sub = {permit_wakeups, true, false};
 
 /* channel, counted as, join a live subscription, attempt, sleep bound, give up, relisten, turn */
 static const baton__wait_ops semaphore_wait = {
-    &baton__semaphore_sub, BATON__K_SEMAPHORE, true, try_once, bound, give_up, own_channel, turn};
+    &baton__semaphore_sub, BATON_KIND_SEMAPHORE, true, try_once, bound, give_up, own_channel, turn};
 
 static int try_acquire(baton_semaphore *s, int64_t permits, int64_t wait_ms)
 {
@@ -329,7 +329,7 @@ static int try_acquire(baton_semaphore *s, int64_t permits, int64_t wait_ms)
     snprintf(a.member, sizeof a.member, "%s:%s", permits_s, owner);
     rc = baton__wait_for(c, &semaphore_wait, s->base.channel, wait_ms, &a);
     free(a.own);
-    baton__stat_acquire(c, BATON__K_SEMAPHORE, rc, start, s->base.name);
+    baton__stat_acquire(c, BATON_KIND_SEMAPHORE, rc, start, s->base.name);
     if (rc == BATON_ETIMEDOUT && wait_ms == 0)
         return baton__fail(c, rc, "semaphore %s: fewer than %lld permits free", s->base.name,
                            (long long)permits);

@@ -11,16 +11,10 @@
 #include <stdatomic.h>
 #include <stddef.h>
 
-/* The kinds of primitive counted apart (the order of baton_stats.kind[]). */
-typedef enum baton__kind {
-    BATON__K_LOCK = BATON_KIND_LOCK,
-    BATON__K_FAIRLOCK = BATON_KIND_FAIRLOCK,
-    BATON__K_MULTILOCK = BATON_KIND_MULTILOCK,
-    BATON__K_SEMAPHORE = BATON_KIND_SEMAPHORE,
-    BATON__K_LATCH = BATON_KIND_LATCH,
-    BATON__K_RWLOCK = BATON_KIND_RWLOCK,
-    BATON__K_COUNT = BATON_STATS_KINDS
-} baton__kind;
+/* What a primitive's calls are counted as: one of the public header's BATON_KIND_*
+ * (baton_stats.kind[]), which each primitive names itself; the counters only index by it. */
+typedef int baton__kind;
+#define BATON__K_COUNT BATON_STATS_KINDS
 
 /* Why a hold was reported lost. */
 typedef enum baton__lost_cause {
