@@ -81,8 +81,9 @@ int baton_barrier_open(baton_client *c, const char *name, int64_t parties, baton
     return baton__object_new(c, name, &barrier_kind, &parties, out);
 }
 
-/* baton_barrier_close, baton_barrier_cancel_waits, baton_barrier_name */
-BATON__OBJECT_COMMON_VERBS(baton_barrier, NULL)
+/* baton_barrier_cancel_waits, baton_barrier_close, baton_barrier_name */
+BATON__OBJECT_VERBS(baton_barrier, barrier_kind)
+BATON__OBJECT_NAME_VERB(baton_barrier)
 
 /* ------------------------------- await ----------------------------------------------- */
 

@@ -158,8 +158,9 @@ static void election_fini(baton__object *o)
     }
 }
 
-/* baton_election_close, baton_election_cancel_waits, baton_election_name */
-BATON__OBJECT_COMMON_VERBS(baton_election, election_fini)
+/* baton_election_cancel_waits, baton_election_close, baton_election_name */
+BATON__OBJECT_VERBS(baton_election, election_kind)
+BATON__OBJECT_NAME_VERB(baton_election)
 
 static int enter(baton_election *e)
 {

@@ -37,8 +37,17 @@ struct baton_latch {
 
 /* ------------------------------- open and close --------------------------------------- */
 
-/* baton_latch_open, baton_latch_cancel_waits, baton_latch_close */
-BATON__OBJECT_VERBS(baton_latch, "latch", BATON__KEY_LATCH_CHANNEL)
+/* A latch is the base alone. */
+static const baton__object_kind latch_kind = {"latch", BATON__KEY_LATCH_CHANNEL,
+                                              sizeof(baton_latch)};
+
+int baton_latch_open(baton_client *c, const char *name, baton_latch **out)
+{
+    return baton__object_new(c, name, &latch_kind, NULL, out);
+}
+
+/* baton_latch_cancel_waits, baton_latch_close */
+BATON__OBJECT_VERBS(baton_latch, latch_kind)
 
 /* Validation shared by every verb. */
 static int enter(baton_latch *l)

@@ -138,36 +138,6 @@ static int run_ints(baton_permits *p, const baton__script *sc, int nkeys, const 
 
 /* ------------------------------- open and close --------------------------------------- */
 
-int baton_permits_open(baton_client *c, const char *name, baton_permits **out)
-{
-    baton__object *o;
-    int rc = baton__object_open(c, name, "permits", BATON__KEY_SEMAPHORE_CHANNEL, sizeof **out,
-                                out != NULL, &o);
-    if (rc != BATON_OK) {
-        if (out)
-            *out = NULL;
-        return rc;
-    }
-    baton_permits *p = (baton_permits *)o;
-    p->lost_pipe[0] = p->lost_pipe[1] = -1;
-    baton__mutex_init(&p->mu);
-    p->timeouts = baton__derive_key("", name, BATON__KEY_PERMITS_TIMEOUT_SUFFIX);
-    p->next_key = baton__derive_key(BATON__KEY_SEMAPHORE_NEXT, name, NULL);
-    p->line_key = baton__derive_key(BATON__KEY_SEMAPHORE_LINE, name, NULL);
-    if (!p->timeouts || !p->next_key || !p->line_key) {
-        baton_permits_close(p);
-        *out = NULL;
-        return baton__fail(c, BATON_ENOMEM, "out of memory");
-    }
-    *out = p;
-    return BATON_OK;
-}
-
-int baton_permits_cancel_waits(baton_permits *p)
-{
-    return baton__object_cancel_waits((baton__object *)p);
-}
-
 /* What the permits add to the base: the held permits' registrations, the lost pipe. */
 static void permits_fini(baton__object *o)
 {
@@ -190,15 +160,43 @@ static void permits_fini(baton__object *o)
     }
     if (!forked)
         baton__mutex_destroy(&p->mu);
-    free(p->timeouts);
-    free(p->next_key);
-    free(p->line_key);
 }
 
-void baton_permits_close(baton_permits *p)
+/* The leases' key and the line's, derived and freed by the base. */
+static size_t permits_keys(baton__object *o, baton__key_spec *k)
 {
-    baton__object_close((baton__object *)p, permits_fini);
+    baton_permits *p = (baton_permits *)o;
+    k[0] = (baton__key_spec){&p->timeouts, "", BATON__KEY_PERMITS_TIMEOUT_SUFFIX};
+    k[1] = (baton__key_spec){&p->next_key, BATON__KEY_SEMAPHORE_NEXT, NULL};
+    k[2] = (baton__key_spec){&p->line_key, BATON__KEY_SEMAPHORE_LINE, NULL};
+    return 3;
 }
+
+/* No lost pipe yet; the mutex of the held permits. */
+static int permits_init(baton__object *o, void *arg)
+{
+    (void)arg;
+    baton_permits *p = (baton_permits *)o;
+    p->lost_pipe[0] = p->lost_pipe[1] = -1;
+    baton__mutex_init(&p->mu);
+    return BATON_OK;
+}
+
+static const baton__object_kind permits_kind = {"permits",
+                                                BATON__KEY_SEMAPHORE_CHANNEL,
+                                                sizeof(baton_permits),
+                                                permits_keys,
+                                                permits_init,
+                                                permits_fini,
+                                                NULL};
+
+int baton_permits_open(baton_client *c, const char *name, baton_permits **out)
+{
+    return baton__object_new(c, name, &permits_kind, NULL, out);
+}
+
+/* baton_permits_cancel_waits, baton_permits_close */
+BATON__OBJECT_VERBS(baton_permits, permits_kind)
 
 /* ------------------------------- held permits and their loss -------------------------- */
 

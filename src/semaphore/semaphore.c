@@ -152,15 +152,8 @@ int baton_semaphore_open(baton_client *c, const char *name, baton_semaphore **ou
     return baton__object_new(c, name, &semaphore_kind, NULL, out);
 }
 
-int baton_semaphore_cancel_waits(baton_semaphore *s)
-{
-    return baton__object_cancel_waits((baton__object *)s);
-}
-
-void baton_semaphore_close(baton_semaphore *s)
-{
-    baton__object_close((baton__object *)s, NULL);
-}
+/* baton_semaphore_cancel_waits, baton_semaphore_close */
+BATON__OBJECT_VERBS(baton_semaphore, semaphore_kind)
 
 /* ------------------------------- acquire ---------------------------------------------- */
 
