@@ -11,7 +11,8 @@
 #     lines of src/ without src/cli);
 #  4. no file of a primitive's room includes a header of the floors below but prim.h (and
 #     the headers prim.h gathers, and the lock base's lockbase.h), and those include no other
-#     either.
+#     either;
+#  5. the key names a Lua script makes itself are lua/lib/keys.lua's, the same as keys.h's.
 # Usage: scripts/check-floors.sh [BUILD_DIR]   (default build/; run after a build)
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -133,6 +134,20 @@ done
 for a in $allowed; do
     for d in $below; do [ -f "$d/$a" ] && check_includes "$d/$a"; done
 done
+
+# 5. the key names a script makes itself come from one Lua library, the same as keys.h's
+for k in LOCK_META RWLOCK_TIMEOUT; do
+    c=$(sed -n "s/^#define BATON__KEY_$k \"\(.*\)\"/\1/p" "$top/src/core/keys.h")
+    l=$(sed -n "s/^local KEY_$k = '\([^']*\)'.*/\1/p" "$top/lua/lib/keys.lua")
+    if [ -z "$c" ] || [ "$c" != "$l" ]; then
+        echo "check-floors: BATON__KEY_$k is '$c' in src/core/keys.h, '$l' in lua/lib/keys.lua" >&2
+        fail=1
+    fi
+done
+if grep -n "'baton_lock_meta:'\|':rwlock_timeout:'" "$top"/lua/*.lua >&2; then
+    echo "check-floors: a script spells a key name of lua/lib/keys.lua itself" >&2
+    fail=1
+fi
 
 if [ $fail = 0 ]; then
     echo "check-floors: ok (floors $floors < the primitives; no call up, no loop between" \
