@@ -804,6 +804,26 @@ void baton__ops_cancel_locked(baton__evloop *ev, const void *handle)
         }
 }
 
+/* A wait's cancellation as the engine and waits.c see it (ev->mu held for the _locked ones):
+ * the client's generation moved, or its operation was cancelled. */
+bool baton__wait_cancelled_locked(baton__evloop *ev, const baton__waiting *wt)
+{
+    return atomic_load(&ev->gen) != wt->gen || (wt->op && baton__op_cancelled_locked(wt->op));
+}
+
+void baton__waits_cancel_all_locked(baton__evloop *ev)
+{
+    atomic_fetch_add(&ev->gen, 1);
+    baton__ops_cancel_locked(ev, NULL);
+}
+
+int baton__wait_cancelled_error(baton_client *c)
+{
+    return baton__fail(c, BATON_ECANCELED,
+                       "wait cancelled (baton_op_cancel, baton_client_cancel_waits or "
+                       "baton_client_close)");
+}
+
 int baton__fiber_sleep(baton_client *c, baton__waiting *wt, baton__sub *sub, int64_t until)
 {
     baton_op *op = wt->op;

@@ -145,7 +145,7 @@ int baton__fiber_sleep(baton_client *c, baton__waiting *wt, baton__sub *sub, int
 bool baton__ops_start_deferred(baton_client *c);
 #define BATON__DRIVE_SLICE_US 1000
 
-/* ------------------------------- waits.c, for async.c --------------------------------- */
+/* ------------------------------- a wait's cancellation (async.c, for waits.c too) --- */
 
 /* Whether the wait wt was cancelled: the generation moved, or its operation was cancelled
  * (ev->mu held). */

@@ -109,11 +109,6 @@ static bool thread_cancelled(baton__evloop *ev, baton__waiting *wt)
     return atomic_load(&ev->gen) != wt->gen || atomic_load(&wt->cancelled);
 }
 
-bool baton__wait_cancelled_locked(baton__evloop *ev, const baton__waiting *wt)
-{
-    return atomic_load(&ev->gen) != wt->gen || (wt->op && baton__op_cancelled_locked(wt->op));
-}
-
 bool baton__wait_cancelled(baton_client *c, const baton__waiting *wt)
 {
     baton__evloop *ev = c->ev;
@@ -123,13 +118,6 @@ bool baton__wait_cancelled(baton_client *c, const baton__waiting *wt)
     bool r = baton__wait_cancelled_locked(ev, wt);
     baton__mutex_unlock(&ev->mu);
     return r;
-}
-
-int baton__wait_cancelled_error(baton_client *c)
-{
-    return baton__fail(c, BATON_ECANCELED,
-                       "wait cancelled (baton_op_cancel, baton_client_cancel_waits or "
-                       "baton_client_close)");
 }
 
 /* baton__sub_wait's question for a thread's wait wt (no lock taken: atomics only). */
@@ -169,12 +157,6 @@ int baton__wait_sleep(baton_client *c, baton__waiting *wt, baton__sub *sub, int6
 }
 
 /* ------------------------------- cancellation ----------------------------------------- */
-
-void baton__waits_cancel_all_locked(baton__evloop *ev)
-{
-    atomic_fetch_add(&ev->gen, 1);
-    baton__ops_cancel_locked(ev, NULL);
-}
 
 void baton__evloop_cancel_handle(baton_client *c, const void *handle)
 {
