@@ -12,7 +12,8 @@
 #  4. no file of a primitive's room includes a header of the floors below but prim.h (and
 #     the headers prim.h gathers, and the lock base's lockbase.h), and those include no other
 #     either;
-#  5. the key names a Lua script makes itself are lua/lib/keys.lua's, the same as keys.h's.
+#  5. the key names a Lua script makes itself are lua/lib/keys.lua's, the same as keys.h's;
+#  6. no file of a floor includes a header that a higher floor holds.
 # Usage: scripts/check-floors.sh [BUILD_DIR]   (default build/; run after a build)
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,7 +24,7 @@ prims="lock fairlock rwlock multilock latch semaphore permits inspect election b
 core_max=4500
 share_max=35
 # what a primitive may include of the floors below (prim.h and what it gathers)
-allowed="prim.h lockbase.h internal.h keys.h object.h ops.h wait.h stats.h baton_scripts.h"
+allowed="prim.h lockbase.h internal.h util.h net.h keys.h object.h ops.h wait.h stats.h baton_scripts.h"
 fail=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -133,6 +134,23 @@ for r in $prims; do
 done
 for a in $allowed; do
     for d in $below; do [ -f "$d/$a" ] && check_includes "$d/$a"; done
+done
+
+# 6. every floor includes headers of its own floor or below
+for r in $floors $prims; do
+    for f in "$top/src/$r"/*.[ch]; do
+        [ -f "$f" ] || continue
+        for h in $(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$f"); do
+            for d in $floors $prims; do
+                [ -f "$top/src/$d/$(basename "$h")" ] || continue
+                if [ "$(rank "$d")" -gt "$(rank "$r")" ]; then
+                    echo "check-floors: ${f#$top/} includes src/$d/$(basename "$h"), a floor above" >&2
+                    fail=1
+                fi
+                break
+            done
+        done
+    done
 done
 
 # 5. the key names a script makes itself come from one Lua library, the same as keys.h's

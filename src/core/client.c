@@ -5,6 +5,8 @@
  * dispatcher and the watchdog once made. Commands and scripts run through run.c.
  */
 #define _GNU_SOURCE
+#include "internal.h"
+
 #include "client.h"
 #include "conn.h"
 #include "redirect.h"

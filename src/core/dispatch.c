@@ -34,6 +34,8 @@
  * (MOVED) to a subscribe.
  */
 #define _GNU_SOURCE
+#include "internal.h"
+
 #include "client.h"
 #include "evloop.h"
 #include "conn.h"

@@ -13,6 +13,8 @@
  * key, maxmemory) leaves holders without a host, and the write is tried again after one
  * life.
  */
+#include "internal.h"
+
 #include "client.h"
 #include "conn.h"
 #include "topology.h"

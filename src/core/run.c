@@ -10,6 +10,8 @@
  * not re-sent once they may have run: the callers that can retry safely do so themselves.
  */
 #define _GNU_SOURCE
+#include "internal.h"
+
 #include "client.h"
 #include "conn.h"
 #include "redirect.h"

@@ -14,6 +14,8 @@
  * that releases work at maxmemory under noeviction. On a Cluster that is the sharded form
  * of the allow-oom script.
  */
+#include "internal.h"
+
 #include "client.h"
 #include "topology.h"
 

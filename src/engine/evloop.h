@@ -26,6 +26,9 @@ typedef struct baton__waiting {
 } baton__waiting;
 
 struct baton__sub_waker;
+/* A subscription (src/core/dispatch.c), which the engine only hands back to the
+ * dispatcher's methods. */
+typedef struct baton__sub baton__sub;
 
 /* How a wait sleeps on a subscription: the dispatcher's methods (src/core), which the
  * client hands the engine at open, so that the engine calls no floor above it. */

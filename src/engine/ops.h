@@ -6,7 +6,7 @@
 #ifndef BATON_CORE_OPS_H
 #define BATON_CORE_OPS_H
 
-#include "internal.h"
+#include "net.h"
 
 /* The public verbs that may wait name their handle for the waits they run on the calling
  * thread (per-handle cancellation); an outer verb's handle wins (a multi-lock's members
@@ -59,6 +59,17 @@ int baton__fiber_sleep_until(int64_t until_us);
 bool baton__on_fiber(void);
 
 /* owner.c */
+/* The owner the calling thread acts for (owner.c): the baton_owner of an _as verb or of an
+ * asynchronous operation running on this thread, else baton__thread_id(). Every hold
+ * record and owner field uses this, never the thread id itself. */
+uint64_t baton__owner_id(void);
+/* Makes the calling thread act for owner id (0: itself) until the next call; returns the
+ * previous value, for the caller to restore. */
+uint64_t baton__owner_act(uint64_t id);
+/* "<uuid>:<owner-id>" of the calling thread's owner (baton__owner_id) for this client, into buf (>=
+ * 64 bytes). */
+void baton__owner(const baton_client *c, char *buf, size_t len);
+#define BATON__OWNER_LEN 64
 struct baton_owner;
 uint64_t baton__owner_of(const struct baton_owner *o);
 baton_client *baton__owner_client(const struct baton_owner *o);

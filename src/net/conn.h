@@ -13,7 +13,7 @@
 #ifndef BATON_CORE_CONN_H
 #define BATON_CORE_CONN_H
 
-#include "internal.h"
+#include "net.h"
 #include "sentinel.h"
 
 struct baton_options;
@@ -135,17 +135,5 @@ enum { BATON__EV_RESTART = 1, BATON__EV_MASTER = 2 };
 typedef void (*baton__event_fn)(baton_client *c, int event, void *arg);
 int baton__epoch_hook_add(baton_client *c, baton__event_fn fn, void *arg);
 void baton__event_fire(baton_client *c, int event);
-
-/* ------------------------------- scripts on a connection (client.c) ------------------- */
-
-/* Appends an EVALSHA to a connection's output (pipelining: conn.h's flush and read). */
-int baton__script_append(baton__conn *k, const baton__script *s, int nkeys, const char **keys,
-                         int nargs, const char **args);
-/* Appends WAIT sync_replicas sync_timeout_ms when sync_replicas is set (pipelines that
- * must be acknowledged, the watchdog's); returns whether it did. */
-bool baton__append_wait(baton_client *c, baton__conn *k);
-/* Reads a WAIT's reply: BATON_OK when enough replicas acknowledged, BATON_ENOTSYNCED when
- * not (detail recorded), BATON_ECONN when the connection broke. */
-int baton__read_wait(baton_client *c, baton__conn *k);
 
 #endif /* BATON_CORE_CONN_H */

@@ -2,7 +2,7 @@
  * What a server's error reply means: the code it maps to (baton__reply_error), for every
  * caller from the handshake up, and the topology told when the reply says the master moved.
  */
-#include "internal.h"
+#include "net.h"
 
 #include "redirect.h"
 #include "topology.h"

@@ -9,7 +9,7 @@
 #ifndef BATON_NET_HOOKS_H
 #define BATON_NET_HOOKS_H
 
-#include "internal.h"
+#include "util.h"
 
 typedef struct baton__wait_hooks {
     /* Whether the caller runs on an asynchronous operation's fiber (which must yield, not

@@ -6,7 +6,7 @@
 #ifndef BATON_CORE_REPLY_H
 #define BATON_CORE_REPLY_H
 
-#include "internal.h"
+#include "net.h"
 
 struct redisReply;
 

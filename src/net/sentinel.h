@@ -6,7 +6,7 @@
 #ifndef BATON_CORE_SENTINEL_H
 #define BATON_CORE_SENTINEL_H
 
-#include "internal.h"
+#include "net.h"
 
 struct redisReply;
 

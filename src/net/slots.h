@@ -5,7 +5,7 @@
 #ifndef BATON_CORE_SLOTS_H
 #define BATON_CORE_SLOTS_H
 
-#include "internal.h"
+#include "net.h"
 
 struct redisReply;
 

@@ -8,7 +8,7 @@
 #ifndef BATON_CORE_TOPOLOGY_H
 #define BATON_CORE_TOPOLOGY_H
 
-#include "internal.h"
+#include "net.h"
 
 /* Under Sentinel: asks the sentinels for the master once (BATON_ECONN when none can say),
  * then starts the thread that keeps looking. Nothing to do for one server. */

@@ -8,7 +8,7 @@
  * and fuzzed without a server. An error message names the part that is wrong and never
  * repeats the password.
  */
-#include "internal.h"
+#include "net.h"
 
 #include <ctype.h>
 #include <stdio.h>

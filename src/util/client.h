@@ -5,7 +5,7 @@
 #ifndef BATON_CORE_CLIENT_H
 #define BATON_CORE_CLIENT_H
 
-#include "internal.h"
+#include "util.h"
 
 #include <stdatomic.h>
 

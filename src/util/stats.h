@@ -109,4 +109,15 @@ void baton__stat_epoch_changed(baton_client *c);
 void baton__log(baton_client *c, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Client-side counters, for tests and the benchmark (BENCH.md's "client round trips"):
+ * commands: request/reply round trips on command connections (a retry or a NOSCRIPT
+ * fallback counts again; a pipelined batch counts once; connection handshakes do not);
+ * pubsub: SUBSCRIBE and UNSUBSCRIBE commands sent. */
+typedef struct baton__stats {
+    uint64_t commands;
+    uint64_t pubsub;
+} baton__stats;
+void baton__client_stats(baton_client *c, baton__stats *out);
+void baton__count_round_trip(baton_client *c);
+
 #endif /* BATON_CORE_STATS_H */

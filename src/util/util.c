@@ -5,7 +5,7 @@
  * (validation, Redisson's hash-tag derivation).
  */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
