@@ -36,7 +36,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
-#include "client.h"
+#include "client_fields.h"
 #include "evloop.h"
 #include "conn.h"
 #include "slots.h"

@@ -1,10 +1,11 @@
 /*
  * Private to baton: everything a primitive's room (src/lock, src/fairlock, src/rwlock,
- * src/multilock, src/latch, src/semaphore, src/permits, src/inspect) may use of the core,
- * and the one core header it includes. The other headers of src/core (conn.h, client.h,
- * topology.h, evloop.h, engine.h, slots.h, sentinel.h, reply.h) are the core's own:
- * scripts/check-floors.sh checks that no primitive includes one, and that no object of the
- * core refers to a symbol a primitive defines.
+ * src/multilock, src/latch, src/semaphore, src/permits, src/inspect, src/election,
+ * src/barrier) may use of the floors below it, and the one header of theirs it includes
+ * (the lock family adds src/lockbase/lockbase.h). The other headers of those floors
+ * (client_fields.h, conn.h, topology.h, evloop.h, engine.h, slots.h, sentinel.h, reply.h,
+ * hooks.h, ...) are theirs: scripts/check-floors.sh checks that no primitive includes one,
+ * and that no floor refers to a symbol, or includes a header, of a floor above it.
  */
 #ifndef BATON_CORE_PRIM_H
 #define BATON_CORE_PRIM_H

@@ -15,7 +15,7 @@
  */
 #include "internal.h"
 
-#include "client.h"
+#include "client_fields.h"
 #include "conn.h"
 #include "topology.h"
 

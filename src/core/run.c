@@ -12,7 +12,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
-#include "client.h"
+#include "client_fields.h"
 #include "conn.h"
 #include "redirect.h"
 #include "slots.h"

@@ -16,7 +16,7 @@
  */
 #include "internal.h"
 
-#include "client.h"
+#include "client_fields.h"
 #include "topology.h"
 
 #include <openssl/evp.h>

@@ -6,7 +6,7 @@
 #ifndef BATON_CORE_ENGINE_H
 #define BATON_CORE_ENGINE_H
 
-#include "client.h"
+#include "client_fields.h"
 #include "evloop.h"
 #include "fiber.h"
 

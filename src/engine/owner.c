@@ -8,7 +8,7 @@
  * "<uuid>:<long>") but drawn from 2^62 upwards, where thread ids (a per-process counter from 1)
  * never reach, so an owner can never be confused with a thread.
  */
-#include "client.h"
+#include "client_fields.h"
 #include "evloop.h"
 
 #include <stdatomic.h>

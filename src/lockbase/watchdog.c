@@ -25,7 +25,7 @@
 #define _GNU_SOURCE /* qsort_r */
 #include "lockbase.h"
 
-#include "client.h"
+#include "client_fields.h"
 #include "baton_scripts.h"
 #include "conn.h"
 #include "slots.h"

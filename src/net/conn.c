@@ -17,7 +17,7 @@
 #define _GNU_SOURCE
 #include "conn_impl.h"
 
-#include "client.h"
+#include "client_fields.h"
 #include "hooks.h"
 #include "sentinel.h"
 #include "topology.h"

@@ -9,7 +9,7 @@
  */
 #include "redirect.h"
 
-#include "client.h"
+#include "client_fields.h"
 #include "slots.h"
 #include "topology.h"
 

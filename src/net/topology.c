@@ -15,7 +15,7 @@
 #include "topology.h"
 #include "hooks.h"
 
-#include "client.h"
+#include "client_fields.h"
 #include "conn.h"
 #include "sentinel.h"
 #include "slots.h"

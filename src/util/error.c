@@ -5,7 +5,7 @@
  * sharing a client never read each other's message.
  */
 #define _GNU_SOURCE
-#include "client.h"
+#include "client_fields.h"
 
 #include <stdio.h>
 #include <string.h>

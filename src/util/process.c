@@ -9,7 +9,7 @@
  * Closing it in the child only closes the child's copies of its descriptors and frees its
  * memory: no thread is joined, no mutex is locked or destroyed, nothing is sent.
  */
-#include "client.h"
+#include "client_fields.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -14,7 +14,7 @@
  * bucket edges, so its cumulative counts are exact.
  */
 #define _GNU_SOURCE
-#include "client.h"
+#include "client_fields.h"
 
 #include <stdarg.h>
 #include <stdio.h>
