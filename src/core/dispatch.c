@@ -135,24 +135,25 @@ struct baton__sub {
     baton__dispatcher *d;
     char *channel;
     const baton__sub_type *type; /* how its messages wake its waiters */
-    sub_link *link;              /* where it is (un)subscribing or subscribed; NULL when S_UNSUB */
-    int refs;                    /* threads holding a reference */
-    sub_state state;             /* as the server sees it (or will, once confirmed) */
-    bool queued;                 /* a reconcile waits in the async semaphore */
-    bool inflight;               /* a (UN)SUBSCRIBE awaits confirmation, holding the permit */
-    bool wake_on_confirm;        /* resubscribed after a reconnect: wake waiters when confirmed */
-    bool refused;                /* the server refused its SUBSCRIBE (NOPERM): waiters give up */
-    uint64_t sent_seq;           /* order of its last (UN)SUBSCRIBE on the link (refusals) */
-    bool lingering;              /* refs == 0 but kept subscribed until linger_until */
-    int64_t linger_until;        /* monotonic µs */
-    int64_t permits;             /* wake-ups not yet consumed, at most refs */
-    int fed;                     /* asynchronous waiters fired and not yet running again (disarm) */
-    uint64_t messages;           /* messages that woke waiters, since the entry was made */
-    bool kept;                   /* type->keep: a message came while it lingered */
-    int queued_small; /* waiters that said they want the least there is (baton__sub_queue) */
-    int queued_large; /* ... and that want more */
-    int sleeping;     /* threads in baton__sub_wait (with a wake-up in permits or not) */
-    int armed;        /* asynchronous waiters armed (none has a wake-up: they take it) */
+
+    sub_link *link;       /* where it is (un)subscribing or subscribed; NULL when S_UNSUB */
+    int refs;             /* threads holding a reference */
+    sub_state state;      /* as the server sees it (or will, once confirmed) */
+    bool queued;          /* a reconcile waits in the async semaphore */
+    bool inflight;        /* a (UN)SUBSCRIBE awaits confirmation, holding the permit */
+    bool wake_on_confirm; /* resubscribed after a reconnect: wake waiters when confirmed */
+    bool refused;         /* the server refused its SUBSCRIBE (NOPERM): waiters give up */
+    uint64_t sent_seq;    /* order of its last (UN)SUBSCRIBE on the link (refusals) */
+    bool lingering;       /* refs == 0 but kept subscribed until linger_until */
+    int64_t linger_until; /* monotonic µs */
+    int64_t permits;      /* wake-ups not yet consumed, at most refs */
+    int fed;              /* asynchronous waiters fired and not yet running again (disarm) */
+    uint64_t messages;    /* messages that woke waiters, since the entry was made */
+    bool kept;            /* type->keep: a message came while it lingered */
+    int queued_small;     /* waiters that said they want the least there is (baton__sub_queue) */
+    int queued_large;     /* ... and that want more */
+    int sleeping;         /* threads in baton__sub_wait (with a wake-up in permits or not) */
+    int armed;            /* asynchronous waiters armed (none has a wake-up: they take it) */
     asem sem;
     baton__sub_waker *wakers, *wakers_tail; /* armed asynchronous waiters, FIFO */
     pthread_cond_t wake;                    /* permits became positive */

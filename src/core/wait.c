@@ -23,15 +23,6 @@ typedef struct baton__wait {
     void *arg;
 } baton__wait;
 
-/* A channel of one waiter: every message is for it. */
-static int64_t own_wakeups(const char *payload, size_t len, int refs, int64_t pending)
-{
-    (void)payload, (void)len, (void)pending;
-    return refs; /* its one waiter */
-}
-
-const baton__sub_type baton__sub_own = {own_wakeups, true, true};
-
 static void drop(baton_client *c, baton__sub *sub, bool done)
 {
     if (!sub)
@@ -234,3 +225,14 @@ void baton__line_leave(baton_client *c, const baton__script *unreserve, const ch
         baton__fail(c, rc, "%s", detail);
     free(detail);
 }
+
+/* ------------------------------- a channel of one waiter ----------------------------- */
+
+/* A channel of one waiter: every message is for it. */
+static int64_t own_wakeups(const char *payload, size_t len, int refs, int64_t pending)
+{
+    (void)payload, (void)len, (void)pending;
+    return refs; /* its one waiter */
+}
+
+const baton__sub_type baton__sub_own = {own_wakeups, true, true};
