@@ -306,8 +306,14 @@ static int win(baton_election *e, const char *value, int64_t wait_ms, int64_t le
             return BATON_OK;
         }
         /* Lost between the acquire and the record (its lease ran out), or an error: the
-         * hold, if any is left, is given back; "lost" campaigns again within the wait. */
+         * hold, if any is left, is given back; "lost" campaigns again within the wait. The
+         * error's detail (the command an ACL refused, the server's text) outlives the
+         * release, which records its own. */
+        char why[512];
+        snprintf(why, sizeof why, "%s", baton_client_errmsg(e->base.client));
         baton_lock_release_as(e->lock, e->owner);
+        if (why[0])
+            baton__fail(e->base.client, rc, "%s", why);
         if (rc != BATON_ENOTHELD || wait_ms == 0 || baton__now_us() >= deadline)
             return rc;
     }
