@@ -13,7 +13,7 @@
     "+pttl +del +type +time +incr +incrby +decr +decrby +set +hset +hincrby +hdel +hlen +hkeys "   \
     "+pexpire +lindex +lpop +rpush +lrem +lrange +zadd +zrem +zscore +zmscore +zcard +zrank "      \
     "+zpopmin +zrange +zrangebyscore +zremrangebyscore +hgetall +publish +pubsub|numsub +scan "    \
-    "+client|setname"
+    "+client|setname +hmget +hvals +xadd +xlen +xrange +xrevrange"
 /* docs/security.md, "Per-tenant scoping", for names P... */
 #define ACL_RULE_SCOPE "resetkeys resetchannels ~P* ~*{P*}* &*{P*}*"
 /* docs/security.md, "Sentinel" (data nodes), "Cluster" and "sync_replicas" */

@@ -1366,6 +1366,12 @@ Test(cli, every_subcommand_has_its_own_help)
         for (int form = 0; form < 2; form++) {
             cli_result r;
             cli_exec(&r, ARGS(cmds[i], "NAME", form ? "-h" : "--help"));
+            if (form) { /* -h after a command may be redis-cli's -h HOST: refused (46.1) */
+                cr_assert(eq(int, r.status, 2), "%s -h: %d", cmds[i], r.status);
+                cr_assert(strstr(r.err, "--help") != NULL, "%s -h: %s", cmds[i], r.err);
+                cli_result_free(&r);
+                continue;
+            }
             cr_assert(eq(int, r.status, 0), "%s --help: %d, stderr %s", cmds[i], r.status, r.err);
             char want[64];
             snprintf(want, sizeof want, "usage: baton [--url URL] %s ", cmds[i]);
@@ -2353,4 +2359,273 @@ Test(cli, a_partition_ends_baton_within_the_release_bound, .timeout = 60)
         th_proxy_stop(px);
         free(pidfile);
     }
+}
+
+/* ---------------------------------------------------------------- issue 46 ----------- */
+
+/* Issue 46.1: redis-cli's -h HOST, -p PORT, -a PASSWORD and -n DB are refused (exit 2) with
+ * what to write instead, before the command and after it; COMMAND never runs. `baton -h`
+ * alone and --help (anywhere) stay the help. */
+Test(cli, redis_cli_short_options_are_refused_with_what_to_write)
+{
+    char *marker = cli_path("marker-rcli");
+    const char *name = th_tmpname("rcli");
+    struct {
+        const char *const *args;
+        const char *says;
+    } cases[] = {
+        {ARGS("-h", "127.0.0.1", "lock", name, "-n", "--", "touch", marker), "--url"},
+        {ARGS("-h127.0.0.1", "lock", name, "-n", "--", "touch", marker), "--url"},
+        {ARGS("-p", "6379", "lock", name, "-n", "--", "touch", marker), "--url"},
+        {ARGS("-a", "Sekr1t-pw", "lock", name, "-n", "--", "touch", marker), "REDISCLI_AUTH"},
+        {ARGS("-n", "3", "lock", name, "-n", "--", "touch", marker), "/DB"},
+        {ARGS("-h", "127.0.0.1", "-p", "6379", "status", name), "--url"},
+        {ARGS("lock", name, "-h", "127.0.0.1", "--", "touch", marker), "--help"},
+        {ARGS("lock", "-h", "127.0.0.1", name, "--", "touch", marker), "--help"},
+        {ARGS("lock", name, "-p", "6379", "--", "touch", marker), "--url"},
+        {ARGS("lock", name, "-a", "Sekr1t-pw", "--", "touch", marker), "REDISCLI_AUTH"},
+        {ARGS("status", name, "-n", "3"), "/DB"},
+        {ARGS("latch", name, "count", "-n", "3"), "/DB"},
+        {ARGS("leader", name, "-h", "127.0.0.1"), "--help"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cli_result r;
+        cli_exec(&r, cases[i].args);
+        cr_assert(eq(int, r.status, 2), "case %zu: status %d, stderr %s", i, r.status, r.err);
+        cr_assert(strstr(r.err, cases[i].says) != NULL, "case %zu: %s", i, r.err);
+        cr_assert(strstr(r.err, "Sekr1t") == NULL, "case %zu: the password shown: %s", i, r.err);
+        cr_assert(eq(str, r.out, ""), "case %zu printed on stdout: %s", i, r.out);
+        cli_result_free(&r);
+    }
+    cr_assert(access(marker, F_OK) != 0, "a COMMAND ran");
+    /* the help stays the help */
+    const char *const *help[] = {ARGS("-h"), ARGS("--help"), ARGS("lock", "--help"),
+                                 ARGS("lock", name, "--help", "--", "touch", marker)};
+    for (size_t i = 0; i < sizeof help / sizeof help[0]; i++) {
+        cli_result r;
+        cli_exec(&r, help[i]);
+        cr_assert(eq(int, r.status, 0), "help %zu: %d %s", i, r.status, r.err);
+        cr_assert(strstr(r.out, "usage") != NULL || strstr(r.out, "Usage") != NULL, "%s", r.out);
+        cli_result_free(&r);
+    }
+    /* -n after lock is still flock's -n */
+    cli_result r;
+    cli_exec(&r, ARGS("lock", name, "-n", "--", "touch", marker));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cli_result_free(&r);
+    cr_assert(access(marker, F_OK) == 0);
+    free(marker);
+}
+
+/* Issue 46.2: after the command word, a single word never picks the server, the credentials
+ * or the TLS checks: every such option in its one-word form ("--url=URL", "-uURL") is refused
+ * there, and the flags that weaken a check (--tls-insecure, --insecure, --askpass) are taken
+ * only before the command word. Nothing connects to the other server; COMMAND never runs.
+ * The two-word forms after the command word still work. */
+Test(cli, a_single_word_after_the_command_never_picks_server_credentials_or_tls, .timeout = 120)
+{
+    int port;
+    int s = trap_listener(&port);
+    char *marker = cli_path("marker-word");
+    char *secret = cli_path("secret");
+    FILE *f = fopen(secret, "w");
+    cr_assert(f != NULL);
+    fputs("Sekr1t-pw\n", f);
+    fclose(f);
+    chmod(secret, 0600);
+    char url[160], u_word[200];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+    snprintf(u_word, sizeof u_word, "-u%s", url);
+    const char *opts[] = {"url",     "user",   "password-file", "tls-ca", "tls-cert", "tls-key",
+                          "tls-sni", "cacert", "cacertdir",     "cert",   "key",      "sni"};
+    setenv("BATON_PASSWORD", "Sekr1t-pw", 1);
+    int checked = 0;
+    for (size_t k = 0; k < sizeof opts / sizeof opts[0] + 1; k++) {
+        char word[400];
+        if (k < sizeof opts / sizeof opts[0])
+            snprintf(word, sizeof word, "--%s=%s", opts[k],
+                     strcmp(opts[k], "url") == 0             ? url
+                     : strcmp(opts[k], "password-file") == 0 ? secret
+                                                             : "x");
+        else
+            snprintf(word, sizeof word, "%s", u_word);
+        const char *const *cases[] = {
+            ARGS("list", word),
+            ARGS("status", word, "x"),
+            ARGS("lock", word, "job", "-n", "--", "touch", marker),
+            ARGS("rwlock", word, "job", "--read", "-n", "--", "touch", marker),
+            ARGS("semaphore", word, "job", "-n", "--", "touch", marker),
+            ARGS("latch", word, "job", "count"),
+            ARGS("unlock", "--force", word),
+            ARGS("elect", word, "job", "-n", "--", "touch", marker),
+            ARGS("leader", word),
+            ARGS("barrier", word, "--parties", "2", "--timeout", "1s"),
+        };
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            cli_result r;
+            cli_exec(&r, cases[i]);
+            cr_assert(eq(int, r.status, 2), "%s: case %zu: status %d, stderr %s", word, i, r.status,
+                      r.err);
+            cr_assert(strstr(r.err, "Sekr1t") == NULL, "the password shown: %s", r.err);
+            cli_result_free(&r);
+            assert_never_reached(s, "Sekr1t");
+            checked++;
+        }
+    }
+    /* the flags that weaken a check or change where the password comes from */
+    const char *flags[] = {"--tls-insecure", "--insecure", "--askpass"};
+    char tls_url[160];
+    snprintf(tls_url, sizeof tls_url, "rediss://127.0.0.1:%d", port);
+    setenv("BATON_URL", tls_url, 1);
+    for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++) {
+        const char *const *cases[] = {
+            ARGS("lock", flags[k], "x", "-n", "--", "touch", marker),
+            ARGS("list", flags[k]),
+            ARGS("elect", flags[k], "x", "--", "touch", marker),
+            ARGS("leader", flags[k]),
+        };
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            cli_result r;
+            cli_exec(&r, cases[i]);
+            cr_assert(eq(int, r.status, 2), "%s: case %zu: status %d, stderr %s", flags[k], i,
+                      r.status, r.err);
+            cr_assert(strstr(r.err, "before the command") != NULL, "%s", r.err);
+            cli_result_free(&r);
+            assert_never_reached(s, "Sekr1t");
+            checked++;
+        }
+    }
+    unsetenv("BATON_URL");
+    unsetenv("BATON_PASSWORD");
+    cr_assert(access(marker, F_OK) != 0, "a COMMAND ran");
+    cr_assert(gt(int, checked, 130));
+    /* the two-word forms still work after the command word */
+    cli_result r;
+    cli_exec(&r, ARGS("lock", "--url", th_url(), th_tmpname("two-word"), "-n", "--", "true"));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("lock", "-u", th_url(), th_tmpname("two-word"), "-n", "--", "true"));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cli_result_free(&r);
+    close(s);
+    free(marker);
+    free(secret);
+}
+
+/* Issue 46.16: durations in days (1d, as the maximum is 365 days) and "infinity" for a wait
+ * or a timeout (timeout(1)'s and systemd's word); not for a lease. */
+Test(cli, durations_in_days_and_infinity)
+{
+    const char *name = th_tmpname("days");
+    char script[600];
+    snprintf(script, sizeof script, "%s status --json '%s'", BATON_CLI_PATH, name);
+    cli_result r;
+    cli_exec(&r, ARGS("lock", name, "--lease", "1d", "-w", "infinity", "--", "sh", "-c", script));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    json *j = json_parse(r.out);
+    cr_assert(j != NULL, "%s", r.out);
+    double ttl = json_get(json_at(j, 0), "ttl_ms")->number;
+    cr_assert(ttl > 86000000 && ttl <= 86400000, "ttl %f", ttl);
+    json_free(j);
+    cli_result_free(&r);
+    const char *latch = th_tmpname("days-latch");
+    cli_exec(&r, ARGS("latch", latch, "await", "--timeout", "infinity"));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err); /* never set: open */
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("lock", name, "-w", "1d12h", "--", "true"));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cli_result_free(&r);
+    const char *const *bad[] = {ARGS("lock", name, "--lease", "infinity", "--", "true"),
+                                ARGS("lock", name, "-w", "366d", "--", "true"),
+                                ARGS("lock", name, "--watchdog", "infinity", "--", "true")};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cli_exec(&r, bad[i]);
+        cr_assert(eq(int, r.status, 2), "case %zu: %d %s", i, r.status, r.err);
+        cr_assert(strstr(r.err, "1d") != NULL, "case %zu: %s", i, r.err);
+        cli_result_free(&r);
+    }
+}
+
+/* True if s holds a byte a terminal acts on: C0 controls but the final newline, DEL, or the
+ * C1 CSI U+009B. */
+static bool has_raw_control(const char *s)
+{
+    size_t n = strlen(s);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char b = (unsigned char)s[i];
+        if ((b < 0x20 && !(b == '\n' && i == n - 1)) || b == 0x7f)
+            return true;
+        if (b == 0xc2 && i + 1 < n && (unsigned char)s[i + 1] == 0x9b)
+            return true;
+    }
+    return false;
+}
+
+/* Issue 46.7: one escaping rule for every line a human reads (leader, leader --watch,
+ * status, list, messages on stderr), and --json encodes a name's bytes one way
+ * everywhere (a byte that is not UTF-8, 0xff: \u00ff). */
+Test(cli, one_escaping_rule_for_every_line_and_one_json_encoding, .timeout = 60)
+{
+    char name[200], value[] = "v\x1b[2J\xc2\x9b"
+                              "1m\nforged";
+    snprintf(name, sizeof name, "esc\x1b[31m\n\xff%s", th_tmpname("n"));
+    /* leader and leader --watch (its first line), text and JSON */
+    char script[1200];
+    snprintf(script, sizeof script,
+             "'%s' leader --object \"$N\"; '%s' leader --object \"$N\" --json; "
+             "timeout -s INT 1 '%s' leader --object \"$N\" --watch; true",
+             BATON_CLI_PATH, BATON_CLI_PATH, BATON_CLI_PATH);
+    setenv("N", name, 1);
+    cli_result r;
+    cli_exec(&r, ARGS("elect", "--object", name, "--value", value, "-n", "--", "sh", "-c", script));
+    unsetenv("N");
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    char *save = NULL;
+    int lines = 0;
+    for (char *line = strtok_r(r.out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        lines++;
+        cr_assert(has_raw_control(line) == false, "a raw control byte: %s", line);
+        if (line[0] == '{') {
+            json *j = json_parse(line);
+            cr_assert(j != NULL, "invalid JSON: %s", line);
+            json_free(j);
+            cr_assert(strstr(line, "\\u00ff") != NULL, "0xff not as \\u00ff: %s", line);
+            cr_assert(strstr(line, "\\u001b") != NULL, "%s", line);
+        } else {
+            cr_assert(strstr(line, "\\x1b[2J") != NULL, "%s", line);
+        }
+    }
+    cr_assert(eq(int, lines, 3), "%d lines: a value's newline forged one? %s", lines, r.out);
+    cli_result_free(&r);
+
+    /* status --json and list --json encode the same bytes the same way */
+    baton_lock *l;
+    baton_client *c = hold(name, &l);
+    cli_exec(&r, ARGS("status", "--json", "--object", name));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cr_assert(strstr(r.out, "\\u00ff") != NULL && strstr(r.out, "\\\\x") == NULL, "%s", r.out);
+    cr_assert(json_parse(r.out) != NULL);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("list", "--json", "esc*"));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cr_assert(strstr(r.out, "\\u00ff") != NULL && strstr(r.out, "\\\\x") == NULL, "%s", r.out);
+    cli_result_free(&r);
+    /* the text forms */
+    cli_exec(&r, ARGS("status", "--object", name));
+    cr_assert(has_raw_control(r.out) == false || strchr(r.out, '\n') != NULL);
+    for (char *line = strtok_r(r.out, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+        cr_assert(has_raw_control(line) == false, "%s", line);
+    cli_result_free(&r);
+    /* a message on stderr: the wrong kind of key for a latch, and a busy lock */
+    const char *const *errs[] = {ARGS("latch", "--object", name, "count"),
+                                 ARGS("lock", "--object", name, "-n", "--", "true")};
+    for (size_t i = 0; i < sizeof errs / sizeof errs[0]; i++) {
+        cli_exec(&r, errs[i]);
+        cr_assert(r.status != 0);
+        cr_assert(strstr(r.err, "esc\\x1b[31m\\x0a\\xff") != NULL, "case %zu: %s", i, r.err);
+        cr_assert(has_raw_control(r.err) == false, "case %zu: a raw control byte: %s", i, r.err);
+        cli_result_free(&r);
+    }
+    baton_lock_close(l);
+    baton_client_close(c);
 }

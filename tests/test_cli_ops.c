@@ -277,7 +277,14 @@ Test(cli_ops, redis_cli_spellings_are_aliases_with_the_same_rules)
     cli_result_free(&r);
     char joined[200];
     snprintf(joined, sizeof joined, "-u%s", th_url());
+    cli_exec(&r, ARGS(joined, "status", name));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    cli_result_free(&r);
+    /* after the command word only as two words (issue 46.2) */
     cli_exec(&r, ARGS("status", joined, name));
+    cr_assert(eq(int, r.status, 2), "%s", r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("status", "-u", th_url(), name));
     cr_assert(eq(int, r.status, 0), "%s", r.err);
     cli_result_free(&r);
     /* never after a NAME, and once */

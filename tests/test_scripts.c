@@ -960,6 +960,21 @@ static void *wait_thread(void *arg)
     return NULL;
 }
 
+typedef struct barrier_waiter {
+    baton_barrier *b;
+    baton_client *c;
+    int rc;
+    char msg[768];
+} barrier_waiter;
+
+static void *barrier_thread(void *arg)
+{
+    barrier_waiter *w = arg;
+    w->rc = baton_barrier_await(w->b, 5000, NULL, NULL);
+    snprintf(w->msg, sizeof w->msg, "%s", baton_client_errmsg(w->c));
+    return NULL;
+}
+
 /* Polls (at most 3 s) until the list key has n entries. */
 static void await_llen(redisContext *admin, const char *key, long long n)
 {
@@ -992,6 +1007,12 @@ static void run_verbs(redisContext *admin, const char *user, outcome *o)
     }
     char *lname = th_name("Plock"), *fname = th_name("Pfair"), *rname = th_name("Prw");
     char *sname = th_name("Psem"), *pname = th_name("Pperm"), *cname = th_name("Platch");
+    char *ename = th_name("Pelect"), *bname = th_name("Pbarrier");
+    baton_election *el = NULL;
+    baton_barrier *ba = NULL, *ba2 = NULL;
+    baton_leader *ld = calloc(1, sizeof *ld);
+    baton_election_event *ev = calloc(1, sizeof *ev);
+    cr_assert(ld && ev);
     baton_lock *l = NULL, *l2 = NULL, *f = NULL, *f2 = NULL, *f3 = NULL;
     baton_client *c3 = NULL;
     baton_rwlock *rw = NULL, *rw2 = NULL;
@@ -1146,6 +1167,38 @@ static void run_verbs(redisContext *admin, const char *user, outcome *o)
     STEP("latch set", baton_latch_try_set_count(la, 1, &yes));
     STEP("latch delete", baton_latch_delete(la, &yes));
 
+    /* election: campaign, leader, proclaim, observe, resign (issue 46.3) */
+    STEP("election open", baton_election_open(c, ename, &el));
+    STEP("election campaign", baton_election_campaign(el, "v1", 0, BATON_LEASE_WATCHDOG));
+    STEP("election leader", baton_election_leader(el, ld));
+    STEP("election proclaim", baton_election_proclaim(el, "v2"));
+    int orc = baton_election_observe_next(el, 0, ev);
+    if (orc != BATON_ETIMEDOUT)
+        STEP("election observe", orc);
+    orc = baton_election_observe_next(el, 0, ev);
+    if (orc != BATON_ETIMEDOUT)
+        STEP("election observe", orc);
+    STEP("election resign", baton_election_resign(el));
+
+    /* barrier: two parties trip it */
+    STEP("barrier open", baton_barrier_open(c, bname, 2, &ba));
+    STEPC("barrier open", c2, baton_barrier_open(c2, bname, 2, &ba2));
+    barrier_waiter bw = {ba2, c2, -100, ""};
+    pthread_create(&t, NULL, barrier_thread, &bw);
+    joined = false;
+    int barc = baton_barrier_await(ba, 5000, NULL, NULL);
+    pthread_join(t, NULL);
+    joined = true;
+    /* the party whose script the ACL refused ends EPERM; the other then times out */
+    if (bw.rc != BATON_EPERM)
+        STEP("barrier await", barc);
+    if (bw.rc != BATON_OK) {
+        o->op = "barrier await (the other party)";
+        o->rc = bw.rc;
+        snprintf(o->msg, sizeof o->msg, "%s", bw.msg);
+        goto out;
+    }
+
     /* inspect, of a lock held */
     baton_inspection *ins = NULL;
     STEP("lock acquire", baton_lock_acquire(l, 10000));
@@ -1167,6 +1220,13 @@ out:
     baton_semaphore_close(s);
     baton_permits_close(p);
     baton_latch_close(la);
+    baton_election_close(el);
+    baton_barrier_close(ba);
+    baton_barrier_close(ba2);
+    free(ld);
+    free(ev);
+    free(ename);
+    free(bname);
     baton_client_close(c);
     baton_client_close(c2);
     free(lname);
@@ -1530,5 +1590,36 @@ Test(scripts, the_cli_runs_every_verb_as_a_tenant_with_the_rule)
     acl_run_cli_verbs(url, name, "single server");
     free(name);
     free(url);
+    redisFree(admin);
+}
+
+/* Issue 46.3: elect, leader and barrier name the command the ACL refused (elect's message
+ * named none: the release after the failed record replaced it). */
+Test(scripts, cli_elect_leader_and_barrier_name_the_refused_command)
+{
+    redisContext *admin = th_redis();
+    struct {
+        const char *minus, *cmd;
+    } cases[] = {
+        {"-xlen", "elect"}, {"-xadd", "elect"}, {"-xrevrange", "leader"}, {"-hmget", "barrier"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        acl_user(admin, "cliel", cases[i].minus);
+        char *url = user_url("cliel");
+        char *name = th_name("Pclel");
+        cli_result r;
+        if (strcmp(cases[i].cmd, "elect") == 0)
+            cli_exec(&r, ARGS("--url", url, "elect", name, "-n", "--", "true"));
+        else if (strcmp(cases[i].cmd, "leader") == 0)
+            cli_exec(&r, ARGS("--url", url, "leader", name, "--watch"));
+        else
+            cli_exec(&r, ARGS("--url", url, "barrier", name, "--parties", "2", "--timeout", "1s"));
+        cr_expect(eq(int, r.status, 119), "%s without %s: exit %d: %s", cases[i].cmd,
+                  cases[i].minus + 1, r.status, r.err);
+        cr_expect(strstr(r.err, cases[i].minus + 1) != NULL, "%s: the message names no %s: %s",
+                  cases[i].cmd, cases[i].minus + 1, r.err);
+        cli_result_free(&r);
+        free(name);
+        free(url);
+    }
     redisFree(admin);
 }

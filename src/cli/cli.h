@@ -108,14 +108,30 @@ void cli_set_commands(const cli_command *table, size_t n);
 int cli_usage_error(const char *command, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* Prints "baton: <message>\n" on stderr. */
+/* Prints "baton: <message>\n" on stderr, the message escaped as cli_esc does. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same (a line that is not an error: "acquired ...", "warning: ..."). */
+void cli_eprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Parses a duration: numbers with units ms, s, m, h, fractions and sums allowed ("250ms",
- * "1.5s", "1m30s"), or a bare number of seconds ("3", "0.25"), from 0 to
+/* The one escaping rule for every line a human reads (stdout and stderr): C0 and C1 control
+ * characters (ESC, newline, CSI...), DEL and bytes that are not UTF-8 come out as \xNN, so
+ * that no name, value or server text can move the cursor, recolour the screen or forge a
+ * line. The result lives until the 16th call after this one. */
+const char *cli_esc(const char *s);
+/* A JSON string on stdout, the one way --json encodes bytes everywhere: valid UTF-8 as it
+ * is, C0 and C1 control characters as \u00NN (\n, \t, \", \\), and each byte that is not UTF-8 as
+ * the code point of the same number (\u0080..\u00ff). */
+void cli_json_str(const char *s);
+
+/* Parses a duration: numbers with units ms, s, m, h, d, fractions and sums allowed ("250ms",
+ * "1.5s", "1m30s", "1d"), or a bare number of seconds ("3", "0.25"), from 0 to
  * BATON_MAX_DURATION_MS, rounded down to whole ms. Returns false (with *ms untouched) if s is
  * not one. */
 bool cli_parse_duration(const char *s, int64_t *ms);
+/* A wait's or a timeout's duration: cli_parse_duration's, or "infinity" (timeout(1)'s and
+ * systemd's word; also "inf"): BATON_WAIT_FOREVER. */
+bool cli_parse_wait(const char *s, int64_t *ms);
+#define CLI_DURATION_HINT "use 250ms, 10s, 5m, 1h, 1d, or seconds; infinity for a wait"
 
 /* Parses a non-negative decimal integer up to max. */
 bool cli_parse_count(const char *s, int64_t max, int64_t *out);
@@ -183,6 +199,8 @@ typedef struct cli_opts {
     const struct option *longopts; /* the command's long options (getopt.h's table) */
     const char *arg;               /* the value of the option, or the word, just returned */
     const char *word;              /* the option as written ("--wait", "-w"), for messages */
+    bool inline_value;             /* the value just taken was in the option's word
+                                      ("--url=URL", "-uURL") */
     bool saw_word;                 /* a word (NAME, verb, number) or --object came already */
     char word_buf[80];
 } cli_opts;

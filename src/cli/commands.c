@@ -46,15 +46,21 @@ static void option_shown(const struct option *longopts, int c, char *buf, size_t
     snprintf(buf, len, "-%c", c);
 }
 
-/* A duration option's value into *ms. Returns 0 or EXIT_USAGE (printed). */
-static int duration_value(const cli_opts *o, int c, int64_t *ms)
+/* A duration option's value into *ms (a wait's or a timeout's: "infinity" too, as
+ * BATON_WAIT_FOREVER). Returns 0 or EXIT_USAGE (printed). */
+static int duration_value_of(const cli_opts *o, int c, int64_t *ms, bool wait)
 {
-    if (cli_parse_duration(o->arg, ms))
+    if (wait ? cli_parse_wait(o->arg, ms) : cli_parse_duration(o->arg, ms))
         return 0;
     char name[32];
     option_shown(o->longopts, c, name, sizeof name);
-    return cli_usage_error(
-        o->command, "bad duration '%s' for %s (use 250ms, 10s, 5m, 1h, or seconds)", o->arg, name);
+    return cli_usage_error(o->command, "bad duration '%s' for %s (" CLI_DURATION_HINT ")", o->arg,
+                           name);
+}
+
+static int duration_value(const cli_opts *o, int c, int64_t *ms)
+{
+    return duration_value_of(o, c, ms, false);
 }
 
 /* A count option's value (min or more) into *v. Returns 0 or EXIT_USAGE (printed). */
@@ -92,7 +98,7 @@ static int busy_option(const cli_opts *o, int c, busy *b)
     switch (c) {
     case 'w':
         b->has_wait = true;
-        return duration_value(o, c, &b->wait_ms);
+        return duration_value_of(o, c, &b->wait_ms, true);
     case 'n':
         b->wait_ms = 0;
         b->has_wait = true;
@@ -360,8 +366,7 @@ static int lock_acquire(const cli_global *g, lock_run *r, bool *held)
     int brc = la->b.has_wait ? baton_lock_try_acquire(r->l, la->b.wait_ms, lease)
                              : baton_lock_acquire(r->l, lease);
     if (g->verbose && brc == BATON_OK)
-        fprintf(stderr, "baton: acquired %s in %lld ms\n", r->what,
-                (long long)(cli_now_ms() - r->asked_ms));
+        cli_eprintf("acquired %s in %lld ms", r->what, (long long)(cli_now_ms() - r->asked_ms));
     if (brc == BATON_ETIMEDOUT) {
         char shown[32];
         format_ms(la->b.wait_ms, shown, sizeof shown);
@@ -397,7 +402,7 @@ static void lock_hold(lock_run *r, cli_outcome *out)
     cli_watch w = {lost_fds, n_fds, lock_lease_end(r), r->what, token_env, la->kill_after_ms, r->c};
     *out = (cli_outcome){0, false, false};
     if (la->hold) {
-        fprintf(stderr, "baton: holding %s until interrupted\n", r->what);
+        cli_eprintf("holding %s until interrupted", r->what);
         out->status = cli_hold(&w);
         out->lost = out->status == EXIT_LOST;
         out->ran = true;
@@ -429,9 +434,9 @@ static int lock_release(const cli_global *g, lock_run *r, const cli_outcome *out
         cli_exit_now(EXIT_LOST);
     }
     if (g->verbose)
-        fprintf(stderr, "baton: released %s after %lld ms (%s)\n", r->what,
-                (long long)(cli_now_ms() - r->asked_ms),
-                brc == BATON_OK ? "ok" : baton_err_name(brc));
+        cli_eprintf("released %s after %lld ms (%s)", r->what,
+                    (long long)(cli_now_ms() - r->asked_ms),
+                    brc == BATON_OK ? "ok" : baton_err_name(brc));
     if (out->lost)
         return EXIT_LOST;
     if (out->ran && brc == BATON_ENOTHELD) {
@@ -824,7 +829,7 @@ static int latch_option(cli_opts *o, int c, cli_global *g, void *arg)
     latch_args *la = arg;
     if (c == OPT_TIMEOUT) {
         la->has_timeout = true;
-        return duration_value(o, c, &la->timeout_ms);
+        return duration_value_of(o, c, &la->timeout_ms, true);
     }
     if (c == CLI_OPT_NAME && la->n > 0)
         return cli_usage_error("latch", "--object gives the NAME, before the verb");
@@ -1016,8 +1021,8 @@ int cli_cmd_unlock(cli_global *g, int argc, char **argv)
         rc = EXIT_NO;
     } else {
         cli_warn(c, name);
-        fprintf(stderr, "baton: %s%s released%s\n", fair ? "fair lock " : "lock ", name,
-                fair ? ", its queue cleared" : "");
+        cli_eprintf("%s%s released%s", fair ? "fair lock " : "lock ", name,
+                    fair ? ", its queue cleared" : "");
     }
     baton_lock_close(l);
     baton_client_close(c);

@@ -57,8 +57,7 @@ static const struct option elect_options[] = {CLI_ARG("value", OPT_VALUE),
 
 static int bad_duration(const char *cmd, const char *opt, const char *arg)
 {
-    return cli_usage_error(cmd, "bad duration '%s' for %s (use 250ms, 10s, 5m, 1h, or seconds)",
-                           arg, opt);
+    return cli_usage_error(cmd, "bad duration '%s' for %s (" CLI_DURATION_HINT ")", arg, opt);
 }
 
 /* ------------------------------- elect ---------------------------------------------- */
@@ -85,7 +84,7 @@ static int elect_parse(cli_global *g, int argc, char **argv, elect_args *a)
             a->value = o.arg;
             break;
         case 'w':
-            if (!cli_parse_duration(o.arg, &a->wait_ms))
+            if (!cli_parse_wait(o.arg, &a->wait_ms))
                 rc = bad_duration("elect", "--wait", o.arg);
             break;
         case 'n':
@@ -216,20 +215,6 @@ int cli_cmd_elect(cli_global *g, int argc, char **argv)
 static const struct option leader_options[] = {CLI_FLAG("watch", OPT_WATCH),
                                                CLI_FLAG("json", OPT_JSON), CLI_END};
 
-static void json_string(const char *s)
-{
-    putchar('"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            printf("\\%c", *p);
-        else if (*p < 0x20)
-            printf("\\u%04x", *p);
-        else
-            putchar(*p);
-    }
-    putchar('"');
-}
-
 static const char *change_word(baton_election_change ch)
 {
     switch (ch) {
@@ -251,26 +236,26 @@ static void print_leader(const char *name, const char *change, int64_t time_ms,
 {
     if (json) {
         printf("{\"name\":");
-        json_string(name);
+        cli_json_str(name);
         if (change)
             printf(",\"change\":\"%s\",\"time_ms\":%lld", change, (long long)time_ms);
         if (ld->term > 0) {
             printf(",\"term\":%lld,\"value\":", (long long)ld->term);
-            json_string(ld->value);
+            cli_json_str(ld->value);
             printf(",\"host\":");
-            json_string(ld->host);
+            cli_json_str(ld->host);
             printf(",\"pid\":%lld,\"since_ms\":%lld", (long long)ld->pid, (long long)ld->since_ms);
         } else {
             printf(",\"term\":0");
         }
         printf("}\n");
     } else if (ld->term == 0) {
-        printf("%s: no leader\n", name);
+        printf("%s: no leader\n", cli_esc(name));
     } else {
         if (change)
             printf("%s ", change);
-        printf("term %lld value %s host %s pid %lld since %lld\n", (long long)ld->term, ld->value,
-               ld->host, (long long)ld->pid, (long long)ld->since_ms);
+        printf("term %lld value %s host %s pid %lld since %lld\n", (long long)ld->term,
+               cli_esc(ld->value), cli_esc(ld->host), (long long)ld->pid, (long long)ld->since_ms);
     }
     fflush(stdout);
 }

@@ -168,7 +168,7 @@ static void *guard_main(void *arg)
         pthread_mutex_lock(&sig.mu);
         if (!sig.holding) {
             /* Only waiting: end like the signal's default action would, with its code. */
-            fprintf(stderr, "baton: interrupted by SIG%s while waiting\n", sigabbrev_np(signo));
+            cli_eprintf("interrupted by SIG%s while waiting", sigabbrev_np(signo));
             _exit(EXIT_SIGNAL_BASE + signo);
         }
         if (!sig.pending)

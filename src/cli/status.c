@@ -29,36 +29,8 @@ static void format_ms(long long ms, char *buf, size_t len)
         snprintf(buf, len, "%llds", ms / 1000);
 }
 
-static size_t utf8_len(const unsigned char *s);
-
-/* Redis data as a terminal may show it: control bytes (ESC included) and bytes that are not
- * UTF-8 as \xNN, so that a name or an owner cannot move the cursor or recolour the screen.
- * The result lives until the 16th call after this one. */
-static const char *E(const char *str)
-{
-    static char *ring[16];
-    static unsigned next;
-    const unsigned char *s = (const unsigned char *)(str ? str : "");
-    char *out = malloc(strlen((const char *)s) * 4 + 1);
-    if (!out)
-        return "?";
-    size_t o = 0;
-    while (*s) {
-        size_t n = utf8_len(s);
-        if (*s < 0x20 || *s == 0x7f || n == 0) {
-            o += (size_t)sprintf(out + o, "\\x%02x", *s);
-            n = 1;
-        } else {
-            memcpy(out + o, s, n);
-            o += n;
-        }
-        s += n;
-    }
-    out[o] = '\0';
-    free(ring[next % 16]);
-    ring[next++ % 16] = out;
-    return out;
-}
+#define E cli_esc
+#define json_str cli_json_str
 
 /* A queue entry's deadline no waiter sets: none (absent, inf, nan) or more than a day
  * ahead. Such an entry never lapses and blocks the queue behind it: a poisoned queue, which
@@ -263,52 +235,6 @@ static void print_text(const char *name, const baton_inspection *s)
 }
 
 /* ------------------------------- JSON ------------------------------------------------- */
-
-/* Length of the valid UTF-8 sequence at s (0 if invalid). */
-static size_t utf8_len(const unsigned char *s)
-{
-    if (s[0] < 0x80)
-        return 1;
-    size_t n = (s[0] & 0xe0) == 0xc0   ? 2
-               : (s[0] & 0xf0) == 0xe0 ? 3
-               : (s[0] & 0xf8) == 0xf0 ? 4
-                                       : 0;
-    if (n == 0 || (n == 2 && s[0] < 0xc2) || (n == 4 && s[0] > 0xf4))
-        return 0;
-    for (size_t i = 1; i < n; i++)
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-    if (n == 3 && ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0)))
-        return 0; /* overlong, or a surrogate */
-    if (n == 4 && ((s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90)))
-        return 0;
-    return n;
-}
-
-/* A JSON string. Bytes that are not UTF-8 come out as the code point of the same number
- * (U+0080..U+00FF), so the output is always valid JSON. */
-static void json_str(const char *str)
-{
-    const unsigned char *s = (const unsigned char *)(str ? str : "");
-    putchar('"');
-    while (*s) {
-        size_t n = utf8_len(s);
-        if (*s == '"' || *s == '\\') {
-            printf("\\%c", *s);
-        } else if (*s == '\n') {
-            printf("\\n");
-        } else if (*s == '\t') {
-            printf("\\t");
-        } else if (*s < 0x20 || *s == 0x7f || n == 0) {
-            printf("\\u%04x", *s);
-            n = 1;
-        } else {
-            fwrite(s, 1, n, stdout);
-        }
-        s += n ? n : 1;
-    }
-    putchar('"');
-}
 
 /* One holder or waiter: {"owner": ...<fields>, "host": ..., "pid": ...<tail>} (host and pid
  * null when none is recorded), after a ", " unless it is the first (i == 0). */
@@ -811,10 +737,9 @@ int cli_cmd_list(cli_global *g, int argc, char **argv)
             printf("%s], \"examined\": %llu, \"cut\": %s}\n", shown ? "\n" : "",
                    (unsigned long long)examined, cut ? "true" : "false");
         if (cut)
-            fprintf(stderr,
-                    "baton: list: stopped after examining %llu keys (--max-keys): objects may "
-                    "be missing\n",
-                    (unsigned long long)examined);
+            cli_eprintf("list: stopped after examining %llu keys (--max-keys): objects may "
+                        "be missing",
+                        (unsigned long long)examined);
     }
     for (size_t i = 0; i < n; i++) {
         baton_inspection_free(ins ? ins[i] : NULL);
