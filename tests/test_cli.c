@@ -2629,3 +2629,60 @@ Test(cli, one_escaping_rule_for_every_line_and_one_json_encoding, .timeout = 60)
     baton_lock_close(l);
     baton_client_close(c);
 }
+
+/* Issue 46.8: an entry another writer added to an election's log is skipped and counted
+ * (a warning on stderr): `leader --watch` goes on and prints the changes after it. */
+Test(cli, a_forged_election_log_entry_never_ends_leader_watch, .timeout = 60)
+{
+    const char *name = th_tmpname("forged");
+    char *ready = cli_path("forged-ready"), *go = cli_path("forged-go");
+    char script[600];
+    snprintf(script, sizeof script, "touch '%s'; while [ ! -e '%s' ]; do sleep 0.05; done", ready,
+             go);
+    pid_t leader = cli_spawn(ARGS("elect", name, "--", "sh", "-c", script));
+    cr_assert(cli_wait_file(ready, 10000), "not elected");
+    redisContext *admin = th_redis();
+    /* forged before the watch starts: the last entry is unreadable */
+    freeReplyObject(th_cmd(admin, "XADD baton_election_log:{%s} * evil 1", name));
+    pid_t watch = cli_spawn(ARGS("leader", name, "--watch"));
+    char out_path[300];
+    snprintf(out_path, sizeof out_path, "%s/bg-%d.out", cli_tmpdir(), (int)watch);
+    char *text = NULL;
+    for (int i = 0; i < 200; i++) {
+        free(text);
+        text = cli_read_file(out_path);
+        if (text && strstr(text, "term "))
+            break;
+        th_sleep_ms(20);
+    }
+    cr_assert(text && strstr(text, "term ") != NULL, "%s", text ? text : "(none)");
+    /* forged while it watches, then a real change: the resign */
+    freeReplyObject(th_cmd(admin, "XADD baton_election_log:{%s} * change bogus term x", name));
+    freeReplyObject(th_cmd(admin, "XADD baton_election_log:{%s} * a b c d", name));
+    FILE *f = fopen(go, "w");
+    cr_assert(f != NULL);
+    fclose(f);
+    int st = 0;
+    cr_assert(waitpid(leader, &st, 0) == leader);
+    cr_assert(eq(int, st, 0), "elect: %d", st);
+    for (int i = 0; i < 300; i++) {
+        free(text);
+        text = cli_read_file(out_path);
+        if (text && strstr(text, "resigned"))
+            break;
+        th_sleep_ms(20);
+    }
+    cr_assert(text != NULL && strstr(text, "resigned") != NULL, "the watch did not go on: %s",
+              text ? text : "(none)");
+    cr_assert(waitpid(watch, &st, WNOHANG) == 0, "leader --watch ended");
+    kill(watch, SIGINT);
+    cr_assert(waitpid(watch, &st, 0) == watch);
+    char *err = cli_bg_err(watch);
+    cr_assert(strstr(err, "malformed") == NULL, "%s", err);
+    cr_assert(strstr(err, "skipped") != NULL && strstr(err, "(3 in all)") != NULL, "%s", err);
+    free(err);
+    free(text);
+    free(ready);
+    free(go);
+    redisFree(admin);
+}

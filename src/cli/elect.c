@@ -260,6 +260,19 @@ static void print_leader(const char *name, const char *change, int64_t time_ms,
     fflush(stdout);
 }
 
+/* leader --watch: says on stderr when the observation skipped log entries it cannot read
+ * (another writer's): counted, never the watch's end. */
+static void tell_skipped(baton_election *e, const char *name, int64_t *told)
+{
+    int64_t n = 0;
+    if (baton_election_skipped(e, &n) == BATON_OK && n > *told) {
+        cli_eprintf("warning: election %s: skipped %lld log entr%s not written by baton (%lld "
+                    "in all)",
+                    name, (long long)(n - *told), n - *told == 1 ? "y" : "ies", (long long)n);
+        *told = n;
+    }
+}
+
 int cli_cmd_leader(cli_global *g, int argc, char **argv)
 {
     const char *name = NULL;
@@ -301,8 +314,11 @@ int cli_cmd_leader(cli_global *g, int argc, char **argv)
         if (watch) {
             /* the first observation is the latest change: the state just printed */
             brc = baton_election_observe_next(e, 0, ev);
+            int64_t told = 0;
             while (brc == BATON_OK || brc == BATON_ETIMEDOUT) {
+                tell_skipped(e, name, &told);
                 brc = baton_election_observe_next(e, BATON_WAIT_FOREVER, ev);
+                tell_skipped(e, name, &told);
                 if (brc == BATON_OK)
                     print_leader(name, change_word(ev->change), ev->time_ms, &ev->leader, json);
             }
