@@ -2686,3 +2686,71 @@ Test(cli, a_forged_election_log_entry_never_ends_leader_watch, .timeout = 60)
     free(go);
     redisFree(admin);
 }
+
+/* Issue 46.14: a busy message says who holds (host and pid, the lease's end), the same way
+ * for every command; a multi-lock names its busy member; elect says who leads and for how
+ * long. */
+Test(cli, busy_messages_say_who_holds, .timeout = 60)
+{
+    char host[256] = "", want[400];
+    gethostname(host, sizeof host - 1);
+    snprintf(want, sizeof want, "held by %s pid %d, its lease ends in ", host, (int)getpid());
+    const char *busy = th_tmpname("busy"), *free_name = th_tmpname("free");
+    baton_lock *l;
+    baton_client *c = hold(busy, &l);
+    cli_result r;
+    cli_exec(&r, ARGS("lock", busy, "-n", "--", "true"));
+    cr_assert(eq(int, r.status, 124), "%s", r.err);
+    cr_assert(strstr(r.err, "not acquired within 0ms: ") != NULL, "%s", r.err);
+    cr_assert(strstr(r.err, want) != NULL, "%s", r.err);
+    cr_assert(strstr(r.err, "; not run: true") != NULL, "%s", r.err);
+    cli_result_free(&r);
+    /* the multi-lock names the busy member, not the free one */
+    cli_exec(&r, ARGS("lock", free_name, busy, "-w", "100ms", "--", "true"));
+    cr_assert(eq(int, r.status, 124), "%s", r.err);
+    char member[900];
+    snprintf(member, sizeof member, ": %s %s", busy, want);
+    cr_assert(strstr(r.err, member) != NULL, "%s", r.err);
+    char freed[300];
+    snprintf(freed, sizeof freed, ": %s held", free_name);
+    cr_assert(strstr(r.err, freed) == NULL, "%s", r.err);
+    cli_result_free(&r);
+    baton_lock_close(l);
+    baton_client_close(c);
+
+    /* a semaphore: what is free and held */
+    const char *sem = th_tmpname("busy-sem");
+    char *go = cli_path("busy-go"), *ready = cli_path("busy-ready");
+    char script[600];
+    snprintf(script, sizeof script, "touch '%s'; while [ ! -e '%s' ]; do sleep 0.05; done", ready,
+             go);
+    pid_t holder = cli_spawn(ARGS("semaphore", sem, "--permits", "1", "--", "sh", "-c", script));
+    cr_assert(cli_wait_file(ready, 10000));
+    cli_exec(&r, ARGS("semaphore", sem, "-n", "--", "true"));
+    cr_assert(eq(int, r.status, 124), "%s", r.err);
+    cr_assert(strstr(r.err, "1 permit not acquired within 0ms: 0 permits free, 1 permit lease "
+                            "held; not run: true") != NULL,
+              "%s", r.err);
+    cli_result_free(&r);
+    /* an election: who leads, for how long, the term */
+    const char *el = th_tmpname("busy-el");
+    char *ready2 = cli_path("busy-ready2");
+    snprintf(script, sizeof script, "touch '%s'; while [ ! -e '%s' ]; do sleep 0.05; done", ready2,
+             go);
+    pid_t leader = cli_spawn(ARGS("elect", el, "--", "sh", "-c", script));
+    cr_assert(cli_wait_file(ready2, 10000));
+    cli_exec(&r, ARGS("elect", el, "-n", "--", "true"));
+    cr_assert(eq(int, r.status, 124), "%s", r.err);
+    snprintf(want, sizeof want, "not elected within 0ms: led by %s pid %d for ", host, (int)leader);
+    cr_assert(strstr(r.err, want) != NULL && strstr(r.err, "(term 1); not run: true") != NULL, "%s",
+              r.err);
+    cli_result_free(&r);
+    FILE *f = fopen(go, "w");
+    cr_assert(f != NULL);
+    fclose(f);
+    int st;
+    cr_assert(waitpid(holder, &st, 0) == holder && waitpid(leader, &st, 0) == leader);
+    free(go);
+    free(ready);
+    free(ready2);
+}

@@ -146,6 +146,12 @@ int cli_fail(baton_client *c, int rc, const char *fmt, ...) __attribute__((forma
  * refused: done, waiters not told): prints "baton: warning: <what>: <warning>". */
 void cli_warn(baton_client *c, const char *what);
 
+/* Who holds NAME, for a "not acquired" message, into buf: "held by HOST pid PID and HOST2
+ * pid PID2, its lease ends in 28.1s" (a holder that is not baton: its owner field), or a
+ * semaphore's "0 permits free, 2 permit leases held". False (buf "") when nothing can be
+ * said: free by now, or the inspection refused. */
+bool cli_who_holds(baton_client *c, const char *name, char *buf, size_t len);
+
 /* Sets g->url from --url: a usage error (EXIT_USAGE, printed) if it is empty or a URL was
  * given already; EXIT_OK otherwise. */
 int cli_set_url(cli_global *g, const char *url);

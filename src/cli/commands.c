@@ -370,9 +370,17 @@ static int lock_acquire(const cli_global *g, lock_run *r, bool *held)
     if (brc == BATON_ETIMEDOUT) {
         char shown[32];
         format_ms(la->b.wait_ms, shown, sizeof shown);
-        if (!la->b.quiet)
-            cli_error("%s: not acquired within %s%s%s", r->what, shown,
+        if (!la->b.quiet) {
+            /* who holds: each busy member of a multi-lock named */
+            char who[1024] = "", one[400];
+            size_t n = 0;
+            for (size_t i = 0; i < (la->rw ? 1 : la->n) && n < sizeof who; i++)
+                if (cli_who_holds(r->c, la->names[i], one, sizeof one))
+                    n += (size_t)snprintf(who + n, sizeof who - n, "%s%s%s%s", n ? "; " : ": ",
+                                          la->n > 1 ? la->names[i] : "", la->n > 1 ? " " : "", one);
+            cli_error("%s: not acquired within %s%s%s%s", r->what, shown, who,
                       la->hold ? "" : "; not run: ", la->hold ? "" : la->command[0]);
+        }
         return (int)la->b.code;
     }
     if (brc != BATON_OK)
@@ -657,11 +665,13 @@ static int not_acquired(baton_client *c, int brc, const char *name, int64_t take
 {
     if (brc != BATON_ETIMEDOUT)
         return cli_fail(c, brc, "semaphore %s", name);
-    char shown[32];
+    char shown[32], who[400] = ": ";
     format_ms(b->wait_ms, shown, sizeof shown);
+    if (!cli_who_holds(c, name, who + 2, sizeof who - 2))
+        who[0] = '\0';
     if (!b->quiet)
-        cli_error("semaphore %s: %lld permit%s not acquired within %s; %s not run", name,
-                  (long long)take, take == 1 ? "" : "s", shown, command);
+        cli_error("semaphore %s: %lld permit%s not acquired within %s%s; not run: %s", name,
+                  (long long)take, take == 1 ? "" : "s", shown, who, command);
     return (int)b->code;
 }
 

@@ -146,6 +146,26 @@ static int64_t lease_end(baton_client *c, const char *name, int64_t lease_ms)
     return end;
 }
 
+/* ": led by HOST pid PID for 2.4s (term T)" into buf, or "" when no leader can be read. */
+static void led_by(baton_client *c, baton_election *e, const char *name, char *buf, size_t len)
+{
+    baton_leader *ld = calloc(1, sizeof *ld);
+    baton_inspection *s = NULL;
+    buf[0] = '\0';
+    if (ld && baton_election_leader(e, ld) == BATON_OK && ld->term > 0) {
+        char since[64] = "";
+        if (baton_inspect(c, name, &s) == BATON_OK && s && s->server_time_ms >= ld->since_ms) {
+            int64_t ms = s->server_time_ms - ld->since_ms;
+            snprintf(since, sizeof since, " for %lld.%llds", (long long)(ms / 1000),
+                     (long long)(ms % 1000 / 100));
+        }
+        snprintf(buf, len, ": led by %s pid %lld%s (term %lld)", ld->host, (long long)ld->pid,
+                 since, (long long)ld->term);
+    }
+    baton_inspection_free(s);
+    free(ld);
+}
+
 static int resign_bounded(void *e)
 {
     return baton_election_resign(e);
@@ -172,8 +192,18 @@ int cli_cmd_elect(cli_global *g, int argc, char **argv)
         brc = baton_election_campaign(e, a.value, a.wait_ms,
                                       a.has_lease ? a.lease_ms : BATON_LEASE_WATCHDOG);
     if (brc == BATON_ETIMEDOUT) {
-        if (!a.quiet)
-            cli_error("election %s: not elected; not run: %s", a.name, a.command[0]);
+        if (!a.quiet) {
+            char shown[32], who[600] = "";
+            if (a.wait_ms == BATON_WAIT_FOREVER)
+                snprintf(shown, sizeof shown, "?");
+            else if (a.wait_ms % 1000 || a.wait_ms == 0)
+                snprintf(shown, sizeof shown, "%lldms", (long long)a.wait_ms);
+            else
+                snprintf(shown, sizeof shown, "%llds", (long long)(a.wait_ms / 1000));
+            led_by(c, e, a.name, who, sizeof who);
+            cli_error("election %s: not elected within %s%s; not run: %s", a.name, shown, who,
+                      a.command[0]);
+        }
         rc = (int)a.code;
     } else if (brc != BATON_OK) {
         rc = cli_fail(c, brc, "election %s", a.name);

@@ -212,6 +212,53 @@ int cli_fail(baton_client *c, int rc, const char *fmt, ...)
     return cli_exit_code(rc);
 }
 
+static void format_secs(int64_t ms, char *buf, size_t len)
+{
+    if (ms < 60000)
+        snprintf(buf, len, "%lld.%llds", (long long)(ms / 1000), (long long)(ms % 1000 / 100));
+    else
+        snprintf(buf, len, "%llds", (long long)(ms / 1000));
+}
+
+bool cli_who_holds(baton_client *c, const char *name, char *buf, size_t len)
+{
+    baton_inspection *s = NULL;
+    buf[0] = '\0';
+    if (baton_inspect(c, name, &s) != BATON_OK || !s)
+        return false; /* (the ACL may refuse what the acquire did not need) */
+    char ttl[64] = "";
+    if (s->ttl_ms > 0) {
+        char t[32];
+        format_secs(s->ttl_ms, t, sizeof t);
+        snprintf(ttl, sizeof ttl, ", its lease ends in %s", t);
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < s->n_holders && n < len; i++) {
+        const baton_inspect_holder *h = s->holders[i];
+        if (i == 2) {
+            n += (size_t)snprintf(buf + n, len - n, " and %zu more", s->n_holders - 2);
+            break;
+        }
+        if (h->host)
+            n += (size_t)snprintf(buf + n, len - n, "%s%s pid %lld", i ? " and " : "held by ",
+                                  h->host, (long long)h->pid);
+        else
+            n += (size_t)snprintf(buf + n, len - n, "%s%s (not a baton process)",
+                                  i ? " and " : "held by ", h->owner);
+    }
+    if (s->n_holders && n < len)
+        snprintf(buf + n, len - n, "%s", ttl);
+    else if (!s->n_holders && s->has_value && n < len)
+        snprintf(buf, len, "%lld permit%s free", (long long)s->value, s->value == 1 ? "" : "s");
+    if (!s->n_holders && s->n_permits && len > 0) {
+        n = strlen(buf);
+        snprintf(buf + n, len - n, "%s%zu permit lease%s held", n ? ", " : "", s->n_permits,
+                 s->n_permits == 1 ? "" : "s");
+    }
+    baton_inspection_free(s);
+    return buf[0] != '\0';
+}
+
 /* ------------------------------- values ----------------------------------------------- */
 
 bool cli_parse_count(const char *s, int64_t max, int64_t *out)
