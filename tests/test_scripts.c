@@ -1623,3 +1623,37 @@ Test(scripts, cli_elect_leader_and_barrier_name_the_refused_command)
     }
     redisFree(admin);
 }
+
+/* Issue 46.11: latch delete and semaphore set, add and delete tell the warning the library
+ * leaves when the ACL refuses their PUBLISH (done, waiters not told), as count-down does. */
+Test(scripts, cli_admin_verbs_warn_when_waiters_are_not_told)
+{
+    redisContext *admin = th_redis();
+    acl_user(admin, "cliadmq", "resetchannels");
+    char *url = user_url("cliadmq");
+    char *name = th_name("Padm"), *sem = th_name("Padmsem");
+    struct {
+        const char *const *args;
+    } runs[] = {
+        {ARGS("--url", url, "latch", name, "set", "2")},
+        {ARGS("--url", url, "latch", name, "delete")},
+        {ARGS("--url", url, "semaphore", sem, "set", "2")},
+        {ARGS("--url", url, "semaphore", sem, "add", "2")},
+        {ARGS("--url", url, "semaphore", sem, "--counting", "add", "1")},
+        /* (semaphore delete publishes nothing, as Redisson's RSemaphore.delete: no warning
+         * to tell) */
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        cli_result r;
+        cli_exec(&r, runs[i].args);
+        cr_expect(eq(int, r.status, 0), "run %zu (%s %s): exit %d: %s", i, runs[i].args[2],
+                  runs[i].args[4], r.status, r.err);
+        cr_expect(strstr(r.err, "waiters not told") != NULL, "run %zu (%s %s): no warning: %s", i,
+                  runs[i].args[2], runs[i].args[4], r.err);
+        cli_result_free(&r);
+    }
+    free(url);
+    free(name);
+    free(sem);
+    redisFree(admin);
+}

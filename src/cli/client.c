@@ -60,8 +60,9 @@ static int password_from_file(const char *path, const char *what, char *buf, siz
         return -1;
     }
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || (st.st_mode & S_IROTH)) {
-        cli_error("%s %s: readable by every user: refused (chmod o-r, or 0600)", what, path);
+    if (fstat(fileno(f), &st) != 0 || (st.st_mode & (S_IROTH | S_IWOTH))) {
+        cli_error("%s %s: %s by every user: refused (chmod o-rw, or 0600)", what, path,
+                  st.st_mode & S_IROTH ? "readable" : "writable");
         fclose(f);
         return -1;
     }

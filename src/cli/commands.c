@@ -563,6 +563,11 @@ static int semaphore_admin(cli_global *g, const char *name, const char *verb, co
         else
             brc = leases ? baton_permits_delete(p, &yes) : baton_semaphore_delete(s, &yes);
     }
+    if (brc == BATON_OK) {
+        char what[1100];
+        snprintf(what, sizeof what, "semaphore %s: %s", name, verb);
+        cli_warn(c, what); /* done, and a warning said (a refused PUBLISH: waiters not told) */
+    }
     if (brc != BATON_OK) {
         rc = cli_fail(c, brc, "semaphore %s: %s", name, verb);
     } else if (!yes) {
@@ -659,6 +664,33 @@ static int semaphore_parse(cli_global *g, int argc, char **argv, semaphore_args 
     return rc;
 }
 
+static bool quiet_of(const busy *b)
+{
+    return b->quiet;
+}
+
+/* --permits N found a count set already: says so when the semaphore's count is not N (the
+ * permit leases': free + held; --counting's: only more free than N can be told). */
+static void permits_not_applied(baton_client *c, const char *name, int64_t permits, bool counting,
+                                bool quiet)
+{
+    baton_inspection *s = NULL;
+    if (quiet || baton_inspect(c, name, &s) != BATON_OK || !s || !s->has_value) {
+        baton_inspection_free(s);
+        return;
+    }
+    int64_t total = s->value + (counting ? 0 : (int64_t)s->n_permits);
+    char held[32] = "";
+    if (!counting)
+        snprintf(held, sizeof held, ": %lld free, %zu held", (long long)s->value, s->n_permits);
+    if (counting ? total > permits : total != permits)
+        cli_eprintf("warning: semaphore %s: --permits %lld not applied: its count is set "
+                    "already (%s%lld%s); change it with 'baton semaphore %s add N'",
+                    name, (long long)permits, counting ? "free: " : "", (long long)total, held,
+                    name);
+    baton_inspection_free(s);
+}
+
 /* The acquire failed: -w ran out (exit -E's code, or quiet) or an error. */
 static int not_acquired(baton_client *c, int brc, const char *name, int64_t take, const busy *b,
                         const char *command)
@@ -682,8 +714,11 @@ static int semaphore_counting(baton_client *c, const char *name, bool has_permit
     baton_semaphore *s = NULL;
     int rc = 0;
     int brc = baton_semaphore_open(c, name, &s);
+    bool was_set = true;
     if (brc == BATON_OK && has_permits)
-        brc = baton_semaphore_try_set_permits(s, permits, NULL);
+        brc = baton_semaphore_try_set_permits(s, permits, &was_set);
+    if (brc == BATON_OK && !was_set)
+        permits_not_applied(c, name, permits, true, quiet_of(b));
     if (brc == BATON_OK)
         brc = b->has_wait ? baton_semaphore_try_acquire(s, take, b->wait_ms)
                           : baton_semaphore_acquire(s, take);
@@ -745,8 +780,11 @@ static int semaphore_leases(baton_client *c, const char *name, bool has_permits,
     if (!ids)
         return EXIT_FAILED;
     int brc = baton_permits_open(c, name, &p);
+    bool was_set = true;
     if (brc == BATON_OK && has_permits)
-        brc = baton_permits_try_set_permits(p, permits, NULL);
+        brc = baton_permits_try_set_permits(p, permits, &was_set);
+    if (brc == BATON_OK && !was_set)
+        permits_not_applied(c, name, permits, false, quiet_of(b));
     if (brc == BATON_OK)
         brc = baton_permits_try_acquire_many(p, take, b->has_wait ? b->wait_ms : BATON_WAIT_FOREVER,
                                              BATON_LEASE_WATCHDOG, ids);
@@ -927,6 +965,8 @@ static int latch_other(baton_client *c, baton_latch *l, const char *name, const 
     } else if (strcmp(verb, "delete") == 0) {
         bool existed = false;
         brc = baton_latch_delete(l, &existed);
+        if (brc == BATON_OK)
+            cli_warn(c, name);
         if (brc == BATON_OK && !existed) {
             cli_error("latch %s does not exist", name);
             return EXIT_NO;
@@ -976,6 +1016,30 @@ static bool has_fair_queue(baton_client *c, const char *name)
     return fair;
 }
 
+/* False, with why, when NAME holds a hash that is not a lock's: a lock's fields are owners
+ * ("<client-id>:<thread-id>") with hold counts from 1, and it has a lease (Redisson and
+ * baton always set one). Anything else (nothing, a read-write lock, another type) is left
+ * to the force release, which says "not locked" or WRONGTYPE. */
+static bool is_a_lock(baton_client *c, const char *name, char *why, size_t len)
+{
+    baton_inspection *s = NULL;
+    if (baton_inspect(c, name, &s) != BATON_OK || !s)
+        return true; /* the release says what is wrong */
+    bool lock = s->kind != BATON_OBJECT_LOCK && s->kind != BATON_OBJECT_FAIRLOCK;
+    if (!lock && s->n_holders > 0) {
+        lock = s->ttl_ms != -1;
+        for (size_t i = 0; lock && i < s->n_holders; i++)
+            lock = s->holders[i]->holds >= 1 && strchr(s->holders[i]->owner, ':') != NULL;
+        if (!lock)
+            snprintf(why, len, "a Redis hash that is not a lock's (%s)",
+                     s->ttl_ms == -1 ? "no lease" : "a field that is not an owner's hold count");
+    } else if (!lock) {
+        lock = true;
+    }
+    baton_inspection_free(s);
+    return lock;
+}
+
 static const struct option unlock_options[] = {CLI_FLAG("force", OPT_FORCE), CLI_END};
 
 /* What `unlock` was asked. */
@@ -1017,6 +1081,12 @@ int cli_cmd_unlock(cli_global *g, int argc, char **argv)
     baton_client *c;
     if (!cli_start(g, &rc, &c))
         return rc;
+    char why[200];
+    if (!is_a_lock(c, name, why, sizeof why)) {
+        cli_error("unlock %s: %s: nothing deleted", name, why);
+        baton_client_close(c);
+        return EXIT_FAILED;
+    }
     baton_lock *l = NULL;
     bool fair = has_fair_queue(c, name);
     int brc = fair ? baton_fairlock_open(c, name, &l) : baton_lock_open(c, name, &l);
