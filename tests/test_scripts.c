@@ -1657,3 +1657,38 @@ Test(scripts, cli_admin_verbs_warn_when_waiters_are_not_told)
     free(sem);
     redisFree(admin);
 }
+
+/* Issue 46.10: with per-tenant scoping, `list` skips what the user may not read, says how
+ * many, and names none of them (another tenant's key never appears in its output). */
+Test(scripts, cli_list_skips_other_tenants_objects_and_names_none)
+{
+    redisContext *admin = th_redis();
+    acl_user(admin, "clilist", NULL);
+    char *url = user_url("clilist");
+    char *mine = th_name("Plistmine"), *theirs = th_name("Qlisttheirs");
+    /* another tenant's lock and semaphore, and one of this tenant's */
+    freeReplyObject(th_cmd(admin, "HSET %s 1b2c:1 1", theirs));
+    freeReplyObject(th_cmd(admin, "PEXPIRE %s 60000", theirs));
+    freeReplyObject(th_cmd(admin, "SET %s-sem 3", theirs));
+    cli_result r;
+    cli_exec(&r, ARGS("--url", url, "semaphore", mine, "set", "2"));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    cli_result_free(&r);
+    for (int as_json = 0; as_json < 2; as_json++) {
+        cli_exec(&r, as_json ? ARGS("--url", url, "list", "--json", "*list*")
+                             : ARGS("--url", url, "list", "*list*"));
+        cr_assert(eq(int, r.status, 0), "exit %d: %s", r.status, r.err);
+        cr_assert(strstr(r.out, mine) != NULL, "%s", r.out);
+        cr_assert(strstr(r.out, "Qlist") == NULL && strstr(r.err, "Qlist") == NULL,
+                  "another tenant's name shown: %s %s", r.out, r.err);
+        cr_assert(strstr(r.err, "list: 2 objects skipped: the server's ACL refuses") != NULL, "%s",
+                  r.err);
+        if (as_json)
+            cr_assert(strstr(r.out, "\"refused\": 2") != NULL, "%s", r.out);
+        cli_result_free(&r);
+    }
+    free(url);
+    free(mine);
+    free(theirs);
+    redisFree(admin);
+}

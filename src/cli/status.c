@@ -711,10 +711,13 @@ int cli_cmd_list(cli_global *g, int argc, char **argv)
     baton_inspection **ins = n ? calloc(n, sizeof *ins) : NULL;
     if (!rc && n && !ins)
         rc = EXIT_FAILED;
-    size_t shown = 0;
+    size_t shown = 0, refused = 0;
     for (size_t i = 0; !rc && i < n; i++) {
         int brc = baton_inspect(c, names[i], &ins[i]);
-        if (brc != BATON_OK)
+        if (brc == BATON_EPERM) { /* another tenant's (per-tenant ACL scoping): not named */
+            ins[i] = NULL;
+            refused++;
+        } else if (brc != BATON_OK)
             rc = cli_fail(c, brc, "list: %s", E(names[i]));
         else if (ins[i]->kind == BATON_OBJECT_ABSENT || ins[i]->kind == BATON_OBJECT_OTHER) {
             baton_inspection_free(ins[i]); /* gone since the scan, or not baton's */
@@ -734,8 +737,12 @@ int cli_cmd_list(cli_global *g, int argc, char **argv)
             shown++;
         }
         if (a.json)
-            printf("%s], \"examined\": %llu, \"cut\": %s}\n", shown ? "\n" : "",
-                   (unsigned long long)examined, cut ? "true" : "false");
+            printf("%s], \"examined\": %llu, \"cut\": %s, \"refused\": %zu}\n", shown ? "\n" : "",
+                   (unsigned long long)examined, cut ? "true" : "false", refused);
+        if (refused)
+            cli_eprintf("list: %zu object%s skipped: the server's ACL refuses this user reading "
+                        "%s",
+                        refused, refused == 1 ? "" : "s", refused == 1 ? "it" : "them");
         if (cut)
             cli_eprintf("list: stopped after examining %llu keys (--max-keys): objects may "
                         "be missing",
