@@ -294,9 +294,37 @@ static int give_turn(baton_election *e, int rc)
     return rc;
 }
 
+/* Before the lock is taken: the record and the log are absent or of their types. The
+ * record's script refuses another type, but only after the lock was taken (its fencing
+ * counter advanced, its release's latch written): a wrong type found here writes nothing. */
+static int keys_usable(baton_election *e)
+{
+    const char *keys[2] = {e->record_key, e->log_key}, *want[2] = {"hash", "stream"};
+    for (int i = 0; i < 2; i++) {
+        const char *argv[2] = {"TYPE", keys[i]};
+        redisReply *r;
+        int rc = baton__query_argv(e->base.client, 2, argv, &r);
+        if (rc != BATON_OK)
+            return rc;
+        bool ok = r->type == REDIS_REPLY_STATUS &&
+                  (strcmp(r->str, "none") == 0 || strcmp(r->str, want[i]) == 0);
+        char type[32];
+        snprintf(type, sizeof type, "%s", r->type == REDIS_REPLY_STATUS ? r->str : "?");
+        freeReplyObject(r);
+        if (!ok)
+            return baton__fail(e->base.client, BATON_EPROTO,
+                               "election %s: WRONGTYPE: %s holds a %s, not a %s: nothing written",
+                               e->base.name, keys[i], type, want[i]);
+    }
+    return BATON_OK;
+}
+
 /* Campaigns until the handle leads (its turn taken): the lock, then the record. */
 static int win(baton_election *e, const char *value, int64_t wait_ms, int64_t lease_ms)
 {
+    int checked = keys_usable(e);
+    if (checked != BATON_OK)
+        return checked;
     int64_t deadline = wait_ms < 0 ? BATON__NO_DEADLINE : baton__deadline_after_ms(wait_ms);
     for (;;) {
         int64_t left = wait_ms;
