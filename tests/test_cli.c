@@ -2754,3 +2754,47 @@ Test(cli, busy_messages_say_who_holds, .timeout = 60)
     free(ready);
     free(ready2);
 }
+
+/* The keys whose name contains `part` (SCAN). */
+static long long keys_with(redisContext *r, const char *part)
+{
+    redisReply *k = th_cmd(r, "KEYS *%s*", part);
+    long long n = (long long)k->elements;
+    freeReplyObject(k);
+    return n;
+}
+
+/* Issue 46.9: a failed call writes nothing: elect on a name whose election record has the
+ * wrong type, and a multi-lock whose second member has the wrong type (no fencing counter
+ * advanced, no unlock latch left for the first); the message carries the server's word. */
+Test(cli, failed_elect_and_multi_lock_on_a_wrong_type_write_nothing)
+{
+    redisContext *r = th_redis();
+    const char *el = th_tmpname("wt-elect");
+    freeReplyObject(th_cmd(r, "SET baton_election:{%s} x", el));
+    cli_result res;
+    cli_exec(&res, ARGS("elect", el, "-n", "--", "true"));
+    cr_assert(eq(int, res.status, 125), "%s", res.err);
+    cr_assert(strstr(res.err, "WRONGTYPE") != NULL, "no server word: %s", res.err);
+    cli_result_free(&res);
+    cr_assert(eq(i64, keys_with(r, el), 1), "elect wrote beside the wrong-type record");
+    freeReplyObject(th_cmd(r, "DEL baton_election:{%s}", el));
+    freeReplyObject(th_cmd(r, "SET baton_election_log:{%s} x", el));
+    cli_exec(&res, ARGS("elect", el, "-n", "--", "true"));
+    cr_assert(eq(int, res.status, 125), "%s", res.err);
+    cli_result_free(&res);
+    cr_assert(eq(i64, keys_with(r, el), 1), "elect wrote beside the wrong-type log");
+
+    /* the multi-lock: members in canonical (name) order, the second a string */
+    char first[200], second[200];
+    const char *base = th_tmpname("wt-multi");
+    snprintf(first, sizeof first, "%s-a", base);
+    snprintf(second, sizeof second, "%s-b", base);
+    freeReplyObject(th_cmd(r, "SET %s x", second));
+    cli_exec(&res, ARGS("lock", first, second, "-n", "--", "true"));
+    cr_assert(eq(int, res.status, 125), "%s", res.err);
+    cr_assert(strstr(res.err, "WRONGTYPE") != NULL, "%s", res.err);
+    cli_result_free(&res);
+    cr_assert(eq(i64, keys_with(r, first), 0), "the first member was written");
+    redisFree(r);
+}
