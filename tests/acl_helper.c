@@ -100,3 +100,10 @@ void acl_run_cli_verbs(const char *url, const char *name, const char *what)
     free(ename);
     free(bname);
 }
+
+int acl_wait_exit(pid_t pid)
+{
+    int st = 0;
+    cr_assert(waitpid(pid, &st, 0) == pid);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}

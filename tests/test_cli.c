@@ -2798,3 +2798,73 @@ Test(cli, failed_elect_and_multi_lock_on_a_wrong_type_write_nothing)
     cr_assert(eq(i64, keys_with(r, first), 0), "the first member was written");
     redisFree(r);
 }
+
+/* The nth proxy connection of the pub/sub client of process pid (CLIENT LIST: flags P and
+ * the name baton gives its connections, baton:<host>:<pid>); 0 if none yet. */
+static long pubsub_conn_of(th_proxy *px, pid_t pid)
+{
+    redisContext *r = th_redis();
+    redisReply *l = th_cmd(r, "CLIENT LIST");
+    long nth = 0;
+    char want[64];
+    snprintf(want, sizeof want, ":%d ", (int)pid);
+    for (char *save = NULL, *line = strtok_r(l->str, "\n", &save); line && !nth;
+         line = strtok_r(NULL, "\n", &save)) {
+        char *flags = strstr(line, " flags="), *name = strstr(line, " name=baton:");
+        char *addr = strstr(line, " addr=127.0.0.1:");
+        if (!flags || !name || !addr || !strchr(flags + 7, 'P') || flags[7] == ' ')
+            continue;
+        char *sp = strchr(name + 1, ' ');
+        if (!sp || !strstr(name, want) || strstr(name, want) > sp)
+            continue;
+        nth = th_proxy_conn_of(px, atoi(addr + 16));
+    }
+    freeReplyObject(l);
+    redisFree(r);
+    return nth;
+}
+
+/* Issue 46.5: a wait ends by its bound even when the server never confirms the UNSUBSCRIBE
+ * of the waiter giving up (the pub/sub connection's replies thrown away once subscribed):
+ * lock -w 2s and latch await --timeout 2s end within 2.5 s, not 7 (2 s + the 5 s command
+ * timeout spent waiting for the confirmation). */
+Test(cli, a_wait_ends_by_its_bound_when_unsubscribe_is_never_confirmed, .timeout = 60)
+{
+    for (int latch = 0; latch < 2; latch++) {
+        const char *name = th_tmpname(latch ? "unsub-latch" : "unsub-lock");
+        baton_lock *l = NULL;
+        baton_client *c = NULL;
+        cli_result r;
+        if (latch) {
+            cli_exec(&r, ARGS("latch", name, "set", "1"));
+            cr_assert(eq(int, r.status, 0), "%s", r.err);
+            cli_result_free(&r);
+        } else {
+            c = hold(name, &l);
+        }
+        th_proxy *px = th_proxy_start(th_port());
+        int64_t t0 = th_ms();
+        pid_t pid = cli_spawn(
+            latch ? ARGS("--url", th_proxy_url(px), "latch", name, "await", "--timeout", "2s")
+                  : ARGS("--url", th_proxy_url(px), "lock", name, "-w", "2s", "--", "true"));
+        long nth = 0;
+        for (int i = 0; i < 150 && !(nth = pubsub_conn_of(px, pid)); i++)
+            th_sleep_ms(10);
+        cr_assert(gt(i64, nth, 0), "no subscription seen");
+        th_proxy_blackhole_conn(px, nth, TH_DOWN, true);
+        int st = 0;
+        cr_assert(waitpid(pid, &st, 0) == pid);
+        int64_t ms = th_ms() - t0;
+        bool exited = WIFEXITED(st);
+        cr_assert(exited, "status %d", st);
+        cr_expect(eq(int, WEXITSTATUS(st), latch ? 123 : 124));
+        cr_assert(lt(i64, ms, 2600), "%s: ended after %lld ms", latch ? "latch await" : "lock -w",
+                  (long long)ms);
+        cr_assert(ge(i64, ms, 1900));
+        th_proxy_stop(px);
+        if (l) {
+            baton_lock_close(l);
+            baton_client_close(c);
+        }
+    }
+}

@@ -1692,3 +1692,52 @@ Test(scripts, cli_list_skips_other_tenants_objects_and_names_none)
     free(theirs);
     redisFree(admin);
 }
+
+/* INFO stats' total_connections_received. */
+static long long connections_received(redisContext *admin)
+{
+    redisReply *r = th_cmd(admin, "INFO stats");
+    const char *p = strstr(r->str, "total_connections_received:");
+    long long n = p ? atoll(p + strlen("total_connections_received:")) : -1;
+    freeReplyObject(r);
+    return n;
+}
+
+/* Issue 46.6: the channel permission revoked while a waiter waits (Redis drops its pub/sub
+ * connection; the resubscription is refused): the wait ends with the refusal, exit 119,
+ * at once, not after reconnecting in a loop until --wait ran out (exit 124). */
+Test(scripts, cli_a_channel_permission_revoked_during_a_wait_exits_119, .timeout = 60)
+{
+    redisContext *admin = th_redis();
+    acl_user(admin, "clirevoke", NULL);
+    char *url = user_url("clirevoke");
+    char *name = th_name("Prevoke");
+    baton_client *hc = th_client(NULL);
+    baton_lock *h = NULL;
+    cr_assert(eq(int, baton_lock_open(hc, name, &h), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(h, BATON_LEASE_WATCHDOG), BATON_OK));
+    int64_t t0 = th_ms();
+    pid_t pid = cli_spawn(ARGS("--url", url, "lock", name, "-w", "10s", "--", "true"));
+    for (int i = 0; i < 300 && th_numsub(admin, "redisson_lock__channel:{%s}", name) < 1; i++)
+        th_sleep_ms(10);
+    cr_assert(eq(i64, th_numsub(admin, "redisson_lock__channel:{%s}", name), 1));
+    long long before = connections_received(admin);
+    int64_t t_revoke = th_ms();
+    freeReplyObject(th_cmd(admin, "ACL SETUSER clirevoke resetchannels"));
+    int status = acl_wait_exit(pid);
+    int64_t ended = th_ms();
+    long long reconnects = connections_received(admin) - before;
+    char *err = cli_bg_err(pid);
+    cr_expect(eq(int, status, 119), "%s", err);
+    cr_log_info("revoked: %s", err);
+    cr_expect(strstr(err, "NOPERM") != NULL && strstr(err, "SUBSCRIBE") != NULL, "%s", err);
+    cr_expect(lt(i64, ended - t_revoke, 3000), "ended %lld ms after the revocation (%lld in all)",
+              (long long)(ended - t_revoke), (long long)(ended - t0));
+    cr_expect(le(i64, reconnects, 3), "%lld connections after the revocation", reconnects);
+    free(err);
+    baton_lock_close(h);
+    baton_client_close(hc);
+    free(url);
+    free(name);
+    redisFree(admin);
+}
