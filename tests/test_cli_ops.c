@@ -885,3 +885,73 @@ Test(cli_ops, permits_not_applied_to_a_count_set_already_is_told)
     cr_assert(strstr(r.err, "--permits 1 not applied") != NULL, "%s", r.err);
     cli_result_free(&r);
 }
+
+/* ---------------------------------------------------------------- issue 46.16 -------- */
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+/* A usage error before the command prints one usage line, not every command's synopsis;
+ * --help's barrier line has --watchdog. */
+Test(cli_ops, global_usage_errors_are_short_and_help_lists_barrier_watchdog)
+{
+    cli_result r;
+    cli_exec(&r, ARGS("--bogus"));
+    cr_assert(eq(int, r.status, 2));
+    cr_assert(le(int, count_lines(r.err), 4), "%s", r.err);
+    cr_assert(strstr(r.err, "usage: baton") != NULL && strstr(r.err, "barrier") != NULL, "%s",
+              r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("frobnicate", "x"));
+    cr_assert(eq(int, r.status, 2));
+    cr_assert(le(int, count_lines(r.err), 4), "%s", r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("--help"));
+    const char *line = strstr(r.out, "barrier NAME --parties N");
+    cr_assert(line != NULL);
+    const char *end = strchr(line, '\n');
+    char first[400];
+    snprintf(first, sizeof first, "%.*s", (int)(end - line), line);
+    cr_assert(strstr(first, "--watchdog DUR") != NULL, "%s", first);
+    cli_result_free(&r);
+}
+
+/* status and list show an election as one, its waiting campaigners as standbys (they are
+ * a lock's line, which status called starved waiters). */
+Test(cli_ops, status_shows_an_election_and_its_standbys, .timeout = 30)
+{
+    const char *name = th_tmpname("ops-elect");
+    char *ready = cli_path("el-ready"), *go = cli_path("el-go");
+    char script[600];
+    snprintf(script, sizeof script, "touch '%s'; while [ ! -e '%s' ]; do sleep 0.05; done", ready,
+             go);
+    pid_t leader = cli_spawn(ARGS("elect", name, "--", "sh", "-c", script));
+    cr_assert(cli_wait_file(ready, 10000));
+    pid_t standby = cli_spawn(ARGS("elect", name, "--", "true"));
+    cli_result r;
+    for (int i = 0;; i++) {
+        cli_exec(&r, ARGS("status", name));
+        if (strstr(r.out, "standbys in line") || strstr(r.out, "standby client") || i == 300)
+            break;
+        cli_result_free(&r);
+        th_sleep_ms(20);
+    }
+    cr_assert(strstr(r.out, ": election (term ") != NULL, "%s", r.out);
+    cr_assert(strstr(r.out, "starved") == NULL, "%s", r.out);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("list", name));
+    cr_assert(strncmp(r.out, "election ", 9) == 0, "%s", r.out);
+    cli_result_free(&r);
+    FILE *f = fopen(go, "w");
+    cr_assert(f != NULL);
+    fclose(f);
+    int st;
+    cr_assert(waitpid(leader, &st, 0) == leader && waitpid(standby, &st, 0) == standby);
+    free(ready);
+    free(go);
+}

@@ -13,8 +13,8 @@
 #include <string.h>
 
 const char cli_barrier_usage[] =
-    "baton [--url URL] barrier NAME --parties N [--timeout DUR] [--kill-after DUR]"
-    " [-- COMMAND [ARG...]]";
+    "baton [--url URL] barrier NAME --parties N [--timeout DUR] [--watchdog DUR]"
+    " [--kill-after DUR] [-- COMMAND [ARG...]]";
 const char cli_barrier_help[] =
     "  barrier NAME --parties N   wait until N parties reached the barrier NAME, then\n"
     "                             print the arrival index and generation; with -- COMMAND:\n"

@@ -161,13 +161,16 @@ int cli_usage_error(const char *command, const char *fmt, ...)
     va_start(ap, fmt);
     verror(fmt, ap);
     va_end(ap);
-    for (size_t i = 0; i < n_usage_rows; i++) {
-        if (command && strcmp(command, usage_rows[i].name) != 0)
-            continue;
-        fprintf(stderr, "%s %s\n", i == 0 || command ? "usage:" : "      ", usage_rows[i].usage);
+    if (command) {
+        for (size_t i = 0; i < n_usage_rows; i++)
+            if (strcmp(command, usage_rows[i].name) == 0)
+                fprintf(stderr, "usage: %s\n", usage_rows[i].usage);
+    } else { /* one line, not every command's synopsis */
+        fprintf(stderr, "usage: baton [--url URL] COMMAND ... (COMMAND:");
+        for (size_t i = 0; i < n_usage_rows; i++)
+            fprintf(stderr, " %s", usage_rows[i].name);
+        fprintf(stderr, ")\n       baton COMMAND --help | baton --help | --version\n");
     }
-    if (!command)
-        fprintf(stderr, "       baton --help | --version\n");
     fprintf(stderr, "Try 'baton --help' for more information.\n");
     return EXIT_USAGE;
 }

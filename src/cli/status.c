@@ -83,12 +83,39 @@ static void print_waiter_text(size_t i, const baton_inspect_waiter *w)
         printf("  host %s  pid %lld", E(host), (long long)pid);
 }
 
-/* A lock's or a fair lock's lines: state, holders, queue, line, listeners. */
+/* The client status and list read with (an election is told by its record). */
+static baton_client *text_client;
+
+/* Whether NAME is an election's leadership lock: its record baton_election:{NAME} is a
+ * hash (read with baton_inspect, which changes nothing); *term its term field. */
+static bool election_of(const char *name, int64_t *term)
+{
+    baton_inspection *r = NULL;
+    char *key = NULL;
+    *term = 0;
+    if (!text_client || asprintf(&key, "baton_election:{%s}", name) < 0)
+        return false;
+    bool yes =
+        baton_inspect(text_client, key, &r) == BATON_OK && r && strcmp(r->redis_type, "hash") == 0;
+    for (size_t i = 0; yes && i < r->n_holders; i++)
+        if (strcmp(r->holders[i]->owner, "term") == 0)
+            *term = r->holders[i]->holds;
+    baton_inspection_free(r);
+    free(key);
+    return yes;
+}
+
+/* A lock's or a fair lock's lines: state, holders, queue, line, listeners. An election's
+ * leadership lock says so, and its line is of standbys. */
 static void print_lock_text(const char *name, const baton_inspection *s)
 {
     char t[32];
     bool held = strcmp(s->redis_type, "hash") == 0;
-    if (s->kind == BATON_OBJECT_RWLOCK)
+    int64_t term = 0;
+    bool election = s->kind == BATON_OBJECT_LOCK && election_of(name, &term);
+    if (election)
+        printf("%s: election (term %lld), leadership ", E(name), (long long)term);
+    else if (s->kind == BATON_OBJECT_RWLOCK)
         printf("%s: read-write lock, %s by the holders below, ", E(name),
                strcmp(s->rwlock_mode, "write") == 0 ? "written (\":write\")" : "read");
     else
@@ -128,14 +155,19 @@ static void print_lock_text(const char *name, const baton_inspection *s)
         }
     }
     size_t n_line = line_length(s);
-    if (n_line)
+    if (n_line && election)
+        printf("  standbys in line (%zu, first in line leads next):\n", n_line);
+    else if (n_line)
         printf("  line (%zu starved waiter%s, first in line first):\n", n_line,
                n_line == 1 ? "" : "s");
     for (size_t i = 0; i < n_line; i++) {
         print_waiter_text(i, s->line[i]);
         printf("\n");
     }
-    if (s->subscribers_lock)
+    if (s->subscribers_lock && election)
+        printf("  %lld standby client%s waiting to lead\n", (long long)s->subscribers_lock,
+               s->subscribers_lock == 1 ? "" : "s");
+    else if (s->subscribers_lock)
         printf("  %lld client%s subscribed for the unlock message\n",
                (long long)s->subscribers_lock, s->subscribers_lock == 1 ? "" : "s");
 }
@@ -509,6 +541,7 @@ int cli_cmd_status(cli_global *g, int argc, char **argv)
     baton_client *c = NULL;
     if (!rc && !g->parse_only)
         rc = cli_open_client(g, &c);
+    text_client = c;
     if (g->parse_only) {
         free(a.names);
         return rc;
@@ -669,7 +702,9 @@ static void print_list_line(const baton_inspection *s)
     char t[32] = "-";
     if (s->ttl_ms >= 0)
         format_ms(s->ttl_ms, t, sizeof t);
-    printf("%-18s %s  ttl %s", s->kind_name, E(s->name), t);
+    int64_t term;
+    bool election = s->kind == BATON_OBJECT_LOCK && election_of(s->name, &term);
+    printf("%-18s %s  ttl %s", election ? "election" : s->kind_name, E(s->name), t);
     if (s->kind == BATON_OBJECT_SEMAPHORE || s->kind == BATON_OBJECT_PERMITS ||
         s->kind == BATON_OBJECT_SEMAPHORE_OR_LATCH)
         printf("  permits %lld", (long long)s->value);
@@ -707,6 +742,7 @@ int cli_cmd_list(cli_global *g, int argc, char **argv)
     size_t n = 0;
     bool cut = false;
     uint64_t examined = 0;
+    text_client = c;
     rc = list_names(c, &a, &names, &n, &cut, &examined);
     baton_inspection **ins = n ? calloc(n, sizeof *ins) : NULL;
     if (!rc && n && !ins)
