@@ -22,6 +22,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -2867,4 +2868,97 @@ Test(cli, a_wait_ends_by_its_bound_when_unsubscribe_is_never_confirmed, .timeout
             baton_client_close(c);
         }
     }
+}
+
+/* ---------------------------------------------------------------- --notify (46.13) ---- */
+
+/* Waits for the child pid: its exit status, or 128 + the signal that ended it. */
+static int child_exit(pid_t pid)
+{
+    int st = 0;
+    cr_assert(waitpid(pid, &st, 0) == pid);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* A NOTIFY_SOCKET listener, as systemd's: a datagram socket bound at a path. */
+static int notify_listener(char **path)
+{
+    *path = cli_path("notify.sock");
+    int s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    cr_assert(s >= 0);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", *path);
+    unlink(*path);
+    cr_assert(bind(s, (struct sockaddr *)&a, sizeof a) == 0, "%s", strerror(errno));
+    return s;
+}
+
+/* The next notification within ms into buf ("" if none came). */
+static void notify_next(int s, char *buf, size_t len, int ms)
+{
+    struct pollfd p = {s, POLLIN, 0};
+    buf[0] = '\0';
+    if (poll(&p, 1, ms) == 1) {
+        ssize_t n = recv(s, buf, len - 1, 0);
+        buf[n > 0 ? n : 0] = '\0';
+    }
+}
+
+/* Issue 46.13: --notify tells systemd STATUS= while baton waits and READY=1 only once the
+ * lock is held (or the leadership won), before COMMAND starts; COMMAND does not inherit
+ * NOTIFY_SOCKET. */
+Test(cli, notify_tells_ready_only_once_held, .timeout = 60)
+{
+    char *sock_path;
+    int s = notify_listener(&sock_path);
+    const char *name = th_tmpname("notify");
+    char *env_file = cli_path("notify-env");
+    char script[600];
+    snprintf(script, sizeof script, "echo \"NOTIFY_SOCKET=$NOTIFY_SOCKET\" > '%s'", env_file);
+    baton_lock *l;
+    baton_client *c = hold(name, &l);
+    setenv("NOTIFY_SOCKET", sock_path, 1);
+    pid_t pid = cli_spawn(ARGS("lock", name, "--notify", "--", "sh", "-c", script));
+    unsetenv("NOTIFY_SOCKET");
+    char msg[1024];
+    notify_next(s, msg, sizeof msg, 5000);
+    cr_assert(strncmp(msg, "STATUS=waiting for lock ", 24) == 0, "first: '%s'", msg);
+    cr_assert(strstr(msg, "READY=1") == NULL, "%s", msg);
+    /* nothing more while the lock is held by another */
+    notify_next(s, msg, sizeof msg, 700);
+    cr_assert(eq(str, msg, ""), "told while still waiting: %s", msg);
+    cr_assert(access(env_file, F_OK) != 0);
+    baton_lock_release(l);
+    notify_next(s, msg, sizeof msg, 5000);
+    cr_assert(strncmp(msg, "READY=1\nSTATUS=holding lock ", 28) == 0, "'%s'", msg);
+    cr_assert(strstr(msg, "(fencing token ") != NULL, "%s", msg);
+    cr_assert(eq(int, child_exit(pid), 0));
+    char *env = cli_read_file(env_file);
+    cr_assert(env != NULL && strcmp(env, "NOTIFY_SOCKET=\n") == 0, "COMMAND saw %s", env);
+    free(env);
+    /* elect: standby, then leader */
+    const char *el = th_tmpname("notify-el");
+    setenv("NOTIFY_SOCKET", sock_path, 1);
+    pid = cli_spawn(ARGS("elect", el, "--notify", "--", "true"));
+    unsetenv("NOTIFY_SOCKET");
+    notify_next(s, msg, sizeof msg, 5000);
+    cr_assert(strncmp(msg, "STATUS=standby for election ", 28) == 0, "'%s'", msg);
+    notify_next(s, msg, sizeof msg, 5000);
+    cr_assert(strncmp(msg, "READY=1\nSTATUS=leader of election ", 34) == 0, "'%s'", msg);
+    cr_assert(strstr(msg, "(term 1)") != NULL, "%s", msg);
+    cr_assert(eq(int, child_exit(pid), 0));
+    /* without --notify, nothing is sent */
+    setenv("NOTIFY_SOCKET", sock_path, 1);
+    cli_result r;
+    cli_exec(&r, ARGS("lock", name, "--", "true"));
+    unsetenv("NOTIFY_SOCKET");
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    cli_result_free(&r);
+    notify_next(s, msg, sizeof msg, 300);
+    cr_assert(eq(str, msg, ""), "told without --notify: %s", msg);
+    baton_lock_close(l);
+    baton_client_close(c);
+    close(s);
+    free(sock_path);
+    free(env_file);
 }

@@ -56,6 +56,7 @@ typedef struct cli_global {
     const char *client_name;   /* --name: CLIENT SETNAME; NULL: baton:<host>:<pid> */
     int sync_replicas;         /* --sync-replicas: client option sync_replicas */
     bool verbose; /* --verbose (lock only): the library's events, DEBUG up, on stderr */
+    bool notify;  /* --notify (lock, rwlock, semaphore, elect): sd_notify READY=1 once held */
     bool quiet;   /* -q: no warning at the open either (the maxmemory-policy's) */
 
     /* Parsing only (the argument parser's fuzz target): the command parses its arguments,
@@ -363,6 +364,21 @@ void cli_exit_now(int code) __attribute__((noreturn));
  * earlier if a member's key expires sooner. The lease runs from the server's acquire, so each
  * member's remaining TTL is counted from before asking: baton's end is never the later. */
 int64_t cli_lease_end(baton_lock *const *members, size_t n, int64_t lease_ms);
+
+/*
+ * --notify: systemd's notification protocol (sd_notify(3), libsystemd) for a Type=notify
+ * unit. cli_notify_status() tells STATUS= while baton waits; cli_notify_ready() tells
+ * READY=1 with a STATUS= once the lock is held or the leadership won, and takes
+ * NOTIFY_SOCKET out of the environment COMMAND gets (COMMAND is not the unit's main
+ * process: its own notifications would be refused, or taken for baton's). Nothing without
+ * g->notify or without $NOTIFY_SOCKET. cli_notify_supported(): whether baton was built
+ * with libsystemd (without it, --notify is a usage error).
+ */
+void cli_notify_status(const cli_global *g, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void cli_notify_ready(const cli_global *g, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+bool cli_notify_supported(void);
 
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t cli_now_ms(void);

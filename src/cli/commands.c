@@ -29,6 +29,7 @@ enum {
     OPT_COUNTING,
     OPT_READ,
     OPT_WRITE,
+    OPT_NOTIFY,
 };
 
 /* An option handler's answer when the option is not one it knows. */
@@ -90,7 +91,8 @@ typedef struct busy {
 #define BUSY_SHORT "w:nE:q"
 #define BUSY_LONG                                                                                  \
     CLI_ARG("wait", 'w'), CLI_FLAG("nonblock", 'n'), CLI_ARG("conflict-exit-code", 'E'),           \
-        CLI_FLAG("quiet", 'q'), CLI_ARG("kill-after", OPT_KILL_AFTER)
+        CLI_FLAG("quiet", 'q'), CLI_ARG("kill-after", OPT_KILL_AFTER),                             \
+        CLI_FLAG("notify", OPT_NOTIFY)
 
 /* -w, -n, -E, -q. Returns NOT_MINE, 0, or an exit code (printed). */
 static int busy_option(const cli_opts *o, int c, busy *b)
@@ -105,6 +107,12 @@ static int busy_option(const cli_opts *o, int c, busy *b)
         return 0;
     case 'q':
         b->quiet = true;
+        return 0;
+    case OPT_NOTIFY:
+        if (!cli_notify_supported())
+            return cli_usage_error(o->command, "--notify: this baton was built without "
+                                               "libsystemd (sd_notify)");
+        o->g->notify = true;
         return 0;
     case 'E':
         if (!cli_parse_count(o->arg, 255, &b->code))
@@ -363,6 +371,7 @@ static int lock_acquire(const cli_global *g, lock_run *r, bool *held)
     const lock_args *la = r->la;
     int64_t lease = la->has_lease ? la->lease_ms : BATON_LEASE_WATCHDOG;
     r->asked_ms = cli_now_ms();
+    cli_notify_status(g, "waiting for %s", r->what);
     int brc = la->b.has_wait ? baton_lock_try_acquire(r->l, la->b.wait_ms, lease)
                              : baton_lock_acquire(r->l, lease);
     if (g->verbose && brc == BATON_OK)
@@ -386,6 +395,11 @@ static int lock_acquire(const cli_global *g, lock_run *r, bool *held)
     if (brc != BATON_OK)
         return cli_fail(r->c, brc, "%s", r->what);
     *held = true;
+    int64_t token = 0;
+    if (baton_lock_fencing_token(r->members[0], &token) == BATON_OK)
+        cli_notify_ready(g, "holding %s (fencing token %lld)", r->what, (long long)token);
+    else
+        cli_notify_ready(g, "holding %s", r->what);
     return 0;
 }
 
@@ -708,8 +722,9 @@ static int not_acquired(baton_client *c, int brc, const char *name, int64_t take
 }
 
 /* The RSemaphore way (--counting): K permits of the count, no owner, no lease. */
-static int semaphore_counting(baton_client *c, const char *name, bool has_permits, int64_t permits,
-                              int64_t take, const busy *b, int64_t kill_after_ms, char **command)
+static int semaphore_counting(const cli_global *g, baton_client *c, const char *name,
+                              bool has_permits, int64_t permits, int64_t take, const busy *b,
+                              int64_t kill_after_ms, char **command)
 {
     baton_semaphore *s = NULL;
     int rc = 0;
@@ -719,9 +734,14 @@ static int semaphore_counting(baton_client *c, const char *name, bool has_permit
         brc = baton_semaphore_try_set_permits(s, permits, &was_set);
     if (brc == BATON_OK && !was_set)
         permits_not_applied(c, name, permits, true, quiet_of(b));
+    cli_notify_status(g, "waiting for %lld permit%s of semaphore %s", (long long)take,
+                      take == 1 ? "" : "s", name);
     if (brc == BATON_OK)
         brc = b->has_wait ? baton_semaphore_try_acquire(s, take, b->wait_ms)
                           : baton_semaphore_acquire(s, take);
+    if (brc == BATON_OK)
+        cli_notify_ready(g, "holding %lld permit%s of semaphore %s", (long long)take,
+                         take == 1 ? "" : "s", name);
     if (brc != BATON_OK) {
         rc = not_acquired(c, brc, name, take, b, command[0]);
     } else {
@@ -771,8 +791,9 @@ static int return_permits(void *arg)
 
 /* The default: K permit leases (Redisson's RPermitExpirableSemaphore), renewed by the
  * watchdog while COMMAND runs; a baton killed with -9 gives them back within the lease. */
-static int semaphore_leases(baton_client *c, const char *name, bool has_permits, int64_t permits,
-                            int64_t take, const busy *b, int64_t kill_after_ms, char **command)
+static int semaphore_leases(const cli_global *g, baton_client *c, const char *name,
+                            bool has_permits, int64_t permits, int64_t take, const busy *b,
+                            int64_t kill_after_ms, char **command)
 {
     baton_permits *p = NULL;
     int rc = 0;
@@ -785,9 +806,14 @@ static int semaphore_leases(baton_client *c, const char *name, bool has_permits,
         brc = baton_permits_try_set_permits(p, permits, &was_set);
     if (brc == BATON_OK && !was_set)
         permits_not_applied(c, name, permits, false, quiet_of(b));
+    cli_notify_status(g, "waiting for %lld permit%s of semaphore %s", (long long)take,
+                      take == 1 ? "" : "s", name);
     if (brc == BATON_OK)
         brc = baton_permits_try_acquire_many(p, take, b->has_wait ? b->wait_ms : BATON_WAIT_FOREVER,
                                              BATON_LEASE_WATCHDOG, ids);
+    if (brc == BATON_OK)
+        cli_notify_ready(g, "holding %lld permit%s of semaphore %s", (long long)take,
+                         take == 1 ? "" : "s", name);
     char what[300];
     snprintf(what, sizeof what, "semaphore %s", name);
     if (brc != BATON_OK) {
@@ -852,9 +878,10 @@ int cli_cmd_semaphore(cli_global *g, int argc, char **argv)
     baton_client *c;
     if (!cli_start(g, &rc, &c))
         return rc;
-    rc = counting
-             ? semaphore_counting(c, name, has_permits, permits, take, &b, kill_after_ms, command)
-             : semaphore_leases(c, name, has_permits, permits, take, &b, kill_after_ms, command);
+    rc =
+        counting
+            ? semaphore_counting(g, c, name, has_permits, permits, take, &b, kill_after_ms, command)
+            : semaphore_leases(g, c, name, has_permits, permits, take, &b, kill_after_ms, command);
     baton_client_close(c);
     return rc;
 }

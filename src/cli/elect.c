@@ -16,7 +16,7 @@
 
 const char cli_elect_usage[] =
     "baton [--url URL] elect NAME [--value V] [-n | -w DUR] [-E CODE] [-q]"
-    " [--lease DUR | --watchdog DUR] [--kill-after DUR] -- COMMAND [ARG...]";
+    " [--lease DUR | --watchdog DUR] [--kill-after DUR] [--notify] -- COMMAND [ARG...]";
 const char cli_elect_help[] =
     "  elect NAME -- COMMAND      Campaign for the leadership of NAME and run COMMAND while\n"
     "                             leader; standbys wait and take over when the leader ends\n"
@@ -34,7 +34,9 @@ const char cli_elect_help[] =
     "      --lease DUR            a fixed lease, not renewed: the leadership ends DUR after\n"
     "                             the election (COMMAND still running gets SIGTERM, exit\n"
     "                             122) and a standby takes over then\n"
-    "      --kill-after DUR       SIGKILL DUR after SIGTERM when deposed (10s)\n";
+    "      --kill-after DUR       SIGKILL DUR after SIGTERM when deposed (10s)\n"
+    "      --notify               tell systemd (Type=notify) READY=1 once elected, STATUS=\n"
+    "                             while a standby\n";
 const char cli_leader_usage[] = "baton [--url URL] leader NAME [--watch] [--json]";
 const char cli_leader_help[] =
     "  leader NAME                print the leader of the election NAME: term, value, host,\n"
@@ -43,7 +45,15 @@ const char cli_leader_help[] =
     "                             expired), one line each, until interrupted\n"
     "      --json                 one JSON object per line\n";
 
-enum { OPT_VALUE = 0x2000, OPT_LEASE, OPT_WATCHDOG, OPT_KILL_AFTER, OPT_WATCH, OPT_JSON };
+enum {
+    OPT_VALUE = 0x2000,
+    OPT_LEASE,
+    OPT_WATCHDOG,
+    OPT_KILL_AFTER,
+    OPT_WATCH,
+    OPT_JSON,
+    OPT_NOTIFY
+};
 
 static const struct option elect_options[] = {CLI_ARG("value", OPT_VALUE),
                                               {"wait", required_argument, NULL, 'w'},
@@ -53,6 +63,7 @@ static const struct option elect_options[] = {CLI_ARG("value", OPT_VALUE),
                                               CLI_ARG("lease", OPT_LEASE),
                                               CLI_ARG("watchdog", OPT_WATCHDOG),
                                               CLI_ARG("kill-after", OPT_KILL_AFTER),
+                                              CLI_FLAG("notify", OPT_NOTIFY),
                                               CLI_END};
 
 static int bad_duration(const char *cmd, const char *opt, const char *arg)
@@ -114,6 +125,12 @@ static int elect_parse(cli_global *g, int argc, char **argv, elect_args *a)
         case OPT_KILL_AFTER:
             if (!cli_parse_duration(o.arg, &a->kill_after_ms))
                 rc = bad_duration("elect", "--kill-after", o.arg);
+            break;
+        case OPT_NOTIFY:
+            if (!cli_notify_supported())
+                rc = cli_usage_error("elect", "--notify: this baton was built without "
+                                              "libsystemd (sd_notify)");
+            g->notify = true;
             break;
         case CLI_OPT_WORD:
         case CLI_OPT_NAME:
@@ -188,6 +205,7 @@ int cli_cmd_elect(cli_global *g, int argc, char **argv)
         snprintf(value, sizeof value, "%s:%d", host, (int)getpid());
         a.value = value;
     }
+    cli_notify_status(g, "standby for election %s", a.name);
     if (brc == BATON_OK)
         brc = baton_election_campaign(e, a.value, a.wait_ms,
                                       a.has_lease ? a.lease_ms : BATON_LEASE_WATCHDOG);
@@ -211,6 +229,7 @@ int cli_cmd_elect(cli_global *g, int argc, char **argv)
         cli_guard_hold();
         int64_t term = 0;
         baton_election_term(e, &term);
+        cli_notify_ready(g, "leader of election %s (term %lld)", a.name, (long long)term);
         char token_env[64], what[1100];
         snprintf(token_env, sizeof token_env, "BATON_FENCING_TOKEN=%lld", (long long)term);
         snprintf(what, sizeof what, "leadership of %s", a.name);

@@ -25,12 +25,14 @@
     "      -q, --quiet            say nothing when busy (nor warn of the server's\n"               \
     "                             maxmemory-policy)\n"                                             \
     "      --kill-after DUR       when the hold is lost or baton dies (even by kill -9),\n"        \
-    "                             COMMAND's group gets SIGTERM, and SIGKILL DUR later (10s)\n"
+    "                             COMMAND's group gets SIGTERM, and SIGKILL DUR later (10s)\n"     \
+    "      --notify               tell systemd (a Type=notify unit) READY=1 once held, and\n"      \
+    "                             STATUS= while waiting (sd_notify)\n"
 
 static const cli_command commands[] = {
     {"lock",
      "baton [--url URL] lock NAME... [-n | -w DUR] [-E CODE] [-q] [--lease DUR | --watchdog DUR]"
-     " [--fair] [--kill-after DUR] [--verbose] -- COMMAND [ARG...]\n"
+     " [--fair] [--kill-after DUR] [--verbose] [--notify] -- COMMAND [ARG...]\n"
      "       baton [--url URL] lock NAME... --hold [-n | -w DUR] [-E CODE] [-q]"
      " [--lease DUR | --watchdog DUR] [--fair] [--verbose]",
      "  lock NAME... -- COMMAND    Run COMMAND while holding the lock NAME (several names:\n"
