@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -2961,4 +2962,57 @@ Test(cli, notify_tells_ready_only_once_held, .timeout = 60)
     close(s);
     free(sock_path);
     free(env_file);
+}
+
+typedef struct cli_flood {
+    const char *channel;
+    volatile int stop;
+    long long sent;
+} cli_flood;
+
+/* Publishes to the channel in pipelined batches of 200 until told to stop. */
+static void *cli_flooder(void *arg)
+{
+    cli_flood *f = arg;
+    redisContext *r = th_redis();
+    while (!f->stop) {
+        for (int i = 0; i < 200; i++)
+            redisAppendCommand(r, "PUBLISH %s flood", f->channel);
+        for (int i = 0; i < 200; i++) {
+            redisReply *rep = NULL;
+            if (redisGetReply(r, (void **)&rep) != REDIS_OK)
+                break;
+            freeReplyObject(rep);
+        }
+        f->sent += 200;
+    }
+    redisFree(r);
+    return NULL;
+}
+
+/* Issue 46.5, under a flood: a waiter whose channel gets a PUBLISH flood ends by its
+ * bound too (lock -w 2s: within 2.9 s), whatever is queued before its UNSUBSCRIBE's
+ * confirmation. */
+Test(cli, a_wait_under_a_message_flood_ends_by_its_bound, .timeout = 60)
+{
+    const char *name = th_tmpname("flooded");
+    baton_lock *l;
+    baton_client *c = hold(name, &l);
+    char channel[300];
+    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+    cli_flood f = {channel, 0, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, cli_flooder, &f);
+    cli_result r;
+    cli_exec(&r, ARGS("lock", name, "-w", "2s", "--", "true"));
+    f.stop = 1;
+    pthread_join(t, NULL);
+    cr_log_info("flood: lock -w 2s ended after %lld ms, %lld messages published", (long long)r.ms,
+                f.sent);
+    cr_assert(eq(int, r.status, 124), "%s", r.err);
+    cr_assert(lt(i64, r.ms, 2900), "lock -w 2s ended after %lld ms under the flood",
+              (long long)r.ms);
+    cli_result_free(&r);
+    baton_lock_close(l);
+    baton_client_close(c);
 }
