@@ -79,6 +79,20 @@ void acl_run_cli_verbs(const char *url, const char *name, const char *what)
     cr_expect(r.status == 124, "%s: leader --watch: exit %d: %s", what, r.status, r.err);
     cr_expect(strstr(r.out, "no leader") != NULL, "%s: leader --watch: %s", what, r.out);
     cli_result_free(&r);
+    /* the other forms that run until interrupted: lock --hold (held, then released on
+     * SIGINT) and status --watch (redrawn until SIGINT) */
+    cli_exec_program(&r, ARGS("/usr/bin/timeout", "-s", "INT", "1", BATON_CLI_PATH, "--url", url,
+                              "lock", name, "--hold"));
+    cr_expect(r.status == 124, "%s: lock --hold: exit %d: %s", what, r.status, r.err);
+    cr_expect(strstr(r.err, "holding lock") != NULL && strstr(r.err, "refused") == NULL,
+              "%s: lock --hold: %s", what, r.err);
+    cli_result_free(&r);
+    cli_exec_program(&r, ARGS("/usr/bin/timeout", "-s", "INT", "1", BATON_CLI_PATH, "--url", url,
+                              "status", name, "--watch", "--interval", "200ms"));
+    cr_expect(r.status == 124, "%s: status --watch: exit %d: %s", what, r.status, r.err);
+    cr_expect(strstr(r.out, name) != NULL && strstr(r.err, "refused") == NULL,
+              "%s: status --watch: %s %s", what, r.out, r.err);
+    cli_result_free(&r);
     /* barrier: two parties, the cyclic form and the double barrier around a COMMAND */
     for (int form = 0; form < 2; form++) {
         const char *const *args =
