@@ -1741,3 +1741,64 @@ Test(scripts, cli_a_channel_permission_revoked_during_a_wait_exits_119, .timeout
     free(name);
     redisFree(admin);
 }
+
+typedef struct async_done {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+    int rc;
+} async_done;
+
+static void on_async_done(void *handle, baton_owner *owner, int rc, void *arg)
+{
+    (void)handle;
+    (void)owner;
+    async_done *d = arg;
+    pthread_mutex_lock(&d->mu);
+    d->rc = rc;
+    d->done = true;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+}
+
+/* Issue 46.6, the asynchronous form (a fiber's sleep): an acquire started with
+ * baton_lock_acquire_async ends with BATON_EPERM when its channel's permission is revoked
+ * while it waits, not at its wait's end. */
+Test(scripts, an_async_wait_ends_eperm_when_its_channel_is_revoked, .timeout = 60)
+{
+    redisContext *admin = th_redis();
+    acl_user(admin, "asyncrevoke", NULL);
+    char *name = th_name("Parevoke");
+    baton_client *hc = th_client(NULL), *wc = user_client("asyncrevoke");
+    cr_assert(wc != NULL);
+    baton_lock *h = NULL, *w = NULL;
+    cr_assert(eq(int, baton_lock_open(hc, name, &h), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(h, BATON_LEASE_WATCHDOG), BATON_OK));
+    cr_assert(eq(int, baton_lock_open(wc, name, &w), BATON_OK));
+    cr_assert(eq(int, baton_client_set_callbacks(wc, BATON_CALLBACKS_BATON), BATON_OK));
+    async_done d = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, -100};
+    cr_assert(
+        eq(int, baton_lock_acquire_async(w, NULL, 10000, 5000, on_async_done, &d, NULL), BATON_OK));
+    for (int i = 0; i < 300 && th_numsub(admin, "redisson_lock__channel:{%s}", name) < 1; i++)
+        th_sleep_ms(10);
+    cr_assert(eq(i64, th_numsub(admin, "redisson_lock__channel:{%s}", name), 1));
+    int64_t t0 = th_ms();
+    freeReplyObject(th_cmd(admin, "ACL SETUSER asyncrevoke resetchannels"));
+    pthread_mutex_lock(&d.mu);
+    while (!d.done && th_ms() - t0 < 15000) {
+        pthread_mutex_unlock(&d.mu);
+        th_sleep_ms(10);
+        pthread_mutex_lock(&d.mu);
+    }
+    pthread_mutex_unlock(&d.mu);
+    int64_t took = th_ms() - t0;
+    cr_assert(d.done, "the acquire never completed");
+    cr_expect(eq(int, d.rc, BATON_EPERM), "%s", baton_err_name(d.rc));
+    cr_expect(lt(i64, took, 3000), "completed %lld ms after the revocation", (long long)took);
+    baton_lock_close(w);
+    baton_lock_close(h);
+    baton_client_close(wc);
+    baton_client_close(hc);
+    free(name);
+    redisFree(admin);
+}

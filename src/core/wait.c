@@ -161,8 +161,11 @@ static int wait_for(baton_client *c, const baton__wait *w, baton__waiting *wt)
             rc = woke; /* cancelled, or the channel's resubscription refused (NOPERM) */
             break;
         }
-        /* where it listened before (its own channel's wait keeps it): refused too? */
-        int denied = left ? baton__sub_denied(c, left) : BATON_OK;
+        /* its channel's resubscription refused (a fiber's sleep does not tell it), or where
+         * it listened before (its own channel's wait keeps it) */
+        int denied = baton__sub_denied(c, sub);
+        if (denied == BATON_OK && left)
+            denied = baton__sub_denied(c, left);
         if (denied != BATON_OK) {
             rc = denied;
             break;
