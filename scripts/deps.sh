@@ -4,7 +4,7 @@
 # With arguments, those packages instead (bench/deps-bench.sh: the benchmark's peers).
 set -e
 PKGS="$*"
-[ -n "$PKGS" ] || PKGS="build-essential cmake pkg-config libhiredis-dev libssl-dev openssl redis-server redis-tools libcriterion-dev
+[ -n "$PKGS" ] || PKGS="build-essential cmake pkg-config libhiredis-dev libssl-dev libsystemd-dev openssl redis-server redis-tools libcriterion-dev
 go-md2man man-db tmux dpkg-dev debhelper lintian systemd perl libfaketime iproute2
 mariadb-server mariadb-client"
 missing=

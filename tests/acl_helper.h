@@ -6,6 +6,7 @@
 #define BATON_TEST_ACL_HELPER_H
 
 #include <hiredis/hiredis.h>
+#include <sys/types.h>
 
 /* docs/security.md, "Single server" */
 #define ACL_RULE_COMMANDS                                                                          \
@@ -13,7 +14,7 @@
     "+pttl +del +type +time +incr +incrby +decr +decrby +set +hset +hincrby +hdel +hlen +hkeys "   \
     "+pexpire +lindex +lpop +rpush +lrem +lrange +zadd +zrem +zscore +zmscore +zcard +zrank "      \
     "+zpopmin +zrange +zrangebyscore +zremrangebyscore +hgetall +publish +pubsub|numsub +scan "    \
-    "+client|setname"
+    "+client|setname +hmget +hvals +xadd +xlen +xrange +xrevrange"
 /* docs/security.md, "Per-tenant scoping", for names P... */
 #define ACL_RULE_SCOPE "resetkeys resetchannels ~P* ~*{P*}* &*{P*}*"
 /* docs/security.md, "Sentinel" (data nodes), "Cluster" and "sync_replicas" */
@@ -29,5 +30,8 @@ void acl_setuser(int port, const char *user, const char *extra);
  * tenant with the rule expects (0, or 1 for unlock --force of nothing), with no warning;
  * `what` names the deployment in the messages. */
 void acl_run_cli_verbs(const char *url, const char *name, const char *what);
+
+/* Waits for the child pid: its exit status, or 128 + the signal that ended it. */
+int acl_wait_exit(pid_t pid);
 
 #endif

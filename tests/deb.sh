@@ -74,6 +74,14 @@ contents "$dev" $headers "/usr/lib/$ma/libbaton.so" "/usr/lib/$ma/libbaton.a" \
 contents "$lib" "/usr/lib/$ma/$soname" "/usr/lib/$ma/libbaton.so.$upstream"
 contents "$cli" /usr/bin/baton /usr/share/man/man1/baton.1.gz \
     /usr/share/bash-completion/completions/baton
+# the documentation and the example units, plain text under /usr/share/doc/baton (issue 46.12)
+docs=$(dpkg-deb -c "$cli" | awk '{ print $6 }' | sed 's|^\./|/|' | grep '^/usr/share/doc/baton/')
+for f in README.md security.md systemd.md election.md barrier.md guarantees.md baton.1.md \
+    examples/baton-hold@.service examples/baton-worker.service examples/primary-app.service \
+    examples/baton-notify.service; do
+    printf '%s\n' "$docs" | grep -qx "/usr/share/doc/baton/$f" ||
+        fail "baton does not ship /usr/share/doc/baton/$f: $docs"
+done
 dpkg-deb -f "$cli" Depends | grep -q "$libpkg (>= $upstream)" ||
     fail "baton does not depend on $libpkg: $(dpkg-deb -f "$cli" Depends)"
 dpkg-deb -f "$dev" Depends | grep -q "$libpkg (= $version)" ||
@@ -101,6 +109,26 @@ v=$("$root/usr/bin/baton" --version) || fail "baton --version failed"
 [ "$v" = "baton $upstream (libbaton $upstream)" ] || fail "baton --version: $v"
 page=$(MANPATH="$root/usr/share/man" man -w baton) || fail "man -w baton found nothing in the root"
 [ "$page" = "$root/usr/share/man/man1/baton.1.gz" ] || fail "man -w baton: $page"
+# SEE ALSO points where the documentation is, and every file it names is there
+see=$(MANWIDTH=200 man -l "$page" 2>/dev/null | sed -n '/^SEE ALSO/,$p')
+printf '%s' "$see" | grep -q '/usr/share/doc/baton/' || fail "SEE ALSO does not name /usr/share/doc/baton: $see"
+for f in $(printf '%s' "$see" | grep -oE '[A-Za-z.-]+\.md' | sort -u); do
+    [ -f "$root/usr/share/doc/baton/$f" ] || fail "SEE ALSO names $f, not in /usr/share/doc/baton"
+done
+# the example units pass systemd-analyze verify (when systemd is there); their only
+# complaint may be the placeholder programs they run (/usr/local/bin/...)
+if command -v systemd-analyze >/dev/null; then
+    units="$work/units"
+    mkdir "$units"
+    cp "$root"/usr/share/doc/baton/examples/*.service "$units/"
+    ln -s "baton-hold@.service" "$units/baton-hold@primary.service"
+    for u in "$units"/*.service; do
+        case "$u" in *@.service) continue ;; esac
+        out=$(cd "$units" && systemd-analyze verify --man=no "$u" 2>&1 |
+            grep -v 'Command /usr/local/bin/[a-z-]* is not executable' || true)
+        [ -z "$out" ] || fail "systemd-analyze verify $(basename "$u"): $out"
+    done
+fi
 
 # pkg-config sees the root's baton.pc only (PKG_CONFIG_LIBDIR replaces the system's path).
 # Its prefix is /usr: installed, pkg-config leaves the system's directories out of the flags,

@@ -49,6 +49,18 @@ for f in include/baton/baton.h bin/baton bin/consumer; do
     [ -e "$work/vendored-all/$f" ] || fail "vendored with BATON_INSTALL=ON: no $f installed"
 done
 [ -n "$(find "$work/vendored-all" -name baton.pc)" ] || fail "vendored with BATON_INSTALL=ON: no baton.pc"
+# the installed command runs from the parent's prefix (issue 46.15: it could not find
+# libbaton.so, exit 127): vendored, it links libbaton statically, whatever the parent's
+# RPATH settings; the same with the parent skipping every install RPATH
+env -u LD_LIBRARY_PATH "$work/vendored-all/bin/baton" --version >/dev/null ||
+    fail "vendored, the installed baton does not run: $(env -u LD_LIBRARY_PATH "$work/vendored-all/bin/baton" --version 2>&1)"
+quiet cmake -S "$src/tests/vendor" -B "$work/vendored" -DBATON_INSTALL=ON -DCMAKE_SKIP_INSTALL_RPATH=ON
+quiet cmake --build "$work/vendored" -j 2
+quiet cmake --install "$work/vendored" --prefix "$work/vendored-norpath"
+out=$(env -u LD_LIBRARY_PATH "$work/vendored-norpath/bin/baton" --version 2>&1) ||
+    fail "vendored without install RPATH, the installed baton does not run: $out"
+readelf -d "$work/vendored-norpath/bin/baton" | grep -q 'NEEDED.*libbaton' &&
+    fail "vendored, the baton command needs libbaton.so (it should link it statically)"
 
 # ---- 2. installed: pkg-config and find_package ---------------------------------------------
 prefix="$work/prefix"

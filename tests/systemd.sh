@@ -43,7 +43,7 @@ fail() {
 cp "$units"/*.service "$work/"
 cp "$units/baton-hold@.service" "$work/baton-hold@primary.service"
 (cd "$work" && systemd-analyze verify --man=no ./baton-hold@primary.service \
-    ./baton-worker.service ./primary-app.service) >"$work/verify" 2>&1 || true
+    ./baton-worker.service ./primary-app.service ./baton-notify.service) >"$work/verify" 2>&1 || true
 if grep -v 'primary-app is not executable' "$work/verify" | grep -q .; then
     fail "systemd-analyze verify: $(cat "$work/verify")"
 fi

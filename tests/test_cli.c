@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1366,6 +1368,12 @@ Test(cli, every_subcommand_has_its_own_help)
         for (int form = 0; form < 2; form++) {
             cli_result r;
             cli_exec(&r, ARGS(cmds[i], "NAME", form ? "-h" : "--help"));
+            if (form) { /* -h after a command may be redis-cli's -h HOST: refused (46.1) */
+                cr_assert(eq(int, r.status, 2), "%s -h: %d", cmds[i], r.status);
+                cr_assert(strstr(r.err, "--help") != NULL, "%s -h: %s", cmds[i], r.err);
+                cli_result_free(&r);
+                continue;
+            }
             cr_assert(eq(int, r.status, 0), "%s --help: %d, stderr %s", cmds[i], r.status, r.err);
             char want[64];
             snprintf(want, sizeof want, "usage: baton [--url URL] %s ", cmds[i]);
@@ -2353,4 +2361,658 @@ Test(cli, a_partition_ends_baton_within_the_release_bound, .timeout = 60)
         th_proxy_stop(px);
         free(pidfile);
     }
+}
+
+/* ---------------------------------------------------------------- issue 46 ----------- */
+
+/* Issue 46.1: redis-cli's -h HOST, -p PORT, -a PASSWORD and -n DB are refused (exit 2) with
+ * what to write instead, before the command and after it; COMMAND never runs. `baton -h`
+ * alone and --help (anywhere) stay the help. */
+Test(cli, redis_cli_short_options_are_refused_with_what_to_write)
+{
+    char *marker = cli_path("marker-rcli");
+    const char *name = th_tmpname("rcli");
+    struct {
+        const char *const *args;
+        const char *says;
+    } cases[] = {
+        {ARGS("-h", "127.0.0.1", "lock", name, "-n", "--", "touch", marker), "--url"},
+        {ARGS("-h127.0.0.1", "lock", name, "-n", "--", "touch", marker), "--url"},
+        {ARGS("-p", "6379", "lock", name, "-n", "--", "touch", marker), "--url"},
+        {ARGS("-a", "Sekr1t-pw", "lock", name, "-n", "--", "touch", marker), "REDISCLI_AUTH"},
+        {ARGS("-n", "3", "lock", name, "-n", "--", "touch", marker), "/DB"},
+        {ARGS("-h", "127.0.0.1", "-p", "6379", "status", name), "--url"},
+        {ARGS("lock", name, "-h", "127.0.0.1", "--", "touch", marker), "--help"},
+        {ARGS("lock", "-h", "127.0.0.1", name, "--", "touch", marker), "--help"},
+        {ARGS("lock", name, "-p", "6379", "--", "touch", marker), "--url"},
+        {ARGS("lock", name, "-a", "Sekr1t-pw", "--", "touch", marker), "REDISCLI_AUTH"},
+        {ARGS("status", name, "-n", "3"), "/DB"},
+        {ARGS("latch", name, "count", "-n", "3"), "/DB"},
+        {ARGS("leader", name, "-h", "127.0.0.1"), "--help"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cli_result r;
+        cli_exec(&r, cases[i].args);
+        cr_assert(eq(int, r.status, 2), "case %zu: status %d, stderr %s", i, r.status, r.err);
+        cr_assert(strstr(r.err, cases[i].says) != NULL, "case %zu: %s", i, r.err);
+        cr_assert(strstr(r.err, "Sekr1t") == NULL, "case %zu: the password shown: %s", i, r.err);
+        cr_assert(eq(str, r.out, ""), "case %zu printed on stdout: %s", i, r.out);
+        cli_result_free(&r);
+    }
+    cr_assert(access(marker, F_OK) != 0, "a COMMAND ran");
+    /* the help stays the help */
+    const char *const *help[] = {ARGS("-h"), ARGS("--help"), ARGS("lock", "--help"),
+                                 ARGS("lock", name, "--help", "--", "touch", marker)};
+    for (size_t i = 0; i < sizeof help / sizeof help[0]; i++) {
+        cli_result r;
+        cli_exec(&r, help[i]);
+        cr_assert(eq(int, r.status, 0), "help %zu: %d %s", i, r.status, r.err);
+        cr_assert(strstr(r.out, "usage") != NULL || strstr(r.out, "Usage") != NULL, "%s", r.out);
+        cli_result_free(&r);
+    }
+    /* -n after lock is still flock's -n */
+    cli_result r;
+    cli_exec(&r, ARGS("lock", name, "-n", "--", "touch", marker));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cli_result_free(&r);
+    cr_assert(access(marker, F_OK) == 0);
+    free(marker);
+}
+
+/* Issue 46.2: after the command word, a single word never picks the server, the credentials
+ * or the TLS checks: every such option in its one-word form ("--url=URL", "-uURL") is refused
+ * there, and the flags that weaken a check (--tls-insecure, --insecure, --askpass) are taken
+ * only before the command word. Nothing connects to the other server; COMMAND never runs.
+ * The two-word forms after the command word still work. */
+Test(cli, a_single_word_after_the_command_never_picks_server_credentials_or_tls, .timeout = 120)
+{
+    int port;
+    int s = trap_listener(&port);
+    char *marker = cli_path("marker-word");
+    char *secret = cli_path("secret");
+    FILE *f = fopen(secret, "w");
+    cr_assert(f != NULL);
+    fputs("Sekr1t-pw\n", f);
+    fclose(f);
+    chmod(secret, 0600);
+    char url[160], u_word[200];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+    snprintf(u_word, sizeof u_word, "-u%s", url);
+    const char *opts[] = {"url",     "user",   "password-file", "tls-ca", "tls-cert", "tls-key",
+                          "tls-sni", "cacert", "cacertdir",     "cert",   "key",      "sni"};
+    setenv("BATON_PASSWORD", "Sekr1t-pw", 1);
+    int checked = 0;
+    for (size_t k = 0; k < sizeof opts / sizeof opts[0] + 1; k++) {
+        char word[400];
+        if (k < sizeof opts / sizeof opts[0])
+            snprintf(word, sizeof word, "--%s=%s", opts[k],
+                     strcmp(opts[k], "url") == 0             ? url
+                     : strcmp(opts[k], "password-file") == 0 ? secret
+                                                             : "x");
+        else
+            snprintf(word, sizeof word, "%s", u_word);
+        const char *const *cases[] = {
+            ARGS("list", word),
+            ARGS("status", word, "x"),
+            ARGS("lock", word, "job", "-n", "--", "touch", marker),
+            ARGS("rwlock", word, "job", "--read", "-n", "--", "touch", marker),
+            ARGS("semaphore", word, "job", "-n", "--", "touch", marker),
+            ARGS("latch", word, "job", "count"),
+            ARGS("unlock", "--force", word),
+            ARGS("elect", word, "job", "-n", "--", "touch", marker),
+            ARGS("leader", word),
+            ARGS("barrier", word, "--parties", "2", "--timeout", "1s"),
+        };
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            cli_result r;
+            cli_exec(&r, cases[i]);
+            cr_assert(eq(int, r.status, 2), "%s: case %zu: status %d, stderr %s", word, i, r.status,
+                      r.err);
+            cr_assert(strstr(r.err, "Sekr1t") == NULL, "the password shown: %s", r.err);
+            cli_result_free(&r);
+            assert_never_reached(s, "Sekr1t");
+            checked++;
+        }
+    }
+    /* the flags that weaken a check or change where the password comes from */
+    const char *flags[] = {"--tls-insecure", "--insecure", "--askpass"};
+    char tls_url[160];
+    snprintf(tls_url, sizeof tls_url, "rediss://127.0.0.1:%d", port);
+    setenv("BATON_URL", tls_url, 1);
+    for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++) {
+        const char *const *cases[] = {
+            ARGS("lock", flags[k], "x", "-n", "--", "touch", marker),
+            ARGS("list", flags[k]),
+            ARGS("elect", flags[k], "x", "--", "touch", marker),
+            ARGS("leader", flags[k]),
+        };
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            cli_result r;
+            cli_exec(&r, cases[i]);
+            cr_assert(eq(int, r.status, 2), "%s: case %zu: status %d, stderr %s", flags[k], i,
+                      r.status, r.err);
+            cr_assert(strstr(r.err, "before the command") != NULL, "%s", r.err);
+            cli_result_free(&r);
+            assert_never_reached(s, "Sekr1t");
+            checked++;
+        }
+    }
+    unsetenv("BATON_URL");
+    unsetenv("BATON_PASSWORD");
+    cr_assert(access(marker, F_OK) != 0, "a COMMAND ran");
+    cr_assert(gt(int, checked, 130));
+    /* the two-word forms still work after the command word */
+    cli_result r;
+    cli_exec(&r, ARGS("lock", "--url", th_url(), th_tmpname("two-word"), "-n", "--", "true"));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("lock", "-u", th_url(), th_tmpname("two-word"), "-n", "--", "true"));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cli_result_free(&r);
+    close(s);
+    free(marker);
+    free(secret);
+}
+
+/* Issue 46.16: durations in days (1d, as the maximum is 365 days) and "infinity" for a wait
+ * or a timeout (timeout(1)'s and systemd's word); not for a lease. */
+Test(cli, durations_in_days_and_infinity)
+{
+    const char *name = th_tmpname("days");
+    char script[600];
+    snprintf(script, sizeof script, "%s status --json '%s'", BATON_CLI_PATH, name);
+    cli_result r;
+    cli_exec(&r, ARGS("lock", name, "--lease", "1d", "-w", "infinity", "--", "sh", "-c", script));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    json *j = json_parse(r.out);
+    cr_assert(j != NULL, "%s", r.out);
+    double ttl = json_get(json_at(j, 0), "ttl_ms")->number;
+    cr_assert(ttl > 86000000 && ttl <= 86400000, "ttl %f", ttl);
+    json_free(j);
+    cli_result_free(&r);
+    const char *latch = th_tmpname("days-latch");
+    cli_exec(&r, ARGS("latch", latch, "await", "--timeout", "infinity"));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err); /* never set: open */
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("lock", name, "-w", "1d12h", "--", "true"));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cli_result_free(&r);
+    const char *const *bad[] = {ARGS("lock", name, "--lease", "infinity", "--", "true"),
+                                ARGS("lock", name, "-w", "366d", "--", "true"),
+                                ARGS("lock", name, "--watchdog", "infinity", "--", "true")};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cli_exec(&r, bad[i]);
+        cr_assert(eq(int, r.status, 2), "case %zu: %d %s", i, r.status, r.err);
+        cr_assert(strstr(r.err, "1d") != NULL, "case %zu: %s", i, r.err);
+        cli_result_free(&r);
+    }
+}
+
+/* True if s holds a byte a terminal acts on: C0 controls but the final newline, DEL, or the
+ * C1 CSI U+009B. */
+static bool has_raw_control(const char *s)
+{
+    size_t n = strlen(s);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char b = (unsigned char)s[i];
+        if ((b < 0x20 && !(b == '\n' && i == n - 1)) || b == 0x7f)
+            return true;
+        if (b == 0xc2 && i + 1 < n && (unsigned char)s[i + 1] == 0x9b)
+            return true;
+    }
+    return false;
+}
+
+/* Issue 46.7: one escaping rule for every line a human reads (leader, leader --watch,
+ * status, list, messages on stderr), and --json encodes a name's bytes one way
+ * everywhere (a byte that is not UTF-8, 0xff: \u00ff). */
+Test(cli, one_escaping_rule_for_every_line_and_one_json_encoding, .timeout = 60)
+{
+    char name[200], value[] = "v\x1b[2J\xc2\x9b"
+                              "1m\nforged";
+    snprintf(name, sizeof name, "esc\x1b[31m\n\xff%s", th_tmpname("n"));
+    /* leader and leader --watch (its first line), text and JSON */
+    char script[1200];
+    snprintf(script, sizeof script,
+             "'%s' leader --object \"$N\"; '%s' leader --object \"$N\" --json; "
+             "timeout -s INT 1 '%s' leader --object \"$N\" --watch; true",
+             BATON_CLI_PATH, BATON_CLI_PATH, BATON_CLI_PATH);
+    setenv("N", name, 1);
+    cli_result r;
+    cli_exec(&r, ARGS("elect", "--object", name, "--value", value, "-n", "--", "sh", "-c", script));
+    unsetenv("N");
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    char *save = NULL;
+    int lines = 0;
+    for (char *line = strtok_r(r.out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        lines++;
+        cr_assert(has_raw_control(line) == false, "a raw control byte: %s", line);
+        if (line[0] == '{') {
+            json *j = json_parse(line);
+            cr_assert(j != NULL, "invalid JSON: %s", line);
+            json_free(j);
+            cr_assert(strstr(line, "\\u00ff") != NULL, "0xff not as \\u00ff: %s", line);
+            cr_assert(strstr(line, "\\u001b") != NULL, "%s", line);
+        } else {
+            cr_assert(strstr(line, "\\x1b[2J") != NULL, "%s", line);
+        }
+    }
+    cr_assert(eq(int, lines, 3), "%d lines: a value's newline forged one? %s", lines, r.out);
+    cli_result_free(&r);
+
+    /* status --json and list --json encode the same bytes the same way */
+    baton_lock *l;
+    baton_client *c = hold(name, &l);
+    cli_exec(&r, ARGS("status", "--json", "--object", name));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cr_assert(strstr(r.out, "\\u00ff") != NULL && strstr(r.out, "\\\\x") == NULL, "%s", r.out);
+    cr_assert(json_parse(r.out) != NULL);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("list", "--json", "esc*"));
+    cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
+    cr_assert(strstr(r.out, "\\u00ff") != NULL && strstr(r.out, "\\\\x") == NULL, "%s", r.out);
+    cli_result_free(&r);
+    /* the text forms */
+    cli_exec(&r, ARGS("status", "--object", name));
+    cr_assert(has_raw_control(r.out) == false || strchr(r.out, '\n') != NULL);
+    for (char *line = strtok_r(r.out, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+        cr_assert(has_raw_control(line) == false, "%s", line);
+    cli_result_free(&r);
+    /* a message on stderr: the wrong kind of key for a latch, and a busy lock */
+    const char *const *errs[] = {ARGS("latch", "--object", name, "count"),
+                                 ARGS("lock", "--object", name, "-n", "--", "true")};
+    for (size_t i = 0; i < sizeof errs / sizeof errs[0]; i++) {
+        cli_exec(&r, errs[i]);
+        cr_assert(r.status != 0);
+        cr_assert(strstr(r.err, "esc\\x1b[31m\\x0a\\xff") != NULL, "case %zu: %s", i, r.err);
+        cr_assert(has_raw_control(r.err) == false, "case %zu: a raw control byte: %s", i, r.err);
+        cli_result_free(&r);
+    }
+    baton_lock_close(l);
+    baton_client_close(c);
+}
+
+/* Issue 46.8: an entry another writer added to an election's log is skipped and counted
+ * (a warning on stderr): `leader --watch` goes on and prints the changes after it. */
+Test(cli, a_forged_election_log_entry_never_ends_leader_watch, .timeout = 60)
+{
+    const char *name = th_tmpname("forged");
+    char *ready = cli_path("forged-ready"), *go = cli_path("forged-go");
+    char script[600];
+    snprintf(script, sizeof script, "touch '%s'; while [ ! -e '%s' ]; do sleep 0.05; done", ready,
+             go);
+    pid_t leader = cli_spawn(ARGS("elect", name, "--", "sh", "-c", script));
+    cr_assert(cli_wait_file(ready, 10000), "not elected");
+    redisContext *admin = th_redis();
+    /* forged before the watch starts: the last entry is unreadable */
+    freeReplyObject(th_cmd(admin, "XADD baton_election_log:{%s} * evil 1", name));
+    pid_t watch = cli_spawn(ARGS("leader", name, "--watch"));
+    char out_path[300];
+    snprintf(out_path, sizeof out_path, "%s/bg-%d.out", cli_tmpdir(), (int)watch);
+    char *text = NULL;
+    for (int i = 0; i < 200; i++) {
+        free(text);
+        text = cli_read_file(out_path);
+        if (text && strstr(text, "term "))
+            break;
+        th_sleep_ms(20);
+    }
+    cr_assert(text && strstr(text, "term ") != NULL, "%s", text ? text : "(none)");
+    /* forged while it watches, then a real change: the resign */
+    freeReplyObject(th_cmd(admin, "XADD baton_election_log:{%s} * change bogus term x", name));
+    freeReplyObject(th_cmd(admin, "XADD baton_election_log:{%s} * a b c d", name));
+    FILE *f = fopen(go, "w");
+    cr_assert(f != NULL);
+    fclose(f);
+    int st = 0;
+    cr_assert(waitpid(leader, &st, 0) == leader);
+    cr_assert(eq(int, st, 0), "elect: %d", st);
+    for (int i = 0; i < 300; i++) {
+        free(text);
+        text = cli_read_file(out_path);
+        if (text && strstr(text, "resigned"))
+            break;
+        th_sleep_ms(20);
+    }
+    cr_assert(text != NULL && strstr(text, "resigned") != NULL, "the watch did not go on: %s",
+              text ? text : "(none)");
+    cr_assert(waitpid(watch, &st, WNOHANG) == 0, "leader --watch ended");
+    kill(watch, SIGINT);
+    cr_assert(waitpid(watch, &st, 0) == watch);
+    char *err = cli_bg_err(watch);
+    cr_assert(strstr(err, "malformed") == NULL, "%s", err);
+    cr_assert(strstr(err, "skipped") != NULL && strstr(err, "(3 in all)") != NULL, "%s", err);
+    free(err);
+    free(text);
+    free(ready);
+    free(go);
+    redisFree(admin);
+}
+
+/* Issue 46.14: a busy message says who holds (host and pid, the lease's end), the same way
+ * for every command; a multi-lock names its busy member; elect says who leads and for how
+ * long. */
+Test(cli, busy_messages_say_who_holds, .timeout = 60)
+{
+    char host[256] = "", want[400];
+    gethostname(host, sizeof host - 1);
+    snprintf(want, sizeof want, "held by %s pid %d, its lease ends in ", host, (int)getpid());
+    const char *busy = th_tmpname("busy"), *free_name = th_tmpname("free");
+    baton_lock *l;
+    baton_client *c = hold(busy, &l);
+    cli_result r;
+    cli_exec(&r, ARGS("lock", busy, "-n", "--", "true"));
+    cr_assert(eq(int, r.status, 124), "%s", r.err);
+    cr_assert(strstr(r.err, "not acquired within 0ms: ") != NULL, "%s", r.err);
+    cr_assert(strstr(r.err, want) != NULL, "%s", r.err);
+    cr_assert(strstr(r.err, "; not run: true") != NULL, "%s", r.err);
+    cli_result_free(&r);
+    /* the multi-lock names the busy member, not the free one */
+    cli_exec(&r, ARGS("lock", free_name, busy, "-w", "100ms", "--", "true"));
+    cr_assert(eq(int, r.status, 124), "%s", r.err);
+    char member[900];
+    snprintf(member, sizeof member, ": %s %s", busy, want);
+    cr_assert(strstr(r.err, member) != NULL, "%s", r.err);
+    char freed[300];
+    snprintf(freed, sizeof freed, ": %s held", free_name);
+    cr_assert(strstr(r.err, freed) == NULL, "%s", r.err);
+    cli_result_free(&r);
+    baton_lock_close(l);
+    baton_client_close(c);
+
+    /* a semaphore: what is free and held */
+    const char *sem = th_tmpname("busy-sem");
+    char *go = cli_path("busy-go"), *ready = cli_path("busy-ready");
+    char script[600];
+    snprintf(script, sizeof script, "touch '%s'; while [ ! -e '%s' ]; do sleep 0.05; done", ready,
+             go);
+    pid_t holder = cli_spawn(ARGS("semaphore", sem, "--permits", "1", "--", "sh", "-c", script));
+    cr_assert(cli_wait_file(ready, 10000));
+    cli_exec(&r, ARGS("semaphore", sem, "-n", "--", "true"));
+    cr_assert(eq(int, r.status, 124), "%s", r.err);
+    cr_assert(strstr(r.err, "1 permit not acquired within 0ms: 0 permits free, 1 permit lease "
+                            "held; not run: true") != NULL,
+              "%s", r.err);
+    cli_result_free(&r);
+    /* an election: who leads, for how long, the term */
+    const char *el = th_tmpname("busy-el");
+    char *ready2 = cli_path("busy-ready2");
+    snprintf(script, sizeof script, "touch '%s'; while [ ! -e '%s' ]; do sleep 0.05; done", ready2,
+             go);
+    pid_t leader = cli_spawn(ARGS("elect", el, "--", "sh", "-c", script));
+    cr_assert(cli_wait_file(ready2, 10000));
+    cli_exec(&r, ARGS("elect", el, "-n", "--", "true"));
+    cr_assert(eq(int, r.status, 124), "%s", r.err);
+    snprintf(want, sizeof want, "not elected within 0ms: led by %s pid %d for ", host, (int)leader);
+    cr_assert(strstr(r.err, want) != NULL && strstr(r.err, "(term 1); not run: true") != NULL, "%s",
+              r.err);
+    cli_result_free(&r);
+    FILE *f = fopen(go, "w");
+    cr_assert(f != NULL);
+    fclose(f);
+    int st;
+    cr_assert(waitpid(holder, &st, 0) == holder && waitpid(leader, &st, 0) == leader);
+    free(go);
+    free(ready);
+    free(ready2);
+}
+
+/* The keys whose name contains `part` (SCAN). */
+static long long keys_with(redisContext *r, const char *part)
+{
+    redisReply *k = th_cmd(r, "KEYS *%s*", part);
+    long long n = (long long)k->elements;
+    freeReplyObject(k);
+    return n;
+}
+
+/* Issue 46.9: a failed call writes nothing: elect on a name whose election record has the
+ * wrong type, and a multi-lock whose second member has the wrong type (no fencing counter
+ * advanced, no unlock latch left for the first); the message carries the server's word. */
+Test(cli, failed_elect_and_multi_lock_on_a_wrong_type_write_nothing)
+{
+    redisContext *r = th_redis();
+    const char *el = th_tmpname("wt-elect");
+    freeReplyObject(th_cmd(r, "SET baton_election:{%s} x", el));
+    cli_result res;
+    cli_exec(&res, ARGS("elect", el, "-n", "--", "true"));
+    cr_assert(eq(int, res.status, 125), "%s", res.err);
+    cr_assert(strstr(res.err, "WRONGTYPE") != NULL, "no server word: %s", res.err);
+    cli_result_free(&res);
+    cr_assert(eq(i64, keys_with(r, el), 1), "elect wrote beside the wrong-type record");
+    freeReplyObject(th_cmd(r, "DEL baton_election:{%s}", el));
+    freeReplyObject(th_cmd(r, "SET baton_election_log:{%s} x", el));
+    cli_exec(&res, ARGS("elect", el, "-n", "--", "true"));
+    cr_assert(eq(int, res.status, 125), "%s", res.err);
+    cli_result_free(&res);
+    cr_assert(eq(i64, keys_with(r, el), 1), "elect wrote beside the wrong-type log");
+
+    /* the multi-lock: members in canonical (name) order, the second a string */
+    char first[200], second[200];
+    const char *base = th_tmpname("wt-multi");
+    snprintf(first, sizeof first, "%s-a", base);
+    snprintf(second, sizeof second, "%s-b", base);
+    freeReplyObject(th_cmd(r, "SET %s x", second));
+    cli_exec(&res, ARGS("lock", first, second, "-n", "--", "true"));
+    cr_assert(eq(int, res.status, 125), "%s", res.err);
+    cr_assert(strstr(res.err, "WRONGTYPE") != NULL, "%s", res.err);
+    cli_result_free(&res);
+    cr_assert(eq(i64, keys_with(r, first), 0), "the first member was written");
+    redisFree(r);
+}
+
+/* The nth proxy connection of the pub/sub client of process pid (CLIENT LIST: flags P and
+ * the name baton gives its connections, baton:<host>:<pid>); 0 if none yet. */
+static long pubsub_conn_of(th_proxy *px, pid_t pid)
+{
+    redisContext *r = th_redis();
+    redisReply *l = th_cmd(r, "CLIENT LIST");
+    long nth = 0;
+    char want[64];
+    snprintf(want, sizeof want, ":%d ", (int)pid);
+    for (char *save = NULL, *line = strtok_r(l->str, "\n", &save); line && !nth;
+         line = strtok_r(NULL, "\n", &save)) {
+        char *flags = strstr(line, " flags="), *name = strstr(line, " name=baton:");
+        char *addr = strstr(line, " addr=127.0.0.1:");
+        if (!flags || !name || !addr || !strchr(flags + 7, 'P') || flags[7] == ' ')
+            continue;
+        char *sp = strchr(name + 1, ' ');
+        if (!sp || !strstr(name, want) || strstr(name, want) > sp)
+            continue;
+        nth = th_proxy_conn_of(px, atoi(addr + 16));
+    }
+    freeReplyObject(l);
+    redisFree(r);
+    return nth;
+}
+
+/* Issue 46.5: a wait ends by its bound even when the server never confirms the UNSUBSCRIBE
+ * of the waiter giving up (the pub/sub connection's replies thrown away once subscribed):
+ * lock -w 2s and latch await --timeout 2s end within 2.5 s, not 7 (2 s + the 5 s command
+ * timeout spent waiting for the confirmation). */
+Test(cli, a_wait_ends_by_its_bound_when_unsubscribe_is_never_confirmed, .timeout = 60)
+{
+    for (int latch = 0; latch < 2; latch++) {
+        const char *name = th_tmpname(latch ? "unsub-latch" : "unsub-lock");
+        baton_lock *l = NULL;
+        baton_client *c = NULL;
+        cli_result r;
+        if (latch) {
+            cli_exec(&r, ARGS("latch", name, "set", "1"));
+            cr_assert(eq(int, r.status, 0), "%s", r.err);
+            cli_result_free(&r);
+        } else {
+            c = hold(name, &l);
+        }
+        th_proxy *px = th_proxy_start(th_port());
+        int64_t t0 = th_ms();
+        pid_t pid = cli_spawn(
+            latch ? ARGS("--url", th_proxy_url(px), "latch", name, "await", "--timeout", "2s")
+                  : ARGS("--url", th_proxy_url(px), "lock", name, "-w", "2s", "--", "true"));
+        long nth = 0;
+        for (int i = 0; i < 150 && !(nth = pubsub_conn_of(px, pid)); i++)
+            th_sleep_ms(10);
+        cr_assert(gt(i64, nth, 0), "no subscription seen");
+        th_proxy_blackhole_conn(px, nth, TH_DOWN, true);
+        int st = 0;
+        cr_assert(waitpid(pid, &st, 0) == pid);
+        int64_t ms = th_ms() - t0;
+        bool exited = WIFEXITED(st);
+        cr_assert(exited, "status %d", st);
+        cr_expect(eq(int, WEXITSTATUS(st), latch ? 123 : 124));
+        cr_assert(lt(i64, ms, 2600), "%s: ended after %lld ms", latch ? "latch await" : "lock -w",
+                  (long long)ms);
+        cr_assert(ge(i64, ms, 1900));
+        th_proxy_stop(px);
+        if (l) {
+            baton_lock_close(l);
+            baton_client_close(c);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- --notify (46.13) ---- */
+
+/* Waits for the child pid: its exit status, or 128 + the signal that ended it. */
+static int child_exit(pid_t pid)
+{
+    int st = 0;
+    cr_assert(waitpid(pid, &st, 0) == pid);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* A NOTIFY_SOCKET listener, as systemd's: a datagram socket bound at a path. */
+static int notify_listener(char **path)
+{
+    *path = cli_path("notify.sock");
+    int s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    cr_assert(s >= 0);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", *path);
+    unlink(*path);
+    cr_assert(bind(s, (struct sockaddr *)&a, sizeof a) == 0, "%s", strerror(errno));
+    return s;
+}
+
+/* The next notification within ms into buf ("" if none came). */
+static void notify_next(int s, char *buf, size_t len, int ms)
+{
+    struct pollfd p = {s, POLLIN, 0};
+    buf[0] = '\0';
+    if (poll(&p, 1, ms) == 1) {
+        ssize_t n = recv(s, buf, len - 1, 0);
+        buf[n > 0 ? n : 0] = '\0';
+    }
+}
+
+/* Issue 46.13: --notify tells systemd STATUS= while baton waits and READY=1 only once the
+ * lock is held (or the leadership won), before COMMAND starts; COMMAND does not inherit
+ * NOTIFY_SOCKET. */
+Test(cli, notify_tells_ready_only_once_held, .timeout = 60)
+{
+    char *sock_path;
+    int s = notify_listener(&sock_path);
+    const char *name = th_tmpname("notify");
+    char *env_file = cli_path("notify-env");
+    char script[600];
+    snprintf(script, sizeof script, "echo \"NOTIFY_SOCKET=$NOTIFY_SOCKET\" > '%s'", env_file);
+    baton_lock *l;
+    baton_client *c = hold(name, &l);
+    setenv("NOTIFY_SOCKET", sock_path, 1);
+    pid_t pid = cli_spawn(ARGS("lock", name, "--notify", "--", "sh", "-c", script));
+    unsetenv("NOTIFY_SOCKET");
+    char msg[1024];
+    notify_next(s, msg, sizeof msg, 5000);
+    cr_assert(strncmp(msg, "STATUS=waiting for lock ", 24) == 0, "first: '%s'", msg);
+    cr_assert(strstr(msg, "READY=1") == NULL, "%s", msg);
+    /* nothing more while the lock is held by another */
+    notify_next(s, msg, sizeof msg, 700);
+    cr_assert(eq(str, msg, ""), "told while still waiting: %s", msg);
+    cr_assert(access(env_file, F_OK) != 0);
+    baton_lock_release(l);
+    notify_next(s, msg, sizeof msg, 5000);
+    cr_assert(strncmp(msg, "READY=1\nSTATUS=holding lock ", 28) == 0, "'%s'", msg);
+    cr_assert(strstr(msg, "(fencing token ") != NULL, "%s", msg);
+    cr_assert(eq(int, child_exit(pid), 0));
+    char *env = cli_read_file(env_file);
+    cr_assert(env != NULL && strcmp(env, "NOTIFY_SOCKET=\n") == 0, "COMMAND saw %s", env);
+    free(env);
+    /* elect: standby, then leader */
+    const char *el = th_tmpname("notify-el");
+    setenv("NOTIFY_SOCKET", sock_path, 1);
+    pid = cli_spawn(ARGS("elect", el, "--notify", "--", "true"));
+    unsetenv("NOTIFY_SOCKET");
+    notify_next(s, msg, sizeof msg, 5000);
+    cr_assert(strncmp(msg, "STATUS=standby for election ", 28) == 0, "'%s'", msg);
+    notify_next(s, msg, sizeof msg, 5000);
+    cr_assert(strncmp(msg, "READY=1\nSTATUS=leader of election ", 34) == 0, "'%s'", msg);
+    cr_assert(strstr(msg, "(term 1)") != NULL, "%s", msg);
+    cr_assert(eq(int, child_exit(pid), 0));
+    /* without --notify, nothing is sent */
+    setenv("NOTIFY_SOCKET", sock_path, 1);
+    cli_result r;
+    cli_exec(&r, ARGS("lock", name, "--", "true"));
+    unsetenv("NOTIFY_SOCKET");
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    cli_result_free(&r);
+    notify_next(s, msg, sizeof msg, 300);
+    cr_assert(eq(str, msg, ""), "told without --notify: %s", msg);
+    baton_lock_close(l);
+    baton_client_close(c);
+    close(s);
+    free(sock_path);
+    free(env_file);
+}
+
+typedef struct cli_flood {
+    const char *channel;
+    volatile int stop;
+    long long sent;
+} cli_flood;
+
+/* Publishes to the channel in pipelined batches of 200 until told to stop. */
+static void *cli_flooder(void *arg)
+{
+    cli_flood *f = arg;
+    redisContext *r = th_redis();
+    while (!f->stop) {
+        for (int i = 0; i < 200; i++)
+            redisAppendCommand(r, "PUBLISH %s flood", f->channel);
+        for (int i = 0; i < 200; i++) {
+            redisReply *rep = NULL;
+            if (redisGetReply(r, (void **)&rep) != REDIS_OK)
+                break;
+            freeReplyObject(rep);
+        }
+        f->sent += 200;
+    }
+    redisFree(r);
+    return NULL;
+}
+
+/* Issue 46.5, under a flood: a waiter whose channel gets a PUBLISH flood ends by its
+ * bound too (lock -w 2s: within 2.9 s), whatever is queued before its UNSUBSCRIBE's
+ * confirmation. */
+Test(cli, a_wait_under_a_message_flood_ends_by_its_bound, .timeout = 60)
+{
+    const char *name = th_tmpname("flooded");
+    baton_lock *l;
+    baton_client *c = hold(name, &l);
+    char channel[300];
+    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+    cli_flood f = {channel, 0, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, cli_flooder, &f);
+    cli_result r;
+    cli_exec(&r, ARGS("lock", name, "-w", "2s", "--", "true"));
+    f.stop = 1;
+    pthread_join(t, NULL);
+    cr_log_info("flood: lock -w 2s ended after %lld ms, %lld messages published", (long long)r.ms,
+                f.sent);
+    cr_assert(eq(int, r.status, 124), "%s", r.err);
+    cr_assert(lt(i64, r.ms, 2900), "lock -w 2s ended after %lld ms under the flood",
+              (long long)r.ms);
+    cli_result_free(&r);
+    baton_lock_close(l);
+    baton_client_close(c);
 }

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -277,7 +278,14 @@ Test(cli_ops, redis_cli_spellings_are_aliases_with_the_same_rules)
     cli_result_free(&r);
     char joined[200];
     snprintf(joined, sizeof joined, "-u%s", th_url());
+    cli_exec(&r, ARGS(joined, "status", name));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    cli_result_free(&r);
+    /* after the command word only as two words (issue 46.2) */
     cli_exec(&r, ARGS("status", joined, name));
+    cr_assert(eq(int, r.status, 2), "%s", r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("status", "-u", th_url(), name));
     cr_assert(eq(int, r.status, 0), "%s", r.err);
     cli_result_free(&r);
     /* never after a NAME, and once */
@@ -788,4 +796,162 @@ Test(cli_ops, the_loss_message_names_a_restart, .timeout = 30)
     cr_assert(strstr(err, "the server restarted") != NULL, "%s", err);
     free(err);
     th_server_stop(&srv);
+}
+
+/* ---------------------------------------------------------------- issue 46.11 -------- */
+
+/* --password-file refuses a file any user may write (0602: another user could plant the
+ * password baton sends), as it refuses one any user may read. */
+Test(cli_ops, password_file_writable_by_every_user_is_refused, .timeout = 30)
+{
+    th_server srv;
+    th_server_start(&srv, "--requirepass right-password");
+    char url[128];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", srv.port);
+    unsetenv("BATON_PASSWORD");
+    unsetenv("REDISCLI_AUTH");
+    char *writable = write_file("pw-602", "right-password\n", 0602);
+    char *fine = write_file("pw-600", "right-password\n", 0600);
+    cli_result r;
+    cli_exec(&r, ARGS("--url", url, "--password-file", writable, "status", "pf"));
+    cr_assert(eq(int, r.status, 2), "%s", r.err);
+    cr_assert(strstr(r.err, "writable by every user") != NULL, "%s", r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("--url", url, "--password-file", fine, "status", "pf"));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    cli_result_free(&r);
+    free(writable);
+    free(fine);
+    th_server_stop(&srv);
+}
+
+/* unlock --force deletes a lock, never another hash that happens to be at NAME. */
+Test(cli_ops, unlock_force_leaves_a_hash_that_is_not_a_lock)
+{
+    const char *name = th_tmpname("not-a-lock"), *counts = th_tmpname("counts");
+    redisContext *r = th_redis();
+    freeReplyObject(th_cmd(r, "HSET %s name alice age 30", name));
+    freeReplyObject(th_cmd(r, "HSET %s a:1 1", counts)); /* looks like a hold, has no lease */
+    const char *names[] = {name, counts};
+    for (size_t i = 0; i < 2; i++) {
+        cli_result res;
+        cli_exec(&res, ARGS("unlock", "--force", names[i]));
+        cr_assert(eq(int, res.status, 125), "%s", res.err);
+        cr_assert(strstr(res.err, "not a lock's") != NULL && strstr(res.err, "nothing deleted"),
+                  "%s", res.err);
+        cli_result_free(&res);
+        cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s", names[i]), 1), "the hash was deleted");
+    }
+    /* a real lock is still forced */
+    const char *lock = th_tmpname("a-lock");
+    cli_result res;
+    pid_t holder = cli_spawn(ARGS("lock", lock, "--hold"));
+    for (int i = 0; i < 500 && th_cmd_int(r, "EXISTS %s", lock) == 0; i++)
+        th_sleep_ms(10);
+    cli_exec(&res, ARGS("unlock", "--force", lock));
+    cr_assert(eq(int, res.status, 0), "%s", res.err);
+    cli_result_free(&res);
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s", lock), 0));
+    kill(holder, SIGTERM);
+    int st;
+    waitpid(holder, &st, 0);
+    redisFree(r);
+}
+
+/* --permits N on a semaphore whose count is set already and is not N says so. */
+Test(cli_ops, permits_not_applied_to_a_count_set_already_is_told)
+{
+    const char *name = th_tmpname("perm-set");
+    cli_result r;
+    cli_exec(&r, ARGS("semaphore", name, "--permits", "2", "--", "true"));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    cr_assert(eq(str, r.err, ""));
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("semaphore", name, "--permits", "2", "--", "true"));
+    cr_assert(eq(str, r.err, ""), "the same count: no word");
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("semaphore", name, "--permits", "5", "--", "true"));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    cr_assert(strstr(r.err, "--permits 5 not applied") != NULL && strstr(r.err, "(2: 2 free"), "%s",
+              r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("semaphore", name, "--permits", "5", "-q", "--", "true"));
+    cr_assert(eq(str, r.err, ""), "-q: %s", r.err);
+    cli_result_free(&r);
+    const char *counting = th_tmpname("perm-count");
+    cli_exec(&r, ARGS("semaphore", counting, "--counting", "--permits", "3", "--", "true"));
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("semaphore", counting, "--counting", "--permits", "1", "--", "true"));
+    cr_assert(strstr(r.err, "--permits 1 not applied") != NULL, "%s", r.err);
+    cli_result_free(&r);
+}
+
+/* ---------------------------------------------------------------- issue 46.16 -------- */
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+/* A usage error before the command prints one usage line, not every command's synopsis;
+ * --help's barrier line has --watchdog. */
+Test(cli_ops, global_usage_errors_are_short_and_help_lists_barrier_watchdog)
+{
+    cli_result r;
+    cli_exec(&r, ARGS("--bogus"));
+    cr_assert(eq(int, r.status, 2));
+    cr_assert(le(int, count_lines(r.err), 4), "%s", r.err);
+    cr_assert(strstr(r.err, "usage: baton") != NULL && strstr(r.err, "barrier") != NULL, "%s",
+              r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("frobnicate", "x"));
+    cr_assert(eq(int, r.status, 2));
+    cr_assert(le(int, count_lines(r.err), 4), "%s", r.err);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("--help"));
+    const char *line = strstr(r.out, "barrier NAME --parties N");
+    cr_assert(line != NULL);
+    const char *end = strchr(line, '\n');
+    char first[400];
+    snprintf(first, sizeof first, "%.*s", (int)(end - line), line);
+    cr_assert(strstr(first, "--watchdog DUR") != NULL, "%s", first);
+    cli_result_free(&r);
+}
+
+/* status and list show an election as one, its waiting campaigners as standbys (they are
+ * a lock's line, which status called starved waiters). */
+Test(cli_ops, status_shows_an_election_and_its_standbys, .timeout = 30)
+{
+    const char *name = th_tmpname("ops-elect");
+    char *ready = cli_path("el-ready"), *go = cli_path("el-go");
+    char script[600];
+    snprintf(script, sizeof script, "touch '%s'; while [ ! -e '%s' ]; do sleep 0.05; done", ready,
+             go);
+    pid_t leader = cli_spawn(ARGS("elect", name, "--", "sh", "-c", script));
+    cr_assert(cli_wait_file(ready, 10000));
+    pid_t standby = cli_spawn(ARGS("elect", name, "--", "true"));
+    cli_result r;
+    for (int i = 0;; i++) {
+        cli_exec(&r, ARGS("status", name));
+        if (strstr(r.out, "standbys in line") || strstr(r.out, "standby client") || i == 300)
+            break;
+        cli_result_free(&r);
+        th_sleep_ms(20);
+    }
+    cr_assert(strstr(r.out, ": election (term ") != NULL, "%s", r.out);
+    cr_assert(strstr(r.out, "starved") == NULL, "%s", r.out);
+    cli_result_free(&r);
+    cli_exec(&r, ARGS("list", name));
+    cr_assert(strncmp(r.out, "election ", 9) == 0, "%s", r.out);
+    cli_result_free(&r);
+    FILE *f = fopen(go, "w");
+    cr_assert(f != NULL);
+    fclose(f);
+    int st;
+    cr_assert(waitpid(leader, &st, 0) == leader && waitpid(standby, &st, 0) == standby);
+    free(ready);
+    free(go);
 }

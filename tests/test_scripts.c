@@ -960,6 +960,21 @@ static void *wait_thread(void *arg)
     return NULL;
 }
 
+typedef struct barrier_waiter {
+    baton_barrier *b;
+    baton_client *c;
+    int rc;
+    char msg[768];
+} barrier_waiter;
+
+static void *barrier_thread(void *arg)
+{
+    barrier_waiter *w = arg;
+    w->rc = baton_barrier_await(w->b, 5000, NULL, NULL);
+    snprintf(w->msg, sizeof w->msg, "%s", baton_client_errmsg(w->c));
+    return NULL;
+}
+
 /* Polls (at most 3 s) until the list key has n entries. */
 static void await_llen(redisContext *admin, const char *key, long long n)
 {
@@ -992,6 +1007,12 @@ static void run_verbs(redisContext *admin, const char *user, outcome *o)
     }
     char *lname = th_name("Plock"), *fname = th_name("Pfair"), *rname = th_name("Prw");
     char *sname = th_name("Psem"), *pname = th_name("Pperm"), *cname = th_name("Platch");
+    char *ename = th_name("Pelect"), *bname = th_name("Pbarrier");
+    baton_election *el = NULL;
+    baton_barrier *ba = NULL, *ba2 = NULL;
+    baton_leader *ld = calloc(1, sizeof *ld);
+    baton_election_event *ev = calloc(1, sizeof *ev);
+    cr_assert(ld && ev);
     baton_lock *l = NULL, *l2 = NULL, *f = NULL, *f2 = NULL, *f3 = NULL;
     baton_client *c3 = NULL;
     baton_rwlock *rw = NULL, *rw2 = NULL;
@@ -1146,6 +1167,38 @@ static void run_verbs(redisContext *admin, const char *user, outcome *o)
     STEP("latch set", baton_latch_try_set_count(la, 1, &yes));
     STEP("latch delete", baton_latch_delete(la, &yes));
 
+    /* election: campaign, leader, proclaim, observe, resign (issue 46.3) */
+    STEP("election open", baton_election_open(c, ename, &el));
+    STEP("election campaign", baton_election_campaign(el, "v1", 0, BATON_LEASE_WATCHDOG));
+    STEP("election leader", baton_election_leader(el, ld));
+    STEP("election proclaim", baton_election_proclaim(el, "v2"));
+    int orc = baton_election_observe_next(el, 0, ev);
+    if (orc != BATON_ETIMEDOUT)
+        STEP("election observe", orc);
+    orc = baton_election_observe_next(el, 0, ev);
+    if (orc != BATON_ETIMEDOUT)
+        STEP("election observe", orc);
+    STEP("election resign", baton_election_resign(el));
+
+    /* barrier: two parties trip it */
+    STEP("barrier open", baton_barrier_open(c, bname, 2, &ba));
+    STEPC("barrier open", c2, baton_barrier_open(c2, bname, 2, &ba2));
+    barrier_waiter bw = {ba2, c2, -100, ""};
+    pthread_create(&t, NULL, barrier_thread, &bw);
+    joined = false;
+    int barc = baton_barrier_await(ba, 5000, NULL, NULL);
+    pthread_join(t, NULL);
+    joined = true;
+    /* the party whose script the ACL refused ends EPERM; the other then times out */
+    if (bw.rc != BATON_EPERM)
+        STEP("barrier await", barc);
+    if (bw.rc != BATON_OK) {
+        o->op = "barrier await (the other party)";
+        o->rc = bw.rc;
+        snprintf(o->msg, sizeof o->msg, "%s", bw.msg);
+        goto out;
+    }
+
     /* inspect, of a lock held */
     baton_inspection *ins = NULL;
     STEP("lock acquire", baton_lock_acquire(l, 10000));
@@ -1167,6 +1220,13 @@ out:
     baton_semaphore_close(s);
     baton_permits_close(p);
     baton_latch_close(la);
+    baton_election_close(el);
+    baton_barrier_close(ba);
+    baton_barrier_close(ba2);
+    free(ld);
+    free(ev);
+    free(ename);
+    free(bname);
     baton_client_close(c);
     baton_client_close(c2);
     free(lname);
@@ -1530,5 +1590,215 @@ Test(scripts, the_cli_runs_every_verb_as_a_tenant_with_the_rule)
     acl_run_cli_verbs(url, name, "single server");
     free(name);
     free(url);
+    redisFree(admin);
+}
+
+/* Issue 46.3: elect, leader and barrier name the command the ACL refused (elect's message
+ * named none: the release after the failed record replaced it). */
+Test(scripts, cli_elect_leader_and_barrier_name_the_refused_command)
+{
+    redisContext *admin = th_redis();
+    struct {
+        const char *minus, *cmd;
+    } cases[] = {
+        {"-xlen", "elect"}, {"-xadd", "elect"}, {"-xrevrange", "leader"}, {"-hmget", "barrier"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        acl_user(admin, "cliel", cases[i].minus);
+        char *url = user_url("cliel");
+        char *name = th_name("Pclel");
+        cli_result r;
+        if (strcmp(cases[i].cmd, "elect") == 0)
+            cli_exec(&r, ARGS("--url", url, "elect", name, "-n", "--", "true"));
+        else if (strcmp(cases[i].cmd, "leader") == 0)
+            cli_exec(&r, ARGS("--url", url, "leader", name, "--watch"));
+        else
+            cli_exec(&r, ARGS("--url", url, "barrier", name, "--parties", "2", "--timeout", "1s"));
+        cr_expect(eq(int, r.status, 119), "%s without %s: exit %d: %s", cases[i].cmd,
+                  cases[i].minus + 1, r.status, r.err);
+        cr_expect(strstr(r.err, cases[i].minus + 1) != NULL, "%s: the message names no %s: %s",
+                  cases[i].cmd, cases[i].minus + 1, r.err);
+        cli_result_free(&r);
+        free(name);
+        free(url);
+    }
+    redisFree(admin);
+}
+
+/* Issue 46.11: latch delete and semaphore set, add and delete tell the warning the library
+ * leaves when the ACL refuses their PUBLISH (done, waiters not told), as count-down does. */
+Test(scripts, cli_admin_verbs_warn_when_waiters_are_not_told)
+{
+    redisContext *admin = th_redis();
+    acl_user(admin, "cliadmq", "resetchannels");
+    char *url = user_url("cliadmq");
+    char *name = th_name("Padm"), *sem = th_name("Padmsem");
+    struct {
+        const char *const *args;
+    } runs[] = {
+        {ARGS("--url", url, "latch", name, "set", "2")},
+        {ARGS("--url", url, "latch", name, "delete")},
+        {ARGS("--url", url, "semaphore", sem, "set", "2")},
+        {ARGS("--url", url, "semaphore", sem, "add", "2")},
+        {ARGS("--url", url, "semaphore", sem, "--counting", "add", "1")},
+        /* (semaphore delete publishes nothing, as Redisson's RSemaphore.delete: no warning
+         * to tell) */
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        cli_result r;
+        cli_exec(&r, runs[i].args);
+        cr_expect(eq(int, r.status, 0), "run %zu (%s %s): exit %d: %s", i, runs[i].args[2],
+                  runs[i].args[4], r.status, r.err);
+        cr_expect(strstr(r.err, "waiters not told") != NULL, "run %zu (%s %s): no warning: %s", i,
+                  runs[i].args[2], runs[i].args[4], r.err);
+        cli_result_free(&r);
+    }
+    free(url);
+    free(name);
+    free(sem);
+    redisFree(admin);
+}
+
+/* Issue 46.10: with per-tenant scoping, `list` skips what the user may not read, says how
+ * many, and names none of them (another tenant's key never appears in its output). */
+Test(scripts, cli_list_skips_other_tenants_objects_and_names_none)
+{
+    redisContext *admin = th_redis();
+    acl_user(admin, "clilist", NULL);
+    char *url = user_url("clilist");
+    char *mine = th_name("Plistmine"), *theirs = th_name("Qlisttheirs");
+    /* another tenant's lock and semaphore, and one of this tenant's */
+    freeReplyObject(th_cmd(admin, "HSET %s 1b2c:1 1", theirs));
+    freeReplyObject(th_cmd(admin, "PEXPIRE %s 60000", theirs));
+    freeReplyObject(th_cmd(admin, "SET %s-sem 3", theirs));
+    cli_result r;
+    cli_exec(&r, ARGS("--url", url, "semaphore", mine, "set", "2"));
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    cli_result_free(&r);
+    for (int as_json = 0; as_json < 2; as_json++) {
+        cli_exec(&r, as_json ? ARGS("--url", url, "list", "--json", "*list*")
+                             : ARGS("--url", url, "list", "*list*"));
+        cr_assert(eq(int, r.status, 0), "exit %d: %s", r.status, r.err);
+        cr_assert(strstr(r.out, mine) != NULL, "%s", r.out);
+        cr_assert(strstr(r.out, "Qlist") == NULL && strstr(r.err, "Qlist") == NULL,
+                  "another tenant's name shown: %s %s", r.out, r.err);
+        cr_assert(strstr(r.err, "list: 2 objects skipped: the server's ACL refuses") != NULL, "%s",
+                  r.err);
+        if (as_json)
+            cr_assert(strstr(r.out, "\"refused\": 2") != NULL, "%s", r.out);
+        cli_result_free(&r);
+    }
+    free(url);
+    free(mine);
+    free(theirs);
+    redisFree(admin);
+}
+
+/* INFO stats' total_connections_received. */
+static long long connections_received(redisContext *admin)
+{
+    redisReply *r = th_cmd(admin, "INFO stats");
+    const char *p = strstr(r->str, "total_connections_received:");
+    long long n = p ? atoll(p + strlen("total_connections_received:")) : -1;
+    freeReplyObject(r);
+    return n;
+}
+
+/* Issue 46.6: the channel permission revoked while a waiter waits (Redis drops its pub/sub
+ * connection; the resubscription is refused): the wait ends with the refusal, exit 119,
+ * at once, not after reconnecting in a loop until --wait ran out (exit 124). */
+Test(scripts, cli_a_channel_permission_revoked_during_a_wait_exits_119, .timeout = 60)
+{
+    redisContext *admin = th_redis();
+    acl_user(admin, "clirevoke", NULL);
+    char *url = user_url("clirevoke");
+    char *name = th_name("Prevoke");
+    baton_client *hc = th_client(NULL);
+    baton_lock *h = NULL;
+    cr_assert(eq(int, baton_lock_open(hc, name, &h), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(h, BATON_LEASE_WATCHDOG), BATON_OK));
+    int64_t t0 = th_ms();
+    pid_t pid = cli_spawn(ARGS("--url", url, "lock", name, "-w", "10s", "--", "true"));
+    for (int i = 0; i < 300 && th_numsub(admin, "redisson_lock__channel:{%s}", name) < 1; i++)
+        th_sleep_ms(10);
+    cr_assert(eq(i64, th_numsub(admin, "redisson_lock__channel:{%s}", name), 1));
+    long long before = connections_received(admin);
+    int64_t t_revoke = th_ms();
+    freeReplyObject(th_cmd(admin, "ACL SETUSER clirevoke resetchannels"));
+    int status = acl_wait_exit(pid);
+    int64_t ended = th_ms();
+    long long reconnects = connections_received(admin) - before;
+    char *err = cli_bg_err(pid);
+    cr_expect(eq(int, status, 119), "%s", err);
+    cr_log_info("revoked: %s", err);
+    cr_expect(strstr(err, "NOPERM") != NULL && strstr(err, "SUBSCRIBE") != NULL, "%s", err);
+    cr_expect(lt(i64, ended - t_revoke, 3000), "ended %lld ms after the revocation (%lld in all)",
+              (long long)(ended - t_revoke), (long long)(ended - t0));
+    cr_expect(le(i64, reconnects, 3), "%lld connections after the revocation", reconnects);
+    free(err);
+    baton_lock_close(h);
+    baton_client_close(hc);
+    free(url);
+    free(name);
+    redisFree(admin);
+}
+
+typedef struct async_done {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+    int rc;
+} async_done;
+
+static void on_async_done(void *handle, baton_owner *owner, int rc, void *arg)
+{
+    (void)handle;
+    (void)owner;
+    async_done *d = arg;
+    pthread_mutex_lock(&d->mu);
+    d->rc = rc;
+    d->done = true;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+}
+
+/* Issue 46.6, the asynchronous form (a fiber's sleep): an acquire started with
+ * baton_lock_acquire_async ends with BATON_EPERM when its channel's permission is revoked
+ * while it waits, not at its wait's end. */
+Test(scripts, an_async_wait_ends_eperm_when_its_channel_is_revoked, .timeout = 60)
+{
+    redisContext *admin = th_redis();
+    acl_user(admin, "asyncrevoke", NULL);
+    char *name = th_name("Parevoke");
+    baton_client *hc = th_client(NULL), *wc = user_client("asyncrevoke");
+    cr_assert(wc != NULL);
+    baton_lock *h = NULL, *w = NULL;
+    cr_assert(eq(int, baton_lock_open(hc, name, &h), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(h, BATON_LEASE_WATCHDOG), BATON_OK));
+    cr_assert(eq(int, baton_lock_open(wc, name, &w), BATON_OK));
+    cr_assert(eq(int, baton_client_set_callbacks(wc, BATON_CALLBACKS_BATON), BATON_OK));
+    async_done d = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, -100};
+    cr_assert(
+        eq(int, baton_lock_acquire_async(w, NULL, 10000, 5000, on_async_done, &d, NULL), BATON_OK));
+    for (int i = 0; i < 300 && th_numsub(admin, "redisson_lock__channel:{%s}", name) < 1; i++)
+        th_sleep_ms(10);
+    cr_assert(eq(i64, th_numsub(admin, "redisson_lock__channel:{%s}", name), 1));
+    int64_t t0 = th_ms();
+    freeReplyObject(th_cmd(admin, "ACL SETUSER asyncrevoke resetchannels"));
+    pthread_mutex_lock(&d.mu);
+    while (!d.done && th_ms() - t0 < 15000) {
+        pthread_mutex_unlock(&d.mu);
+        th_sleep_ms(10);
+        pthread_mutex_lock(&d.mu);
+    }
+    pthread_mutex_unlock(&d.mu);
+    int64_t took = th_ms() - t0;
+    cr_assert(d.done, "the acquire never completed");
+    cr_expect(eq(int, d.rc, BATON_EPERM), "%s", baton_err_name(d.rc));
+    cr_expect(lt(i64, took, 3000), "completed %lld ms after the revocation", (long long)took);
+    baton_lock_close(w);
+    baton_lock_close(h);
+    baton_client_close(wc);
+    baton_client_close(hc);
+    free(name);
     redisFree(admin);
 }

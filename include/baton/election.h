@@ -227,6 +227,14 @@ BATON_API int baton_election_lost_fd(baton_election *e, int *fd);
  */
 BATON_API int baton_election_cancel_waits(baton_election *e);
 
+/*
+ * *n = how many entries of the election's change log this handle's observation skipped
+ * because they are not changes baton logs (an entry another writer added to
+ * baton_election_log:{NAME}, or one this version cannot read): observation never ends on
+ * one, it goes on with the next entry. Returns BATON_OK; BATON_EINVAL (NULL argument).
+ */
+BATON_API int baton_election_skipped(baton_election *e, int64_t *n);
+
 /* Returns the election's name (borrowed; valid until close), or "" for NULL. */
 BATON_API const char *baton_election_name(const baton_election *e);
 

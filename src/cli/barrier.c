@@ -13,8 +13,8 @@
 #include <string.h>
 
 const char cli_barrier_usage[] =
-    "baton [--url URL] barrier NAME --parties N [--timeout DUR] [--kill-after DUR]"
-    " [-- COMMAND [ARG...]]";
+    "baton [--url URL] barrier NAME --parties N [--timeout DUR] [--watchdog DUR]"
+    " [--kill-after DUR] [-- COMMAND [ARG...]]";
 const char cli_barrier_help[] =
     "  barrier NAME --parties N   wait until N parties reached the barrier NAME, then\n"
     "                             print the arrival index and generation; with -- COMMAND:\n"
@@ -87,13 +87,10 @@ int cli_cmd_barrier(cli_global *g, int argc, char **argv)
         case OPT_TIMEOUT:
         case OPT_WATCHDOG:
         case OPT_KILL_AFTER:
-            if (!cli_parse_duration(o.arg, c == OPT_TIMEOUT    ? &timeout_ms
-                                           : c == OPT_WATCHDOG ? &watchdog_ms
-                                                               : &kill_after_ms))
-                rc = cli_usage_error("barrier",
-                                     "bad duration '%s' (use 250ms, 10s, 5m, 1h, or "
-                                     "seconds)",
-                                     o.arg);
+            if (c == OPT_TIMEOUT
+                    ? !cli_parse_wait(o.arg, &timeout_ms)
+                    : !cli_parse_duration(o.arg, c == OPT_WATCHDOG ? &watchdog_ms : &kill_after_ms))
+                rc = cli_usage_error("barrier", "bad duration '%s' (" CLI_DURATION_HINT ")", o.arg);
             else if (c == OPT_WATCHDOG && watchdog_ms < 30)
                 rc = cli_usage_error("barrier", "--watchdog must be at least 30ms");
             break;

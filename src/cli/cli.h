@@ -56,6 +56,7 @@ typedef struct cli_global {
     const char *client_name;   /* --name: CLIENT SETNAME; NULL: baton:<host>:<pid> */
     int sync_replicas;         /* --sync-replicas: client option sync_replicas */
     bool verbose; /* --verbose (lock only): the library's events, DEBUG up, on stderr */
+    bool notify;  /* --notify (lock, rwlock, semaphore, elect): sd_notify READY=1 once held */
     bool quiet;   /* -q: no warning at the open either (the maxmemory-policy's) */
 
     /* Parsing only (the argument parser's fuzz target): the command parses its arguments,
@@ -108,14 +109,30 @@ void cli_set_commands(const cli_command *table, size_t n);
 int cli_usage_error(const char *command, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* Prints "baton: <message>\n" on stderr. */
+/* Prints "baton: <message>\n" on stderr, the message escaped as cli_esc does. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same (a line that is not an error: "acquired ...", "warning: ..."). */
+void cli_eprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Parses a duration: numbers with units ms, s, m, h, fractions and sums allowed ("250ms",
- * "1.5s", "1m30s"), or a bare number of seconds ("3", "0.25"), from 0 to
+/* The one escaping rule for every line a human reads (stdout and stderr): C0 and C1 control
+ * characters (ESC, newline, CSI...), DEL and bytes that are not UTF-8 come out as \xNN, so
+ * that no name, value or server text can move the cursor, recolour the screen or forge a
+ * line. The result lives until the 16th call after this one. */
+const char *cli_esc(const char *s);
+/* A JSON string on stdout, the one way --json encodes bytes everywhere: valid UTF-8 as it
+ * is, C0 and C1 control characters as \u00NN (\n, \t, \", \\), and each byte that is not UTF-8 as
+ * the code point of the same number (\u0080..\u00ff). */
+void cli_json_str(const char *s);
+
+/* Parses a duration: numbers with units ms, s, m, h, d, fractions and sums allowed ("250ms",
+ * "1.5s", "1m30s", "1d"), or a bare number of seconds ("3", "0.25"), from 0 to
  * BATON_MAX_DURATION_MS, rounded down to whole ms. Returns false (with *ms untouched) if s is
  * not one. */
 bool cli_parse_duration(const char *s, int64_t *ms);
+/* A wait's or a timeout's duration: cli_parse_duration's, or "infinity" (timeout(1)'s and
+ * systemd's word; also "inf"): BATON_WAIT_FOREVER. */
+bool cli_parse_wait(const char *s, int64_t *ms);
+#define CLI_DURATION_HINT "use 250ms, 10s, 5m, 1h, 1d, or seconds; infinity for a wait"
 
 /* Parses a non-negative decimal integer up to max. */
 bool cli_parse_count(const char *s, int64_t max, int64_t *out);
@@ -129,6 +146,12 @@ int cli_fail(baton_client *c, int rc, const char *fmt, ...) __attribute__((forma
 /* After a call that succeeded with a warning in baton_client_errmsg (a PUBLISH the ACL
  * refused: done, waiters not told): prints "baton: warning: <what>: <warning>". */
 void cli_warn(baton_client *c, const char *what);
+
+/* Who holds NAME, for a "not acquired" message, into buf: "held by HOST pid PID and HOST2
+ * pid PID2, its lease ends in 28.1s" (a holder that is not baton: its owner field), or a
+ * semaphore's "0 permits free, 2 permit leases held". False (buf "") when nothing can be
+ * said: free by now, or the inspection refused. */
+bool cli_who_holds(baton_client *c, const char *name, char *buf, size_t len);
 
 /* Sets g->url from --url: a usage error (EXIT_USAGE, printed) if it is empty or a URL was
  * given already; EXIT_OK otherwise. */
@@ -183,6 +206,8 @@ typedef struct cli_opts {
     const struct option *longopts; /* the command's long options (getopt.h's table) */
     const char *arg;               /* the value of the option, or the word, just returned */
     const char *word;              /* the option as written ("--wait", "-w"), for messages */
+    bool inline_value;             /* the value just taken was in the option's word
+                                      ("--url=URL", "-uURL") */
     bool saw_word;                 /* a word (NAME, verb, number) or --object came already */
     char word_buf[80];
 } cli_opts;
@@ -339,6 +364,21 @@ void cli_exit_now(int code) __attribute__((noreturn));
  * earlier if a member's key expires sooner. The lease runs from the server's acquire, so each
  * member's remaining TTL is counted from before asking: baton's end is never the later. */
 int64_t cli_lease_end(baton_lock *const *members, size_t n, int64_t lease_ms);
+
+/*
+ * --notify: systemd's notification protocol (sd_notify(3), libsystemd) for a Type=notify
+ * unit. cli_notify_status() tells STATUS= while baton waits; cli_notify_ready() tells
+ * READY=1 with a STATUS= once the lock is held or the leadership won, and takes
+ * NOTIFY_SOCKET out of the environment COMMAND gets (COMMAND is not the unit's main
+ * process: its own notifications would be refused, or taken for baton's). Nothing without
+ * g->notify or without $NOTIFY_SOCKET. cli_notify_supported(): whether baton was built
+ * with libsystemd (without it, --notify is a usage error).
+ */
+void cli_notify_status(const cli_global *g, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void cli_notify_ready(const cli_global *g, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+bool cli_notify_supported(void);
 
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t cli_now_ms(void);

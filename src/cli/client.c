@@ -60,8 +60,9 @@ static int password_from_file(const char *path, const char *what, char *buf, siz
         return -1;
     }
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || (st.st_mode & S_IROTH)) {
-        cli_error("%s %s: readable by every user: refused (chmod o-r, or 0600)", what, path);
+    if (fstat(fileno(f), &st) != 0 || (st.st_mode & (S_IROTH | S_IWOTH))) {
+        cli_error("%s %s: %s by every user: refused (chmod o-rw, or 0600)", what, path,
+                  st.st_mode & S_IROTH ? "readable" : "writable");
         fclose(f);
         return -1;
     }
@@ -150,11 +151,10 @@ static void tell_open_warning(const cli_global *g, baton_client *c)
         return;
     snprintf(warning, sizeof warning, "%s", w); /* the next call on c replaces it */
     if (!strstr(warning, "maxmemory-policy"))
-        fprintf(stderr, "baton: warning: %s\n", warning);
+        cli_eprintf("warning: %s", warning);
     else if (first_warning_today(c))
-        fprintf(stderr,
-                "baton: warning: %s (told once a day: %s marks it until 00:00 UTC; -q: never)\n",
-                warning, CLI_WARNED_MARKER);
+        cli_eprintf("warning: %s (told once a day: %s marks it until 00:00 UTC; -q: never)",
+                    warning, CLI_WARNED_MARKER);
 }
 
 /* ------------------------------- the open --------------------------------------------- */
@@ -164,7 +164,7 @@ static void log_to_stderr(void *arg, int level, const char *msg)
 {
     (void)arg;
     static const char *const names[] = {"", "error", "warning", "info", "debug"};
-    fprintf(stderr, "baton: %s: %s\n", names[level >= 1 && level <= 4 ? level : 0], msg);
+    cli_eprintf("%s: %s", names[level >= 1 && level <= 4 ? level : 0], msg);
 }
 
 /* The server's URL into o->url: cli_url(), in its TLS form (into tls_url) with --tls.
@@ -223,8 +223,8 @@ int cli_open_client(const cli_global *g, baton_client **out)
         return rc;
     set_options(g, &o);
     if (g->tls_insecure) /* every run: a flag left in a script must not be forgotten */
-        fprintf(stderr, "baton: warning: --tls-insecure: the server's certificate and name are "
-                        "not checked; anyone on the path can pose as the server\n");
+        cli_eprintf("warning: --tls-insecure: the server's certificate and name are "
+                    "not checked; anyone on the path can pose as the server");
     const char *password = NULL;
     rc = find_password(g, &password); /* read once the command line parsed */
     if (rc != EXIT_OK)

@@ -29,6 +29,7 @@ enum {
     OPT_COUNTING,
     OPT_READ,
     OPT_WRITE,
+    OPT_NOTIFY,
 };
 
 /* An option handler's answer when the option is not one it knows. */
@@ -46,15 +47,21 @@ static void option_shown(const struct option *longopts, int c, char *buf, size_t
     snprintf(buf, len, "-%c", c);
 }
 
-/* A duration option's value into *ms. Returns 0 or EXIT_USAGE (printed). */
-static int duration_value(const cli_opts *o, int c, int64_t *ms)
+/* A duration option's value into *ms (a wait's or a timeout's: "infinity" too, as
+ * BATON_WAIT_FOREVER). Returns 0 or EXIT_USAGE (printed). */
+static int duration_value_of(const cli_opts *o, int c, int64_t *ms, bool wait)
 {
-    if (cli_parse_duration(o->arg, ms))
+    if (wait ? cli_parse_wait(o->arg, ms) : cli_parse_duration(o->arg, ms))
         return 0;
     char name[32];
     option_shown(o->longopts, c, name, sizeof name);
-    return cli_usage_error(
-        o->command, "bad duration '%s' for %s (use 250ms, 10s, 5m, 1h, or seconds)", o->arg, name);
+    return cli_usage_error(o->command, "bad duration '%s' for %s (" CLI_DURATION_HINT ")", o->arg,
+                           name);
+}
+
+static int duration_value(const cli_opts *o, int c, int64_t *ms)
+{
+    return duration_value_of(o, c, ms, false);
 }
 
 /* A count option's value (min or more) into *v. Returns 0 or EXIT_USAGE (printed). */
@@ -84,7 +91,8 @@ typedef struct busy {
 #define BUSY_SHORT "w:nE:q"
 #define BUSY_LONG                                                                                  \
     CLI_ARG("wait", 'w'), CLI_FLAG("nonblock", 'n'), CLI_ARG("conflict-exit-code", 'E'),           \
-        CLI_FLAG("quiet", 'q'), CLI_ARG("kill-after", OPT_KILL_AFTER)
+        CLI_FLAG("quiet", 'q'), CLI_ARG("kill-after", OPT_KILL_AFTER),                             \
+        CLI_FLAG("notify", OPT_NOTIFY)
 
 /* -w, -n, -E, -q. Returns NOT_MINE, 0, or an exit code (printed). */
 static int busy_option(const cli_opts *o, int c, busy *b)
@@ -92,13 +100,19 @@ static int busy_option(const cli_opts *o, int c, busy *b)
     switch (c) {
     case 'w':
         b->has_wait = true;
-        return duration_value(o, c, &b->wait_ms);
+        return duration_value_of(o, c, &b->wait_ms, true);
     case 'n':
         b->wait_ms = 0;
         b->has_wait = true;
         return 0;
     case 'q':
         b->quiet = true;
+        return 0;
+    case OPT_NOTIFY:
+        if (!cli_notify_supported())
+            return cli_usage_error(o->command, "--notify: this baton was built without "
+                                               "libsystemd (sd_notify)");
+        o->g->notify = true;
         return 0;
     case 'E':
         if (!cli_parse_count(o->arg, 255, &b->code))
@@ -357,22 +371,35 @@ static int lock_acquire(const cli_global *g, lock_run *r, bool *held)
     const lock_args *la = r->la;
     int64_t lease = la->has_lease ? la->lease_ms : BATON_LEASE_WATCHDOG;
     r->asked_ms = cli_now_ms();
+    cli_notify_status(g, "waiting for %s", r->what);
     int brc = la->b.has_wait ? baton_lock_try_acquire(r->l, la->b.wait_ms, lease)
                              : baton_lock_acquire(r->l, lease);
     if (g->verbose && brc == BATON_OK)
-        fprintf(stderr, "baton: acquired %s in %lld ms\n", r->what,
-                (long long)(cli_now_ms() - r->asked_ms));
+        cli_eprintf("acquired %s in %lld ms", r->what, (long long)(cli_now_ms() - r->asked_ms));
     if (brc == BATON_ETIMEDOUT) {
         char shown[32];
         format_ms(la->b.wait_ms, shown, sizeof shown);
-        if (!la->b.quiet)
-            cli_error("%s: not acquired within %s%s%s", r->what, shown,
+        if (!la->b.quiet) {
+            /* who holds: each busy member of a multi-lock named */
+            char who[1024] = "", one[400];
+            size_t n = 0;
+            for (size_t i = 0; i < (la->rw ? 1 : la->n) && n < sizeof who; i++)
+                if (cli_who_holds(r->c, la->names[i], one, sizeof one))
+                    n += (size_t)snprintf(who + n, sizeof who - n, "%s%s%s%s", n ? "; " : ": ",
+                                          la->n > 1 ? la->names[i] : "", la->n > 1 ? " " : "", one);
+            cli_error("%s: not acquired within %s%s%s%s", r->what, shown, who,
                       la->hold ? "" : "; not run: ", la->hold ? "" : la->command[0]);
+        }
         return (int)la->b.code;
     }
     if (brc != BATON_OK)
         return cli_fail(r->c, brc, "%s", r->what);
     *held = true;
+    int64_t token = 0;
+    if (baton_lock_fencing_token(r->members[0], &token) == BATON_OK)
+        cli_notify_ready(g, "holding %s (fencing token %lld)", r->what, (long long)token);
+    else
+        cli_notify_ready(g, "holding %s", r->what);
     return 0;
 }
 
@@ -397,7 +424,7 @@ static void lock_hold(lock_run *r, cli_outcome *out)
     cli_watch w = {lost_fds, n_fds, lock_lease_end(r), r->what, token_env, la->kill_after_ms, r->c};
     *out = (cli_outcome){0, false, false};
     if (la->hold) {
-        fprintf(stderr, "baton: holding %s until interrupted\n", r->what);
+        cli_eprintf("holding %s until interrupted", r->what);
         out->status = cli_hold(&w);
         out->lost = out->status == EXIT_LOST;
         out->ran = true;
@@ -429,9 +456,9 @@ static int lock_release(const cli_global *g, lock_run *r, const cli_outcome *out
         cli_exit_now(EXIT_LOST);
     }
     if (g->verbose)
-        fprintf(stderr, "baton: released %s after %lld ms (%s)\n", r->what,
-                (long long)(cli_now_ms() - r->asked_ms),
-                brc == BATON_OK ? "ok" : baton_err_name(brc));
+        cli_eprintf("released %s after %lld ms (%s)", r->what,
+                    (long long)(cli_now_ms() - r->asked_ms),
+                    brc == BATON_OK ? "ok" : baton_err_name(brc));
     if (out->lost)
         return EXIT_LOST;
     if (out->ran && brc == BATON_ENOTHELD) {
@@ -550,6 +577,11 @@ static int semaphore_admin(cli_global *g, const char *name, const char *verb, co
         else
             brc = leases ? baton_permits_delete(p, &yes) : baton_semaphore_delete(s, &yes);
     }
+    if (brc == BATON_OK) {
+        char what[1100];
+        snprintf(what, sizeof what, "semaphore %s: %s", name, verb);
+        cli_warn(c, what); /* done, and a warning said (a refused PUBLISH: waiters not told) */
+    }
     if (brc != BATON_OK) {
         rc = cli_fail(c, brc, "semaphore %s: %s", name, verb);
     } else if (!yes) {
@@ -646,32 +678,70 @@ static int semaphore_parse(cli_global *g, int argc, char **argv, semaphore_args 
     return rc;
 }
 
+static bool quiet_of(const busy *b)
+{
+    return b->quiet;
+}
+
+/* --permits N found a count set already: says so when the semaphore's count is not N (the
+ * permit leases': free + held; --counting's: only more free than N can be told). */
+static void permits_not_applied(baton_client *c, const char *name, int64_t permits, bool counting,
+                                bool quiet)
+{
+    baton_inspection *s = NULL;
+    if (quiet || baton_inspect(c, name, &s) != BATON_OK || !s || !s->has_value) {
+        baton_inspection_free(s);
+        return;
+    }
+    int64_t total = s->value + (counting ? 0 : (int64_t)s->n_permits);
+    char held[32] = "";
+    if (!counting)
+        snprintf(held, sizeof held, ": %lld free, %zu held", (long long)s->value, s->n_permits);
+    if (counting ? total > permits : total != permits)
+        cli_eprintf("warning: semaphore %s: --permits %lld not applied: its count is set "
+                    "already (%s%lld%s); change it with 'baton semaphore %s add N'",
+                    name, (long long)permits, counting ? "free: " : "", (long long)total, held,
+                    name);
+    baton_inspection_free(s);
+}
+
 /* The acquire failed: -w ran out (exit -E's code, or quiet) or an error. */
 static int not_acquired(baton_client *c, int brc, const char *name, int64_t take, const busy *b,
                         const char *command)
 {
     if (brc != BATON_ETIMEDOUT)
         return cli_fail(c, brc, "semaphore %s", name);
-    char shown[32];
+    char shown[32], who[400] = ": ";
     format_ms(b->wait_ms, shown, sizeof shown);
+    if (!cli_who_holds(c, name, who + 2, sizeof who - 2))
+        who[0] = '\0';
     if (!b->quiet)
-        cli_error("semaphore %s: %lld permit%s not acquired within %s; %s not run", name,
-                  (long long)take, take == 1 ? "" : "s", shown, command);
+        cli_error("semaphore %s: %lld permit%s not acquired within %s%s; not run: %s", name,
+                  (long long)take, take == 1 ? "" : "s", shown, who, command);
     return (int)b->code;
 }
 
 /* The RSemaphore way (--counting): K permits of the count, no owner, no lease. */
-static int semaphore_counting(baton_client *c, const char *name, bool has_permits, int64_t permits,
-                              int64_t take, const busy *b, int64_t kill_after_ms, char **command)
+static int semaphore_counting(const cli_global *g, baton_client *c, const char *name,
+                              bool has_permits, int64_t permits, int64_t take, const busy *b,
+                              int64_t kill_after_ms, char **command)
 {
     baton_semaphore *s = NULL;
     int rc = 0;
     int brc = baton_semaphore_open(c, name, &s);
+    bool was_set = true;
     if (brc == BATON_OK && has_permits)
-        brc = baton_semaphore_try_set_permits(s, permits, NULL);
+        brc = baton_semaphore_try_set_permits(s, permits, &was_set);
+    if (brc == BATON_OK && !was_set)
+        permits_not_applied(c, name, permits, true, quiet_of(b));
+    cli_notify_status(g, "waiting for %lld permit%s of semaphore %s", (long long)take,
+                      take == 1 ? "" : "s", name);
     if (brc == BATON_OK)
         brc = b->has_wait ? baton_semaphore_try_acquire(s, take, b->wait_ms)
                           : baton_semaphore_acquire(s, take);
+    if (brc == BATON_OK)
+        cli_notify_ready(g, "holding %lld permit%s of semaphore %s", (long long)take,
+                         take == 1 ? "" : "s", name);
     if (brc != BATON_OK) {
         rc = not_acquired(c, brc, name, take, b, command[0]);
     } else {
@@ -721,8 +791,9 @@ static int return_permits(void *arg)
 
 /* The default: K permit leases (Redisson's RPermitExpirableSemaphore), renewed by the
  * watchdog while COMMAND runs; a baton killed with -9 gives them back within the lease. */
-static int semaphore_leases(baton_client *c, const char *name, bool has_permits, int64_t permits,
-                            int64_t take, const busy *b, int64_t kill_after_ms, char **command)
+static int semaphore_leases(const cli_global *g, baton_client *c, const char *name,
+                            bool has_permits, int64_t permits, int64_t take, const busy *b,
+                            int64_t kill_after_ms, char **command)
 {
     baton_permits *p = NULL;
     int rc = 0;
@@ -730,11 +801,19 @@ static int semaphore_leases(baton_client *c, const char *name, bool has_permits,
     if (!ids)
         return EXIT_FAILED;
     int brc = baton_permits_open(c, name, &p);
+    bool was_set = true;
     if (brc == BATON_OK && has_permits)
-        brc = baton_permits_try_set_permits(p, permits, NULL);
+        brc = baton_permits_try_set_permits(p, permits, &was_set);
+    if (brc == BATON_OK && !was_set)
+        permits_not_applied(c, name, permits, false, quiet_of(b));
+    cli_notify_status(g, "waiting for %lld permit%s of semaphore %s", (long long)take,
+                      take == 1 ? "" : "s", name);
     if (brc == BATON_OK)
         brc = baton_permits_try_acquire_many(p, take, b->has_wait ? b->wait_ms : BATON_WAIT_FOREVER,
                                              BATON_LEASE_WATCHDOG, ids);
+    if (brc == BATON_OK)
+        cli_notify_ready(g, "holding %lld permit%s of semaphore %s", (long long)take,
+                         take == 1 ? "" : "s", name);
     char what[300];
     snprintf(what, sizeof what, "semaphore %s", name);
     if (brc != BATON_OK) {
@@ -799,9 +878,10 @@ int cli_cmd_semaphore(cli_global *g, int argc, char **argv)
     baton_client *c;
     if (!cli_start(g, &rc, &c))
         return rc;
-    rc = counting
-             ? semaphore_counting(c, name, has_permits, permits, take, &b, kill_after_ms, command)
-             : semaphore_leases(c, name, has_permits, permits, take, &b, kill_after_ms, command);
+    rc =
+        counting
+            ? semaphore_counting(g, c, name, has_permits, permits, take, &b, kill_after_ms, command)
+            : semaphore_leases(g, c, name, has_permits, permits, take, &b, kill_after_ms, command);
     baton_client_close(c);
     return rc;
 }
@@ -824,7 +904,7 @@ static int latch_option(cli_opts *o, int c, cli_global *g, void *arg)
     latch_args *la = arg;
     if (c == OPT_TIMEOUT) {
         la->has_timeout = true;
-        return duration_value(o, c, &la->timeout_ms);
+        return duration_value_of(o, c, &la->timeout_ms, true);
     }
     if (c == CLI_OPT_NAME && la->n > 0)
         return cli_usage_error("latch", "--object gives the NAME, before the verb");
@@ -912,6 +992,8 @@ static int latch_other(baton_client *c, baton_latch *l, const char *name, const 
     } else if (strcmp(verb, "delete") == 0) {
         bool existed = false;
         brc = baton_latch_delete(l, &existed);
+        if (brc == BATON_OK)
+            cli_warn(c, name);
         if (brc == BATON_OK && !existed) {
             cli_error("latch %s does not exist", name);
             return EXIT_NO;
@@ -961,6 +1043,30 @@ static bool has_fair_queue(baton_client *c, const char *name)
     return fair;
 }
 
+/* False, with why, when NAME holds a hash that is not a lock's: a lock's fields are owners
+ * ("<client-id>:<thread-id>") with hold counts from 1, and it has a lease (Redisson and
+ * baton always set one). Anything else (nothing, a read-write lock, another type) is left
+ * to the force release, which says "not locked" or WRONGTYPE. */
+static bool is_a_lock(baton_client *c, const char *name, char *why, size_t len)
+{
+    baton_inspection *s = NULL;
+    if (baton_inspect(c, name, &s) != BATON_OK || !s)
+        return true; /* the release says what is wrong */
+    bool lock = s->kind != BATON_OBJECT_LOCK && s->kind != BATON_OBJECT_FAIRLOCK;
+    if (!lock && s->n_holders > 0) {
+        lock = s->ttl_ms != -1;
+        for (size_t i = 0; lock && i < s->n_holders; i++)
+            lock = s->holders[i]->holds >= 1 && strchr(s->holders[i]->owner, ':') != NULL;
+        if (!lock)
+            snprintf(why, len, "a Redis hash that is not a lock's (%s)",
+                     s->ttl_ms == -1 ? "no lease" : "a field that is not an owner's hold count");
+    } else if (!lock) {
+        lock = true;
+    }
+    baton_inspection_free(s);
+    return lock;
+}
+
 static const struct option unlock_options[] = {CLI_FLAG("force", OPT_FORCE), CLI_END};
 
 /* What `unlock` was asked. */
@@ -1002,6 +1108,12 @@ int cli_cmd_unlock(cli_global *g, int argc, char **argv)
     baton_client *c;
     if (!cli_start(g, &rc, &c))
         return rc;
+    char why[200];
+    if (!is_a_lock(c, name, why, sizeof why)) {
+        cli_error("unlock %s: %s: nothing deleted", name, why);
+        baton_client_close(c);
+        return EXIT_FAILED;
+    }
     baton_lock *l = NULL;
     bool fair = has_fair_queue(c, name);
     int brc = fair ? baton_fairlock_open(c, name, &l) : baton_lock_open(c, name, &l);
@@ -1016,8 +1128,8 @@ int cli_cmd_unlock(cli_global *g, int argc, char **argv)
         rc = EXIT_NO;
     } else {
         cli_warn(c, name);
-        fprintf(stderr, "baton: %s%s released%s\n", fair ? "fair lock " : "lock ", name,
-                fair ? ", its queue cleared" : "");
+        cli_eprintf("%s%s released%s", fair ? "fair lock " : "lock ", name,
+                    fair ? ", its queue cleared" : "");
     }
     baton_lock_close(l);
     baton_client_close(c);

@@ -16,7 +16,7 @@
 
 const char cli_elect_usage[] =
     "baton [--url URL] elect NAME [--value V] [-n | -w DUR] [-E CODE] [-q]"
-    " [--lease DUR | --watchdog DUR] [--kill-after DUR] -- COMMAND [ARG...]";
+    " [--lease DUR | --watchdog DUR] [--kill-after DUR] [--notify] -- COMMAND [ARG...]";
 const char cli_elect_help[] =
     "  elect NAME -- COMMAND      Campaign for the leadership of NAME and run COMMAND while\n"
     "                             leader; standbys wait and take over when the leader ends\n"
@@ -34,7 +34,9 @@ const char cli_elect_help[] =
     "      --lease DUR            a fixed lease, not renewed: the leadership ends DUR after\n"
     "                             the election (COMMAND still running gets SIGTERM, exit\n"
     "                             122) and a standby takes over then\n"
-    "      --kill-after DUR       SIGKILL DUR after SIGTERM when deposed (10s)\n";
+    "      --kill-after DUR       SIGKILL DUR after SIGTERM when deposed (10s)\n"
+    "      --notify               tell systemd (Type=notify) READY=1 once elected, STATUS=\n"
+    "                             while a standby\n";
 const char cli_leader_usage[] = "baton [--url URL] leader NAME [--watch] [--json]";
 const char cli_leader_help[] =
     "  leader NAME                print the leader of the election NAME: term, value, host,\n"
@@ -43,7 +45,15 @@ const char cli_leader_help[] =
     "                             expired), one line each, until interrupted\n"
     "      --json                 one JSON object per line\n";
 
-enum { OPT_VALUE = 0x2000, OPT_LEASE, OPT_WATCHDOG, OPT_KILL_AFTER, OPT_WATCH, OPT_JSON };
+enum {
+    OPT_VALUE = 0x2000,
+    OPT_LEASE,
+    OPT_WATCHDOG,
+    OPT_KILL_AFTER,
+    OPT_WATCH,
+    OPT_JSON,
+    OPT_NOTIFY
+};
 
 static const struct option elect_options[] = {CLI_ARG("value", OPT_VALUE),
                                               {"wait", required_argument, NULL, 'w'},
@@ -53,12 +63,12 @@ static const struct option elect_options[] = {CLI_ARG("value", OPT_VALUE),
                                               CLI_ARG("lease", OPT_LEASE),
                                               CLI_ARG("watchdog", OPT_WATCHDOG),
                                               CLI_ARG("kill-after", OPT_KILL_AFTER),
+                                              CLI_FLAG("notify", OPT_NOTIFY),
                                               CLI_END};
 
 static int bad_duration(const char *cmd, const char *opt, const char *arg)
 {
-    return cli_usage_error(cmd, "bad duration '%s' for %s (use 250ms, 10s, 5m, 1h, or seconds)",
-                           arg, opt);
+    return cli_usage_error(cmd, "bad duration '%s' for %s (" CLI_DURATION_HINT ")", arg, opt);
 }
 
 /* ------------------------------- elect ---------------------------------------------- */
@@ -85,7 +95,7 @@ static int elect_parse(cli_global *g, int argc, char **argv, elect_args *a)
             a->value = o.arg;
             break;
         case 'w':
-            if (!cli_parse_duration(o.arg, &a->wait_ms))
+            if (!cli_parse_wait(o.arg, &a->wait_ms))
                 rc = bad_duration("elect", "--wait", o.arg);
             break;
         case 'n':
@@ -115,6 +125,12 @@ static int elect_parse(cli_global *g, int argc, char **argv, elect_args *a)
         case OPT_KILL_AFTER:
             if (!cli_parse_duration(o.arg, &a->kill_after_ms))
                 rc = bad_duration("elect", "--kill-after", o.arg);
+            break;
+        case OPT_NOTIFY:
+            if (!cli_notify_supported())
+                rc = cli_usage_error("elect", "--notify: this baton was built without "
+                                              "libsystemd (sd_notify)");
+            g->notify = true;
             break;
         case CLI_OPT_WORD:
         case CLI_OPT_NAME:
@@ -147,6 +163,26 @@ static int64_t lease_end(baton_client *c, const char *name, int64_t lease_ms)
     return end;
 }
 
+/* ": led by HOST pid PID for 2.4s (term T)" into buf, or "" when no leader can be read. */
+static void led_by(baton_client *c, baton_election *e, const char *name, char *buf, size_t len)
+{
+    baton_leader *ld = calloc(1, sizeof *ld);
+    baton_inspection *s = NULL;
+    buf[0] = '\0';
+    if (ld && baton_election_leader(e, ld) == BATON_OK && ld->term > 0) {
+        char since[64] = "";
+        if (baton_inspect(c, name, &s) == BATON_OK && s && s->server_time_ms >= ld->since_ms) {
+            int64_t ms = s->server_time_ms - ld->since_ms;
+            snprintf(since, sizeof since, " for %lld.%llds", (long long)(ms / 1000),
+                     (long long)(ms % 1000 / 100));
+        }
+        snprintf(buf, len, ": led by %s pid %lld%s (term %lld)", ld->host, (long long)ld->pid,
+                 since, (long long)ld->term);
+    }
+    baton_inspection_free(s);
+    free(ld);
+}
+
 static int resign_bounded(void *e)
 {
     return baton_election_resign(e);
@@ -169,12 +205,23 @@ int cli_cmd_elect(cli_global *g, int argc, char **argv)
         snprintf(value, sizeof value, "%s:%d", host, (int)getpid());
         a.value = value;
     }
+    cli_notify_status(g, "standby for election %s", a.name);
     if (brc == BATON_OK)
         brc = baton_election_campaign(e, a.value, a.wait_ms,
                                       a.has_lease ? a.lease_ms : BATON_LEASE_WATCHDOG);
     if (brc == BATON_ETIMEDOUT) {
-        if (!a.quiet)
-            cli_error("election %s: not elected; not run: %s", a.name, a.command[0]);
+        if (!a.quiet) {
+            char shown[32], who[600] = "";
+            if (a.wait_ms == BATON_WAIT_FOREVER)
+                snprintf(shown, sizeof shown, "?");
+            else if (a.wait_ms % 1000 || a.wait_ms == 0)
+                snprintf(shown, sizeof shown, "%lldms", (long long)a.wait_ms);
+            else
+                snprintf(shown, sizeof shown, "%llds", (long long)(a.wait_ms / 1000));
+            led_by(c, e, a.name, who, sizeof who);
+            cli_error("election %s: not elected within %s%s; not run: %s", a.name, shown, who,
+                      a.command[0]);
+        }
         rc = (int)a.code;
     } else if (brc != BATON_OK) {
         rc = cli_fail(c, brc, "election %s", a.name);
@@ -182,6 +229,7 @@ int cli_cmd_elect(cli_global *g, int argc, char **argv)
         cli_guard_hold();
         int64_t term = 0;
         baton_election_term(e, &term);
+        cli_notify_ready(g, "leader of election %s (term %lld)", a.name, (long long)term);
         char token_env[64], what[1100];
         snprintf(token_env, sizeof token_env, "BATON_FENCING_TOKEN=%lld", (long long)term);
         snprintf(what, sizeof what, "leadership of %s", a.name);
@@ -216,20 +264,6 @@ int cli_cmd_elect(cli_global *g, int argc, char **argv)
 static const struct option leader_options[] = {CLI_FLAG("watch", OPT_WATCH),
                                                CLI_FLAG("json", OPT_JSON), CLI_END};
 
-static void json_string(const char *s)
-{
-    putchar('"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            printf("\\%c", *p);
-        else if (*p < 0x20)
-            printf("\\u%04x", *p);
-        else
-            putchar(*p);
-    }
-    putchar('"');
-}
-
 static const char *change_word(baton_election_change ch)
 {
     switch (ch) {
@@ -251,28 +285,41 @@ static void print_leader(const char *name, const char *change, int64_t time_ms,
 {
     if (json) {
         printf("{\"name\":");
-        json_string(name);
+        cli_json_str(name);
         if (change)
             printf(",\"change\":\"%s\",\"time_ms\":%lld", change, (long long)time_ms);
         if (ld->term > 0) {
             printf(",\"term\":%lld,\"value\":", (long long)ld->term);
-            json_string(ld->value);
+            cli_json_str(ld->value);
             printf(",\"host\":");
-            json_string(ld->host);
+            cli_json_str(ld->host);
             printf(",\"pid\":%lld,\"since_ms\":%lld", (long long)ld->pid, (long long)ld->since_ms);
         } else {
             printf(",\"term\":0");
         }
         printf("}\n");
     } else if (ld->term == 0) {
-        printf("%s: no leader\n", name);
+        printf("%s: no leader\n", cli_esc(name));
     } else {
         if (change)
             printf("%s ", change);
-        printf("term %lld value %s host %s pid %lld since %lld\n", (long long)ld->term, ld->value,
-               ld->host, (long long)ld->pid, (long long)ld->since_ms);
+        printf("term %lld value %s host %s pid %lld since %lld\n", (long long)ld->term,
+               cli_esc(ld->value), cli_esc(ld->host), (long long)ld->pid, (long long)ld->since_ms);
     }
     fflush(stdout);
+}
+
+/* leader --watch: says on stderr when the observation skipped log entries it cannot read
+ * (another writer's): counted, never the watch's end. */
+static void tell_skipped(baton_election *e, const char *name, int64_t *told)
+{
+    int64_t n = 0;
+    if (baton_election_skipped(e, &n) == BATON_OK && n > *told) {
+        cli_eprintf("warning: election %s: skipped %lld log entr%s not written by baton (%lld "
+                    "in all)",
+                    name, (long long)(n - *told), n - *told == 1 ? "y" : "ies", (long long)n);
+        *told = n;
+    }
 }
 
 int cli_cmd_leader(cli_global *g, int argc, char **argv)
@@ -316,8 +363,11 @@ int cli_cmd_leader(cli_global *g, int argc, char **argv)
         if (watch) {
             /* the first observation is the latest change: the state just printed */
             brc = baton_election_observe_next(e, 0, ev);
+            int64_t told = 0;
             while (brc == BATON_OK || brc == BATON_ETIMEDOUT) {
+                tell_skipped(e, name, &told);
                 brc = baton_election_observe_next(e, BATON_WAIT_FOREVER, ev);
+                tell_skipped(e, name, &told);
                 if (brc == BATON_OK)
                     print_leader(name, change_word(ev->change), ev->time_ms, &ev->leader, json);
             }

@@ -25,12 +25,14 @@
     "      -q, --quiet            say nothing when busy (nor warn of the server's\n"               \
     "                             maxmemory-policy)\n"                                             \
     "      --kill-after DUR       when the hold is lost or baton dies (even by kill -9),\n"        \
-    "                             COMMAND's group gets SIGTERM, and SIGKILL DUR later (10s)\n"
+    "                             COMMAND's group gets SIGTERM, and SIGKILL DUR later (10s)\n"     \
+    "      --notify               tell systemd (a Type=notify unit) READY=1 once held, and\n"      \
+    "                             STATUS= while waiting (sd_notify)\n"
 
 static const cli_command commands[] = {
     {"lock",
      "baton [--url URL] lock NAME... [-n | -w DUR] [-E CODE] [-q] [--lease DUR | --watchdog DUR]"
-     " [--fair] [--kill-after DUR] [--verbose] -- COMMAND [ARG...]\n"
+     " [--fair] [--kill-after DUR] [--verbose] [--notify] -- COMMAND [ARG...]\n"
      "       baton [--url URL] lock NAME... --hold [-n | -w DUR] [-E CODE] [-q]"
      " [--lease DUR | --watchdog DUR] [--fair] [--verbose]",
      "  lock NAME... -- COMMAND    Run COMMAND while holding the lock NAME (several names:\n"
@@ -148,10 +150,13 @@ static const char help_tail[] =
     "              baton:HOST:PID\n"
     "  --help      print this help (also after a command);  --version  the version\n"
     "The options above may also follow the command; those that say the server or the\n"
-    "credentials (--url, -u, --user, --askpass, --password-file, TLS) only before the first\n"
-    "NAME. Long options match by their exact name only.\n"
+    "credentials (--url, -u, --user, --password-file, TLS) only before the first NAME and\n"
+    "there only as two words (--url URL, never --url=URL); --tls-insecure, --insecure and\n"
+    "--askpass only before the command. redis-cli's -h HOST, -p PORT, -a PASS, -n DB are\n"
+    "refused: write --url redis://HOST:PORT/DB. Long options match by their exact name only.\n"
     "  --object NAME  (after the command) NAME as it is, even if it starts with '-'\n"
-    "DUR is 250ms, 10s, 1.5s, 5m, 1m30s, 1h, or a bare number of seconds.\n"
+    "DUR is 250ms, 10s, 1.5s, 5m, 1m30s, 1h, 1d, or a bare number of seconds; a wait or a\n"
+    "timeout may be infinity.\n"
     "COMMAND gets BATON_FENCING_TOKEN (the lock's fencing token) in its environment, and\n"
     "not BATON_PASSWORD, REDISCLI_AUTH or a BATON_URL holding an '@'. It runs in a process\n"
     "group of its own (with the terminal, if baton has it); SIGINT, SIGTERM and SIGHUP sent\n"
@@ -203,14 +208,15 @@ static void print_help(const cli_command *cmd)
     fputs(help_tail, stdout);
 }
 
-/* True if args (up to "--") ask for help. The word after --object is a NAME, whatever it
- * is: "--object -h" names the lock "-h". */
+/* True if args (up to "--") ask for help (--help: -h after the command is refused, it may be
+ * redis-cli's -h HOST). The word after --object is a NAME, whatever it is: "--object
+ * --help" names the lock "--help". */
 static bool wants_help(int argc, char **argv)
 {
     for (int i = 0; i < argc && strcmp(argv[i], "--") != 0; i++) {
         if (strcmp(argv[i], "--object") == 0 && i + 1 < argc && strcmp(argv[i + 1], "--") != 0)
             i++; /* (a "--" there is COMMAND's start, and --object lacks its value) */
-        else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+        else if (strcmp(argv[i], "--help") == 0)
             return true;
     }
     return false;

@@ -15,7 +15,13 @@
  * command, before or after the command's name. Those that say where to connect and how to
  * authenticate (--url, --user, --askpass, --tls-*) must come before the first NAME or other
  * word: a word after a NAME is never taken for the server, and a server given twice is
- * refused. `--object NAME` gives a NAME as it is, even one that starts with '-'. Errors are
+ * refused. After the command's name they are taken only in their two-word form ("--url URL",
+ * "-u URL"; never "--url=URL" or "-uURL") and the flags that weaken a check or change where
+ * the password comes from (--tls-insecure, --insecure, --askpass) only before it: a NAME
+ * read from a variable is one word, so it can never pick the server, the credentials or the
+ * TLS checks. redis-cli's -h HOST, -p PORT, -a PASSWORD and -n DB are refused (exit 2) with
+ * what to write instead (baton -h alone is the help, as --help is).
+ * `--object NAME` gives a NAME as it is, even one that starts with '-'. Errors are
  * printed here, with the command's usage line, and exit 2; a message shows an option's name,
  * never its value (it may hold a password).
  */
@@ -40,11 +46,105 @@ void cli_set_commands(const cli_command *table, size_t n)
     n_usage_rows = n;
 }
 
+/* Length of the valid UTF-8 sequence at s (0 if invalid). */
+static size_t utf8_len(const unsigned char *s)
+{
+    if (s[0] < 0x80)
+        return 1;
+    size_t n = (s[0] & 0xe0) == 0xc0   ? 2
+               : (s[0] & 0xf0) == 0xe0 ? 3
+               : (s[0] & 0xf8) == 0xf0 ? 4
+                                       : 0;
+    if (n == 0 || (n == 2 && s[0] < 0xc2) || (n == 4 && s[0] > 0xf4))
+        return 0;
+    for (size_t i = 1; i < n; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    if (n == 3 && ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0)))
+        return 0; /* overlong, or a surrogate */
+    if (n == 4 && ((s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90)))
+        return 0;
+    return n;
+}
+
+/* The escaping rule for every line a human reads (cli_esc): into out (room for 4 bytes per
+ * byte of str, and the NUL). */
+static void esc_into(const char *str, char *out)
+{
+    const unsigned char *s = (const unsigned char *)(str ? str : "");
+    size_t o = 0;
+    while (*s) {
+        size_t n = utf8_len(s);
+        /* C0 and C1 controls (ESC, CSI U+009B...), DEL, and bytes that are not UTF-8 */
+        bool control = *s < 0x20 || *s == 0x7f || (n == 2 && s[0] == 0xc2 && s[1] < 0xa0);
+        if (control || n == 0) {
+            n = control ? n : 1;
+            for (size_t i = 0; i < n; i++)
+                o += (size_t)sprintf(out + o, "\\x%02x", s[i]);
+        } else {
+            memcpy(out + o, s, n);
+            o += n;
+        }
+        s += n;
+    }
+    out[o] = '\0';
+}
+
+const char *cli_esc(const char *str)
+{
+    static char *ring[16];
+    static unsigned next;
+    char *out = malloc(strlen(str ? str : "") * 4 + 1);
+    if (!out)
+        return "?";
+    esc_into(str, out);
+    free(ring[next % 16]);
+    ring[next++ % 16] = out;
+    return out;
+}
+
+void cli_json_str(const char *str)
+{
+    const unsigned char *s = (const unsigned char *)(str ? str : "");
+    putchar('"');
+    while (*s) {
+        size_t n = utf8_len(s);
+        if (*s == '"' || *s == '\\') {
+            printf("\\%c", *s);
+        } else if (*s == '\n') {
+            printf("\\n");
+        } else if (*s == '\t') {
+            printf("\\t");
+        } else if (*s < 0x20 || *s == 0x7f || n == 0) {
+            printf("\\u%04x", *s);
+            n = 1;
+        } else if (n == 2 && s[0] == 0xc2 && s[1] < 0xa0) {
+            printf("\\u%04x", s[1]); /* a C1 control (CSI U+009B...): the same code point */
+        } else {
+            fwrite(s, 1, n, stdout);
+        }
+        s += n ? n : 1;
+    }
+    putchar('"');
+}
+
+void cli_eprintf(const char *fmt, ...)
+{
+    char buf[2048], out[sizeof buf * 4];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    esc_into(buf, out);
+    fprintf(stderr, "baton: %s\n", out);
+}
+
 static void verror(const char *fmt, va_list ap)
 {
-    char buf[2048];
+    char buf[2048], out[sizeof buf * 4];
     vsnprintf(buf, sizeof buf, fmt, ap);
-    fprintf(stderr, "baton: %s\n", buf);
+    esc_into(buf, out); /* a NAME or the server's text may hold ESC or a newline */
+    fprintf(stderr, "baton: %s\n", out);
 }
 
 void cli_error(const char *fmt, ...)
@@ -61,13 +161,16 @@ int cli_usage_error(const char *command, const char *fmt, ...)
     va_start(ap, fmt);
     verror(fmt, ap);
     va_end(ap);
-    for (size_t i = 0; i < n_usage_rows; i++) {
-        if (command && strcmp(command, usage_rows[i].name) != 0)
-            continue;
-        fprintf(stderr, "%s %s\n", i == 0 || command ? "usage:" : "      ", usage_rows[i].usage);
+    if (command) {
+        for (size_t i = 0; i < n_usage_rows; i++)
+            if (strcmp(command, usage_rows[i].name) == 0)
+                fprintf(stderr, "usage: %s\n", usage_rows[i].usage);
+    } else { /* one line, not every command's synopsis */
+        fprintf(stderr, "usage: baton [--url URL] COMMAND ... (COMMAND:");
+        for (size_t i = 0; i < n_usage_rows; i++)
+            fprintf(stderr, " %s", usage_rows[i].name);
+        fprintf(stderr, ")\n       baton COMMAND --help | baton --help | --version\n");
     }
-    if (!command)
-        fprintf(stderr, "       baton --help | --version\n");
     fprintf(stderr, "Try 'baton --help' for more information.\n");
     return EXIT_USAGE;
 }
@@ -76,7 +179,7 @@ void cli_warn(baton_client *c, const char *what)
 {
     const char *w = baton_client_errmsg(c);
     if (w[0])
-        fprintf(stderr, "baton: warning: %s: %s\n", what, w);
+        cli_eprintf("warning: %s: %s", what, w);
 }
 
 int cli_exit_code(int rc)
@@ -110,6 +213,53 @@ int cli_fail(baton_client *c, int rc, const char *fmt, ...)
     else
         cli_error("%s: %s", what, baton_strerror(rc));
     return cli_exit_code(rc);
+}
+
+static void format_secs(int64_t ms, char *buf, size_t len)
+{
+    if (ms < 60000)
+        snprintf(buf, len, "%lld.%llds", (long long)(ms / 1000), (long long)(ms % 1000 / 100));
+    else
+        snprintf(buf, len, "%llds", (long long)(ms / 1000));
+}
+
+bool cli_who_holds(baton_client *c, const char *name, char *buf, size_t len)
+{
+    baton_inspection *s = NULL;
+    buf[0] = '\0';
+    if (baton_inspect(c, name, &s) != BATON_OK || !s)
+        return false; /* (the ACL may refuse what the acquire did not need) */
+    char ttl[64] = "";
+    if (s->ttl_ms > 0) {
+        char t[32];
+        format_secs(s->ttl_ms, t, sizeof t);
+        snprintf(ttl, sizeof ttl, ", its lease ends in %s", t);
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < s->n_holders && n < len; i++) {
+        const baton_inspect_holder *h = s->holders[i];
+        if (i == 2) {
+            n += (size_t)snprintf(buf + n, len - n, " and %zu more", s->n_holders - 2);
+            break;
+        }
+        if (h->host)
+            n += (size_t)snprintf(buf + n, len - n, "%s%s pid %lld", i ? " and " : "held by ",
+                                  h->host, (long long)h->pid);
+        else
+            n += (size_t)snprintf(buf + n, len - n, "%s%s (not a baton process)",
+                                  i ? " and " : "held by ", h->owner);
+    }
+    if (s->n_holders && n < len)
+        snprintf(buf + n, len - n, "%s", ttl);
+    else if (!s->n_holders && s->has_value && n < len)
+        snprintf(buf, len, "%lld permit%s free", (long long)s->value, s->value == 1 ? "" : "s");
+    if (!s->n_holders && s->n_permits && len > 0) {
+        n = strlen(buf);
+        snprintf(buf + n, len - n, "%s%zu permit lease%s held", n ? ", " : "", s->n_permits,
+                 s->n_permits == 1 ? "" : "s");
+    }
+    baton_inspection_free(s);
+    return buf[0] != '\0';
 }
 
 /* ------------------------------- values ----------------------------------------------- */
@@ -163,7 +313,7 @@ bool cli_parse_duration(const char *s, int64_t *ms)
     static const struct {
         const char *name;
         int64_t ms;
-    } units[] = {{"ms", 1}, {"h", 3600000}, {"m", 60000}, {"s", 1000}};
+    } units[] = {{"ms", 1}, {"d", 86400000}, {"h", 3600000}, {"m", 60000}, {"s", 1000}};
     if (!s || !*s)
         return false;
     const char *p = s;
@@ -194,6 +344,15 @@ bool cli_parse_duration(const char *s, int64_t *ms)
     }
     *ms = total_us / 1000;
     return true;
+}
+
+bool cli_parse_wait(const char *s, int64_t *ms)
+{
+    if (s && (strcmp(s, "infinity") == 0 || strcmp(s, "inf") == 0)) {
+        *ms = BATON_WAIT_FOREVER;
+        return true;
+    }
+    return cli_parse_duration(s, ms);
 }
 
 /* ------------------------------- options ---------------------------------------------- */
@@ -276,6 +435,19 @@ static int set_global(cli_opts *o, int val)
 {
     cli_global *g = o->g;
     bool connection = val != CLI_G_SYNC_REPLICAS && val != CLI_G_NAME;
+    bool weakening = val == CLI_G_TLS_INSECURE || val == CLI_G_ASKPASS;
+    if (weakening && o->command)
+        return cli_usage_error(o->command,
+                               "%s must come before the command word ('baton %s %s'): after "
+                               "it, a word may be a NAME from a variable",
+                               o->word, o->word, o->command);
+    if (connection && o->command && o->inline_value)
+        return cli_usage_error(o->command,
+                               "%s takes its value as the next word after the command word "
+                               "(write '%s VALUE', or put it before the command word): a NAME "
+                               "from a variable is never taken for the server or its "
+                               "credentials",
+                               o->word, o->word);
     if (connection && o->saw_word)
         return cli_usage_error(o->command,
                                "%s must come before the NAME: a word after a NAME is never "
@@ -318,6 +490,7 @@ static int set_global(cli_opts *o, int val)
 /* The next value-taking option's value: the rest of the word or the next word. */
 static int take_value(cli_opts *o, const char *inline_value)
 {
+    o->inline_value = inline_value != NULL;
     if (inline_value) {
         o->arg = inline_value;
         return 0;
@@ -333,6 +506,7 @@ static int take_value(cli_opts *o, const char *inline_value)
 /* "--name[=value]" at o->argv[o->i - 1]. */
 static int next_long(cli_opts *o, const char *w)
 {
+    o->inline_value = false;
     const char *name = w + 2, *eq = strchr(name, '=');
     size_t len = eq ? (size_t)(eq - name) : strlen(name);
     snprintf(o->word_buf, sizeof o->word_buf, "--%.*s", (int)(len > 64 ? 64 : len), name);
@@ -357,15 +531,46 @@ static int next_long(cli_opts *o, const char *w)
     return l->val;
 }
 
+/* What to write instead of redis-cli's -h HOST, -p PORT, -a PASSWORD, -n DB (c), or NULL. */
+static const char *redis_cli_hint(char c)
+{
+    switch (c) {
+    case 'h':
+        return "-h is not redis-cli's -h HOST here: write --url redis://HOST[:PORT] (or -u "
+               "URL) before the command word; help is --help";
+    case 'p':
+        return "redis-cli's -p PORT is not taken: write --url redis://HOST:PORT (or -u URL) "
+               "before the command word";
+    case 'a':
+        return "redis-cli's -a PASSWORD is not taken: put the password in $REDISCLI_AUTH or "
+               "$BATON_PASSWORD, a --password-file, or --askpass";
+    case 'n':
+        return "redis-cli's -n DB is not taken: write --url redis://HOST:PORT/DB (or -u URL) "
+               "before the command word";
+    default:
+        return NULL;
+    }
+}
+
 /* The next letter of a "-abc" group, at o->cluster. */
 static int next_short(cli_opts *o)
 {
     char c = *o->cluster++;
+    o->inline_value = false;
     snprintf(o->word_buf, sizeof o->word_buf, "-%c", c);
     o->word = o->word_buf;
-    const char *s = c != ':' && c != '-' ? strchr(o->shortopts ? o->shortopts : "", c) : NULL;
-    if (!s && !o->command && (c == 'h' || c == 'V'))
-        s = c == 'h' ? "h" : "V";
+    const char *s = c && c != ':' && c != '-' ? strchr(o->shortopts ? o->shortopts : "", c) : NULL;
+    if (!s && !o->command && c == 'V')
+        s = "V";
+    /* -h alone ("baton -h") is the help; anywhere else it may be redis-cli's -h HOST */
+    if (!s && !o->command && c == 'h' && o->argc == 1 && !*o->cluster)
+        s = "h";
+    const char *hint = !s ? redis_cli_hint(c) : NULL;
+    if (hint) {
+        o->cluster = NULL;
+        cli_usage_error(o->command, "%s", hint);
+        return CLI_OPT_ERROR;
+    }
     if (!s && c == 'u')
         s = "u:"; /* redis-cli's -u URL: --url */
     if (!s || !c) {

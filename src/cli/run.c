@@ -19,6 +19,8 @@
 #define _GNU_SOURCE
 #include "cli.h"
 
+#include <stdarg.h>
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -168,7 +170,7 @@ static void *guard_main(void *arg)
         pthread_mutex_lock(&sig.mu);
         if (!sig.holding) {
             /* Only waiting: end like the signal's default action would, with its code. */
-            fprintf(stderr, "baton: interrupted by SIG%s while waiting\n", sigabbrev_np(signo));
+            cli_eprintf("interrupted by SIG%s while waiting", sigabbrev_np(signo));
             _exit(EXIT_SIGNAL_BASE + signo);
         }
         if (!sig.pending)
@@ -851,4 +853,53 @@ void cli_exit_now(int code)
 {
     fflush(NULL);
     _exit(code);
+}
+
+/* ------------------------------- --notify ---------------------------------------------- */
+
+#ifdef BATON_HAVE_SD_NOTIFY
+#include <systemd/sd-daemon.h>
+#endif
+
+bool cli_notify_supported(void)
+{
+#ifdef BATON_HAVE_SD_NOTIFY
+    return true;
+#else
+    return false;
+#endif
+}
+
+/* "READY=1\nSTATUS=<what>" (ready) or "STATUS=<what>", the text escaped as every line a
+ * human reads (systemctl status shows it). */
+static void notify(const cli_global *g, bool ready, const char *fmt, va_list ap)
+{
+    if (!g->notify)
+        return;
+    char what[600];
+    vsnprintf(what, sizeof what, fmt, ap);
+    char msg[sizeof what * 4 + 32];
+    snprintf(msg, sizeof msg, "%sSTATUS=%s", ready ? "READY=1\n" : "", cli_esc(what));
+#ifdef BATON_HAVE_SD_NOTIFY
+    /* ready: COMMAND, started next, does not inherit NOTIFY_SOCKET */
+    (void)sd_notify(ready ? 1 : 0, msg);
+#else
+    (void)msg;
+#endif
+}
+
+void cli_notify_status(const cli_global *g, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    notify(g, false, fmt, ap);
+    va_end(ap);
+}
+
+void cli_notify_ready(const cli_global *g, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    notify(g, true, fmt, ap);
+    va_end(ap);
 }

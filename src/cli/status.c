@@ -29,36 +29,8 @@ static void format_ms(long long ms, char *buf, size_t len)
         snprintf(buf, len, "%llds", ms / 1000);
 }
 
-static size_t utf8_len(const unsigned char *s);
-
-/* Redis data as a terminal may show it: control bytes (ESC included) and bytes that are not
- * UTF-8 as \xNN, so that a name or an owner cannot move the cursor or recolour the screen.
- * The result lives until the 16th call after this one. */
-static const char *E(const char *str)
-{
-    static char *ring[16];
-    static unsigned next;
-    const unsigned char *s = (const unsigned char *)(str ? str : "");
-    char *out = malloc(strlen((const char *)s) * 4 + 1);
-    if (!out)
-        return "?";
-    size_t o = 0;
-    while (*s) {
-        size_t n = utf8_len(s);
-        if (*s < 0x20 || *s == 0x7f || n == 0) {
-            o += (size_t)sprintf(out + o, "\\x%02x", *s);
-            n = 1;
-        } else {
-            memcpy(out + o, s, n);
-            o += n;
-        }
-        s += n;
-    }
-    out[o] = '\0';
-    free(ring[next % 16]);
-    ring[next++ % 16] = out;
-    return out;
-}
+#define E cli_esc
+#define json_str cli_json_str
 
 /* A queue entry's deadline no waiter sets: none (absent, inf, nan) or more than a day
  * ahead. Such an entry never lapses and blocks the queue behind it: a poisoned queue, which
@@ -111,12 +83,39 @@ static void print_waiter_text(size_t i, const baton_inspect_waiter *w)
         printf("  host %s  pid %lld", E(host), (long long)pid);
 }
 
-/* A lock's or a fair lock's lines: state, holders, queue, line, listeners. */
+/* The client status and list read with (an election is told by its record). */
+static baton_client *text_client;
+
+/* Whether NAME is an election's leadership lock: its record baton_election:{NAME} is a
+ * hash (read with baton_inspect, which changes nothing); *term its term field. */
+static bool election_of(const char *name, int64_t *term)
+{
+    baton_inspection *r = NULL;
+    char *key = NULL;
+    *term = 0;
+    if (!text_client || asprintf(&key, "baton_election:{%s}", name) < 0)
+        return false;
+    bool yes =
+        baton_inspect(text_client, key, &r) == BATON_OK && r && strcmp(r->redis_type, "hash") == 0;
+    for (size_t i = 0; yes && i < r->n_holders; i++)
+        if (strcmp(r->holders[i]->owner, "term") == 0)
+            *term = r->holders[i]->holds;
+    baton_inspection_free(r);
+    free(key);
+    return yes;
+}
+
+/* A lock's or a fair lock's lines: state, holders, queue, line, listeners. An election's
+ * leadership lock says so, and its line is of standbys. */
 static void print_lock_text(const char *name, const baton_inspection *s)
 {
     char t[32];
     bool held = strcmp(s->redis_type, "hash") == 0;
-    if (s->kind == BATON_OBJECT_RWLOCK)
+    int64_t term = 0;
+    bool election = s->kind == BATON_OBJECT_LOCK && election_of(name, &term);
+    if (election)
+        printf("%s: election (term %lld), leadership ", E(name), (long long)term);
+    else if (s->kind == BATON_OBJECT_RWLOCK)
         printf("%s: read-write lock, %s by the holders below, ", E(name),
                strcmp(s->rwlock_mode, "write") == 0 ? "written (\":write\")" : "read");
     else
@@ -156,14 +155,19 @@ static void print_lock_text(const char *name, const baton_inspection *s)
         }
     }
     size_t n_line = line_length(s);
-    if (n_line)
+    if (n_line && election)
+        printf("  standbys in line (%zu, first in line leads next):\n", n_line);
+    else if (n_line)
         printf("  line (%zu starved waiter%s, first in line first):\n", n_line,
                n_line == 1 ? "" : "s");
     for (size_t i = 0; i < n_line; i++) {
         print_waiter_text(i, s->line[i]);
         printf("\n");
     }
-    if (s->subscribers_lock)
+    if (s->subscribers_lock && election)
+        printf("  %lld standby client%s waiting to lead\n", (long long)s->subscribers_lock,
+               s->subscribers_lock == 1 ? "" : "s");
+    else if (s->subscribers_lock)
         printf("  %lld client%s subscribed for the unlock message\n",
                (long long)s->subscribers_lock, s->subscribers_lock == 1 ? "" : "s");
 }
@@ -263,52 +267,6 @@ static void print_text(const char *name, const baton_inspection *s)
 }
 
 /* ------------------------------- JSON ------------------------------------------------- */
-
-/* Length of the valid UTF-8 sequence at s (0 if invalid). */
-static size_t utf8_len(const unsigned char *s)
-{
-    if (s[0] < 0x80)
-        return 1;
-    size_t n = (s[0] & 0xe0) == 0xc0   ? 2
-               : (s[0] & 0xf0) == 0xe0 ? 3
-               : (s[0] & 0xf8) == 0xf0 ? 4
-                                       : 0;
-    if (n == 0 || (n == 2 && s[0] < 0xc2) || (n == 4 && s[0] > 0xf4))
-        return 0;
-    for (size_t i = 1; i < n; i++)
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-    if (n == 3 && ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0)))
-        return 0; /* overlong, or a surrogate */
-    if (n == 4 && ((s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90)))
-        return 0;
-    return n;
-}
-
-/* A JSON string. Bytes that are not UTF-8 come out as the code point of the same number
- * (U+0080..U+00FF), so the output is always valid JSON. */
-static void json_str(const char *str)
-{
-    const unsigned char *s = (const unsigned char *)(str ? str : "");
-    putchar('"');
-    while (*s) {
-        size_t n = utf8_len(s);
-        if (*s == '"' || *s == '\\') {
-            printf("\\%c", *s);
-        } else if (*s == '\n') {
-            printf("\\n");
-        } else if (*s == '\t') {
-            printf("\\t");
-        } else if (*s < 0x20 || *s == 0x7f || n == 0) {
-            printf("\\u%04x", *s);
-            n = 1;
-        } else {
-            fwrite(s, 1, n, stdout);
-        }
-        s += n ? n : 1;
-    }
-    putchar('"');
-}
 
 /* One holder or waiter: {"owner": ...<fields>, "host": ..., "pid": ...<tail>} (host and pid
  * null when none is recorded), after a ", " unless it is the first (i == 0). */
@@ -583,6 +541,7 @@ int cli_cmd_status(cli_global *g, int argc, char **argv)
     baton_client *c = NULL;
     if (!rc && !g->parse_only)
         rc = cli_open_client(g, &c);
+    text_client = c;
     if (g->parse_only) {
         free(a.names);
         return rc;
@@ -743,7 +702,9 @@ static void print_list_line(const baton_inspection *s)
     char t[32] = "-";
     if (s->ttl_ms >= 0)
         format_ms(s->ttl_ms, t, sizeof t);
-    printf("%-18s %s  ttl %s", s->kind_name, E(s->name), t);
+    int64_t term;
+    bool election = s->kind == BATON_OBJECT_LOCK && election_of(s->name, &term);
+    printf("%-18s %s  ttl %s", election ? "election" : s->kind_name, E(s->name), t);
     if (s->kind == BATON_OBJECT_SEMAPHORE || s->kind == BATON_OBJECT_PERMITS ||
         s->kind == BATON_OBJECT_SEMAPHORE_OR_LATCH)
         printf("  permits %lld", (long long)s->value);
@@ -781,14 +742,18 @@ int cli_cmd_list(cli_global *g, int argc, char **argv)
     size_t n = 0;
     bool cut = false;
     uint64_t examined = 0;
+    text_client = c;
     rc = list_names(c, &a, &names, &n, &cut, &examined);
     baton_inspection **ins = n ? calloc(n, sizeof *ins) : NULL;
     if (!rc && n && !ins)
         rc = EXIT_FAILED;
-    size_t shown = 0;
+    size_t shown = 0, refused = 0;
     for (size_t i = 0; !rc && i < n; i++) {
         int brc = baton_inspect(c, names[i], &ins[i]);
-        if (brc != BATON_OK)
+        if (brc == BATON_EPERM) { /* another tenant's (per-tenant ACL scoping): not named */
+            ins[i] = NULL;
+            refused++;
+        } else if (brc != BATON_OK)
             rc = cli_fail(c, brc, "list: %s", E(names[i]));
         else if (ins[i]->kind == BATON_OBJECT_ABSENT || ins[i]->kind == BATON_OBJECT_OTHER) {
             baton_inspection_free(ins[i]); /* gone since the scan, or not baton's */
@@ -808,13 +773,16 @@ int cli_cmd_list(cli_global *g, int argc, char **argv)
             shown++;
         }
         if (a.json)
-            printf("%s], \"examined\": %llu, \"cut\": %s}\n", shown ? "\n" : "",
-                   (unsigned long long)examined, cut ? "true" : "false");
+            printf("%s], \"examined\": %llu, \"cut\": %s, \"refused\": %zu}\n", shown ? "\n" : "",
+                   (unsigned long long)examined, cut ? "true" : "false", refused);
+        if (refused)
+            cli_eprintf("list: %zu object%s skipped: the server's ACL refuses this user reading "
+                        "%s",
+                        refused, refused == 1 ? "" : "s", refused == 1 ? "it" : "them");
         if (cut)
-            fprintf(stderr,
-                    "baton: list: stopped after examining %llu keys (--max-keys): objects may "
-                    "be missing\n",
-                    (unsigned long long)examined);
+            cli_eprintf("list: stopped after examining %llu keys (--max-keys): objects may "
+                        "be missing",
+                        (unsigned long long)examined);
     }
     for (size_t i = 0; i < n; i++) {
         baton_inspection_free(ins ? ins[i] : NULL);

@@ -143,6 +143,9 @@ struct baton__sub {
     bool inflight;        /* a (UN)SUBSCRIBE awaits confirmation, holding the permit */
     bool wake_on_confirm; /* resubscribed after a reconnect: wake waiters when confirmed */
     bool refused;         /* the server refused its SUBSCRIBE (NOPERM): waiters give up */
+    bool denied;          /* ... and, until a SUBSCRIBE of it is confirmed again, its
+                             sleeping waiters end with that refusal (a permission revoked
+                             while they waited): sticky across the resubscriptions */
     uint64_t sent_seq;    /* order of its last (UN)SUBSCRIBE on the link (refusals) */
     bool lingering;       /* refs == 0 but kept subscribed until linger_until */
     int64_t linger_until; /* monotonic µs */
@@ -193,6 +196,9 @@ struct baton__dispatcher {
     pthread_cond_t unsubscribed; /* an UNSUBSCRIBE was confirmed, or the connection broke */
     uint64_t seq;                /* (UN)SUBSCRIBE commands appended, for sent_seq */
     uint64_t rng;                /* the jitter's xorshift state */
+    uint64_t refusals;           /* refusals so far (a SUBSCRIBE waiting for its confirmation
+                                    ends with the refusal of another on its link, which
+                                    drops the link with it) */
     char refusal[160];           /* the server's last refusal of a SUBSCRIBE ("NOPERM ...") */
     /* When the thread's poll() returns at the latest (INT64_MAX: only for I/O or the pipe),
      * while it sleeps there; 0 while it is awake (it looks at the deadlines again before it
@@ -426,6 +432,8 @@ static void on_confirm(baton__dispatcher *d, sub_link *l, bool subscribed, const
         return;
     s->state = subscribed ? S_SUBSCRIBED : S_UNSUB;
     s->inflight = false;
+    if (subscribed)
+        s->denied = false;
     if (!subscribed) {
         set_link(s, NULL);
         baton__cond_broadcast(&d->unsubscribed);
@@ -512,10 +520,16 @@ static void refused(baton__dispatcher *d, sub_link *l, const char *why)
     }
     free(all.items);
     snprintf(d->refusal, sizeof d->refusal, "%s", why);
+    d->refusals++;
     baton__log(d->c, BATON_LOG_WARN, "pub/sub connection: the server replied %s", why);
     if (oldest && oldest->state == S_SUBSCRIBING) {
         oldest->refused = true;
+        oldest->denied = true;
         baton__cond_broadcast(&oldest->ready);
+        /* a resubscription (after a reconnection) refused: the channel's permission was
+         * revoked while its waiters slept; they end with the refusal (baton__sub_wait)
+         * rather than sleep to their deadlines while the link reconnects in vain */
+        baton__cond_broadcast(&oldest->wake);
     }
 }
 
@@ -1072,10 +1086,11 @@ int baton__sub_acquire(baton_client *c, const char *channel, const baton__sub_ty
     /* A cancellation (baton__sub_wake_all broadcasts `ready`) ends the wait for the
      * confirmation too: it may be slow to come (the first link still connecting). */
     bool cancelled = false, refused = false;
+    uint64_t refusals = d->refusals;
     while (s->state != S_SUBSCRIBED && !d->closing) {
         if (wt && (cancelled = baton__wait_cancelled(c, wt)))
             break;
-        if ((refused = s->refused))
+        if ((refused = s->refused || s->denied || d->refusals != refusals))
             break;
         if (baton__cond_wait_until(&s->ready, &d->mu, limit) == ETIMEDOUT)
             break;
@@ -1088,8 +1103,15 @@ int baton__sub_acquire(baton_client *c, const char *channel, const baton__sub_ty
     char why[sizeof d->refusal];
     snprintf(why, sizeof why, "%s", d->refusal);
     /* Gave up: a SUBSCRIBE still unconfirmed is undone before returning, so nothing is
-     * left behind (bounded by one command timeout). */
-    release_locked_sync(d, s, baton__now_us() + timeout_us);
+     * left behind (bounded by one command timeout, and by the call's deadline). */
+    int64_t undo = baton__now_us() + timeout_us;
+    if (deadline_us != BATON__NO_DEADLINE) {
+        int64_t bound = (deadline_us > baton__now_us() ? deadline_us : baton__now_us()) +
+                        BATON__UNSUB_GRACE_MS * 1000;
+        if (bound < undo)
+            undo = bound;
+    }
+    release_locked_sync(d, s, undo);
     baton__mutex_unlock(&d->mu);
     if (cancelled)
         return baton__fail(c, BATON_ECANCELED, "wait cancelled while subscribing to %s", channel);
@@ -1132,10 +1154,14 @@ void baton__sub_release(baton_client *c, baton__sub *s)
     baton__mutex_unlock(&d->mu);
 }
 
-void baton__sub_release_sync(baton_client *c, baton__sub *s)
+void baton__sub_release_sync(baton_client *c, baton__sub *s, int64_t deadline_us)
 {
     baton__dispatcher *d = s->d;
-    int64_t limit = baton__now_us() + c->cfg.command_timeout_ms * 1000;
+    int64_t now = baton__now_us();
+    int64_t limit = now + c->cfg.command_timeout_ms * 1000;
+    int64_t bound = (deadline_us > now ? deadline_us : now) + BATON__UNSUB_GRACE_MS * 1000;
+    if (deadline_us != BATON__NO_DEADLINE && bound < limit)
+        limit = bound;
     baton__mutex_lock(&d->mu);
     release_locked_sync(d, s, limit);
     baton__mutex_unlock(&d->mu);
@@ -1164,10 +1190,24 @@ uint64_t baton__sub_messages(baton_client *c, baton__sub *s)
     return n;
 }
 
+int baton__sub_denied(baton_client *c, baton__sub *s)
+{
+    baton__dispatcher *d = s->d;
+    baton__mutex_lock(&d->mu);
+    bool denied = s->denied;
+    char why[sizeof d->refusal];
+    snprintf(why, sizeof why, "%s", d->refusal);
+    baton__mutex_unlock(&d->mu);
+    if (!denied)
+        return BATON_OK;
+    /* the code the same words would have as a command's reply (NOPERM) */
+    redisReply r = {.type = REDIS_REPLY_ERROR, .str = why, .len = strlen(why)};
+    return baton__fail(c, baton__reply_error(c, &r), "SUBSCRIBE %s refused: %s", s->channel, why);
+}
+
 int baton__sub_wait(baton_client *c, baton__sub *s, int64_t deadline_us, bool (*cancelled)(void *),
                     void *arg)
 {
-    (void)c;
     baton__dispatcher *d = s->d;
     baton__mutex_lock(&d->mu);
     s->sleeping++;
@@ -1177,12 +1217,16 @@ int baton__sub_wait(baton_client *c, baton__sub *s, int64_t deadline_us, bool (*
             baton__mutex_unlock(&d->mu);
             return BATON_ECANCELED;
         }
-        if (s->permits > 0 || d->closing ||
+        if (s->permits > 0 || d->closing || s->denied ||
             baton__cond_wait_until(&s->wake, &d->mu, deadline_us) == ETIMEDOUT)
             break;
     }
     s->sleeping--;
     int rc = BATON_ETIMEDOUT;
+    if (s->denied) { /* first: each reconnection hands out wake-ups too */
+        baton__mutex_unlock(&d->mu);
+        return baton__sub_denied(c, s);
+    }
     if (s->permits > 0) {
         s->permits--;
         rc = BATON_OK;

@@ -183,19 +183,30 @@ baton__sub *baton__sub_try_acquire(baton_client *c, const char *channel);
 /* Drops the reference; the last one unsubscribes (after the confirmation of any pending
  * subscribe: subscribe and unsubscribe of one channel never interleave). */
 void baton__sub_release(baton_client *c, baton__sub *s);
-/* As baton__sub_release, and if that was the last reference, waits (at most one command
- * timeout) until the server confirmed the UNSUBSCRIBE: for paths that give up (timeout,
- * error), which promise to leave no subscription behind. */
-void baton__sub_release_sync(baton_client *c, baton__sub *s);
+/* As baton__sub_release, and if that was the last reference, waits until the server
+ * confirmed the UNSUBSCRIBE: for paths that give up (timeout, error), which promise to
+ * leave no subscription behind. The wait ends at one command timeout, and never later than
+ * BATON__UNSUB_GRACE_MS after deadline_us (the call's own deadline; BATON__NO_DEADLINE:
+ * none): a server that never confirms cannot make the call overrun its bound (the
+ * UNSUBSCRIBE is sent all the same, and the dispatcher forgets the channel when the
+ * confirmation or a reconnection comes). */
+void baton__sub_release_sync(baton_client *c, baton__sub *s, int64_t deadline_us);
+#define BATON__UNSUB_GRACE_MS 50
 /* Sleeps until a message (or a reconnection) hands this waiter a wake-up, until the
  * deadline, or until cancelled(arg) says the wait was cancelled (if cancelled is not NULL:
  * it is asked under the dispatcher's mutex before each sleep, and a cancellation sets its
  * flag before baton__sub_wake_all broadcasts, so none is missed even when another waiter
  * took the wake-ups that broadcast handed out). A wake-up that arrived before the call is
  * kept and returns at once. Returns BATON_OK (woken: it took a wake-up), BATON_ECANCELED
- * (cancelled(arg) said so: it took none) or BATON_ETIMEDOUT. */
+ * (cancelled(arg) said so: it took none), BATON_ETIMEDOUT, or the code of the server's
+ * refusal of the channel's resubscription (BATON_EPERM for NOPERM: its permission was
+ * revoked while the waiter slept; detail recorded). */
 int baton__sub_wait(baton_client *c, baton__sub *s, int64_t deadline_us, bool (*cancelled)(void *),
                     void *arg);
+/* BATON_OK, or (detail recorded) the code of the server's refusal of s's resubscription
+ * after a reconnection, until a SUBSCRIBE of it is confirmed again: its permission was
+ * revoked (BATON_EPERM for NOPERM). For a wait that listens on two channels. */
+int baton__sub_denied(baton_client *c, baton__sub *s);
 /* Waiters that wait on s in turns, each for the least there is (small) or for more
  * (large): adds the deltas (a waiter counts itself in after its first attempt failed, and
  * out before its wait ends, before it drops s). Returns whether a waiter that would want the

@@ -23,14 +23,15 @@ typedef struct baton__wait {
     void *arg;
 } baton__wait;
 
-static void drop(baton_client *c, baton__sub *sub, bool done)
+static void drop(baton_client *c, baton__sub *sub, bool done, int64_t deadline)
 {
     if (!sub)
         return;
     if (done)
         baton__sub_release(c, sub); /* unsubscribe in the background */
     else
-        baton__sub_release_sync(c, sub); /* gave up: leave nothing behind */
+        baton__sub_release_sync(c, sub, deadline); /* gave up: leave nothing behind, within
+                                                      the wait's bound */
 }
 
 /* An attempt that did not run because a Cluster slot is in flux (held migrating past the
@@ -52,7 +53,7 @@ static int listen(baton_client *c, const baton__wait *w, bool own, int64_t deadl
 {
     const char *channel = own ? w->ops->relisten(w->arg) : w->channel;
     if (*sub && *left)
-        drop(c, *left, true);
+        drop(c, *left, true, deadline);
     if (*sub)
         *left = *sub;
     *sub = NULL;
@@ -125,7 +126,7 @@ static int wait_for(baton_client *c, const baton__wait *w, baton__waiting *wt)
         if (!sub) {
             if (w->ops->give_up)
                 w->ops->give_up(w->arg, rc);
-            drop(c, left, false);
+            drop(c, left, false, deadline);
             return rc;
         }
     }
@@ -156,8 +157,17 @@ static int wait_for(baton_client *c, const baton__wait *w, baton__waiting *wt)
         if (bound >= 0 && bound < (until - now) / 1000)
             until = now + bound * 1000;
         int woke = baton__wait_sleep(c, wt, sub, until);
-        if (woke == BATON_ECANCELED) {
-            rc = woke;
+        if (woke != BATON_OK && woke != BATON_ETIMEDOUT) {
+            rc = woke; /* cancelled, or the channel's resubscription refused (NOPERM) */
+            break;
+        }
+        /* its channel's resubscription refused (a fiber's sleep does not tell it), or where
+         * it listened before (its own channel's wait keeps it) */
+        int denied = baton__sub_denied(c, sub);
+        if (denied == BATON_OK && left)
+            denied = baton__sub_denied(c, left);
+        if (denied != BATON_OK) {
+            rc = denied;
             break;
         }
         baton__stat_woken(c, w->ops->stat, woke);
@@ -167,8 +177,8 @@ static int wait_for(baton_client *c, const baton__wait *w, baton__waiting *wt)
     turn_leave(turn, &in_turn);
     if (rc != BATON_OK && w->ops->give_up)
         w->ops->give_up(w->arg, rc);
-    drop(c, sub, rc == BATON_OK);
-    drop(c, left, rc == BATON_OK);
+    drop(c, sub, rc == BATON_OK, deadline);
+    drop(c, left, rc == BATON_OK, deadline);
     return rc;
 }
 

@@ -55,6 +55,8 @@ struct baton_election {
     bool busy;           /* a campaign, proclaim or resign has its turn (take_turn) */
     int64_t term;        /* the term this handle leads, 0: none */
     char cursor[48];     /* observe: the next log id wanted; "" before the first call */
+    int64_t skipped;     /* log entries observation skipped: not a change baton logs
+                            (another writer's); atomic */
     void (*lost_fn)(baton_election *, void *);
     void *lost_arg;
     /* observation on the client's engine (observe_fd, set_observer): an operation of the
@@ -76,7 +78,8 @@ struct baton_election {
 };
 
 #define QUEUE_LEN 32
-#define WATCH_PAUSE_MS 250 /* after a server error, the watcher looks again this much later */
+#define MAX_SKIPS_PER_LOOK 64 /* unreadable log entries skipped in one look */
+#define WATCH_PAUSE_MS 250    /* after a server error, the watcher looks again this much later */
 
 /* The keys beside the lock hash, derived and freed by the base. */
 static size_t election_keys(baton__object *o, baton__key_spec *k)
@@ -161,6 +164,14 @@ static void election_fini(baton__object *o)
 /* baton_election_cancel_waits, baton_election_close, baton_election_name */
 BATON__OBJECT_VERBS(baton_election, election_kind)
 BATON__OBJECT_NAME_VERB(baton_election)
+
+int baton_election_skipped(baton_election *e, int64_t *n)
+{
+    int rc = baton__object_enter_out((baton__object *)e, n, "n");
+    if (rc == BATON_OK)
+        *n = __atomic_load_n(&e->skipped, __ATOMIC_RELAXED);
+    return rc;
+}
 
 static int enter(baton_election *e)
 {
@@ -285,9 +296,37 @@ static int give_turn(baton_election *e, int rc)
     return rc;
 }
 
+/* Before the lock is taken: the record and the log are absent or of their types. The
+ * record's script refuses another type, but only after the lock was taken (its fencing
+ * counter advanced, its release's latch written): a wrong type found here writes nothing. */
+static int keys_usable(baton_election *e)
+{
+    const char *keys[2] = {e->record_key, e->log_key}, *want[2] = {"hash", "stream"};
+    for (int i = 0; i < 2; i++) {
+        const char *argv[2] = {"TYPE", keys[i]};
+        redisReply *r;
+        int rc = baton__query_argv(e->base.client, 2, argv, &r);
+        if (rc != BATON_OK)
+            return rc;
+        bool ok = r->type == REDIS_REPLY_STATUS &&
+                  (strcmp(r->str, "none") == 0 || strcmp(r->str, want[i]) == 0);
+        char type[32];
+        snprintf(type, sizeof type, "%s", r->type == REDIS_REPLY_STATUS ? r->str : "?");
+        freeReplyObject(r);
+        if (!ok)
+            return baton__fail(e->base.client, BATON_EPROTO,
+                               "election %s: WRONGTYPE: %s holds a %s, not a %s: nothing written",
+                               e->base.name, keys[i], type, want[i]);
+    }
+    return BATON_OK;
+}
+
 /* Campaigns until the handle leads (its turn taken): the lock, then the record. */
 static int win(baton_election *e, const char *value, int64_t wait_ms, int64_t lease_ms)
 {
+    int checked = keys_usable(e);
+    if (checked != BATON_OK)
+        return checked;
     int64_t deadline = wait_ms < 0 ? BATON__NO_DEADLINE : baton__deadline_after_ms(wait_ms);
     for (;;) {
         int64_t left = wait_ms;
@@ -308,8 +347,14 @@ static int win(baton_election *e, const char *value, int64_t wait_ms, int64_t le
             return BATON_OK;
         }
         /* Lost between the acquire and the record (its lease ran out), or an error: the
-         * hold, if any is left, is given back; "lost" campaigns again within the wait. */
+         * hold, if any is left, is given back; "lost" campaigns again within the wait. The
+         * error's detail (the command an ACL refused, the server's text) outlives the
+         * release, which records its own. */
+        char why[512];
+        snprintf(why, sizeof why, "%s", baton_client_errmsg(e->base.client));
         baton_lock_release_as(e->lock, e->owner);
+        if (why[0])
+            baton__fail(e->base.client, rc, "%s", why);
         if (rc != BATON_ENOTHELD || wait_ms == 0 || baton__now_us() >= deadline)
             return rc;
     }
@@ -600,15 +645,37 @@ static int observe_attempt(void *arg, baton__sub *sub)
     /* A leader's expiry is announced by nobody: look again when its lease would end. */
     o->bound_ms = leader && pttl >= 0 && pttl + 5 < recheck ? pttl + 5 : recheck;
     rc = BATON_ETIMEDOUT;
-    if (entries->elements > 0) {
+    /* An entry that is not a change baton logs (another writer's XADD to the log) is
+     * skipped and counted, and the next one read at once: it never ends an observation. */
+    for (int skips = 0; entries->elements > 0 && rc == BATON_ETIMEDOUT;) {
         char id[48];
-        if (!parse_entry(entries->element[0], o->ev, id, sizeof id)) {
-            rc = baton__fail(e->base.client, BATON_EPROTO, "election %s: malformed log entry",
-                             e->base.name);
-        } else {
+        const redisReply *en = entries->element[0];
+        if (parse_entry(en, o->ev, id, sizeof id)) {
             next_id(id, e->cursor, sizeof e->cursor);
             rc = BATON_OK;
+            break;
         }
+        if (en->type != REDIS_REPLY_ARRAY || en->elements < 1 ||
+            en->element[0]->type != REDIS_REPLY_STRING) {
+            rc = baton__fail(e->base.client, BATON_EPROTO, "election %s: a log entry without an id",
+                             e->base.name);
+            break;
+        }
+        copy_str(id, sizeof id, en->element[0]);
+        next_id(id, e->cursor, sizeof e->cursor);
+        __atomic_add_fetch(&e->skipped, 1, __ATOMIC_RELAXED);
+        if (++skips >= MAX_SKIPS_PER_LOOK)
+            break; /* a log full of them: the rest at the next look (recheck_ms) */
+        freeReplyObject(r);
+        r = NULL;
+        rc = observe_once(e, e->cursor, &r);
+        if (rc != BATON_OK)
+            return rc;
+        entries = r->element[5];
+        rc = BATON_ETIMEDOUT;
+    }
+    if (entries->elements > 0) {
+        /* handled above */
     } else if (e->cursor[0] == '\0') {
         /* nothing ever logged: everything from the start is new */
         snprintf(e->cursor, sizeof e->cursor, "0-1");

@@ -138,12 +138,33 @@ static void rollback(multi *g, const unsigned char *took, size_t upto)
 
 /* ------------------------------- all or nothing --------------------------------------- */
 
+/* Before anything is taken: each member after the first can be read as a lock (its key is
+ * absent or a hash: HGET, through baton_lock_hold_count). A member's own acquire refuses a
+ * key of another type before it writes, but the members before it would already have been
+ * taken, their fencing counters advanced and their releases' latches written: a wrong type
+ * found here writes nothing. */
+static int members_readable(baton_lock *l, multi *g, char *detail)
+{
+    for (size_t i = 1; i < g->n; i++) {
+        int64_t count;
+        int rc = baton_lock_hold_count(g->m[i], &count);
+        if (rc != BATON_OK && rc != BATON_ECONN) {
+            keep_detail(detail, g->m[i], rc);
+            return report(l, g->m[i], rc, detail);
+        }
+    }
+    return BATON_OK;
+}
+
 static int multi_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
 {
     multi *g = l->impl;
     int64_t deadline = baton__deadline_after_ms(wait_ms);
     uint64_t seed = seed_for_thread();
     char detail[DETAIL_LEN];
+    int checked = members_readable(l, g, detail);
+    if (checked != BATON_OK)
+        return checked;
     for (;;) {
         baton__stat_inc(l->client, BATON__ST_ATTEMPTS + BATON_KIND_MULTILOCK);
         size_t taken = 0;

@@ -18,6 +18,11 @@
  *     name, --password-file, --name, in either spelling) is the word after its option, or
  *     the part after its "=": never a NAME, never a word after "--"; and those that say how
  *     to connect (all but --name) come before the first NAME.
+ *  2c. After the command word (when it is the first word), a single word never picks the
+ *     server, the credentials or the TLS checks (issue 46.2): every value of 2 and 2b but
+ *     --name's comes from the word after its option ("--url URL", "-u URL"), never from
+ *     "--url=URL" or "-uURL" there; and --tls-insecure, --insecure and --askpass (the flags
+ *     that weaken a check or change where the password comes from) are never taken there.
  *  3. A NAME is inert: the same command line with an arbitrary word planted as a NAME
  *     (`--object WORD`) parses exactly as with a plain NAME there: same outcome, same
  *     server and options, the same NAMEs but that one.
@@ -128,6 +133,14 @@ static const char *const dictionary[] = {
     "--value",
     "--parties",
     "--lease=2s",
+    "-p",
+    "-a",
+    "--askpass=x",
+    "--tls-sni=evil",
+    "--password-file=/etc/secret",
+    "-u",
+    "infinity",
+    "1d",
 };
 #define N_DICT (sizeof dictionary / sizeof dictionary[0])
 
@@ -161,7 +174,7 @@ static bool same_str(const char *a, const char *b)
 /* Property 2b for one option's value v (NULL: not given): the word after an option, or what
  * follows "=" in a long one; not a NAME (used), before "--" (end), before the first NAME. */
 static void check_value(const char *v, char **argv, int argc, const bool *used, int first_name,
-                        int end)
+                        int end, int command_at)
 {
     if (!v)
         return;
@@ -172,6 +185,8 @@ static void check_value(const char *v, char **argv, int argc, const bool *used, 
     bool joined = v > argv[i] && v[-1] == '=' && strncmp(argv[i], "--", 2) == 0;
     if ((!whole && !joined) || used[i] || i >= end || i >= first_name)
         abort();
+    if (i > command_at && !whole)
+        abort(); /* 2c: one word after the command word set it */
 }
 
 /* Properties 1, 2 and 2b for one parse. */
@@ -212,12 +227,16 @@ static void check(const parse *p, int argc, char **argv, bool command_first)
             abort();
         if (i >= first_name || (i < argc && used[i]))
             abort(); /* a server after a NAME, or from a NAME */
+        if (command_first && i > 1 && !whole && !short_whole)
+            abort(); /* 2c: "--url=URL" or "-uURL" after the command word */
     }
+    if (command_first && (p->g.tls_insecure || p->g.askpass))
+        abort(); /* 2c: nothing before the command word could have set them */
     const char *connection[] = {p->g.user,    p->g.tls_ca,  p->g.tls_cert,
                                 p->g.tls_key, p->g.tls_sni, p->g.password_file};
     for (size_t k = 0; k < sizeof connection / sizeof connection[0]; k++)
-        check_value(connection[k], argv, argc, used, first_name, end);
-    check_value(p->g.client_name, argv, argc, used, argc, end);
+        check_value(connection[k], argv, argc, used, first_name, end, command_first ? 1 : argc);
+    check_value(p->g.client_name, argv, argc, used, argc, end, argc);
 }
 
 /* Property 3: a and b differ only in the planted NAME at argv index `at` (after "--object="
