@@ -32,7 +32,6 @@
 #define STATE_LIFE_MS "86400000" /* a barrier nobody arrives at for a day is forgotten */
 #define MAX_PARTIES 100000
 
-#define SCRIPT(name) (&baton__script_##name)
 #define BROKEN BATON_EBROKEN
 
 /* ------------------------------- the handle ------------------------------------------ */
@@ -122,9 +121,9 @@ static int check(awaiting *a, const char *mode)
     const char *keys[3] = {a->p->state, a->p->parties, a->p->channel};
     const char *args[5] = {a->gen_s, a->id, a->lease, mode, STATE_LIFE_MS};
     redisReply *r;
-    int rc = baton__script_run(b->base.client, SCRIPT(barrier_check), 3, keys, 5, args, &r);
+    int rc = baton__script_run(b->base.client, BATON__SCRIPT(barrier_check), 3, keys, 5, args, &r);
     if (rc == BATON_ECONN) /* a look, a renewal or a break: each safe to repeat */
-        rc = baton__script_run(b->base.client, SCRIPT(barrier_check), 3, keys, 5, args, &r);
+        rc = baton__script_run(b->base.client, BATON__SCRIPT(barrier_check), 3, keys, 5, args, &r);
     if (rc != BATON_OK)
         return rc;
     long long v[2] = {0, 0};
@@ -162,7 +161,7 @@ static int attempt(void *arg, baton__sub *sub)
     const char *args[4] = {n, a->id, a->lease, STATE_LIFE_MS};
     redisReply *r;
     /* Not re-sent after a lost reply: a second arrival would count twice. */
-    int rc = baton__script_run(b->base.client, SCRIPT(barrier_arrive), 3, keys, 4, args, &r);
+    int rc = baton__script_run(b->base.client, BATON__SCRIPT(barrier_arrive), 3, keys, 4, args, &r);
     if (rc != BATON_OK) {
         a->ended = true; /* nothing to leave: the arrival's fate is unknown */
         return rc;

@@ -40,8 +40,6 @@
 #define LOG_CAP "1000"
 #define LOG_BATCH "64"
 
-#define SCRIPT(name) (&baton__script_##name)
-
 /* ------------------------------- the handle ------------------------------------------ */
 
 /* The base's name is the lock hash (the leadership), its channel the observers'. */
@@ -212,9 +210,9 @@ static int record(baton_election *e, const char *mode, const char *value, int64_
     const char *args[6] = {owner,  value ? value : "",      mode,
                            term_s, baton__client_origin(c), LOG_CAP};
     redisReply *r;
-    int rc = baton__script_run(c, SCRIPT(election_proclaim), 4, keys, 6, args, &r);
+    int rc = baton__script_run(c, BATON__SCRIPT(election_proclaim), 4, keys, 6, args, &r);
     if (rc == BATON_ECONN) /* recording twice logs twice; never records a non-leader */
-        rc = baton__script_run(c, SCRIPT(election_proclaim), 4, keys, 6, args, &r);
+        rc = baton__script_run(c, BATON__SCRIPT(election_proclaim), 4, keys, 6, args, &r);
     if (rc != BATON_OK)
         return rc;
     bool ok = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
@@ -400,7 +398,7 @@ int baton_election_resign(baton_election *e)
     const char *keys[6] = {e->base.name,  e->lock->channel, e->meta_key,
                            e->record_key, e->log_key,       e->base.channel};
     uint64_t prev = baton__owner_act(baton_owner_id(e->owner));
-    rc = baton__hold_release(e->lock, SCRIPT(election_resign), e->latch_pfx, 6, keys);
+    rc = baton__hold_release(e->lock, BATON__SCRIPT(election_resign), e->latch_pfx, 6, keys);
     baton__owner_act(prev);
     set_term(e, 0);
     return give_turn(e, rc);
@@ -534,9 +532,11 @@ static int observe_once(baton_election *e, const char *cursor, redisReply **out)
     const char *keys[4] = {e->base.name, e->record_key, e->log_key, e->base.channel};
     const char *args[3] = {cursor, LOG_BATCH, LOG_CAP};
     redisReply *r;
-    int rc = baton__script_run(e->base.client, SCRIPT(election_observe), 4, keys, 3, args, &r);
+    int rc =
+        baton__script_run(e->base.client, BATON__SCRIPT(election_observe), 4, keys, 3, args, &r);
     if (rc == BATON_ECONN) /* logging an expiry twice is refused by the record's absence */
-        rc = baton__script_run(e->base.client, SCRIPT(election_observe), 4, keys, 3, args, &r);
+        rc = baton__script_run(e->base.client, BATON__SCRIPT(election_observe), 4, keys, 3, args,
+                               &r);
     if (rc != BATON_OK)
         return rc;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 6 ||
