@@ -26,7 +26,7 @@ mirror=${BATON_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 minbase=$cache/trixie-minbase
 root=$cache/trixie
 # what the server root holds beyond minbase
-pkgs="redis-server redis-tools valkey-server valkey-tools openssl groff-base"
+pkgs="redis-server redis-tools valkey-server valkey-tools openssl groff-base go-md2man"
 
 say() { echo "trixie-root: $*" >&2; }
 
@@ -105,7 +105,7 @@ make_shims() {
     shim "$1" openssl /usr/bin/openssl \
         "OPENSSL_CONF=$root/usr/lib/ssl/openssl.cnf OPENSSL_MODULES=$root/usr/lib/x86_64-linux-gnu/ossl-modules "
     # groff's own files (fonts, macros) are found through GROFF_FONT_PATH/GROFF_TMAC_PATH
-    for b in groff troff grotty; do
+    for b in groff troff grotty tbl go-md2man; do
         shim "$1" "$b" "/usr/bin/$b" \
             "GROFF_FONT_PATH=$root/usr/share/groff/current/font GROFF_TMAC_PATH=$root/usr/share/groff/current/tmac:$root/usr/share/groff/site-tmac GROFF_BIN_PATH=$1 "
     done
