@@ -54,6 +54,8 @@ chroot_run() {
     cp -L /etc/resolv.conf "$_r/etc/resolv.conf" 2>/dev/null || :
     unshare --mount --propagation private sh -c '
         r=$1; shift
+        # the root a mount point of its own: "ip netns exec" makes / a slave mount
+        mount --bind "$r" "$r" &&
         mount -t proc proc "$r/proc" && mount --rbind /sys "$r/sys" &&
         mount --rbind /dev "$r/dev" || exit 1
         exec chroot "$r" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb \
