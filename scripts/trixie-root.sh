@@ -87,16 +87,18 @@ make_root() {
     echo "$pkgs" >"$root/.baton-ready"
 }
 
-# shim DIR NAME BIN [ENV]: DIR/NAME runs the root's BIN through the root's loader
+# shim DIR NAME BIN [ENV]: DIR/NAME runs the root's BIN through the root's loader (written
+# aside and renamed: another run may be executing the old one)
 shim() {
-    cat >"$1/$2" <<EOF
+    cat >"$1/$2.$$" <<EOF
 #!/bin/sh
 # $2 of the Debian 13 root $root (scripts/trixie-root.sh)
 $4exec "$root/lib64/ld-linux-x86-64.so.2" --argv0 "$2" \\
     --library-path "$root/usr/lib/x86_64-linux-gnu:$root/lib/x86_64-linux-gnu" \\
     "$root$3" "\$@"
 EOF
-    chmod +x "$1/$2"
+    chmod +x "$1/$2.$$"
+    mv -f "$1/$2.$$" "$1/$2"
 }
 
 make_shims() {
