@@ -72,16 +72,18 @@ static struct {
     bool async;  /* --async: s2, s2f, s3 from one thread's event loop (run_async) */
     bool loop;   /* --loop: --async with BATON_CALLBACKS_LOOP (no engine thread) */
     int64_t lease_ms, watchdog_ms;
-    int64_t starve_ms;  /* the client's starve_ms (0: the library's default) */
-    double duration;    /* > 0: run until this many seconds passed instead of K each */
-    char prefix[64];    /* every key of this run starts with it */
-    int sync_replicas;  /* --sync-replicas N: baton_options.sync_replicas */
-    int tls_port;       /* > 0: baton connects over TLS to this port (rediss://) ... */
-    const char *tls_ca; /* ... trusting this CA; --port stays the plain port for INFO */
-    int groups;         /* --groups G: s2/s2f/s3 workers split into G objects (w % G) */
-    double hold_ms;     /* --hold-ms H: the critical section also sleeps H ms */
-    const char *s6;     /* s6: the primitive ("lock", "fairlock", "semaphore"), else NULL */
-    int nmasters;       /* --cluster P1,P2,...: a Redis Cluster with these masters */
+    int64_t starve_ms;       /* the client's starve_ms (0: the library's default) */
+    double duration;         /* > 0: run until this many seconds passed instead of K each */
+    char prefix[64];         /* every key of this run starts with it */
+    int sync_replicas;       /* --sync-replicas N: baton_options.sync_replicas */
+    int sync_aof;            /* --sync-aof: baton_options.sync_aof */
+    int64_t sync_timeout_ms; /* --sync-timeout-ms: baton_options.sync_timeout_ms */
+    int tls_port;            /* > 0: baton connects over TLS to this port (rediss://) ... */
+    const char *tls_ca;      /* ... trusting this CA; --port stays the plain port for INFO */
+    int groups;              /* --groups G: s2/s2f/s3 workers split into G objects (w % G) */
+    double hold_ms;          /* --hold-ms H: the critical section also sleeps H ms */
+    const char *s6;          /* s6: the primitive ("lock", "fairlock", "semaphore"), else NULL */
+    int nmasters;            /* --cluster P1,P2,...: a Redis Cluster with these masters */
     int masters[16];
 } opt = {.port = 0,
          .groups = 1,
@@ -278,6 +280,8 @@ static baton_client *client_open(void)
     o.url = url;
     o.tls_ca = opt.tls_ca;
     o.sync_replicas = opt.sync_replicas;
+    o.sync_aof = opt.sync_aof;
+    o.sync_timeout_ms = opt.sync_timeout_ms;
     if (opt.watchdog_ms > 0)
         o.watchdog_ms = opt.watchdog_ms;
     o.starve_ms = opt.starve_ms;
@@ -2036,7 +2040,9 @@ static void usage(void)
                     "       [--max-seconds S] [--lease-ms L] [--watchdog-ms W] [--duration S]\n"
                     "       [--starve-ms MS (the plain lock's starvation bound)]\n"
                     "       [--periods N] [--tls-port P --tls-ca FILE]\n"
-                    "       [--sync-replicas N] [--leases] [--async|--loop] [--groups G]\n"
+                    "       [--sync-replicas N] [--sync-aof] [--sync-timeout-ms MS]\n"
+                    "       [--leases] [--async|--loop]\n"
+                    "       [--groups G]\n"
                     "       [--hold-ms H] [--primitive lock|fairlock|semaphore (s6)]\n"
                     "       baton-bench --cluster P1,P2,... (the masters) --scenario ...\n"
                     "       baton-bench --list   (the scenarios this build can run)\n"
@@ -2124,6 +2130,9 @@ static bool number_option(int ch, const char *arg)
     case 'R':
         opt.sync_replicas = (int)arg_long(arg, "--sync-replicas", 0);
         break;
+    case 'Y':
+        opt.sync_timeout_ms = arg_long(arg, "--sync-timeout-ms", 0);
+        break;
     case 'H':
         opt.hold_ms = (double)arg_long(arg, "--hold-ms", 0);
         break;
@@ -2163,6 +2172,8 @@ static const char *parse_args(int argc, char **argv)
                                           {"tls-port", required_argument, NULL, 'T'},
                                           {"tls-ca", required_argument, NULL, 'C'},
                                           {"sync-replicas", required_argument, NULL, 'R'},
+                                          {"sync-aof", no_argument, NULL, 'F'},
+                                          {"sync-timeout-ms", required_argument, NULL, 'Y'},
                                           {"groups", required_argument, NULL, 'G'},
                                           {"cluster", required_argument, NULL, 'K'},
                                           {"hold-ms", required_argument, NULL, 'H'},
@@ -2182,6 +2193,9 @@ static const char *parse_args(int argc, char **argv)
             break;
         case 'E':
             opt.leases = true;
+            break;
+        case 'F':
+            opt.sync_aof = 1;
             break;
         case 'A':
             opt.async = true;

@@ -5,6 +5,12 @@
 # cluster_state:ok and every replica is in sync, and stop them by pid.
 # After cluster_start: CLUSTER_PORTS ("p1 p2 ..."), CLUSTER_PIDS, CLUSTER_DIR.
 
+# The server (BATON_SERVER: redis-server by default, valkey-server for Valkey, Sentinel and
+# Cluster included) and its client (BATON_CLI: the -cli beside it, valkey-cli for Valkey).
+: "${BATON_SERVER:=redis-server}"
+: "${BATON_CLI:=${BATON_SERVER%-server}-cli}"
+export BATON_SERVER BATON_CLI
+
 cluster_start() {
     _masters=${1:-3}
     _replicas=${2:-1}
@@ -17,11 +23,11 @@ cluster_start() {
         _ok=
         for _try in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
             _p=$(( 41000 + $(od -An -N2 -tu2 /dev/urandom | tr -d ' ') % 10000 ))
-            redis-cli -p "$_p" ping >/dev/null 2>&1 && continue
-            redis-cli -p $((_p + 10000)) ping >/dev/null 2>&1 && continue
+            "$BATON_CLI" -p "$_p" ping >/dev/null 2>&1 && continue
+            "$BATON_CLI" -p $((_p + 10000)) ping >/dev/null 2>&1 && continue
             _d="$CLUSTER_DIR/$_p"
             mkdir -p "$_d"
-            redis-server --port "$_p" --bind 127.0.0.1 --dir "$_d" --save '' --appendonly no \
+            "$BATON_SERVER" --port "$_p" --bind 127.0.0.1 --dir "$_d" --save '' --appendonly no \
                 --cluster-enabled yes --cluster-config-file nodes.conf \
                 --cluster-node-timeout "${CLUSTER_NODE_TIMEOUT:-1000}" \
                 --repl-diskless-sync-delay 0 --repl-ping-replica-period 1 \
@@ -29,7 +35,7 @@ cluster_start() {
             _pid=$!
             _w=0
             while [ $_w -lt 100 ] && kill -0 "$_pid" 2>/dev/null; do
-                if [ "$(redis-cli -p "$_p" ping 2>/dev/null)" = PONG ]; then
+                if [ "$("$BATON_CLI" -p "$_p" ping 2>/dev/null)" = PONG ]; then
                     _ok=1
                     break
                 fi
@@ -52,21 +58,21 @@ cluster_start() {
     _addrs=
     for _p in $CLUSTER_PORTS; do _addrs="$_addrs 127.0.0.1:$_p"; done
     # shellcheck disable=SC2086
-    if ! redis-cli --cluster create $_addrs --cluster-replicas "$_replicas" --cluster-yes \
+    if ! "$BATON_CLI" --cluster create $_addrs --cluster-replicas "$_replicas" --cluster-yes \
             >"$CLUSTER_DIR/create.log" 2>&1; then
         cat "$CLUSTER_DIR/create.log" >&2
         return 1
     fi
     for _p in $CLUSTER_PORTS; do
         _w=0
-        until redis-cli -p "$_p" cluster info 2>/dev/null | grep -q 'cluster_state:ok'; do
+        until "$BATON_CLI" -p "$_p" cluster info 2>/dev/null | grep -q 'cluster_state:ok'; do
             _w=$((_w + 1))
             [ $_w -gt 400 ] && { echo "cluster node $_p never reached state ok" >&2; return 1; }
             sleep 0.025
         done
         _w=0
-        while redis-cli -p "$_p" info replication 2>/dev/null | grep -q 'role:slave' &&
-              ! redis-cli -p "$_p" info replication 2>/dev/null | grep -q 'master_link_status:up'; do
+        while "$BATON_CLI" -p "$_p" info replication 2>/dev/null | grep -q 'role:slave' &&
+              ! "$BATON_CLI" -p "$_p" info replication 2>/dev/null | grep -q 'master_link_status:up'; do
             _w=$((_w + 1))
             [ $_w -gt 400 ] && { echo "replica $_p never synced" >&2; return 1; }
             sleep 0.025
@@ -77,7 +83,7 @@ cluster_start() {
     # (as every node sees it: gossip reaches each at its own pace)
     for _p in $CLUSTER_PORTS; do
         _w=0
-        until [ "$(redis-cli -p "$_p" cluster shards 2>/dev/null | grep -cx online)" = "$_n" ]; do
+        until [ "$("$BATON_CLI" -p "$_p" cluster shards 2>/dev/null | grep -cx online)" = "$_n" ]; do
             _w=$((_w + 1))
             [ $_w -gt 800 ] && { echo "cluster nodes never all online (seen from $_p)" >&2; return 1; }
             sleep 0.025

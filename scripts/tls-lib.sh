@@ -14,13 +14,29 @@ _tls_key() {
     openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null
 }
 
+# _tls_validity DAYS: the openssl x509 options for a certificate valid from now for DAYS days,
+# or, for DAYS < 0, one that ended -DAYS days ago. OpenSSL 3.0 (Debian 12) takes -days -1;
+# OpenSSL 3.4+ (3.5 on Debian 13) refuses an end before the start ("end date before start
+# date") and has -not_before/-not_after instead.
+_tls_validity() {
+    if [ "$1" -ge 0 ]; then
+        echo "-days $1"
+    elif openssl x509 -help 2>&1 | grep -q -- '-not_after'; then
+        echo "-not_before $(date -u -d "$(( 1 - $1 )) days ago" +%Y%m%d%H%M%SZ)" \
+            "-not_after $(date -u -d "$(( -$1 )) days ago" +%Y%m%d%H%M%SZ)"
+    else
+        echo "-days $1"
+    fi
+}
+
 # _tls_sign DIR NAME CA EXT DAYS [CN]: NAME.crt for NAME.key, signed by CA, with extensions
 # EXT and the common name CN ("baton test NAME" when not given)
 _tls_sign() {
     openssl req -new -key "$1/$2.key" -subj "/CN=${6:-baton test $2}" -out "$1/$2.csr" 2>/dev/null &&
     printf '%s\n' "$4" > "$1/$2.ext" &&
+    # shellcheck disable=SC2046
     openssl x509 -req -in "$1/$2.csr" -CA "$1/$3.crt" -CAkey "$1/$3.key" -CAcreateserial \
-        -days "$5" -extfile "$1/$2.ext" -out "$1/$2.crt" 2>/dev/null
+        $(_tls_validity "$5") -extfile "$1/$2.ext" -out "$1/$2.crt" 2>/dev/null
 }
 
 tls_make_certs() {

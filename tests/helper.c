@@ -266,15 +266,17 @@ static bool try_start(th_server *s, int port, const char *extra_conf)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr))
             _exit(127);
-        const char *argv[40] = {
-            "redis-server", "--port", portbuf, "--bind",       "127.0.0.1", "--dir",
-            s->dir,         "--save", "",      "--appendonly", "no"};
+        const char *srv = getenv("BATON_SERVER"); /* valkey-server runs Valkey */
+        if (!srv || !*srv)
+            srv = "redis-server";
+        const char *argv[40] = {srv,    "--port", portbuf, "--bind",       "127.0.0.1", "--dir",
+                                s->dir, "--save", "",      "--appendonly", "no"};
         int n = 11;
         char *conf = extra_conf ? strdup(extra_conf) : NULL;
         for (char *tok = conf ? strtok(conf, " ") : NULL; tok && n < 39; tok = strtok(NULL, " "))
             argv[n++] = tok;
         argv[n] = NULL;
-        execvp("redis-server", (char **)argv);
+        execvp(srv, (char **)argv);
         _exit(127);
     }
     s->pid = pid;

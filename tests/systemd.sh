@@ -60,8 +60,8 @@ done
 
 # ---- the server and the credential -----------------------------------------------------------
 password="pw-$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')"
-redis-cli -p "$port" CONFIG SET requirepass "$password" >/dev/null
-rcli() { redis-cli -p "$port" --no-auth-warning -a "$password" "$@"; }
+"${BATON_CLI:-redis-cli}" -p "$port" CONFIG SET requirepass "$password" >/dev/null
+rcli() { "${BATON_CLI:-redis-cli}" -p "$port" --no-auth-warning -a "$password" "$@"; }
 # subscribers NAME: how many connections listen on the lock NAME's channel (its waiters)
 subscribers() { rcli PUBSUB NUMSUB "redisson_lock__channel:{$1}" | tail -n 1; }
 more_subscribers() { [ "$(subscribers "$1")" -gt "$2" ]; }

@@ -348,10 +348,30 @@ Test(fencing, server_restart_is_reported_lost_and_the_client_carries_on)
 typedef struct blocker {
     int port;
     int ms;
+    _Atomic int64_t done_ms; /* when the server answered the blocking command (th_ms) */
 } blocker;
 
-/* Blocks the whole server for a while with a busy script (no DEBUG needed). */
+/* Blocks the whole server for a while: DEBUG SLEEP (the server started with
+ * --enable-debug-command local), which holds every client's commands unanswered and answers
+ * none BUSY, on every server version. (A script that spins on TIME does not do it alike:
+ * Redis 7.0 gives it the real time, Redis 8 and Valkey 8 the time the script started until
+ * busy-reply-threshold, 5 s, passes; then the server answers BUSY.) */
 static void *block_server(void *arg)
+{
+    blocker *b = arg;
+    redisContext *r = th_redis_port(b->port);
+    redisReply *rep = redisCommand(r, "DEBUG SLEEP %d.%03d", b->ms / 1000, b->ms % 1000);
+    atomic_store(&b->done_ms, th_ms());
+    if (rep)
+        freeReplyObject(rep);
+    redisFree(r);
+    return NULL;
+}
+
+/* A script that keeps the server busy for about ms (the server answers BUSY to every other
+ * command once its busy-reply-threshold has passed; the script's TIME moves on from then on
+ * Redis 8 and Valkey 8 too). */
+static void *busy_script(void *arg)
 {
     blocker *b = arg;
     redisContext *r = th_redis_port(b->port);
@@ -361,16 +381,30 @@ static void *block_server(void *arg)
                      "local now = start while now - start < tonumber(ARGV[1]) do "
                      "t = redis.call('TIME') now = t[1] * 1000 + t[2] / 1000 end return 1",
                      b->ms);
+    atomic_store(&b->done_ms, th_ms());
     if (rep)
         freeReplyObject(rep);
     redisFree(r);
     return NULL;
 }
 
+/* Whether the server on port answers BUSY now. */
+static bool answers_busy(int port)
+{
+    redisContext *r = redisConnect("127.0.0.1", port);
+    redisReply *rep = r && !r->err ? redisCommand(r, "PING") : NULL;
+    bool busy = rep && rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "BUSY", 4) == 0;
+    if (rep)
+        freeReplyObject(rep);
+    if (r)
+        redisFree(r);
+    return busy;
+}
+
 Test(fencing, release_whose_reply_is_lost_is_retried_once_and_counted_once)
 {
     th_server s;
-    th_server_start(&s, NULL);
+    th_server_start(&s, "--enable-debug-command local");
     char url[64];
     snprintf(url, sizeof url, "redis://127.0.0.1:%d", s.port);
     baton_options o;
@@ -390,10 +424,10 @@ Test(fencing, release_whose_reply_is_lost_is_retried_once_and_counted_once)
     cr_assert(eq(i64, th_cmd_int(r, "HGET fc-idem %s", owner), 2));
 
     freeReplyObject(th_cmd(r, "CONFIG RESETSTAT"));
-    blocker b = {s.port, 1000};
+    blocker b = {s.port, 1000, 0};
     pthread_t t;
     pthread_create(&t, NULL, block_server, &b);
-    th_sleep_ms(100); /* the server is now busy for about 900 ms more */
+    th_sleep_ms(100); /* the server is now asleep for about 900 ms more */
     /* sent, executed only after the busy script, reply lost to the 300 ms timeout, retried
      * with the same request id on a new connection: the retry returns the first outcome */
     cr_assert(eq(int, baton_lock_release(l), BATON_OK), "%s", baton_client_errmsg(c));
@@ -405,6 +439,70 @@ Test(fencing, release_whose_reply_is_lost_is_retried_once_and_counted_once)
     cr_assert(eq(i64, th_cmd_int(r, "EXISTS fc-idem"), 0));
     redisFree(r);
     baton_lock_close(l);
+    baton_client_close(c);
+    th_server_stop(&s);
+}
+
+/* A release that meets a server busy with a script (BUSY: refused, not run) waits within its
+ * bound, as for a lost reply, and then releases once: on the pooled connection (the BUSY is
+ * the script's reply) and on a new one (the BUSY is the reply to its PING). Redis 8 and
+ * Valkey 8 answer BUSY where Redis 7.0 only held the reply back (busy_script above). */
+Test(fencing, release_that_meets_a_busy_server_waits_within_its_bound)
+{
+    enum { CMD = 500, CONNECT = 1000, BUSY_MS = 1500 };
+    th_server s;
+    th_server_start(&s, "--busy-reply-threshold 100");
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", s.port);
+    baton_options o;
+    baton_options_init(&o);
+    o.url = url;
+    o.command_timeout_ms = CMD;
+    o.connect_timeout_ms = CONNECT;
+    baton_client *c;
+    cr_assert(eq(int, baton_client_open(&o, &c), BATON_OK));
+    baton_lock *l1, *l2;
+    cr_assert(eq(int, baton_lock_open(c, "fc-busy-1", &l1), BATON_OK));
+    cr_assert(eq(int, baton_lock_open(c, "fc-busy-2", &l2), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(l1, 30000), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(l2, 30000), BATON_OK));
+    redisContext *r = th_redis_port(s.port);
+
+    blocker b = {s.port, BUSY_MS, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, busy_script, &b);
+    int64_t t0 = th_ms();
+    while (!answers_busy(s.port) && th_ms() - t0 < 3000)
+        th_sleep_ms(10);
+    cr_assert(answers_busy(s.port), "the server never answered BUSY");
+    /* the pooled connection: the release's script is answered BUSY */
+    int64_t t1 = th_ms();
+    cr_assert(eq(int, baton_lock_release(l1), BATON_OK), "%s", baton_client_errmsg(c));
+    int64_t took1 = th_ms() - t1;
+    cr_assert(ge(i64, th_ms(), atomic_load(&b.done_ms)), "released before the busy script ended");
+    cr_assert(lt(i64, took1, 3 * (CMD + CONNECT)), "the release waited past its bound");
+    pthread_join(t, NULL);
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS fc-busy-1"), 0));
+
+    /* a new connection: its PING is answered BUSY */
+    freeReplyObject(th_cmd(r, "CLIENT KILL TYPE normal SKIPME yes"));
+    b.done_ms = 0;
+    pthread_create(&t, NULL, busy_script, &b);
+    t0 = th_ms();
+    while (!answers_busy(s.port) && th_ms() - t0 < 3000)
+        th_sleep_ms(10);
+    cr_assert(answers_busy(s.port), "the server never answered BUSY");
+    int64_t t2 = th_ms();
+    cr_assert(eq(int, baton_lock_release(l2), BATON_OK), "%s", baton_client_errmsg(c));
+    int64_t took2 = th_ms() - t2;
+    cr_assert(lt(i64, took2, 3 * (CMD + CONNECT)), "the release waited past its bound");
+    pthread_join(t, NULL);
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS fc-busy-2"), 0));
+    fprintf(stderr, "fencing: releases met BUSY and waited %lld and %lld ms\n", (long long)took1,
+            (long long)took2);
+    redisFree(r);
+    baton_lock_close(l1);
+    baton_lock_close(l2);
     baton_client_close(c);
     th_server_stop(&s);
 }

@@ -1443,6 +1443,46 @@ Test(scripts, noperm_is_eperm_naming_the_command_and_the_keys)
     redisFree(admin);
 }
 
+/* Each server's wording of a command refused inside a script, as its bytes come on the wire:
+ * Redis 7.0's, then Redis 7.2+, 8 and Valkey 8's ("ERR ACL failure in script"), then a
+ * refusal outside a script; every one is BATON_EPERM and the message keeps the command's
+ * name. A script error that is no refusal stays BATON_EPROTO. */
+Test(scripts, every_servers_wording_of_a_refusal_in_a_script_is_eperm)
+{
+    static const struct {
+        const char *wire;
+        int code;
+        const char *names;
+    } cases[] = {
+        {"-ERR The user executing the script can't run this command or subcommand script: "
+         "abc, on @user_script:95.\r\n",
+         BATON_EPERM, "can't run this command"},
+        {"-ERR ACL failure in script: User clinoperm has no permissions to run the 'hincrby' "
+         "command script: abc, on @user_script:95.\r\n",
+         BATON_EPERM, "'hincrby'"},
+        {"-NOPERM User u has no permissions to run the 'evalsha' command\r\n", BATON_EPERM,
+         "'evalsha'"},
+        {"-ERR user_script:1: Script attempted to access nonexistent global variable 'x' "
+         "script: abc, on @user_script:1.\r\n",
+         BATON_EPROTO, "nonexistent global"},
+    };
+    baton_client *c = th_client(NULL);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        redisReader *rd = redisReaderCreate();
+        cr_assert(eq(int, redisReaderFeed(rd, cases[i].wire, strlen(cases[i].wire)), REDIS_OK));
+        void *r = NULL;
+        cr_assert(eq(int, redisReaderGetReply(rd, &r), REDIS_OK));
+        cr_assert(r != NULL);
+        int rc = baton__reply_error(c, r);
+        cr_assert(eq(int, rc, cases[i].code), "%s: %s", cases[i].wire, baton_err_name(rc));
+        cr_assert(strstr(baton_client_errmsg(c), cases[i].names) != NULL, "%s",
+                  baton_client_errmsg(c));
+        freeReplyObject(r);
+        redisReaderFree(rd);
+    }
+    baton_client_close(c);
+}
+
 /* ------------------------------- the command ------------------------------------------ */
 
 static char *user_url(const char *user)

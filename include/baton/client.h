@@ -129,6 +129,16 @@ typedef struct baton_options {
      * still leave a lock reserved for another client's queued waiter alone. The
      * semaphore's waiters queue in its line after 4 x starve_ms (docs/semaphore.md). */
     int64_t starve_ms;
+    /* Durability against a power loss of the master's machine: with sync_aof 1, every lock
+     * acquisition and renewal is followed, in the same round trip, by WAITAOF 1
+     * sync_replicas sync_timeout_ms (Redis 7.2+, Valkey 8+) instead of WAIT: it counts once
+     * the master's append-only file has it fsynced (and, with sync_replicas N, N replicas'
+     * files). As with sync_replicas, an acquisition not on disk in time is undone and
+     * returns BATON_ENOTSYNCED (so does every one on a server with appendonly no); on a
+     * server without WAITAOF (Redis 7.0) it is undone and returns BATON_ENOTSUP, naming
+     * the server's refusal; a renewal not on disk is logged (BATON_LOG_WARN) but counts.
+     * 0: off. docs/guarantees.md says what it adds and what it costs. */
+    int sync_aof;
 } baton_options;
 
 #define BATON_STARVE_NEVER (-1)

@@ -34,7 +34,8 @@ extern "C" {
     XX(ENOMEM, -7, "out of memory")                                                                \
     XX(ECANCELED, -8, "operation canceled")                                                        \
     XX(ENOTSUP, -9, "operation not supported by this object")                                      \
-    XX(ENOTSYNCED, -10, "not acknowledged by enough replicas in time (sync_replicas)")             \
+    XX(ENOTSYNCED, -10,                                                                            \
+       "not acknowledged in time by enough replicas or the disk (sync_replicas, sync_aof)")        \
     XX(EPERM, -11, "refused by the server's ACL (NOPERM)")                                         \
     XX(EBROKEN, -12, "broken: a party of the barrier died, timed out or was cancelled")
 

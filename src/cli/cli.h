@@ -55,6 +55,7 @@ typedef struct cli_global {
     const char *password_file; /* --password-file FILE: the password is its first line */
     const char *client_name;   /* --name: CLIENT SETNAME; NULL: baton:<host>:<pid> */
     int sync_replicas;         /* --sync-replicas: client option sync_replicas */
+    bool sync_aof;             /* --sync-aof: client option sync_aof */
     bool verbose; /* --verbose (lock only): the library's events, DEBUG up, on stderr */
     bool notify;  /* --notify (lock, rwlock, semaphore, elect): sd_notify READY=1 once held */
     bool quiet;   /* -q: no warning at the open either (the maxmemory-policy's) */
@@ -190,6 +191,7 @@ enum {
     CLI_G_TLS,           /* redis-cli's --tls: redis:// taken as rediss:// */
     CLI_G_PASSWORD_FILE, /* --password-file FILE */
     CLI_G_NAME,          /* --name NAME: CLIENT SETNAME */
+    CLI_G_SYNC_AOF,      /* --sync-aof: WAITAOF after acquisitions */
     CLI_G_OBJECT,        /* --object NAME (the last: the ones before it are global) */
 };
 

@@ -197,6 +197,7 @@ static void set_options(const cli_global *g, baton_options *o)
     o->tls_insecure_skip_verify = g->tls_insecure;
     o->watchdog_ms = g->watchdog_ms;
     o->sync_replicas = g->sync_replicas;
+    o->sync_aof = g->sync_aof;
     o->client_name = g->client_name; /* NULL: the library's baton:<host>:<pid> */
     if (g->verbose) {
         o->log_fn = log_to_stderr;

@@ -368,7 +368,8 @@ static const struct option global_options[] = {
     CLI_ARG("cert", CLI_G_TLS_CERT), CLI_ARG("key", CLI_G_TLS_KEY), CLI_ARG("sni", CLI_G_TLS_SNI),
     CLI_FLAG("insecure", CLI_G_TLS_INSECURE),
     /* neither the server nor a credential: accepted after a NAME too */
-    CLI_ARG("sync-replicas", CLI_G_SYNC_REPLICAS), CLI_ARG("name", CLI_G_NAME), CLI_END};
+    CLI_ARG("sync-replicas", CLI_G_SYNC_REPLICAS), CLI_ARG("name", CLI_G_NAME),
+    CLI_FLAG("sync-aof", CLI_G_SYNC_AOF), CLI_END};
 
 /* Only before the command: --help, --version. After it: --object. */
 static const struct option top_options[] = {CLI_FLAG("help", 'h'), CLI_FLAG("version", 'V'),
@@ -427,6 +428,7 @@ static bool *stored_flag(cli_global *g, int val)
     return val == CLI_G_ASKPASS        ? &g->askpass
            : val == CLI_G_TLS_INSECURE ? &g->tls_insecure
            : val == CLI_G_TLS          ? &g->tls
+           : val == CLI_G_SYNC_AOF     ? &g->sync_aof
                                        : NULL;
 }
 
@@ -434,7 +436,7 @@ static bool *stored_flag(cli_global *g, int val)
 static int set_global(cli_opts *o, int val)
 {
     cli_global *g = o->g;
-    bool connection = val != CLI_G_SYNC_REPLICAS && val != CLI_G_NAME;
+    bool connection = val != CLI_G_SYNC_REPLICAS && val != CLI_G_NAME && val != CLI_G_SYNC_AOF;
     bool weakening = val == CLI_G_TLS_INSECURE || val == CLI_G_ASKPASS;
     if (weakening && o->command)
         return cli_usage_error(o->command,

@@ -180,6 +180,11 @@ static int configure(baton__config *cfg, const baton_options *o, char *err, size
         return BATON_EINVAL;
     }
     cfg->sync_replicas = o->sync_replicas;
+    if (o->sync_aof != 0 && o->sync_aof != 1) {
+        snprintf(err, errlen, "sync_aof must be 0 (off) or 1 (on)");
+        return BATON_EINVAL;
+    }
+    cfg->sync_aof = o->sync_aof == 1;
     if (o->client_name)
         snprintf(cfg->client_name, 129, "%s", o->client_name);
     cfg->sync_timeout_ms = o->sync_timeout_ms ? o->sync_timeout_ms : 1000;

@@ -134,8 +134,9 @@ const char *baton__client_origin(const baton_client *c);
 /* Appends an EVALSHA to a connection's output (pipelining: conn.h's flush and read). */
 int baton__script_append(baton__conn *k, const baton__script *s, int nkeys, const char **keys,
                          int nargs, const char **args);
-/* Appends WAIT sync_replicas sync_timeout_ms when sync_replicas is set (pipelines that
- * must be acknowledged, the watchdog's); returns whether it did. */
+/* Appends WAIT sync_replicas sync_timeout_ms when sync_replicas is set, or WAITAOF 1
+ * sync_replicas sync_timeout_ms when sync_aof is (pipelines that must be acknowledged, the
+ * watchdog's); returns whether it did. */
 bool baton__append_wait(baton_client *c, baton__conn *k);
 /* Reads a WAIT's reply: BATON_OK when enough replicas acknowledged, BATON_ENOTSYNCED when
  * not (detail recorded), BATON_ECONN when the connection broke. */

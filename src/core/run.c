@@ -47,13 +47,43 @@ void baton__node_of_key(baton_client *c, const char *key, char *buf, size_t len,
 
 bool baton__append_wait(baton_client *c, baton__conn *k)
 {
-    if (c->cfg.sync_replicas <= 0)
+    if (c->cfg.sync_replicas <= 0 && !c->cfg.sync_aof)
         return false;
     char n[16], ms[24];
     snprintf(n, sizeof n, "%d", c->cfg.sync_replicas);
     snprintf(ms, sizeof ms, "%lld", (long long)c->cfg.sync_timeout_ms);
+    if (c->cfg.sync_aof) { /* the master's fsync, and the replicas' when sync_replicas */
+        const char *argv[4] = {"WAITAOF", "1", n, ms};
+        return baton__conn_append(k, 4, argv, NULL) == BATON_OK;
+    }
     const char *argv[3] = {"WAIT", n, ms};
     return baton__conn_append(k, 3, argv, NULL) == BATON_OK;
+}
+
+/* WAITAOF's reply: [local fsyncs, replicas' fsyncs]; "ERR unknown command" before Redis
+ * 7.2, an error with appendonly no. */
+static int read_waitaof(baton_client *c, redisReply *r)
+{
+    if (r->type == REDIS_REPLY_ERROR) {
+        bool unknown = r->str && strstr(r->str, "unknown command") != NULL;
+        return baton__fail(c, BATON_ENOTSYNCED, "sync_aof: %s: %s",
+                           unknown ? "the server has no WAITAOF (Redis 7.2+ or Valkey 8+ needed)"
+                                   : "not on disk",
+                           r->str);
+    }
+    long long local = -1, replicas = -1;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[0]->type == REDIS_REPLY_INTEGER && r->element[1]->type == REDIS_REPLY_INTEGER) {
+        local = r->element[0]->integer;
+        replicas = r->element[1]->integer;
+    }
+    if (local >= 1 && replicas >= c->cfg.sync_replicas)
+        return BATON_OK;
+    return baton__fail(c, BATON_ENOTSYNCED,
+                       "sync_aof: the master's append-only file %s and %lld of %d replicas' had "
+                       "it within %lld ms",
+                       local >= 1 ? "had it" : "did not have it", replicas < 0 ? 0 : replicas,
+                       c->cfg.sync_replicas, (long long)c->cfg.sync_timeout_ms);
 }
 
 int baton__read_wait(baton_client *c, baton__conn *k)
@@ -61,9 +91,14 @@ int baton__read_wait(baton_client *c, baton__conn *k)
     redisReply *r = NULL;
     /* the server answers WAIT sync_timeout_ms after it got it at most: the round trip's
      * deadline has that besides the command timeout (conn.c, round_deadline) */
-    int rc = baton__conn_read(c, k, "WAIT", &r);
+    int rc = baton__conn_read(c, k, c->cfg.sync_aof ? "WAITAOF" : "WAIT", &r);
     if (rc != BATON_OK)
         return rc;
+    if (c->cfg.sync_aof) {
+        rc = read_waitaof(c, r);
+        freeReplyObject(r);
+        return rc;
+    }
     long long acks = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
     rc = acks >= c->cfg.sync_replicas
              ? BATON_OK

@@ -326,8 +326,11 @@ int baton__hold_unsynced(baton_lock *l, const char *owner, bool fresh, int64_t t
     char *detail = baton__strdup(baton_client_errmsg(c));
     if (baton__hold_acquired(l, owner, fresh, token, lease_ms, sent_us) == BATON_OK)
         l->ops->release(l); /* undone: a holder must not run on a lock a failover can erase */
-    /* the server's ACL refused the WAIT itself: no acquisition can ever be confirmed */
-    int code = detail && strstr(detail, "NOPERM") ? BATON_EPERM : BATON_ENOTSYNCED;
+    /* the server's ACL refused the WAIT itself: no acquisition can ever be confirmed; nor
+     * can one with sync_aof on a server without WAITAOF */
+    int code = detail && strstr(detail, "NOPERM")           ? BATON_EPERM
+               : detail && strstr(detail, "has no WAITAOF") ? BATON_ENOTSUP
+                                                            : BATON_ENOTSYNCED;
     int rc = baton__fail(c, code, "lock %s: not acquired: %s", l->name,
                          detail ? detail : "not acknowledged by enough replicas");
     free(detail);

@@ -313,8 +313,9 @@ static bool renew_pass(baton__watchdog *w, snapshot *s, size_t from0, size_t to,
         int acked = baton__read_wait(c, conn);
         broken = acked == BATON_ECONN;
         if (acked == BATON_ENOTSYNCED)
-            baton__log(c, BATON_LOG_WARN, "renewal not acknowledged by %d replica%s in time",
-                       c->cfg.sync_replicas, c->cfg.sync_replicas == 1 ? "" : "s");
+            baton__log(c, BATON_LOG_WARN, "renewal not acknowledged by %d replica%s%s in time",
+                       c->cfg.sync_replicas, c->cfg.sync_replicas == 1 ? "" : "s",
+                       c->cfg.sync_aof ? " or the append-only file" : "");
     }
     baton__conn_put(c, conn, broken);
     return !broken;

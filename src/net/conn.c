@@ -462,6 +462,8 @@ int baton__conn_append(baton__conn *k, int argc, const char **argv, const size_t
     k->pending++;
     if (argc == 3 && !lens && strcmp(argv[0], "WAIT") == 0)    /* baton__append_wait's */
         k->round_wait_us += strtoll(argv[2], NULL, 10) * 1000; /* the server's own bound */
+    if (argc == 4 && !lens && strcmp(argv[0], "WAITAOF") == 0) /* sync_aof's */
+        k->round_wait_us += strtoll(argv[3], NULL, 10) * 1000;
     redisFreeCommand(cmd);
     return BATON_OK;
 }

@@ -15,9 +15,12 @@
 static bool acl_refusal(const char *s)
 {
     /* NOPERM: a command refused before it ran (its name, or "one of the keys/channels");
-     * inside a script Redis 7.0 says "ERR The user executing the script can't ..." */
+     * inside a script Redis 7.0 says "ERR The user executing the script can't ...", and
+     * Redis 7.2+, 8 and Valkey 8 say "ERR ACL failure in script: User u has no permissions
+     * to run the 'hincrby' command script: ..." */
     return strncmp(s, "NOPERM", 6) == 0 ||
-           strncmp(s, "ERR The user executing the script can't", 39) == 0;
+           strncmp(s, "ERR The user executing the script can't", 39) == 0 ||
+           strncmp(s, "ERR ACL failure in script", 25) == 0;
 }
 
 int baton__reply_error(baton_client *c, const redisReply *r)

@@ -204,6 +204,7 @@ typedef struct baton__config {
     int64_t keepalive_ms;
     int pool_size;
     int sync_replicas; /* WAIT after acquisitions and renewals; 0: off */
+    bool sync_aof;     /* WAITAOF 1 sync_replicas instead of WAIT */
     int64_t sync_timeout_ms;
     char *sentinel_username; /* AUTH to sentinels, or NULL */
     char *sentinel_password;

@@ -271,26 +271,26 @@ static pid_t spawn_server(server *s)
     if (pid == 0) {
         setpgid(0, 0);
         prctl(PR_SET_PDEATHSIG, SIGKILL); /* the runner killed (a ctest timeout): gone too */
-        if (s->ns[0])                     /* sentinel-net: in its namespace, on its address */
-            execlp("ip", "ip", "netns", "exec", s->ns, "redis-server", "--port", port, "--bind",
-                   s->ip, "--protected-mode", "no", "--dir", s->dir, "--save", "", "--appendonly",
-                   "no", "--logfile", log, "--repl-diskless-sync-delay", "0",
+        const char *srv = getenv("BATON_SERVER"); /* valkey-server runs Valkey */
+        if (!srv || !*srv)
+            srv = "redis-server";
+        if (s->ns[0]) /* sentinel-net: in its namespace, on its address */
+            execlp("ip", "ip", "netns", "exec", s->ns, srv, "--port", port, "--bind", s->ip,
+                   "--protected-mode", "no", "--dir", s->dir, "--save", "", "--appendonly", "no",
+                   "--logfile", log, "--repl-diskless-sync-delay", "0",
                    "--repl-ping-replica-period", "1", (char *)NULL);
         if (s->cluster) /* as scripts/cluster-lib.sh starts it */
-            execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", "--dir",
-                   s->dir, "--save", "", "--appendonly", "no", "--cluster-enabled", "yes",
-                   "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "1000",
-                   "--repl-diskless-sync-delay", "0", "--repl-ping-replica-period", "1",
-                   "--logfile", log, (char *)NULL);
+            execlp(srv, srv, "--port", port, "--bind", "127.0.0.1", "--dir", s->dir, "--save", "",
+                   "--appendonly", "no", "--cluster-enabled", "yes", "--cluster-config-file",
+                   "nodes.conf", "--cluster-node-timeout", "1000", "--repl-diskless-sync-delay",
+                   "0", "--repl-ping-replica-period", "1", "--logfile", log, (char *)NULL);
         if (net_ip[0])
-            execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", net_ip,
-                   "--protected-mode", "no", "--dir", s->dir, "--save", "", "--appendonly",
-                   s->aof ? "yes" : "no", "--appendfsync", "always", "--logfile", log,
-                   (char *)NULL);
-        execlp("redis-server", "redis-server", "--port", port, "--bind", "127.0.0.1", "--dir",
-               s->dir, "--save", "", "--appendonly", s->aof ? "yes" : "no", "--appendfsync",
-               "always", "--logfile", log, "--repl-diskless-sync-delay", "0",
-               "--repl-ping-replica-period", "1", (char *)NULL);
+            execlp(srv, srv, "--port", port, "--bind", "127.0.0.1", net_ip, "--protected-mode",
+                   "no", "--dir", s->dir, "--save", "", "--appendonly", s->aof ? "yes" : "no",
+                   "--appendfsync", "always", "--logfile", log, (char *)NULL);
+        execlp(srv, srv, "--port", port, "--bind", "127.0.0.1", "--dir", s->dir, "--save", "",
+               "--appendonly", s->aof ? "yes" : "no", "--appendfsync", "always", "--logfile", log,
+               "--repl-diskless-sync-delay", "0", "--repl-ping-replica-period", "1", (char *)NULL);
         _exit(127);
     }
     return pid;
@@ -950,8 +950,9 @@ static bool snet_start(void)
         if (pid == 0) {
             setpgid(0, 0);
             prctl(PR_SET_PDEATHSIG, SIGKILL);
-            execlp("ip", "ip", "netns", "exec", snet_ns[2 + i], "redis-server", conf, "--sentinel",
-                   (char *)NULL);
+            const char *srv = getenv("BATON_SERVER");
+            execlp("ip", "ip", "netns", "exec", snet_ns[2 + i], srv && *srv ? srv : "redis-server",
+                   conf, "--sentinel", (char *)NULL);
             _exit(127);
         }
         snet_sentinel_pid[i] = pid;
