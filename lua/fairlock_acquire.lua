@@ -16,6 +16,7 @@
 --          wake-up, or when its bound ran out): keep the place. "2" is a hint only: a run
 --          that finds the owner not queued joins the queue as "1" does.
 -- ARGV[5]  "host:pid" of the owner's process
+-- Status   the first element of the reply is a baton__acquire_status (src/core/internal.h)
 -- Returns  {1, token}  acquired; token is the new fencing token (the counter, incremented)
 --          {2, token}  re-entered by the owner; token is unchanged (the outer hold's)
 --          {0, wait}   not acquired; wait = how long the waiter may sleep before it runs

@@ -14,6 +14,7 @@
 -- ARGV[5]  how long the line lasts after its last join or look, in ms
 -- ARGV[6]  when the caller's wait passes its starvation bound, in µs from now (<= 0: it
 --          has; its score in the line, which is served first due, first served)
+-- Status   the first element of the reply is a baton__acquire_status (src/core/internal.h)
 -- Returns  {1, token}  acquired; token is the new fencing token (the counter, incremented)
 --          {2, token}  re-entered by the owner; token is unchanged (the outer hold's)
 --          {0, pttl}   held by another owner; pttl = its remaining lease in ms (-1: none)

@@ -12,6 +12,7 @@
 -- also has one timeout key per hold, {name}:<owner>:rwlock_timeout:<n> (Redisson's
 -- layout), which a read release reads to decide the hash's lease: those of this owner are
 -- renewed too. Only hashes with more than one field pay for the check (a plain lock has one).
+-- uses: keys (lua/lib/keys.lua, put in front of this script by the build)
 local function tagged(name)
     if string.find(name, '{', 1, true) then
         return name
@@ -22,14 +23,14 @@ local out = {}
 for i = 1, #KEYS do
     if redis.pcall('hexists', KEYS[i], ARGV[i + 1]) == 1 then
         redis.call('pexpire', KEYS[i], ARGV[1])
-        redis.pcall('pexpire', 'baton_lock_meta:' .. tagged(KEYS[i]), ARGV[1])
+        redis.pcall('pexpire', KEY_LOCK_META .. tagged(KEYS[i]), ARGV[1])
         out[i] = 1
         local owner = ARGV[i + 1]
         if redis.call('hlen', KEYS[i]) > 1 and redis.call('hexists', KEYS[i], 'mode') == 1
             and string.sub(owner, -6) ~= ':write' then
             local holds = tonumber(redis.call('hget', KEYS[i], owner)) or 0
             for n = holds, 1, -1 do
-                redis.call('pexpire', tagged(KEYS[i]) .. ':' .. owner .. ':rwlock_timeout:' .. n,
+                redis.call('pexpire', tagged(KEYS[i]) .. ':' .. owner .. KEY_RWLOCK_TIMEOUT .. n,
                     ARGV[1])
             end
         end

@@ -15,6 +15,7 @@
 -- ARGV[3]  "0": never join the line; "1": join it if it is not empty; "2": join it
 -- ARGV[4]  how long the line lasts after its last join or look, in ms
 -- ARGV[5..n+4]  the new permits' ids: 32 hex digits each
+-- Status   the first element of the reply is a baton__acquire_status (src/core/internal.h)
 -- Returns  {1, lease}   taken: every id is in KEYS[2] until now + lease
 --          {0, wait}    fewer than n free, nothing taken; wait = ms until the nearest
 --                       lease ends (-1: none ends, e.g. only Redisson's non-expiring

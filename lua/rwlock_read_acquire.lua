@@ -10,6 +10,7 @@
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  reader field, "<client-uuid>:<thread-id>"
 -- ARGV[3]  the same thread's writer field, "<client-uuid>:<thread-id>:write"
+-- Status   the first element of the reply is a baton__acquire_status (src/core/internal.h)
 -- Returns  {1, token}  a first read hold of this owner; token = the counter, incremented
 --          {2, token}  re-entered (this owner held read already); token unchanged
 --          {0, wait}   not acquired: another owner writes, or a writer waits (its claim is
@@ -17,6 +18,7 @@
 -- A thread that holds a part of the lock (read, or write) is never refused for a waiting
 -- writer: it would wait for a writer that waits for it. A key of another type (or a token
 -- that is not an integer) fails with WRONGTYPE (ERR) before anything is written.
+-- uses: keys (lua/lib/keys.lua, put in front of this script by the build)
 local mode = redis.call('hget', KEYS[1], 'mode')
 local writing = mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 1
 if mode == 'write' and not writing then
@@ -47,7 +49,7 @@ if mode == false then
     redis.call('hset', KEYS[1], 'mode', 'read')
 end
 local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-redis.call('set', KEYS[4] .. ':' .. ARGV[2] .. ':rwlock_timeout:' .. n, 1, 'px', ARGV[1])
+redis.call('set', KEYS[4] .. ':' .. ARGV[2] .. KEY_RWLOCK_TIMEOUT .. n, 1, 'px', ARGV[1])
 local pttl = redis.call('pttl', KEYS[1])
 redis.call('pexpire', KEYS[1], math.max(pttl, tonumber(ARGV[1])))
 if n == 1 then

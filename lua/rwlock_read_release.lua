@@ -24,6 +24,7 @@
 -- outcome with a warning (client.c, unpublished()). A waiter not told finds out at its
 -- recheck.
 -- uses: publish (lua/lib/publish.lua, put in front of this script by the build)
+-- uses: keys (lua/lib/keys.lua, likewise)
 if ARGV[5] ~= '0' then -- a retry: its first attempt may have run
     local done = redis.call('get', KEYS[4])
     if done ~= false then
@@ -38,7 +39,7 @@ local holds = redis.call('hincrby', KEYS[1], ARGV[3], -1)
 if holds == 0 then
     redis.call('hdel', KEYS[1], ARGV[3])
 end
-redis.call('del', KEYS[3] .. ':' .. ARGV[3] .. ':rwlock_timeout:' .. (holds + 1))
+redis.call('del', KEYS[3] .. ':' .. ARGV[3] .. KEY_RWLOCK_TIMEOUT .. (holds + 1))
 local outcome = holds == 0 and 1 or 0
 if redis.call('hlen', KEYS[1]) > 1 then
     local longest = -3
@@ -46,7 +47,7 @@ if redis.call('hlen', KEYS[1]) > 1 then
         local n = tonumber(redis.call('hget', KEYS[1], field))
         if type(n) == 'number' then
             for i = n, 1, -1 do
-                local ttl = redis.call('pttl', KEYS[3] .. ':' .. field .. ':rwlock_timeout:' .. i)
+                local ttl = redis.call('pttl', KEYS[3] .. ':' .. field .. KEY_RWLOCK_TIMEOUT .. i)
                 longest = math.max(longest, ttl)
             end
         end

@@ -9,6 +9,7 @@
 -- ARGV[4]  claim_ms: a waiting writer's claim stands until server time + this; the waiting
 --          client runs this script again at least every claim_ms / 3 (a renewal)
 -- ARGV[5]  "1": a wait, claim a place if not acquired; "0": one try, claim nothing
+-- Status   the first element of the reply is a baton__acquire_status (src/core/internal.h)
 -- Returns  {1, token}  acquired; token = the counter, incremented
 --          {2, token}  re-entered by the writer; token unchanged
 --          {0, wait}   not acquired; wait = ms to sleep at most before trying again: the

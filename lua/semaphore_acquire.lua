@@ -18,6 +18,7 @@
 -- ARGV[6]  how long the request latch lives, in ms
 -- ARGV[7]  "0": the request's first attempt (no latch can exist yet: it is not read);
 --          "1" (or absent): a retry
+-- Status   the first element of the reply is a baton__acquire_status (src/core/internal.h)
 -- Returns  {1, left}       taken; left = the permits that remained after this request's
 --                          take (a re-sent request: its first run's)
 --          {0, available}  not enough permits; nothing changed, no latch written (a

@@ -9,6 +9,7 @@
 #include "checkers.h"
 #include "cli_helper.h"
 #include "ha_helper.h"
+#include "internal.h"
 #include "slots.h"
 
 #include "new_assert.h"

@@ -14,6 +14,7 @@
 #define _GNU_SOURCE
 #include "helper.h"
 #include "internal.h"
+#include "lockbase.h" /* the lock handle's base */
 
 #include "new_assert.h"
 #include <ctype.h>

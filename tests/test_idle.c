@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include "helper.h"
 #include "internal.h"
+#include "lockbase.h" /* the watchdog's rounds */
 #include "conn.h"
 
 #include "new_assert.h"

@@ -559,7 +559,7 @@ Test(matrix, client_pause_all_past_the_lease_fences_the_holder_off)
 
 /* FAILS today: the watchdog checks the lease only after a renewal pass returns, and a pass
  * against a paused server waits two command + connect timeouts; see docs/guarantees.md,
- * "Known gaps". Needs src/core/watchdog.c to report a hold lost at its last successful
+ * "Known gaps". Needs src/lockbase/watchdog.c to report a hold lost at its last successful
  * renewal + the lease, independently of a pass in flight. */
 Test(matrix, a_holder_whose_renewals_hang_is_told_by_its_lease_end)
 {

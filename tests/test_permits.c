@@ -9,6 +9,7 @@
 #include "faultproxy.h"
 #include "helper.h"
 #include "internal.h"
+#include "lockbase.h" /* the watchdog's rounds */
 
 #include "new_assert.h"
 #include <poll.h>

@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include "helper.h"
 #include "internal.h"
+#include "lockbase.h" /* the watchdog's rounds */
 
 #include "new_assert.h"
 #include <errno.h>

@@ -32,7 +32,6 @@
 #define STATE_LIFE_MS "86400000" /* a barrier nobody arrives at for a day is forgotten */
 #define MAX_PARTIES 100000
 
-#define SCRIPT(name) (&baton__script_##name)
 #define BROKEN BATON_EBROKEN
 
 /* ------------------------------- the handle ------------------------------------------ */
@@ -81,8 +80,9 @@ int baton_barrier_open(baton_client *c, const char *name, int64_t parties, baton
     return baton__object_new(c, name, &barrier_kind, &parties, out);
 }
 
-/* baton_barrier_close, baton_barrier_cancel_waits, baton_barrier_name */
-BATON__OBJECT_COMMON_VERBS(baton_barrier, NULL)
+/* baton_barrier_cancel_waits, baton_barrier_close, baton_barrier_name */
+BATON__OBJECT_VERBS(baton_barrier, barrier_kind)
+BATON__OBJECT_NAME_VERB(baton_barrier)
 
 /* ------------------------------- await ----------------------------------------------- */
 
@@ -121,9 +121,9 @@ static int check(awaiting *a, const char *mode)
     const char *keys[3] = {a->p->state, a->p->parties, a->p->channel};
     const char *args[5] = {a->gen_s, a->id, a->lease, mode, STATE_LIFE_MS};
     redisReply *r;
-    int rc = baton__script_run(b->base.client, SCRIPT(barrier_check), 3, keys, 5, args, &r);
+    int rc = baton__script_run(b->base.client, BATON__SCRIPT(barrier_check), 3, keys, 5, args, &r);
     if (rc == BATON_ECONN) /* a look, a renewal or a break: each safe to repeat */
-        rc = baton__script_run(b->base.client, SCRIPT(barrier_check), 3, keys, 5, args, &r);
+        rc = baton__script_run(b->base.client, BATON__SCRIPT(barrier_check), 3, keys, 5, args, &r);
     if (rc != BATON_OK)
         return rc;
     long long v[2] = {0, 0};
@@ -161,7 +161,7 @@ static int attempt(void *arg, baton__sub *sub)
     const char *args[4] = {n, a->id, a->lease, STATE_LIFE_MS};
     redisReply *r;
     /* Not re-sent after a lost reply: a second arrival would count twice. */
-    int rc = baton__script_run(b->base.client, SCRIPT(barrier_arrive), 3, keys, 4, args, &r);
+    int rc = baton__script_run(b->base.client, BATON__SCRIPT(barrier_arrive), 3, keys, 4, args, &r);
     if (rc != BATON_OK) {
         a->ended = true; /* nothing to leave: the arrival's fate is unknown */
         return rc;
@@ -204,9 +204,22 @@ static void give_up(void *arg, int rc)
         check(a, "leave");
 }
 
-/* kind, counted as, join a live subscription, attempt, sleep bound, give up */
-static const baton__wait_ops barrier_wait = {BATON__SUB_LATCH, BATON__K_LATCH, true,
-                                             attempt,          bound,          give_up};
+/* How a message wakes the waiters on a barrier's channel: "0" (a phase ended: the last
+ * party arrived, or the barrier broke) all of them; any other none. The subscription does
+ * not linger. */
+static int64_t zero_wakeups(const char *payload, size_t len, int refs, int64_t pending)
+{
+    (void)pending;
+    bool ok;
+    int64_t v = baton__sub_payload_int(payload, len, &ok);
+    return (ok && v == 0) ? refs : 0;
+}
+
+static const baton__sub_type barrier_sub = {zero_wakeups, false, false};
+
+/* channel, counted as, join a live subscription, attempt, sleep bound, give up */
+static const baton__wait_ops barrier_wait = {&barrier_sub, BATON_KIND_LATCH, true, attempt,
+                                             bound,        give_up};
 
 static int await_phase(baton_barrier *b, int which, int64_t timeout_ms, int64_t *index,
                        int64_t *generation);

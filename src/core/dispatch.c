@@ -34,7 +34,9 @@
  * (MOVED) to a subscribe.
  */
 #define _GNU_SOURCE
-#include "client.h"
+#include "internal.h"
+
+#include "client_fields.h"
 #include "evloop.h"
 #include "conn.h"
 #include "slots.h"
@@ -132,7 +134,8 @@ typedef struct sub_link sub_link;
 struct baton__sub {
     baton__dispatcher *d;
     char *channel;
-    baton__sub_kind kind;
+    const baton__sub_type *type; /* how its messages wake its waiters */
+
     sub_link *link;       /* where it is (un)subscribing or subscribed; NULL when S_UNSUB */
     int refs;             /* threads holding a reference */
     sub_state state;      /* as the server sees it (or will, once confirmed) */
@@ -149,7 +152,7 @@ struct baton__sub {
     int64_t permits;      /* wake-ups not yet consumed, at most refs */
     int fed;              /* asynchronous waiters fired and not yet running again (disarm) */
     uint64_t messages;    /* messages that woke waiters, since the entry was made */
-    bool kept;            /* BATON__SUB_OWN: a message came while it lingered */
+    bool kept;            /* type->keep: a message came while it lingered */
     int queued_small;     /* waiters that said they want the least there is (baton__sub_queue) */
     int queued_large;     /* ... and that want more */
     int sleeping;         /* threads in baton__sub_wait (with a wake-up in permits or not) */
@@ -465,34 +468,9 @@ static int64_t parse_int(const char *s, size_t len, bool *ok)
     return neg ? -v : v;
 }
 
-/* How many waiters a message on a channel of this kind wakes (refs: all of them; pending:
- * wake-ups handed out by earlier messages and not yet taken, by a sleeping thread or by
- * an asynchronous waiter that has not run since). */
-static int64_t wakeups_for(baton__sub_kind kind, const char *payload, size_t len, int refs,
-                           int64_t pending)
+int64_t baton__sub_payload_int(const char *payload, size_t len, bool *ok)
 {
-    bool ok;
-    int64_t v = parse_int(payload, len, &ok);
-    switch (kind) {
-    case BATON__SUB_LOCK:
-        return (ok && v == 1) ? refs : 1; /* "0" unlock: one; "1": everyone re-checks */
-    case BATON__SUB_LATCH:
-        return (ok && v == 0) ? refs : 0; /* "0" reached zero; "1" new count: nothing */
-    case BATON__SUB_SEMAPHORE:
-        /* The new permit count: that many waiters try, counting those an earlier message
-         * woke that have not taken their wake-up yet: they try after this message too, and
-         * so see the permits it announces. (Adding the count to them woke a waiter per
-         * permit for every message that came while a permit was free: in the benchmark's s3,
-         * 2.4 attempts per acquisition, 1.8 without.) */
-        if (!ok)
-            return 1;
-        return (v < refs ? v : refs) - pending;
-    case BATON__SUB_RWLOCK:
-        return refs; /* "0" last reader gone, "1" writer gone: whoever may enter now */
-    case BATON__SUB_OWN:
-        return refs; /* its one waiter */
-    }
-    return 1;
+    return parse_int(payload, len, ok);
 }
 
 static void on_message(baton__dispatcher *d, const redisReply *ch, const redisReply *payload)
@@ -501,11 +479,11 @@ static void on_message(baton__dispatcher *d, const redisReply *ch, const redisRe
         return;
     baton__stat_inc(d->c, BATON__ST_MESSAGES);
     baton__sub *s = baton__map_get(&d->subs, ch->str);
-    if (s && s->refs == 0 && s->lingering && s->kind == BATON__SUB_OWN)
+    if (s && s->refs == 0 && s->lingering && s->type->keep)
         s->kept = true; /* for the next wait on it: it may have queued already */
     if (!s || s->refs == 0)
         return;
-    int64_t n = wakeups_for(s->kind, payload->str, payload->len, s->refs, s->permits + s->fed);
+    int64_t n = s->type->wakeups(payload->str, payload->len, s->refs, s->permits + s->fed);
     if (n > 0)
         s->messages++;
     add_permits(s, n);
@@ -1037,8 +1015,8 @@ static void release_locked(baton__dispatcher *d, baton__sub *s, bool linger)
     d->wanted--;
     s->permits = 0;
     s->kept = false;
-    if (linger && s->kind != BATON__SUB_LATCH && s->state == S_SUBSCRIBED && s->link &&
-        s->link->conn && !s->queued && !s->inflight) {
+    if (linger && s->type->linger && s->state == S_SUBSCRIBED && s->link && s->link->conn &&
+        !s->queued && !s->inflight) {
         if (!s->lingering) {
             s->lingering = true;
             d->lingering++;
@@ -1071,7 +1049,7 @@ static void release_locked_sync(baton__dispatcher *d, baton__sub *s, int64_t lim
     free(channel);
 }
 
-int baton__sub_acquire(baton_client *c, const char *channel, baton__sub_kind kind,
+int baton__sub_acquire(baton_client *c, const char *channel, const baton__sub_type *type,
                        int64_t deadline_us, const baton__waiting *wt, baton__sub **out)
 {
     baton__dispatcher *d = NULL;
@@ -1091,7 +1069,7 @@ int baton__sub_acquire(baton_client *c, const char *channel, baton__sub_kind kin
             return baton__fail(c, BATON_ENOMEM, "out of memory");
         }
         s->d = d;
-        s->kind = kind;
+        s->type = type;
         s->sem.permits = 1;
         baton__cond_init(&s->wake);
         baton__cond_init(&s->ready);
@@ -1365,3 +1343,7 @@ void baton__dispatcher_free(baton__dispatcher *d, bool forked)
     }
     free(d);
 }
+
+const baton__sub_methods baton__dispatcher_subs = {
+    baton__sub_wait, baton__sub_arm, baton__sub_disarm, baton__sub_pass_on, baton__sub_wake_all,
+};

@@ -44,6 +44,9 @@
  * field <owner> -> "host:pid", with the lock's lease (a Redisson holder has no entry). The
  * other kinds have their client's record instead (below). */
 #define BATON__KEY_LOCK_META "baton_lock_meta:"
+/* A read hold's timeout key of a read-write lock: {name}:<owner>:rwlock_timeout:<n>
+ * (Redisson's layout), one per hold, made by the read scripts (lua/lib/keys.lua). */
+#define BATON__KEY_RWLOCK_TIMEOUT ":rwlock_timeout:"
 /* The plain lock's starvation bound (src/lock/lock.c, lua/lib/line.lua): the line of
  * starved waiters, baton_lock_line:{name} (a sorted set, owner field -> when it joined),
  * and the reservation of a free lock for the line's first, baton_lock_next:{name} = its

@@ -10,14 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int baton__object_open(baton_client *c, const char *name, const char *what,
-                       const char *channel_prefix, size_t size, bool has_out, baton__object **obj)
-{
-    baton__object_kind kind = {.what = what, .channel_prefix = channel_prefix, .size = size};
-    *obj = NULL;
-    return has_out ? baton__object_new(c, name, &kind, NULL, obj) : BATON_EINVAL;
-}
-
 /* The kind's own keys of o (none without a keys function); how many. */
 static size_t own_keys(baton__object *o, baton__key_spec *k)
 {

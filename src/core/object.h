@@ -23,14 +23,9 @@ typedef struct baton__object {
     void (*cancel)(struct baton__object *o);
 } baton__object;
 
-/* The open of such a handle: c, out and the name checked (baton__check_open_name, `what`
- * names the kind in the detail), then `size` zeroed bytes whose start is the base, filled
- * in (channel_prefix gives the channel). *obj is NULL unless BATON_OK. Returns BATON_OK,
- * BATON_EINVAL (c NULL, has_out false, or the name), BATON_ENOTSUP (a forked client) or
- * BATON_ENOMEM; the detail is recorded on c. */
-int baton__object_open(baton_client *c, const char *name, const char *what,
-                       const char *channel_prefix, size_t size, bool has_out, baton__object **obj);
-/* A kind with more than the base (the election, the barrier), in one static const table. */
+/* What a kind of handle is, in one static const table that every kind fills (the latch,
+ * the semaphore, the permits, the election, the barrier): one way to open, cancel and close
+ * them all. */
 typedef struct baton__object_kind {
     const char *what;           /* names the kind in the open's detail */
     const char *channel_prefix; /* gives the base's channel */
@@ -43,9 +38,13 @@ typedef struct baton__object_kind {
     void (*fini)(baton__object *o);   /* as baton__object_close's, or NULL */
     void (*cancel)(baton__object *o); /* the base's `cancel`, or NULL */
 } baton__object_kind;
-/* baton__object_open for such a kind, whose public open is then this one call: out is the
- * caller's `kind **` (every pointer to a struct has one representation, C11 6.2.5), set to
- * the handle or NULL; init gets arg. Returns as baton__object_open, or init's error. */
+/* The open of a kind, whose public open is then this one call: c, out and the name checked
+ * (baton__check_open_name, kind->what names the kind in the detail), then kind->size zeroed
+ * bytes whose start is the base, filled in (kind->channel_prefix gives the channel), its
+ * keys derived, and init(arg). out is the caller's `kind **` (every pointer to a struct has
+ * one representation, C11 6.2.5), set to the handle or NULL. Returns BATON_OK, BATON_EINVAL
+ * (c or out NULL, or the name), BATON_ENOTSUP (a forked client), BATON_ENOMEM, or init's
+ * error; the detail is recorded on c. */
 int baton__object_new(baton_client *c, const char *name, const baton__object_kind *kind, void *arg,
                       void *out);
 
@@ -63,39 +62,20 @@ int baton__object_cancel_waits(baton__object *o);
  * NULL), then the base and the memory. */
 void baton__object_close(baton__object *o, void (*fini)(baton__object *o));
 
-/* The public open, cancel_waits and close of a kind whose handle is the base alone (the
- * latch, the semaphore): baton_<kind>_open(c, name, out) and the others, written once.
- * `what` names the kind in the open's detail; channel_prefix gives its channel. */
-#define BATON__OBJECT_VERBS(kind, what, channel_prefix)                                            \
-    int kind##_open(baton_client *c, const char *name, kind **out)                                 \
-    {                                                                                              \
-        baton__object *o;                                                                          \
-        int rc = baton__object_open(c, name, what, channel_prefix, sizeof **out, out != NULL, &o); \
-        if (out)                                                                                   \
-            *out = (kind *)o;                                                                      \
-        return rc;                                                                                 \
-    }                                                                                              \
+/* The public cancel_waits and close of a kind (baton_<kind>_cancel_waits(h),
+ * baton_<kind>_close(h)), written once from its table: the close runs table.fini. */
+#define BATON__OBJECT_VERBS(kind, table)                                                           \
     int kind##_cancel_waits(kind *h)                                                               \
     {                                                                                              \
         return baton__object_cancel_waits((baton__object *)h);                                     \
     }                                                                                              \
     void kind##_close(kind *h)                                                                     \
     {                                                                                              \
-        baton__object_close((baton__object *)h, NULL);                                             \
+        baton__object_close((baton__object *)h, (table).fini);                                     \
     }
 
-/* The public close, cancel_waits and name of a kind with a table (baton_<kind>_close(h),
- * baton_<kind>_cancel_waits(h), baton_<kind>_name(h)), written once; fini as
- * baton__object_close's. */
-#define BATON__OBJECT_COMMON_VERBS(kind, fini)                                                     \
-    void kind##_close(kind *h)                                                                     \
-    {                                                                                              \
-        baton__object_close((baton__object *)h, fini);                                             \
-    }                                                                                              \
-    int kind##_cancel_waits(kind *h)                                                               \
-    {                                                                                              \
-        return baton__object_cancel_waits((baton__object *)h);                                     \
-    }                                                                                              \
+/* baton_<kind>_name(h), for the kinds whose contract has it. */
+#define BATON__OBJECT_NAME_VERB(kind)                                                              \
     const char *kind##_name(const kind *h)                                                         \
     {                                                                                              \
         return baton__object_name((const baton__object *)h);                                       \

@@ -13,7 +13,9 @@
  * key, maxmemory) leaves holders without a host, and the write is tried again after one
  * life.
  */
-#include "client.h"
+#include "internal.h"
+
+#include "client_fields.h"
 #include "conn.h"
 #include "topology.h"
 

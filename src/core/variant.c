@@ -14,7 +14,9 @@
  * that releases work at maxmemory under noeviction. On a Cluster that is the sharded form
  * of the allow-oom script.
  */
-#include "client.h"
+#include "internal.h"
+
+#include "client_fields.h"
 #include "topology.h"
 
 #include <openssl/evp.h>

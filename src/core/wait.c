@@ -44,7 +44,7 @@ static bool not_yet(baton_client *c, int rc)
 /* Listens on the wait's channel, or (own) the waiter's own after a BATON__RELISTEN, from now
  * on and attempts again, since a release published before the subscription was confirmed
  * went unheard; no attempt when its own channel's subscription still lingered from its
- * last wait (BATON__SUB_OWN keeps a message that came meanwhile). The subscription held so
+ * last wait (baton__sub_own keeps a message that came meanwhile). The subscription held so
  * far, if any, is kept in *left until the wait ends (then dropped as the other: a wait that
  * gave up leaves nothing behind), or kept as *sub if its own channel could not be had.
  * *sub is NULL afterwards if subscribing failed with nothing to fall back on (its error). */
@@ -60,7 +60,7 @@ static int listen(baton_client *c, const baton__wait *w, bool own, int64_t deadl
     if (own && (*sub = baton__sub_try_acquire(c, channel)) != NULL)
         return BATON_ETIMEDOUT; /* live (lingering) since before the attempt that moved it
                                    here, and a message meanwhile was kept: none went unheard */
-    int rc = baton__sub_acquire(c, channel, own ? BATON__SUB_OWN : w->ops->kind, deadline, wt, sub);
+    int rc = baton__sub_acquire(c, channel, own ? &baton__sub_own : w->ops->sub, deadline, wt, sub);
     if (rc != BATON_OK && own && *left && rc != BATON_ECANCELED) {
         /* Its own channel could not be had (no confirmation in time, a refusal): it waits
          * on where it listened, which its bound_ms covers (the plain lock's line looks by
@@ -235,3 +235,14 @@ void baton__line_leave(baton_client *c, const baton__script *unreserve, const ch
         baton__fail(c, rc, "%s", detail);
     free(detail);
 }
+
+/* ------------------------------- a channel of one waiter ----------------------------- */
+
+/* A channel of one waiter: every message is for it. */
+static int64_t own_wakeups(const char *payload, size_t len, int refs, int64_t pending)
+{
+    (void)payload, (void)len, (void)pending;
+    return refs; /* its one waiter */
+}
+
+const baton__sub_type baton__sub_own = {own_wakeups, true, true};

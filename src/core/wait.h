@@ -11,11 +11,11 @@
 /* How a primitive waits, the same for every wait of its kind: one static const table per
  * primitive (channel, wait and argument are the call's). */
 typedef struct baton__wait_ops {
-    baton__sub_kind kind; /* how the dispatcher wakes this channel's waiters */
-    baton__kind stat;     /* what the wake-up counters count it as */
-    bool join_live;       /* take a live subscription before the first attempt (shared
-                             channels); false for channels of one waiter or that do not
-                             linger */
+    const baton__sub_type *sub; /* how the dispatcher wakes this channel's waiters */
+    baton__kind stat;           /* what the wake-up counters count it as */
+    bool join_live;             /* take a live subscription before the first attempt (shared
+                                   channels); false for channels of one waiter or that do not
+                                   linger */
     /* One try. sub is NULL until subscribed (or joined). Returns BATON_OK (done),
      * BATON_ETIMEDOUT quietly for "not yet" (nothing recorded), BATON__RELISTEN (not yet,
      * and from now on releases for this waiter are published on relisten(arg)), or an
@@ -31,7 +31,7 @@ typedef struct baton__wait_ops {
     /* Where to listen after an attempt returned BATON__RELISTEN (the plain lock's or the
      * semaphore's waiter that took a place in its line hears its turn on a channel of its
      * own). A channel of
-     * this waiter alone (BATON__SUB_OWN): its subscription lingers after the wait, and the
+     * this waiter alone (baton__sub_own): its subscription lingers after the wait, and the
      * next wait that moves there takes it without another attempt. NULL if the attempt
      * never returns it. */
     const char *(*relisten)(void *arg);

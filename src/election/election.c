@@ -21,6 +21,7 @@
  */
 #define _GNU_SOURCE
 #include "../core/prim.h"
+#include "../lockbase/lockbase.h"
 
 #include <hiredis/hiredis.h>
 
@@ -38,8 +39,6 @@
 #define UNLOCK_LATCH_PREFIX BATON__KEY_UNLOCK_LATCH
 #define LOG_CAP "1000"
 #define LOG_BATCH "64"
-
-#define SCRIPT(name) (&baton__script_##name)
 
 /* ------------------------------- the handle ------------------------------------------ */
 
@@ -160,8 +159,9 @@ static void election_fini(baton__object *o)
     }
 }
 
-/* baton_election_close, baton_election_cancel_waits, baton_election_name */
-BATON__OBJECT_COMMON_VERBS(baton_election, election_fini)
+/* baton_election_cancel_waits, baton_election_close, baton_election_name */
+BATON__OBJECT_VERBS(baton_election, election_kind)
+BATON__OBJECT_NAME_VERB(baton_election)
 
 int baton_election_skipped(baton_election *e, int64_t *n)
 {
@@ -210,9 +210,9 @@ static int record(baton_election *e, const char *mode, const char *value, int64_
     const char *args[6] = {owner,  value ? value : "",      mode,
                            term_s, baton__client_origin(c), LOG_CAP};
     redisReply *r;
-    int rc = baton__script_run(c, SCRIPT(election_proclaim), 4, keys, 6, args, &r);
+    int rc = baton__script_run(c, BATON__SCRIPT(election_proclaim), 4, keys, 6, args, &r);
     if (rc == BATON_ECONN) /* recording twice logs twice; never records a non-leader */
-        rc = baton__script_run(c, SCRIPT(election_proclaim), 4, keys, 6, args, &r);
+        rc = baton__script_run(c, BATON__SCRIPT(election_proclaim), 4, keys, 6, args, &r);
     if (rc != BATON_OK)
         return rc;
     bool ok = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
@@ -398,7 +398,7 @@ int baton_election_resign(baton_election *e)
     const char *keys[6] = {e->base.name,  e->lock->channel, e->meta_key,
                            e->record_key, e->log_key,       e->base.channel};
     uint64_t prev = baton__owner_act(baton_owner_id(e->owner));
-    rc = baton__hold_release(e->lock, SCRIPT(election_resign), e->latch_pfx, 6, keys);
+    rc = baton__hold_release(e->lock, BATON__SCRIPT(election_resign), e->latch_pfx, 6, keys);
     baton__owner_act(prev);
     set_term(e, 0);
     return give_turn(e, rc);
@@ -418,7 +418,7 @@ int baton_election_term(baton_election *e, int64_t *term)
 /* What an asynchronous operation's fiber runs (async.c): the blocking verbs. */
 static int async_campaign(void *h, const baton__op_args *a)
 {
-    return baton_election_campaign(h, a->value, a->wait_ms, a->lease_ms);
+    return baton_election_campaign(h, a->in, a->wait_ms, a->lease_ms);
 }
 
 static int async_resign(void *h, const baton__op_args *a)
@@ -429,7 +429,7 @@ static int async_resign(void *h, const baton__op_args *a)
 
 static int async_proclaim(void *h, const baton__op_args *a)
 {
-    return baton_election_proclaim(h, a->value);
+    return baton_election_proclaim(h, a->in);
 }
 
 /* Starts run on the engine for e, after the checks the blocking verb would make first. */
@@ -440,7 +440,7 @@ static int start_op(baton_election *e, baton__op_run_fn run, bool is_release,
         *op = NULL;
     int rc = enter(e);
     if (rc == BATON_OK)
-        rc = check_value(e, a->value);
+        rc = check_value(e, a->in);
     if (rc == BATON_OK && baton__check_lease(a->lease_ms) != BATON_OK)
         rc = baton__fail(e->base.client, BATON_EINVAL, "lease_ms %lld", (long long)a->lease_ms);
     return rc == BATON_OK ? baton__op_start(e->base.client, e, run, is_release, a, fn, arg, op)
@@ -450,7 +450,7 @@ static int start_op(baton_election *e, baton__op_run_fn run, bool is_release,
 int baton_election_campaign_async(baton_election *e, const char *value, int64_t wait_ms,
                                   int64_t lease_ms, baton_async_fn fn, void *arg, baton_op **op)
 {
-    baton__op_args a = {.wait_ms = wait_ms, .lease_ms = lease_ms, .value = value};
+    baton__op_args a = {.wait_ms = wait_ms, .lease_ms = lease_ms, .in = value};
     return start_op(e, async_campaign, false, &a, fn, arg, op);
 }
 
@@ -464,7 +464,7 @@ int baton_election_resign_async(baton_election *e, baton_async_fn fn, void *arg,
 int baton_election_proclaim_async(baton_election *e, const char *value, baton_async_fn fn,
                                   void *arg, baton_op **op)
 {
-    baton__op_args a = {.lease_ms = BATON_LEASE_WATCHDOG, .value = value};
+    baton__op_args a = {.lease_ms = BATON_LEASE_WATCHDOG, .in = value};
     return start_op(e, async_proclaim, false, &a, fn, arg, op);
 }
 
@@ -532,9 +532,11 @@ static int observe_once(baton_election *e, const char *cursor, redisReply **out)
     const char *keys[4] = {e->base.name, e->record_key, e->log_key, e->base.channel};
     const char *args[3] = {cursor, LOG_BATCH, LOG_CAP};
     redisReply *r;
-    int rc = baton__script_run(e->base.client, SCRIPT(election_observe), 4, keys, 3, args, &r);
+    int rc =
+        baton__script_run(e->base.client, BATON__SCRIPT(election_observe), 4, keys, 3, args, &r);
     if (rc == BATON_ECONN) /* logging an expiry twice is refused by the record's absence */
-        rc = baton__script_run(e->base.client, SCRIPT(election_observe), 4, keys, 3, args, &r);
+        rc = baton__script_run(e->base.client, BATON__SCRIPT(election_observe), 4, keys, 3, args,
+                               &r);
     if (rc != BATON_OK)
         return rc;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 6 ||
@@ -687,9 +689,22 @@ static int64_t observe_bound(void *arg)
     return ((observing *)arg)->bound_ms;
 }
 
-/* kind, counted as, join a live subscription, attempt, sleep bound, give up */
-static const baton__wait_ops observe_wait = {BATON__SUB_LATCH, BATON__K_LATCH, true,
-                                             observe_attempt, observe_bound};
+/* How a message wakes the observers on an election's channel: "0" (the leadership changed:
+ * proclaimed, resigned, or an observation found it gone) all of them; any other none. The
+ * subscription does not linger. */
+static int64_t zero_wakeups(const char *payload, size_t len, int refs, int64_t pending)
+{
+    (void)pending;
+    bool ok;
+    int64_t v = baton__sub_payload_int(payload, len, &ok);
+    return (ok && v == 0) ? refs : 0;
+}
+
+static const baton__sub_type observe_sub = {zero_wakeups, false, false};
+
+/* channel, counted as, join a live subscription, attempt, sleep bound, give up */
+static const baton__wait_ops observe_wait = {&observe_sub, BATON_KIND_LATCH, true, observe_attempt,
+                                             observe_bound};
 
 /* What an observation checks first: the handle, its timeout and where the change goes. */
 static int enter_observe(baton_election *e, int64_t timeout_ms, const baton_election_event *ev)

@@ -21,6 +21,7 @@
  */
 #define _GNU_SOURCE
 #include "../core/prim.h"
+#include "../lockbase/lockbase.h"
 
 #include <hiredis/hiredis.h>
 
@@ -58,13 +59,13 @@ static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, bool queu
     baton__hold_script h = {
         &baton__script_fairlock_acquire, 6, 5, keys, args, owner, f->token_key, lease_ms};
     int64_t sent;
-    baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_FAIRLOCK);
+    baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON_KIND_FAIRLOCK);
     baton__hold_reply hr;
     int rc = baton__hold_pair(l, &h, "fair lock", &sent, &hr);
     if (!hr.read)
         return rc;
     long long status = hr.status, value = hr.value;
-    if (status == 0) {
+    if (status == BATON__ACQ_NOT_NOW) {
         *wait_ms = value;
         if (queue) /* it waits in the queue: who waits, for an operator's status */
             baton__client_record_keep(c, BATON_LEASE_WATCHDOG);
@@ -122,10 +123,22 @@ static void give_up(void *arg, int rc)
     free(detail);
 }
 
-/* kind, counted as, join a live subscription (nobody else listens on this owner's
+/* How an unlock message wakes the waiters on a fair lock's channel: "0" (an unlock) one of them,
+ * "1" (every waiter re-checks: a read unlock, a force release) all of them. */
+static int64_t unlock_wakeups(const char *payload, size_t len, int refs, int64_t pending)
+{
+    (void)pending;
+    bool ok;
+    int64_t v = baton__sub_payload_int(payload, len, &ok);
+    return (ok && v == 1) ? refs : 1;
+}
+
+static const baton__sub_type fair_sub = {unlock_wakeups, true, false};
+
+/* channel, counted as, join a live subscription (nobody else listens on this owner's
  * channel), attempt, sleep bound, give up */
-static const baton__wait_ops fair_wait = {BATON__SUB_LOCK, BATON__K_FAIRLOCK, false,
-                                          try_once,        script_bound,      give_up};
+static const baton__wait_ops fair_wait = {&fair_sub, BATON_KIND_FAIRLOCK, false,
+                                          try_once,  script_bound,        give_up};
 
 static int fair_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
 {
@@ -189,7 +202,7 @@ static const baton__lock_ops fair_ops = {
     .remaining_ttl = baton__hash_remaining_ttl,
     .keys = fair_keys,
     .impl_size = sizeof(fair),
-    .kind = BATON__K_FAIRLOCK,
+    .kind = BATON_KIND_FAIRLOCK,
 };
 
 int baton_fairlock_open(baton_client *c, const char *name, baton_lock **out)

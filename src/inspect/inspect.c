@@ -590,9 +590,6 @@ static const struct {
     {BATON__KEY_SEMAPHORE_NEXT, BATON_KEY_SIDE},  {BATON__KEY_SEMAPHORE_LINE, BATON_KEY_SIDE},
 };
 
-/* A read-write lock's reader timeouts: {NAME}:<owner>:rwlock_timeout:<n> (rwlock.lua). */
-#define RWLOCK_TIMEOUT_INFIX ":rwlock_timeout:"
-
 /* Copies n bytes of s as a NUL-terminated name; false (name "") if it does not fit. */
 static bool name_copy(char *name, size_t len, const char *s, size_t n)
 {
@@ -628,7 +625,7 @@ static bool tag_name(const char *tag, size_t n, bool suffixed, char *name, size_
 static int unprefixed_key(const char *key, char *name, size_t len)
 {
     size_t n = strlen(key), sn = strlen(BATON__KEY_PERMITS_TIMEOUT_SUFFIX);
-    const char *infix = strstr(key, RWLOCK_TIMEOUT_INFIX);
+    const char *infix = strstr(key, BATON__KEY_RWLOCK_TIMEOUT);
     bool ok = true;
     if (infix)
         ok = tag_name(key, (size_t)(infix - key), true, name, len);

@@ -37,8 +37,17 @@ struct baton_latch {
 
 /* ------------------------------- open and close --------------------------------------- */
 
-/* baton_latch_open, baton_latch_cancel_waits, baton_latch_close */
-BATON__OBJECT_VERBS(baton_latch, "latch", BATON__KEY_LATCH_CHANNEL)
+/* A latch is the base alone. */
+static const baton__object_kind latch_kind = {"latch", BATON__KEY_LATCH_CHANNEL,
+                                              sizeof(baton_latch)};
+
+int baton_latch_open(baton_client *c, const char *name, baton_latch **out)
+{
+    return baton__object_new(c, name, &latch_kind, NULL, out);
+}
+
+/* baton_latch_cancel_waits, baton_latch_close */
+BATON__OBJECT_VERBS(baton_latch, latch_kind)
 
 /* Validation shared by every verb. */
 static int enter(baton_latch *l)
@@ -175,7 +184,7 @@ int baton_latch_count(baton_latch *l, int64_t *out)
 static int is_open(baton_latch *l)
 {
     int64_t n = 0;
-    baton__stat_inc(l->base.client, BATON__ST_ATTEMPTS + BATON__K_LATCH);
+    baton__stat_inc(l->base.client, BATON__ST_ATTEMPTS + BATON_KIND_LATCH);
     int rc = read_count(l, &n);
     if (rc != BATON_OK)
         return rc;
@@ -217,8 +226,20 @@ int baton_latch_await(baton_latch *l, int64_t timeout_ms)
     BATON__COUNTED_CALL(l ? l->base.client : NULL, l, await(l, timeout_ms));
 }
 
-/* kind, counted as, join a live subscription, attempt, sleep bound, give up */
-static const baton__wait_ops latch_wait = {BATON__SUB_LATCH, BATON__K_LATCH, false, try_once,
+/* How a message wakes the waiters on a latch's channel: "0" (it reached zero) all of them;
+ * any other (a new count) none. The subscription does not linger. */
+static int64_t zero_wakeups(const char *payload, size_t len, int refs, int64_t pending)
+{
+    (void)pending;
+    bool ok;
+    int64_t v = baton__sub_payload_int(payload, len, &ok);
+    return (ok && v == 0) ? refs : 0;
+}
+
+const baton__sub_type baton__latch_sub = {zero_wakeups, false, false};
+
+/* channel, counted as, join a live subscription, attempt, sleep bound, give up */
+static const baton__wait_ops latch_wait = {&baton__latch_sub, BATON_KIND_LATCH, false, try_once,
                                            recheck};
 
 static int await(baton_latch *l, int64_t timeout_ms)
@@ -234,7 +255,7 @@ static int await(baton_latch *l, int64_t timeout_ms)
     awaiting a = {.l = l, .recheck_ms = baton__client_config(c)->recheck_ms};
     /* A latch channel does not linger after its last waiter (dispatch.c): nothing to join. */
     rc = baton__wait_for(c, &latch_wait, l->base.channel, timeout_ms, &a);
-    baton__stat_acquire(c, BATON__K_LATCH, rc, start, l->base.name);
+    baton__stat_acquire(c, BATON_KIND_LATCH, rc, start, l->base.name);
     if (rc == BATON_ETIMEDOUT && timeout_ms == 0)
         return baton__fail(c, rc, "latch %s is closed", l->base.name);
     if (rc == BATON_ETIMEDOUT)

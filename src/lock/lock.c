@@ -33,6 +33,7 @@
  */
 #define _GNU_SOURCE
 #include "../core/prim.h"
+#include "../lockbase/lockbase.h"
 
 #include <hiredis/hiredis.h>
 
@@ -91,13 +92,13 @@ static int attempt(acquiring *a)
     const char *args[6] = {lease, owner, mode, l->channel, life, due};
     baton__hold_script h = {
         &baton__script_lock_acquire, 4, 6, keys, args, owner, p->token_key, lease_ms};
-    baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_LOCK);
+    baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON_KIND_LOCK);
     baton__hold_reply hr;
     int rc = baton__hold_pair(l, &h, "lock", &sent, &hr);
     if (!hr.read)
         return rc;
     long long status = hr.status, value = hr.value;
-    if (status == 5) { /* in the line, value waiters before it */
+    if (status == BATON__ACQ_IN_LINE) { /* in the line, value waiters before it */
         a->ttl = baton__line_look_ms(value);
         /* not due yet: look when it is, as a release then would hand it the lock */
         int64_t due_ms = due_us / 1000 + 1;
@@ -105,8 +106,8 @@ static int attempt(acquiring *a)
             a->ttl = due_ms;
         return baton__line_in(c, l->channel, owner, &a->own);
     }
-    if (status == 0 || status == 3) {
-        if (status == 3 && value <= 0)
+    if (status == BATON__ACQ_NOT_NOW || status == BATON__ACQ_RESERVED) {
+        if (status == BATON__ACQ_RESERVED && value <= 0)
             value = 1; /* the reservation ran out as it was read: the lock is free now */
         a->ttl = value;
         if (mode[0] == '1') {
@@ -155,9 +156,21 @@ static int64_t holder_ttl(void *arg)
     return ((acquiring *)arg)->ttl;
 }
 
-/* kind, counted as, join a live subscription, attempt, sleep bound, give up, relisten */
-static const baton__wait_ops lock_wait = {BATON__SUB_LOCK, BATON__K_LOCK, true,       try_once,
-                                          holder_ttl,      give_up,       own_channel};
+/* How an unlock message wakes the waiters on a lock's channel: "0" (an unlock) one of them,
+ * "1" (every waiter re-checks: a read unlock, a force release) all of them. */
+static int64_t unlock_wakeups(const char *payload, size_t len, int refs, int64_t pending)
+{
+    (void)pending;
+    bool ok;
+    int64_t v = baton__sub_payload_int(payload, len, &ok);
+    return (ok && v == 1) ? refs : 1;
+}
+
+const baton__sub_type baton__lock_sub = {unlock_wakeups, true, false};
+
+/* channel, counted as, join a live subscription, attempt, sleep bound, give up, relisten */
+static const baton__wait_ops lock_wait = {&baton__lock_sub, BATON_KIND_LOCK, true,       try_once,
+                                          holder_ttl,       give_up,         own_channel};
 
 static int plain_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
 {

@@ -32,6 +32,7 @@
  */
 #define _GNU_SOURCE
 #include "../core/prim.h"
+#include "../lockbase/lockbase.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,7 +166,7 @@ static int multi_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
     if (checked != BATON_OK)
         return checked;
     for (;;) {
-        baton__stat_inc(l->client, BATON__ST_ATTEMPTS + BATON__K_MULTILOCK);
+        baton__stat_inc(l->client, BATON__ST_ATTEMPTS + BATON_KIND_MULTILOCK);
         size_t taken = 0;
         int64_t first_us = 0; /* when the first member was taken (its lease started) */
         bool capped = false;  /* the failing wait was cut short by the first lease */
@@ -599,7 +600,7 @@ static int group_fencing_token(baton_lock *l, int64_t *out)
         .acquire = acquire_fn, .release = release_fn, .force_release = group_force_release,        \
         .is_locked = group_is_locked, .is_held = group_is_held, .hold_count = group_hold_count,    \
         .remaining_ttl = group_remaining_ttl, .close = group_close,                                \
-        .fencing_token = group_fencing_token, .kind = BATON__K_MULTILOCK,                          \
+        .fencing_token = group_fencing_token, .kind = BATON_KIND_MULTILOCK,                        \
     }
 
 static const baton__lock_ops multi_ops = GROUP_OPS(multi_acquire, multi_release);

@@ -24,6 +24,7 @@
  */
 #define _GNU_SOURCE
 #include "../core/prim.h"
+#include "../lockbase/lockbase.h"
 
 #include <hiredis/hiredis.h>
 
@@ -137,36 +138,6 @@ static int run_ints(baton_permits *p, const baton__script *sc, int nkeys, const 
 
 /* ------------------------------- open and close --------------------------------------- */
 
-int baton_permits_open(baton_client *c, const char *name, baton_permits **out)
-{
-    baton__object *o;
-    int rc = baton__object_open(c, name, "permits", BATON__KEY_SEMAPHORE_CHANNEL, sizeof **out,
-                                out != NULL, &o);
-    if (rc != BATON_OK) {
-        if (out)
-            *out = NULL;
-        return rc;
-    }
-    baton_permits *p = (baton_permits *)o;
-    p->lost_pipe[0] = p->lost_pipe[1] = -1;
-    baton__mutex_init(&p->mu);
-    p->timeouts = baton__derive_key("", name, BATON__KEY_PERMITS_TIMEOUT_SUFFIX);
-    p->next_key = baton__derive_key(BATON__KEY_SEMAPHORE_NEXT, name, NULL);
-    p->line_key = baton__derive_key(BATON__KEY_SEMAPHORE_LINE, name, NULL);
-    if (!p->timeouts || !p->next_key || !p->line_key) {
-        baton_permits_close(p);
-        *out = NULL;
-        return baton__fail(c, BATON_ENOMEM, "out of memory");
-    }
-    *out = p;
-    return BATON_OK;
-}
-
-int baton_permits_cancel_waits(baton_permits *p)
-{
-    return baton__object_cancel_waits((baton__object *)p);
-}
-
 /* What the permits add to the base: the held permits' registrations, the lost pipe. */
 static void permits_fini(baton__object *o)
 {
@@ -189,15 +160,43 @@ static void permits_fini(baton__object *o)
     }
     if (!forked)
         baton__mutex_destroy(&p->mu);
-    free(p->timeouts);
-    free(p->next_key);
-    free(p->line_key);
 }
 
-void baton_permits_close(baton_permits *p)
+/* The leases' key and the line's, derived and freed by the base. */
+static size_t permits_keys(baton__object *o, baton__key_spec *k)
 {
-    baton__object_close((baton__object *)p, permits_fini);
+    baton_permits *p = (baton_permits *)o;
+    k[0] = (baton__key_spec){&p->timeouts, "", BATON__KEY_PERMITS_TIMEOUT_SUFFIX};
+    k[1] = (baton__key_spec){&p->next_key, BATON__KEY_SEMAPHORE_NEXT, NULL};
+    k[2] = (baton__key_spec){&p->line_key, BATON__KEY_SEMAPHORE_LINE, NULL};
+    return 3;
 }
+
+/* No lost pipe yet; the mutex of the held permits. */
+static int permits_init(baton__object *o, void *arg)
+{
+    (void)arg;
+    baton_permits *p = (baton_permits *)o;
+    p->lost_pipe[0] = p->lost_pipe[1] = -1;
+    baton__mutex_init(&p->mu);
+    return BATON_OK;
+}
+
+static const baton__object_kind permits_kind = {"permits",
+                                                BATON__KEY_SEMAPHORE_CHANNEL,
+                                                sizeof(baton_permits),
+                                                permits_keys,
+                                                permits_init,
+                                                permits_fini,
+                                                NULL};
+
+int baton_permits_open(baton_client *c, const char *name, baton_permits **out)
+{
+    return baton__object_new(c, name, &permits_kind, NULL, out);
+}
+
+/* baton_permits_cancel_waits, baton_permits_close */
+BATON__OBJECT_VERBS(baton_permits, permits_kind)
 
 /* ------------------------------- held permits and their loss -------------------------- */
 
@@ -334,7 +333,7 @@ static int try_once(void *arg, baton__sub *sub)
     const char *keys[5] = {p->base.name, p->timeouts, p->base.channel, p->next_key, p->line_key};
     redisReply *r;
     bool maybe_ran = false;
-    baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_SEMAPHORE);
+    baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON_KIND_SEMAPHORE);
     a->sent_us = baton__now_us();
     int rc = baton__script_call(c, &baton__script_permits_acquire, 5, keys, a->nargs, a->args, &r,
                                 &maybe_ran);
@@ -351,13 +350,13 @@ static int try_once(void *arg, baton__sub *sub)
         return baton__fail(c, BATON_EPROTO, "permits %s: unexpected reply to permits_acquire",
                            p->base.name);
     a->ttl = -1;
-    if (status == 1)
+    if (status == BATON__ACQ_TAKEN)
         return BATON_OK;
-    if (status == 5) { /* in the line, value waiters before it */
+    if (status == BATON__ACQ_IN_LINE) { /* in the line, value waiters before it */
         a->ttl = baton__line_look_ms(value);
         return baton__line_in(c, p->base.channel, strchr(a->member, ':') + 1, &a->own);
     }
-    if (status == 3) { /* reserved for another, value ms more */
+    if (status == BATON__ACQ_RESERVED) { /* reserved for another, value ms more */
         a->ttl = value > 0 ? value : 1;
         return BATON_ETIMEDOUT;
     }
@@ -421,9 +420,26 @@ static int turn(void *arg)
     return ((acquiring *)arg)->nargs == ARGS_BEFORE_IDS + 1 ? BATON__TURN_LEAST : BATON__TURN_MORE;
 }
 
-/* kind, counted as, join a live subscription, attempt, sleep bound, give up, relisten, turn */
+/* How a message wakes the waiters on the permits' channel (as the semaphore's): it carries the new
+ * permit count, and that many waiters try, counting those an earlier message woke that have not
+ * taken their wake-up yet: they try after this message too, and so see the permits it
+ * announces. (Adding the count to them woke a waiter per permit for every message that came
+ * while a permit was free: in the benchmark's s3, 2.4 attempts per acquisition, 1.8
+ * without.) */
+static int64_t permit_wakeups(const char *payload, size_t len, int refs, int64_t pending)
+{
+    bool ok;
+    int64_t v = baton__sub_payload_int(payload, len, &ok);
+    if (!ok)
+        return 1;
+    return (v < refs ? v : refs) - pending;
+}
+
+static const baton__sub_type permits_sub = {permit_wakeups, true, false};
+
+/* channel, counted as, join a live subscription, attempt, sleep bound, give up, relisten, turn */
 static const baton__wait_ops permits_wait = {
-    BATON__SUB_SEMAPHORE, BATON__K_SEMAPHORE, true, try_once, bound, give_up, own_channel, turn};
+    &permits_sub, BATON_KIND_SEMAPHORE, true, try_once, bound, give_up, own_channel, turn};
 
 static int try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_t lease_ms,
                             char (*ids)[BATON_PERMIT_ID_SIZE])
@@ -479,7 +495,7 @@ static int try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_
     int64_t start = baton__stat_start(c);
     rc = baton__wait_for(c, &permits_wait, p->base.channel, wait_ms, &a);
     free(a.own);
-    baton__stat_acquire(c, BATON__K_SEMAPHORE, rc, start, p->base.name);
+    baton__stat_acquire(c, BATON_KIND_SEMAPHORE, rc, start, p->base.name);
     if (rc == BATON_ETIMEDOUT)
         rc = baton__fail(c, BATON_ETIMEDOUT, "permits %s: %lld permit%s not free within %lld ms",
                          p->base.name, (long long)n, n == 1 ? "" : "s", (long long)wait_ms);
@@ -683,7 +699,7 @@ int baton_permits_lost_fd(baton_permits *p, int *fd)
 /* What an asynchronous operation's fiber runs (async.c): the blocking verb. */
 static int async_acquire(void *h, const baton__op_args *a)
 {
-    return baton_permits_try_acquire(h, a->wait_ms, a->lease_ms, a->id_out);
+    return baton_permits_try_acquire(h, a->wait_ms, a->lease_ms, a->out);
 }
 
 int baton_permits_acquire_async(baton_permits *p, int64_t wait_ms, int64_t lease_ms,
@@ -702,6 +718,6 @@ int baton_permits_acquire_async(baton_permits *p, int64_t wait_ms, int64_t lease
         return baton__fail(c, BATON_EINVAL, "lease_ms %lld: use BATON_LEASE_WATCHDOG or 1..%lld ms",
                            (long long)lease_ms, (long long)BATON_MAX_DURATION_MS);
     id[0] = '\0';
-    baton__op_args a = {.wait_ms = wait_ms, .lease_ms = lease_ms, .id_out = id};
+    baton__op_args a = {.wait_ms = wait_ms, .lease_ms = lease_ms, .out = id};
     return baton__op_start(c, p, async_acquire, false, &a, fn, arg, op);
 }

@@ -8,7 +8,7 @@
  * verbs, hold bookkeeping, watchdog and lost reports are the core's (lockbase.c), the
  * waiting the core's wait routine (wait.c), so this file holds what differs: the scripts
  * each kind runs and the answers to is_locked. Readers and writers wait on the one
- * channel with BATON__SUB_RWLOCK (every message wakes every local waiter, who re-runs its
+ * channel with rw_sub (every message wakes every local waiter, who re-runs its
  * script: the dispatcher cannot tell readers from writers).
  *
  * Writers go first: a waiting writer claims the lock in baton_rwlock_writers:{name} (a zset
@@ -19,6 +19,7 @@
  */
 #define _GNU_SOURCE
 #include "../core/prim.h"
+#include "../lockbase/lockbase.h"
 
 #include <hiredis/hiredis.h>
 
@@ -67,18 +68,18 @@ static int try_once(void *arg, baton__sub *sub)
     baton__hold_script h = {script, a->write ? 3 : 4, a->write ? 5 : 3, keys,
                             args,   a->owner,         rw->token_key,    a->lease_ms};
     int64_t sent;
-    baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_RWLOCK);
+    baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON_KIND_RWLOCK);
     baton__hold_reply hr;
     int rc = baton__hold_pair(l, &h, "read-write lock", &sent, &hr);
     if (!hr.read)
         return rc;
     long long status = hr.status, value = hr.value;
-    if (status == 0) {
+    if (status == BATON__ACQ_NOT_NOW) {
         a->bound = value;
         a->claimed = a->write && a->wait_ms != 0;
         return BATON_ETIMEDOUT;
     }
-    if (status == 3)
+    if (status == BATON__ACQ_NO_UPGRADE)
         return baton__fail(c, BATON_ENOTSUP,
                            "read-write lock %s: the calling thread holds the read lock; "
                            "release it before taking the write lock (no upgrade)",
@@ -118,9 +119,20 @@ static void give_up(void *arg, int rc)
     free(detail);
 }
 
-/* kind, counted as, join a live subscription, attempt, sleep bound, give up */
-static const baton__wait_ops rwlock_wait = {BATON__SUB_RWLOCK, BATON__K_RWLOCK, true,
-                                            try_once,          script_bound,    give_up};
+/* How a message wakes the waiters on a read-write lock's channel: "0" (the last reader
+ * left) or "1" (the writer left) alike, every waiter, whoever may enter now (readers and
+ * writers share the channel and a wake-up cannot tell them apart). */
+static int64_t rw_wakeups(const char *payload, size_t len, int refs, int64_t pending)
+{
+    (void)payload, (void)len, (void)pending;
+    return refs;
+}
+
+static const baton__sub_type rw_sub = {rw_wakeups, true, false};
+
+/* channel, counted as, join a live subscription, attempt, sleep bound, give up */
+static const baton__wait_ops rwlock_wait = {&rw_sub,  BATON_KIND_RWLOCK, true,
+                                            try_once, script_bound,      give_up};
 
 static int rw_acquire(baton_lock *l, bool write, int64_t wait_ms, int64_t lease_ms)
 {
@@ -239,7 +251,7 @@ static const baton__lock_ops read_ops = {
     .hold_count = baton__hash_hold_count,
     .remaining_ttl = baton__hash_remaining_ttl,
     .close = part_close,
-    .kind = BATON__K_RWLOCK,
+    .kind = BATON_KIND_RWLOCK,
 };
 
 static const baton__lock_ops write_ops = {
@@ -251,7 +263,7 @@ static const baton__lock_ops write_ops = {
     .hold_count = baton__hash_hold_count,
     .remaining_ttl = baton__hash_remaining_ttl,
     .close = part_close,
-    .kind = BATON__K_RWLOCK,
+    .kind = BATON_KIND_RWLOCK,
 };
 
 /* One of the two handles, its base initialised; NULL when out of memory. */

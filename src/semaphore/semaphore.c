@@ -152,15 +152,8 @@ int baton_semaphore_open(baton_client *c, const char *name, baton_semaphore **ou
     return baton__object_new(c, name, &semaphore_kind, NULL, out);
 }
 
-int baton_semaphore_cancel_waits(baton_semaphore *s)
-{
-    return baton__object_cancel_waits((baton__object *)s);
-}
-
-void baton_semaphore_close(baton_semaphore *s)
-{
-    baton__object_close((baton__object *)s, NULL);
-}
+/* baton_semaphore_cancel_waits, baton_semaphore_close */
+BATON__OBJECT_VERBS(baton_semaphore, semaphore_kind)
 
 /* ------------------------------- acquire ---------------------------------------------- */
 
@@ -197,7 +190,7 @@ static int attempt(acquiring *a)
     const char *keys[3] = {s->base.name, s->next_key, s->line_key};
     const char *args[5] = {a->permits, a->member, mode, s->base.channel, life};
     redisReply *r;
-    baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON__K_SEMAPHORE);
+    baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON_KIND_SEMAPHORE);
     int rc = baton__script_run_once(c, &baton__script_semaphore_acquire, s->base.request_prefix, 3,
                                     keys, 5, args, &r);
     if (rc != BATON_OK)
@@ -210,14 +203,14 @@ static int attempt(acquiring *a)
     }
     long long status = r->element[0]->integer, value = r->element[1]->integer;
     freeReplyObject(r);
-    if (status == 1)
+    if (status == BATON__ACQ_TAKEN)
         return BATON_OK;
-    if (status == 5) { /* in the line, value waiters before it */
+    if (status == BATON__ACQ_IN_LINE) { /* in the line, value waiters before it */
         a->ttl = baton__line_look_ms(value);
         return baton__line_in(c, s->base.channel, strchr(a->member, ':') + 1, &a->own);
     }
     /* too few free (0), or reserved for another (3, value = its ms left) */
-    a->ttl = status == 3 ? (value > 0 ? value : 1) : recheck_ms;
+    a->ttl = status == BATON__ACQ_RESERVED ? (value > 0 ? value : 1) : recheck_ms;
     if (mode[0] == '1') {
         /* look again when it starves, to queue without waiting for a release */
         int64_t left = starve_ms - (baton__now_us() - a->since_us) / 1000;
@@ -282,9 +275,26 @@ int baton_semaphore_try_acquire(baton_semaphore *s, int64_t permits, int64_t wai
     BATON__COUNTED_CALL(s ? s->base.client : NULL, s, try_acquire(s, permits, wait_ms));
 }
 
-/* kind, counted as, join a live subscription, attempt, sleep bound, give up, relisten, turn */
+/* How a message wakes the waiters on a semaphore's channel: it carries the new permit
+ * count, and that many waiters try, counting those an earlier message woke that have not
+ * taken their wake-up yet: they try after this message too, and so see the permits it
+ * announces. (Adding the count to them woke a waiter per permit for every message that came
+ * while a permit was free: in the benchmark's s3, 2.4 attempts per acquisition, 1.8
+ * without.) */
+static int64_t permit_wakeups(const char *payload, size_t len, int refs, int64_t pending)
+{
+    bool ok;
+    int64_t v = baton__sub_payload_int(payload, len, &ok);
+    if (!ok)
+        return 1;
+    return (v < refs ? v : refs) - pending;
+}
+
+const baton__sub_type baton__semaphore_sub = {permit_wakeups, true, false};
+
+/* channel, counted as, join a live subscription, attempt, sleep bound, give up, relisten, turn */
 static const baton__wait_ops semaphore_wait = {
-    BATON__SUB_SEMAPHORE, BATON__K_SEMAPHORE, true, try_once, bound, give_up, own_channel, turn};
+    &baton__semaphore_sub, BATON_KIND_SEMAPHORE, true, try_once, bound, give_up, own_channel, turn};
 
 static int try_acquire(baton_semaphore *s, int64_t permits, int64_t wait_ms)
 {
@@ -312,7 +322,7 @@ static int try_acquire(baton_semaphore *s, int64_t permits, int64_t wait_ms)
     snprintf(a.member, sizeof a.member, "%s:%s", permits_s, owner);
     rc = baton__wait_for(c, &semaphore_wait, s->base.channel, wait_ms, &a);
     free(a.own);
-    baton__stat_acquire(c, BATON__K_SEMAPHORE, rc, start, s->base.name);
+    baton__stat_acquire(c, BATON_KIND_SEMAPHORE, rc, start, s->base.name);
     if (rc == BATON_ETIMEDOUT && wait_ms == 0)
         return baton__fail(c, rc, "semaphore %s: fewer than %lld permits free", s->base.name,
                            (long long)permits);
@@ -411,12 +421,12 @@ int baton_semaphore_available(baton_semaphore *s, int64_t *out)
 /* What an asynchronous operation's fiber runs (async.c): the blocking verbs. */
 static int async_acquire(void *h, const baton__op_args *a)
 {
-    return baton_semaphore_try_acquire(h, a->n, a->wait_ms);
+    return baton_semaphore_try_acquire(h, a->number, a->wait_ms);
 }
 
 static int async_release(void *h, const baton__op_args *a)
 {
-    return baton_semaphore_release(h, a->n);
+    return baton_semaphore_release(h, a->number);
 }
 
 /* A semaphore's operation: acquire (wait_ms) or release `permits`. */
@@ -431,7 +441,7 @@ static int async_start(baton_semaphore *s, baton__op_run_fn run, bool release, i
     baton_client *c = s->base.client;
     if (permits < 1)
         return baton__fail(c, BATON_EINVAL, "permits %lld: at least 1", (long long)permits);
-    baton__op_args a = {.n = permits, .wait_ms = wait_ms};
+    baton__op_args a = {.number = permits, .wait_ms = wait_ms};
     return baton__op_start(c, s, run, release, &a, fn, arg, op);
 }
 

@@ -47,13 +47,16 @@ static int through_conn(const unsigned char *data, size_t size, size_t step, uns
     return n;
 }
 
-static baton__sub *add_sub(baton__dispatcher *d, const char *channel, baton__sub_kind kind,
+/* The tables the lock, the latch and the semaphore hand the dispatcher with their waits. */
+extern const baton__sub_type baton__lock_sub, baton__latch_sub, baton__semaphore_sub;
+
+static baton__sub *add_sub(baton__dispatcher *d, const char *channel, const baton__sub_type *type,
                            sub_state state)
 {
     baton__sub *s = calloc(1, sizeof *s);
     s->d = d;
     s->channel = baton__strdup(channel);
-    s->kind = kind;
+    s->type = type;
     s->refs = 3;
     s->state = state;
     set_link(s, d->links[0]);
@@ -77,9 +80,9 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     baton__cond_init(&d.unsubscribed);
     baton__map_init(&d.subs);
     baton__sub *subs[3] = {
-        add_sub(&d, "redisson_lock__channel:{a}", BATON__SUB_LOCK, S_SUBSCRIBED),
-        add_sub(&d, "redisson_countdownlatch__channel__{b}", BATON__SUB_LATCH, S_SUBSCRIBING),
-        add_sub(&d, "redisson_sc:{c}", BATON__SUB_SEMAPHORE, S_SUBSCRIBED),
+        add_sub(&d, "redisson_lock__channel:{a}", &baton__lock_sub, S_SUBSCRIBED),
+        add_sub(&d, "redisson_countdownlatch__channel__{b}", &baton__latch_sub, S_SUBSCRIBING),
+        add_sub(&d, "redisson_sc:{c}", &baton__semaphore_sub, S_SUBSCRIBED),
     };
     redisReader *reader = redisReaderCreate();
     redisReaderFeed(reader, (const char *)data, size);

@@ -1,0 +1,1463 @@
+/*
+ * Waits that do not block the caller: cancellation of waits, and asynchronous operations.
+ *
+ * Every blocking primitive waits in one routine (wait.c): attempt, subscribe, sleep until a
+ * wake-up or a bound, attempt again. An asynchronous operation runs that same routine, the
+ * primitive's own code unchanged, on a fiber (a stack of its own, fiber.h) driven by one
+ * baton thread per client, the engine. Where a thread would sleep, the fiber arms a waker on
+ * its subscription (dispatch.c hands it the channel's wake-ups by the same policies as
+ * sleeping threads), puts its bound in the engine's timer heap and yields; the engine then
+ * runs the next fiber that has something to do. So thousands of operations wait at once on
+ * one thread, each costs the round trips its blocking form costs, and what makes waiting
+ * correct (listen before the attempt that sends it to sleep, give up leaving nothing behind)
+ * stays in wait.c. A fiber yields only there, never while holding a mutex; it runs on the
+ * engine thread only, so thread-locals (error details) stay coherent, and it acts for its
+ * owner (owner.c) while it runs.
+ *
+ * A finished operation is queued for the program with its result and error detail, and an
+ * eventfd becomes readable; baton_client_process() runs the callbacks on the caller's
+ * thread. Or, when the program asked, the engine runs the callback itself.
+ *
+ * Or the engine has no thread (BATON_CALLBACKS_LOOP): the program's loop thread runs it
+ * inside baton_client_process(), over an epoll descriptor that holds the engine's wake-up
+ * eventfd, the completion eventfd, a timerfd for the timer heap and the sockets its fibers
+ * wait for. The fibers then all run on that one thread (bound to it when it first drives
+ * the engine), and nothing passes between threads but the dispatcher's wake-ups.
+ *
+ * Cancellation: a generation counter per client. A wait remembers it when it begins;
+ * baton_client_cancel_waits() raises it and wakes every subscription's waiters, threads and
+ * fibers alike, which see the change and leave through the primitive's give-up path
+ * (fair-lock queue entry, write claim, subscription: nothing stays in Redis). Close does
+ * that, then waits for the waits to end and the operations to complete.
+ */
+#define _GNU_SOURCE
+#include "engine.h"
+#include "hooks.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+/* A fiber's stack: the primitives' code, hiredis and OpenSSL with room to spare. Stacks are
+ * mapped with a guard page below and kept for reuse (up to SPARE_STACKS). */
+#define STACK_SIZE (256 * 1024)
+#define DETAIL_LEN 256
+/* One engine thread per client: a fiber waiting for its socket yields (baton__fiber_wait_fd),
+ * so it overlaps the round trips of every operation in flight, up to the pool's
+ * connections; more threads would only add hand-offs between them. */
+#define ERRSAVE_LEN 512
+#define POLL_EVERY_US 1000
+
+/* ST_SLEEPING: in a wait (woken by its subscription, a cancellation or its timer), or
+ * waiting for a free connection (pool_wait). ST_IO: waiting for its socket (or its timer). */
+typedef enum op_state { ST_NEW, ST_RUNNING, ST_SLEEPING, ST_IO, ST_DONE } op_state;
+
+struct baton_op {
+    baton__evloop *ev;
+    struct engine *eng;   /* the engine thread its fiber runs on */
+    baton__op_run_fn run; /* what its fiber runs: the primitive's blocking verb */
+    /* A release is not a wait: cancelled or not, it runs (one round trip), or what it was
+     * asked to give back would stay taken in Redis. */
+    bool release;
+    void *handle;
+    baton__op_args args; /* args.owner: the owner it acts for, or NULL */
+    uint64_t owner_id;   /* what its fiber acts for: the owner's id, or the starting thread's;
+                          * kept across each yield (fiber_yield) */
+    baton_async_fn fn;
+    void *arg;
+    int rc;
+    char detail[DETAIL_LEN];
+
+    op_state state;
+    bool queued;       /* in the run queue */
+    bool cancelled;    /* baton_op_cancel, cancel_waits, close */
+    bool woken;        /* the waker fired while it slept */
+    bool pending_wake; /* ... or while it was not asleep: the next sleep returns at once */
+    int64_t wake_at;   /* timer, monotonic µs */
+    size_t hidx;       /* index in the timer heap, NO_HEAP when not in it */
+    baton__sub_waker waker;
+    int io_fd; /* ST_IO: the socket and the events it waits for */
+    short io_events;
+    bool io_ready;  /* the socket was ready (else the timer ran out) */
+    size_t ioidx;   /* index in the engine's I/O list */
+    bool pool_wait; /* in ev->pool_head..pool_tail, waiting for pool_for */
+    const void *pool_for;
+    baton_op *pool_prev, *pool_next;
+    /* The client's error detail on this thread, kept across a yield: the fibers that run
+     * meanwhile on the same thread write theirs in the same place. */
+    char errsave[ERRSAVE_LEN];
+    baton__fctx ctx;
+    char *stack;  /* mapping: guard page, then STACK_SIZE */
+    char *bottom; /* the stack's lowest usable byte (past the guard page) */
+#ifdef BATON_VALGRIND
+    unsigned vg_stack; /* valgrind's id of the stack */
+#endif
+#ifdef BATON_ASAN
+    void *asan_fake;
+#endif
+#ifdef BATON_TSAN
+    void *tsan_fiber;
+#endif
+    baton_op *next;                /* run queue or done queue */
+    baton_op *all_prev, *all_next; /* live operations */
+};
+
+#define NO_HEAP ((size_t)-1)
+
+static _Thread_local baton_op *current; /* the fiber running on this thread */
+static _Thread_local bool on_engine;    /* this thread is a client's engine */
+/* Operations that the callbacks run by baton_client_process() start wake the engine once,
+ * when those callbacks are over, or WAKE_DEFER_US after the first start if they go on: a
+ * wake-up costs the engine a system call and a thread switch, and the callbacks of an
+ * event-loop program usually start several. processing: the client whose callbacks this
+ * thread runs; deferred_since: when the first start was deferred (0: none). */
+static _Thread_local baton__evloop *processing;
+static _Thread_local int64_t deferred_since;
+#define WAKE_DEFER_US 200
+
+/* ------------------------------- timer heap (ev->mu) ---------------------------------- */
+
+static void heap_set(engine *ev, size_t i, baton_op *op)
+{
+    ev->heap[i] = op;
+    op->hidx = i;
+}
+
+static void heap_up(engine *ev, size_t i)
+{
+    baton_op *op = ev->heap[i];
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (ev->heap[p]->wake_at <= op->wake_at)
+            break;
+        heap_set(ev, i, ev->heap[p]);
+        i = p;
+    }
+    heap_set(ev, i, op);
+}
+
+static void heap_down(engine *ev, size_t i)
+{
+    baton_op *op = ev->heap[i];
+    for (;;) {
+        size_t l = 2 * i + 1, m = i;
+        const baton_op *best = op;
+        if (l < ev->nheap && ev->heap[l]->wake_at < best->wake_at)
+            best = ev->heap[m = l];
+        if (l + 1 < ev->nheap && ev->heap[l + 1]->wake_at < best->wake_at)
+            m = l + 1;
+        if (m == i)
+            break;
+        heap_set(ev, i, ev->heap[m]);
+        i = m;
+    }
+    heap_set(ev, i, op);
+}
+
+static int heap_push(engine *ev, baton_op *op)
+{
+    if (!baton__grow(&ev->heap, &ev->capheap, ev->nheap, sizeof *ev->heap, 64))
+        return BATON_ENOMEM;
+    ev->heap[ev->nheap++] = op;
+    heap_up(ev, ev->nheap - 1);
+    return BATON_OK;
+}
+
+static void heap_remove(engine *ev, baton_op *op)
+{
+    size_t i = op->hidx;
+    if (i == NO_HEAP)
+        return;
+    op->hidx = NO_HEAP;
+    baton_op *last = ev->heap[--ev->nheap];
+    if (i == ev->nheap)
+        return;
+    heap_set(ev, i, last);
+    heap_up(ev, i);
+    heap_down(ev, last->hidx);
+}
+
+/* ------------------------------- queues (ev->mu) -------------------------------------- */
+
+/* Reads an eventfd or timerfd back to zero: 8 bytes, or nothing (EAGAIN: the queues
+ * decide, not the counter). */
+static void drain(int fd)
+{
+    uint64_t v;
+    ssize_t r = read(fd, &v, sizeof v);
+    (void)r;
+}
+
+static void push(baton_op **head, baton_op **tail, baton_op *op)
+{
+    op->next = NULL;
+    if (*tail)
+        (*tail)->next = op;
+    else
+        *head = op;
+    *tail = op;
+}
+
+static baton_op *pop(baton_op **head, baton_op **tail)
+{
+    baton_op *op = *head;
+    if (op) {
+        *head = op->next;
+        if (!*head)
+            *tail = NULL;
+    }
+    return op;
+}
+
+/* Queues a sleeping operation to run again. */
+/* Wakes the engine from its poll() (ev->mu held). */
+static void engine_wake(engine *e)
+{
+    if (!e->asleep)
+        return;
+    e->asleep = false; /* one write per sleep */
+    uint64_t one = 1;
+    ssize_t n = write(e->wfd, &one, sizeof one);
+    (void)n; /* a counter at its maximum is readable already */
+}
+
+static void make_ready(baton__evloop *ev, baton_op *op)
+{
+    if (op->state != ST_SLEEPING || op->queued)
+        return;
+    op->queued = true;
+    push(&op->eng->run_head, &op->eng->run_tail, op);
+    engine_wake(op->eng);
+    (void)ev;
+}
+
+/* The dispatcher's thread, under its mutex: this operation's channel woke it. */
+static void on_wake(void *arg)
+{
+    baton_op *op = arg;
+    baton__evloop *ev = op->ev;
+    baton__mutex_lock(&ev->mu);
+    if (op->state == ST_SLEEPING) {
+        op->woken = true;
+        make_ready(ev, op);
+    } else {
+        op->pending_wake = true;
+    }
+    baton__mutex_unlock(&ev->mu);
+}
+
+/* ------------------------------- fibers ----------------------------------------------- */
+
+static void fiber_main(void);
+
+static int fiber_make(engine *ev, baton_op *op)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    char *m = ev->nspare ? ev->spare[--ev->nspare] : NULL;
+    if (!m) {
+        m = mmap(NULL, STACK_SIZE + (size_t)page, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED)
+            return BATON_ENOMEM;
+        mprotect(m, (size_t)page, PROT_NONE); /* a guard: an overflow faults, it never writes */
+    }
+    op->stack = m;
+    op->bottom = m + page;
+    if (baton__fctx_make(&op->ctx, op->bottom, STACK_SIZE, fiber_main) != 0) {
+        ev->spare[ev->nspare++] = m; /* back where it came from, or to an empty list */
+        op->stack = NULL;
+        return BATON_ENOMEM;
+    }
+#ifdef BATON_VALGRIND
+    op->vg_stack = VALGRIND_STACK_REGISTER(m + page, m + page + STACK_SIZE);
+#endif
+#ifdef BATON_TSAN
+    op->tsan_fiber = __tsan_create_fiber(0);
+#endif
+    return BATON_OK;
+}
+
+static void fiber_unmake(engine *ev, baton_op *op)
+{
+    if (!op->stack)
+        return;
+#ifdef BATON_VALGRIND
+    VALGRIND_STACK_DEREGISTER(op->vg_stack);
+#endif
+#ifdef BATON_TSAN
+    __tsan_destroy_fiber(op->tsan_fiber);
+#endif
+    if (ev->nspare < SPARE_STACKS)
+        ev->spare[ev->nspare++] = op->stack;
+    else
+        munmap(op->stack, STACK_SIZE + (size_t)sysconf(_SC_PAGESIZE));
+    op->stack = NULL;
+}
+
+/* The engine thread switches to op's fiber until it yields or ends. */
+static void fiber_enter(engine *ev, baton_op *op)
+{
+    current = op;
+    uint64_t saved = baton__owner_act(op->owner_id);
+#ifdef BATON_ASAN
+    void *fake = NULL;
+    __sanitizer_start_switch_fiber(&fake, op->bottom, STACK_SIZE);
+#endif
+#ifdef BATON_TSAN
+    __tsan_switch_to_fiber(op->tsan_fiber, 0);
+#endif
+    baton__fctx_switch(&ev->main_ctx, &op->ctx);
+#ifdef BATON_ASAN
+    __sanitizer_finish_switch_fiber(fake, NULL, NULL);
+#endif
+    baton__owner_act(saved);
+    current = NULL;
+}
+
+/* On the fiber, after the engine switched to it. */
+static void fiber_arrived(baton_op *op)
+{
+#ifdef BATON_ASAN
+    __sanitizer_finish_switch_fiber(op->asan_fake, &op->eng->main_bottom, &op->eng->main_size);
+#else
+    (void)op;
+#endif
+}
+
+/* On the fiber: back to the engine (for good when op is done). */
+static void fiber_yield(baton_op *op)
+{
+    engine *ev = op->eng;
+    bool back = op->state != ST_DONE;
+    if (back) {
+        snprintf(op->errsave, sizeof op->errsave, "%s", baton_client_errmsg(op->ev->c));
+        /* whom it acts for now (a verb "_as" an owner may yield inside): fiber_enter
+         * gives it back, whatever the fibers that run meanwhile act for */
+        op->owner_id = baton__owner_act(0);
+    }
+#ifdef BATON_ASAN
+    __sanitizer_start_switch_fiber(op->state == ST_DONE ? NULL : &op->asan_fake, ev->main_bottom,
+                                   ev->main_size);
+#endif
+#ifdef BATON_TSAN
+    __tsan_switch_to_fiber(ev->tsan_main, 0);
+#endif
+    baton__fctx_switch(&op->ctx, &ev->main_ctx);
+    fiber_arrived(op);
+    if (back) {
+        if (op->errsave[0])
+            baton__fail(op->ev->c, BATON_OK, "%s", op->errsave);
+        else
+            baton__clear_error(op->ev->c);
+    }
+}
+
+static void fiber_main(void)
+{
+    baton_op *op = current;
+    fiber_arrived(op);
+    baton__evloop *ev = op->ev;
+    baton__mutex_lock(&ev->mu);
+    /* A release is not a wait: cancelled or not, it runs (one round trip), or the hold it
+     * was asked to give back would stay in Redis with nobody to renew or release it. */
+    bool cancelled = op->cancelled && !op->release;
+    baton__mutex_unlock(&ev->mu);
+    if (cancelled) {
+        op->rc = BATON_ECANCELED;
+        snprintf(op->detail, sizeof op->detail, "operation cancelled before it started");
+    } else {
+        op->rc = op->run(op->handle, &op->args);
+        snprintf(op->detail, sizeof op->detail, "%s",
+                 op->rc == BATON_OK ? "" : baton_client_errmsg(ev->c));
+    }
+    baton__mutex_lock(&ev->mu);
+    op->state = ST_DONE;
+    baton__mutex_unlock(&ev->mu);
+    fiber_yield(op); /* never comes back */
+}
+
+/* ------------------------------- the engine ------------------------------------------- */
+
+static void deliver(baton__evloop *ev, baton_op *op)
+{
+    if (op->rc == BATON_OK)
+        baton__clear_error(ev->c);
+    else
+        baton__fail(ev->c, op->rc, "%s", op->detail);
+    op->fn(op->handle, op->args.owner, op->rc, op->arg);
+    free(op);
+}
+
+/* The completion of an operation nobody waits for (baton__op_spawn): never called. */
+static void no_completion(void *handle, baton_owner *owner, int rc, void *arg)
+{
+    (void)handle, (void)owner, (void)rc, (void)arg;
+}
+
+/* An operation's fiber ended (ev->mu held; may drop it to run the callback). */
+static void finish(baton__evloop *ev, baton_op *op)
+{
+    op->eng->live--; /* before the callback, which frees op */
+    BATON__UNLINK(op, all_prev, all_next, ev->all);
+    if (op->fn == no_completion) { /* nobody waits for it (baton__op_spawn) */
+        free(op);
+    } else if (ev->mode == BATON_CALLBACKS_BATON && !ev->stop) {
+        baton__mutex_unlock(&ev->mu);
+        deliver(ev, op);
+        baton__mutex_lock(&ev->mu);
+    } else {
+        /* The descriptor is written when the queue stops being empty: baton_client_process
+         * reads it before it takes the whole queue, so a queue with something in it always
+         * has a write after the last take. */
+        bool was_empty = !ev->done_head;
+        push(&ev->done_head, &ev->done_tail, op);
+        /* BATON_CALLBACKS_LOOP: baton_client_process, which drives, delivers it itself */
+        if (was_empty && !(ev->mode == BATON_CALLBACKS_LOOP && processing == ev)) {
+            uint64_t one = 1;
+            ssize_t n = write(ev->efd, &one, sizeof one);
+            (void)n; /* a counter at its maximum is readable already */
+        }
+    }
+    --ev->live;
+    baton__cond_broadcast(&ev->idle); /* close, and baton__evloop_drop_handle */
+}
+
+/* An operation waiting for its socket goes back to the run queue: ready, or its timer ran
+ * out (ev->mu held, on the engine). */
+static void io_done(engine *e, baton_op *op, bool ready)
+{
+    baton_op *last = e->io[--e->nio];
+    e->io[op->ioidx] = last;
+    last->ioidx = op->ioidx;
+    op->io_ready = ready;
+    op->state = ST_SLEEPING;
+    op->queued = true;
+    /* first: an operation in the middle of its round trip goes before those not begun */
+    op->next = e->run_head;
+    e->run_head = op;
+    if (!e->run_tail)
+        e->run_tail = op;
+}
+
+/* Nothing to run (block): sleeps in poll() on the wake-up descriptor and the sockets its
+ * fibers wait for, until one is ready, a wake-up or `until` (ev->mu held; dropped
+ * meanwhile). Else a look at the sockets only, between fibers: their fibers go first. */
+static void engine_poll(engine *e, int64_t until, bool block)
+{
+    baton__evloop *ev = e->ev;
+    if (e->cappfd < e->nio + 1) {
+        size_t cap = 2 * (e->nio + 1);
+        struct pollfd *p = realloc(e->pfd, cap * sizeof *p);
+        if (!p) { /* wait for a wake-up or the timer only; the sockets are polled again */
+            cap = e->cappfd;
+            until = baton__now_us() + 1000;
+        } else {
+            e->pfd = p;
+        }
+        e->cappfd = cap;
+    }
+    size_t n = e->cappfd < e->nio + 1 ? 1 : e->nio + 1;
+    e->pfd[0] = (struct pollfd){e->wfd, POLLIN, 0};
+    for (size_t i = 1; i < n; i++)
+        e->pfd[i] = (struct pollfd){e->io[i - 1]->io_fd, e->io[i - 1]->io_events, 0};
+    e->last_poll_us = baton__now_us();
+    if (!block) {
+        int got = ppoll(e->pfd + 1, (nfds_t)(n - 1), &(struct timespec){0, 0}, NULL);
+        for (size_t i = n; got > 0 && i-- > 1;)
+            if (e->pfd[i].revents) {
+                baton_op *op = e->io[i - 1];
+                heap_remove(e, op);
+                io_done(e, op, true);
+            }
+        return;
+    }
+    e->asleep = true;
+    baton__mutex_unlock(&ev->mu);
+    struct timespec ts, *tp = NULL;
+    if (until != BATON__NO_DEADLINE) {
+        int64_t left = until - baton__now_us();
+        if (left < 0)
+            left = 0;
+        ts.tv_sec = (time_t)(left / 1000000);
+        ts.tv_nsec = (long)(left % 1000000) * 1000;
+        tp = &ts;
+    }
+    int got = ppoll(e->pfd, (nfds_t)n, tp, NULL);
+    baton__mutex_lock(&ev->mu);
+    e->asleep = false;
+    if (got <= 0)
+        return;
+    if (e->pfd[0].revents)
+        drain(e->wfd);
+    /* backwards: io_done moves the last entry into the place it frees */
+    for (size_t i = n; i-- > 1;)
+        if (e->pfd[i].revents) {
+            baton_op *op = e->io[i - 1];
+            heap_remove(e, op);
+            io_done(e, op, true);
+        }
+}
+
+/* Runs op's fiber until it yields or ends (ev->mu held; dropped meanwhile). */
+static void run_one(engine *e, baton_op *op)
+{
+    baton__evloop *ev = e->ev;
+    op->queued = false;
+    bool fresh = op->state == ST_NEW;
+    op->state = ST_RUNNING;
+    /* The program's thread may be starting operations: it never waits for a stack to be
+     * made (the spare stacks are the engine's alone). */
+    baton__mutex_unlock(&ev->mu);
+    if (fresh && fiber_make(e, op) != BATON_OK) {
+        op->rc = BATON_ENOMEM;
+        snprintf(op->detail, sizeof op->detail, "out of memory for an operation's stack");
+        baton__mutex_lock(&ev->mu);
+        op->state = ST_DONE;
+    } else {
+        fiber_enter(e, op);
+        if (op->state == ST_DONE) /* written by its fiber, on this thread */
+            fiber_unmake(e, op);
+        baton__mutex_lock(&ev->mu);
+    }
+    if (op->state == ST_DONE)
+        finish(ev, op);
+}
+
+/* Moves the operations whose timers ran out to the run queue (ev->mu held). */
+static void fire_timers(engine *e)
+{
+    int64_t now = baton__now_us();
+    while (e->nheap > 0 && e->heap[0]->wake_at <= now) {
+        baton_op *due = e->heap[0];
+        heap_remove(e, due);
+        if (due->state == ST_IO)
+            io_done(e, due, false);
+        else
+            make_ready(e->ev, due);
+    }
+}
+
+static void loop_look(engine *e, int timeout_ms);
+
+/* Runs what is ready, fibers and timers, until nothing is (ev->mu held). */
+static void run_ready(engine *e)
+{
+    for (;;) {
+        /* With fibers to run, the sockets are looked at every millisecond all the same:
+         * a round trip's reply waits no longer than that for the fibers started meanwhile. */
+        if (e->nio > 0 && e->run_head && baton__now_us() - e->last_poll_us >= POLL_EVERY_US) {
+            if (e->ev->mode == BATON_CALLBACKS_LOOP)
+                loop_look(e, 0);
+            else
+                engine_poll(e, 0, false);
+        }
+        baton_op *op = pop(&e->run_head, &e->run_tail);
+        if (op) {
+            run_one(e, op);
+            continue;
+        }
+        fire_timers(e);
+        if (!e->run_head)
+            return;
+    }
+}
+
+static void *engine_main(void *arg)
+{
+    engine *e = arg;
+    baton__evloop *ev = e->ev;
+    on_engine = true;
+#ifdef BATON_TSAN
+    e->tsan_main = __tsan_get_current_fiber();
+#endif
+    baton__mutex_lock(&ev->mu);
+    for (;;) {
+        run_ready(e);
+        if (ev->stop && e->live == 0)
+            break;
+        engine_poll(e, e->nheap > 0 ? e->heap[0]->wake_at : BATON__NO_DEADLINE, true);
+    }
+    baton__mutex_unlock(&ev->mu);
+    return NULL;
+}
+
+/* ------------------------------- the engine on the loop's thread ---------------------- */
+
+/* BATON_CALLBACKS_LOOP. The program polls epfd; baton_client_process drives the engine:
+ * the sockets that are ready, the fibers, the callbacks, the fibers these started, until
+ * nothing is ready; then the timer is armed for the first deadline and the engine "sleeps"
+ * (asleep: a wake-up from another thread writes wfd, which makes epfd readable). */
+
+/* Descriptors from this number on are armed one-shot at each wait (no table entry). */
+#define LOOP_REG_MAX (1 << 20)
+
+/* What epoll is asked for, for poll() events. */
+static uint32_t epoll_events(short events)
+{
+    return ((events & POLLIN) ? EPOLLIN : 0u) | ((events & POLLOUT) ? EPOLLOUT : 0u);
+}
+
+/* Registers fd for ee (ev->mu held): changed if it is in the set, added if not (never
+ * added, or closed since: closing takes it out of the set). */
+static bool loop_ctl(engine *e, int fd, struct epoll_event *ee)
+{
+    if (epoll_ctl(e->epfd, EPOLL_CTL_MOD, fd, ee) == 0)
+        return true;
+    return errno == ENOENT && epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, ee) == 0;
+}
+
+/* The socket fd is to wake the fiber that waits for `events` on it (ev->mu held). 1: it
+ * has them already (reported while no fiber waited); 0: armed; -1: epoll refused (the
+ * caller waits in poll() on its own).
+ * A connection's socket (key: its serial) stays in the set, edge-triggered, from one wait
+ * to the next: no system call per round trip. That is sound because a fiber waits only
+ * after a read or write found nothing to do, or for the reply to what it has just sent
+ * (evloop.h): an edge comes after the wait begins, or came before and is kept in
+ * reg[fd].pending. A reused descriptor number has another key and is registered again.
+ * A socket not yet a connection (key 0: connecting) is armed one-shot. */
+static int loop_arm(engine *e, int fd, short events, uint64_t key)
+{
+    uint32_t want = epoll_events(events);
+    if (key == 0 || fd < 0 || fd >= LOOP_REG_MAX) {
+        struct epoll_event ee = {.events = EPOLLONESHOT | want, .data.fd = fd};
+        if (fd >= 0 && (size_t)fd < e->nreg)
+            e->reg[fd].key = 0; /* registered otherwise now */
+        return loop_ctl(e, fd, &ee) ? 0 : -1;
+    }
+    if ((size_t)fd >= e->nreg) {
+        size_t n = e->nreg ? e->nreg : 64;
+        while (n <= (size_t)fd)
+            n *= 2;
+        struct loop_reg *r = realloc(e->reg, n * sizeof *r);
+        if (!r)
+            return -1;
+        memset(r + e->nreg, 0, (n - e->nreg) * sizeof *r);
+        e->reg = r;
+        e->nreg = n;
+    }
+    struct loop_reg *r = &e->reg[fd];
+    /* in for reading always (what comes while nobody waits is kept); for writing only while
+     * a wait asks for it (a writable socket would report at every acknowledgement) */
+    uint32_t reg = EPOLLET | EPOLLIN | want;
+    if (r->key != key || r->events != reg) {
+        struct epoll_event ee = {.events = reg, .data.fd = fd};
+        if (!loop_ctl(e, fd, &ee)) {
+            r->key = 0;
+            return -1;
+        }
+        if (r->key != key)
+            r->pending = 0;
+        r->key = key;
+        r->events = reg;
+    }
+    uint32_t got = r->pending & (want | EPOLLERR | EPOLLHUP | EPOLLRDHUP);
+    if (got) {
+        r->pending = 0;
+        return 1;
+    }
+    return 0;
+}
+
+/* What epfd has ready, waiting up to timeout_ms for it (ev->mu held; dropped while it
+ * waits): sockets move their fibers to the run queue; the wake-up and completion eventfds
+ * and the timer are read (what they announce is in the queues and the heap). */
+static void loop_look(engine *e, int timeout_ms)
+{
+    baton__evloop *ev = e->ev;
+    struct epoll_event got[64];
+    e->last_poll_us = baton__now_us();
+    int n;
+    if (timeout_ms != 0) {
+        e->asleep = true; /* a wake-up from another thread ends the wait */
+        baton__mutex_unlock(&ev->mu);
+        n = epoll_wait(e->epfd, got, 64, timeout_ms);
+        baton__mutex_lock(&ev->mu);
+        e->asleep = false;
+    } else {
+        n = epoll_wait(e->epfd, got, 64, 0);
+    }
+    for (int i = 0; i < n; i++) {
+        int fd = got[i].data.fd;
+        if (fd == e->wfd || fd == ev->efd) {
+            drain(fd);
+        } else if (fd == e->tfd) {
+            drain(fd);
+            e->tfd_at = 0; /* expired: armed again by loop_rest if a deadline is left */
+        } else {
+            bool woke = false;
+            for (size_t j = e->nio; j-- > 0 && !woke;)
+                if (e->io[j]->io_fd == fd) {
+                    baton_op *op = e->io[j];
+                    heap_remove(e, op);
+                    io_done(e, op, true);
+                    woke = true;
+                }
+            /* nobody waits: an edge-triggered socket keeps what it said for the next wait */
+            if (!woke && fd >= 0 && (size_t)fd < e->nreg && e->reg[fd].key != 0)
+                e->reg[fd].pending |= got[i].events;
+        }
+    }
+}
+
+/* The loop thread stops driving (ev->mu held): the timer set for the first deadline, and
+ * wake-ups from other threads write wfd from now on. */
+static void loop_rest(engine *e)
+{
+    int64_t at = e->nheap > 0 ? e->heap[0]->wake_at : 0;
+    /* Moved earlier, or nothing armed: set. Moved later or gone: left as it is; if it
+     * fires first, the drive it causes finds nothing due and sets it then. Most deadlines
+     * move later (a waiter woken before its bound), and setting costs a system call. */
+    if (at > 0 && (e->tfd_at <= 0 || at < e->tfd_at)) {
+        struct itimerspec its = {{0, 0}, {(time_t)(at / 1000000), (long)(at % 1000000) * 1000}};
+        if (timerfd_settime(e->tfd, TFD_TIMER_ABSTIME, &its, NULL) == 0)
+            e->tfd_at = at;
+        else /* the deadline still matters: a wake-up now, and the next drive sets it again */
+            e->tfd_at = -1;
+    }
+    e->asleep = true;
+    if (e->run_head || e->ev->done_head || e->tfd_at < 0)
+        engine_wake(e); /* more to do: epfd stays readable */
+}
+
+/* This thread may drive the engine: it is the bound thread, or none is bound yet, and no
+ * other thread drives it now (ev->mu held). */
+static bool may_drive(const engine *e)
+{
+    pthread_t self = pthread_self();
+    if (e->driving > 0 && !pthread_equal(e->driver, self))
+        return false;
+    return !e->bound || pthread_equal(e->loop_thread, self);
+}
+
+static void drive_begin(engine *e)
+{
+    if (e->driving++ == 0) {
+        e->driver = pthread_self();
+        e->asleep = false;
+        if (!e->bound) {
+            e->bound = true;
+            e->loop_thread = e->driver;
+        }
+    }
+#ifdef BATON_TSAN
+    e->tsan_main = __tsan_get_current_fiber();
+#endif
+}
+
+static void drive_end(engine *e)
+{
+    if (--e->driving == 0)
+        loop_rest(e);
+}
+
+/* Close, or a handle's close: drives the engine on this thread until busy(ev, arg) is
+ * false (ev->mu held). Another thread that drives it meanwhile is waited for. */
+static void loop_drive_while(baton__evloop *ev, bool (*busy)(const baton__evloop *, const void *),
+                             const void *arg)
+{
+    engine *e = &ev->eng;
+    while (busy(ev, arg)) {
+        if (!ev->started || (e->driving > 0 && !pthread_equal(e->driver, pthread_self())) ||
+            e->live == 0) {
+            /* threads in blocking waits end on their own; another driver is at work */
+            baton__cond_wait_until(&ev->idle, &ev->mu, baton__now_us() + 10000);
+            continue;
+        }
+        drive_begin(e);
+        run_ready(e);
+        if (busy(ev, arg) && !e->run_head) {
+            int ms = 10;
+            if (e->nheap > 0) {
+                int64_t left = (e->heap[0]->wake_at - baton__now_us() + 999) / 1000;
+                ms = left < 0 ? 0 : left < ms ? (int)left : ms;
+            }
+            loop_look(e, ms);
+        }
+        drive_end(e);
+    }
+}
+
+baton_op *baton__op_current(void)
+{
+    return current;
+}
+
+bool baton__op_cancelled_locked(const baton_op *op)
+{
+    return op->cancelled;
+}
+
+void baton__ops_cancel_locked(baton__evloop *ev, const void *handle)
+{
+    for (baton_op *op = ev->all; op; op = op->all_next)
+        if (!handle || (op->handle == handle && !op->release)) {
+            op->cancelled = true;
+            make_ready(ev, op);
+        }
+}
+
+/* A wait's cancellation as the engine and waits.c see it (ev->mu held for the _locked ones):
+ * the client's generation moved, or its operation was cancelled. */
+bool baton__wait_cancelled_locked(baton__evloop *ev, const baton__waiting *wt)
+{
+    return atomic_load(&ev->gen) != wt->gen || (wt->op && baton__op_cancelled_locked(wt->op));
+}
+
+void baton__waits_cancel_all_locked(baton__evloop *ev)
+{
+    atomic_fetch_add(&ev->gen, 1);
+    baton__ops_cancel_locked(ev, NULL);
+}
+
+int baton__wait_cancelled_error(baton_client *c)
+{
+    return baton__fail(c, BATON_ECANCELED,
+                       "wait cancelled (baton_op_cancel, baton_client_cancel_waits or "
+                       "baton_client_close)");
+}
+
+int baton__fiber_sleep(baton_client *c, baton__waiting *wt, baton__sub *sub, int64_t until)
+{
+    baton_op *op = wt->op;
+    baton__evloop *ev = c->ev;
+    baton__mutex_lock(&ev->mu);
+    if (baton__wait_cancelled_locked(ev, wt)) {
+        baton__mutex_unlock(&ev->mu);
+        return baton__wait_cancelled_error(c);
+    }
+    if (op->pending_wake) {
+        op->pending_wake = false;
+        baton__mutex_unlock(&ev->mu);
+        return BATON_OK;
+    }
+    op->woken = false;
+    op->state = ST_SLEEPING;
+    op->wake_at = until;
+    if (until != BATON__NO_DEADLINE && heap_push(op->eng, op) != BATON_OK) {
+        op->state = ST_RUNNING;
+        baton__mutex_unlock(&ev->mu);
+        return baton__fail(c, BATON_ENOMEM, "out of memory");
+    }
+    engine_wake(op->eng); /* the engine's sleep must cover the new timer */
+    baton__mutex_unlock(&ev->mu);
+    op->waker.fn = on_wake;
+    op->waker.arg = op;
+    ev->subs->arm(c, sub, &op->waker);
+    fiber_yield(op);
+    bool fed = ev->subs->disarm(c, sub, &op->waker);
+    baton__mutex_lock(&ev->mu);
+    heap_remove(op->eng, op);
+    bool woken = op->woken, cancelled = baton__wait_cancelled_locked(ev, wt);
+    op->woken = false;
+    if (cancelled)
+        op->pending_wake = false;
+    baton__mutex_unlock(&ev->mu);
+    if (cancelled) {
+        if (fed)
+            ev->subs->pass_on(c, sub); /* it was meant for a waiter that tries */
+        return baton__wait_cancelled_error(c);
+    }
+    return woken ? BATON_OK : BATON_ETIMEDOUT;
+}
+
+/* ------------------------------- sockets and connections ----------------------------- */
+
+int baton__fiber_wait_fd(int fd, short events, int64_t deadline_us, uint64_t key)
+{
+    baton_op *op = current;
+    if (!op)
+        return -1;
+    baton__evloop *ev = op->ev;
+    engine *e = op->eng;
+    baton__mutex_lock(&ev->mu);
+    if (e->nio == e->capio) {
+        size_t cap = e->capio ? 2 * e->capio : 16;
+        baton_op **io = realloc(e->io, cap * sizeof *io);
+        if (!io) {
+            baton__mutex_unlock(&ev->mu);
+            return -1; /* the caller polls on its own: only this fiber's engine waits */
+        }
+        e->io = io;
+        e->capio = cap;
+    }
+    if (ev->mode == BATON_CALLBACKS_LOOP) {
+        int armed = loop_arm(e, fd, events, key);
+        if (armed != 0) {
+            baton__mutex_unlock(&ev->mu);
+            return armed; /* ready already (1), or the caller polls (-1) */
+        }
+    }
+    if (deadline_us != BATON__NO_DEADLINE) {
+        op->wake_at = deadline_us;
+        if (heap_push(e, op) != BATON_OK) {
+            baton__mutex_unlock(&ev->mu);
+            return -1;
+        }
+    }
+    op->io_fd = fd;
+    op->io_events = events;
+    op->io_ready = false;
+    op->ioidx = e->nio;
+    e->io[e->nio++] = op;
+    op->state = ST_IO;
+    baton__mutex_unlock(&ev->mu);
+    fiber_yield(op); /* the engine takes it off its lists before it runs it again */
+    if (op->io_ready)
+        return 1;
+    /* Its timer ran out first. A busy engine may come back to it late, the socket ready
+     * by then: a look now decides, as a thread's poll() would have. */
+    struct pollfd p = {fd, events, 0};
+    return poll(&p, 1, 0) > 0 ? 1 : 0;
+}
+
+int baton__fiber_sleep_until(int64_t until_us)
+{
+    baton_op *op = current;
+    if (!op)
+        return -1;
+    baton__evloop *ev = op->ev;
+    baton__mutex_lock(&ev->mu);
+    op->wake_at = until_us;
+    if (heap_push(op->eng, op) != BATON_OK) {
+        baton__mutex_unlock(&ev->mu);
+        return -1;
+    }
+    op->state = ST_SLEEPING;
+    baton__mutex_unlock(&ev->mu);
+    fiber_yield(op); /* its timer, or a cancellation */
+    baton__mutex_lock(&ev->mu);
+    heap_remove(op->eng, op);
+    baton__mutex_unlock(&ev->mu);
+    return 0;
+}
+
+uint64_t baton__evloop_freed(baton_client *c)
+{
+    return c && c->ev ? atomic_load(&c->ev->freed) : 0;
+}
+
+bool baton__on_fiber(void)
+{
+    return current != NULL;
+}
+
+/* Takes a fiber off the pool waiters (ev->mu held). */
+static void pool_unlist(baton__evloop *ev, baton_op *op)
+{
+    BATON__UNLINK_TAILED(op, pool_prev, pool_next, ev->pool_head, ev->pool_tail);
+    op->pool_prev = op->pool_next = NULL;
+    op->pool_wait = false;
+    atomic_fetch_sub(&ev->npool_waiters, 1);
+}
+
+int baton__fiber_wait_pool(baton_client *c, const void *pool, uint64_t seen, int64_t deadline_us)
+{
+    baton_op *op = current;
+    baton__evloop *ev = c->ev;
+    baton__mutex_lock(&ev->mu);
+    /* counted before the look at `freed`: a connection given back after the look sees a
+     * waiter, and wakes one under ev->mu (conn_freed) */
+    atomic_fetch_add(&ev->npool_waiters, 1);
+    if (atomic_load(&ev->freed) != seen) {
+        atomic_fetch_sub(&ev->npool_waiters, 1);
+        baton__mutex_unlock(&ev->mu);
+        return 1;
+    }
+    if (deadline_us != BATON__NO_DEADLINE) {
+        op->wake_at = deadline_us;
+        if (heap_push(op->eng, op) != BATON_OK) {
+            atomic_fetch_sub(&ev->npool_waiters, 1);
+            baton__mutex_unlock(&ev->mu);
+            return baton__fail(c, BATON_ENOMEM, "out of memory"), 0;
+        }
+    }
+    op->pool_wait = true;
+    op->pool_for = pool;
+    BATON__APPEND(op, pool_prev, pool_next, ev->pool_head, ev->pool_tail);
+    op->state = ST_SLEEPING;
+    baton__mutex_unlock(&ev->mu);
+    fiber_yield(op);
+    baton__mutex_lock(&ev->mu);
+    heap_remove(op->eng, op);
+    if (op->pool_wait) /* its timer, or a cancellation: still listed */
+        pool_unlist(ev, op);
+    baton__mutex_unlock(&ev->mu);
+    return deadline_us == BATON__NO_DEADLINE || baton__now_us() < deadline_us;
+}
+
+void baton__evloop_conn_freed(baton_client *c, const void *pool, bool all)
+{
+    baton__evloop *ev = c ? c->ev : NULL;
+    if (!ev)
+        return;
+    atomic_fetch_add(&ev->freed, 1);
+    if (atomic_load(&ev->npool_waiters) == 0)
+        return;
+    /* One connection, one waiter (waking them all would make every waiter run for each
+     * connection given back); a waiter that finds it taken waits again. */
+    baton__mutex_lock(&ev->mu);
+    for (baton_op *op = ev->pool_head, *next; op; op = next) {
+        next = op->pool_next;
+        if (op->pool_for != pool)
+            continue;
+        pool_unlist(ev, op);
+        make_ready(ev, op);
+        if (!all)
+            break;
+    }
+    baton__mutex_unlock(&ev->mu);
+}
+
+/* How the transport waits (src/net/hooks.h): through the engine, on a fiber. */
+static const baton__wait_hooks transport_waits = {
+    baton__on_fiber,     baton__fiber_wait_fd,   baton__fiber_sleep_until,
+    baton__evloop_freed, baton__fiber_wait_pool, baton__evloop_conn_freed,
+};
+
+/* ------------------------------- open and close --------------------------------------- */
+
+baton__evloop *baton__evloop_new(baton_client *c, const baton__sub_methods *subs)
+{
+    baton__net_install(&transport_waits); /* the same table for every client */
+    baton__evloop *ev = calloc(1, sizeof *ev);
+    if (!ev)
+        return NULL;
+    ev->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (ev->efd < 0) {
+        free(ev);
+        return NULL;
+    }
+    ev->eng.ev = ev;
+    ev->eng.epfd = ev->eng.tfd = -1;
+    ev->eng.wfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (ev->eng.wfd < 0) {
+        close(ev->efd);
+        free(ev);
+        return NULL;
+    }
+    ev->c = c;
+    ev->subs = subs;
+    baton__mutex_init(&ev->mu);
+    baton__cond_init(&ev->idle);
+    return ev;
+}
+
+/* Whether an operation on handle is still live (ev->mu held). */
+static bool handle_busy(const baton__evloop *ev, const void *handle)
+{
+    for (const baton_op *op = ev->all; op; op = op->all_next)
+        if (op->handle == handle)
+            return true;
+    return false;
+}
+
+void baton__evloop_drop_handle(baton_client *c, void *handle)
+{
+    if (!c || !c->ev || baton__client_forked(c))
+        return;
+    baton__evloop *ev = c->ev;
+    baton__mutex_lock(&ev->mu);
+    for (baton_op *op = ev->all; op; op = op->all_next)
+        if (op->handle == handle) {
+            op->cancelled = true; /* a wait stops; a release still runs (fiber_main) */
+            make_ready(ev, op);
+        }
+    /* On an engine (a callback run by baton's thread) the operations may be this thread's
+     * own: it cannot wait for them, and the program was told not to close there. Without
+     * an engine thread (BATON_CALLBACKS_LOOP), the closing thread runs them to their end. */
+    if (ev->mode == BATON_CALLBACKS_LOOP)
+        loop_drive_while(ev, handle_busy, handle);
+    while (!on_engine && handle_busy(ev, handle))
+        baton__cond_wait_until(&ev->idle, &ev->mu, BATON__NO_DEADLINE);
+    baton__mutex_unlock(&ev->mu);
+}
+
+/* Frees what the engine kept (its thread has ended, or never ran). */
+static void free_engine(engine *e)
+{
+    while (e->nspare > 0)
+        munmap(e->spare[--e->nspare], STACK_SIZE + (size_t)sysconf(_SC_PAGESIZE));
+    free(e->heap);
+    free(e->io);
+    free(e->pfd);
+    free(e->reg);
+    close(e->wfd);
+    if (e->epfd >= 0)
+        close(e->epfd);
+    if (e->tfd >= 0)
+        close(e->tfd);
+}
+
+/* Whether waits or operations are still live (ev->mu held). */
+static bool still_live(const baton__evloop *ev, const void *unused)
+{
+    (void)unused;
+    return ev->waits > 0 || ev->live > 0;
+}
+
+void baton__evloop_shut(baton__evloop *ev, bool forked)
+{
+    if (!ev || ev->shut)
+        return;
+    ev->shut = true;
+    if (forked) /* the child has no engine thread and no waiters */
+        return;
+    baton__mutex_lock(&ev->mu);
+    ev->closing = true;
+    baton__waits_cancel_all_locked(ev);
+    baton__mutex_unlock(&ev->mu);
+    ev->subs->wake_all(ev->c);
+    baton__mutex_lock(&ev->mu);
+    if (ev->mode == BATON_CALLBACKS_LOOP)
+        loop_drive_while(ev, still_live, NULL);
+    while (ev->waits > 0 || ev->live > 0)
+        baton__cond_wait_until(&ev->idle, &ev->mu, BATON__NO_DEADLINE);
+    ev->stop = true;
+    engine_wake(&ev->eng);
+    bool joined = ev->started && ev->mode != BATON_CALLBACKS_LOOP; /* LOOP: no thread */
+    baton__mutex_unlock(&ev->mu);
+    if (joined)
+        pthread_join(ev->eng.thread, NULL);
+    baton_op *op;
+    while ((op = pop(&ev->done_head, &ev->done_tail)))
+        deliver(ev, op);
+}
+
+void baton__evloop_free(baton__evloop *ev, bool forked)
+{
+    if (!ev)
+        return;
+    baton__evloop_shut(ev, forked);
+    /* In a fork child the operations' memory is the parent's copy: only the descriptors
+     * and the memory go. */
+    free_engine(&ev->eng);
+    close(ev->efd);
+    if (!forked) {
+        baton__mutex_destroy(&ev->mu);
+        baton__cond_destroy(&ev->idle);
+    }
+    free(ev);
+}
+
+/* ------------------------------- public: operations ----------------------------------- */
+
+/* BATON_CALLBACKS_LOOP: the engine's epoll descriptor and timer, instead of its thread
+ * (ev->mu held). */
+static int loop_start(baton__evloop *ev)
+{
+    engine *e = &ev->eng;
+    e->epfd = epoll_create1(EPOLL_CLOEXEC);
+    e->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    bool ok = e->epfd >= 0 && e->tfd >= 0;
+    int fds[3] = {e->wfd, ev->efd, e->tfd};
+    for (int i = 0; ok && i < 3; i++) {
+        struct epoll_event ee = {.events = EPOLLIN, .data.fd = fds[i]};
+        ok = epoll_ctl(e->epfd, EPOLL_CTL_ADD, fds[i], &ee) == 0;
+    }
+    if (!ok) {
+        int err = errno;
+        if (e->epfd >= 0)
+            close(e->epfd);
+        if (e->tfd >= 0)
+            close(e->tfd);
+        e->epfd = e->tfd = -1;
+        return baton__fail(ev->c, BATON_ENOMEM, "the loop's epoll descriptor: %s", strerror(err));
+    }
+    e->asleep = true; /* not driven: a wake-up writes wfd */
+    ev->started = true;
+    return BATON_OK;
+}
+
+/* Starts the engine thread if it does not run yet (ev->mu held). */
+static int engine_start(baton__evloop *ev)
+{
+    if (ev->started)
+        return BATON_OK;
+    if (ev->mode == BATON_CALLBACKS_LOOP)
+        return loop_start(ev);
+    int rc = pthread_create(&ev->eng.thread, NULL, engine_main, &ev->eng);
+    if (rc != 0)
+        return baton__fail(ev->c, BATON_ENOMEM, "pthread_create: %s", strerror(rc));
+    ev->started = true;
+    return BATON_OK;
+}
+
+int baton__op_start(baton_client *c, void *handle, baton__op_run_fn run, bool is_release,
+                    const baton__op_args *args, baton_async_fn fn, void *arg, baton_op **out)
+{
+    int rc;
+    if (out)
+        *out = NULL;
+    if (!fn)
+        return baton__fail(c, BATON_EINVAL, "fn is NULL");
+    if (baton__check_wait(args->wait_ms) != BATON_OK)
+        return baton__fail(c, BATON_EINVAL, "wait_ms %lld: use BATON_WAIT_FOREVER or 0..%lld ms",
+                           (long long)args->wait_ms, (long long)BATON_MAX_DURATION_MS);
+    if (args->owner && baton__owner_client(args->owner) != c)
+        return baton__fail(c, BATON_EINVAL, "the owner belongs to another client");
+    baton_op *op = malloc(sizeof *op);
+    if (!op)
+        return baton__fail(c, BATON_ENOMEM, "out of memory");
+    *op = (baton_op){
+        .run = run, .release = is_release, .handle = handle, .args = *args, .fn = fn, .arg = arg};
+    baton__evloop *ev = c->ev;
+    op->ev = ev;
+    op->owner_id = args->owner ? baton__owner_of(args->owner) : baton__owner_id();
+    op->state = ST_NEW;
+    op->hidx = NO_HEAP;
+    baton__mutex_lock(&ev->mu);
+    if (ev->closing) {
+        baton__mutex_unlock(&ev->mu);
+        free(op);
+        return baton__fail(c, BATON_ECANCELED, "the client is closing");
+    }
+    rc = engine_start(ev);
+    if (rc != BATON_OK) {
+        baton__mutex_unlock(&ev->mu);
+        free(op);
+        return rc;
+    }
+    ev->live++;
+    op->eng = &ev->eng;
+    op->eng->live++;
+    op->all_next = ev->all;
+    if (ev->all)
+        ev->all->all_prev = op;
+    ev->all = op;
+    engine *e = op->eng;
+    if (ev->mode == BATON_CALLBACKS_LOOP && e->bound && e->driving == 0 && !current &&
+        may_drive(e)) {
+        /* On the loop's thread, outside baton_client_process, it begins now (and only it):
+         * its request is on its way when this returns; its callback still runs in process.
+         * While process drives, its loop runs it; from another thread, a wake-up. */
+        drive_begin(e);
+        run_one(e, op);
+        drive_end(e);
+        baton__mutex_unlock(&ev->mu);
+        if (out)
+            *out = op;
+        return BATON_OK;
+    }
+    op->queued = true;
+    push(&op->eng->run_head, &op->eng->run_tail, op);
+    if (ev->mode == BATON_CALLBACKS_LOOP || processing != ev) {
+        engine_wake(e);
+    } else if (!deferred_since) {
+        deferred_since = baton__now_us() | 1;
+    }
+    baton__mutex_unlock(&ev->mu);
+    if (out)
+        *out = op;
+    return BATON_OK;
+}
+
+int baton__op_spawn(baton_client *c, void *handle, baton__op_run_fn run, const baton__op_args *args)
+{
+    return baton__op_start(c, handle, run, false, args, no_completion, NULL, NULL);
+}
+
+/* What every start does first: the handle's client usable from here. */
+static int enter(baton_client *c)
+{
+    if (!c)
+        return BATON_EINVAL;
+    return baton__client_enter(c);
+}
+
+int baton_op_cancel(baton_op *op)
+{
+    if (!op)
+        return BATON_EINVAL;
+    baton__evloop *ev = op->ev;
+    baton__mutex_lock(&ev->mu);
+    if (op->state != ST_DONE && !op->release) { /* a release is not a wait */
+        op->cancelled = true;
+        make_ready(ev, op);
+    }
+    baton__mutex_unlock(&ev->mu);
+    return BATON_OK;
+}
+
+/* ------------------------------- public: the loop's side ------------------------------ */
+
+int baton_client_async_fd(baton_client *c, int *fd)
+{
+    int rc = enter(c);
+    if (rc != BATON_OK)
+        return rc;
+    if (!fd)
+        return baton__fail(c, BATON_EINVAL, "fd is NULL");
+    /* A program that asks for the descriptor is about to start operations: the engine
+     * starts now, in its set-up, rather than inside its first start. */
+    baton__mutex_lock(&c->ev->mu);
+    rc = c->ev->closing ? BATON_OK : engine_start(c->ev);
+    int got = c->ev->mode == BATON_CALLBACKS_LOOP ? c->ev->eng.epfd : c->ev->efd;
+    baton__mutex_unlock(&c->ev->mu);
+    if (rc != BATON_OK)
+        return rc;
+    if (got < 0)
+        return baton__fail(c, BATON_ECANCELED, "the client is closing");
+    *fd = got;
+    return BATON_OK;
+}
+
+/* Wakes ev's engine for the operations this thread's callbacks started, if they did. */
+static void deferred_wake(baton__evloop *ev)
+{
+    if (!deferred_since)
+        return;
+    deferred_since = 0;
+    baton__mutex_lock(&ev->mu);
+    engine_wake(&ev->eng);
+    baton__mutex_unlock(&ev->mu);
+}
+
+/* BATON_CALLBACKS_LOOP: runs what ev's engine has ready, if this thread is its loop thread
+ * (bound, unless process() runs here: then it binds); whether operations are live. */
+static bool drive_some(baton__evloop *ev, bool binds)
+{
+    bool live = false;
+    baton__mutex_lock(&ev->mu);
+    engine *e = &ev->eng;
+    if (ev->started && !current && may_drive(e) &&
+        (binds || (e->bound && pthread_equal(e->loop_thread, pthread_self())))) {
+        drive_begin(e);
+        loop_look(e, 0);
+        run_ready(e);
+        live = e->live > 0;
+        drive_end(e);
+    }
+    baton__mutex_unlock(&ev->mu);
+    return live;
+}
+
+bool baton__ops_start_deferred(baton_client *c)
+{
+    baton__evloop *ev = processing;
+    if (ev && ev->mode != BATON_CALLBACKS_LOOP)
+        deferred_wake(ev);
+    /* The loop thread blocks (in a callback, or on its own): its loop client's operations
+     * (a release it waits for) advance meanwhile, driven from here between slices of its
+     * sleep: the client whose callbacks run, and the client it waits on. */
+    bool live = false;
+    if (ev && ev->mode == BATON_CALLBACKS_LOOP)
+        live = drive_some(ev, true);
+    if (c && c->ev && c->ev != ev && c->ev->mode == BATON_CALLBACKS_LOOP)
+        live = drive_some(c->ev, false) || live;
+    return live;
+}
+
+/* Takes the completed operations and runs their callbacks (ev->mu held; dropped while they
+ * run). Returns how many ran. */
+static int deliver_done(baton__evloop *ev)
+{
+    baton_op *list = ev->done_head;
+    ev->done_head = ev->done_tail = NULL;
+    baton__mutex_unlock(&ev->mu);
+    int ran = 0;
+    while (list) {
+        baton_op *op = list;
+        list = op->next;
+        deliver(ev, op);
+        ran++;
+    }
+    baton__mutex_lock(&ev->mu);
+    return ran;
+}
+
+/* BATON_CALLBACKS_LOOP: drives the engine on this thread (the bound one) until nothing is
+ * ready: what epfd has, the fibers, the callbacks, the fibers they started. A budget of
+ * rounds keeps the program's other events from waiting behind a stream of completions. */
+static int loop_process(baton_client *c, baton__evloop *ev)
+{
+    engine *e = &ev->eng;
+    baton__mutex_lock(&ev->mu);
+    if (!ev->started) {
+        baton__mutex_unlock(&ev->mu);
+        return 0;
+    }
+    if (!may_drive(e)) {
+        baton__mutex_unlock(&ev->mu);
+        return baton__fail(c, BATON_EINVAL,
+                           "BATON_CALLBACKS_LOOP: call baton_client_process on one thread only");
+    }
+    baton__evloop *outer = processing;
+    processing = ev;
+    drive_begin(e);
+    loop_look(e, 0);
+    int ran = 0;
+    for (int round = 0; round < 64; round++) {
+        run_ready(e);
+        if (!ev->done_head)
+            break;
+        ran += deliver_done(ev);
+    }
+    drive_end(e);
+    processing = outer;
+    baton__mutex_unlock(&ev->mu);
+    return ran;
+}
+
+int baton_client_process(baton_client *c)
+{
+    int rc = enter(c);
+    if (rc != BATON_OK)
+        return rc;
+    baton__evloop *ev = c->ev;
+    if (ev->mode == BATON_CALLBACKS_LOOP)
+        return loop_process(c, ev);
+    drain(ev->efd);
+    baton__mutex_lock(&ev->mu);
+    baton_op *list = ev->done_head;
+    ev->done_head = ev->done_tail = NULL;
+    baton__mutex_unlock(&ev->mu);
+    int ran = 0;
+    /* A callback may process another client's (or its own) completions: what the outer
+     * call deferred is woken first, since the deferral belongs to one client at a time. */
+    baton__evloop *outer = processing;
+    if (outer)
+        deferred_wake(outer);
+    processing = ev;
+    while (list) {
+        baton_op *op = list;
+        list = op->next;
+        deliver(ev, op);
+        ran++;
+        if (deferred_since && baton__now_us() - deferred_since >= WAKE_DEFER_US)
+            deferred_wake(ev);
+    }
+    deferred_wake(ev);
+    processing = outer;
+    return ran;
+}
+
+int baton_client_set_callbacks(baton_client *c, int mode)
+{
+    int rc = enter(c);
+    if (rc != BATON_OK)
+        return rc;
+    if (mode != BATON_CALLBACKS_PROCESS && mode != BATON_CALLBACKS_BATON &&
+        mode != BATON_CALLBACKS_LOOP)
+        return baton__fail(c, BATON_EINVAL, "mode %d: BATON_CALLBACKS_PROCESS, _BATON or _LOOP",
+                           mode);
+    baton__mutex_lock(&c->ev->mu);
+    /* Whether the engine has a thread is decided when it starts, once. */
+    bool fixed =
+        c->ev->started && (mode == BATON_CALLBACKS_LOOP) != (c->ev->mode == BATON_CALLBACKS_LOOP);
+    if (!fixed)
+        c->ev->mode = mode;
+    baton__mutex_unlock(&c->ev->mu);
+    if (fixed)
+        return baton__fail(c, BATON_EINVAL,
+                           "BATON_CALLBACKS_LOOP is chosen before the first operation or "
+                           "baton_client_async_fd, and kept");
+    return BATON_OK;
+}
