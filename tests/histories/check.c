@@ -118,6 +118,7 @@ void hist_params_default(hist_params *p)
     p->latch_count = 2;
     p->fifo_margin_us = 250000;
     p->watchdog_ms = 3000;
+    p->barrier_parties = 0;
     p->excerpts = 3;
 }
 
@@ -256,8 +257,11 @@ static holds extract(const hist *h, const char *obj)
             hold *x = &hs.v[hs.n];
             memset(x, 0, sizeof *x);
             x->lease_end = INT64_MAX;
-            if (e->value > 0) /* a fixed lease: it ends at the latest lease ms after the
-                                 acquire was sent, whatever the holder does */
+            /* a fixed lease: it ends at the latest lease ms after the acquire was sent,
+             * whatever the holder does. A counting semaphore has no lease: whatever its
+             * acquire's VALUE says (its workload once recorded the permit count there, 1,
+             * which cut every semaphore hold to 1 ms), its permit is held until released */
+            if (e->value > 0 && strcmp(obj, "sem") != 0)
                 for (size_t q = i; q-- > 0;)
                     if (h->ev[q].proc == e->proc && h->ev[q].inc == e->inc &&
                         strcmp(h->ev[q].obj, obj) == 0 && strcmp(h->ev[q].op, e->op) == 0 &&
@@ -429,6 +433,10 @@ static hist_verdict overlaps(const hist *h, const char *obj, const char *name, c
     int shown[2] = {0, 0};
     for (size_t j = 0; j < hs.n; j++) {
         hold *b = &hs.v[j];
+        /* every earlier hold that overlaps b, not only the first: an excused overlap must
+         * not hide an unexcused one with the same hold. b counts once: as a violation if
+         * any of its overlaps is one, else as allowed if any is allowed */
+        bool bad = false, excused = false;
         for (size_t i = 0; i < j; i++) {
             hold *a = &hs.v[i];
             if (a->proc == b->proc && a->inc == b->inc)
@@ -437,9 +445,9 @@ static hist_verdict overlaps(const hist *h, const char *obj, const char *name, c
                 continue;
             int ex = excuse(h, a, b->start, p->watchdog_ms * 2 / 3);
             if (ex)
-                v.allowed++;
+                excused = true;
             else
-                v.violations++;
+                bad = true;
             if (show(shown, ex != 0, p->excerpts, out)) {
                 fprintf(out,
                         "  %s: %s: hold of %d.%d (token %" PRId64 ", %c) from %" PRId64
@@ -452,8 +460,11 @@ static hist_verdict overlaps(const hist *h, const char *obj, const char *name, c
                         b->proc, b->inc, b->token, b->kind, b->start, a->end - b->start);
                 excerpt(out, h, a, b);
             }
-            break; /* one overlap per hold is enough */
         }
+        if (bad)
+            v.violations++;
+        else if (excused)
+            v.allowed++;
     }
     free(hs.v);
     return v;
@@ -464,6 +475,7 @@ hist_verdict hist_check_mutex(const hist *h, const char *obj, const hist_params 
     return overlaps(h, obj,
                     strcmp(obj, "fair") == 0      ? "fair lock"
                     : strcmp(obj, "redlock") == 0 ? "redlock"
+                    : strcmp(obj, "elect") == 0   ? "election"
                                                   : "mutex",
                     p, out);
 }
@@ -494,15 +506,28 @@ static bool unknown_before(const hist *h, const char *obj, const hold *b)
 
 hist_verdict hist_check_fenced(const hist *h, const char *obj, const hist_params *p, FILE *out)
 {
-    hist_verdict v = {strcmp(obj, "rw") == 0 ? "fenced rw" : "fenced mutex", 0, 0, 0};
+    hist_verdict v = {strcmp(obj, "rw") == 0      ? "fenced rw"
+                      : strcmp(obj, "elect") == 0 ? "election terms"
+                                                  : "fenced mutex",
+                      0, 0, 0};
     holds hs = extract(h, obj);
     int shown[2] = {0, 0};
-    /* 1. tokens rise: a hold that began after another ended has a larger token */
+    /* 1. tokens rise: a hold that began after another ended has a larger token. b is
+     * compared with every earlier hold a that ended before it began and whose token is not
+     * lower (not only the first such: with a token that does not rise, that is the run's
+     * first hold, and one loss after it would excuse every later hold). A pair is excused
+     * only by a loss of the data between a's start and b's start; the a that began last
+     * leaves the shortest such interval, inside every other one: if a loss excuses it, it
+     * excuses them all, so b is a violation exactly when that a's interval has no loss. A
+     * token repeated by the same holder after an operation of unknown outcome (the same
+     * server hold, re-entered) is allowed and left out of the comparison. */
     for (size_t j = 0; j < hs.n; j++) {
         hold *b = &hs.v[j];
         if (b->kind == 'r')
             continue;
         v.checked++;
+        hold *last = NULL;
+        bool same = false;
         for (size_t i = 0; i < j; i++) {
             hold *a = &hs.v[i];
             if (a->kind == 'r' || a->end > b->start || a->token < b->token)
@@ -511,26 +536,32 @@ hist_verdict hist_check_fenced(const hist *h, const char *obj, const hist_params
                 unknown_before(h, obj, b)) {
                 /* the same server hold: re-entered after an operation of unknown outcome
                  * left it behind (the reentrant checker reports the counts) */
-                v.allowed++;
-                break;
+                same = true;
+                continue;
             }
-            bool lost = data_lost_between(h, a->start, b->start);
-            if (lost)
+            if (!last || a->start > last->start)
+                last = a;
+        }
+        if (!last) {
+            if (same)
                 v.allowed++;
-            else
-                v.violations++;
-            if (show(shown, lost, p->excerpts, out)) {
-                fprintf(out,
-                        "  %s: %s: token %" PRId64 " of %d.%d (from %" PRId64
-                        ") after token %" PRId64 " of %d.%d (ended %" PRId64 ")\n",
-                        v.checker,
-                        data_lost_between(h, a->start, b->start)
-                            ? "allowed: the server lost its data (the token counter with it)"
-                            : "VIOLATION: tokens did not rise",
-                        b->token, b->proc, b->inc, b->start, a->token, a->proc, a->inc, a->end);
-                excerpt(out, h, a, b);
-            }
-            break;
+            continue;
+        }
+        hold *a = last;
+        bool lost = data_lost_between(h, a->start, b->start);
+        if (lost)
+            v.allowed++;
+        else
+            v.violations++;
+        if (show(shown, lost, p->excerpts, out)) {
+            fprintf(out,
+                    "  %s: %s: token %" PRId64 " of %d.%d (from %" PRId64 ") after token %" PRId64
+                    " of %d.%d (ended %" PRId64 ")\n",
+                    v.checker,
+                    lost ? "allowed: the server lost its data (the token counter with it)"
+                         : "VIOLATION: tokens did not rise",
+                    b->token, b->proc, b->inc, b->start, a->token, a->proc, a->inc, a->end);
+            excerpt(out, h, a, b);
         }
     }
     /* 2. the store never accepts a lower token after it accepted a higher one: an accepted
@@ -660,23 +691,34 @@ hist_verdict hist_check_permits(const hist *h, const char *obj, int n, const his
     int shown[2] = {0, 0};
     for (size_t j = 0; j < hs.n; j++) {
         hold *b = &hs.v[j];
-        int open = 0, ex = 0;
+        /* the holders still open when b took its permit; those the guarantees excuse (a
+         * pause past the lease, a loss of the data) may hold nothing any more, the others
+         * hold one each: b is a violation when they alone are n or more. One excused holder
+         * does not excuse the others */
+        int open = 0, held = 0, ex = 0;
         for (size_t i = 0; i < j; i++) {
             hold *a = &hs.v[i];
             if (a->end > b->start) {
                 open++;
-                ex |= excuse(h, a, b->start, p->watchdog_ms * 2 / 3);
+                int e = excuse(h, a, b->start, p->watchdog_ms * 2 / 3);
+                ex |= e;
+                if (!e)
+                    held++;
             }
         }
         if (open < n)
             continue;
+        if (held >= n)
+            ex = 0;
         if (ex)
             v.allowed++;
         else
             v.violations++;
         if (show(shown, ex != 0, p->excerpts, out)) {
-            fprintf(out, "  %s: %s: %d permits held when %d.%d took one at %" PRId64 " (of %d)\n",
-                    v.checker, why(ex), open, b->proc, b->inc, b->start, n);
+            fprintf(out,
+                    "  %s: %s: %d permits held (%d not excused) when %d.%d took one at %" PRId64
+                    " (of %d)\n",
+                    v.checker, why(ex), open, held, b->proc, b->inc, b->start, n);
             for (size_t i = 0; i < j; i++)
                 if (hs.v[i].end > b->start) {
                     hist_print_event(out, &h->ev[hs.v[i].i_acq]);
@@ -931,6 +973,147 @@ hist_verdict hist_check_latch(const hist *h, const hist_params *p, FILE *out)
     return v;
 }
 
+/* ------------------------------------------------------------- barrier ------------ */
+
+typedef struct await_op {
+    int proc, inc;
+    int64_t invoke, done; /* done: INT64_MAX when it never completed (killed) */
+    int64_t gen;
+    char outcome; /* 'o' ok, 'f' fail (it broke or this party gave up), 'u' unknown */
+    size_t i_inv, i_done;
+} await_op;
+
+static int cmp_await(const void *a, const void *b)
+{
+    const await_op *x = a, *y = b;
+    /* ok, then fail, then unknown */
+    int rx = x->outcome == 'o' ? 0 : x->outcome == 'f' ? 1 : 2;
+    int ry = y->outcome == 'o' ? 0 : y->outcome == 'f' ? 1 : 2;
+    if (rx != ry)
+        return rx < ry ? -1 : 1;
+    if (x->gen != y->gen)
+        return x->gen < y->gen ? -1 : 1;
+    return x->done < y->done ? -1 : x->done > y->done;
+}
+
+/* Adds party (proc, inc) to seen (ns of them) if it is not there yet. */
+static void add_party(int seen[][2], int *ns, int max, int proc, int inc)
+{
+    for (int q = 0; q < *ns; q++)
+        if (seen[q][0] == proc && seen[q][1] == inc)
+            return;
+    if (*ns < max) {
+        seen[*ns][0] = proc;
+        seen[*ns][1] = inc;
+        (*ns)++;
+    }
+}
+
+/* A cyclic barrier of N parties (p->barrier_parties, else the number of processes that
+ * use it) trips a generation when its N-th party arrives. A party released (await ok,
+ * VALUE = the generation G) at time t needs N parties (client incarnations: a killed
+ * party's arrival lives until its lease ends, beside its next incarnation's) arrived in G
+ * by then: the awaits sent before t that returned G, or whose outcome is unknown (sent at
+ * most 10 s before G's first await: an arrival lives one lease); an await that broke or
+ * timed out was not part of a generation that tripped. And no party returns from one
+ * generation twice. Allowed: a loss of the data in that window (the state restarts at
+ * generation 0). */
+hist_verdict hist_check_barrier(const hist *h, const hist_params *p, FILE *out)
+{
+    hist_verdict v = {"barrier", 0, 0, 0};
+    int shown[2] = {0, 0};
+    await_op *w = NULL;
+    size_t n = 0, cap = 0;
+    int procs[256];
+    int nprocs = 0;
+    for (size_t i = 0; i < h->n; i++) {
+        const hev *e = &h->ev[i];
+        if (!is(e, "barrier", "await", "invoke"))
+            continue;
+        int q;
+        for (q = 0; q < nprocs && procs[q] != hist_os_proc(e->proc); q++) {
+        }
+        if (q == nprocs && nprocs < 256)
+            procs[nprocs++] = hist_os_proc(e->proc);
+        await_op o = {e->proc, e->inc, e->t, INT64_MAX, -1, 'u', i, i};
+        for (size_t k = i + 1; k < h->n; k++) {
+            const hev *x = &h->ev[k];
+            if (x->proc != e->proc || x->inc != e->inc || !is(x, "barrier", "await", NULL))
+                continue;
+            if (strcmp(x->type, "invoke") == 0)
+                break; /* never completed */
+            o.done = x->t;
+            o.i_done = k;
+            o.outcome = strcmp(x->type, "ok") == 0 ? 'o' : strcmp(x->type, "fail") == 0 ? 'f' : 'u';
+            o.gen = x->value;
+            break;
+        }
+        if (n == cap) {
+            cap = cap ? cap * 2 : 256;
+            w = realloc(w, cap * sizeof *w);
+            if (!w)
+                abort();
+        }
+        w[n++] = o;
+    }
+    int parties = p->barrier_parties > 0 ? p->barrier_parties : nprocs;
+    /* the oks first, by generation and release; then those that failed; then the unknown */
+    qsort(w, n, sizeof *w, cmp_await);
+    size_t oks = 0;
+    while (oks < n && w[oks].outcome == 'o')
+        oks++;
+    size_t unk = oks;
+    while (unk < n && w[unk].outcome == 'f')
+        unk++;
+    for (size_t a = 0; a < oks;) {
+        size_t b = a;
+        int64_t first = INT64_MAX;
+        while (b < oks && w[b].gen == w[a].gen) {
+            if (w[b].invoke < first)
+                first = w[b].invoke;
+            b++;
+        }
+        for (size_t i = a; i < b; i++) {
+            const await_op *o = &w[i];
+            v.checked++;
+            int seen[256][2];
+            int ns = 0;
+            bool twice = false;
+            for (size_t k = a; k < b; k++) {
+                if (w[k].invoke <= o->done)
+                    add_party(seen, &ns, 256, w[k].proc, w[k].inc);
+                if (k < i && w[k].proc == o->proc && w[k].inc == o->inc)
+                    twice = true; /* this party returned from this generation before */
+            }
+            for (size_t k = unk; k < n; k++)
+                if (w[k].invoke <= o->done && w[k].invoke >= first - 10000000)
+                    add_party(seen, &ns, 256, w[k].proc, w[k].inc);
+            if (ns >= parties && !twice)
+                continue;
+            bool lost = loss_within(h, first - 10000000, o->done);
+            if (lost)
+                v.allowed++;
+            else
+                v.violations++;
+            if (show(shown, lost, p->excerpts, out)) {
+                fprintf(out,
+                        "  barrier: %s: %d.%d released from generation %" PRId64 " at %" PRId64
+                        " %s (%d of %d parties had arrived)\n",
+                        lost ? "allowed: the server lost its data" : "VIOLATION", o->proc, o->inc,
+                        o->gen, o->done, twice ? "a second time" : "before every party arrived", ns,
+                        parties);
+                for (size_t k = a; k < b; k++) {
+                    hist_print_event(out, &h->ev[w[k].i_inv]);
+                    hist_print_event(out, &h->ev[w[k].i_done]);
+                }
+            }
+        }
+        a = b;
+    }
+    free(w);
+    return v;
+}
+
 /* ------------------------------------------------------------- fair lock FIFO ------ */
 
 typedef struct wait_op {
@@ -1073,5 +1256,11 @@ long hist_check_all(const hist *h, const hist_params *p, FILE *out)
     }
     if (has(h, "latch"))
         bad += say(out, hist_check_latch(h, p, out));
+    if (has(h, "elect")) {
+        bad += say(out, hist_check_mutex(h, "elect", p, out));
+        bad += say(out, hist_check_fenced(h, "elect", p, out));
+    }
+    if (has(h, "barrier"))
+        bad += say(out, hist_check_barrier(h, p, out));
     return bad;
 }

@@ -1222,6 +1222,10 @@ static const char *object_name(const char *workload)
         return "h:sem";
     if (strcmp(workload, "permits") == 0)
         return "h:permits";
+    if (strcmp(workload, "elect") == 0)
+        return "h:elect";
+    if (strcmp(workload, "barrier") == 0)
+        return "h:barrier";
     return NULL;
 }
 
@@ -1824,7 +1828,8 @@ int main(int argc, char **argv)
     else if (strcmp(deployment, "single") != 0)
         usage();
     if (!spec)
-        spec = redlock_mode ? "redlock:6" : "mutex:4,cli:2,fair:3,rw:3,sem:3,permits:3,latch:4";
+        spec = redlock_mode ? "redlock:6"
+                            : "mutex:4,cli:2,fair:3,rw:3,sem:4,permits:5,latch:4,elect:3,barrier:3";
     if (!parse_nemesis(nemesis))
         return 2;
     if (skew && access(FAKETIME_LIB, R_OK) != 0) {
@@ -1978,6 +1983,12 @@ int main(int argc, char **argv)
             *colon = 0;
         if (strcmp(tok, "latch") == 0)
             latch_base = nclients;
+        if (strcmp(tok, "barrier") == 0) {
+            /* every barrier client is a party of h:barrier */
+            char parties[16];
+            snprintf(parties, sizeof parties, "%d", n);
+            setenv("HIST_BARRIER_PARTIES", parties, 1);
+        }
         for (int k = 0; k < n && nclients < MAX_CLIENTS; k++) {
             snprintf(clients[nclients].workload, sizeof clients[nclients].workload, "%s", tok);
             nclients++;
@@ -2099,6 +2110,9 @@ int main(int argc, char **argv)
     t = getenv("HIST_WATCHDOG_MS");
     if (t)
         p.watchdog_ms = atoll(t);
+    t = getenv("HIST_BARRIER_PARTIES");
+    if (t)
+        p.barrier_parties = atoi(t);
     long bad = hist_check_all(&h, &p, stdout);
     hist_counts c;
     hist_count(&h, &c);

@@ -296,6 +296,42 @@ Test(mutex, a_failover_is_a_loss_until_it_has_settled)
     hist_free(&h);
 }
 
+/* Issue 43, rule 3: a hold that overlaps two earlier holds, the first excused (its holder
+ * was stopped past its lease) and the second not. The checker stopped at the first overlap
+ * it found, excused, and never looked at the second. */
+Test(mutex, every_overlapping_pair_is_checked_not_only_the_first)
+{
+    const char *lines[] = {"100000 0 0 mutex acquire ok 7 0 0",
+                           "150000 0 0 nemesis pause invoke 0 0 1",
+                           "3200000 1 0 mutex acquire ok 8 0 0",
+                           NULL, /* 1's release: after 2 began (bad), or before (good) */
+                           "3300000 2 0 mutex acquire ok 9 0 0",
+                           "3400000 2 0 mutex release invoke 9 0 0",
+                           "5000000 0 0 nemesis pause ok 0 0 1",
+                           "5100000 0 0 mutex release invoke 7 0 0",
+                           NULL};
+    hist_params p = params();
+    for (int bad = 1; bad >= 0; bad--) {
+        lines[3] = bad ? "3350000 1 0 mutex release invoke 8 0 0"
+                       : "3250000 1 0 mutex release invoke 8 0 0";
+        hist h;
+        load(&h, lines);
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *out = open_memstream(&buf, &len);
+        hist_verdict v = hist_check_mutex(&h, "mutex", &p, out);
+        fclose(out);
+        cr_assert_eq(v.checked, 3);
+        /* 1 overlaps 0 (allowed); 2 overlaps 0 (allowed) and, when bad, 1 (not) */
+        cr_assert_eq(v.violations, bad ? 1 : 0, "%s", buf);
+        cr_assert_eq(v.allowed, bad ? 1 : 2, "%s", buf);
+        if (bad)
+            cr_assert(strstr(buf, "VIOLATION: hold of 1.0 (token 8"), "%s", buf);
+        free(buf);
+        hist_free(&h);
+    }
+}
+
 /* ------------------------------------------------------------- fencing ------------- */
 
 Test(fenced, tokens_that_do_not_rise_are_a_violation)
@@ -332,6 +368,55 @@ Test(fenced, the_store_refusing_a_stale_holder_is_fine_accepting_it_is_not)
     strcpy(h.ev[5].type, "ok");
     v = hist_check_fenced(&h, "mutex", &p, stderr);
     cr_assert_eq(v.violations, 1);
+    hist_free(&h);
+}
+
+/* Issue 43, rule 2: a token that does not rise (a constant) after a loss of the data. The
+ * second hold repeats the first's token across the loss (allowed: the counter went with the
+ * data); the third repeats it again with no loss since the second: a violation, whatever
+ * loss came before. The checker compared each hold with the run's first hold of a token not
+ * lower, found the loss in between and stopped: after the first loss it was blind. */
+Test(fenced, a_flat_token_after_a_loss_is_compared_with_the_latest_hold)
+{
+    static const char *const flat[] = {"100 0 0 mutex acquire ok 5 0 0",
+                                       "200 0 0 mutex release invoke 5 0 0",
+                                       "300 -1 0 nemesis srvkill invoke -1 0 0",
+                                       "400 -1 0 nemesis srvup ok -1 0 0",
+                                       "500 1 0 mutex acquire ok 5 0 0",
+                                       "600 1 0 mutex release invoke 5 0 0",
+                                       "700 2 0 mutex acquire ok 5 0 0",
+                                       "800 2 0 mutex release invoke 5 0 0",
+                                       NULL};
+    hist h;
+    load(&h, flat);
+    hist_params p = params();
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&buf, &len);
+    hist_verdict v = hist_check_fenced(&h, "mutex", &p, out);
+    fclose(out);
+    cr_assert_eq(v.checked, 3);
+    cr_assert_eq(v.violations, 1, "%s", buf);
+    cr_assert_eq(v.allowed, 1, "%s", buf);
+    cr_assert(strstr(buf, "VIOLATION: tokens did not rise: token 5 of 2.0 (from 700) after token 5 "
+                          "of 1.0 (ended 600)"),
+              "%s", buf);
+    free(buf);
+    hist_free(&h);
+    /* the counter restarting after the loss and rising again: allowed, no violation */
+    static const char *const reset[] = {"100 0 0 mutex acquire ok 5 0 0",
+                                        "200 0 0 mutex release invoke 5 0 0",
+                                        "300 -1 0 nemesis srvkill invoke -1 0 0",
+                                        "400 -1 0 nemesis srvup ok -1 0 0",
+                                        "500 1 0 mutex acquire ok 1 0 0",
+                                        "600 1 0 mutex release invoke 1 0 0",
+                                        "700 2 0 mutex acquire ok 2 0 0",
+                                        "800 2 0 mutex release invoke 2 0 0",
+                                        NULL};
+    load(&h, reset);
+    v = hist_check_fenced(&h, "mutex", &p, stderr);
+    cr_assert_eq(v.violations, 0);
+    cr_assert_eq(v.allowed, 2); /* 1 and 2 both below the 5 of before the loss */
     hist_free(&h);
 }
 
@@ -470,6 +555,101 @@ Test(permits, at_most_n)
     cr_assert_eq(v.violations, 0);
     v = hist_check_permits(&h, "permits", 2, &p, stderr);
     cr_assert_eq(v.violations, 2); /* the third at 120 and the fourth at 210 */
+    hist_free(&h);
+}
+
+/* Issue 43, rule 4: one holder excused (stopped past its lease) does not excuse the others.
+ * 2 permits: 0 is stopped holding one, 1 and 2 hold one each when 3 takes one: two holders
+ * that nothing excuses hold both permits, a violation. The checker OR-ed the excuse over
+ * the open holders and called it allowed. */
+Test(permits, holders_not_excused_are_counted_against_the_permits)
+{
+    const char *lines[] = {"100000 0 0 permits acquire ok 0 0 0",
+                           "150000 0 0 nemesis pause invoke 0 0 1",
+                           "200000 1 0 permits acquire ok 0 0 0",
+                           "300000 2 0 permits acquire ok 0 0 0",
+                           NULL, /* 2's release: after 3 took one (bad) or before (good) */
+                           "400000 3 0 permits acquire ok 0 0 0",
+                           "500000 3 0 permits release invoke 0 0 0",
+                           "600000 1 0 permits release invoke 0 0 0",
+                           "5000000 0 0 nemesis pause ok 0 0 1",
+                           "5100000 0 0 permits release invoke 0 0 0",
+                           NULL};
+    hist_params p = params();
+    for (int bad = 1; bad >= 0; bad--) {
+        lines[4] = bad ? "450000 2 0 permits release invoke 0 0 0"
+                       : "350000 2 0 permits release invoke 0 0 0";
+        hist h;
+        load(&h, lines);
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *out = open_memstream(&buf, &len);
+        hist_verdict v = hist_check_permits(&h, "permits", 2, &p, out);
+        fclose(out);
+        cr_assert_eq(v.checked, 4);
+        /* 2 took one beside 0 (excused) and 1: allowed; 3 beside 0, 1 and (bad) 2 */
+        cr_assert_eq(v.violations, bad ? 1 : 0, "%s", buf);
+        cr_assert_eq(v.allowed, bad ? 1 : 2, "%s", buf);
+        if (bad)
+            cr_assert(strstr(buf, "VIOLATION: 3 permits held (2 not excused) when 3.0"), "%s", buf);
+        free(buf);
+        hist_free(&h);
+    }
+}
+
+/* Issue 43, rule 1: a counting semaphore's acquire has no lease. Its workload recorded the
+ * permit count (1) as the acquire's VALUE, which the checker read as a fixed lease of 1 ms:
+ * every semaphore hold ended 1 ms after its acquire was sent and no overlap was ever seen.
+ * Three holders of 2 permits, 100 ms apart, with VALUE 1 as recorded then: a violation. */
+Test(permits, a_semaphore_hold_lasts_until_its_release_whatever_value_says)
+{
+    const char *lines[] = {"100000 0 0 sem acquire invoke 0 0 1",
+                           "110000 0 0 sem acquire ok 0 0 1",
+                           "200000 1 0 sem acquire invoke 0 0 1",
+                           "210000 1 0 sem acquire ok 0 0 1",
+                           NULL, /* 0's release: after 2 took one (bad) or before (good) */
+                           "300000 2 0 sem acquire invoke 0 0 1",
+                           "310000 2 0 sem acquire ok 0 0 1",
+                           "400000 2 0 sem release invoke 0 0 1",
+                           "500000 1 0 sem release invoke 0 0 1",
+                           NULL};
+    hist_params p = params();
+    for (int bad = 1; bad >= 0; bad--) {
+        lines[4] =
+            bad ? "350000 0 0 sem release invoke 0 0 1" : "250000 0 0 sem release invoke 0 0 1";
+        hist h;
+        load(&h, lines);
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *out = open_memstream(&buf, &len);
+        hist_verdict v = hist_check_permits(&h, "sem", 2, &p, out);
+        fclose(out);
+        cr_assert_eq(v.checked, 3);
+        cr_assert_eq(v.violations, bad ? 1 : 0, "%s", buf);
+        cr_assert_eq(v.allowed, 0, "%s", buf);
+        if (bad)
+            cr_assert(strstr(buf, "semaphore: VIOLATION: 2 permits held"), "%s", buf);
+        free(buf);
+        hist_free(&h);
+        /* through hist_check_all too, as a run checks it */
+        load(&h, lines);
+        out = open_memstream(&buf, &len);
+        long total = hist_check_all(&h, &p, out);
+        fclose(out);
+        cr_assert_eq(total, bad ? 1 : 0, "%s", buf);
+        free(buf);
+        hist_free(&h);
+    }
+    /* a permit lease's VALUE is its lease: a hold past it ends there (allowed to overlap) */
+    static const char *const leased[] = {
+        "100000 0 0 permits acquire invoke 0 0 2", "110000 0 0 permits acquire ok 0 0 2",
+        "200000 1 0 permits acquire ok 0 0 0",     "300000 2 0 permits acquire ok 0 0 0",
+        "400000 0 0 permits release invoke 0 0 0", "500000 1 0 permits release invoke 0 0 0",
+        "600000 2 0 permits release invoke 0 0 0", NULL};
+    hist h;
+    load(&h, leased);
+    hist_verdict v = hist_check_permits(&h, "permits", 2, &p, stderr);
+    cr_assert_eq(v.violations, 0);
     hist_free(&h);
 }
 
