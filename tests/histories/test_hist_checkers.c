@@ -804,6 +804,116 @@ Test(latch, released_only_after_the_last_count_down)
 
 /* ------------------------------------------------------------- fair lock ----------- */
 
+/* ------------------------------------------------------------- barrier ----------- */
+
+/* Three parties: a party released from a generation before the third arrived in it is a
+ * violation; an arrival of unknown outcome counts; a party released twice from one
+ * generation is a violation. */
+Test(barrier, released_only_once_every_party_arrived)
+{
+    const char *lines[] = {"100 0 0 barrier await invoke 0 0 0",
+                           "110 1 0 barrier await invoke 0 0 0",
+                           NULL, /* 2's arrival: before the others' release, or after */
+                           NULL, /* its outcome */
+                           "130 0 0 barrier await ok 0 0 0",
+                           "131 1 0 barrier await ok 1 0 0",
+                           NULL};
+    hist_params p = params();
+    for (int bad = 1; bad >= 0; bad--) {
+        lines[2] =
+            bad ? "200 2 0 barrier await invoke 0 0 0" : "120 2 0 barrier await invoke 0 0 0";
+        lines[3] = bad ? "210 2 0 barrier await ok 2 0 0" : "132 2 0 barrier await ok 2 0 0";
+        hist h;
+        load(&h, lines);
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *out = open_memstream(&buf, &len);
+        hist_verdict v = hist_check_barrier(&h, &p, out);
+        fclose(out);
+        cr_assert_eq(v.checked, 3);
+        cr_assert_eq(v.violations, bad ? 2 : 0, "%s", buf); /* 0 and 1 when bad */
+        if (bad)
+            cr_assert(strstr(buf, "VIOLATION: 0.0 released from generation 0 at 130 before every "
+                                  "party arrived (2 of 3"),
+                      "%s", buf);
+        free(buf);
+        hist_free(&h);
+    }
+    /* 2's await of unknown outcome (a timeout of its connection) was sent in time: counted */
+    lines[2] = "120 2 0 barrier await invoke 0 0 0";
+    lines[3] = "3000 2 0 barrier await info 0 -3 0";
+    hist h;
+    load(&h, lines);
+    hist_verdict v = hist_check_barrier(&h, &p, stderr);
+    cr_assert_eq(v.checked, 2);
+    cr_assert_eq(v.violations, 0);
+    hist_free(&h);
+    /* 0 released from generation 0 twice */
+    static const char *const twice[] = {"100 0 0 barrier await invoke 0 0 0",
+                                        "110 1 0 barrier await invoke 0 0 0",
+                                        "120 2 0 barrier await invoke 0 0 0",
+                                        "130 0 0 barrier await ok 0 0 0",
+                                        "131 1 0 barrier await ok 1 0 0",
+                                        "132 2 0 barrier await ok 2 0 0",
+                                        "140 0 0 barrier await invoke 0 0 0",
+                                        "150 0 0 barrier await ok 0 0 0",
+                                        NULL};
+    load(&h, twice);
+    v = hist_check_barrier(&h, &p, stderr);
+    cr_assert_eq(v.violations, 1);
+    /* the same with a loss of the data in between (the state restarted at 0): allowed */
+    hist_free(&h);
+    static const char *const reset[] = {"100 0 0 barrier await invoke 0 0 0",
+                                        "110 1 0 barrier await invoke 0 0 0",
+                                        "120 2 0 barrier await invoke 0 0 0",
+                                        "130 0 0 barrier await ok 0 0 0",
+                                        "131 1 0 barrier await ok 1 0 0",
+                                        "132 2 0 barrier await ok 2 0 0",
+                                        "135 -1 0 nemesis srvkill invoke -1 0 0",
+                                        "138 -1 0 nemesis srvup ok -1 0 0",
+                                        "140 0 0 barrier await invoke 0 0 0",
+                                        "150 0 0 barrier await ok 0 0 0",
+                                        NULL};
+    load(&h, reset);
+    v = hist_check_barrier(&h, &p, stderr);
+    cr_assert_eq(v.violations, 0);
+    cr_assert_eq(v.allowed, 1);
+    hist_free(&h);
+}
+
+/* An election's terms are a lock's holds: two leaders at once, or a later term with a
+ * number not larger, is a violation */
+Test(election, one_leader_at_a_time_and_terms_that_rise)
+{
+    const char *lines[] = {"100 0 0 elect acquire ok 4 0 0", NULL, /* 0 resigns */
+                           "300 1 0 elect acquire ok 5 0 0", "400 1 0 elect release invoke 5 0 0",
+                           NULL};
+    hist_params p = params();
+    for (int bad = 1; bad >= 0; bad--) {
+        lines[1] =
+            bad ? "350 0 0 elect release invoke 4 0 0" : "250 0 0 elect release invoke 4 0 0";
+        hist h;
+        load(&h, lines);
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *out = open_memstream(&buf, &len);
+        hist_verdict v = hist_check_mutex(&h, "elect", &p, out);
+        fclose(out);
+        cr_assert_eq(v.violations, bad ? 1 : 0, "%s", buf);
+        if (bad)
+            cr_assert(strstr(buf, "election: VIOLATION"), "%s", buf);
+        free(buf);
+        v = hist_check_fenced(&h, "elect", &p, stderr);
+        cr_assert_eq(v.violations, 0);
+        /* the second term numbered as the first: two leaders of one term */
+        h.ev[2].token = 4;
+        h.ev[3].token = 4;
+        v = hist_check_fenced(&h, "elect", &p, stderr);
+        cr_assert_eq(v.violations, bad ? 0 : 1); /* when they overlap, the overlap says it */
+        hist_free(&h);
+    }
+}
+
 Test(fifo, served_in_order_of_asking)
 {
     static const char *const lines[] = {"0 9 0 fair acquire ok 1 0 0",
