@@ -355,7 +355,7 @@ static void lock_workload(lock_kind kind, int64_t until_us, baton_client *shared
          * re-entry): the lock is gone when its release is sent, and another client is likely
          * to hold it by then, so a release that ignores its owner shows in every run (issue
          * 43). The checkers end such a hold at its lease's end. */
-        bool overstay = kind == W_MUTEX && rnd() % 16 == 0;
+        bool overstay = kind == W_MUTEX && rnd() % 10 == 0;
         if (overstay)
             lease = 300;
         int64_t wait_ms = kind == W_FAIR ? 5000 : 2000;
