@@ -979,6 +979,7 @@ typedef struct await_op {
     int proc, inc;
     int64_t invoke, done; /* done: INT64_MAX when it never completed (killed) */
     int64_t gen;
+    long epoch;   /* losses of the data before its invoke: a loss restarts the generations */
     char outcome; /* 'o' ok, 'f' fail (it broke or this party gave up), 'u' unknown */
     size_t i_inv, i_done;
 } await_op;
@@ -991,6 +992,8 @@ static int cmp_await(const void *a, const void *b)
     int ry = y->outcome == 'o' ? 0 : y->outcome == 'f' ? 1 : 2;
     if (rx != ry)
         return rx < ry ? -1 : 1;
+    if (x->epoch != y->epoch)
+        return x->epoch < y->epoch ? -1 : 1;
     if (x->gen != y->gen)
         return x->gen < y->gen ? -1 : 1;
     return x->done < y->done ? -1 : x->done > y->done;
@@ -1016,8 +1019,9 @@ static void add_party(int seen[][2], int *ns, int max, int proc, int inc)
  * by then: the awaits sent before t that returned G, or whose outcome is unknown (sent at
  * most 10 s before G's first await: an arrival lives one lease); an await that broke or
  * timed out was not part of a generation that tripped. And no party returns from one
- * generation twice. Allowed: a loss of the data in that window (the state restarts at
- * generation 0). */
+ * generation twice. A loss of the data restarts the generations at 0: the awaits are
+ * grouped by the losses sent before them and the generation. Allowed: a loss of the data
+ * in that window. */
 hist_verdict hist_check_barrier(const hist *h, const hist_params *p, FILE *out)
 {
     hist_verdict v = {"barrier", 0, 0, 0};
@@ -1026,8 +1030,13 @@ hist_verdict hist_check_barrier(const hist *h, const hist_params *p, FILE *out)
     size_t n = 0, cap = 0;
     int procs[256];
     int nprocs = 0;
+    long epoch = 0;
     for (size_t i = 0; i < h->n; i++) {
         const hev *e = &h->ev[i];
+        if (is_nemesis(e) && e->value == 0 && strcmp(e->type, "invoke") == 0 &&
+            (strcmp(e->op, "srvkill") == 0 || strcmp(e->op, "failover") == 0 ||
+             strcmp(e->op, "evict") == 0))
+            epoch++;
         if (!is(e, "barrier", "await", "invoke"))
             continue;
         int q;
@@ -1035,7 +1044,7 @@ hist_verdict hist_check_barrier(const hist *h, const hist_params *p, FILE *out)
         }
         if (q == nprocs && nprocs < 256)
             procs[nprocs++] = hist_os_proc(e->proc);
-        await_op o = {e->proc, e->inc, e->t, INT64_MAX, -1, 'u', i, i};
+        await_op o = {e->proc, e->inc, e->t, INT64_MAX, -1, epoch, 'u', i, i};
         for (size_t k = i + 1; k < h->n; k++) {
             const hev *x = &h->ev[k];
             if (x->proc != e->proc || x->inc != e->inc || !is(x, "barrier", "await", NULL))
@@ -1068,7 +1077,7 @@ hist_verdict hist_check_barrier(const hist *h, const hist_params *p, FILE *out)
     for (size_t a = 0; a < oks;) {
         size_t b = a;
         int64_t first = INT64_MAX;
-        while (b < oks && w[b].gen == w[a].gen) {
+        while (b < oks && w[b].gen == w[a].gen && w[b].epoch == w[a].epoch) {
             if (w[b].invoke < first)
                 first = w[b].invoke;
             b++;
