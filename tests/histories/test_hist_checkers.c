@@ -640,6 +640,25 @@ Test(permits, a_semaphore_hold_lasts_until_its_release_whatever_value_says)
         free(buf);
         hist_free(&h);
     }
+    /* a failover during the holds, even with sync_replicas (VALUE 1), which covers the
+     * locks only: allowed (seed 402, Sentinel with sync_replicas = 1, had 3 holders of 2
+     * permits 1.5 s into one) */
+    {
+        lines[4] = "350000 0 0 sem release invoke 0 0 1";
+        const char *with_failover[16];
+        size_t k = 0;
+        with_failover[k++] = "150000 -1 0 nemesis failover invoke 0 0 1";
+        for (size_t i = 0; lines[i]; i++)
+            with_failover[k++] = lines[i];
+        with_failover[k++] = "900000 -1 0 nemesis failover ok 0 0 1";
+        with_failover[k] = NULL;
+        hist h;
+        load(&h, with_failover);
+        hist_verdict v = hist_check_permits(&h, "sem", 2, &p, stderr);
+        cr_assert_eq(v.violations, 0);
+        cr_assert_eq(v.allowed, 1);
+        hist_free(&h);
+    }
     /* a permit lease's VALUE is its lease: a hold past it ends there (allowed to overlap) */
     static const char *const leased[] = {
         "100000 0 0 permits acquire invoke 0 0 2", "110000 0 0 permits acquire ok 0 0 2",
@@ -875,6 +894,14 @@ Test(barrier, released_only_once_every_party_arrived)
                                         "150 0 0 barrier await ok 0 0 0",
                                         NULL};
     load(&h, reset);
+    v = hist_check_barrier(&h, &p, stderr);
+    cr_assert_eq(v.violations, 0);
+    cr_assert_eq(v.allowed, 1);
+    /* a failover with sync_replicas (VALUE 1) is such a loss for a barrier too */
+    h.ev[6] = (hev){
+        .t = 135, .proc = -1, .obj = "nemesis", .op = "failover", .type = "invoke", .value = 1};
+    h.ev[7] =
+        (hev){.t = 138, .proc = -1, .obj = "nemesis", .op = "failover", .type = "ok", .value = 1};
     v = hist_check_barrier(&h, &p, stderr);
     cr_assert_eq(v.violations, 0);
     cr_assert_eq(v.allowed, 1);
