@@ -173,6 +173,7 @@ void hist_count(const hist *h, hist_counts *c)
 #define EX_LOSS 2         /* the server lost the lock's data during the hold */
 #define EX_SERVER_PAUSE 4 /* CLIENT PAUSE past the lease minus a renewal period */
 #define EX_PARTITION 8    /* the holder cut off past the lease minus a renewal period */
+#define EX_MEMBER 16      /* Redlock: a member of the hold restarted empty, the holder told */
 
 typedef struct hold {
     int proc, inc;
@@ -360,6 +361,20 @@ static bool failover_within(const hist *h, int64_t from, int64_t to)
     return false;
 }
 
+/* Whether one Redlock server restarted without its data (srvkill VALUE 2) within
+ * [from, to]. */
+static bool member_lost(const hist *h, int64_t from, int64_t to)
+{
+    for (size_t i = 0; i < h->n; i++) {
+        const hev *e = &h->ev[i];
+        if (e->t > to)
+            break;
+        if (is(e, "nemesis", "srvkill", "invoke") && e->value == 2 && fault_end(h, i) >= from)
+            return true;
+    }
+    return false;
+}
+
 static int excuse(const hist *h, const hold *a, int64_t until, int64_t server_pause_ms)
 {
     int ex = 0;
@@ -420,6 +435,7 @@ static const char *why(int ex)
            : ex & EX_LOSS         ? "allowed: the server lost its data during the hold"
            : ex & EX_SERVER_PAUSE ? "allowed: the server was paused past the lease's margin"
            : ex & EX_PARTITION    ? "allowed: the holder was partitioned past the lease's margin"
+           : ex & EX_MEMBER       ? "allowed: a member of the earlier quorum restarted empty"
                                   : "VIOLATION";
 }
 
@@ -461,6 +477,14 @@ static hist_verdict overlaps(const hist *h, const char *obj, const char *name, c
             if (a->end <= b->start || !conflict(a->kind, b->kind))
                 continue;
             int ex = excuse(h, a, b->start, p->watchdog_ms * 2 / 3);
+            /* Redlock: one server of three restarted without its data (srvkill, VALUE 2)
+             * during a hold that had only a bare majority, one of them on that server: the
+             * holder keeps one member of three and another can take two. Its holder is told
+             * (its hold ends "lost": fewer than two members left), and the guarantees do
+             * not keep exclusion then (a member restarted empty within a lease). A hold of
+             * all three members survives such a restart (not told lost): not excused. */
+            if (!ex && a->lost && strcmp(obj, "redlock") == 0 && member_lost(h, a->start, b->start))
+                ex = EX_MEMBER;
             if (ex)
                 excused = true;
             else

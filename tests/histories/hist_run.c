@@ -1362,8 +1362,9 @@ static void kill_server(bool keep_data, int64_t down_ms)
     /* Sentinel: the node comes back empty (no AOF), as master if the sentinels have not
      * failed over yet, and a failover loses what the replica had not received: either
      * may lose the data */
-    /* Redlock: one member's server; VALUE 2 when it lost its data (one of three: the
-     * quorum survives it, so the checkers do not count it as a loss of the lock) */
+    /* Redlock: one member's server; VALUE 2 when it lost its data (one of three: a hold
+     * of all three members survives it, so the checkers do not count it as a loss of the
+     * lock; a hold of a bare majority does not, and its holder is told: see EX_MEMBER) */
     int64_t value = sentinel_mode ? 0 : redlock_mode ? (keep_data ? 1 : 2) : keep_data;
     nemesis_event("srvkill", "invoke", -1, value);
     kill(pid, SIGKILL);

@@ -823,6 +823,44 @@ Test(latch, released_only_after_the_last_count_down)
 
 /* ------------------------------------------------------------- fair lock ----------- */
 
+/* Redlock: a hold of a bare majority, one of whose members' server restarted without its
+ * data (VALUE 2): the holder is told lost, and another took the restarted server and the
+ * third meanwhile (seed 405). Allowed, as the guarantees say; the same overlap with a
+ * holder not told lost (it held all three) is a violation, and so is one with no restart. */
+Test(redlock, a_member_restarted_empty_excuses_only_a_holder_told_lost)
+{
+    const char *lines[] = {
+        "100000 4 0 redlock acquire ok 21 0 0",       "1500000 -1 0 nemesis srvkill invoke 0 0 2",
+        "2200000 -1 0 nemesis srvup ok 0 0 2",        "2201000 3 0 redlock acquire ok 231 0 0",
+        "2230000 3 0 redlock release invoke 231 0 0", "2330000 4 0 redlock lost ok 0 0 0",
+        "2331000 4 0 redlock release invoke 21 0 0",  NULL};
+    hist_params p = params();
+    hist h;
+    load(&h, lines);
+    hist_verdict v = hist_check_mutex(&h, "redlock", &p, stderr);
+    cr_assert_eq(v.violations, 0);
+    cr_assert_eq(v.allowed, 1);
+    /* not told lost: it kept a quorum, the overlap is a violation */
+    strcpy(h.ev[5].op, "count");
+    v = hist_check_mutex(&h, "redlock", &p, stderr);
+    cr_assert_eq(v.violations, 1);
+    /* told lost, but the restart kept the data (VALUE 1): a violation */
+    strcpy(h.ev[5].op, "lost");
+    h.ev[1].value = 1;
+    h.ev[2].value = 1;
+    v = hist_check_mutex(&h, "redlock", &p, stderr);
+    cr_assert_eq(v.violations, 1);
+    /* and the mutex's check never takes this excuse */
+    h.ev[1].value = 2;
+    h.ev[2].value = 2;
+    for (size_t i = 0; i < h.n; i++)
+        if (strcmp(h.ev[i].obj, "redlock") == 0)
+            strcpy(h.ev[i].obj, "mutex");
+    v = hist_check_mutex(&h, "mutex", &p, stderr);
+    cr_assert_eq(v.violations, 1);
+    hist_free(&h);
+}
+
 /* ------------------------------------------------------------- barrier ----------- */
 
 /* Three parties: a party released from a generation before the third arrived in it is a
