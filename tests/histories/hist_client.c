@@ -358,7 +358,9 @@ static void lock_workload(lock_kind kind, int64_t until_us, baton_client *shared
         bool overstay = kind == W_MUTEX && rnd() % 10 == 0;
         if (overstay)
             lease = 300;
-        int64_t wait_ms = kind == W_FAIR ? 5000 : 2000;
+        /* an overstaying hold waits longer: under contention (6 mutex clients, 1 in 8
+         * holds up to twice the watchdog's lease) most 2 s waits time out */
+        int64_t wait_ms = kind == W_FAIR || overstay ? 5000 : 2000;
         const char *acq = kind != W_RW ? "acquire" : write_side ? "wacquire" : "racquire";
         int64_t lease_v = lease == BATON_LEASE_WATCHDOG ? 0 : lease;
         emit(acq, "invoke", 0, 0, lease_v);
