@@ -118,6 +118,7 @@ void hist_params_default(hist_params *p)
     p->latch_count = 2;
     p->fifo_margin_us = 250000;
     p->watchdog_ms = 3000;
+    p->barrier_parties = 0;
     p->excerpts = 3;
 }
 
@@ -172,6 +173,7 @@ void hist_count(const hist *h, hist_counts *c)
 #define EX_LOSS 2         /* the server lost the lock's data during the hold */
 #define EX_SERVER_PAUSE 4 /* CLIENT PAUSE past the lease minus a renewal period */
 #define EX_PARTITION 8    /* the holder cut off past the lease minus a renewal period */
+#define EX_MEMBER 16      /* Redlock: a member of the hold restarted empty, the holder told */
 
 typedef struct hold {
     int proc, inc;
@@ -256,8 +258,11 @@ static holds extract(const hist *h, const char *obj)
             hold *x = &hs.v[hs.n];
             memset(x, 0, sizeof *x);
             x->lease_end = INT64_MAX;
-            if (e->value > 0) /* a fixed lease: it ends at the latest lease ms after the
-                                 acquire was sent, whatever the holder does */
+            /* a fixed lease: it ends at the latest lease ms after the acquire was sent,
+             * whatever the holder does. A counting semaphore has no lease: whatever its
+             * acquire's VALUE says (its workload once recorded the permit count there, 1,
+             * which cut every semaphore hold to 1 ms), its permit is held until released */
+            if (e->value > 0 && strcmp(obj, "sem") != 0)
                 for (size_t q = i; q-- > 0;)
                     if (h->ev[q].proc == e->proc && h->ev[q].inc == e->inc &&
                         strcmp(h->ev[q].obj, obj) == 0 && strcmp(h->ev[q].op, e->op) == 0 &&
@@ -339,6 +344,37 @@ static bool loss_within(const hist *h, int64_t from, int64_t to)
     return false;
 }
 
+/* Whether a failover, with or without sync_replicas, may have happened within [from, to]:
+ * sync_replicas covers the locks only; a semaphore's count, a permit lease, a latch's count
+ * and a barrier's state are replicated as they come, and a failover may lose their last
+ * changes (docs/guarantees.md: "a count across a failover" is not kept). */
+static bool failover_within(const hist *h, int64_t from, int64_t to)
+{
+    for (size_t i = 0; i < h->n; i++) {
+        const hev *e = &h->ev[i];
+        if (e->t > to)
+            break;
+        if (is_nemesis(e) && strcmp(e->op, "failover") == 0 && strcmp(e->type, "invoke") == 0 &&
+            fault_end(h, i) >= from)
+            return true;
+    }
+    return false;
+}
+
+/* Whether one Redlock server restarted without its data (srvkill VALUE 2) within
+ * [from, to]. */
+static bool member_lost(const hist *h, int64_t from, int64_t to)
+{
+    for (size_t i = 0; i < h->n; i++) {
+        const hev *e = &h->ev[i];
+        if (e->t > to)
+            break;
+        if (is(e, "nemesis", "srvkill", "invoke") && e->value == 2 && fault_end(h, i) >= from)
+            return true;
+    }
+    return false;
+}
+
 static int excuse(const hist *h, const hold *a, int64_t until, int64_t server_pause_ms)
 {
     int ex = 0;
@@ -399,6 +435,7 @@ static const char *why(int ex)
            : ex & EX_LOSS         ? "allowed: the server lost its data during the hold"
            : ex & EX_SERVER_PAUSE ? "allowed: the server was paused past the lease's margin"
            : ex & EX_PARTITION    ? "allowed: the holder was partitioned past the lease's margin"
+           : ex & EX_MEMBER       ? "allowed: a member of the earlier quorum restarted empty"
                                   : "VIOLATION";
 }
 
@@ -429,6 +466,10 @@ static hist_verdict overlaps(const hist *h, const char *obj, const char *name, c
     int shown[2] = {0, 0};
     for (size_t j = 0; j < hs.n; j++) {
         hold *b = &hs.v[j];
+        /* every earlier hold that overlaps b, not only the first: an excused overlap must
+         * not hide an unexcused one with the same hold. b counts once: as a violation if
+         * any of its overlaps is one, else as allowed if any is allowed */
+        bool bad = false, excused = false;
         for (size_t i = 0; i < j; i++) {
             hold *a = &hs.v[i];
             if (a->proc == b->proc && a->inc == b->inc)
@@ -436,10 +477,18 @@ static hist_verdict overlaps(const hist *h, const char *obj, const char *name, c
             if (a->end <= b->start || !conflict(a->kind, b->kind))
                 continue;
             int ex = excuse(h, a, b->start, p->watchdog_ms * 2 / 3);
+            /* Redlock: one server of three restarted without its data (srvkill, VALUE 2)
+             * during a hold that had only a bare majority, one of them on that server: the
+             * holder keeps one member of three and another can take two. Its holder is told
+             * (its hold ends "lost": fewer than two members left), and the guarantees do
+             * not keep exclusion then (a member restarted empty within a lease). A hold of
+             * all three members survives such a restart (not told lost): not excused. */
+            if (!ex && a->lost && strcmp(obj, "redlock") == 0 && member_lost(h, a->start, b->start))
+                ex = EX_MEMBER;
             if (ex)
-                v.allowed++;
+                excused = true;
             else
-                v.violations++;
+                bad = true;
             if (show(shown, ex != 0, p->excerpts, out)) {
                 fprintf(out,
                         "  %s: %s: hold of %d.%d (token %" PRId64 ", %c) from %" PRId64
@@ -452,8 +501,11 @@ static hist_verdict overlaps(const hist *h, const char *obj, const char *name, c
                         b->proc, b->inc, b->token, b->kind, b->start, a->end - b->start);
                 excerpt(out, h, a, b);
             }
-            break; /* one overlap per hold is enough */
         }
+        if (bad)
+            v.violations++;
+        else if (excused)
+            v.allowed++;
     }
     free(hs.v);
     return v;
@@ -464,6 +516,7 @@ hist_verdict hist_check_mutex(const hist *h, const char *obj, const hist_params 
     return overlaps(h, obj,
                     strcmp(obj, "fair") == 0      ? "fair lock"
                     : strcmp(obj, "redlock") == 0 ? "redlock"
+                    : strcmp(obj, "elect") == 0   ? "election"
                                                   : "mutex",
                     p, out);
 }
@@ -494,15 +547,28 @@ static bool unknown_before(const hist *h, const char *obj, const hold *b)
 
 hist_verdict hist_check_fenced(const hist *h, const char *obj, const hist_params *p, FILE *out)
 {
-    hist_verdict v = {strcmp(obj, "rw") == 0 ? "fenced rw" : "fenced mutex", 0, 0, 0};
+    hist_verdict v = {strcmp(obj, "rw") == 0      ? "fenced rw"
+                      : strcmp(obj, "elect") == 0 ? "election terms"
+                                                  : "fenced mutex",
+                      0, 0, 0};
     holds hs = extract(h, obj);
     int shown[2] = {0, 0};
-    /* 1. tokens rise: a hold that began after another ended has a larger token */
+    /* 1. tokens rise: a hold that began after another ended has a larger token. b is
+     * compared with every earlier hold a that ended before it began and whose token is not
+     * lower (not only the first such: with a token that does not rise, that is the run's
+     * first hold, and one loss after it would excuse every later hold). A pair is excused
+     * only by a loss of the data between a's start and b's start; the a that began last
+     * leaves the shortest such interval, inside every other one: if a loss excuses it, it
+     * excuses them all, so b is a violation exactly when that a's interval has no loss. A
+     * token repeated by the same holder after an operation of unknown outcome (the same
+     * server hold, re-entered) is allowed and left out of the comparison. */
     for (size_t j = 0; j < hs.n; j++) {
         hold *b = &hs.v[j];
         if (b->kind == 'r')
             continue;
         v.checked++;
+        hold *last = NULL;
+        bool same = false;
         for (size_t i = 0; i < j; i++) {
             hold *a = &hs.v[i];
             if (a->kind == 'r' || a->end > b->start || a->token < b->token)
@@ -511,26 +577,32 @@ hist_verdict hist_check_fenced(const hist *h, const char *obj, const hist_params
                 unknown_before(h, obj, b)) {
                 /* the same server hold: re-entered after an operation of unknown outcome
                  * left it behind (the reentrant checker reports the counts) */
-                v.allowed++;
-                break;
+                same = true;
+                continue;
             }
-            bool lost = data_lost_between(h, a->start, b->start);
-            if (lost)
+            if (!last || a->start > last->start)
+                last = a;
+        }
+        if (!last) {
+            if (same)
                 v.allowed++;
-            else
-                v.violations++;
-            if (show(shown, lost, p->excerpts, out)) {
-                fprintf(out,
-                        "  %s: %s: token %" PRId64 " of %d.%d (from %" PRId64
-                        ") after token %" PRId64 " of %d.%d (ended %" PRId64 ")\n",
-                        v.checker,
-                        data_lost_between(h, a->start, b->start)
-                            ? "allowed: the server lost its data (the token counter with it)"
-                            : "VIOLATION: tokens did not rise",
-                        b->token, b->proc, b->inc, b->start, a->token, a->proc, a->inc, a->end);
-                excerpt(out, h, a, b);
-            }
-            break;
+            continue;
+        }
+        hold *a = last;
+        bool lost = data_lost_between(h, a->start, b->start);
+        if (lost)
+            v.allowed++;
+        else
+            v.violations++;
+        if (show(shown, lost, p->excerpts, out)) {
+            fprintf(out,
+                    "  %s: %s: token %" PRId64 " of %d.%d (from %" PRId64 ") after token %" PRId64
+                    " of %d.%d (ended %" PRId64 ")\n",
+                    v.checker,
+                    lost ? "allowed: the server lost its data (the token counter with it)"
+                         : "VIOLATION: tokens did not rise",
+                    b->token, b->proc, b->inc, b->start, a->token, a->proc, a->inc, a->end);
+            excerpt(out, h, a, b);
         }
     }
     /* 2. the store never accepts a lower token after it accepted a higher one: an accepted
@@ -660,23 +732,36 @@ hist_verdict hist_check_permits(const hist *h, const char *obj, int n, const his
     int shown[2] = {0, 0};
     for (size_t j = 0; j < hs.n; j++) {
         hold *b = &hs.v[j];
-        int open = 0, ex = 0;
+        /* the holders still open when b took its permit; those the guarantees excuse (a
+         * pause past the lease, a loss of the data) may hold nothing any more, the others
+         * hold one each: b is a violation when they alone are n or more. One excused holder
+         * does not excuse the others */
+        int open = 0, held = 0, ex = 0;
         for (size_t i = 0; i < j; i++) {
             hold *a = &hs.v[i];
             if (a->end > b->start) {
                 open++;
-                ex |= excuse(h, a, b->start, p->watchdog_ms * 2 / 3);
+                int e = excuse(h, a, b->start, p->watchdog_ms * 2 / 3);
+                if (!e && failover_within(h, a->start, b->start))
+                    e = EX_LOSS; /* not covered by sync_replicas */
+                ex |= e;
+                if (!e)
+                    held++;
             }
         }
         if (open < n)
             continue;
+        if (held >= n)
+            ex = 0;
         if (ex)
             v.allowed++;
         else
             v.violations++;
         if (show(shown, ex != 0, p->excerpts, out)) {
-            fprintf(out, "  %s: %s: %d permits held when %d.%d took one at %" PRId64 " (of %d)\n",
-                    v.checker, why(ex), open, b->proc, b->inc, b->start, n);
+            fprintf(out,
+                    "  %s: %s: %d permits held (%d not excused) when %d.%d took one at %" PRId64
+                    " (of %d)\n",
+                    v.checker, why(ex), open, held, b->proc, b->inc, b->start, n);
             for (size_t i = 0; i < j; i++)
                 if (hs.v[i].end > b->start) {
                     hist_print_event(out, &h->ev[hs.v[i].i_acq]);
@@ -770,7 +855,7 @@ hist_verdict hist_check_returned(const hist *h, const char *obj, int n, const hi
         bool good = leases ? e->value == n && e->token == 0 : e->value >= lo && e->value <= hi;
         if (good)
             continue;
-        bool lost = loss_within(h, INT64_MIN, e->t);
+        bool lost = loss_within(h, INT64_MIN, e->t) || failover_within(h, INT64_MIN, e->t);
         if (lost)
             v.allowed++;
         else
@@ -931,6 +1016,157 @@ hist_verdict hist_check_latch(const hist *h, const hist_params *p, FILE *out)
     return v;
 }
 
+/* ------------------------------------------------------------- barrier ------------ */
+
+typedef struct await_op {
+    int proc, inc;
+    int64_t invoke, done; /* done: INT64_MAX when it never completed (killed) */
+    int64_t gen;
+    long epoch;   /* losses of the data before its invoke: a loss restarts the generations */
+    char outcome; /* 'o' ok, 'f' fail (it broke or this party gave up), 'u' unknown */
+    size_t i_inv, i_done;
+} await_op;
+
+static int cmp_await(const void *a, const void *b)
+{
+    const await_op *x = a, *y = b;
+    /* ok, then fail, then unknown */
+    int rx = x->outcome == 'o' ? 0 : x->outcome == 'f' ? 1 : 2;
+    int ry = y->outcome == 'o' ? 0 : y->outcome == 'f' ? 1 : 2;
+    if (rx != ry)
+        return rx < ry ? -1 : 1;
+    if (x->epoch != y->epoch)
+        return x->epoch < y->epoch ? -1 : 1;
+    if (x->gen != y->gen)
+        return x->gen < y->gen ? -1 : 1;
+    return x->done < y->done ? -1 : x->done > y->done;
+}
+
+/* Adds party (proc, inc) to seen (ns of them) if it is not there yet. */
+static void add_party(int seen[][2], int *ns, int max, int proc, int inc)
+{
+    for (int q = 0; q < *ns; q++)
+        if (seen[q][0] == proc && seen[q][1] == inc)
+            return;
+    if (*ns < max) {
+        seen[*ns][0] = proc;
+        seen[*ns][1] = inc;
+        (*ns)++;
+    }
+}
+
+/* A cyclic barrier of N parties (p->barrier_parties, else the number of processes that
+ * use it) trips a generation when its N-th party arrives. A party released (await ok,
+ * VALUE = the generation G) at time t needs N parties (client incarnations: a killed
+ * party's arrival lives until its lease ends, beside its next incarnation's) arrived in G
+ * by then: the awaits sent before t that returned G, or whose outcome is unknown (sent at
+ * most 10 s before G's first await: an arrival lives one lease); an await that broke or
+ * timed out was not part of a generation that tripped. And no party returns from one
+ * generation twice. A loss of the data restarts the generations at 0: the awaits are
+ * grouped by the losses sent before them and the generation. Allowed: a loss of the data
+ * in that window. */
+hist_verdict hist_check_barrier(const hist *h, const hist_params *p, FILE *out)
+{
+    hist_verdict v = {"barrier", 0, 0, 0};
+    int shown[2] = {0, 0};
+    await_op *w = NULL;
+    size_t n = 0, cap = 0;
+    int procs[256];
+    int nprocs = 0;
+    long epoch = 0;
+    for (size_t i = 0; i < h->n; i++) {
+        const hev *e = &h->ev[i];
+        if (is_nemesis(e) && strcmp(e->type, "invoke") == 0 &&
+            ((e->value == 0 && (strcmp(e->op, "srvkill") == 0 || strcmp(e->op, "evict") == 0)) ||
+             strcmp(e->op, "failover") == 0))
+            epoch++; /* a failover, with sync_replicas or not: they cover the locks only */
+        if (!is(e, "barrier", "await", "invoke"))
+            continue;
+        int q;
+        for (q = 0; q < nprocs && procs[q] != hist_os_proc(e->proc); q++) {
+        }
+        if (q == nprocs && nprocs < 256)
+            procs[nprocs++] = hist_os_proc(e->proc);
+        await_op o = {e->proc, e->inc, e->t, INT64_MAX, -1, epoch, 'u', i, i};
+        for (size_t k = i + 1; k < h->n; k++) {
+            const hev *x = &h->ev[k];
+            if (x->proc != e->proc || x->inc != e->inc || !is(x, "barrier", "await", NULL))
+                continue;
+            if (strcmp(x->type, "invoke") == 0)
+                break; /* never completed */
+            o.done = x->t;
+            o.i_done = k;
+            o.outcome = strcmp(x->type, "ok") == 0 ? 'o' : strcmp(x->type, "fail") == 0 ? 'f' : 'u';
+            o.gen = x->value;
+            break;
+        }
+        if (n == cap) {
+            cap = cap ? cap * 2 : 256;
+            w = realloc(w, cap * sizeof *w);
+            if (!w)
+                abort();
+        }
+        w[n++] = o;
+    }
+    int parties = p->barrier_parties > 0 ? p->barrier_parties : nprocs;
+    /* the oks first, by generation and release; then those that failed; then the unknown */
+    qsort(w, n, sizeof *w, cmp_await);
+    size_t oks = 0;
+    while (oks < n && w[oks].outcome == 'o')
+        oks++;
+    size_t unk = oks;
+    while (unk < n && w[unk].outcome == 'f')
+        unk++;
+    for (size_t a = 0; a < oks;) {
+        size_t b = a;
+        int64_t first = INT64_MAX;
+        while (b < oks && w[b].gen == w[a].gen && w[b].epoch == w[a].epoch) {
+            if (w[b].invoke < first)
+                first = w[b].invoke;
+            b++;
+        }
+        for (size_t i = a; i < b; i++) {
+            const await_op *o = &w[i];
+            v.checked++;
+            int seen[256][2];
+            int ns = 0;
+            bool twice = false;
+            for (size_t k = a; k < b; k++) {
+                if (w[k].invoke <= o->done)
+                    add_party(seen, &ns, 256, w[k].proc, w[k].inc);
+                if (k < i && w[k].proc == o->proc && w[k].inc == o->inc)
+                    twice = true; /* this party returned from this generation before */
+            }
+            for (size_t k = unk; k < n; k++)
+                if (w[k].invoke <= o->done && w[k].invoke >= first - 10000000)
+                    add_party(seen, &ns, 256, w[k].proc, w[k].inc);
+            if (ns >= parties && !twice)
+                continue;
+            bool lost = loss_within(h, first - 10000000, o->done) ||
+                        failover_within(h, first - 10000000, o->done);
+            if (lost)
+                v.allowed++;
+            else
+                v.violations++;
+            if (show(shown, lost, p->excerpts, out)) {
+                fprintf(out,
+                        "  barrier: %s: %d.%d released from generation %" PRId64 " at %" PRId64
+                        " %s (%d of %d parties had arrived)\n",
+                        lost ? "allowed: the server lost its data" : "VIOLATION", o->proc, o->inc,
+                        o->gen, o->done, twice ? "a second time" : "before every party arrived", ns,
+                        parties);
+                for (size_t k = a; k < b; k++) {
+                    hist_print_event(out, &h->ev[w[k].i_inv]);
+                    hist_print_event(out, &h->ev[w[k].i_done]);
+                }
+            }
+        }
+        a = b;
+    }
+    free(w);
+    return v;
+}
+
 /* ------------------------------------------------------------- fair lock FIFO ------ */
 
 typedef struct wait_op {
@@ -1073,5 +1309,11 @@ long hist_check_all(const hist *h, const hist_params *p, FILE *out)
     }
     if (has(h, "latch"))
         bad += say(out, hist_check_latch(h, p, out));
+    if (has(h, "elect")) {
+        bad += say(out, hist_check_mutex(h, "elect", p, out));
+        bad += say(out, hist_check_fenced(h, "elect", p, out));
+    }
+    if (has(h, "barrier"))
+        bad += say(out, hist_check_barrier(h, p, out));
     return bad;
 }

@@ -15,15 +15,16 @@
  * PROC     the logical client (0..N-1), or -1 for the nemesis; an rwshared client's second
  *          thread records as PROC + HIST_THREAD_PROC (hist_os_proc gives its process).
  * INC      the client's incarnation (a client killed with -9 is started again as INC + 1).
- * OBJ      mutex, fair, rw, sem, permits, latch, nemesis.
+ * OBJ      mutex, fair, rw, sem, permits, latch, elect (leader election: a term is a hold,
+ *          its TOKEN the term), barrier, nemesis.
  * OP       acquire, racquire, wacquire (rw), reenter, count (hold count read), exit
  *          (re-entry released), release, lost (the lost fd became readable), store (the
- *          fenced write), cd / await (latch, VALUE = the round), and the nemesis' ops:
- *          pause (invoke = SIGSTOP, ok = SIGCONT; PROC = target), kill (PROC = target),
- *          srvkill (VALUE 1 = data kept by AOF, 0 = data lost), srvup, cpause (invoke/ok),
- *          ckill, flush, failover; final (sem, permits: the runner's read of the free
- *          permits after the run, VALUE = available, TOKEN = leases still running).
- * TYPE     invoke, ok, fail (it did not happen), info (unknown: a timeout or a connection
+ *          fenced write), cd / await (latch, VALUE = the round), await (barrier: TOKEN = the
+ * arrival index, VALUE = the generation that tripped), and the nemesis' ops: pause (invoke =
+ * SIGSTOP, ok = SIGCONT; PROC = target), kill (PROC = target), srvkill (VALUE 1 = data kept by AOF,
+ * 0 = data lost), srvup, cpause (invoke/ok), ckill, flush, failover; final (sem, permits: the
+ * runner's read of the free permits after the run, VALUE = available, TOKEN = leases still
+ * running). TYPE     invoke, ok, fail (it did not happen), info (unknown: a timeout or a connection
  *          error; it may or may not have happened).
  * TOKEN    the fencing token of the hold (0 if none).
  * RC       the baton return code.
@@ -101,6 +102,7 @@ typedef struct hist_params {
     int64_t watchdog_ms;    /* the clients' watchdog lease: a CLIENT PAUSE longer than two
                                thirds of it (the lease minus a renewal period) may let a hold
                                expire, which the guarantees allow */
+    int barrier_parties;    /* the barrier's parties (0: the processes that use it) */
     int excerpts;           /* excerpts printed per checker (0: none) */
 } hist_params;
 
@@ -123,6 +125,9 @@ hist_verdict hist_check_returned(const hist *h, const char *obj, int n, const hi
 hist_verdict hist_check_stock(const hist *h, const hist_params *p, FILE *out);
 hist_verdict hist_check_latch(const hist *h, const hist_params *p, FILE *out);
 hist_verdict hist_check_fifo(const hist *h, const hist_params *p, FILE *out);
+/* A cyclic barrier: no party released from a generation before every party arrived in it,
+ * none released from one generation twice. */
+hist_verdict hist_check_barrier(const hist *h, const hist_params *p, FILE *out);
 
 /* Runs every checker that has events in h, prints one verdict line each, returns the
  * total of violations. */

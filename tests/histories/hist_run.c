@@ -1223,6 +1223,10 @@ static const char *object_name(const char *workload)
         return "h:sem";
     if (strcmp(workload, "permits") == 0)
         return "h:permits";
+    if (strcmp(workload, "elect") == 0)
+        return "h:elect";
+    if (strcmp(workload, "barrier") == 0)
+        return "h:barrier";
     return NULL;
 }
 
@@ -1359,8 +1363,9 @@ static void kill_server(bool keep_data, int64_t down_ms)
     /* Sentinel: the node comes back empty (no AOF), as master if the sentinels have not
      * failed over yet, and a failover loses what the replica had not received: either
      * may lose the data */
-    /* Redlock: one member's server; VALUE 2 when it lost its data (one of three: the
-     * quorum survives it, so the checkers do not count it as a loss of the lock) */
+    /* Redlock: one member's server; VALUE 2 when it lost its data (one of three: a hold
+     * of all three members survives it, so the checkers do not count it as a loss of the
+     * lock; a hold of a bare majority does not, and its holder is told: see EX_MEMBER) */
     int64_t value = sentinel_mode ? 0 : redlock_mode ? (keep_data ? 1 : 2) : keep_data;
     nemesis_event("srvkill", "invoke", -1, value);
     kill(pid, SIGKILL);
@@ -1825,7 +1830,8 @@ int main(int argc, char **argv)
     else if (strcmp(deployment, "single") != 0)
         usage();
     if (!spec)
-        spec = redlock_mode ? "redlock:6" : "mutex:4,cli:2,fair:3,rw:3,sem:3,permits:3,latch:4";
+        spec = redlock_mode ? "redlock:6"
+                            : "mutex:4,cli:2,fair:3,rw:3,sem:4,permits:5,latch:4,elect:3,barrier:3";
     if (!parse_nemesis(nemesis))
         return 2;
     if (skew && access(FAKETIME_LIB, R_OK) != 0) {
@@ -1979,6 +1985,12 @@ int main(int argc, char **argv)
             *colon = 0;
         if (strcmp(tok, "latch") == 0)
             latch_base = nclients;
+        if (strcmp(tok, "barrier") == 0) {
+            /* every barrier client is a party of h:barrier */
+            char parties[16];
+            snprintf(parties, sizeof parties, "%d", n);
+            setenv("HIST_BARRIER_PARTIES", parties, 1);
+        }
         for (int k = 0; k < n && nclients < MAX_CLIENTS; k++) {
             snprintf(clients[nclients].workload, sizeof clients[nclients].workload, "%s", tok);
             nclients++;
@@ -2100,6 +2112,9 @@ int main(int argc, char **argv)
     t = getenv("HIST_WATCHDOG_MS");
     if (t)
         p.watchdog_ms = atoll(t);
+    t = getenv("HIST_BARRIER_PARTIES");
+    if (t)
+        p.barrier_parties = atoi(t);
     long bad = hist_check_all(&h, &p, stdout);
     hist_counts c;
     hist_count(&h, &c);

@@ -296,6 +296,42 @@ Test(mutex, a_failover_is_a_loss_until_it_has_settled)
     hist_free(&h);
 }
 
+/* Issue 43, rule 3: a hold that overlaps two earlier holds, the first excused (its holder
+ * was stopped past its lease) and the second not. The checker stopped at the first overlap
+ * it found, excused, and never looked at the second. */
+Test(mutex, every_overlapping_pair_is_checked_not_only_the_first)
+{
+    const char *lines[] = {"100000 0 0 mutex acquire ok 7 0 0",
+                           "150000 0 0 nemesis pause invoke 0 0 1",
+                           "3200000 1 0 mutex acquire ok 8 0 0",
+                           NULL, /* 1's release: after 2 began (bad), or before (good) */
+                           "3300000 2 0 mutex acquire ok 9 0 0",
+                           "3400000 2 0 mutex release invoke 9 0 0",
+                           "5000000 0 0 nemesis pause ok 0 0 1",
+                           "5100000 0 0 mutex release invoke 7 0 0",
+                           NULL};
+    hist_params p = params();
+    for (int bad = 1; bad >= 0; bad--) {
+        lines[3] = bad ? "3350000 1 0 mutex release invoke 8 0 0"
+                       : "3250000 1 0 mutex release invoke 8 0 0";
+        hist h;
+        load(&h, lines);
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *out = open_memstream(&buf, &len);
+        hist_verdict v = hist_check_mutex(&h, "mutex", &p, out);
+        fclose(out);
+        cr_assert_eq(v.checked, 3);
+        /* 1 overlaps 0 (allowed); 2 overlaps 0 (allowed) and, when bad, 1 (not) */
+        cr_assert_eq(v.violations, bad ? 1 : 0, "%s", buf);
+        cr_assert_eq(v.allowed, bad ? 1 : 2, "%s", buf);
+        if (bad)
+            cr_assert(strstr(buf, "VIOLATION: hold of 1.0 (token 8"), "%s", buf);
+        free(buf);
+        hist_free(&h);
+    }
+}
+
 /* ------------------------------------------------------------- fencing ------------- */
 
 Test(fenced, tokens_that_do_not_rise_are_a_violation)
@@ -332,6 +368,55 @@ Test(fenced, the_store_refusing_a_stale_holder_is_fine_accepting_it_is_not)
     strcpy(h.ev[5].type, "ok");
     v = hist_check_fenced(&h, "mutex", &p, stderr);
     cr_assert_eq(v.violations, 1);
+    hist_free(&h);
+}
+
+/* Issue 43, rule 2: a token that does not rise (a constant) after a loss of the data. The
+ * second hold repeats the first's token across the loss (allowed: the counter went with the
+ * data); the third repeats it again with no loss since the second: a violation, whatever
+ * loss came before. The checker compared each hold with the run's first hold of a token not
+ * lower, found the loss in between and stopped: after the first loss it was blind. */
+Test(fenced, a_flat_token_after_a_loss_is_compared_with_the_latest_hold)
+{
+    static const char *const flat[] = {"100 0 0 mutex acquire ok 5 0 0",
+                                       "200 0 0 mutex release invoke 5 0 0",
+                                       "300 -1 0 nemesis srvkill invoke -1 0 0",
+                                       "400 -1 0 nemesis srvup ok -1 0 0",
+                                       "500 1 0 mutex acquire ok 5 0 0",
+                                       "600 1 0 mutex release invoke 5 0 0",
+                                       "700 2 0 mutex acquire ok 5 0 0",
+                                       "800 2 0 mutex release invoke 5 0 0",
+                                       NULL};
+    hist h;
+    load(&h, flat);
+    hist_params p = params();
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&buf, &len);
+    hist_verdict v = hist_check_fenced(&h, "mutex", &p, out);
+    fclose(out);
+    cr_assert_eq(v.checked, 3);
+    cr_assert_eq(v.violations, 1, "%s", buf);
+    cr_assert_eq(v.allowed, 1, "%s", buf);
+    cr_assert(strstr(buf, "VIOLATION: tokens did not rise: token 5 of 2.0 (from 700) after token 5 "
+                          "of 1.0 (ended 600)"),
+              "%s", buf);
+    free(buf);
+    hist_free(&h);
+    /* the counter restarting after the loss and rising again: allowed, no violation */
+    static const char *const reset[] = {"100 0 0 mutex acquire ok 5 0 0",
+                                        "200 0 0 mutex release invoke 5 0 0",
+                                        "300 -1 0 nemesis srvkill invoke -1 0 0",
+                                        "400 -1 0 nemesis srvup ok -1 0 0",
+                                        "500 1 0 mutex acquire ok 1 0 0",
+                                        "600 1 0 mutex release invoke 1 0 0",
+                                        "700 2 0 mutex acquire ok 2 0 0",
+                                        "800 2 0 mutex release invoke 2 0 0",
+                                        NULL};
+    load(&h, reset);
+    v = hist_check_fenced(&h, "mutex", &p, stderr);
+    cr_assert_eq(v.violations, 0);
+    cr_assert_eq(v.allowed, 2); /* 1 and 2 both below the 5 of before the loss */
     hist_free(&h);
 }
 
@@ -470,6 +555,120 @@ Test(permits, at_most_n)
     cr_assert_eq(v.violations, 0);
     v = hist_check_permits(&h, "permits", 2, &p, stderr);
     cr_assert_eq(v.violations, 2); /* the third at 120 and the fourth at 210 */
+    hist_free(&h);
+}
+
+/* Issue 43, rule 4: one holder excused (stopped past its lease) does not excuse the others.
+ * 2 permits: 0 is stopped holding one, 1 and 2 hold one each when 3 takes one: two holders
+ * that nothing excuses hold both permits, a violation. The checker OR-ed the excuse over
+ * the open holders and called it allowed. */
+Test(permits, holders_not_excused_are_counted_against_the_permits)
+{
+    const char *lines[] = {"100000 0 0 permits acquire ok 0 0 0",
+                           "150000 0 0 nemesis pause invoke 0 0 1",
+                           "200000 1 0 permits acquire ok 0 0 0",
+                           "300000 2 0 permits acquire ok 0 0 0",
+                           NULL, /* 2's release: after 3 took one (bad) or before (good) */
+                           "400000 3 0 permits acquire ok 0 0 0",
+                           "500000 3 0 permits release invoke 0 0 0",
+                           "600000 1 0 permits release invoke 0 0 0",
+                           "5000000 0 0 nemesis pause ok 0 0 1",
+                           "5100000 0 0 permits release invoke 0 0 0",
+                           NULL};
+    hist_params p = params();
+    for (int bad = 1; bad >= 0; bad--) {
+        lines[4] = bad ? "450000 2 0 permits release invoke 0 0 0"
+                       : "350000 2 0 permits release invoke 0 0 0";
+        hist h;
+        load(&h, lines);
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *out = open_memstream(&buf, &len);
+        hist_verdict v = hist_check_permits(&h, "permits", 2, &p, out);
+        fclose(out);
+        cr_assert_eq(v.checked, 4);
+        /* 2 took one beside 0 (excused) and 1: allowed; 3 beside 0, 1 and (bad) 2 */
+        cr_assert_eq(v.violations, bad ? 1 : 0, "%s", buf);
+        cr_assert_eq(v.allowed, bad ? 1 : 2, "%s", buf);
+        if (bad)
+            cr_assert(strstr(buf, "VIOLATION: 3 permits held (2 not excused) when 3.0"), "%s", buf);
+        free(buf);
+        hist_free(&h);
+    }
+}
+
+/* Issue 43, rule 1: a counting semaphore's acquire has no lease. Its workload recorded the
+ * permit count (1) as the acquire's VALUE, which the checker read as a fixed lease of 1 ms:
+ * every semaphore hold ended 1 ms after its acquire was sent and no overlap was ever seen.
+ * Three holders of 2 permits, 100 ms apart, with VALUE 1 as recorded then: a violation. */
+Test(permits, a_semaphore_hold_lasts_until_its_release_whatever_value_says)
+{
+    const char *lines[] = {"100000 0 0 sem acquire invoke 0 0 1",
+                           "110000 0 0 sem acquire ok 0 0 1",
+                           "200000 1 0 sem acquire invoke 0 0 1",
+                           "210000 1 0 sem acquire ok 0 0 1",
+                           NULL, /* 0's release: after 2 took one (bad) or before (good) */
+                           "300000 2 0 sem acquire invoke 0 0 1",
+                           "310000 2 0 sem acquire ok 0 0 1",
+                           "400000 2 0 sem release invoke 0 0 1",
+                           "500000 1 0 sem release invoke 0 0 1",
+                           NULL};
+    hist_params p = params();
+    for (int bad = 1; bad >= 0; bad--) {
+        lines[4] =
+            bad ? "350000 0 0 sem release invoke 0 0 1" : "250000 0 0 sem release invoke 0 0 1";
+        hist h;
+        load(&h, lines);
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *out = open_memstream(&buf, &len);
+        hist_verdict v = hist_check_permits(&h, "sem", 2, &p, out);
+        fclose(out);
+        cr_assert_eq(v.checked, 3);
+        cr_assert_eq(v.violations, bad ? 1 : 0, "%s", buf);
+        cr_assert_eq(v.allowed, 0, "%s", buf);
+        if (bad)
+            cr_assert(strstr(buf, "semaphore: VIOLATION: 2 permits held"), "%s", buf);
+        free(buf);
+        hist_free(&h);
+        /* through hist_check_all too, as a run checks it */
+        load(&h, lines);
+        out = open_memstream(&buf, &len);
+        long total = hist_check_all(&h, &p, out);
+        fclose(out);
+        cr_assert_eq(total, bad ? 1 : 0, "%s", buf);
+        free(buf);
+        hist_free(&h);
+    }
+    /* a failover during the holds, even with sync_replicas (VALUE 1), which covers the
+     * locks only: allowed (seed 402, Sentinel with sync_replicas = 1, had 3 holders of 2
+     * permits 1.5 s into one) */
+    {
+        lines[4] = "350000 0 0 sem release invoke 0 0 1";
+        const char *with_failover[16];
+        size_t k = 0;
+        with_failover[k++] = "150000 -1 0 nemesis failover invoke 0 0 1";
+        for (size_t i = 0; lines[i]; i++)
+            with_failover[k++] = lines[i];
+        with_failover[k++] = "900000 -1 0 nemesis failover ok 0 0 1";
+        with_failover[k] = NULL;
+        hist h;
+        load(&h, with_failover);
+        hist_verdict v = hist_check_permits(&h, "sem", 2, &p, stderr);
+        cr_assert_eq(v.violations, 0);
+        cr_assert_eq(v.allowed, 1);
+        hist_free(&h);
+    }
+    /* a permit lease's VALUE is its lease: a hold past it ends there (allowed to overlap) */
+    static const char *const leased[] = {
+        "100000 0 0 permits acquire invoke 0 0 2", "110000 0 0 permits acquire ok 0 0 2",
+        "200000 1 0 permits acquire ok 0 0 0",     "300000 2 0 permits acquire ok 0 0 0",
+        "400000 0 0 permits release invoke 0 0 0", "500000 1 0 permits release invoke 0 0 0",
+        "600000 2 0 permits release invoke 0 0 0", NULL};
+    hist h;
+    load(&h, leased);
+    hist_verdict v = hist_check_permits(&h, "permits", 2, &p, stderr);
+    cr_assert_eq(v.violations, 0);
     hist_free(&h);
 }
 
@@ -623,6 +822,162 @@ Test(latch, released_only_after_the_last_count_down)
 }
 
 /* ------------------------------------------------------------- fair lock ----------- */
+
+/* Redlock: a hold of a bare majority, one of whose members' server restarted without its
+ * data (VALUE 2): the holder is told lost, and another took the restarted server and the
+ * third meanwhile (seed 405). Allowed, as the guarantees say; the same overlap with a
+ * holder not told lost (it held all three) is a violation, and so is one with no restart. */
+Test(redlock, a_member_restarted_empty_excuses_only_a_holder_told_lost)
+{
+    const char *lines[] = {
+        "100000 4 0 redlock acquire ok 21 0 0",       "1500000 -1 0 nemesis srvkill invoke 0 0 2",
+        "2200000 -1 0 nemesis srvup ok 0 0 2",        "2201000 3 0 redlock acquire ok 231 0 0",
+        "2230000 3 0 redlock release invoke 231 0 0", "2330000 4 0 redlock lost ok 0 0 0",
+        "2331000 4 0 redlock release invoke 21 0 0",  NULL};
+    hist_params p = params();
+    hist h;
+    load(&h, lines);
+    hist_verdict v = hist_check_mutex(&h, "redlock", &p, stderr);
+    cr_assert_eq(v.violations, 0);
+    cr_assert_eq(v.allowed, 1);
+    /* not told lost: it kept a quorum, the overlap is a violation */
+    strcpy(h.ev[5].op, "count");
+    v = hist_check_mutex(&h, "redlock", &p, stderr);
+    cr_assert_eq(v.violations, 1);
+    /* told lost, but the restart kept the data (VALUE 1): a violation */
+    strcpy(h.ev[5].op, "lost");
+    h.ev[1].value = 1;
+    h.ev[2].value = 1;
+    v = hist_check_mutex(&h, "redlock", &p, stderr);
+    cr_assert_eq(v.violations, 1);
+    /* and the mutex's check never takes this excuse */
+    h.ev[1].value = 2;
+    h.ev[2].value = 2;
+    for (size_t i = 0; i < h.n; i++)
+        if (strcmp(h.ev[i].obj, "redlock") == 0)
+            strcpy(h.ev[i].obj, "mutex");
+    v = hist_check_mutex(&h, "mutex", &p, stderr);
+    cr_assert_eq(v.violations, 1);
+    hist_free(&h);
+}
+
+/* ------------------------------------------------------------- barrier ----------- */
+
+/* Three parties: a party released from a generation before the third arrived in it is a
+ * violation; an arrival of unknown outcome counts; a party released twice from one
+ * generation is a violation. */
+Test(barrier, released_only_once_every_party_arrived)
+{
+    const char *lines[] = {"100 0 0 barrier await invoke 0 0 0",
+                           "110 1 0 barrier await invoke 0 0 0",
+                           NULL, /* 2's arrival: before the others' release, or after */
+                           NULL, /* its outcome */
+                           "130 0 0 barrier await ok 0 0 0",
+                           "131 1 0 barrier await ok 1 0 0",
+                           NULL};
+    hist_params p = params();
+    for (int bad = 1; bad >= 0; bad--) {
+        lines[2] =
+            bad ? "200 2 0 barrier await invoke 0 0 0" : "120 2 0 barrier await invoke 0 0 0";
+        lines[3] = bad ? "210 2 0 barrier await ok 2 0 0" : "132 2 0 barrier await ok 2 0 0";
+        hist h;
+        load(&h, lines);
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *out = open_memstream(&buf, &len);
+        hist_verdict v = hist_check_barrier(&h, &p, out);
+        fclose(out);
+        cr_assert_eq(v.checked, 3);
+        cr_assert_eq(v.violations, bad ? 2 : 0, "%s", buf); /* 0 and 1 when bad */
+        if (bad)
+            cr_assert(strstr(buf, "VIOLATION: 0.0 released from generation 0 at 130 before every "
+                                  "party arrived (2 of 3"),
+                      "%s", buf);
+        free(buf);
+        hist_free(&h);
+    }
+    /* 2's await of unknown outcome (a timeout of its connection) was sent in time: counted */
+    lines[2] = "120 2 0 barrier await invoke 0 0 0";
+    lines[3] = "3000 2 0 barrier await info 0 -3 0";
+    hist h;
+    load(&h, lines);
+    hist_verdict v = hist_check_barrier(&h, &p, stderr);
+    cr_assert_eq(v.checked, 2);
+    cr_assert_eq(v.violations, 0);
+    hist_free(&h);
+    /* 0 released from generation 0 twice */
+    static const char *const twice[] = {"100 0 0 barrier await invoke 0 0 0",
+                                        "110 1 0 barrier await invoke 0 0 0",
+                                        "120 2 0 barrier await invoke 0 0 0",
+                                        "130 0 0 barrier await ok 0 0 0",
+                                        "131 1 0 barrier await ok 1 0 0",
+                                        "132 2 0 barrier await ok 2 0 0",
+                                        "140 0 0 barrier await invoke 0 0 0",
+                                        "150 0 0 barrier await ok 0 0 0",
+                                        NULL};
+    load(&h, twice);
+    v = hist_check_barrier(&h, &p, stderr);
+    cr_assert_eq(v.violations, 1);
+    /* the same with a loss of the data in between (the state restarted at 0): allowed */
+    hist_free(&h);
+    static const char *const reset[] = {"100 0 0 barrier await invoke 0 0 0",
+                                        "110 1 0 barrier await invoke 0 0 0",
+                                        "120 2 0 barrier await invoke 0 0 0",
+                                        "130 0 0 barrier await ok 0 0 0",
+                                        "131 1 0 barrier await ok 1 0 0",
+                                        "132 2 0 barrier await ok 2 0 0",
+                                        "135 -1 0 nemesis srvkill invoke -1 0 0",
+                                        "138 -1 0 nemesis srvup ok -1 0 0",
+                                        "140 0 0 barrier await invoke 0 0 0",
+                                        "150 0 0 barrier await ok 0 0 0",
+                                        NULL};
+    load(&h, reset);
+    v = hist_check_barrier(&h, &p, stderr);
+    cr_assert_eq(v.violations, 0);
+    cr_assert_eq(v.allowed, 1);
+    /* a failover with sync_replicas (VALUE 1) is such a loss for a barrier too */
+    h.ev[6] = (hev){
+        .t = 135, .proc = -1, .obj = "nemesis", .op = "failover", .type = "invoke", .value = 1};
+    h.ev[7] =
+        (hev){.t = 138, .proc = -1, .obj = "nemesis", .op = "failover", .type = "ok", .value = 1};
+    v = hist_check_barrier(&h, &p, stderr);
+    cr_assert_eq(v.violations, 0);
+    cr_assert_eq(v.allowed, 1);
+    hist_free(&h);
+}
+
+/* An election's terms are a lock's holds: two leaders at once, or a later term with a
+ * number not larger, is a violation */
+Test(election, one_leader_at_a_time_and_terms_that_rise)
+{
+    const char *lines[] = {"100 0 0 elect acquire ok 4 0 0", NULL, /* 0 resigns */
+                           "300 1 0 elect acquire ok 5 0 0", "400 1 0 elect release invoke 5 0 0",
+                           NULL};
+    hist_params p = params();
+    for (int bad = 1; bad >= 0; bad--) {
+        lines[1] =
+            bad ? "350 0 0 elect release invoke 4 0 0" : "250 0 0 elect release invoke 4 0 0";
+        hist h;
+        load(&h, lines);
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *out = open_memstream(&buf, &len);
+        hist_verdict v = hist_check_mutex(&h, "elect", &p, out);
+        fclose(out);
+        cr_assert_eq(v.violations, bad ? 1 : 0, "%s", buf);
+        if (bad)
+            cr_assert(strstr(buf, "election: VIOLATION"), "%s", buf);
+        free(buf);
+        v = hist_check_fenced(&h, "elect", &p, stderr);
+        cr_assert_eq(v.violations, 0);
+        /* the second term numbered as the first: two leaders of one term */
+        h.ev[2].token = 4;
+        h.ev[3].token = 4;
+        v = hist_check_fenced(&h, "elect", &p, stderr);
+        cr_assert_eq(v.violations, bad ? 0 : 1); /* when they overlap, the overlap says it */
+        hist_free(&h);
+    }
+}
 
 Test(fifo, served_in_order_of_asking)
 {
