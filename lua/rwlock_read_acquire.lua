@@ -10,16 +10,34 @@
 -- ARGV[1]  lease in milliseconds
 -- ARGV[2]  reader field, "<client-uuid>:<thread-id>"
 -- ARGV[3]  the same thread's writer field, "<client-uuid>:<thread-id>:write"
+-- ARGV[4]  recheck_ms (optional): the most a refusal for a plain lock asks the caller to
+--          sleep (that lock's release publishes on its own channel, which the caller does
+--          not hear); absent: the plain lock's whole pttl
 -- Status   the first element of the reply is a baton__acquire_status (src/core/internal.h)
 -- Returns  {1, token}  a first read hold of this owner; token = the counter, incremented
 --          {2, token}  re-entered (this owner held read already); token unchanged
 --          {0, wait}   not acquired: another owner writes, or a writer waits (its claim is
---                      live); wait = ms to sleep at most before trying again (-1: none)
+--                      live), or a plain lock (RLock) holds the name; wait = ms to sleep at
+--                      most before trying again (-1: none)
+-- A hash without a 'mode' field is a plain lock's (baton_lock, Redisson's RLock): it is
+-- held, and nothing is written. Redisson's read lock would add 'mode' = 'read' and its
+-- field, and the reader's release would then delete the plain lock: two holders of one
+-- name (docs/rwlock.md).
 -- A thread that holds a part of the lock (read, or write) is never refused for a waiting
 -- writer: it would wait for a writer that waits for it. A key of another type (or a token
 -- that is not an integer) fails with WRONGTYPE (ERR) before anything is written.
 -- uses: keys (lua/lib/keys.lua, put in front of this script by the build)
 local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false then
+    local held = redis.call('pttl', KEYS[1])
+    if held ~= -2 then -- a plain lock's hash
+        local recheck = tonumber(ARGV[4])
+        if recheck and (held < 0 or recheck < held) then
+            held = recheck
+        end
+        return {0, held}
+    end
+end
 local writing = mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 1
 if mode == 'write' and not writing then
     return {0, redis.call('pttl', KEYS[1])}

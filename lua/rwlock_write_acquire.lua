@@ -9,13 +9,20 @@
 -- ARGV[4]  claim_ms: a waiting writer's claim stands until server time + this; the waiting
 --          client runs this script again at least every claim_ms / 3 (a renewal)
 -- ARGV[5]  "1": a wait, claim a place if not acquired; "0": one try, claim nothing
+-- ARGV[6]  recheck_ms (optional): the most a refusal for a plain lock asks the caller to
+--          sleep (that lock's release publishes on its own channel, which the caller does
+--          not hear); absent: the plain lock's whole pttl (or claim_ms / 3, for a wait)
 -- Status   the first element of the reply is a baton__acquire_status (src/core/internal.h)
 -- Returns  {1, token}  acquired; token = the counter, incremented
 --          {2, token}  re-entered by the writer; token unchanged
---          {0, wait}   not acquired; wait = ms to sleep at most before trying again: the
+--          {0, wait}   not acquired (another owner reads or writes, or a plain lock holds
+--                      the name); wait = ms to sleep at most before trying again: the
 --                      holder's remaining lease, and for a wait at most claim_ms / 3 (-1: none)
 --          {3, 0}      refused: this thread holds the read lock (no upgrade; it would
 --                      wait for itself)
+-- A hash without a 'mode' field is a plain lock's (baton_lock, Redisson's RLock): it is
+-- held, and the hash is not written (a wait still claims its place, in KEYS[3]). Redisson's
+-- write lock would add 'mode' = 'write' and its field: two holders (docs/rwlock.md).
 -- Time is the server's (TIME). A key of another type (or a token that is not an integer)
 -- fails with WRONGTYPE (ERR) before anything is written.
 local mode = redis.call('hget', KEYS[1], 'mode')
@@ -28,7 +35,8 @@ local function token()
     end
     return tonumber(raw or '0')
 end
-if mode == false then
+local free = mode == false and redis.call('exists', KEYS[1]) == 0
+if free then
     if token() == nil then
         return redis.error_reply('ERR the fencing-token counter is not an integer')
     end
@@ -61,5 +69,9 @@ if ARGV[5] == '1' then
     if wait < 0 or renew < wait then
         wait = renew
     end
+end
+local recheck = tonumber(ARGV[6])
+if mode == false and recheck and (wait < 0 or recheck < wait) then
+    wait = recheck
 end
 return {0, wait}

@@ -116,6 +116,40 @@ Test(cli, wait_gives_up_after_about_a_second_without_running)
     free(marker);
 }
 
+/* A plain lock held on a name keeps `rwlock --read` and `--write` out (busy, 124), and its
+ * holder keeps it: the read lock once got in and its release deleted the plain lock. */
+Test(cli, rwlock_is_busy_while_a_plain_lock_holds_the_name)
+{
+    const char *name = th_tmpname("cli-rw-plain");
+    char *marker = cli_path("rw-plain-marker");
+    baton_lock *l;
+    baton_client *c = hold(name, &l);
+    const char *parts[2] = {"--read", "--write"};
+    for (int i = 0; i < 2; i++) {
+        cli_result r;
+        cli_exec(&r, ARGS("rwlock", name, parts[i], "-n", "--", "touch", marker));
+        cr_assert(eq(int, r.status, 124), "%s: status %d, stderr: %s", parts[i], r.status, r.err);
+        cli_result_free(&r);
+        cr_assert(access(marker, F_OK) != 0, "%s: COMMAND ran", parts[i]);
+    }
+    redisContext *rc = th_redis();
+    cr_assert(eq(i64, th_cmd_int(rc, "HLEN %s", name), 1), "the plain lock's hash was written");
+    redisFree(rc);
+    bool mine = false;
+    cr_assert(eq(int, baton_lock_is_held_by_current_thread(l, &mine), BATON_OK));
+    cr_assert(mine, "the holder lost its lock");
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    cli_result r;
+    cli_exec(&r, ARGS("rwlock", name, "--read", "-n", "--", "touch", marker));
+    cr_assert(eq(int, r.status, 0), "stderr: %s", r.err);
+    cli_result_free(&r);
+    cr_assert(access(marker, F_OK) == 0);
+    cr_assert(eq(i64, exists(name), 0));
+    baton_lock_close(l);
+    baton_client_close(c);
+    free(marker);
+}
+
 Test(cli, a_waiting_run_gets_the_lock_when_the_holder_releases)
 {
     const char *name = th_tmpname("cli-handover");

@@ -639,6 +639,115 @@ Test(rwlock, a_dead_writers_claim_lapses_within_fair_wait)
     baton_client_close(c);
 }
 
+/* ------------------------------------------------- a plain lock on the same name --- */
+
+/* The plain lock's hash, as a reader or writer of the same name must leave it: one field,
+ * the holder's, with its count, no 'mode', its TTL counting down, the token counter
+ * unchanged, no reader timeout key. */
+static void assert_plain_untouched(redisContext *r, const char *name, const char *owner,
+                                   long long token, int64_t pttl_before)
+{
+    cr_assert(eq(i64, th_cmd_int(r, "HLEN %s", name), 1), "the plain lock's hash gained fields");
+    cr_assert(eq(i64, th_cmd_int(r, "HGET %s %s", name, owner), 1));
+    cr_assert(eq(i64, th_cmd_int(r, "HEXISTS %s mode", name), 0));
+    int64_t pttl = th_cmd_int(r, "PTTL %s", name);
+    cr_assert(gt(i64, pttl, 0));
+    cr_assert(le(i64, pttl, pttl_before), "the plain lock's TTL was extended");
+    cr_assert(eq(i64, th_cmd_int(r, "GET redisson_lock_token:{%s}", name), token));
+    redisReply *k = th_cmd(r, "KEYS {%s}:*", name);
+    cr_assert(eq(sz, k->elements, 0), "a reader's timeout key was written");
+    freeReplyObject(k);
+}
+
+Test(rwlock, a_plain_lock_on_the_name_keeps_readers_and_writers_out)
+{
+    const char *name = th_tmpname("rw-plain");
+    baton_client *p = th_client(NULL), *q = th_client(NULL);
+    baton_lock *plain;
+    baton_rwlock *rw;
+    cr_assert(eq(int, baton_lock_open(p, name, &plain), BATON_OK));
+    cr_assert(eq(int, baton_rwlock_open(q, name, &rw), BATON_OK));
+    char owner[BATON__OWNER_LEN];
+    baton__owner(p, owner, sizeof owner);
+    redisContext *r = th_redis();
+
+    cr_assert(eq(int, baton_lock_acquire(plain, 30000), BATON_OK));
+    long long token = th_cmd_int(r, "GET redisson_lock_token:{%s}", name);
+    int64_t pttl = th_cmd_int(r, "PTTL %s", name);
+    /* busy for a reader and a writer alike: what a try answers while a writer holds */
+    cr_assert(eq(int, baton_lock_try_acquire(baton_rwlock_read(rw), 0, 5000), BATON_ETIMEDOUT));
+    assert_plain_untouched(r, name, owner, token, pttl);
+    cr_assert(eq(int, baton_lock_try_acquire(baton_rwlock_write(rw), 0, 5000), BATON_ETIMEDOUT));
+    assert_plain_untouched(r, name, owner, token, pttl);
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS baton_rwlock_writers:{%s}", name), 0));
+    /* the plain lock's holder still holds, and releases it normally */
+    bool mine = false;
+    cr_assert(eq(int, baton_lock_is_held_by_current_thread(plain, &mine), BATON_OK));
+    cr_assert(mine);
+    cr_assert(eq(int, baton_lock_release(plain), BATON_OK));
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s", name), 0));
+
+    /* the other way round (kept): a plain lock sees a read or a write hold as busy */
+    cr_assert(eq(int, baton_lock_acquire(baton_rwlock_read(rw), 5000), BATON_OK));
+    cr_assert(eq(int, baton_lock_try_acquire(plain, 0, 5000), BATON_ETIMEDOUT));
+    cr_assert(eq(int, baton_lock_release(baton_rwlock_read(rw)), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(baton_rwlock_write(rw), 5000), BATON_OK));
+    cr_assert(eq(int, baton_lock_try_acquire(plain, 0, 5000), BATON_ETIMEDOUT));
+    cr_assert(eq(int, baton_lock_release(baton_rwlock_write(rw)), BATON_OK));
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s", name), 0));
+    redisFree(r);
+    baton_lock_close(plain);
+    baton_rwlock_close(rw);
+    baton_client_close(p);
+    baton_client_close(q);
+}
+
+/* A reader (then a writer) waiting behind a plain lock gets the lock soon after its release:
+ * that release publishes on the plain lock's channel, which the waiter does not hear, so it
+ * finds out at its recheck (recheck_ms, default 1 s), not at the end of the plain lock's
+ * 30 s lease. */
+Test(rwlock, a_waiter_behind_a_plain_lock_gets_it_at_its_recheck, .timeout = 60)
+{
+    const char *name = th_tmpname("rw-plain-wait");
+    baton_client *p = th_client(NULL), *q = th_client(NULL);
+    baton_lock *plain;
+    baton_rwlock *rw;
+    cr_assert(eq(int, baton_lock_open(p, name, &plain), BATON_OK));
+    cr_assert(eq(int, baton_rwlock_open(q, name, &rw), BATON_OK));
+    char owner[BATON__OWNER_LEN];
+    baton__owner(p, owner, sizeof owner);
+    redisContext *r = th_redis();
+    for (int write = 0; write <= 1; write++) {
+        cr_assert(eq(int, baton_lock_acquire(plain, 30000), BATON_OK));
+        long long token = th_cmd_int(r, "GET redisson_lock_token:{%s}", name);
+        int64_t pttl = th_cmd_int(r, "PTTL %s", name);
+        waiter w = {write ? baton_rwlock_write(rw) : baton_rwlock_read(rw), 10000, -100, 0};
+        pthread_t t;
+        pthread_create(&t, NULL, acquire_release_thread, &w);
+        th_sleep_ms(1500); /* the waiter tried, and rechecked at least once */
+        cr_assert(eq(i64, w.done_ms, 0), "the %s was granted while a plain lock holds",
+                  write ? "writer" : "reader");
+        assert_plain_untouched(r, name, owner, token, pttl);
+        bool mine = false;
+        cr_assert(eq(int, baton_lock_is_held_by_current_thread(plain, &mine), BATON_OK));
+        cr_assert(mine);
+        cr_assert(eq(int, baton_lock_release(plain), BATON_OK));
+        int64_t released = th_ms();
+        pthread_join(t, NULL);
+        cr_assert(eq(int, w.rc, BATON_OK), "the %s waiting: rc %d", write ? "writer" : "reader",
+                  w.rc);
+        cr_assert(lt(i64, w.done_ms - released, 2500), "the %s got it %lld ms after the release",
+                  write ? "writer" : "reader", (long long)(w.done_ms - released));
+        cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s", name), 0));
+    }
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS baton_rwlock_writers:{%s}", name), 0));
+    redisFree(r);
+    baton_lock_close(plain);
+    baton_rwlock_close(rw);
+    baton_client_close(p);
+    baton_client_close(q);
+}
+
 /* ---------------------------------------------------------------- tokens, queries ---- */
 
 Test(rwlock, tokens_queries_force_release_and_multilock)

@@ -56,16 +56,20 @@ static int try_once(void *arg, baton__sub *sub)
     baton_lock *l = a->l;
     baton_client *c = l->client;
     baton_rwlock *rw = l->impl;
-    char lease[32], claim[32];
+    char lease[32], claim[32], recheck[32];
     snprintf(
         lease, sizeof lease, "%lld",
         (long long)(a->lease_ms == BATON_LEASE_WATCHDOG ? baton__watchdog_lease(c) : a->lease_ms));
     snprintf(claim, sizeof claim, "%lld", (long long)baton__client_config(c)->fair_wait_ms);
+    /* a plain lock on the name: its release is not heard here, so recheck_ms bounds the sleep */
+    snprintf(recheck, sizeof recheck, "%lld", (long long)baton__client_config(c)->recheck_ms);
     const char *keys[4] = {l->name, rw->token_key, rw->writers_key, rw->key_prefix};
-    const char *args[5] = {lease, a->owner, a->other, claim, a->wait_ms != 0 ? "1" : "0"};
+    const char *args[6] = {lease, a->owner, a->other, claim, a->wait_ms != 0 ? "1" : "0", recheck};
+    if (!a->write)
+        args[3] = recheck; /* the read script's ARGV[4] */
     const baton__script *script =
         a->write ? &baton__script_rwlock_write_acquire : &baton__script_rwlock_read_acquire;
-    baton__hold_script h = {script, a->write ? 3 : 4, a->write ? 5 : 3, keys,
+    baton__hold_script h = {script, a->write ? 3 : 4, a->write ? 6 : 4, keys,
                             args,   a->owner,         rw->token_key,    a->lease_ms};
     int64_t sent;
     baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON_KIND_RWLOCK);
