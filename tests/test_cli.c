@@ -2640,7 +2640,9 @@ Test(cli, one_escaping_rule_for_every_line_and_one_json_encoding, .timeout = 60)
     cli_exec(&r, ARGS("status", "--json", "--object", name));
     cr_assert(eq(int, r.status, 0), "stderr %s", r.err);
     cr_assert(strstr(r.out, "\\u00ff") != NULL && strstr(r.out, "\\\\x") == NULL, "%s", r.out);
-    cr_assert(json_parse(r.out) != NULL);
+    json *sj = json_parse(r.out);
+    cr_assert(sj != NULL, "invalid JSON: %s", r.out);
+    json_free(sj);
     cli_result_free(&r);
     cli_exec(&r, ARGS("list", "--json", "esc*"));
     cr_assert(eq(int, r.status, 0), "stderr %s", r.err);

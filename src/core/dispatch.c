@@ -1159,9 +1159,12 @@ void baton__sub_release_sync(baton_client *c, baton__sub *s, int64_t deadline_us
     baton__dispatcher *d = s->d;
     int64_t now = baton__now_us();
     int64_t limit = now + c->cfg.command_timeout_ms * 1000;
-    int64_t bound = (deadline_us > now ? deadline_us : now) + BATON__UNSUB_GRACE_MS * 1000;
-    if (deadline_us != BATON__NO_DEADLINE && bound < limit)
-        limit = bound;
+    /* no deadline: the command timeout alone (NO_DEADLINE + the grace would overflow) */
+    if (deadline_us != BATON__NO_DEADLINE) {
+        int64_t bound = (deadline_us > now ? deadline_us : now) + BATON__UNSUB_GRACE_MS * 1000;
+        if (bound < limit)
+            limit = bound;
+    }
     baton__mutex_lock(&d->mu);
     release_locked_sync(d, s, limit);
     baton__mutex_unlock(&d->mu);
