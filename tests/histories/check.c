@@ -328,20 +328,41 @@ static int64_t fault_end(const hist *h, size_t i)
     return INT64_MAX;
 }
 
-static bool loss_within(const hist *h, int64_t from, int64_t to)
+/* Whether a nemesis invoke that kind() accepts lasted into [from, to] (it began by `to`
+ * and ended at `from` or later). */
+static bool fault_within(const hist *h, int64_t from, int64_t to, bool (*kind)(const hev *))
 {
     for (size_t i = 0; i < h->n; i++) {
         const hev *e = &h->ev[i];
         if (e->t > to)
             break;
-        if (!is_nemesis(e) || e->value != 0 || strcmp(e->type, "invoke") != 0 ||
-            (strcmp(e->op, "srvkill") != 0 && strcmp(e->op, "failover") != 0 &&
-             strcmp(e->op, "evict") != 0))
-            continue;
-        if (fault_end(h, i) >= from)
+        if (is_nemesis(e) && strcmp(e->type, "invoke") == 0 && kind(e) && fault_end(h, i) >= from)
             return true;
     }
     return false;
+}
+
+/* A fault that may lose data: a server killed without its AOF, a failover, an eviction. */
+static bool is_loss(const hev *e)
+{
+    return e->value == 0 && (strcmp(e->op, "srvkill") == 0 || strcmp(e->op, "failover") == 0 ||
+                             strcmp(e->op, "evict") == 0);
+}
+
+static bool is_failover(const hev *e)
+{
+    return strcmp(e->op, "failover") == 0;
+}
+
+/* One Redlock server restarted without its data (srvkill VALUE 2). */
+static bool is_member_lost(const hev *e)
+{
+    return strcmp(e->op, "srvkill") == 0 && e->value == 2;
+}
+
+static bool loss_within(const hist *h, int64_t from, int64_t to)
+{
+    return fault_within(h, from, to, is_loss);
 }
 
 /* Whether a failover, with or without sync_replicas, may have happened within [from, to]:
@@ -350,29 +371,13 @@ static bool loss_within(const hist *h, int64_t from, int64_t to)
  * changes (docs/guarantees.md: "a count across a failover" is not kept). */
 static bool failover_within(const hist *h, int64_t from, int64_t to)
 {
-    for (size_t i = 0; i < h->n; i++) {
-        const hev *e = &h->ev[i];
-        if (e->t > to)
-            break;
-        if (is_nemesis(e) && strcmp(e->op, "failover") == 0 && strcmp(e->type, "invoke") == 0 &&
-            fault_end(h, i) >= from)
-            return true;
-    }
-    return false;
+    return fault_within(h, from, to, is_failover);
 }
 
-/* Whether one Redlock server restarted without its data (srvkill VALUE 2) within
- * [from, to]. */
+/* Whether one Redlock server restarted without its data within [from, to]. */
 static bool member_lost(const hist *h, int64_t from, int64_t to)
 {
-    for (size_t i = 0; i < h->n; i++) {
-        const hev *e = &h->ev[i];
-        if (e->t > to)
-            break;
-        if (is(e, "nemesis", "srvkill", "invoke") && e->value == 2 && fault_end(h, i) >= from)
-            return true;
-    }
-    return false;
+    return fault_within(h, from, to, is_member_lost);
 }
 
 static int excuse(const hist *h, const hold *a, int64_t until, int64_t server_pause_ms)
