@@ -13,7 +13,8 @@
 --          {2, 0}       the generation broke (a party died, gave up, or the state is gone)
 --          {0, ms}      still waiting; ms = time until the earliest lease of the others
 --                       ends (look again by then)
--- uses: publish (lua/lib/publish.lua, put in front of this script by the build)
+-- uses: barrier_end (lua/lib/barrier_end.lua)
+-- uses: publish (lua/lib/publish.lua, put in front of these by the build)
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local mine = tonumber(ARGV[1])
@@ -44,11 +45,8 @@ if not broken then
     end
 end
 if broken then
-    redis.call('hset', KEYS[1], 'gen', gen + 1, 'count', 0, 'b' .. gen, 1)
-    redis.call('hdel', KEYS[1], 'b' .. (gen - 64))
-    redis.call('del', KEYS[2])
+    barrier_end(gen, true, nil)
     redis.call('pexpire', KEYS[1], ARGV[5])
-    publish(KEYS[3], '0')
     return {2, 0}
 end
 redis.call('hset', KEYS[2], ARGV[2], now + tonumber(ARGV[3]))

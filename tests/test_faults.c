@@ -351,3 +351,167 @@ Test(faults, a_semaphore_deleted_while_waited_on_times_out_and_leaves_nothing)
     baton_client_close(c);
     redisFree(r);
 }
+
+/* A barrier party whose arrival's reply is lost (the checker's gap 6: the arrival counted
+ * on the server, its await failed, and the generation tripped with a party short). */
+typedef struct party {
+    baton_barrier *b;
+    baton_client *c;
+    int rc;
+    int64_t index, gen;
+    char err[256];
+} party;
+
+static void *party_await(void *arg)
+{
+    party *p = arg;
+    p->rc = baton_barrier_await(p->b, 20000, &p->index, &p->gen);
+    snprintf(p->err, sizeof p->err, "%s", p->rc ? baton_client_errmsg(p->c) : "");
+    return NULL;
+}
+
+static long long barrier_count(rig *r, const char *key)
+{
+    redisReply *rep = th_cmd(r->direct, "HGET %s count", key);
+    long long n = rep->type == REDIS_REPLY_STRING ? atoll(rep->str) : 0;
+    freeReplyObject(rep);
+    return n;
+}
+
+/* Blackholes the replies of every connection of r's client that is not a subscriber
+ * (CLIENT LIST, flags without P, seen through the proxy); returns how many. */
+static long blackhole_command_connections(rig *r)
+{
+    redisReply *rep = th_cmd(r->direct, "CLIENT LIST");
+    cr_assert(eq(int, rep->type, REDIS_REPLY_STRING));
+    long n = 0;
+    for (char *line = strtok(rep->str, "\n"); line; line = strtok(NULL, "\n")) {
+        const char *addr = strstr(line, " addr=127.0.0.1:");
+        const char *flags = strstr(line, " flags=");
+        if (!addr || !flags)
+            continue;
+        long nth = th_proxy_conn_of(r->proxy, atoi(addr + strlen(" addr=127.0.0.1:")));
+        flags += strlen(" flags=");
+        size_t len = strcspn(flags, " ");
+        if (nth > 0 && !memchr(flags, 'P', len)) {
+            th_proxy_blackhole_conn(r->proxy, nth, TH_DOWN, true);
+            n++;
+        }
+    }
+    freeReplyObject(rep);
+    return n;
+}
+
+/* first: the party behind the proxy arrives first (its reply lost, another arrives later)
+ * or last (its lost reply was the trip's) */
+static void an_arrival_whose_reply_is_lost(bool first)
+{
+    rig r;
+    rig_up(&r, 1000);
+    baton_client *d = th_client_on(r.server.port, 1000); /* the other party, around the proxy */
+    const char *name = first ? "fl-bar-first" : "fl-bar-last";
+    char state[64];
+    snprintf(state, sizeof state, "baton_barrier:{%s}", name);
+    party a = {.c = r.c}, b = {.c = d};
+    cr_assert(eq(int, baton_barrier_open(r.c, name, 2, &a.b), BATON_OK));
+    cr_assert(eq(int, baton_barrier_open(d, name, 2, &b.b), BATON_OK));
+    /* a generation as usual: the scripts are loaded, the connections open */
+    pthread_t t;
+    pthread_create(&t, NULL, party_await, &a);
+    party_await(&b);
+    pthread_join(t, NULL);
+    cr_assert(eq(int, a.rc, BATON_OK));
+    cr_assert(eq(int, b.rc, BATON_OK));
+    cr_assert(eq(i64, a.gen, 0));
+    /* every reply on the client's command connections is thrown away from now on (not on
+     * its subscriber connection, whose stream a dropped confirmation would confuse): the
+     * next arrival runs on the server and its caller never hears of it */
+    cr_assert(ge(i64, blackhole_command_connections(&r), 1));
+    if (first) {
+        pthread_create(&t, NULL, party_await, &a);
+        for (int i = 0; i < 200 && barrier_count(&r, state) == 0; i++)
+            th_sleep_ms(10);
+        cr_assert(eq(i64, barrier_count(&r, state), 1), "the arrival ran on the server");
+        /* the other party arrives while the first does not know it has */
+        party_await(&b);
+        pthread_join(t, NULL);
+    } else {
+        pthread_create(&t, NULL, party_await, &b);
+        for (int i = 0; i < 200 && barrier_count(&r, state) == 0; i++)
+            th_sleep_ms(10);
+        cr_assert(eq(i64, barrier_count(&r, state), 1));
+        party_await(&a); /* trips the generation; the reply that says so is lost */
+        pthread_join(t, NULL);
+    }
+    /* both parties of generation 1 are told it tripped, or neither is */
+    cr_assert(eq(int, b.rc, BATON_OK), "%s", b.err);
+    cr_assert(eq(int, a.rc, BATON_OK), "the lost arrival: %s", a.err);
+    cr_assert(eq(i64, a.gen, 1));
+    cr_assert(eq(i64, b.gen, 1));
+    cr_assert(ne(i64, a.index, b.index));
+    /* and the next generation counts each party once */
+    th_proxy_heal(r.proxy);
+    pthread_create(&t, NULL, party_await, &a);
+    party_await(&b);
+    pthread_join(t, NULL);
+    cr_assert(eq(int, a.rc, BATON_OK), "%s", a.err);
+    cr_assert(eq(int, b.rc, BATON_OK), "%s", b.err);
+    cr_assert(eq(i64, a.gen, 2));
+    cr_assert(eq(i64, b.gen, 2));
+    baton_barrier_close(a.b);
+    baton_barrier_close(b.b);
+    baton_client_close(d);
+    rig_down(&r);
+}
+
+/* Both replies of an arrival lost (sent, and sent again): the await fails with ECONN, and
+ * the handle's next await is the same party, not a second one. */
+Test(faults, a_barrier_arrival_lost_twice_is_the_same_party_at_the_next_await)
+{
+    rig r;
+    rig_up(&r, 1000);
+    baton_client *d = th_client_on(r.server.port, 1000);
+    const char *state = "baton_barrier:{fl-bar-twice}";
+    party a = {.c = r.c}, b = {.c = d};
+    cr_assert(eq(int, baton_barrier_open(r.c, "fl-bar-twice", 2, &a.b), BATON_OK));
+    cr_assert(eq(int, baton_barrier_open(d, "fl-bar-twice", 2, &b.b), BATON_OK));
+    pthread_t t;
+    pthread_create(&t, NULL, party_await, &a);
+    party_await(&b);
+    pthread_join(t, NULL);
+    cr_assert(eq(int, a.rc, BATON_OK), "%s", a.err);
+    cr_assert(eq(int, b.rc, BATON_OK), "%s", b.err);
+    cr_assert(ge(i64, blackhole_command_connections(&r), 1));
+    pthread_create(&t, NULL, party_await, &a);
+    for (int i = 0; i < 200 && barrier_count(&r, state) == 0; i++)
+        th_sleep_ms(10);
+    cr_assert(eq(i64, barrier_count(&r, state), 1), "the arrival ran on the server");
+    th_proxy_hold(r.proxy, true); /* and the one sent again never gets there */
+    pthread_join(t, NULL);
+    cr_assert(eq(int, a.rc, BATON_ECONN), "%d %s", a.rc, a.err);
+    th_proxy_heal(r.proxy);
+    cr_assert(eq(i64, barrier_count(&r, state), 1), "one arrival, its lease still running");
+    /* the handle's next await is that arrival: with the other party's, generation 1 trips */
+    pthread_create(&t, NULL, party_await, &a);
+    party_await(&b);
+    pthread_join(t, NULL);
+    cr_assert(eq(int, a.rc, BATON_OK), "%s", a.err);
+    cr_assert(eq(int, b.rc, BATON_OK), "%s", b.err);
+    cr_assert(eq(i64, a.gen, 1));
+    cr_assert(eq(i64, b.gen, 1));
+    cr_assert(ne(i64, a.index, b.index));
+    baton_barrier_close(a.b);
+    baton_barrier_close(b.b);
+    baton_client_close(d);
+    rig_down(&r);
+}
+
+Test(faults, a_barrier_arrival_whose_reply_is_lost_waits_for_the_others)
+{
+    an_arrival_whose_reply_is_lost(true);
+}
+
+Test(faults, a_barrier_arrival_that_tripped_but_was_not_told_returns_ok)
+{
+    an_arrival_whose_reply_is_lost(false);
+}

@@ -38,6 +38,9 @@
 
 typedef struct phase {
     char *state, *parties, *channel;
+    /* the party id of this handle's last arrival whose outcome is unknown (its reply lost
+     * twice), sent again by the next await so that one process is never two parties */
+    char unresolved[96];
 } phase;
 
 /* The base's name is the user's; the keys are the phases' (the base's channel is the
@@ -94,6 +97,8 @@ typedef struct awaiting {
     char gen_s[32]; /* its generation, once arrived */
     bool arrived;   /* barrier_arrive ran */
     bool ended;     /* tripped or broken: nothing to give up */
+    bool reused;    /* id is the phase's unresolved arrival's */
+    bool unknown;   /* barrier_arrive's outcome is unknown (its reply lost) */
     int64_t index, gen;
     int64_t lease_ms;
     int64_t bound_ms; /* how long to sleep before looking again */
@@ -148,6 +153,13 @@ static int check(awaiting *a, const char *mode)
     return BATON_ETIMEDOUT;
 }
 
+static void new_party_id(awaiting *a)
+{
+    static atomic_uint_fast64_t arrivals;
+    snprintf(a->id, sizeof a->id, "%s:%llu", baton_client_id(a->b->base.client),
+             (unsigned long long)atomic_fetch_add(&arrivals, 1));
+}
+
 static int attempt(void *arg, baton__sub *sub)
 {
     (void)sub;
@@ -160,10 +172,14 @@ static int attempt(void *arg, baton__sub *sub)
     const char *keys[3] = {a->p->state, a->p->parties, a->p->channel};
     const char *args[4] = {n, a->id, a->lease, STATE_LIFE_MS};
     redisReply *r;
-    /* Not re-sent after a lost reply: a second arrival would count twice. */
+    /* Sent again once after a lost reply, with the same party id: the script counts an
+     * id once and answers what became of its first arrival. */
     int rc = baton__script_run(b->base.client, BATON__SCRIPT(barrier_arrive), 3, keys, 4, args, &r);
+    if (rc == BATON_ECONN)
+        rc = baton__script_run(b->base.client, BATON__SCRIPT(barrier_arrive), 3, keys, 4, args, &r);
     if (rc != BATON_OK) {
         a->ended = true; /* nothing to leave: the arrival's fate is unknown */
+        a->unknown = rc == BATON_ECONN;
         return rc;
     }
     long long v[3] = {0, 0, 0};
@@ -183,6 +199,22 @@ static int attempt(void *arg, baton__sub *sub)
     a->gen = v[2];
     snprintf(a->gen_s, sizeof a->gen_s, "%lld", v[2]);
     a->bound_ms = a->lease_ms / 3;
+    if (v[0] == 2 && a->reused) {
+        /* the generation an earlier call arrived in unseen broke since (that call failed
+         * already): this one arrives anew */
+        a->reused = false;
+        a->arrived = false;
+        a->ended = false;
+        new_party_id(a);
+        return attempt(arg, sub);
+    }
+    if (v[0] == 2) {
+        a->ended = true;
+        return baton__fail(b->base.client, BROKEN,
+                           "barrier %s: generation %lld broken: a party died, timed out or was "
+                           "cancelled",
+                           b->base.name, (long long)a->gen);
+    }
     if (v[0] == 1) {
         a->ended = true;
         return BATON_OK;
@@ -240,12 +272,20 @@ static int await_phase(baton_barrier *b, int which, int64_t timeout_ms, int64_t 
         return rc;
     if (baton__check_wait(timeout_ms) != BATON_OK)
         return baton__fail(b->base.client, BATON_EINVAL, "timeout_ms %lld", (long long)timeout_ms);
-    static atomic_uint_fast64_t arrivals;
-    awaiting a = {.b = b, .p = &b->ph[which], .lease_ms = baton__watchdog_lease(b->base.client)};
-    snprintf(a.id, sizeof a.id, "%s:%llu", baton_client_id(b->base.client),
-             (unsigned long long)atomic_fetch_add(&arrivals, 1));
+    phase *ph = &b->ph[which];
+    awaiting a = {.b = b, .p = ph, .lease_ms = baton__watchdog_lease(b->base.client)};
+    if (ph->unresolved[0]) {
+        snprintf(a.id, sizeof a.id, "%s", ph->unresolved);
+        a.reused = true;
+    } else {
+        new_party_id(&a);
+    }
     snprintf(a.lease, sizeof a.lease, "%lld", (long long)a.lease_ms);
     rc = baton__wait_for(b->base.client, &barrier_wait, a.p->channel, timeout_ms, &a);
+    if (a.unknown)
+        snprintf(ph->unresolved, sizeof ph->unresolved, "%s", a.id);
+    else if (a.arrived || !a.reused)
+        ph->unresolved[0] = '\0';
     if (rc == BATON_ETIMEDOUT)
         return baton__fail(b->base.client, rc,
                            "barrier %s: generation %lld did not trip within %lld ms (it is "
