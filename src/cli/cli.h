@@ -80,9 +80,10 @@ typedef struct cli_global {
 
 /*
  * The files and who calls whom: opts.c (messages, values, option parsing) calls only the
- * library; client.c (the open) and run.c (signals, COMMAND) call opts.c; commands.c and
- * status.c (the commands) call those three; main.c (the command table, help, dispatch) calls
- * them all, and nothing calls it.
+ * library; client.c (the open), run.c (signals, COMMAND) and command.c (the acting
+ * commands' shared options, command.h) call opts.c; the commands, one file each (lock.c,
+ * semaphore.c, latch.c, unlock.c, elect.c, barrier.c, status.c), call those; main.c (the
+ * command table, help, dispatch) calls them all, and nothing calls it.
  */
 
 /* ------------------------------- main.c: the command table ---------------------------- */
@@ -124,6 +125,10 @@ const char *cli_esc(const char *s);
  * is, C0 and C1 control characters as \u00NN (\n, \t, \", \\), and each byte that is not UTF-8 as
  * the code point of the same number (\u0080..\u00ff). */
 void cli_json_str(const char *s);
+/* A duration for a message: as an option would be written ("250ms", "2s"), or as a
+ * reading ("1.500s" under 10 s, "12s" from there, "-0.250s" in the past). */
+typedef enum cli_duration_style { CLI_DURATION_OPTION, CLI_DURATION_READING } cli_duration_style;
+void cli_format_duration(int64_t ms, cli_duration_style style, char *buf, size_t len);
 
 /* Parses a duration: numbers with units ms, s, m, h, d, fractions and sums allowed ("250ms",
  * "1.5s", "1m30s", "1d"), or a bare number of seconds ("3", "0.25"), from 0 to
@@ -262,9 +267,9 @@ int cli_open_client(const cli_global *g, baton_client **out);
  * false with *rc its exit code if it cannot. True: go on with *c open (*c NULL otherwise). */
 bool cli_start(const cli_global *g, int *rc, baton_client **c);
 
-/* ------------------------------- commands.c ------------------------------------------- */
+/* ------------------------------- lock.c, semaphore.c, latch.c, unlock.c --------------- */
 
-/* The commands (cli_command.fn). */
+/* The commands (cli_command.fn); what they share is command.h. */
 int cli_cmd_lock(cli_global *g, int argc, char **argv);
 int cli_cmd_semaphore(cli_global *g, int argc, char **argv);
 int cli_cmd_latch(cli_global *g, int argc, char **argv);

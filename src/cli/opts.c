@@ -215,12 +215,21 @@ int cli_fail(baton_client *c, int rc, const char *fmt, ...)
     return cli_exit_code(rc);
 }
 
-static void format_secs(int64_t ms, char *buf, size_t len)
+void cli_format_duration(int64_t ms, cli_duration_style style, char *buf, size_t len)
 {
-    if (ms < 60000)
-        snprintf(buf, len, "%lld.%llds", (long long)(ms / 1000), (long long)(ms % 1000 / 100));
-    else
-        snprintf(buf, len, "%llds", (long long)(ms / 1000));
+    long long v = (long long)ms;
+    if (style == CLI_DURATION_OPTION) {
+        if (v % 1000 != 0 || v == 0)
+            snprintf(buf, len, "%lldms", v);
+        else
+            snprintf(buf, len, "%llds", v / 1000);
+    } else if (v < 0) {
+        snprintf(buf, len, "-%lld.%03llds", -v / 1000, -v % 1000);
+    } else if (v < 10000) {
+        snprintf(buf, len, "%lld.%03llds", v / 1000, v % 1000);
+    } else {
+        snprintf(buf, len, "%llds", v / 1000);
+    }
 }
 
 bool cli_who_holds(baton_client *c, const char *name, char *buf, size_t len)
@@ -232,7 +241,7 @@ bool cli_who_holds(baton_client *c, const char *name, char *buf, size_t len)
     char ttl[64] = "";
     if (s->ttl_ms > 0) {
         char t[32];
-        format_secs(s->ttl_ms, t, sizeof t);
+        cli_format_duration(s->ttl_ms, CLI_DURATION_READING, t, sizeof t);
         snprintf(ttl, sizeof ttl, ", its lease ends in %s", t);
     }
     size_t n = 0;

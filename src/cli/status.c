@@ -19,16 +19,6 @@
 
 /* ------------------------------- text ------------------------------------------------- */
 
-static void format_ms(long long ms, char *buf, size_t len)
-{
-    if (ms < 0)
-        snprintf(buf, len, "-%lld.%03llds", -ms / 1000, -ms % 1000);
-    else if (ms < 10000)
-        snprintf(buf, len, "%lld.%03llds", ms / 1000, ms % 1000);
-    else
-        snprintf(buf, len, "%llds", ms / 1000);
-}
-
 #define E cli_esc
 #define json_str cli_json_str
 
@@ -125,7 +115,8 @@ static void print_lock_text(const char *name, const baton_inspection *s)
     else if (s->ttl_ms == -1)
         printf("held, no expiry");
     else
-        format_ms(s->ttl_ms, t, sizeof t), printf("held, TTL %s", t);
+        cli_format_duration(s->ttl_ms, CLI_DURATION_READING, t, sizeof t),
+            printf("held, TTL %s", t);
     if (s->has_token)
         printf(", last fencing token %lld", (long long)s->token);
     printf("\n");
@@ -148,7 +139,8 @@ static void print_lock_text(const char *name, const baton_inspection *s)
                                                     : "";
         print_waiter_text(i, w);
         if (w->has_deadline) {
-            format_ms(w->deadline_ms - s->server_time_ms, t, sizeof t);
+            cli_format_duration(w->deadline_ms - s->server_time_ms, CLI_DURATION_READING, t,
+                                sizeof t);
             printf("  deadline %lld (in %s)%s\n", (long long)w->deadline_ms, t, bad);
         } else {
             printf("  no valid deadline (none, inf or nan)%s\n", bad);
@@ -208,7 +200,7 @@ static void print_line_and_reservation_text(const baton_inspection *s)
         printf("  (%lld permit%s)", kept, kept == 1 ? "" : "s");
     if (w->has_deadline) {
         char t[32];
-        format_ms(w->deadline_ms - s->server_time_ms, t, sizeof t);
+        cli_format_duration(w->deadline_ms - s->server_time_ms, CLI_DURATION_READING, t, sizeof t);
         printf("  lapses in %s", t);
     }
     printf("\n");
@@ -252,7 +244,7 @@ static void print_text(const char *name, const baton_inspection *s)
     if (s->ttl_ms >= 0 && strcmp(s->redis_type, "hash") != 0 &&
         strcmp(s->redis_type, "none") != 0) {
         char t[32];
-        format_ms(s->ttl_ms, t, sizeof t);
+        cli_format_duration(s->ttl_ms, CLI_DURATION_READING, t, sizeof t);
         printf("  expires in %s\n", t);
     }
     if (s->slot >= 0)
@@ -261,7 +253,8 @@ static void print_text(const char *name, const baton_inspection *s)
         printf("  %zu permit lease%s held:\n", s->n_permits, s->n_permits == 1 ? "" : "s");
     for (size_t i = 0; i < s->n_permits; i++) {
         char t[32];
-        format_ms(s->permits[i]->lease_end_ms - s->server_time_ms, t, sizeof t);
+        cli_format_duration(s->permits[i]->lease_end_ms - s->server_time_ms, CLI_DURATION_READING,
+                            t, sizeof t);
         printf("    %s  lease ends in %s\n", s->permits[i]->id, t);
     }
 }
@@ -701,7 +694,7 @@ static void print_list_line(const baton_inspection *s)
 {
     char t[32] = "-";
     if (s->ttl_ms >= 0)
-        format_ms(s->ttl_ms, t, sizeof t);
+        cli_format_duration(s->ttl_ms, CLI_DURATION_READING, t, sizeof t);
     int64_t term;
     bool election = s->kind == BATON_OBJECT_LOCK && election_of(s->name, &term);
     printf("%-18s %s  ttl %s", election ? "election" : s->kind_name, E(s->name), t);
