@@ -10,7 +10,9 @@
 #include "faultproxy.h"
 #include "helper.h"
 #include "internal.h"
+#include "lockbase.h"
 
+#include <criterion/logging.h>
 #include "new_assert.h"
 #include <poll.h>
 #include <pthread.h>
@@ -19,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 TestSuite(holds, .timeout = 60);
@@ -410,6 +414,74 @@ Test(holds, a_holder_cut_off_is_told_before_anyone_else_can_acquire, .timeout = 
     baton_lock_release(o2);
     baton_lock_close(o2);
     baton_client_close(other);
+    th_proxy_heal(px);
+    baton_lock_close(l);
+    free(name);
+    baton_client_close(c);
+    th_proxy_stop(px);
+}
+
+/* ------------------------------------------------ a suspended machine -------------- */
+
+/* A suspend of the machine stops CLOCK_MONOTONIC in every process and not CLOCK_BOOTTIME
+ * (nor the server's clock). This program's clock_gettime, which the library linked into
+ * it calls, adds boot_offset_ns to CLOCK_BOOTTIME: a suspend of that long, as the boot
+ * clock sees it. (The monotonic clock runs on here, where in a real suspend it stops: the
+ * watchdog's next pass comes a period later either way.) */
+static _Atomic int64_t boot_offset_ns;
+
+int clock_gettime(clockid_t id, struct timespec *ts)
+{
+    int rc = (int)syscall(SYS_clock_gettime, id, ts);
+    int64_t off = atomic_load(&boot_offset_ns);
+    if (rc == 0 && id == CLOCK_BOOTTIME && off) {
+        int64_t ns = (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec + off;
+        ts->tv_sec = (time_t)(ns / 1000000000);
+        ts->tv_nsec = (long)(ns % 1000000000);
+    }
+    return rc;
+}
+
+/* After a resume, a holder whose server cannot be reached is told at the watchdog's next
+ * pass (the lease surely ran out during the suspend), not a whole lease later. */
+Test(holds, after_a_suspend_the_holder_is_told_at_the_next_pass, .timeout = 40)
+{
+    th_proxy *px = th_proxy_start(th_port());
+    baton_options o;
+    baton_options_init(&o);
+    o.url = th_proxy_url(px);
+    o.watchdog_ms = 9000; /* renewals every 3 s */
+    o.command_timeout_ms = 500;
+    o.connect_timeout_ms = 500;
+    baton_client *c = th_client(&o);
+    char *name = th_name("suspend");
+    baton_lock *l;
+    cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
+    atomic_store(&told_at, 0);
+    cr_assert(eq(int, baton_lock_set_lost_handler(l, note_told, NULL), BATON_OK));
+    cr_assert(eq(int, baton_lock_acquire(l, BATON_LEASE_WATCHDOG), BATON_OK));
+    /* just after a renewal went through: the lease on the monotonic clock has ~9 s left */
+    uint64_t r0 = baton__watchdog_rounds(c);
+    for (int i = 0; i < 500 && baton__watchdog_rounds(c) == r0; i++)
+        th_sleep_ms(10);
+    cr_assert(gt(u64, baton__watchdog_rounds(c), r0), "no renewal within 5 s");
+    th_sleep_ms(100); /* its reply is in */
+    /* the machine was suspended for 20 s, and comes back with the server out of reach */
+    th_proxy_blackhole(px, TH_UP, true);
+    th_proxy_blackhole(px, TH_DOWN, true);
+    int64_t resumed = th_ms();
+    atomic_store(&boot_offset_ns, (int64_t)20 * 1000000000);
+    int64_t until = resumed + 15000;
+    while (atomic_load(&told_at) == 0 && th_ms() < until)
+        th_sleep_ms(10);
+    atomic_store(&boot_offset_ns, 0);
+    int64_t told = atomic_load(&told_at);
+    cr_assert(gt(i64, told, 0), "never told");
+    /* the next pass (3 s) and its renewal's timeouts (2 x 0.5 s), not the lease's 9 s */
+    cr_assert(le(i64, told - resumed, 5000), "told %lld ms after the resume",
+              (long long)(told - resumed));
+    cr_log_info("told %lld ms after the resume (lease 9 s, renewals every 3 s)",
+                (long long)(told - resumed));
     th_proxy_heal(px);
     baton_lock_close(l);
     free(name);

@@ -53,7 +53,7 @@ typedef struct wd_entry {
     bool renew;                  /* renewed every period (a hold without an explicit lease) */
     const baton__script *script; /* the renew script of the hold's kind */
     const baton__script *check;  /* and its check script (leased holds, master moved) */
-    int64_t last_ok_us;          /* last successful renewal (or registration) */
+    int64_t last_ok_us;          /* last successful renewal (or registration), boot clock */
 } wd_entry;
 
 struct baton__watchdog {
@@ -77,6 +77,23 @@ struct baton__watchdog {
  * Redlock's drift allowance (1 % of the lease + 2 ms). A holder whose renewals fail is told
  * then, before the server can have let the lease run out.
  */
+/* The watchdog's certainty (the last renewal the server acknowledged, a lease surely run
+ * out) is counted on CLOCK_BOOTTIME, which counts a suspend of the machine: after a resume
+ * the next pass reports a hold whose lease ran out meanwhile without asking the server.
+ * Its waits are on CLOCK_MONOTONIC (pthread's clocks): a boot-clock end becomes a
+ * monotonic deadline through the clocks' difference now. */
+static int64_t to_monotonic(int64_t boot_us)
+{
+    if (boot_us == BATON__NO_DEADLINE)
+        return boot_us;
+    return boot_us - (baton__boot_us() - baton__now_us());
+}
+
+static int64_t to_boot(int64_t monotonic_us)
+{
+    return monotonic_us + (baton__boot_us() - baton__now_us());
+}
+
 static int64_t sure_us(const baton_client *c)
 {
     int64_t lease_us = c->cfg.watchdog_ms * 1000;
@@ -347,7 +364,7 @@ static void renew_all(baton__watchdog *w, snapshot *s, signed char *result)
     bool *again = calloc(s->n, sizeof *again); /* at each batch's first hold */
     if (!again)
         return;
-    int64_t deadline = earliest_end(s, sure_us(c));
+    int64_t deadline = to_monotonic(earliest_end(s, sure_us(c)));
     /* one pipeline per node (one server: one in all); a broken one once more, on a new
      * connection */
     for (size_t from = 0, to; from < s->n; from = to) {
@@ -491,7 +508,7 @@ static bool pass(baton__watchdog *w, bool leased, bool moved)
     baton__map_each(&w->entries, snap_one, &s);
     baton__mutex_unlock(&w->mu);
 
-    int64_t started = baton__now_us();
+    int64_t started = baton__boot_us();
     if (leased) {
         check_all(w, &s, result);
     } else {
@@ -500,7 +517,7 @@ static bool pass(baton__watchdog *w, bool leased, bool moved)
     }
 
     baton__mutex_lock(&w->mu);
-    int64_t ended = baton__now_us();
+    int64_t ended = baton__boot_us();
     bool unknown = false;
     lost_cb *cbs = calloc(w->nregs + 1, sizeof *cbs);
     size_t ncb = 0;
@@ -553,7 +570,7 @@ static void scan_end(const char *key, void *val, void *arg)
         es->end = e->last_ok_us + es->lease_us;
 }
 
-/* The earliest lease end of the renewed holds (w->mu held). */
+/* The earliest lease end of the renewed holds, on the boot clock (w->mu held). */
 static int64_t renewed_end(baton__watchdog *w)
 {
     end_scan es = {sure_us(w->c), BATON__NO_DEADLINE};
@@ -579,7 +596,7 @@ static void expire_due(baton__watchdog *w)
 {
     size_t n = w->entries.count;
     due_scan ds = {sure_us(w->c),
-                   baton__now_us(),
+                   baton__boot_us(),
                    {calloc(w->nregs + 1, sizeof(lost_cb)), 0, calloc(n + 1, sizeof(char *))}};
     if (ds.l.cbs && ds.l.keys) {
         baton__map_each(&w->entries, scan_due, &ds);
@@ -624,7 +641,7 @@ static void *watchdog_main(void *arg)
         }
         /* Wake for the next renewal, or earlier when a lease whose renewals failed ends
          * first: its holder is told then, not a period later. */
-        int64_t due = next, end = renewed_end(w);
+        int64_t due = next, end = to_monotonic(renewed_end(w));
         if (end < due)
             due = end;
         if (baton__cond_wait_until(&w->cond, &w->mu, due) != ETIMEDOUT)
@@ -712,7 +729,7 @@ int baton__watchdog_add_kind(baton_client *c, const baton__script *script,
         w->nregs++;
         if (renew && !e->renew) {
             e->renew = true;
-            e->last_ok_us = baton__now_us();
+            e->last_ok_us = baton__boot_us();
         }
     } else {
         e = calloc(1, sizeof *e);
@@ -736,7 +753,8 @@ int baton__watchdog_add_kind(baton_client *c, const baton__script *script,
         e->script = script;
         e->check = check;
         /* the lease runs from when the acquisition was sent, not from its reply */
-        e->last_ok_us = since_us > 0 && since_us < baton__now_us() ? since_us : baton__now_us();
+        e->last_ok_us =
+            since_us > 0 && since_us < baton__now_us() ? to_boot(since_us) : baton__boot_us();
         sync_pin(w);
     }
     baton__mutex_unlock(&w->mu);
@@ -826,7 +844,7 @@ void baton__watchdog_renew(baton_client *c, const char *name, const char *owner)
     wd_entry *e = baton__map_get(&w->entries, key);
     if (e && !e->renew) {
         e->renew = true;
-        e->last_ok_us = baton__now_us();
+        e->last_ok_us = baton__boot_us();
     }
     baton__mutex_unlock(&w->mu);
     free(key);

@@ -65,6 +65,10 @@ int baton__cond_wait_until(pthread_cond_t *c, pthread_mutex_t *m, int64_t deadli
 
 /* Monotonic clock in microseconds. */
 int64_t baton__now_us(void);
+/* CLOCK_BOOTTIME in microseconds: unlike baton__now_us it counts a suspend of the machine.
+ * For certainty about leases (the watchdog), never for waits (pthread waits take only the
+ * monotonic and real-time clocks). */
+int64_t baton__boot_us(void);
 /* now + ms as a deadline; BATON_WAIT_FOREVER (negative) gives BATON__NO_DEADLINE. */
 int64_t baton__deadline_after_ms(int64_t ms);
 
