@@ -6,7 +6,7 @@
  * variants) and counts a call when it touches a socket the process connected with
  * connect(2) (TCP or Unix) and has not closed or asked to ignore; a poll/ppoll/select call
  * counts once when any descriptor of its set is such a socket. Everything else passes
- * through untouched. Linked into an executable (the bench, tests/test_syscalls.c), its
+ * through untouched. Linked into an executable (the bench, tests/net/test_syscalls.c), its
  * definitions take the place of libc's for the executable and for every library it loads,
  * libbaton included; each call then costs one relaxed atomic add beside the system call.
  * The same file built as a shared object works with LD_PRELOAD.

@@ -62,4 +62,14 @@ bool th_server_try_start(th_server *s, const char *extra_conf);
 void th_server_start_on(th_server *s, int port, const char *extra_conf);
 void th_server_stop(th_server *s);
 
+/* The factor on bounds that include starting processes (sh, date, baton) or that a
+ * sanitizer slows: 10 under ThreadSanitizer, 4 under AddressSanitizer, else 1. */
+#if defined(__SANITIZE_THREAD__)
+#define SLOW 10
+#elif defined(__SANITIZE_ADDRESS__)
+#define SLOW 4
+#else
+#define SLOW 1
+#endif
+
 #endif

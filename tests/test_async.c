@@ -20,15 +20,6 @@
 
 TestSuite(async, .timeout = 120);
 
-/* The bounds the issue sets (10 ms to cancel) hold for the plain build; a sanitizer makes
- * every round trip several times slower, so its builds get this factor. */
-#if defined(__SANITIZE_THREAD__)
-#define SLOW 10
-#elif defined(__SANITIZE_ADDRESS__)
-#define SLOW 4
-#else
-#define SLOW 1
-#endif
 
 /* ------------------------------------------------------------------ owners ---------- */
 

@@ -30,15 +30,6 @@
 
 TestSuite(hostile, .timeout = 60);
 
-/* A sanitizer makes the CPU a flood costs, and the slack of a deadline on a loaded
- * machine, several times larger: its builds get this factor on those bounds. */
-#if defined(__SANITIZE_THREAD__)
-#define SLOW 10
-#elif defined(__SANITIZE_ADDRESS__)
-#define SLOW 4
-#else
-#define SLOW 1
-#endif
 
 /* ------------------------------- the fake server -------------------------------------- */
 

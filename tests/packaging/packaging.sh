@@ -10,7 +10,7 @@
 #     OpenSSL and the threads; programs compiled with those flags (dynamic and static) link
 #     and run, and
 #     tests/vendor/ built with find_package(baton) from P links and runs.
-#   tests/packaging.sh BUILD_DIR SOURCE_DIR [SANITIZER]
+#   tests/packaging/packaging.sh BUILD_DIR SOURCE_DIR [SANITIZER]
 # A sanitizer build's installed library needs its consumers built with the same sanitizer
 # (its runtime must come first), so they get the same flag.
 set -eu

@@ -15,7 +15,7 @@
 #    started) once its baton holds the lock, and not before; stopped, the holder releases it
 #    and exits 0, the standby's ExecStartPost then returns; a unit stopped while still
 #    waiting exits with a status SuccessExitStatus= lists.
-#   tests/with-redis.sh tests/systemd.sh BATON SOURCE_DIR
+#   tests/with-redis.sh tests/packaging/systemd.sh BATON SOURCE_DIR
 set -eu
 baton=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 src=$2

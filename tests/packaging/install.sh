@@ -4,7 +4,7 @@
 # lands in P/share/bash-completion/completions/baton and completes subcommands, options and
 # COMMAND; and it offers every option and subcommand that docs/baton.1.md names (the page
 # itself is made from that file at build time, so the two cannot differ).
-#   tests/install.sh BUILD_DIR SOURCE_DIR
+#   tests/packaging/install.sh BUILD_DIR SOURCE_DIR
 set -eu
 build=$1 src=$2
 prefix=$(mktemp -d /tmp/baton-install.XXXXXX)

@@ -1,6 +1,6 @@
 /*
  * The fault matrix on one Redis (issue 14; docs/guarantees.md holds the table): the faults
- * that tests/test_faults.c, test_recovery.c, test_fencing.c, test_lock.c and
+ * that tests/net/test_faults.c, test_recovery.c, test_fencing.c, test_lock.c and
  * test_fairlock.c do not cover yet, each with the bound it must meet and the checkers of
  * checkers.h watching exclusion: a holder killed or stopped, a stopped server, paused
  * writes, a busy script, eviction, a password changed under a running client, a

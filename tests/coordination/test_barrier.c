@@ -21,15 +21,6 @@
 
 TestSuite(barrier, .timeout = 60);
 
-/* Bounds that include starting processes (sh, date, baton) grow under a sanitizer, whose
- * builds get this factor on them (as test_hostile's). */
-#if defined(__SANITIZE_THREAD__)
-#define SLOW 10
-#elif defined(__SANITIZE_ADDRESS__)
-#define SLOW 4
-#else
-#define SLOW 1
-#endif
 
 static baton_client *client_wd(int64_t watchdog_ms)
 {

@@ -10,7 +10,7 @@
 #    alone: hiredis's and OpenSSL's .pc are not consulted; the packaged baton.pc says
 #    prefix=/usr, so PKG_CONFIG_SYSROOT_DIR points into the root), one with
 #    find_package(baton).
-#   tests/deb.sh SOURCE_DIR
+#   tests/packaging/deb.sh SOURCE_DIR
 # Needs dpkg-dev, debhelper and lintian (apt-get install dpkg-dev debhelper lintian) and the
 # Build-Depends of debian/control. dpkg-buildpackage takes about 75 s on 2 cores.
 set -eu
