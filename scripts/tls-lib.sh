@@ -55,6 +55,11 @@ extendedKeyUsage=serverAuth'
     # expired: the server's own key, a certificate that ended yesterday
     cp "$_d/server.key" "$_d/expired.key" &&
     _tls_sign "$_d" expired ca "$_server_ext" -1 || return 1
+    # a certificate from the trusted CA for the address but not for the name "localhost":
+    # a host a hostile sentinel names (tests/net/test_tls.c)
+    cp "$_d/server.key" "$_d/evil.key" &&
+    _tls_sign "$_d" evil ca 'subjectAltName=IP:127.0.0.1,DNS:evil.example
+extendedKeyUsage=serverAuth' 2 || return 1
     cp "$_d/server.key" "$_d/cn-only.key" &&
     _tls_sign "$_d" cn-only ca 'extendedKeyUsage=serverAuth' 2 localhost || return 1
     rm -f "$_d"/*.csr "$_d"/*.ext "$_d"/*.srl

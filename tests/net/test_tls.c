@@ -19,7 +19,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 
 TestSuite(tls, .timeout = 60);
 
@@ -418,6 +421,128 @@ Test(tls, untrusted_expired_and_wrong_name_certificates_fail_fast)
     tls_stop(&good);
     tls_stop(&expired);
     tls_stop(&other);
+}
+
+/* ------------------------------- a hostile sentinel ---------------------------------- */
+
+/* A sentinel serving TLS (the "server" certificate: 127.0.0.1 and localhost) that names as
+ * the master mymaster the server on master_tls_port; its pid. */
+static pid_t sentinel_start(int *tls_port, int master_tls_port, char *dirbuf, size_t len)
+{
+    for (int attempt = 0;; attempt++) {
+        cr_assert(lt(int, attempt, 20), "no free ports for a sentinel");
+        unsigned short r = 0;
+        cr_assert(eq(int, (int)getrandom(&r, sizeof r, 0), (int)sizeof r));
+        int plain = 57000 + r % 4000;
+        *tls_port = plain + 1;
+        snprintf(dirbuf, len, "/tmp/baton-test-sentinel-%d-%d", (int)getpid(), plain);
+        mkdir(dirbuf, 0700);
+        char conf[512];
+        snprintf(conf, sizeof conf, "%s/sentinel.conf", dirbuf);
+        FILE *f = fopen(conf, "w");
+        cr_assert(f != NULL);
+        fprintf(f,
+                "port %d\nbind 127.0.0.1\ndir %s\ntls-port %d\ntls-cert-file %s\n"
+                "tls-key-file %s\ntls-ca-cert-file %s\ntls-auth-clients no\n"
+                "tls-replication yes\nsentinel monitor mymaster 127.0.0.1 %d 1\n"
+                "sentinel auth-pass mymaster secret\n",
+                plain, dirbuf, *tls_port, file("server.crt"), file("server.key"), file("ca.crt"),
+                master_tls_port);
+        fclose(f);
+        fflush(NULL);
+        pid_t pid = fork();
+        cr_assert(pid >= 0);
+        if (pid == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr))
+                _exit(127);
+            const char *srv = getenv("BATON_SERVER");
+            if (!srv || !*srv)
+                srv = "redis-server";
+            execlp(srv, srv, conf, "--sentinel", (char *)NULL);
+            _exit(127);
+        }
+        for (int i = 0; i < 250; i++) {
+            int st;
+            if (waitpid(pid, &st, WNOHANG) == pid)
+                break; /* the port was taken: again */
+            struct timeval tv = {0, 200000};
+            redisContext *c = redisConnectWithTimeout("127.0.0.1", plain, tv);
+            redisReply *rep =
+                c && !c->err ? redisCommand(c, "SENTINEL get-master-addr-by-name mymaster") : NULL;
+            bool up = rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2;
+            if (rep)
+                freeReplyObject(rep);
+            if (c)
+                redisFree(c);
+            if (up)
+                return pid;
+            th_sleep_ms(20);
+        }
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+}
+
+/* The AUTH commands the server on port ran since its counters were reset on r. */
+static long long auths_seen(redisContext *r)
+{
+    redisReply *rep = redisCommand(r, "INFO commandstats");
+    cr_assert(rep && rep->type == REDIS_REPLY_STRING);
+    const char *a = strstr(rep->str, "cmdstat_auth:calls=");
+    long long n = a ? atoll(a + strlen("cmdstat_auth:calls=")) : 0;
+    freeReplyObject(rep);
+    return n;
+}
+
+/*
+ * A sentinel that names a host of its choice as the master (issue 46.4). With --tls-sni
+ * NAME (library tls_sni) every connection, the master's too, is verified against NAME, not
+ * against the address the sentinel returned: a host with a certificate of the trusted CA
+ * for that address but not for NAME fails the handshake and is never sent the password.
+ * Without the name, the same host passes (its certificate holds the address) and gets
+ * AUTH: what the name protects against.
+ */
+Test(tls, a_sentinel_naming_a_host_without_the_name_never_sends_it_the_password)
+{
+    tls_server evil;
+    tls_start(&evil, "evil", false, "--requirepass secret");
+    char sdir[128];
+    int sport = 0;
+    pid_t sentinel = sentinel_start(&sport, evil.port, sdir, sizeof sdir);
+    redisContext *r = th_redis_port(evil.plain.port);
+    redisReply *rep = redisCommand(r, "AUTH secret");
+    cr_assert(rep && rep->type == REDIS_REPLY_STATUS);
+    freeReplyObject(rep);
+    rep = redisCommand(r, "CONFIG RESETSTAT");
+    freeReplyObject(rep);
+
+    char url[128];
+    snprintf(url, sizeof url, "rediss+sentinel://:secret@127.0.0.1:%d/mymaster", sport);
+    baton_options o;
+    trusting(&o, url);
+    o.tls_sni = "localhost"; /* the sentinel's certificate has it, the named host's not */
+    open_expect(&o, BATON_ECONN, "mismatch");
+    cr_assert(eq(i64, auths_seen(r), 0), "the host the sentinel named was sent AUTH");
+    /* nothing in the message carries the password */
+    cr_assert(strstr(baton_open_errmsg(), "secret") == NULL, "%s", baton_open_errmsg());
+
+    /* verified against the address the sentinel returned, the same host passes */
+    trusting(&o, url);
+    baton_client *c = NULL;
+    baton_client_open(&o, &c); /* (the host is no master of anything: ROLE decides) */
+    if (c)
+        baton_client_close(c);
+    cr_assert(ge(i64, auths_seen(r), 1), "without the name the host was not reached: the "
+                                         "case above proves nothing");
+
+    redisFree(r);
+    kill(sentinel, SIGTERM);
+    waitpid(sentinel, NULL, 0);
+    char rm[200];
+    snprintf(rm, sizeof rm, "rm -rf %s", sdir);
+    cr_assert(eq(int, system(rm), 0));
+    tls_stop(&evil);
 }
 
 /* A certificate whose only name is its common name (CN=localhost, no subjectAltName) is
