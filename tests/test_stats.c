@@ -212,6 +212,40 @@ Test(stats, semaphore_fairlock_and_latch_count_as_their_kind)
 
 /* ---------------------------------------------------------------- lost holds --------- */
 
+static void *await_barrier(void *b)
+{
+    return (void *)(intptr_t)baton_barrier_await(b, 10000, NULL, NULL);
+}
+
+/* Barriers and elections are counted under their own kinds, not the latch's (issue 44). */
+Test(stats, barrier_awaits_count_as_barrier_not_latch)
+{
+    baton_client *c = th_client(NULL);
+    baton_barrier *b1, *b2;
+    const char *name = th_tmpname("st-barrier");
+    cr_assert(eq(int, baton_barrier_open(c, name, 2, &b1), BATON_OK));
+    cr_assert(eq(int, baton_barrier_open(c, name, 2, &b2), BATON_OK));
+    pthread_t t;
+    pthread_create(&t, NULL, await_barrier, b1);
+    th_sleep_ms(100); /* the first party waits: the trip's message wakes it */
+    cr_assert(eq(int, baton_barrier_await(b2, 10000, NULL, NULL), BATON_OK));
+    void *rc;
+    pthread_join(t, &rc);
+    cr_assert(eq(int, (int)(intptr_t)rc, BATON_OK));
+    baton_stats s;
+    cr_assert(eq(int, baton_client_stats(c, &s), BATON_OK));
+    cr_assert(eq(u64, s.kind[BATON_KIND_BARRIER].acquisitions, 2));
+    cr_assert(ge(u64, s.kind[BATON_KIND_BARRIER].wakeups, 1));
+    cr_assert(eq(u64, s.kind[BATON_KIND_LATCH].acquisitions, 0));
+    cr_assert(eq(u64, s.kind[BATON_KIND_LATCH].wakeups, 0));
+    char buf[16384];
+    cr_assert(gt(int, baton_client_stats_format(c, BATON_STATS_PROMETHEUS, buf, sizeof buf), 0));
+    cr_assert(strstr(buf, "baton_acquisitions_total{kind=\"barrier\"} 2") != NULL, "%s", buf);
+    baton_barrier_close(b1);
+    baton_barrier_close(b2);
+    baton_client_close(c);
+}
+
 Test(stats, force_release_while_watched_is_one_deleted_hold)
 {
     log_book b;

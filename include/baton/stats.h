@@ -26,9 +26,12 @@ extern "C" {
 #define BATON_KIND_SEMAPHORE 3 /* counting semaphore */
 #define BATON_KIND_LATCH 4     /* count-down latch (an acquisition is an await that opened) */
 #define BATON_KIND_RWLOCK 5    /* read-write lock, read and write handles alike */
-/* The number of kinds. It grew from 5 to 6 with the read-write lock (before 1.0, so
- * baton_stats' size changed: programs built against the older header must be rebuilt). */
-#define BATON_STATS_KINDS 6
+#define BATON_KIND_ELECTION 6  /* leader election: observations woken by a change */
+#define BATON_KIND_BARRIER 7   /* barriers: awaits (an acquisition is an await that tripped) */
+/* The number of kinds. It grew from 5 to 6 with the read-write lock and to 8 in 0.2 with
+ * election and barriers (counted as latch waits before): before 1.0 a minor release has its
+ * own SONAME, and programs built against an older header must be rebuilt. */
+#define BATON_STATS_KINDS 8
 
 /* Time spent in successful acquisitions (from the call to its return), in microseconds. */
 typedef struct baton_wait_stats {

@@ -250,8 +250,8 @@ static int64_t zero_wakeups(const char *payload, size_t len, int refs, int64_t p
 static const baton__sub_type barrier_sub = {zero_wakeups, false, false};
 
 /* channel, counted as, join a live subscription, attempt, sleep bound, give up */
-static const baton__wait_ops barrier_wait = {&barrier_sub, BATON_KIND_LATCH, true, attempt,
-                                             bound,        give_up};
+static const baton__wait_ops barrier_wait = {&barrier_sub, BATON_KIND_BARRIER, true, attempt, bound,
+                                             give_up};
 
 static int await_phase(baton_barrier *b, int which, int64_t timeout_ms, int64_t *index,
                        int64_t *generation);
@@ -272,6 +272,7 @@ static int await_phase(baton_barrier *b, int which, int64_t timeout_ms, int64_t 
         return rc;
     if (baton__check_wait(timeout_ms) != BATON_OK)
         return baton__fail(b->base.client, BATON_EINVAL, "timeout_ms %lld", (long long)timeout_ms);
+    int64_t start = baton__stat_start(b->base.client);
     phase *ph = &b->ph[which];
     awaiting a = {.b = b, .p = ph, .lease_ms = baton__watchdog_lease(b->base.client)};
     if (ph->unresolved[0]) {
@@ -286,6 +287,7 @@ static int await_phase(baton_barrier *b, int which, int64_t timeout_ms, int64_t 
         snprintf(ph->unresolved, sizeof ph->unresolved, "%s", a.id);
     else if (a.arrived || !a.reused)
         ph->unresolved[0] = '\0';
+    baton__stat_acquire(b->base.client, BATON_KIND_BARRIER, rc, start, b->base.name);
     if (rc == BATON_ETIMEDOUT)
         return baton__fail(b->base.client, rc,
                            "barrier %s: generation %lld did not trip within %lld ms (it is "

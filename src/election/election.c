@@ -703,8 +703,8 @@ static int64_t zero_wakeups(const char *payload, size_t len, int refs, int64_t p
 static const baton__sub_type observe_sub = {zero_wakeups, false, false};
 
 /* channel, counted as, join a live subscription, attempt, sleep bound, give up */
-static const baton__wait_ops observe_wait = {&observe_sub, BATON_KIND_LATCH, true, observe_attempt,
-                                             observe_bound};
+static const baton__wait_ops observe_wait = {&observe_sub, BATON_KIND_ELECTION, true,
+                                             observe_attempt, observe_bound};
 
 /* What an observation checks first: the handle, its timeout and where the change goes. */
 static int enter_observe(baton_election *e, int64_t timeout_ms, const baton_election_event *ev)

@@ -23,8 +23,8 @@
 
 #define LOG_DEFAULT BATON_LOG_WARN
 
-static const char *const kind_names[BATON__K_COUNT] = {"lock",      "fairlock", "multilock",
-                                                       "semaphore", "latch",    "rwlock"};
+static const char *const kind_names[BATON__K_COUNT] = {
+    "lock", "fairlock", "multilock", "semaphore", "latch", "rwlock", "election", "barrier"};
 static const char *const lost_names[BATON__LOST_COUNT] = {"expired", "deleted", "server_restarted",
                                                           "master_changed"};
 static const char *const redirect_names[BATON__REDIR_COUNT] = {"moved", "ask", "tryagain",
