@@ -1165,3 +1165,74 @@ Test(lock, a_releaser_takes_the_lock_back_until_the_lines_first_is_due)
         eq(i64, th_cmd_int(r, "EXISTS baton_lock_next:{%s} baton_lock_line:{%s}", name, name), 0));
     redisFree(r);
 }
+
+/* Redisson's RLock scripts as a Java client runs them (RedissonLock.tryLockInnerAsync and
+ * unlockInnerAsync): they know nothing of baton's line, and the unlock publishes "0" on the
+ * lock's channel only. KEYS name; ARGV lease, owner. */
+static const char REDISSON_TRY_LOCK[] = "if ((redis.call('exists', KEYS[1]) == 0) or "
+                                        "(redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then "
+                                        "redis.call('hincrby', KEYS[1], ARGV[2], 1); "
+                                        "redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; "
+                                        "return redis.call('pttl', KEYS[1]);";
+/* KEYS name, channel, unlock latch; ARGV "0", lease, owner, publish command, latch life */
+static const char REDISSON_UNLOCK[] =
+    "local val = redis.call('get', KEYS[3]); if val ~= false then return tonumber(val); end; "
+    "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; "
+    "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); "
+    "if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); "
+    "redis.call('set', KEYS[3], 0, 'px', ARGV[5]); return 0; "
+    "else redis.call('del', KEYS[1]); redis.call(ARGV[4], KEYS[2], ARGV[1]); "
+    "redis.call('set', KEYS[3], 1, 'px', ARGV[5]); return 1; end; return nil;";
+
+static void *take_once(void *p)
+{
+    turn_run *w = p;
+    w->rc = baton_lock_try_acquire(w->l, w->wait_ms, 10000);
+    w->done_ms = th_ms();
+    if (w->rc == BATON_OK)
+        w->rc = baton_lock_release(w->l);
+    return NULL;
+}
+
+/* Issue 49, mixed deployments: a baton waiter first in the line of starved waiters listens
+ * on a channel of its own, and a Redisson client's unlock publishes on the lock's channel
+ * alone. The line's first hears that channel too: the unlock wakes it within a round trip,
+ * not at its next look (50 ms after it joined; the unlock comes about 10 ms after). */
+Test(lock, a_redisson_unlock_wakes_the_lines_first_at_once, .timeout = 60)
+{
+    redisContext *r = th_redis();
+    const char *name = th_tmpname("redisson-unlock");
+    char channel[256];
+    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+    atomic_int turns = 0;
+    turn_run w;
+    turn_open(&w, name, 20000, &turns);
+    for (int round = 0; round < 3; round++) {
+        redisReply *got = th_cmd(r, "EVAL %s 1 %s 30000 java-uuid:1", REDISSON_TRY_LOCK, name);
+        cr_assert(eq(int, got->type, REDIS_REPLY_NIL), "the Redisson owner takes the lock");
+        freeReplyObject(got);
+        pthread_t t;
+        cr_assert(eq(int, pthread_create(&t, NULL, take_once, &w), 0));
+        int64_t t0 = th_ms();
+        while (line_length(r, name) < 1 && th_ms() - t0 < 5000)
+            th_sleep_ms(1);
+        cr_assert(eq(i64, line_length(r, name), 1), "the baton waiter queued");
+        th_sleep_ms(10);
+        int64_t released = th_ms();
+        cr_assert(eq(i64,
+                     th_cmd_int(r,
+                                "EVAL %s 3 %s %s redisson_unlock_latch:{%s}:r%d 0 30000 "
+                                "java-uuid:1 PUBLISH 30000",
+                                REDISSON_UNLOCK, name, channel, name, round),
+                     1),
+                  "the Redisson owner unlocks");
+        pthread_join(t, NULL);
+        cr_assert(eq(int, w.rc, BATON_OK), "round %d: %s", round, baton_err_name(w.rc));
+        cr_assert(le(i64, w.done_ms - released, 25),
+                  "round %d: the baton waiter took the lock %lld ms after the unlock", round,
+                  (long long)(w.done_ms - released));
+    }
+    cr_assert(eq(i64, line_length(r, name), 0));
+    turn_close(&w);
+    redisFree(r);
+}
