@@ -139,13 +139,19 @@ static const char *own_channel(void *arg)
     return ((acquiring *)arg)->own;
 }
 
-/* The line's first hears the lock's channel too: a Redisson client's unlock publishes only
- * there (it does not know the line), and its "0" then wakes this waiter within a round
- * trip rather than at its next look. */
+/* The line's first, once due, hears the lock's channel too: a Redisson client's unlock
+ * publishes only there (it does not know the line), and its "0" then wakes this waiter
+ * within a round trip rather than at its next look. */
 static bool first_in_line(void *arg)
 {
     acquiring *a = arg;
-    return a->own && a->rank == 0;
+    if (!a->own || a->rank != 0)
+        return false;
+    /* Only once due: a baton release then reserves the lock for it (and tells it on its
+     * own channel as well), where before that it lets the releasing thread take the lock
+     * back, and every "0" of baton's releases would wake it for nothing. */
+    int64_t starve_ms = baton__client_config(a->l->client)->starve_ms;
+    return starve_ms == BATON_STARVE_NEVER || baton__now_us() - a->since_us >= starve_ms * 1000;
 }
 
 static void give_up(void *arg, int rc)

@@ -261,6 +261,8 @@ static const char *own_channel(void *arg)
 static bool first_in_line(void *arg)
 {
     acquiring *a = arg;
+    /* the semaphore's line has no due time: a baton release serves its first (reserves
+     * and tells it on its own channel), so the shared channel's message adds no wake-up */
     return a->own && a->rank == 0;
 }
 
