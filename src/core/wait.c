@@ -110,11 +110,17 @@ static int hear_shared(baton_client *c, const baton__wait *w, int64_t deadline, 
     int rc = BATON_OK;
     if (want && !*left && !*tried) {
         *tried = true;
-        int sr = baton__sub_acquire(c, w->channel, w->ops->sub, deadline, wt, left);
-        if (sr == BATON_ECANCELED)
-            return sr;
-        if (sr == BATON_OK)
-            rc = BATON__RELISTEN;
+        /* Live already (it lingers from a wait before): joined, and no attempt again (a
+         * Redisson release in between costs at most the next look, as before). Else
+         * subscribed, then an attempt, as any new subscription. */
+        *left = baton__sub_try_acquire(c, w->channel);
+        if (!*left) {
+            int sr = baton__sub_acquire(c, w->channel, w->ops->sub, deadline, wt, left);
+            if (sr == BATON_ECANCELED)
+                return sr;
+            if (sr == BATON_OK)
+                rc = BATON__RELISTEN;
+        }
     }
     if (*left && want != *following && baton__sub_follow(*left, sub, want) == BATON_OK)
         *following = want;
