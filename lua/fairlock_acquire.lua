@@ -5,8 +5,9 @@
 -- KEYS[4]  the fencing-token counter, redisson_lock_token:{name}, never expires
 -- KEYS[5]  the waiters' channel prefix, redisson_lock__channel:{name}; a waiter listens on
 --          <prefix>:<owner>
--- KEYS[6]  baton's side hash baton_lock_meta:{name}, field <owner> -> "host:pid" of the
---          holding process, with the lock's lease (advisory: written with pcall)
+-- KEYS[6]  baton's older side hash baton_lock_meta:{name}: no longer written (issue 49: the
+--          client's record, baton_client:{<id>}, has the holder's host and pid); named so
+--          that the key list stays the same
 -- ARGV[1]  lease in milliseconds (PEXPIRE of the hash)
 -- ARGV[2]  owner field, "<client-uuid>:<thread-id>"
 -- ARGV[3]  fair_wait_ms: a queued owner's place is kept until server time + this, and the
@@ -14,8 +15,8 @@
 -- ARGV[4]  "0": one try, never join the queue; "1": the first run of a wait: join the queue
 --          if not acquired; "2": a later run of the same wait (after subscribing, after a
 --          wake-up, or when its bound ran out): keep the place. "2" is a hint only: a run
---          that finds the owner not queued joins the queue as "1" does.
--- ARGV[5]  "host:pid" of the owner's process
+--          that finds the owner not queued joins the queue as "1" does. "3": as "2", for
+--          a run woken by a message (its turn told: the head, most likely); a hint too.
 -- Status   the first element of the reply is a baton__acquire_status (src/core/internal.h)
 -- Returns  {1, token}  acquired; token is the new fencing token (the counter, incremented)
 --          {2, token}  re-entered by the owner; token is unchanged (the outer hold's)
@@ -30,8 +31,8 @@
 -- no longer than that lease. A key of another type fails with WRONGTYPE and nothing is
 -- written.
 --
--- Cost: the common cases run on fast paths of 3 to 7 commands (one or two more on the side
--- hash when the owner takes or re-enters) that check no key's type ahead: the first
+-- Cost: the common cases run on fast paths of 3 to 7 commands that check no key's type
+-- ahead: the first
 -- command on each key is one that fails with WRONGTYPE by itself, before any write (the
 -- one write that may come first, the token's INCR, is undone if the deadline set then
 -- turns out to be of another type). Anything unusual (a lapsed head, a place lost, a
@@ -43,15 +44,6 @@ local mode = ARGV[4]
 local third = math.floor(fair_wait / 3)
 if third < 1 then
     third = 1
-end
-
--- A hold taken (fresh) or re-entered: the side hash records the holder's process and
--- follows the lock's lease.
-local function note_holder(fresh)
-    if fresh then
-        redis.pcall('hset', KEYS[6], owner, ARGV[5])
-    end
-    redis.pcall('pexpire', KEYS[6], ARGV[1])
 end
 
 local function server_now()
@@ -110,7 +102,6 @@ local function general()
         local token = redis.call('incr', KEYS[4])
         redis.call('hincrby', KEYS[1], owner, 1)
         redis.call('pexpire', KEYS[1], ARGV[1])
-        note_holder(true)
         if head == owner then
             redis.call('lpop', KEYS[2])
             redis.call('zrem', KEYS[3], owner)
@@ -127,7 +118,6 @@ local function general()
     if locked and redis.call('hexists', KEYS[1], owner) == 1 then
         redis.call('hincrby', KEYS[1], owner, 1)
         redis.call('pexpire', KEYS[1], ARGV[1])
-        note_holder(false)
         return {2, tonumber(redis.call('get', KEYS[4]) or '0')}
     end
     if purged and not locked and head ~= false then
@@ -158,6 +148,22 @@ local function general()
     return bound(wait)
 end
 
+-- The hold, once the token is taken (and the owner left the queue: dequeued).
+local function hold(token, dequeued)
+    redis.call('hincrby', KEYS[1], owner, 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    if dequeued and tonumber(ARGV[1]) < fair_wait then
+        -- The next waiter is now the head. It learns the new holder's lease at its next
+        -- renewal (at most fair_wait_ms / 3 away); a lease shorter than that could run out
+        -- first, unannounced, so it is told to look now.
+        local second = redis.call('lindex', KEYS[2], 0)
+        if second ~= false then
+            redis.pcall('publish', KEYS[5] .. ':' .. second, '0')
+        end
+    end
+    return {1, token}
+end
+
 -- A new hold, the lock being free (PTTL -2: no key, so no type to check). The token's INCR
 -- is the first write and checks the token's type itself; the deadline set's type is known
 -- only from the ZREM that follows, which undoes the INCR if it fails.
@@ -175,19 +181,7 @@ local function take(dequeue)
         end
         redis.call('lpop', KEYS[2])
     end
-    redis.call('hincrby', KEYS[1], owner, 1)
-    redis.call('pexpire', KEYS[1], ARGV[1])
-    note_holder(true)
-    if dequeue and tonumber(ARGV[1]) < fair_wait then
-        -- The next waiter is now the head. It learns the new holder's lease at its next
-        -- renewal (at most fair_wait_ms / 3 away); a lease shorter than that could run out
-        -- first, unannounced, so it is told to look now.
-        local second = redis.call('lindex', KEYS[2], 0)
-        if second ~= false then
-            redis.pcall('publish', KEYS[5] .. ':' .. second, '0')
-        end
-    end
-    return {1, token}
+    return hold(token, dequeue)
 end
 
 -- Re-entry (the lock's type is known from HEXISTS); GET reads the token's type first.
@@ -199,8 +193,48 @@ local function reenter()
     local token = tonumber(raw or '0')
     redis.call('hincrby', KEYS[1], owner, 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
-    note_holder(false)
     return {2, token}
+end
+
+-- A run woken by its turn's message (mode "3"): only the queue's head is told (a release,
+-- a purge of lapsed heads, a head that gave up), or every waiter at a force release, which
+-- empties the queue. With the lock free, the owner takes it and leaves the queue without
+-- reading its head (LINDEX): LREM of its first occurrence, at the head, stops there. PTTL
+-- first: -2 means no key, so none of another type; then INCR (the token's type), LREM (the
+-- queue's: the INCR is undone if it fails or if the owner is not queued any more, and the
+-- run goes on below), ZREM (the deadline set's: both are undone if it fails; the owner goes
+-- back at the queue's tail, where it was the only one when nothing else went wrong).
+local function undo_incr(token)
+    if token == 1 then
+        redis.call('del', KEYS[4])
+    else
+        redis.call('decr', KEYS[4])
+    end
+end
+local pttl_read
+if mode == '3' then
+    mode = '2'
+    pttl_read = redis.call('pttl', KEYS[1])
+    if pttl_read == -2 then
+        local token = redis.pcall('incr', KEYS[4])
+        if type(token) == 'table' then
+            return token
+        end
+        local left = redis.pcall('lrem', KEYS[2], 1, owner)
+        if type(left) == 'table' or left == 0 then
+            -- not queued, or refused (an ACL without LREM; a key of another type, which
+            -- the LINDEX below reports): nothing written, the run goes on as mode "2"
+            undo_incr(token)
+        else
+            local removed = redis.pcall('zrem', KEYS[3], owner)
+            if type(removed) == 'table' then
+                undo_incr(token)
+                redis.call('rpush', KEYS[2], owner)
+                return redis.error_reply(removed.err .. ' (ZREM ' .. KEYS[3] .. ')')
+            end
+            return hold(token, true)
+        end
+    end
 end
 
 local head = redis.call('lindex', KEYS[2], 0) -- fails with WRONGTYPE if not a list
@@ -208,7 +242,7 @@ local head = redis.call('lindex', KEYS[2], 0) -- fails with WRONGTYPE if not a l
 if head == false or head == owner then
     -- The owner's turn if the lock is free. A head that runs this script is alive: its
     -- own deadline is not looked at.
-    local pttl = redis.call('pttl', KEYS[1])
+    local pttl = pttl_read or redis.call('pttl', KEYS[1])
     if pttl == -2 then
         return take(head == owner)
     end
@@ -249,7 +283,9 @@ else
         return reenter()
     end
     -- The first run of a wait joins at the tail. The head's deadline is looked at by the
-    -- run that follows at once, after subscribing.
+    -- run that follows at once, after subscribing, or (a wait whose own channel's
+    -- subscription lingered from its last wait: no such run) by its next run, within
+    -- fair_wait_ms / 3.
     if mode == '1' and redis.call('zadd', KEYS[3], 'nx', server_now() + fair_wait, owner) == 1 then
         redis.call('rpush', KEYS[2], owner)
         return bound(nil)

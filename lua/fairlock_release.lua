@@ -6,8 +6,8 @@
 -- KEYS[2]  the queue, redisson_lock_queue:{name}
 -- KEYS[3]  the deadlines, redisson_lock_timeout:{name}
 -- KEYS[4]  the waiters' channel prefix, redisson_lock__channel:{name}
--- KEYS[5]  baton's side hash baton_lock_meta:{name} (holders' "host:pid"): keeps the
---          lock's lease while holds remain, deleted with the lock
+-- KEYS[5]  baton's older side hash baton_lock_meta:{name} (holders' "host:pid", no longer
+--          written: the client's record has them): deleted with the lock, in the same DEL
 -- KEYS[6]  the unlock latch, redisson_unlock_latch:{name}:<request-id>: remembers this
 --          request's outcome, so a retry after a lost reply returns the first result
 -- ARGV[1]  the unlock message, "0"
@@ -20,8 +20,7 @@
 --               channel of the queue's head, <prefix>:<head>, only
 -- Whenever the lock ends up free with a head in the queue, the head is told.
 --
--- Cost: a release by a holder runs a fast path of 4 or 5 commands (one more for an inner
--- hold: the side hash's lease): HGET and LINDEX read the lock's and the queue's types
+-- Cost: a release by a holder runs a fast path of 4 or 5 commands: HGET and LINDEX read the lock's and the queue's types
 -- (each fails with WRONGTYPE by itself) before the first write, and SET NX both records
 -- the outcome and finds a retry (the latch already set: its first outcome is returned).
 -- The fast path wakes the head without looking at its deadline: a head whose place has
@@ -75,7 +74,6 @@ local function general()
     local holds = redis.call('hincrby', KEYS[1], ARGV[3], -1)
     if holds > 0 then
         redis.call('pexpire', KEYS[1], ARGV[2])
-        redis.pcall('pexpire', KEYS[5], ARGV[2])
         redis.call('set', KEYS[6], 0, 'px', ARGV[4])
         return 0
     end
@@ -102,7 +100,6 @@ if tonumber(held) > 1 then
     end
     redis.call('hincrby', KEYS[1], ARGV[3], -1)
     redis.call('pexpire', KEYS[1], ARGV[2])
-    redis.pcall('pexpire', KEYS[5], ARGV[2])
     return 0
 end
 local head = redis.call('lindex', KEYS[2], 0) -- fails with WRONGTYPE if not a list

@@ -159,8 +159,12 @@ struct baton__sub {
     int armed;            /* asynchronous waiters armed (none has a wake-up: they take it) */
     asem sem;
     baton__sub_waker *wakers, *wakers_tail; /* armed asynchronous waiters, FIFO */
-    pthread_cond_t wake;                    /* permits became positive */
-    pthread_cond_t ready;                   /* state changed */
+    baton__sub **followers; /* channels of one waiter that its messages wake too (the
+                               line's first waiter hears the shared channel:
+                               baton__sub_follow) */
+    size_t nfollowers, capfollowers;
+    pthread_cond_t wake;  /* permits became positive */
+    pthread_cond_t ready; /* state changed */
 };
 
 /* One subscriber connection: to the client's target, or to one master of a Cluster. */
@@ -279,6 +283,7 @@ static void free_sub(baton__sub *s, bool forked)
         baton__cond_destroy(&s->wake);
         baton__cond_destroy(&s->ready);
     }
+    free(s->followers);
     free(s->channel);
     free(s);
 }
@@ -487,6 +492,10 @@ static void on_message(baton__dispatcher *d, const redisReply *ch, const redisRe
     if (n > 0)
         s->messages++;
     add_permits(s, n);
+    /* its followers: one waiter each, woken by a message that would wake a lone waiter */
+    if (s->nfollowers > 0 && s->type->wakeups(payload->str, payload->len, 1, 0) > 0)
+        for (size_t i = 0; i < s->nfollowers; i++)
+            add_permits(s->followers[i], 1);
 }
 
 typedef struct sub_list {
@@ -1182,6 +1191,27 @@ bool baton__sub_queue(baton__sub *s, int small, int large)
         s->queued_small > 0 && s->queued_large == 0 && s->sleeping + s->armed - s->permits > 0;
     baton__mutex_unlock(&s->d->mu);
     return behind;
+}
+
+int baton__sub_follow(baton__sub *from, baton__sub *to, bool on)
+{
+    baton__dispatcher *d = from->d;
+    int rc = BATON_OK;
+    baton__mutex_lock(&d->mu);
+    size_t i = 0;
+    while (i < from->nfollowers && from->followers[i] != to)
+        i++;
+    if (!on && i < from->nfollowers)
+        from->followers[i] = from->followers[--from->nfollowers];
+    else if (on && i == from->nfollowers) {
+        if (baton__grow(&from->followers, &from->capfollowers, from->nfollowers,
+                        sizeof *from->followers, 4))
+            from->followers[from->nfollowers++] = to;
+        else
+            rc = BATON_ENOMEM;
+    }
+    baton__mutex_unlock(&d->mu);
+    return rc;
 }
 
 uint64_t baton__sub_messages(baton_client *c, baton__sub *s)

@@ -216,6 +216,13 @@ int baton__sub_denied(baton_client *c, baton__sub *s);
  * (The semaphore: waiters for 1 permit; a waiter for more could sleep while one permit is
  * free.) */
 bool baton__sub_queue(baton__sub *s, int small, int large);
+/* While on: every message on `from` that would wake a lone waiter there wakes the one
+ * waiter of `to` (a channel of one waiter, baton__sub_own) too, as if published there: the
+ * first waiter of a line, which listens on a channel of its own, hears the releases of
+ * clients that publish only on the shared channel (Redisson's). Both references must be
+ * held while on; turn it off before dropping either. BATON_ENOMEM (nothing recorded) or
+ * BATON_OK. */
+int baton__sub_follow(baton__sub *from, baton__sub *to, bool on);
 /* How many messages that woke waiters arrived on this channel since its entry was made: a
  * waiter that saw a change of this number knows a message came (a latch's "0", say), as
  * opposed to a timeout or a reconnection's wake-up. */

@@ -49,7 +49,7 @@ static bool not_yet(baton_client *c, int rc)
  * gave up leaves nothing behind), or kept as *sub if its own channel could not be had.
  * *sub is NULL afterwards if subscribing failed with nothing to fall back on (its error). */
 static int listen(baton_client *c, const baton__wait *w, bool own, int64_t deadline,
-                  baton__waiting *wt, baton__sub **sub, baton__sub **left)
+                  baton__waiting *wt, baton__sub **sub, baton__sub **left, bool *on_own)
 {
     const char *channel = own ? w->ops->relisten(w->arg) : w->channel;
     if (*sub && *left)
@@ -57,8 +57,10 @@ static int listen(baton_client *c, const baton__wait *w, bool own, int64_t deadl
     if (*sub)
         *left = *sub;
     *sub = NULL;
-    if (own && (*sub = baton__sub_try_acquire(c, channel)) != NULL)
-        return BATON_ETIMEDOUT; /* live (lingering) since before the attempt that moved it
+    if (own && (*sub = baton__sub_try_acquire(c, channel)) != NULL) {
+        *on_own = true;
+        return BATON_ETIMEDOUT;
+    } /* live (lingering) since before the attempt that moved it
                                    here, and a message meanwhile was kept: none went unheard */
     int rc = baton__sub_acquire(c, channel, own ? &baton__sub_own : w->ops->sub, deadline, wt, sub);
     if (rc != BATON_OK && own && *left && rc != BATON_ECANCELED) {
@@ -71,6 +73,7 @@ static int listen(baton_client *c, const baton__wait *w, bool own, int64_t deadl
     }
     if (rc != BATON_OK)
         return rc;
+    *on_own = own;
     return baton__wait_cancelled(c, wt) ? baton__fail(c, BATON_ECANCELED, "wait cancelled")
                                         : w->ops->attempt(w->arg, *sub);
 }
@@ -94,6 +97,43 @@ static void turn_leave(int turn, baton__sub **in)
     *in = NULL;
 }
 
+/* A waiter on a channel of its own (on_own) that its last attempt found first in its line
+ * hears the shared channel too (ops->first): where it listened before it moved (*left), or
+ * a subscription made now (*tried: once a wait). Returns BATON_OK when it follows the
+ * shared channel as it should (*following), BATON__RELISTEN when it has just subscribed to
+ * it (a release published before the confirmation went unheard: attempt again), or
+ * BATON_ECANCELED (recorded). Anything else leaves it to its looks. */
+static int hear_shared(baton_client *c, const baton__wait *w, int64_t deadline, baton__waiting *wt,
+                       baton__sub *sub, baton__sub **left, bool *following, bool *tried)
+{
+    bool want = w->ops->first(w->arg);
+    int rc = BATON_OK;
+    if (want && !*left && !*tried) {
+        *tried = true;
+        /* Live already (it lingers from a wait before): joined, and no attempt again (a
+         * Redisson release in between costs at most the next look, as before). Else
+         * subscribed, then an attempt, as any new subscription. */
+        *left = baton__sub_try_acquire(c, w->channel);
+        if (!*left) {
+            int sr = baton__sub_acquire(c, w->channel, w->ops->sub, deadline, wt, left);
+            if (sr == BATON_ECANCELED)
+                return sr;
+            if (sr == BATON_OK)
+                rc = BATON__RELISTEN;
+        }
+    }
+    if (*left && want != *following && baton__sub_follow(*left, sub, want) == BATON_OK)
+        *following = want;
+    return rc;
+}
+
+static void unfollow(baton__sub *sub, baton__sub *left, bool *following)
+{
+    if (*following)
+        (void)baton__sub_follow(left, sub, false);
+    *following = false;
+}
+
 static int wait_for(baton_client *c, const baton__wait *w, baton__waiting *wt)
 {
     int64_t deadline = baton__deadline_after_ms(w->wait_ms);
@@ -103,6 +143,9 @@ static int wait_for(baton_client *c, const baton__wait *w, baton__waiting *wt)
     baton__sub *left = NULL; /* where it listened before a BATON__RELISTEN */
     int turn = w->ops->turn && w->wait_ms != 0 ? w->ops->turn(w->arg) : 0;
     baton__sub *in_turn = NULL; /* where it counts itself among the waiters taking turns */
+    bool on_own = false;        /* sub is its own channel (it is in a line) */
+    bool following = false;     /* ... and left's messages wake it too (baton__sub_follow) */
+    bool tried_shared = false;  /* it subscribed to the shared channel to follow it */
     int rc;
     /* Its client's waiters there all want the least, as it does, and one sleeps unwoken:
      * one of them was woken for what was freed (by its own thread, typically), and its
@@ -122,7 +165,7 @@ static int wait_for(baton_client *c, const baton__wait *w, baton__waiting *wt)
     if (rc == BATON__RELISTEN)
         turn = 0; /* alone on its own channel */
     if (!sub || rc == BATON__RELISTEN) {
-        rc = listen(c, w, rc == BATON__RELISTEN, deadline, wt, &sub, &left);
+        rc = listen(c, w, rc == BATON__RELISTEN, deadline, wt, &sub, &left, &on_own);
         if (!sub) {
             if (w->ops->give_up)
                 w->ops->give_up(w->arg, rc);
@@ -135,10 +178,22 @@ static int wait_for(baton_client *c, const baton__wait *w, baton__waiting *wt)
         if (rc == BATON__RELISTEN) {
             turn_leave(turn, &in_turn);
             turn = 0; /* alone on its own channel */
-            rc = listen(c, w, true, deadline, wt, &sub, &left);
+            unfollow(sub, left, &following);
+            rc = listen(c, w, true, deadline, wt, &sub, &left, &on_own);
             if (!sub)
                 break;
             continue;
+        }
+        if (on_own && w->ops->first) {
+            int hr = hear_shared(c, w, deadline, wt, sub, &left, &following, &tried_shared);
+            if (hr == BATON_ECANCELED) {
+                rc = hr;
+                break;
+            }
+            if (hr == BATON__RELISTEN) {
+                rc = w->ops->attempt(w->arg, sub);
+                continue;
+            }
         }
         int64_t now = baton__now_us();
         if (now >= deadline) {
@@ -175,6 +230,7 @@ static int wait_for(baton_client *c, const baton__wait *w, baton__waiting *wt)
         turn_take(sub, rc, turn, &in_turn);
     }
     turn_leave(turn, &in_turn);
+    unfollow(sub, left, &following);
     if (rc != BATON_OK && w->ops->give_up)
         w->ops->give_up(w->arg, rc);
     drop(c, sub, rc == BATON_OK, deadline);

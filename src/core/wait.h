@@ -39,6 +39,12 @@ typedef struct baton__wait_ops {
      * wants, BATON__TURN_LEAST (1 permit) or BATON__TURN_MORE. NULL: it does not. A wait
      * that moves to a channel of its own stops taking turns. */
     int (*turn)(void *arg);
+    /* Optional, for waits that move to a channel of their own (relisten): whether the
+     * last attempt found the waiter first in its line. The first hears the shared channel
+     * too (baton__sub_follow): a release by a client that does not know the line
+     * (Redisson's unlock, its semaphore's release) publishes only there, and would reach
+     * the waiter only at its next look. NULL: never. */
+    bool (*first)(void *arg);
 } baton__wait_ops;
 
 /* baton__wait_ops.turn's answers */

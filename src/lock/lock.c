@@ -23,8 +23,9 @@
  * typically), and the waiter looks by itself when it is due. A waiter in the
  * line looks at the lock by itself every BATON__LINE_POLL_MS times its rank + 1 (at most
  * BATON__LINE_POLL_MAX_MS), for what no release tells: a holder whose lease ran out, a reservation
- * whose waiter died, a release by a Redisson client. Redisson's own clients do not know the line:
- * they take a free lock as before.
+ * whose waiter died. Redisson's own clients do not know the line: they take a free lock as
+ * before, and their unlock publishes "0" on the lock's channel only; the line's first waiter
+ * hears that channel too (first_in_line, wait.c), so a Redisson unlock wakes it at once.
  *
  * The handle remembers each owner's current hold (depth, fencing token, lease, watchdog
  * registration; lockbase.c, a record per owner) so a re-entrant release can re-apply the
@@ -61,6 +62,7 @@ typedef struct acquiring {
     int64_t ttl;      /* how long to sleep at most after the last attempt; -1: no bound */
     int64_t since_us; /* the first attempt */
     char *own;        /* its own channel once in the line (<channel>:<owner>); else NULL */
+    long long rank;   /* waiters before it in the line at its last attempt; -1: not in it */
 } acquiring;
 
 /* One run of the acquire script. BATON_OK: acquired (hold recorded, watchdog registered);
@@ -98,6 +100,7 @@ static int attempt(acquiring *a)
     if (!hr.read)
         return rc;
     long long status = hr.status, value = hr.value;
+    a->rank = status == BATON__ACQ_IN_LINE ? value : -1;
     if (status == BATON__ACQ_IN_LINE) { /* in the line, value waiters before it */
         a->ttl = baton__line_look_ms(value);
         /* not due yet: look when it is, as a release then would hand it the lock */
@@ -136,6 +139,21 @@ static const char *own_channel(void *arg)
     return ((acquiring *)arg)->own;
 }
 
+/* The line's first, once due, hears the lock's channel too: a Redisson client's unlock
+ * publishes only there (it does not know the line), and its "0" then wakes this waiter
+ * within a round trip rather than at its next look. */
+static bool first_in_line(void *arg)
+{
+    acquiring *a = arg;
+    if (!a->own || a->rank != 0)
+        return false;
+    /* Only once due: a baton release then reserves the lock for it (and tells it on its
+     * own channel as well), where before that it lets the releasing thread take the lock
+     * back, and every "0" of baton's releases would wake it for nothing. */
+    int64_t starve_ms = baton__client_config(a->l->client)->starve_ms;
+    return starve_ms == BATON_STARVE_NEVER || baton__now_us() - a->since_us >= starve_ms * 1000;
+}
+
 static void give_up(void *arg, int rc)
 {
     acquiring *a = arg;
@@ -168,9 +186,14 @@ static int64_t unlock_wakeups(const char *payload, size_t len, int refs, int64_t
 
 const baton__sub_type baton__lock_sub = {unlock_wakeups, true, false};
 
-/* channel, counted as, join a live subscription, attempt, sleep bound, give up, relisten */
-static const baton__wait_ops lock_wait = {&baton__lock_sub, BATON_KIND_LOCK, true,       try_once,
-                                          holder_ttl,       give_up,         own_channel};
+static const baton__wait_ops lock_wait = {.sub = &baton__lock_sub,
+                                          .stat = BATON_KIND_LOCK,
+                                          .join_live = true,
+                                          .attempt = try_once,
+                                          .bound_ms = holder_ttl,
+                                          .give_up = give_up,
+                                          .relisten = own_channel,
+                                          .first = first_in_line};
 
 static int plain_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
 {
@@ -182,7 +205,8 @@ static int plain_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
                    .lease_ms = lease_ms,
                    .waits = wait_ms != 0,
                    .ttl = -1,
-                   .since_us = baton__now_us()};
+                   .since_us = baton__now_us(),
+                   .rank = -1};
     int rc = baton__wait_for(c, &lock_wait, l->channel, wait_ms, &a);
     free(a.own);
     if (rc == BATON_ETIMEDOUT && wait_ms == 0)

@@ -27,8 +27,9 @@
  * (baton_semaphore_next:{name}) and tells that waiter alone: a free permit is not raced
  * for by a waiter of every process, each refused but one. A waiter in the line looks by
  * itself every BATON__LINE_POLL_MS times its rank + 1 (at most BATON__LINE_POLL_MAX_MS), for what
- * no release tells: a reservation whose waiter died, a release by a Redisson client (Redisson's
- * clients do not know the line, and take free permits as before).
+ * no release tells: a reservation whose waiter died. Redisson's clients do not know the line
+ * (they take free permits as before) and publish their release's count on the shared channel
+ * only: the line's first hears it too (first_in_line, wait.c).
  *
  * The semaphore has no owners: releasing permits never taken is allowed (Redisson's rule),
  * and no permit count written by baton goes below zero.
@@ -167,7 +168,8 @@ typedef struct acquiring {
     int64_t ttl;      /* how long to sleep at most after the last attempt */
     /* "<permits>:<owner>" (baton__waiter_owner): its place in the line */
     char member[32 + 1 + BATON__OWNER_LEN + 24];
-    char *own; /* its own channel once in the line (<channel>:<owner>); else NULL */
+    char *own;      /* its own channel once in the line (<channel>:<owner>); else NULL */
+    long long rank; /* waiters before it in the line at its last attempt; -1: not in it */
 } acquiring;
 
 /* One run of the acquire script: BATON_OK (taken), BATON_ETIMEDOUT (too few free, or
@@ -203,6 +205,7 @@ static int attempt(acquiring *a)
     }
     long long status = r->element[0]->integer, value = r->element[1]->integer;
     freeReplyObject(r);
+    a->rank = status == BATON__ACQ_IN_LINE ? value : -1;
     if (status == BATON__ACQ_TAKEN)
         return BATON_OK;
     if (status == BATON__ACQ_IN_LINE) { /* in the line, value waiters before it */
@@ -252,6 +255,17 @@ static const char *own_channel(void *arg)
     return ((acquiring *)arg)->own;
 }
 
+/* The line's first hears the shared channel too: a Redisson client's release publishes the
+ * new count only there, and then wakes this waiter within a round trip rather than at its
+ * next look. */
+static bool first_in_line(void *arg)
+{
+    acquiring *a = arg;
+    /* the semaphore's line has no due time: a baton release serves its first (reserves
+     * and tells it on its own channel), so the shared channel's message adds no wake-up */
+    return a->own && a->rank == 0;
+}
+
 /* A wait that failed leaves the line, and drops the reservation if it holds one, or the
  * permits stay refused to others for up to SEM_RESERVE_MS (best effort: both end by
  * themselves). */
@@ -292,9 +306,15 @@ static int64_t permit_wakeups(const char *payload, size_t len, int refs, int64_t
 
 const baton__sub_type baton__semaphore_sub = {permit_wakeups, true, false};
 
-/* channel, counted as, join a live subscription, attempt, sleep bound, give up, relisten, turn */
-static const baton__wait_ops semaphore_wait = {
-    &baton__semaphore_sub, BATON_KIND_SEMAPHORE, true, try_once, bound, give_up, own_channel, turn};
+static const baton__wait_ops semaphore_wait = {.sub = &baton__semaphore_sub,
+                                               .stat = BATON_KIND_SEMAPHORE,
+                                               .join_live = true,
+                                               .attempt = try_once,
+                                               .bound_ms = bound,
+                                               .give_up = give_up,
+                                               .relisten = own_channel,
+                                               .turn = turn,
+                                               .first = first_in_line};
 
 static int try_acquire(baton_semaphore *s, int64_t permits, int64_t wait_ms)
 {
@@ -316,7 +336,8 @@ static int try_acquire(baton_semaphore *s, int64_t permits, int64_t wait_ms)
                    .one = permits == 1,
                    .waits = wait_ms != 0,
                    .since_us = baton__now_us(),
-                   .ttl = baton__client_config(c)->recheck_ms};
+                   .ttl = baton__client_config(c)->recheck_ms,
+                   .rank = -1};
     char owner[BATON__OWNER_LEN + 24];
     baton__waiter_owner(c, owner, sizeof owner);
     snprintf(a.member, sizeof a.member, "%s:%s", permits_s, owner);

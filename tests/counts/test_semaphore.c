@@ -1158,6 +1158,43 @@ Test(semaphore, redissons_scripts_share_the_semaphore_with_the_line, .timeout = 
     line_fix_close(&f);
 }
 
+/* Issue 49, mixed deployments: the line's first waiter hears the shared channel too, so a
+ * Redisson client's release (INCRBY and PUBLISH of the count on redisson_sc:{name} only)
+ * wakes it within a round trip, not at its next look (50 ms after it joined; the release
+ * comes about 10 ms after). */
+Test(semaphore, a_redisson_release_wakes_the_lines_first_at_once, .timeout = 60)
+{
+    line_fix f;
+    line_fix_open(&f, th_name("sem-redisson-wake"));
+    redisContext *r = f.r;
+    const char *name = f.name;
+    char channel[256];
+    snprintf(channel, sizeof channel, "redisson_sc:{%s}", name);
+    atomic_int turns = 0;
+    sem_turn w;
+    sem_turn_open(&w, name, 1, 20000, &turns);
+    for (int round = 0; round < 3; round++) {
+        pthread_t t;
+        cr_assert(eq(int, pthread_create(&t, NULL, take_sem_turn, &w), 0));
+        int64_t t0 = th_ms();
+        while (line_length(r, name) < 1 && th_ms() - t0 < 5000)
+            th_sleep_ms(1);
+        cr_assert(eq(i64, line_length(r, name), 1), "the baton waiter queued");
+        th_sleep_ms(10);
+        int64_t released = th_ms();
+        freeReplyObject(th_cmd(r, "EVAL %s 2 %s %s 1", REDISSON_RELEASE, name, channel));
+        pthread_join(t, NULL);
+        cr_assert(eq(int, w.rc, BATON_OK), "round %d: %s", round, baton_err_name(w.rc));
+        cr_assert(le(i64, w.done_ms - released, 25),
+                  "round %d: the permit came %lld ms after the release", round,
+                  (long long)(w.done_ms - released));
+    }
+    cr_assert(eq(i64, available(f.h), 0));
+    cr_assert(eq(i64, line_length(r, name), 0));
+    sem_turn_close(&w);
+    line_fix_close(&f);
+}
+
 /* ---------------------------------------------------------------- bad input ---------- */
 
 Test(semaphore, bad_input_is_rejected_and_nothing_is_sent)

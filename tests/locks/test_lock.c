@@ -9,6 +9,7 @@
 #include "lockbase.h" /* the watchdog's rounds */
 
 #include "new_assert.h"
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -1163,5 +1164,218 @@ Test(lock, a_releaser_takes_the_lock_back_until_the_lines_first_is_due)
     cr_assert(eq(i64, status_of(eval_acquire(r, name, "B:1", "2", "0")), 1), "B takes it");
     cr_assert(
         eq(i64, th_cmd_int(r, "EXISTS baton_lock_next:{%s} baton_lock_line:{%s}", name, name), 0));
+    redisFree(r);
+}
+
+/* Redisson's RLock scripts as a Java client runs them (RedissonLock.tryLockInnerAsync and
+ * unlockInnerAsync): they know nothing of baton's line, and the unlock publishes "0" on the
+ * lock's channel only. KEYS name; ARGV lease, owner. */
+static const char REDISSON_TRY_LOCK[] = "if ((redis.call('exists', KEYS[1]) == 0) or "
+                                        "(redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then "
+                                        "redis.call('hincrby', KEYS[1], ARGV[2], 1); "
+                                        "redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; "
+                                        "return redis.call('pttl', KEYS[1]);";
+/* KEYS name, channel, unlock latch; ARGV "0", lease, owner, publish command, latch life */
+static const char REDISSON_UNLOCK[] =
+    "local val = redis.call('get', KEYS[3]); if val ~= false then return tonumber(val); end; "
+    "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; "
+    "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); "
+    "if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); "
+    "redis.call('set', KEYS[3], 0, 'px', ARGV[5]); return 0; "
+    "else redis.call('del', KEYS[1]); redis.call(ARGV[4], KEYS[2], ARGV[1]); "
+    "redis.call('set', KEYS[3], 1, 'px', ARGV[5]); return 1; end; return nil;";
+
+static void *take_once(void *p)
+{
+    turn_run *w = p;
+    w->rc = baton_lock_try_acquire(w->l, w->wait_ms, 10000);
+    w->done_ms = th_ms();
+    if (w->rc == BATON_OK)
+        w->rc = baton_lock_release(w->l);
+    return NULL;
+}
+
+/* Issue 49, mixed deployments: a baton waiter first in the line of starved waiters listens
+ * on a channel of its own, and a Redisson client's unlock publishes on the lock's channel
+ * alone. The line's first hears that channel too: the unlock wakes it within a round trip,
+ * not at its next look (50 ms after it joined; the unlock comes about 10 ms after). */
+Test(lock, a_redisson_unlock_wakes_the_lines_first_at_once, .timeout = 60)
+{
+    redisContext *r = th_redis();
+    const char *name = th_tmpname("redisson-unlock");
+    char channel[256];
+    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+    atomic_int turns = 0;
+    turn_run w;
+    turn_open(&w, name, 20000, &turns);
+    for (int round = 0; round < 3; round++) {
+        redisReply *got = th_cmd(r, "EVAL %s 1 %s 30000 java-uuid:1", REDISSON_TRY_LOCK, name);
+        cr_assert(eq(int, got->type, REDIS_REPLY_NIL), "the Redisson owner takes the lock");
+        freeReplyObject(got);
+        pthread_t t;
+        cr_assert(eq(int, pthread_create(&t, NULL, take_once, &w), 0));
+        int64_t t0 = th_ms();
+        while (line_length(r, name) < 1 && th_ms() - t0 < 5000)
+            th_sleep_ms(1);
+        cr_assert(eq(i64, line_length(r, name), 1), "the baton waiter queued");
+        th_sleep_ms(10);
+        int64_t released = th_ms();
+        cr_assert(eq(i64,
+                     th_cmd_int(r,
+                                "EVAL %s 3 %s %s redisson_unlock_latch:{%s}:r%d 0 30000 "
+                                "java-uuid:1 PUBLISH 30000",
+                                REDISSON_UNLOCK, name, channel, name, round),
+                     1),
+                  "the Redisson owner unlocks");
+        pthread_join(t, NULL);
+        cr_assert(eq(int, w.rc, BATON_OK), "round %d: %s", round, baton_err_name(w.rc));
+        cr_assert(le(i64, w.done_ms - released, 25),
+                  "round %d: the baton waiter took the lock %lld ms after the unlock", round,
+                  (long long)(w.done_ms - released));
+    }
+    cr_assert(eq(i64, line_length(r, name), 0));
+    turn_close(&w);
+    redisFree(r);
+}
+
+/* ------------------------------------------------ a mixed deployment (issue 49) ------ */
+
+enum { MIX_EACH = 4, MIX_ROUNDS = 60 };
+
+typedef struct mix_run {
+    const char *name;
+    int id;
+    bool redisson; /* a Redisson client (its scripts, its channel) rather than baton */
+    atomic_int *inside;
+    atomic_int *overlaps;
+    int done, errors;
+    int64_t max_wait_ms;
+} mix_run;
+
+/* One acquisition's critical section: the shared counter, read then written. */
+static void mix_count(redisContext *r, mix_run *w)
+{
+    if (atomic_fetch_add(w->inside, 1) != 0)
+        atomic_fetch_add(w->overlaps, 1);
+    long long v = th_cmd_int(r, "INCRBY {%s}:mixcount 0", w->name);
+    freeReplyObject(th_cmd(r, "SET {%s}:mixcount %lld", w->name, v + 1));
+    atomic_fetch_sub(w->inside, 1);
+    w->done++;
+}
+
+/* Waits on sub (subscribed) for a message, at most ms; drains what came. */
+static void mix_listen(redisContext *sub, int64_t ms)
+{
+    void *rep = NULL;
+    if (redisGetReplyFromReader(sub, &rep) == REDIS_OK && rep) {
+        freeReplyObject(rep);
+        return;
+    }
+    struct pollfd p = {.fd = sub->fd, .events = POLLIN};
+    if (poll(&p, 1, (int)ms) > 0 && redisBufferRead(sub) == REDIS_OK)
+        while (redisGetReplyFromReader(sub, &rep) == REDIS_OK && rep) {
+            freeReplyObject(rep);
+            rep = NULL;
+        }
+}
+
+/* A Redisson RLock client as Java's does it: its lock script; when held, listen on the
+ * lock's channel until "0" or the holder's lease; its unlock script (DEL, PUBLISH). */
+static void *mix_redisson(void *p)
+{
+    mix_run *w = p;
+    redisContext *r = th_redis(), *sub = th_redis();
+    char owner[64], channel[256];
+    snprintf(owner, sizeof owner, "java-%d:1", w->id);
+    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", w->name);
+    redisReply *s = redisCommand(sub, "SUBSCRIBE %s", channel);
+    cr_assert(s != NULL);
+    freeReplyObject(s);
+    for (int i = 0; i < MIX_ROUNDS; i++) {
+        for (;;) {
+            redisReply *got = th_cmd(r, "EVAL %s 1 %s 30000 %s", REDISSON_TRY_LOCK, w->name, owner);
+            bool taken = got->type == REDIS_REPLY_NIL;
+            int64_t pttl = got->type == REDIS_REPLY_INTEGER ? got->integer : 100;
+            freeReplyObject(got);
+            if (taken)
+                break;
+            mix_listen(sub, pttl > 0 && pttl < 1000 ? pttl : 1000);
+        }
+        mix_count(r, w);
+        long long rc = th_cmd_int(r,
+                                  "EVAL %s 3 %s %s redisson_unlock_latch:{%s}:%d-%d 0 30000 %s "
+                                  "PUBLISH 30000",
+                                  REDISSON_UNLOCK, w->name, channel, w->name, w->id, i, owner);
+        w->errors += rc != 1;
+    }
+    redisFree(sub);
+    redisFree(r);
+    return NULL;
+}
+
+static void *mix_baton(void *p)
+{
+    mix_run *w = p;
+    baton_client *c = th_client(NULL);
+    redisContext *r = th_redis();
+    baton_lock *l;
+    cr_assert(eq(int, baton_lock_open(c, w->name, &l), BATON_OK));
+    for (int i = 0; i < MIX_ROUNDS; i++) {
+        int64_t t0 = th_ms();
+        int rc = baton_lock_try_acquire(l, 20000, 30000);
+        int64_t waited = th_ms() - t0;
+        if (rc != BATON_OK) {
+            w->errors++;
+            continue;
+        }
+        if (waited > w->max_wait_ms)
+            w->max_wait_ms = waited;
+        mix_count(r, w);
+        w->errors += baton_lock_release(l) != BATON_OK;
+    }
+    baton_lock_close(l);
+    redisFree(r);
+    baton_client_close(c);
+    return NULL;
+}
+
+/* Issue 49: Redisson clients (their scripts, as Java's run them) and baton's on one lock,
+ * four of each, no pause between rounds. Exclusion is exact; baton's longest wait is
+ * printed, and bounded by its line's longest look (1 s) with a margin. Redisson's clients
+ * still take a free lock first (they do not know the line), so the wait is a race this
+ * test does not bound tighter: on 2026-11-28, on a loaded 2-core machine, 41-107 ms over
+ * three runs, and 56-111 ms with the tree before issue 49 (whose line's first heard
+ * Redisson's unlocks only at its looks). */
+Test(lock, redisson_and_baton_clients_share_a_lock_and_baton_waits_little, .timeout = 120)
+{
+    const char *name = th_tmpname("mixed");
+    atomic_int inside = 0, overlaps = 0;
+    mix_run w[2 * MIX_EACH];
+    pthread_t t[2 * MIX_EACH];
+    for (int i = 0; i < 2 * MIX_EACH; i++) {
+        w[i] = (mix_run){.name = name,
+                         .id = i,
+                         .redisson = i % 2 == 0,
+                         .inside = &inside,
+                         .overlaps = &overlaps};
+        cr_assert(eq(
+            int, pthread_create(&t[i], NULL, w[i].redisson ? mix_redisson : mix_baton, &w[i]), 0));
+    }
+    int64_t longest = 0;
+    for (int i = 0; i < 2 * MIX_EACH; i++) {
+        pthread_join(t[i], NULL);
+        cr_assert(eq(int, w[i].errors, 0), "worker %d", i);
+        cr_assert(eq(int, w[i].done, MIX_ROUNDS), "worker %d", i);
+        if (!w[i].redisson && w[i].max_wait_ms > longest)
+            longest = w[i].max_wait_ms;
+    }
+    redisContext *r = th_redis();
+    cr_assert(eq(int, atomic_load(&overlaps), 0), "two holders at once");
+    cr_assert(eq(i64, th_cmd_int(r, "GET {%s}:mixcount", name), 2 * MIX_EACH * MIX_ROUNDS));
+    fprintf(stderr,
+            "mixed: %d Redisson and %d baton clients, %d rounds each: baton's longest wait "
+            "%lld ms\n",
+            MIX_EACH, MIX_EACH, MIX_ROUNDS, (long long)longest);
+    cr_assert(le(i64, longest, 1500), "a baton waiter waited %lld ms", (long long)longest);
     redisFree(r);
 }
