@@ -149,14 +149,15 @@ struct baton__sub {
     uint64_t sent_seq;    /* order of its last (UN)SUBSCRIBE on the link (refusals) */
     bool lingering;       /* refs == 0 but kept subscribed until linger_until */
     int64_t linger_until; /* monotonic µs */
-    int64_t permits;      /* wake-ups not yet consumed, at most refs */
-    int fed;              /* asynchronous waiters fired and not yet running again (disarm) */
-    uint64_t messages;    /* messages that woke waiters, since the entry was made */
-    bool kept;            /* type->keep: a message came while it lingered */
-    int queued_small;     /* waiters that said they want the least there is (baton__sub_queue) */
-    int queued_large;     /* ... and that want more */
-    int sleeping;         /* threads in baton__sub_wait (with a wake-up in permits or not) */
-    int armed;            /* asynchronous waiters armed (none has a wake-up: they take it) */
+    baton__sub *linger_prev, *linger_next; /* the dispatcher's lingering list */
+    int64_t permits;                       /* wake-ups not yet consumed, at most refs */
+    int fed;           /* asynchronous waiters fired and not yet running again (disarm) */
+    uint64_t messages; /* messages that woke waiters, since the entry was made */
+    bool kept;         /* type->keep: a message came while it lingered */
+    int queued_small;  /* waiters that said they want the least there is (baton__sub_queue) */
+    int queued_large;  /* ... and that want more */
+    int sleeping;      /* threads in baton__sub_wait (with a wake-up in permits or not) */
+    int armed;         /* asynchronous waiters armed (none has a wake-up: they take it) */
     asem sem;
     baton__sub_waker *wakers, *wakers_tail; /* armed asynchronous waiters, FIFO */
     pthread_cond_t wake;                    /* permits became positive */
@@ -189,10 +190,14 @@ struct baton__dispatcher {
     bool moved;  /* the master moved (Sentinel) or the slot map changed (Cluster) */
     int pipe[2]; /* wakes the thread: new output, closing */
     bool closing;
-    baton__map subs;             /* channel -> baton__sub */
-    int wanted;                  /* subs with refs > 0 */
-    int pinned;                  /* baton__sub_pin() calls not yet undone */
-    int lingering;               /* subs lingering (refs == 0, still subscribed) */
+    baton__map subs; /* channel -> baton__sub */
+    int wanted;      /* subs with refs > 0 */
+    int pinned;      /* baton__sub_pin() calls not yet undone */
+    int lingering;   /* subs lingering (refs == 0, still subscribed) */
+    /* ... in the order their lingers end (each lasts LINGER_MS from its last release), so
+     * that the thread looks at those due only, not at every subscription (100,000 waiters'
+     * channels made each look a scan of them all) */
+    baton__sub *linger_head, *linger_tail;
     pthread_cond_t unsubscribed; /* an UNSUBSCRIBE was confirmed, or the connection broke */
     uint64_t seq;                /* (UN)SUBSCRIBE commands appended, for sent_seq */
     uint64_t rng;                /* the jitter's xorshift state */
@@ -283,21 +288,23 @@ static void free_sub(baton__sub *s, bool forked)
     free(s);
 }
 
-/* Frees s if nothing refers to it any more. Called only at the end of top-level paths. */
-static void maybe_free(baton__dispatcher *d, baton__sub *s)
-{
-    if (s->refs == 0 && s->state == S_UNSUB && !s->inflight && !s->queued && s->sem.permits == 1 &&
-        !s->sem.head) {
-        baton__map_remove(&d->subs, s->channel);
-        free_sub(s, false);
-    }
-}
-
 static void stop_lingering(baton__dispatcher *d, baton__sub *s)
 {
     if (s->lingering) {
         s->lingering = false;
         d->lingering--;
+        BATON__UNLINK_TAILED(s, linger_prev, linger_next, d->linger_head, d->linger_tail);
+    }
+}
+
+/* Frees s if nothing refers to it any more. Called only at the end of top-level paths. */
+static void maybe_free(baton__dispatcher *d, baton__sub *s)
+{
+    if (s->refs == 0 && s->state == S_UNSUB && !s->inflight && !s->queued && s->sem.permits == 1 &&
+        !s->sem.head) {
+        stop_lingering(d, s);
+        baton__map_remove(&d->subs, s->channel);
+        free_sub(s, false);
     }
 }
 
@@ -714,43 +721,22 @@ static void pin_masters(baton__dispatcher *d)
     }
 }
 
-typedef struct linger_scan {
-    baton__dispatcher *d;
-    int64_t now, earliest;
-    sub_list due;
-} linger_scan;
-
-static void scan_linger(const char *key, void *val, void *arg)
-{
-    (void)key;
-    baton__sub *s = val;
-    linger_scan *ls = arg;
-    if (!s->lingering)
-        return;
-    if (s->linger_until <= ls->now)
-        collect(key, s, &ls->due);
-    else if (s->linger_until < ls->earliest)
-        ls->earliest = s->linger_until;
-}
-
 /* Unsubscribes lingering subscriptions whose time is up; returns the poll timeout (ms) until
  * the next one, or -1 if none lingers. */
 static int expire_lingering(baton__dispatcher *d)
 {
     if (d->lingering == 0)
         return -1;
-    linger_scan ls = {d, baton__now_us(), INT64_MAX, {0}};
-    baton__map_each(&d->subs, scan_linger, &ls);
-    for (size_t i = 0; i < ls.due.n; i++) {
-        baton__sub *s = ls.due.items[i];
+    int64_t now = baton__now_us();
+    baton__sub *s;
+    while ((s = d->linger_head) && s->linger_until <= now) {
         stop_lingering(d, s);
         if (s->refs == 0)
             request_reconcile(d, s);
     }
-    free(ls.due.items);
-    if (ls.earliest == INT64_MAX)
+    if (!d->linger_head)
         return -1;
-    int64_t ms = (ls.earliest - baton__now_us() + 999) / 1000;
+    int64_t ms = (d->linger_head->linger_until - baton__now_us() + 999) / 1000;
     return ms < 0 ? 0 : (int)ms;
 }
 
@@ -1017,11 +1003,11 @@ static void release_locked(baton__dispatcher *d, baton__sub *s, bool linger)
     s->kept = false;
     if (linger && s->type->linger && s->state == S_SUBSCRIBED && s->link && s->link->conn &&
         !s->queued && !s->inflight) {
-        if (!s->lingering) {
-            s->lingering = true;
-            d->lingering++;
-        }
+        stop_lingering(d, s); /* to the end of the list: its linger ends last */
+        s->lingering = true;
+        d->lingering++;
         s->linger_until = baton__now_us() + LINGER_MS * 1000;
+        BATON__APPEND(s, linger_prev, linger_next, d->linger_head, d->linger_tail);
         if (s->linger_until < d->poll_until)
             wake_thread(d); /* its poll timeout must cover the new deadline */
         return;
