@@ -149,19 +149,19 @@ struct baton__sub {
     uint64_t sent_seq;    /* order of its last (UN)SUBSCRIBE on the link (refusals) */
     bool lingering;       /* refs == 0 but kept subscribed until linger_until */
     int64_t linger_until; /* monotonic µs */
-    baton__sub *linger_prev, *linger_next; /* the dispatcher's lingering list */
-    int64_t permits;                       /* wake-ups not yet consumed, at most refs */
-    int fed;           /* asynchronous waiters fired and not yet running again (disarm) */
-    uint64_t messages; /* messages that woke waiters, since the entry was made */
-    bool kept;         /* type->keep: a message came while it lingered */
-    int queued_small;  /* waiters that said they want the least there is (baton__sub_queue) */
-    int queued_large;  /* ... and that want more */
-    int sleeping;      /* threads in baton__sub_wait (with a wake-up in permits or not) */
-    int armed;         /* asynchronous waiters armed (none has a wake-up: they take it) */
+    int64_t permits;      /* wake-ups not yet consumed, at most refs */
+    int fed;              /* asynchronous waiters fired and not yet running again (disarm) */
+    uint64_t messages;    /* messages that woke waiters, since the entry was made */
+    bool kept;            /* type->keep: a message came while it lingered */
+    int queued_small;     /* waiters that said they want the least there is (baton__sub_queue) */
+    int queued_large;     /* ... and that want more */
+    int sleeping;         /* threads in baton__sub_wait (with a wake-up in permits or not) */
+    int armed;            /* asynchronous waiters armed (none has a wake-up: they take it) */
     asem sem;
     baton__sub_waker *wakers, *wakers_tail; /* armed asynchronous waiters, FIFO */
     pthread_cond_t wake;                    /* permits became positive */
     pthread_cond_t ready;                   /* state changed */
+    baton__sub *linger_prev, *linger_next;  /* on the dispatcher's list while it lingers */
 };
 
 /* One subscriber connection: to the client's target, or to one master of a Cluster. */
@@ -190,14 +190,10 @@ struct baton__dispatcher {
     bool moved;  /* the master moved (Sentinel) or the slot map changed (Cluster) */
     int pipe[2]; /* wakes the thread: new output, closing */
     bool closing;
-    baton__map subs; /* channel -> baton__sub */
-    int wanted;      /* subs with refs > 0 */
-    int pinned;      /* baton__sub_pin() calls not yet undone */
-    int lingering;   /* subs lingering (refs == 0, still subscribed) */
-    /* ... in the order their lingers end (each lasts LINGER_MS from its last release), so
-     * that the thread looks at those due only, not at every subscription (100,000 waiters'
-     * channels made each look a scan of them all) */
-    baton__sub *linger_head, *linger_tail;
+    baton__map subs;             /* channel -> baton__sub */
+    int wanted;                  /* subs with refs > 0 */
+    int pinned;                  /* baton__sub_pin() calls not yet undone */
+    int lingering;               /* subs lingering (refs == 0, still subscribed) */
     pthread_cond_t unsubscribed; /* an UNSUBSCRIBE was confirmed, or the connection broke */
     uint64_t seq;                /* (UN)SUBSCRIBE commands appended, for sent_seq */
     uint64_t rng;                /* the jitter's xorshift state */
@@ -205,6 +201,10 @@ struct baton__dispatcher {
                                     ends with the refusal of another on its link, which
                                     drops the link with it) */
     char refusal[160];           /* the server's last refusal of a SUBSCRIBE ("NOPERM ...") */
+    /* The lingering subs in the order their lingers end (each lasts LINGER_MS from its last
+     * release): the thread looks at those due only, not at every sub (100,000 waiters'
+     * channels made each look a scan of them all). */
+    baton__sub *linger_head, *linger_tail;
     /* When the thread's poll() returns at the latest (INT64_MAX: only for I/O or the pipe),
      * while it sleeps there; 0 while it is awake (it looks at the deadlines again before it
      * sleeps). A linger that ends later needs no wake-up. */
