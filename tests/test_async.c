@@ -1759,11 +1759,12 @@ static void on_many(void *handle, baton_owner *owner, int rc, void *arg)
  * waiters on 20,000 names, each held by a foreign owner in Redisson's layout, then every
  * hold released as Redisson's unlock does (DEL, PUBLISH "0"): all acquire, at a few
  * hundred mappings in all, under 3 KB each with their handles. (Sanitizers: fewer waiters,
- * ThreadSanitizer counts each fiber as a thread; their shadow memory is left out.) */
+ * and their own memory is not counted; ThreadSanitizer keeps a thread's state, mapped, for
+ * each fiber.) */
 Test(async, twenty_thousand_waiters_need_no_stack_each, .timeout = 120)
 {
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-    enum { N = 4000 };
+    enum { N = 2000 };
 #else
     enum { N = 20000 };
 #endif
@@ -1846,7 +1847,9 @@ Test(async, twenty_thousand_waiters_need_no_stack_each, .timeout = 120)
     cr_assert(eq(int, atomic_load(&many_bad), 0), "%d acquisitions failed", atomic_load(&many_bad));
     cr_assert(eq(int, atomic_load(&many_ok), N), "%d of %d acquired within 60 s",
               atomic_load(&many_ok), N);
+#if !defined(__SANITIZE_THREAD__) /* ThreadSanitizer maps its own state for each fiber */
     cr_assert(lt(long, maps, 1000), "%ld mappings for %d waiters", maps, N);
+#endif
 #if !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
     cr_assert(le(i64, per, 3072), "%lld bytes per waiter", per);
 #endif
