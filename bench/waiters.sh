@@ -5,7 +5,8 @@
 # included), and the rate at which all are through, beside redis-benchmark's PING from 50
 # connections against the same server in the same run (rounds alternating). Prints a table
 # and replaces the "## Many asynchronous waiters" section of bench/RESULTS.md. Sourced by
-# bench/run, which has built baton and set $top, $work, $rounds, $dir.
+# bench/run, which has built baton and set $top, $work, $rounds, $dir. BATON_WAITERS_ARGS:
+# more arguments for baton-waiters (--pool S, --starve-ms M), named in the section.
 
 waiters_compare() {
     n=$1
@@ -22,7 +23,9 @@ waiters_compare() {
             awk -F'","' '/PING_MBULK/ { gsub(/"/, "", $2); print $2 }')
         echo "$ping" >>"$work/ping"
         "$BATON_CLI" -p "$port" FLUSHALL >/dev/null
-        if ! "$wbench" --port "$port" --n "$n" >"$work/one.out" 2>"$work/one.err"; then
+        # shellcheck disable=SC2086 # the extra arguments are words
+        if ! "$wbench" --port "$port" --n "$n" ${BATON_WAITERS_ARGS:-} >"$work/one.out" \
+            2>"$work/one.err"; then
             sed 's/^/  /' "$work/one.err" >&2
             return 1
         fi
@@ -60,7 +63,7 @@ waiters_compare() {
     {
         echo "Written by \`bench/run --waiters $n\` on $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo '?'):"
         echo "$rounds round(s), $(nproc) cores, one redis-server. Each round: \`redis-benchmark -t ping"
-        echo "-c 50 -n 200000 -q\` (PING_MBULK), then \`baton-waiters --n $n\` (bench/waiters.c): one"
+        echo "-c 50 -n 200000 -q\` (PING_MBULK), then \`baton-waiters --n $n${BATON_WAITERS_ARGS:+ $BATON_WAITERS_ARGS}\` (bench/waiters.c): one"
         echo "client, one lock handle per name, each name held by a foreign owner in Redisson's"
         echo "layout (HSET of \`<uuid>:57\`, PEXPIRE), one \`baton_lock_acquire_async\` per handle"
         echo "(wait forever, watchdog). Bytes per waiter: the resident set (/proc/self/statm) once"
@@ -72,5 +75,5 @@ waiters_compare() {
         echo
         cat "$work/waiters.table"
         echo
-    } | replace_section "Many asynchronous waiters"
+    } | replace_section "Many asynchronous waiters${BATON_WAITERS_ARGS:+ ($BATON_WAITERS_ARGS)}"
 }
