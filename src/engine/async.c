@@ -641,15 +641,34 @@ static void finish(baton__evloop *ev, baton_op *op)
          * has a write after the last take. */
         bool was_empty = !ev->done_head;
         push(&ev->done_head, &ev->done_tail, op);
-        /* BATON_CALLBACKS_LOOP: baton_client_process, which drives, delivers it itself */
+        /* BATON_CALLBACKS_LOOP: baton_client_process, which drives, delivers it itself. On
+         * the engine's thread the write waits for the end of its turn (notify_flush): the
+         * program's thread is woken once for the completions of a turn, not once for each
+         * (100,000 waiters released at once made as many wake-ups of it). */
         if (was_empty && !(ev->mode == BATON_CALLBACKS_LOOP && processing == ev)) {
-            uint64_t one = 1;
-            ssize_t n = write(ev->efd, &one, sizeof one);
-            (void)n; /* a counter at its maximum is readable already */
+            if (on_engine && ev->mode != BATON_CALLBACKS_LOOP) {
+                if (!ev->eng.notify_since)
+                    ev->eng.notify_since = baton__now_us() | 1;
+            } else {
+                uint64_t one = 1;
+                ssize_t n = write(ev->efd, &one, sizeof one);
+                (void)n; /* a counter at its maximum is readable already */
+            }
         }
     }
     --ev->live;
     baton__cond_broadcast(&ev->idle); /* close, and baton__evloop_drop_handle */
+}
+
+/* The engine thread's completions of this turn are told to the program (ev->mu held). */
+static void notify_flush(engine *e)
+{
+    if (!e->notify_since)
+        return;
+    e->notify_since = 0;
+    uint64_t one = 1;
+    ssize_t n = write(e->ev->efd, &one, sizeof one);
+    (void)n; /* a counter at its maximum is readable already */
 }
 
 /* An operation waiting for its socket goes back to the run queue: ready, or its timer ran
@@ -786,6 +805,9 @@ static void run_ready(engine *e)
     for (;;) {
         /* With fibers to run, the sockets are looked at every millisecond all the same:
          * a round trip's reply waits no longer than that for the fibers started meanwhile. */
+        /* A long turn tells the program of its completions every millisecond too. */
+        if (e->notify_since && baton__now_us() - e->notify_since >= POLL_EVERY_US)
+            notify_flush(e);
         if (e->nio > 0 && e->run_head && baton__now_us() - e->last_poll_us >= POLL_EVERY_US) {
             if (e->ev->mode == BATON_CALLBACKS_LOOP)
                 loop_look(e, 0);
@@ -814,6 +836,7 @@ static void *engine_main(void *arg)
     baton__mutex_lock(&ev->mu);
     for (;;) {
         run_ready(e);
+        notify_flush(e); /* before it sleeps */
         if (ev->stop && e->live == 0)
             break;
         engine_poll(e, e->nheap > 0 ? e->heap[0]->wake_at : BATON__NO_DEADLINE, true);

@@ -69,6 +69,8 @@ typedef struct engine {
     struct pollfd *pfd;
     size_t cappfd;
     int64_t last_poll_us;
+    /* completions queued by this turn and not told yet (efd not written): since when */
+    int64_t notify_since;
     /* BATON_CALLBACKS_LOOP: no thread of its own. The program's thread runs it inside
      * baton_client_process() (and the starts it makes outside one), over epfd: wfd, efd,
      * tfd (the timer heap's first deadline, armed at tfd_at; 0: disarmed) and the sockets
