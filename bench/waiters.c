@@ -16,7 +16,8 @@
  * time from the first release sent to the last acquisition's callback.
  *
  * Prints one JSON line on stdout (the figures) and a line of words on stderr. Public API
- * and hiredis only.
+ * and hiredis only. BATON_WAITERS_PAUSE=S: a pause of S seconds before the releases (to
+ * attach a profiler to them).
  */
 #define _GNU_SOURCE
 #include <baton/baton.h>
