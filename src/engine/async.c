@@ -3,11 +3,12 @@
  *
  * Every blocking primitive waits in one routine (wait.c): attempt, subscribe, sleep until a
  * wake-up or a bound, attempt again. An asynchronous operation runs that same routine, the
- * primitive's own code unchanged, on a fiber (a stack of its own, fiber.h) driven by one
- * baton thread per client, the engine. Where a thread would sleep, the fiber arms a waker on
+ * primitive's own code unchanged, on a fiber (fiber.h; on one of the engine's stacks, which
+ * it lends while it sleeps: "stacks" below) driven by one baton thread per client, the
+ * engine. Where a thread would sleep, the fiber arms a waker on
  * its subscription (dispatch.c hands it the channel's wake-ups by the same policies as
  * sleeping threads), puts its bound in the engine's timer heap and yields; the engine then
- * runs the next fiber that has something to do. So thousands of operations wait at once on
+ * runs the next fiber that has something to do. So 100,000 operations wait at once on
  * one thread, each costs the round trips its blocking form costs, and what makes waiting
  * correct (listen before the attempt that sends it to sleep, give up leaving nothing behind)
  * stays in wait.c. A fiber yields only there, never while holding a mutex; it runs on the
