@@ -247,7 +247,7 @@ static void make_ready(baton__evloop *ev, baton_op *op)
         return;
     op->queued = true;
     push(&op->ev->eng.run_head, &op->ev->eng.run_tail, op);
-    engine_wake((&op->ev->eng));
+    engine_wake(&op->ev->eng);
     (void)ev;
 }
 
@@ -544,7 +544,7 @@ static void fiber_arrived(baton_op *op)
 /* On the fiber: back to the engine (for good when op is done). */
 static void fiber_yield(baton_op *op)
 {
-    engine *ev = (&op->ev->eng);
+    engine *ev = &op->ev->eng;
     bool back = op->state != ST_DONE;
 #ifndef BATON__FIBER_ASM
     char probe = 0;
@@ -1098,12 +1098,12 @@ int baton__fiber_sleep(baton_client *c, baton__waiting *wt, baton__sub *sub, int
     op->woken = false;
     op->state = ST_SLEEPING;
     op->wake_at = until;
-    if (until != BATON__NO_DEADLINE && heap_push((&op->ev->eng), op) != BATON_OK) {
+    if (until != BATON__NO_DEADLINE && heap_push(&op->ev->eng, op) != BATON_OK) {
         op->state = ST_RUNNING;
         baton__mutex_unlock(&ev->mu);
         return baton__fail(c, BATON_ENOMEM, "out of memory");
     }
-    engine_wake((&op->ev->eng)); /* the engine's sleep must cover the new timer */
+    engine_wake(&op->ev->eng); /* the engine's sleep must cover the new timer */
     baton__mutex_unlock(&ev->mu);
     op->waker.fn = on_wake;
     op->waker.arg = op;
@@ -1113,7 +1113,7 @@ int baton__fiber_sleep(baton_client *c, baton__waiting *wt, baton__sub *sub, int
     op->parked = false;
     bool fed = ev->subs->disarm(c, sub, &op->waker);
     baton__mutex_lock(&ev->mu);
-    heap_remove((&op->ev->eng), op);
+    heap_remove(&op->ev->eng, op);
     bool woken = op->woken, cancelled = baton__wait_cancelled_locked(ev, wt);
     op->woken = false;
     if (cancelled)
@@ -1135,7 +1135,7 @@ int baton__fiber_wait_fd(int fd, short events, int64_t deadline_us, uint64_t key
     if (!op)
         return -1;
     baton__evloop *ev = op->ev;
-    engine *e = (&op->ev->eng);
+    engine *e = &op->ev->eng;
     baton__mutex_lock(&ev->mu);
     if (e->nio == e->capio) {
         size_t cap = e->capio ? 2 * e->capio : 16;
@@ -1185,7 +1185,7 @@ int baton__fiber_sleep_until(int64_t until_us)
     baton__evloop *ev = op->ev;
     baton__mutex_lock(&ev->mu);
     op->wake_at = until_us;
-    if (heap_push((&op->ev->eng), op) != BATON_OK) {
+    if (heap_push(&op->ev->eng, op) != BATON_OK) {
         baton__mutex_unlock(&ev->mu);
         return -1;
     }
@@ -1193,7 +1193,7 @@ int baton__fiber_sleep_until(int64_t until_us)
     baton__mutex_unlock(&ev->mu);
     fiber_yield(op); /* its timer, or a cancellation */
     baton__mutex_lock(&ev->mu);
-    heap_remove((&op->ev->eng), op);
+    heap_remove(&op->ev->eng, op);
     baton__mutex_unlock(&ev->mu);
     return 0;
 }
@@ -1232,7 +1232,7 @@ int baton__fiber_wait_pool(baton_client *c, const void *pool, uint64_t seen, int
     }
     if (deadline_us != BATON__NO_DEADLINE) {
         op->wake_at = deadline_us;
-        if (heap_push((&op->ev->eng), op) != BATON_OK) {
+        if (heap_push(&op->ev->eng, op) != BATON_OK) {
             atomic_fetch_sub(&ev->npool_waiters, 1);
             baton__mutex_unlock(&ev->mu);
             return baton__fail(c, BATON_ENOMEM, "out of memory"), 0;
@@ -1245,7 +1245,7 @@ int baton__fiber_wait_pool(baton_client *c, const void *pool, uint64_t seen, int
     baton__mutex_unlock(&ev->mu);
     fiber_yield(op);
     baton__mutex_lock(&ev->mu);
-    heap_remove((&op->ev->eng), op);
+    heap_remove(&op->ev->eng, op);
     if (op->pool_wait) /* its timer, or a cancellation: still listed */
         pool_unlist(ev, op);
     baton__mutex_unlock(&ev->mu);
@@ -1496,7 +1496,7 @@ int baton__op_start(baton_client *c, void *handle, baton__op_run_fn run, bool is
     if (ev->all)
         ev->all->all_prev = op;
     ev->all = op;
-    engine *e = (&op->ev->eng);
+    engine *e = &op->ev->eng;
     if (ev->mode == BATON_CALLBACKS_LOOP && e->bound && e->driving == 0 && !current &&
         may_drive(e)) {
         /* On the loop's thread, outside baton_client_process, it begins now (and only it):
