@@ -18,7 +18,7 @@ waiters_compare() {
     : >"$work/waiters.jsonl"
     : >"$work/ping"
     round=1
-    while [ $round -le $rounds ]; do
+    while [ "$round" -le "$rounds" ]; do
         ping=$("$BATON_BENCHMARK" -p "$port" -t ping -c 50 -n 200000 -q --csv 2>/dev/null |
             awk -F'","' '/PING_MBULK/ { gsub(/"/, "", $2); print $2 }')
         echo "$ping" >>"$work/ping"
