@@ -1713,3 +1713,142 @@ Test(async, fork_child_never_acts_on_the_parents_holds, .timeout = 30)
     redisFree(r);
     baton_client_close(c);
 }
+
+/* ------------------------------------------------------------------ many waiters ---- */
+
+static long long proc_rss(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    long long size = 0, res = 0;
+    cr_assert(f != NULL && fscanf(f, "%lld %lld", &size, &res) == 2, "/proc/self/statm");
+    fclose(f);
+    return res * sysconf(_SC_PAGESIZE);
+}
+
+static long proc_maps(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    cr_assert(f != NULL, "/proc/self/maps");
+    long lines = 0;
+    int ch;
+    while ((ch = fgetc(f)) != EOF)
+        lines += ch == '\n';
+    fclose(f);
+    return lines;
+}
+
+static atomic_int many_ok, many_bad;
+
+static void on_many(void *handle, baton_owner *owner, int rc, void *arg)
+{
+    (void)handle, (void)owner, (void)arg;
+    atomic_fetch_add(rc == BATON_OK ? &many_ok : &many_bad, 1);
+}
+
+/* Issue 49: each waiter was a fiber with a 256 KiB stack of its own (an mmap and a guard
+ * page: two of vm.max_map_count's 65,530 mappings), 15-19 KB of memory each. 20,000
+ * waiters on 20,000 names, each held by a foreign owner in Redisson's layout, then every
+ * hold released as Redisson's unlock does (DEL, PUBLISH "0"): all acquire, at a few
+ * hundred mappings in all, under 3 KB each with their handles. (Sanitizers: fewer waiters,
+ * and their own memory is not counted; ThreadSanitizer keeps a thread's state, mapped, for
+ * each fiber.) */
+Test(async, twenty_thousand_waiters_need_no_stack_each, .timeout = 120)
+{
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+    enum { N = 2000 };
+#else
+    enum { N = 20000 };
+#endif
+    baton_options o;
+    baton_options_init(&o);
+    /* a waiter of the line listens on its own channel and looks by itself every 50 ms (not
+     * what this measures: the line is issue 49's item 2) */
+    o.starve_ms = BATON_STARVE_NEVER;
+    baton_client *c = th_client(&o);
+    redisContext *r = th_redis();
+    char prefix[96];
+    snprintf(prefix, sizeof prefix, "%s", th_tmpname("many"));
+    char name[160];
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "%s:%d", prefix, i);
+        redisAppendCommand(r, "HSET %s 6e0f0261-922f-4ca9-9275-5cd246e2e294:57 1", name);
+        redisAppendCommand(r, "PEXPIRE %s 120000", name);
+    }
+    for (int i = 0; i < 2 * N; i++) {
+        redisReply *rep = NULL;
+        cr_assert(eq(int, redisGetReply(r, (void **)&rep), REDIS_OK));
+        freeReplyObject(rep);
+    }
+    int fd;
+    cr_assert(eq(int, baton_client_async_fd(c, &fd), BATON_OK));
+    baton_lock **ls = calloc(N, sizeof *ls);
+    cr_assert(ls != NULL);
+    long long rss0 = proc_rss();
+    long maps0 = proc_maps();
+    atomic_store(&many_ok, 0);
+    atomic_store(&many_bad, 0);
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "%s:%d", prefix, i);
+        cr_assert(eq(int, baton_lock_open(c, name, &ls[i]), BATON_OK));
+        cr_assert(eq(int,
+                     baton_lock_acquire_async(ls[i], NULL, BATON_WAIT_FOREVER, BATON_LEASE_WATCHDOG,
+                                              on_many, NULL, NULL),
+                     BATON_OK));
+    }
+    /* every waiter asleep: its attempt before its subscription and the one after it ran */
+    int64_t t0 = th_ms();
+    baton_stats st;
+    for (;;) {
+        cr_assert(eq(int, baton_client_stats(c, &st), BATON_OK));
+        if (st.kind[BATON_KIND_LOCK].attempts >= 2 * (uint64_t)N && st.subscribes >= (uint64_t)N)
+            break;
+        cr_assert(lt(i64, th_ms() - t0, 90000), "%llu attempts, %llu subscribes after 90 s",
+                  (unsigned long long)st.kind[BATON_KIND_LOCK].attempts,
+                  (unsigned long long)st.subscribes);
+        struct pollfd p = {fd, POLLIN, 0};
+        poll(&p, 1, 10);
+        baton_client_process(c);
+    }
+    long long per = (proc_rss() - rss0) / N;
+    long maps = proc_maps() - maps0;
+    cr_assert(eq(int, atomic_load(&many_ok) + atomic_load(&many_bad), 0),
+              "%d acquired, %d failed while the names were held", atomic_load(&many_ok),
+              atomic_load(&many_bad));
+    int64_t t1 = th_ms();
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "%s:%d", prefix, i);
+        redisAppendCommand(r, "DEL %s", name);
+        redisAppendCommand(r, "PUBLISH redisson_lock__channel:{%s} 0", name);
+    }
+    for (int i = 0; i < 2 * N; i++) {
+        redisReply *rep = NULL;
+        cr_assert(eq(int, redisGetReply(r, (void **)&rep), REDIS_OK));
+        freeReplyObject(rep);
+    }
+    while (atomic_load(&many_ok) + atomic_load(&many_bad) < N && th_ms() - t1 < 60000) {
+        struct pollfd p = {fd, POLLIN, 0};
+        poll(&p, 1, 10);
+        baton_client_process(c);
+    }
+    int64_t t2 = th_ms();
+    fprintf(stderr,
+            "%d waiters: %lld bytes each with their handles, %ld mappings more; asleep after "
+            "%lld ms, all through %lld ms after the first release\n",
+            N, per, maps, (long long)(t1 - t0), (long long)(t2 - t1));
+    cr_assert(eq(int, atomic_load(&many_bad), 0), "%d acquisitions failed", atomic_load(&many_bad));
+    cr_assert(eq(int, atomic_load(&many_ok), N), "%d of %d acquired within 60 s",
+              atomic_load(&many_ok), N);
+#if !defined(__SANITIZE_THREAD__) /* ThreadSanitizer maps its own state for each fiber */
+    cr_assert(lt(long, maps, 1000), "%ld mappings for %d waiters", maps, N);
+#endif
+#if !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
+    cr_assert(le(i64, per, 3072), "%lld bytes per waiter", per);
+#endif
+    for (int i = 0; i < N; i++) {
+        cr_assert(eq(int, baton_lock_release(ls[i]), BATON_OK));
+        baton_lock_close(ls[i]);
+    }
+    free(ls);
+    redisFree(r);
+    baton_client_close(c);
+}

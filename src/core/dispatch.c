@@ -163,8 +163,9 @@ struct baton__sub {
                                line's first waiter hears the shared channel:
                                baton__sub_follow) */
     size_t nfollowers, capfollowers;
-    pthread_cond_t wake;  /* permits became positive */
-    pthread_cond_t ready; /* state changed */
+    pthread_cond_t wake;                   /* permits became positive */
+    pthread_cond_t ready;                  /* state changed */
+    baton__sub *linger_prev, *linger_next; /* on the dispatcher's list while it lingers */
 };
 
 /* One subscriber connection: to the client's target, or to one master of a Cluster. */
@@ -204,6 +205,10 @@ struct baton__dispatcher {
                                     ends with the refusal of another on its link, which
                                     drops the link with it) */
     char refusal[160];           /* the server's last refusal of a SUBSCRIBE ("NOPERM ...") */
+    /* The lingering subs in the order their lingers end (each lasts LINGER_MS from its last
+     * release): the thread looks at those due only, not at every sub (100,000 waiters'
+     * channels made each look a scan of them all). */
+    baton__sub *linger_head, *linger_tail;
     /* When the thread's poll() returns at the latest (INT64_MAX: only for I/O or the pipe),
      * while it sleeps there; 0 while it is awake (it looks at the deadlines again before it
      * sleeps). A linger that ends later needs no wake-up. */
@@ -288,21 +293,23 @@ static void free_sub(baton__sub *s, bool forked)
     free(s);
 }
 
-/* Frees s if nothing refers to it any more. Called only at the end of top-level paths. */
-static void maybe_free(baton__dispatcher *d, baton__sub *s)
-{
-    if (s->refs == 0 && s->state == S_UNSUB && !s->inflight && !s->queued && s->sem.permits == 1 &&
-        !s->sem.head) {
-        baton__map_remove(&d->subs, s->channel);
-        free_sub(s, false);
-    }
-}
-
 static void stop_lingering(baton__dispatcher *d, baton__sub *s)
 {
     if (s->lingering) {
         s->lingering = false;
         d->lingering--;
+        BATON__UNLINK_TAILED(s, linger_prev, linger_next, d->linger_head, d->linger_tail);
+    }
+}
+
+/* Frees s if nothing refers to it any more. Called only at the end of top-level paths. */
+static void maybe_free(baton__dispatcher *d, baton__sub *s)
+{
+    if (s->refs == 0 && s->state == S_UNSUB && !s->inflight && !s->queued && s->sem.permits == 1 &&
+        !s->sem.head) {
+        stop_lingering(d, s);
+        baton__map_remove(&d->subs, s->channel);
+        free_sub(s, false);
     }
 }
 
@@ -723,43 +730,22 @@ static void pin_masters(baton__dispatcher *d)
     }
 }
 
-typedef struct linger_scan {
-    baton__dispatcher *d;
-    int64_t now, earliest;
-    sub_list due;
-} linger_scan;
-
-static void scan_linger(const char *key, void *val, void *arg)
-{
-    (void)key;
-    baton__sub *s = val;
-    linger_scan *ls = arg;
-    if (!s->lingering)
-        return;
-    if (s->linger_until <= ls->now)
-        collect(key, s, &ls->due);
-    else if (s->linger_until < ls->earliest)
-        ls->earliest = s->linger_until;
-}
-
 /* Unsubscribes lingering subscriptions whose time is up; returns the poll timeout (ms) until
  * the next one, or -1 if none lingers. */
 static int expire_lingering(baton__dispatcher *d)
 {
     if (d->lingering == 0)
         return -1;
-    linger_scan ls = {d, baton__now_us(), INT64_MAX, {0}};
-    baton__map_each(&d->subs, scan_linger, &ls);
-    for (size_t i = 0; i < ls.due.n; i++) {
-        baton__sub *s = ls.due.items[i];
+    int64_t now = baton__now_us();
+    baton__sub *s;
+    while ((s = d->linger_head) && s->linger_until <= now) {
         stop_lingering(d, s);
         if (s->refs == 0)
             request_reconcile(d, s);
     }
-    free(ls.due.items);
-    if (ls.earliest == INT64_MAX)
+    if (!d->linger_head)
         return -1;
-    int64_t ms = (ls.earliest - baton__now_us() + 999) / 1000;
+    int64_t ms = (d->linger_head->linger_until - baton__now_us() + 999) / 1000;
     return ms < 0 ? 0 : (int)ms;
 }
 
@@ -1026,11 +1012,11 @@ static void release_locked(baton__dispatcher *d, baton__sub *s, bool linger)
     s->kept = false;
     if (linger && s->type->linger && s->state == S_SUBSCRIBED && s->link && s->link->conn &&
         !s->queued && !s->inflight) {
-        if (!s->lingering) {
-            s->lingering = true;
-            d->lingering++;
-        }
+        stop_lingering(d, s); /* to the end of the list: its linger ends last */
+        s->lingering = true;
+        d->lingering++;
         s->linger_until = baton__now_us() + LINGER_MS * 1000;
+        BATON__APPEND(s, linger_prev, linger_next, d->linger_head, d->linger_tail);
         if (s->linger_until < d->poll_until)
             wake_thread(d); /* its poll timeout must cover the new deadline */
         return;

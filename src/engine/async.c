@@ -3,11 +3,12 @@
  *
  * Every blocking primitive waits in one routine (wait.c): attempt, subscribe, sleep until a
  * wake-up or a bound, attempt again. An asynchronous operation runs that same routine, the
- * primitive's own code unchanged, on a fiber (a stack of its own, fiber.h) driven by one
- * baton thread per client, the engine. Where a thread would sleep, the fiber arms a waker on
+ * primitive's own code unchanged, on a fiber (fiber.h; on one of the engine's stacks, which
+ * it lends while it sleeps: "stacks" below) driven by one baton thread per client, the
+ * engine. Where a thread would sleep, the fiber arms a waker on
  * its subscription (dispatch.c hands it the channel's wake-ups by the same policies as
  * sleeping threads), puts its bound in the engine's timer heap and yields; the engine then
- * runs the next fiber that has something to do. So thousands of operations wait at once on
+ * runs the next fiber that has something to do. So 100,000 operations wait at once on
  * one thread, each costs the round trips its blocking form costs, and what makes waiting
  * correct (listen before the attempt that sends it to sleep, give up leaving nothing behind)
  * stays in wait.c. A fiber yields only there, never while holding a mutex; it runs on the
@@ -35,6 +36,7 @@
 #include "hooks.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,56 +51,66 @@
 /* A fiber's stack: the primitives' code, hiredis and OpenSSL with room to spare. Stacks are
  * mapped with a guard page below and kept for reuse (up to SPARE_STACKS). */
 #define STACK_SIZE (256 * 1024)
-#define DETAIL_LEN 256
 /* One engine thread per client: a fiber waiting for its socket yields (baton__fiber_wait_fd),
  * so it overlaps the round trips of every operation in flight, up to the pool's
  * connections; more threads would only add hand-offs between them. */
-#define ERRSAVE_LEN 512
 #define POLL_EVERY_US 1000
 
 /* ST_SLEEPING: in a wait (woken by its subscription, a cancellation or its timer), or
  * waiting for a free connection (pool_wait). ST_IO: waiting for its socket (or its timer). */
 typedef enum op_state { ST_NEW, ST_RUNNING, ST_SLEEPING, ST_IO, ST_DONE } op_state;
 
+/* Laid out for size: 100,000 waiting operations are 100,000 of these. */
 struct baton_op {
-    baton__evloop *ev;
-    struct engine *eng;   /* the engine thread its fiber runs on */
+    baton__evloop *ev;    /* its fiber runs on ev->eng */
     baton__op_run_fn run; /* what its fiber runs: the primitive's blocking verb */
-    /* A release is not a wait: cancelled or not, it runs (one round trip), or what it was
-     * asked to give back would stay taken in Redis. */
-    bool release;
     void *handle;
     baton__op_args args; /* args.owner: the owner it acts for, or NULL */
     uint64_t owner_id;   /* what its fiber acts for: the owner's id, or the starting thread's;
                           * kept across each yield (fiber_yield) */
     baton_async_fn fn;
     void *arg;
+    /* While it runs: the client's error detail on this thread, kept across a yield (the
+     * fibers that run meanwhile on the same thread write theirs in the same place); when
+     * done, its result's detail. NULL: none (or no memory for it). On the heap, and only
+     * when there is one. */
+    char *detail;
+    int64_t wake_at; /* timer, monotonic µs */
+    baton__sub_waker waker;
+    union {
+        struct { /* ST_IO: the socket and the events it waits for */
+            int io_fd;
+            short io_events;
+            uint32_t ioidx; /* index in the engine's I/O list */
+        };
+        struct { /* pool_wait: in ev->pool_head..pool_tail, waiting for pool_for */
+            const void *pool_for;
+            baton_op *pool_prev, *pool_next;
+        };
+    };
+    baton__fctx ctx;
+    /* Its stack: the engine's stack `slot` (-1: none yet), which holds its frames while it
+     * runs; while it sleeps on a subscription (parked) another fiber may take the stack,
+     * its frames copied out to `saved` (saved_len bytes from the top of the stack, the
+     * words that are not zero) and back before it runs again, at the same addresses. */
+    char *saved;
+    uint32_t saved_len;
+    int slot;
     int rc;
-    char detail[DETAIL_LEN];
-
-    op_state state;
-    bool queued;       /* in the run queue */
+    uint32_t hidx;       /* index in the timer heap, NO_HEAP when not in it */
+    unsigned char state; /* op_state */
+    /* A release is not a wait: cancelled or not, it runs (one round trip), or what it was
+     * asked to give back would stay taken in Redis. */
+    bool release;
+    bool queued;       /* in the run queue (or its stack's list) */
     bool cancelled;    /* baton_op_cancel, cancel_waits, close */
     bool woken;        /* the waker fired while it slept */
     bool pending_wake; /* ... or while it was not asleep: the next sleep returns at once */
-    int64_t wake_at;   /* timer, monotonic µs */
-    size_t hidx;       /* index in the timer heap, NO_HEAP when not in it */
-    baton__sub_waker waker;
-    int io_fd; /* ST_IO: the socket and the events it waits for */
-    short io_events;
-    bool io_ready;  /* the socket was ready (else the timer ran out) */
-    size_t ioidx;   /* index in the engine's I/O list */
-    bool pool_wait; /* in ev->pool_head..pool_tail, waiting for pool_for */
-    const void *pool_for;
-    baton_op *pool_prev, *pool_next;
-    /* The client's error detail on this thread, kept across a yield: the fibers that run
-     * meanwhile on the same thread write theirs in the same place. */
-    char errsave[ERRSAVE_LEN];
-    baton__fctx ctx;
-    char *stack;  /* mapping: guard page, then STACK_SIZE */
-    char *bottom; /* the stack's lowest usable byte (past the guard page) */
-#ifdef BATON_VALGRIND
-    unsigned vg_stack; /* valgrind's id of the stack */
+    bool io_ready;     /* the socket was ready (else the timer ran out) */
+    bool pool_wait;    /* in the pool's waiters (pool_for) */
+    bool parked;       /* asleep on a subscription: its stack may be lent */
+#ifndef BATON__FIBER_ASM
+    char *low; /* below its frames when it yielded (ucontext: no saved stack pointer) */
 #endif
 #ifdef BATON_ASAN
     void *asan_fake;
@@ -106,11 +118,11 @@ struct baton_op {
 #ifdef BATON_TSAN
     void *tsan_fiber;
 #endif
-    baton_op *next;                /* run queue or done queue */
+    baton_op *next;                /* run queue, done queue or its stack's list */
     baton_op *all_prev, *all_next; /* live operations */
 };
 
-#define NO_HEAP ((size_t)-1)
+#define NO_HEAP UINT32_MAX
 
 static _Thread_local baton_op *current; /* the fiber running on this thread */
 static _Thread_local bool on_engine;    /* this thread is a client's engine */
@@ -234,8 +246,8 @@ static void make_ready(baton__evloop *ev, baton_op *op)
     if (op->state != ST_SLEEPING || op->queued)
         return;
     op->queued = true;
-    push(&op->eng->run_head, &op->eng->run_tail, op);
-    engine_wake(op->eng);
+    push(&op->ev->eng.run_head, &op->ev->eng.run_tail, op);
+    engine_wake(&op->ev->eng);
     (void)ev;
 }
 
@@ -258,48 +270,244 @@ static void on_wake(void *arg)
 
 static void fiber_main(void);
 
-static int fiber_make(engine *ev, baton_op *op)
+/* op's error detail, printf-style (none when memory runs out: its code's name is given). */
+static void set_detail(baton_op *op, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_detail(baton_op *op, const char *fmt, ...)
 {
-    long page = sysconf(_SC_PAGESIZE);
-    char *m = ev->nspare ? ev->spare[--ev->nspare] : NULL;
-    if (!m) {
-        m = mmap(NULL, STACK_SIZE + (size_t)page, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
-        if (m == MAP_FAILED)
-            return BATON_ENOMEM;
-        mprotect(m, (size_t)page, PROT_NONE); /* a guard: an overflow faults, it never writes */
-    }
-    op->stack = m;
-    op->bottom = m + page;
-    if (baton__fctx_make(&op->ctx, op->bottom, STACK_SIZE, fiber_main) != 0) {
-        ev->spare[ev->nspare++] = m; /* back where it came from, or to an empty list */
-        op->stack = NULL;
-        return BATON_ENOMEM;
-    }
-#ifdef BATON_VALGRIND
-    op->vg_stack = VALGRIND_STACK_REGISTER(m + page, m + page + STACK_SIZE);
+    va_list ap;
+    va_start(ap, fmt);
+    char *d = NULL;
+    if (vasprintf(&d, fmt, ap) < 0)
+        d = NULL;
+    va_end(ap);
+    free(op->detail);
+    op->detail = d;
+}
+
+/* ------------------------------- stacks (the engine thread's alone) ------------------- */
+
+/* A fiber that only waits needs no stack of its own: the engine maps at most MAX_STACKS
+ * stacks, and a fiber sleeping on a subscription (parked) lends its stack to the next fiber
+ * that needs one: its frames, the few hundred bytes to few kilobytes between its stack
+ * pointer and the top, are copied out to the heap and back before it runs again, at the same
+ * addresses (its frames point into themselves). So 100,000 waiters cost 100,000 copies of
+ * their frames, not 100,000 stacks of 256 KiB and 200,000 mappings (vm.max_map_count is
+ * 65,530). Only a parked fiber lends its stack: nothing but the fiber itself reaches into
+ * its frames (its waker, its timer and its lists are in its baton_op). A fiber bound to a
+ * stack that another fiber uses for I/O waits for it (in the stack's list) until that fiber
+ * parks or ends. Frames are copied like the memory they are: the sanitizers are told
+ * (ASan's poisoning of the stack is lifted where frames move), valgrind knows each stack
+ * once. */
+
+#ifdef BATON_ASAN
+#include <sanitizer/asan_interface.h>
+#define UNPOISON(p, n) __asan_unpoison_memory_region((p), (n))
+#else
+#define UNPOISON(p, n) ((void)(p), (void)(n))
 #endif
+
+static char *slot_bottom(const engine *e, int i)
+{
+    return e->slots[i].map + e->page;
+}
+
+/* The lowest byte of a fiber's frames that it left when it yielded. */
+static char *frames_low(const engine *e, const baton_op *op)
+{
+#ifdef BATON__FIBER_ASM
+    (void)e;
+    return op->ctx.sp;
+#else
+    char *low = op->low, *bottom = slot_bottom(e, op->slot);
+    return low < bottom ? bottom : low;
+#endif
+}
+
+/* Maps one more stack; its index, or -1 (errno: mmap's). */
+static int slot_new(engine *e)
+{
+    if (!e->page)
+        e->page = (size_t)sysconf(_SC_PAGESIZE);
+    if (!e->slots) {
+        e->slots = calloc(MAX_STACKS, sizeof *e->slots);
+        if (!e->slots) {
+            errno = ENOMEM;
+            return -1;
+        }
+    }
+    char *m = mmap(NULL, STACK_SIZE + e->page, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED)
+        return -1;
+    mprotect(m, e->page, PROT_NONE); /* a guard: an overflow faults, it never writes */
+    int i = e->nslots++;
+    e->slots[i] = (struct stack_slot){.map = m};
+#ifdef BATON_VALGRIND
+    e->slots[i].vg = VALGRIND_STACK_REGISTER(m + e->page, m + e->page + STACK_SIZE);
+#endif
+    return i;
+}
+
+/* Copies the frames of op (parked, not running) out of its stack, which is free after. A
+ * quarter of a waiter's frames are zero words (padding, locals not set yet): the copy keeps
+ * a bitmap of the 8-byte words that are not zero, then those words only. */
+static int stack_save(engine *e, baton_op *op)
+{
+    char *low = (char *)((uintptr_t)frames_low(e, op) & ~(uintptr_t)7);
+    char *top = slot_bottom(e, op->slot) + STACK_SIZE;
+    size_t len = (size_t)(top - low), words = len / 8, map = (words + 7) / 8, nonzero = 0;
+    UNPOISON(low, len);
+    for (size_t w = 0; w < words; w++) {
+        uint64_t v;
+        memcpy(&v, low + 8 * w, 8);
+        nonzero += v != 0;
+    }
+    unsigned char *buf = malloc(map + 8 * nonzero);
+    if (!buf)
+        return BATON_ENOMEM;
+    memset(buf, 0, map);
+    unsigned char *out = buf + map;
+    for (size_t w = 0; w < words; w++) {
+        uint64_t v;
+        memcpy(&v, low + 8 * w, 8);
+        if (v) {
+            buf[w / 8] |= (unsigned char)(1u << (w % 8));
+            memcpy(out, &v, 8);
+            out += 8;
+        }
+    }
+    op->saved = (char *)buf;
+    op->saved_len = (uint32_t)len;
+    e->slots[op->slot].occ = NULL;
+    return BATON_OK;
+}
+
+/* Puts op's frames back where they were. */
+static void stack_restore(engine *e, baton_op *op)
+{
+    char *top = slot_bottom(e, op->slot) + STACK_SIZE, *low = top - op->saved_len;
+    size_t words = op->saved_len / 8, map = (words + 7) / 8;
+    const unsigned char *buf = (const unsigned char *)op->saved, *in = buf + map;
+    UNPOISON(low, op->saved_len);
+    for (size_t w = 0; w < words; w++) {
+        uint64_t v = 0;
+        if (buf[w / 8] & (1u << (w % 8))) {
+            memcpy(&v, in, 8);
+            in += 8;
+        }
+        memcpy(low + 8 * w, &v, 8);
+    }
+    free(op->saved);
+    op->saved = NULL;
+    op->saved_len = 0;
+    e->slots[op->slot].occ = op;
+}
+
+/* A stack for a fiber that has none yet: a free one, else one whose fiber is parked, else a
+ * new one (up to MAX_STACKS); -1 when every stack is in use (errno 0) or none could be
+ * mapped (errno set). Those with fibers waiting for them are left to those. */
+static int slot_find(engine *e)
+{
+    int n = e->nslots, park = -1;
+    for (int k = 0; k < n; k++) {
+        int i = (int)((e->cursor + (unsigned)k) % (unsigned)n);
+        const struct stack_slot *s = &e->slots[i];
+        if (s->wait_head)
+            continue;
+        if (!s->occ) {
+            e->cursor = (unsigned)i + 1;
+            return i;
+        }
+        if (park < 0 && s->occ->parked)
+            park = i;
+    }
+    if (park >= 0) {
+        e->cursor = (unsigned)park + 1;
+        return park;
+    }
+    errno = 0;
+    return n < MAX_STACKS ? slot_new(e) : -1;
+}
+
+#define STACK_WAIT 1
+
+/* Makes op's stack hold op's frames before it runs (ev->mu held): BATON_OK, STACK_WAIT
+ * (listed on its stack, which another fiber uses: it runs when that fiber parks or ends),
+ * or an error with op->detail written (a fiber not begun only). */
+static int stack_take(engine *e, baton_op *op)
+{
+    if (op->slot < 0) {
+        int i = slot_find(e);
+        if (i < 0 && e->nslots == 0) {
+            int err = errno;
+            set_detail(op,
+                       "out of memory for an operation's stack: mmap of %d KiB: %s (each stack "
+                       "is two mappings, of vm.max_map_count)",
+                       STACK_SIZE / 1024, strerror(err ? err : ENOMEM));
+            return BATON_ENOMEM;
+        }
+        if (i < 0) /* every stack busy (or no more could be mapped): wait for one */
+            i = (int)(e->cursor++ % (unsigned)e->nslots);
+        op->slot = i;
+    }
+    struct stack_slot *s = &e->slots[op->slot];
+    if (s->occ == op)
+        return BATON_OK;
+    if (s->occ && !s->occ->parked) {
+        push(&s->wait_head, &s->wait_tail, op);
+        return STACK_WAIT;
+    }
+    if (s->occ && stack_save(e, s->occ) != BATON_OK) {
+        if (op->state == ST_NEW) {
+            set_detail(op,
+                       "out of memory: the frames of a waiting operation could not be saved "
+                       "(malloc of %zu bytes) to lend its stack",
+                       (size_t)(slot_bottom(e, op->slot) + STACK_SIZE - frames_low(e, s->occ)));
+            return BATON_ENOMEM;
+        }
+        push(&s->wait_head, &s->wait_tail, op); /* tried again when the stack changes hands */
+        return STACK_WAIT;
+    }
+    if (op->saved)
+        stack_restore(e, op);
+    else
+        s->occ = op;
+    return BATON_OK;
+}
+
+/* op ran and yielded or ended (ev->mu held): if it left its stack free or lendable, the
+ * first fiber waiting for that stack goes to the run queue. */
+static void stack_pass(engine *e, baton_op *op, int slot)
+{
+    struct stack_slot *s = &e->slots[slot];
+    if (!s->wait_head || (s->occ && !s->occ->parked))
+        return;
+    baton_op *next = pop(&s->wait_head, &s->wait_tail);
+    push(&e->run_head, &e->run_tail, next); /* still marked queued */
+    (void)op;
+}
+
+static int fiber_make(engine *e, baton_op *op)
+{
+    UNPOISON(slot_bottom(e, op->slot), STACK_SIZE);
+    if (baton__fctx_make(&op->ctx, slot_bottom(e, op->slot), STACK_SIZE, fiber_main) != 0)
+        return BATON_ENOMEM;
 #ifdef BATON_TSAN
     op->tsan_fiber = __tsan_create_fiber(0);
 #endif
     return BATON_OK;
 }
 
-static void fiber_unmake(engine *ev, baton_op *op)
+/* op's fiber ended: its stack is free. */
+static void fiber_unmake(engine *e, baton_op *op)
 {
-    if (!op->stack)
-        return;
-#ifdef BATON_VALGRIND
-    VALGRIND_STACK_DEREGISTER(op->vg_stack);
-#endif
 #ifdef BATON_TSAN
     __tsan_destroy_fiber(op->tsan_fiber);
 #endif
-    if (ev->nspare < SPARE_STACKS)
-        ev->spare[ev->nspare++] = op->stack;
-    else
-        munmap(op->stack, STACK_SIZE + (size_t)sysconf(_SC_PAGESIZE));
-    op->stack = NULL;
+    if (op->slot >= 0 && e->slots[op->slot].occ == op)
+        e->slots[op->slot].occ = NULL;
+    free(op->saved);
+    op->saved = NULL;
 }
 
 /* The engine thread switches to op's fiber until it yields or ends. */
@@ -309,7 +517,7 @@ static void fiber_enter(engine *ev, baton_op *op)
     uint64_t saved = baton__owner_act(op->owner_id);
 #ifdef BATON_ASAN
     void *fake = NULL;
-    __sanitizer_start_switch_fiber(&fake, op->bottom, STACK_SIZE);
+    __sanitizer_start_switch_fiber(&fake, slot_bottom(ev, op->slot), STACK_SIZE);
 #endif
 #ifdef BATON_TSAN
     __tsan_switch_to_fiber(op->tsan_fiber, 0);
@@ -326,7 +534,8 @@ static void fiber_enter(engine *ev, baton_op *op)
 static void fiber_arrived(baton_op *op)
 {
 #ifdef BATON_ASAN
-    __sanitizer_finish_switch_fiber(op->asan_fake, &op->eng->main_bottom, &op->eng->main_size);
+    __sanitizer_finish_switch_fiber(op->asan_fake, &op->ev->eng.main_bottom,
+                                    &op->ev->eng.main_size);
 #else
     (void)op;
 #endif
@@ -335,10 +544,18 @@ static void fiber_arrived(baton_op *op)
 /* On the fiber: back to the engine (for good when op is done). */
 static void fiber_yield(baton_op *op)
 {
-    engine *ev = op->eng;
+    engine *ev = &op->ev->eng;
     bool back = op->state != ST_DONE;
+#ifndef BATON__FIBER_ASM
+    char probe = 0;
+    /* swapcontext's frame, below this one, is small: 2 KiB covers it and the red zone */
+    op->low = (char *)&probe - 2048;
+    __asm__ volatile("" : : "r"(&probe) : "memory");
+#endif
     if (back) {
-        snprintf(op->errsave, sizeof op->errsave, "%s", baton_client_errmsg(op->ev->c));
+        const char *m = baton_client_errmsg(op->ev->c);
+        free(op->detail);
+        op->detail = m[0] ? baton__strdup(m) : NULL;
         /* whom it acts for now (a verb "_as" an owner may yield inside): fiber_enter
          * gives it back, whatever the fibers that run meanwhile act for */
         op->owner_id = baton__owner_act(0);
@@ -353,8 +570,8 @@ static void fiber_yield(baton_op *op)
     baton__fctx_switch(&op->ctx, &ev->main_ctx);
     fiber_arrived(op);
     if (back) {
-        if (op->errsave[0])
-            baton__fail(op->ev->c, BATON_OK, "%s", op->errsave);
+        if (op->detail)
+            baton__fail(op->ev->c, BATON_OK, "%s", op->detail);
         else
             baton__clear_error(op->ev->c);
     }
@@ -372,11 +589,11 @@ static void fiber_main(void)
     baton__mutex_unlock(&ev->mu);
     if (cancelled) {
         op->rc = BATON_ECANCELED;
-        snprintf(op->detail, sizeof op->detail, "operation cancelled before it started");
+        set_detail(op, "operation cancelled before it started");
     } else {
         op->rc = op->run(op->handle, &op->args);
-        snprintf(op->detail, sizeof op->detail, "%s",
-                 op->rc == BATON_OK ? "" : baton_client_errmsg(ev->c));
+        if (op->rc != BATON_OK)
+            set_detail(op, "%s", baton_client_errmsg(ev->c));
     }
     baton__mutex_lock(&ev->mu);
     op->state = ST_DONE;
@@ -386,14 +603,20 @@ static void fiber_main(void)
 
 /* ------------------------------- the engine ------------------------------------------- */
 
+static void op_free(baton_op *op)
+{
+    free(op->detail);
+    free(op);
+}
+
 static void deliver(baton__evloop *ev, baton_op *op)
 {
     if (op->rc == BATON_OK)
         baton__clear_error(ev->c);
     else
-        baton__fail(ev->c, op->rc, "%s", op->detail);
+        baton__fail(ev->c, op->rc, "%s", op->detail ? op->detail : baton_strerror(op->rc));
     op->fn(op->handle, op->args.owner, op->rc, op->arg);
-    free(op);
+    op_free(op);
 }
 
 /* The completion of an operation nobody waits for (baton__op_spawn): never called. */
@@ -405,10 +628,10 @@ static void no_completion(void *handle, baton_owner *owner, int rc, void *arg)
 /* An operation's fiber ended (ev->mu held; may drop it to run the callback). */
 static void finish(baton__evloop *ev, baton_op *op)
 {
-    op->eng->live--; /* before the callback, which frees op */
+    op->ev->eng.live--; /* before the callback, which frees op */
     BATON__UNLINK(op, all_prev, all_next, ev->all);
     if (op->fn == no_completion) { /* nobody waits for it (baton__op_spawn) */
-        free(op);
+        op_free(op);
     } else if (ev->mode == BATON_CALLBACKS_BATON && !ev->stop) {
         baton__mutex_unlock(&ev->mu);
         deliver(ev, op);
@@ -419,15 +642,34 @@ static void finish(baton__evloop *ev, baton_op *op)
          * has a write after the last take. */
         bool was_empty = !ev->done_head;
         push(&ev->done_head, &ev->done_tail, op);
-        /* BATON_CALLBACKS_LOOP: baton_client_process, which drives, delivers it itself */
+        /* BATON_CALLBACKS_LOOP: baton_client_process, which drives, delivers it itself. On
+         * the engine's thread the write waits for the end of its turn (notify_flush): the
+         * program's thread is woken once for the completions of a turn, not once for each
+         * (100,000 waiters released at once made as many wake-ups of it). */
         if (was_empty && !(ev->mode == BATON_CALLBACKS_LOOP && processing == ev)) {
-            uint64_t one = 1;
-            ssize_t n = write(ev->efd, &one, sizeof one);
-            (void)n; /* a counter at its maximum is readable already */
+            if (on_engine && ev->mode != BATON_CALLBACKS_LOOP) {
+                if (!ev->eng.notify_since)
+                    ev->eng.notify_since = baton__now_us() | 1;
+            } else {
+                uint64_t one = 1;
+                ssize_t n = write(ev->efd, &one, sizeof one);
+                (void)n; /* a counter at its maximum is readable already */
+            }
         }
     }
     --ev->live;
     baton__cond_broadcast(&ev->idle); /* close, and baton__evloop_drop_handle */
+}
+
+/* The engine thread's completions of this turn are told to the program (ev->mu held). */
+static void notify_flush(engine *e)
+{
+    if (!e->notify_since)
+        return;
+    e->notify_since = 0;
+    uint64_t one = 1;
+    ssize_t n = write(e->ev->efd, &one, sizeof one);
+    (void)n; /* a counter at its maximum is readable already */
 }
 
 /* An operation waiting for its socket goes back to the run queue: ready, or its timer ran
@@ -506,19 +748,28 @@ static void engine_poll(engine *e, int64_t until, bool block)
         }
 }
 
-/* Runs op's fiber until it yields or ends (ev->mu held; dropped meanwhile). */
+/* Runs op's fiber until it yields or ends (ev->mu held; dropped meanwhile), once its stack
+ * holds its frames (else it waits for that stack). */
 static void run_one(engine *e, baton_op *op)
 {
     baton__evloop *ev = e->ev;
-    op->queued = false;
     bool fresh = op->state == ST_NEW;
+    int taken = stack_take(e, op);
+    if (taken == STACK_WAIT) {
+        op->queued = true; /* on its stack's list: nothing else queues it meanwhile */
+        return;
+    }
+    op->queued = false;
     op->state = ST_RUNNING;
-    /* The program's thread may be starting operations: it never waits for a stack to be
-     * made (the spare stacks are the engine's alone). */
+    int slot = op->slot;
     baton__mutex_unlock(&ev->mu);
-    if (fresh && fiber_make(e, op) != BATON_OK) {
+    if (taken == BATON_OK && fresh && fiber_make(e, op) != BATON_OK) {
+        e->slots[slot].occ = NULL;
+        set_detail(op, "out of memory for an operation's context");
+        taken = BATON_ENOMEM;
+    }
+    if (taken != BATON_OK) {
         op->rc = BATON_ENOMEM;
-        snprintf(op->detail, sizeof op->detail, "out of memory for an operation's stack");
         baton__mutex_lock(&ev->mu);
         op->state = ST_DONE;
     } else {
@@ -527,6 +778,8 @@ static void run_one(engine *e, baton_op *op)
             fiber_unmake(e, op);
         baton__mutex_lock(&ev->mu);
     }
+    if (slot >= 0)
+        stack_pass(e, op, slot);
     if (op->state == ST_DONE)
         finish(ev, op);
 }
@@ -553,6 +806,9 @@ static void run_ready(engine *e)
     for (;;) {
         /* With fibers to run, the sockets are looked at every millisecond all the same:
          * a round trip's reply waits no longer than that for the fibers started meanwhile. */
+        /* A long turn tells the program of its completions every millisecond too. */
+        if (e->notify_since && baton__now_us() - e->notify_since >= POLL_EVERY_US)
+            notify_flush(e);
         if (e->nio > 0 && e->run_head && baton__now_us() - e->last_poll_us >= POLL_EVERY_US) {
             if (e->ev->mode == BATON_CALLBACKS_LOOP)
                 loop_look(e, 0);
@@ -581,6 +837,7 @@ static void *engine_main(void *arg)
     baton__mutex_lock(&ev->mu);
     for (;;) {
         run_ready(e);
+        notify_flush(e); /* before it sleeps */
         if (ev->stop && e->live == 0)
             break;
         engine_poll(e, e->nheap > 0 ? e->heap[0]->wake_at : BATON__NO_DEADLINE, true);
@@ -841,20 +1098,22 @@ int baton__fiber_sleep(baton_client *c, baton__waiting *wt, baton__sub *sub, int
     op->woken = false;
     op->state = ST_SLEEPING;
     op->wake_at = until;
-    if (until != BATON__NO_DEADLINE && heap_push(op->eng, op) != BATON_OK) {
+    if (until != BATON__NO_DEADLINE && heap_push(&op->ev->eng, op) != BATON_OK) {
         op->state = ST_RUNNING;
         baton__mutex_unlock(&ev->mu);
         return baton__fail(c, BATON_ENOMEM, "out of memory");
     }
-    engine_wake(op->eng); /* the engine's sleep must cover the new timer */
+    engine_wake(&op->ev->eng); /* the engine's sleep must cover the new timer */
     baton__mutex_unlock(&ev->mu);
     op->waker.fn = on_wake;
     op->waker.arg = op;
     ev->subs->arm(c, sub, &op->waker);
+    op->parked = true; /* its stack may be lent meanwhile ("stacks") */
     fiber_yield(op);
+    op->parked = false;
     bool fed = ev->subs->disarm(c, sub, &op->waker);
     baton__mutex_lock(&ev->mu);
-    heap_remove(op->eng, op);
+    heap_remove(&op->ev->eng, op);
     bool woken = op->woken, cancelled = baton__wait_cancelled_locked(ev, wt);
     op->woken = false;
     if (cancelled)
@@ -876,7 +1135,7 @@ int baton__fiber_wait_fd(int fd, short events, int64_t deadline_us, uint64_t key
     if (!op)
         return -1;
     baton__evloop *ev = op->ev;
-    engine *e = op->eng;
+    engine *e = &op->ev->eng;
     baton__mutex_lock(&ev->mu);
     if (e->nio == e->capio) {
         size_t cap = e->capio ? 2 * e->capio : 16;
@@ -926,7 +1185,7 @@ int baton__fiber_sleep_until(int64_t until_us)
     baton__evloop *ev = op->ev;
     baton__mutex_lock(&ev->mu);
     op->wake_at = until_us;
-    if (heap_push(op->eng, op) != BATON_OK) {
+    if (heap_push(&op->ev->eng, op) != BATON_OK) {
         baton__mutex_unlock(&ev->mu);
         return -1;
     }
@@ -934,7 +1193,7 @@ int baton__fiber_sleep_until(int64_t until_us)
     baton__mutex_unlock(&ev->mu);
     fiber_yield(op); /* its timer, or a cancellation */
     baton__mutex_lock(&ev->mu);
-    heap_remove(op->eng, op);
+    heap_remove(&op->ev->eng, op);
     baton__mutex_unlock(&ev->mu);
     return 0;
 }
@@ -973,7 +1232,7 @@ int baton__fiber_wait_pool(baton_client *c, const void *pool, uint64_t seen, int
     }
     if (deadline_us != BATON__NO_DEADLINE) {
         op->wake_at = deadline_us;
-        if (heap_push(op->eng, op) != BATON_OK) {
+        if (heap_push(&op->ev->eng, op) != BATON_OK) {
             atomic_fetch_sub(&ev->npool_waiters, 1);
             baton__mutex_unlock(&ev->mu);
             return baton__fail(c, BATON_ENOMEM, "out of memory"), 0;
@@ -986,7 +1245,7 @@ int baton__fiber_wait_pool(baton_client *c, const void *pool, uint64_t seen, int
     baton__mutex_unlock(&ev->mu);
     fiber_yield(op);
     baton__mutex_lock(&ev->mu);
-    heap_remove(op->eng, op);
+    heap_remove(&op->ev->eng, op);
     if (op->pool_wait) /* its timer, or a cancellation: still listed */
         pool_unlist(ev, op);
     baton__mutex_unlock(&ev->mu);
@@ -1083,8 +1342,13 @@ void baton__evloop_drop_handle(baton_client *c, void *handle)
 /* Frees what the engine kept (its thread has ended, or never ran). */
 static void free_engine(engine *e)
 {
-    while (e->nspare > 0)
-        munmap(e->spare[--e->nspare], STACK_SIZE + (size_t)sysconf(_SC_PAGESIZE));
+    for (int i = 0; i < e->nslots; i++) {
+#ifdef BATON_VALGRIND
+        VALGRIND_STACK_DEREGISTER(e->slots[i].vg);
+#endif
+        munmap(e->slots[i].map, STACK_SIZE + e->page);
+    }
+    free(e->slots);
     free(e->heap);
     free(e->io);
     free(e->pfd);
@@ -1213,6 +1477,7 @@ int baton__op_start(baton_client *c, void *handle, baton__op_run_fn run, bool is
     op->owner_id = args->owner ? baton__owner_of(args->owner) : baton__owner_id();
     op->state = ST_NEW;
     op->hidx = NO_HEAP;
+    op->slot = -1;
     baton__mutex_lock(&ev->mu);
     if (ev->closing) {
         baton__mutex_unlock(&ev->mu);
@@ -1226,13 +1491,12 @@ int baton__op_start(baton_client *c, void *handle, baton__op_run_fn run, bool is
         return rc;
     }
     ev->live++;
-    op->eng = &ev->eng;
-    op->eng->live++;
+    op->ev->eng.live++;
     op->all_next = ev->all;
     if (ev->all)
         ev->all->all_prev = op;
     ev->all = op;
-    engine *e = op->eng;
+    engine *e = &op->ev->eng;
     if (ev->mode == BATON_CALLBACKS_LOOP && e->bound && e->driving == 0 && !current &&
         may_drive(e)) {
         /* On the loop's thread, outside baton_client_process, it begins now (and only it):
@@ -1247,7 +1511,7 @@ int baton__op_start(baton_client *c, void *handle, baton__op_run_fn run, bool is
         return BATON_OK;
     }
     op->queued = true;
-    push(&op->eng->run_head, &op->eng->run_tail, op);
+    push(&op->ev->eng.run_head, &op->ev->eng.run_tail, op);
     if (ev->mode == BATON_CALLBACKS_LOOP || processing != ev) {
         engine_wake(e);
     } else if (!deferred_since) {

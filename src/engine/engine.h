@@ -16,7 +16,11 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#define SPARE_STACKS 64
+/* The most stacks an engine maps (each a mapping and its guard page: two of
+ * vm.max_map_count's 65,530). A fiber lends its stack out while it sleeps on a
+ * subscription; beyond this many fibers running or waiting for I/O at once, the next waits
+ * for a stack instead of mapping one. */
+#define MAX_STACKS 256
 
 #if defined(__SANITIZE_ADDRESS__)
 #define BATON_ASAN 1
@@ -65,6 +69,8 @@ typedef struct engine {
     struct pollfd *pfd;
     size_t cappfd;
     int64_t last_poll_us;
+    /* completions queued by this turn and not told yet (efd not written): since when */
+    int64_t notify_since;
     /* BATON_CALLBACKS_LOOP: no thread of its own. The program's thread runs it inside
      * baton_client_process() (and the starts it makes outside one), over epfd: wfd, efd,
      * tfd (the timer heap's first deadline, armed at tfd_at; 0: disarmed) and the sockets
@@ -84,8 +90,20 @@ typedef struct engine {
     pthread_t driver;
     bool bound;
     pthread_t loop_thread;
-    char *spare[SPARE_STACKS]; /* this thread's alone */
-    int nspare;
+    /* The fibers' stacks (this thread's alone): each runs one fiber at a time, the one
+     * whose frames are in it (occ); a fiber sleeping on a subscription lends its stack to
+     * the next that needs it, its frames copied out (async.c, "stacks"). */
+    struct stack_slot {
+        char *map;                       /* a guard page, then STACK_SIZE */
+        baton_op *occ;                   /* whose frames it holds, or NULL */
+        baton_op *wait_head, *wait_tail; /* operations bound to it, waiting for it */
+#ifdef BATON_VALGRIND
+        unsigned vg; /* valgrind's id of the stack */
+#endif
+    } * slots;
+    int nslots;
+    unsigned cursor; /* where the next search for a stack begins */
+    size_t page;
     baton__fctx main_ctx; /* the engine thread's own */
 #ifdef BATON_ASAN
     const void *main_bottom;
