@@ -1154,8 +1154,17 @@ Test(semaphore, redissons_scripts_share_the_semaphore_with_the_line, .timeout = 
     w.wait_ms = 300;
     cr_assert(eq(int, pthread_create(&t, NULL, take_sem_turn, &w), 0));
     wait_line_length(r, name, 1);
+    /* the permit freed and Redisson's acquire in one MULTI: the waiter's own looks (every
+     * 50 ms) cannot come between them and take it first */
+    freeReplyObject(th_cmd(r, "MULTI"));
     freeReplyObject(th_cmd(r, "SET %s 1", name));
-    cr_assert(eq(i64, th_cmd_int(r, "EVAL %s 1 %s 1", REDISSON_TRY_ACQUIRE, name), 1));
+    freeReplyObject(th_cmd(r, "EVAL %s 1 %s 1", REDISSON_TRY_ACQUIRE, name));
+    redisReply *ex = th_cmd(r, "EXEC");
+    cr_assert(eq(int, ex->type, REDIS_REPLY_ARRAY));
+    cr_assert(eq(sz, ex->elements, 2));
+    cr_assert(eq(int, ex->element[1]->type, REDIS_REPLY_INTEGER));
+    cr_assert(eq(i64, ex->element[1]->integer, 1), "Redisson's acquire took the freed permit");
+    freeReplyObject(ex);
     pthread_join(t, NULL);
     cr_assert(eq(int, w.rc, BATON_ETIMEDOUT), "%s", baton_err_name(w.rc));
     cr_assert(eq(i64, available(h), 0));
