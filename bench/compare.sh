@@ -163,7 +163,8 @@ def f(v, prec):
 cols = [("p50 ms", "p50", 3), ("p99 ms", "p99", 3), ("p999 ms", "p999", 3),
         ("max ms", "max", 3), ("self-reacq %", "self_reacquire_pct", 1),
         ("srv cmds/op", "server_cmds_per_op", 2), ("srv scripts/op", "server_scripts_per_op", 2),
-        ("syscalls/rt", "syscalls_per_rt", 2), ("client CPU µs/op", "client_cpu_us_per_op", 1)]
+        ("syscalls/rt", "syscalls_per_rt", 2), ("srv CPU µs/op", "server_cpu_us_per_op", 1),
+        ("client CPU µs/op", "client_cpu_us_per_op", 1)]
 print("| scenario | ops/s old | ops/s new | new/old | " + " | ".join(c[0] + " old / new" for c in cols) + " |")
 print("|---" * (4 + len(cols)) + "|")
 for name in order:
