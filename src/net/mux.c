@@ -357,20 +357,18 @@ int baton__mux_flush(baton_client *c, baton__conn *v, const char *what, int64_t 
 
 /* ------------------------------- reading ---------------------------------------------- */
 
-/* Hands the replies parsed on L to the requests in line, in order (mux_mu held). */
-static void distribute(baton__pool *p, baton__link *L)
+/* Replies one turn of reading hands out at most (the rest stay parsed-ready for the next). */
+#define TURN_REPLIES 64
+
+/* Hands replies to the requests in line, in order (mux_mu held). */
+static void distribute(baton__pool *p, baton__link *L, redisReply **got, int n)
 {
-    for (;;) {
-        redisReply *r = NULL;
-        if (baton__conn_next(L->k, &r) != BATON_OK) {
-            link_fail(p, L, L->head, BATON_EPROTO, baton__conn_errstr(L->k));
-            return;
-        }
-        if (!r)
-            return;
+    for (int i = 0; i < n; i++) {
+        redisReply *r = got[i];
         baton__conn *x = L->head;
         if (!x) {
-            freeReplyObject(r);
+            for (int j = i; j < n; j++)
+                freeReplyObject(got[j]);
             link_fail(p, L, NULL, BATON_EPROTO, "protocol error: a reply nobody asked for");
             return;
         }
@@ -395,19 +393,23 @@ static void distribute(baton__pool *p, baton__link *L)
     }
 }
 
-/* One turn of reading L's socket for v (mux_mu held on entry and on return, let go while
- * the socket is read): what comes is parsed and handed out. */
+/* One turn of reading L's socket (mux_mu held on entry and on return). The turn is the
+ * reader's alone: the socket is read and what came parsed with the mutex let go; only the
+ * handing out of the replies takes it. */
 static void read_turn(baton__pool *p, baton__link *L, int64_t deadline_us)
 {
     baton__conn *k = L->k;
     L->reading = true;
+    bool ready = k->guard.ready > 0; /* parsed replies left by the last turn */
     baton__mutex_unlock(&p->mux_mu);
     char buf[READ_CHUNK];
     short want = POLLIN;
     ssize_t n = IO_AGAIN;
     int64_t left = deadline_us - baton__now_us();
     int64_t slice = BATON__READ_SLICE_MS * 1000;
-    if (k->ssl) { /* OpenSSL may hold decrypted bytes the socket does not show: read first */
+    if (ready) {
+        /* nothing to read before they are handed out */
+    } else if (k->ssl) { /* OpenSSL may hold decrypted bytes the socket does not show */
         baton__mutex_lock(&L->io);
         n = baton__conn_io_read(k, buf, sizeof buf, &want, false);
         baton__mutex_unlock(&L->io);
@@ -419,28 +421,49 @@ static void read_turn(baton__pool *p, baton__link *L, int64_t deadline_us)
     } else if (baton__conn_wait_fd(k->fd, POLLIN, deadline_us, k->serial)) {
         n = baton__conn_io_read(k, buf, sizeof buf, &want, false);
     }
+    bool refused = false, bad = false;
+    size_t skip = 0;
+    redisReply *got[TURN_REPLIES];
+    int ngot = 0;
+    if (n > 0 && !baton__conn_take(k, buf, (size_t)n)) {
+        refused = true;
+        skip = k->guard.ready; /* complete before the refused one: never parsed */
+    } else if (n > 0 || ready) {
+        while (ngot < TURN_REPLIES) {
+            redisReply *r = NULL;
+            if (baton__conn_next(k, &r) != BATON_OK) {
+                bad = true;
+                break;
+            }
+            if (!r)
+                break;
+            got[ngot++] = r;
+        }
+    }
     baton__mutex_lock(&p->mux_mu);
     L->reading = false;
-    if (L->broken)
+    if (L->broken) {
+        for (int i = 0; i < ngot; i++)
+            freeReplyObject(got[i]);
         return;
-    if (n > 0) {
-        if (!baton__conn_take(k, buf, (size_t)n)) {
-            /* the guard refused a reply: the request it answers is the one past the replies
-             * the guard completed in this chunk (they fail with it: never parsed) */
-            baton__conn *x = L->head;
-            size_t skip = k->guard.ready;
-            while (x && skip >= (size_t)x->due) {
-                skip -= (size_t)x->due;
-                x = x->vnext;
-            }
-            link_fail(p, L, k->proto ? x : NULL, k->proto ? BATON_EPROTO : BATON_ECONN,
-                      baton__conn_errstr(k));
-        } else {
-            distribute(p, L);
-        }
-    } else if (n == IO_BROKEN) {
-        link_fail(p, L, NULL, BATON_ECONN, baton__conn_errstr(k));
     }
+    if (refused) {
+        /* the request the refused reply answers: the one past those completed before it
+         * (they fail with it) */
+        baton__conn *x = L->head;
+        while (x && skip >= (size_t)x->due) {
+            skip -= (size_t)x->due;
+            x = x->vnext;
+        }
+        link_fail(p, L, k->proto ? x : NULL, k->proto ? BATON_EPROTO : BATON_ECONN,
+                  baton__conn_errstr(k));
+        return;
+    }
+    distribute(p, L, got, ngot);
+    if (bad && !L->broken)
+        link_fail(p, L, L->head, BATON_EPROTO, baton__conn_errstr(k));
+    else if (n == IO_BROKEN && !L->broken)
+        link_fail(p, L, NULL, BATON_ECONN, baton__conn_errstr(k));
 }
 
 int baton__mux_read(baton_client *c, baton__conn *v, const char *what, int64_t deadline_us,
@@ -471,9 +494,12 @@ int baton__mux_read(baton_client *c, baton__conn *v, const char *what, int64_t d
             break;
         }
         if (baton__now_us() >= deadline_us) {
-            /* in order: every request ahead of it is without its reply too */
-            baton__conn_timed_out(L->k);
-            link_fail(p, L, v, BATON_ECONN, L->k->errstr);
+            /* in order: every request ahead of it is without its reply too (the reader's
+             * parser is its own while it reads) */
+            if (!L->reading)
+                baton__conn_timed_out(L->k);
+            link_fail(p, L, v, BATON_ECONN,
+                      L->reading ? "no reply within the timeout" : L->k->errstr);
             failed = true;
             continue;
         }
