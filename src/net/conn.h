@@ -35,7 +35,11 @@ typedef struct baton__pool {
     pthread_cond_t mux_cond;  /* its connect ended */
     struct baton__link *link; /* the connection new requests go on; NULL: none yet */
     bool connecting;          /* a caller is making it */
-    uint64_t mux_requests;    /* requests flushed on it, and the writes that took them */
+    uint64_t connects;        /* connects ended, and whether the last failed, and why: the
+                               * callers that waited for it share its failure */
+    bool connect_failed;
+    char connect_err[200];
+    uint64_t mux_requests; /* requests flushed on it, and the writes that took them */
     uint64_t mux_writes;
 } baton__pool;
 

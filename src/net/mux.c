@@ -172,12 +172,25 @@ int baton__conn_get_shared(baton_client *c, baton__pool *p, int64_t deadline_us,
             maybe_free(p, L);
             continue;
         }
-        if (p->connecting) { /* another caller connects: its outcome, then a look */
-            if (baton__cond_wait_until(&p->mux_cond, &p->mux_mu, deadline_us) == ETIMEDOUT &&
-                p->connecting) {
+        if (p->connecting) {
+            /* another caller connects: its outcome is this caller's too (one connect
+             * timeout for all of them, as each made its own on the pool; were each to try
+             * in turn after a failure, the last would wait for all of them) */
+            uint64_t seen = p->connects;
+            int64_t until = baton__deadline_after_ms(c->cfg.connect_timeout_ms + 100);
+            if (deadline_us < until)
+                until = deadline_us;
+            while (p->connecting && p->connects == seen &&
+                   baton__cond_wait_until(&p->mux_cond, &p->mux_mu, until) != ETIMEDOUT) {
+            }
+            if (p->connects == seen || p->connect_failed) {
+                char why[200];
+                snprintf(why, sizeof why, "%s",
+                         p->connects == seen ? "no connection before the deadline"
+                                             : p->connect_err);
                 baton__mutex_unlock(&p->mux_mu);
                 req_free(v);
-                return baton__fail(c, BATON_ECONN, "no connection before the deadline");
+                return baton__fail(c, BATON_ECONN, "%s", why);
             }
             continue;
         }
@@ -191,6 +204,10 @@ int baton__conn_get_shared(baton_client *c, baton__pool *p, int64_t deadline_us,
                      : baton__conn_open_by(c, p, deadline_us, &k);
         baton__mutex_lock(&p->mux_mu);
         p->connecting = false;
+        p->connects++;
+        p->connect_failed = rc != BATON_OK;
+        if (rc != BATON_OK)
+            snprintf(p->connect_err, sizeof p->connect_err, "%s", baton_client_errmsg(c));
         baton__cond_broadcast(&p->mux_cond);
         if (rc != BATON_OK) {
             baton__mutex_unlock(&p->mux_mu);
