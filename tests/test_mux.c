@@ -163,7 +163,7 @@ static int most_connections(const char *name, int multiplex, int *pairs_ok)
 Test(mux, sixteen_threads_hold_at_most_two_connections)
 {
     int ok_shared, ok_pooled;
-    int shared = most_connections(th_tmpname("mux-shared"), 0, &ok_shared);
+    int shared = most_connections(th_tmpname("mux-shared"), 1, &ok_shared);
     int pooled = most_connections(th_tmpname("mux-pooled"), -1, &ok_pooled);
     cr_assert(gt(int, ok_shared, THREADS), "the threads made pairs (%d)", ok_shared);
     cr_assert(le(int, shared, 2), "16 threads, one shared connection (+ pub/sub): %d", shared);
@@ -175,7 +175,7 @@ Test(mux, sixteen_threads_hold_at_most_two_connections)
 
 Test(mux, requests_of_many_threads_go_out_in_fewer_writes)
 {
-    baton_client *c = named_client(th_tmpname("mux-batch"), 0);
+    baton_client *c = named_client(th_tmpname("mux-batch"), 1);
     uint64_t req0, wr0, req1, wr1;
     baton__mux_counts(c, &req0, &wr0);
     redisContext *r = th_redis();
@@ -236,7 +236,7 @@ Test(mux, an_oversized_reply_fails_its_request_and_the_client_recovers)
     const char *key = th_tmpname("mux-big");
     /* one byte past baton's 64 MiB limit on a reply */
     freeReplyObject(th_cmd(r, "SETRANGE %s %d x", key, 64 << 20));
-    baton_client *c = named_client(th_tmpname("mux-big"), 0);
+    baton_client *c = named_client(th_tmpname("mux-big"), 1);
     crowd k;
     crowd_start(&k, c, 8, 300, NULL);
     big_get g = {.c = c, .key = key};
@@ -332,7 +332,7 @@ typedef struct one_wait {
 
 Test(mux, cancelling_one_waiter_leaves_the_others)
 {
-    baton_client *c = named_client(th_tmpname("mux-cancel"), 0);
+    baton_client *c = named_client(th_tmpname("mux-cancel"), 1);
     baton_client_set_callbacks(c, BATON_CALLBACKS_BATON);
     const char *name = th_tmpname("mux-cancel");
     baton_lock *holder, *l;
@@ -404,7 +404,7 @@ static int child_of_fork(void *arg)
 
 Test(mux, a_forked_child_refuses_the_client_while_the_parent_goes_on)
 {
-    baton_client *c = named_client(th_tmpname("mux-fork"), 0);
+    baton_client *c = named_client(th_tmpname("mux-fork"), 1);
     atomic_bool stop = false;
     crowd k;
     crowd_start(&k, c, 8, 1000000, &stop);

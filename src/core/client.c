@@ -189,7 +189,7 @@ static int configure(baton__config *cfg, const baton_options *o, char *err, size
         snprintf(err, errlen, "multiplex must be 0 (default), 1 (on) or -1 (off)");
         return BATON_EINVAL;
     }
-    cfg->mux = o->multiplex != -1;
+    cfg->mux = o->multiplex == 1;
     if (o->client_name)
         snprintf(cfg->client_name, 129, "%s", o->client_name);
     cfg->sync_timeout_ms = o->sync_timeout_ms ? o->sync_timeout_ms : 1000;
