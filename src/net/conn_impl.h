@@ -1,5 +1,5 @@
 /*
- * Private to the connection files (conn.c, connect.c, handshake.c, pool.c): what a
+ * Private to the connection files (conn.c, connect.c, handshake.c, pool.c, mux.c): what a
  * connection is, and the pieces they share. Everything else uses conn.h.
  */
 #ifndef BATON_CORE_CONN_IMPL_H
