@@ -1,8 +1,9 @@
 /*
  * Connections: bytes and TLS. A connection's reads and writes (through the reply guard),
  * its commands and replies, and TLS over its socket. Its TCP connect is in connect.c, the
- * server handshake in handshake.c, the pool of command connections in pool.c; these four
- * files are the only ones in baton that touch a socket, and share conn_impl.h.
+ * server handshake in handshake.c, the pool of command connections in pool.c, the shared
+ * connection in mux.c; these five files are the only ones in baton that touch a socket,
+ * and share conn_impl.h.
  *
  * Why baton owns its sockets: hiredis 0.14.1 (Debian 12) has no TLS, and its blocking
  * context reads and writes the socket itself, so it cannot be given any. hiredis stays for
