@@ -7,6 +7,7 @@
  *   baton-bench --port P --scenario ID [--n N] [--workers W] [--k K] [--permits P]
  *               [--think-ms T] [--processes] [--max-seconds S] [--lease-ms L]
  *               [--watchdog-ms W] [--duration S] [--periods N] [--groups G]
+ *               [--multiplex 1|-1] (the client option: one shared connection, or pooled)
  *   baton-bench --cluster P1,P2,... --scenario s1m|s2|s2f|s3 ...   (a Redis Cluster: the
  *               objects spread over the masters, server figures summed over them)
  *
@@ -73,6 +74,7 @@ static struct {
     bool loop;   /* --loop: --async with BATON_CALLBACKS_LOOP (no engine thread) */
     int64_t lease_ms, watchdog_ms;
     int64_t starve_ms;       /* the client's starve_ms (0: the library's default) */
+    int multiplex;           /* the client's multiplex (0: the library's default) */
     double duration;         /* > 0: run until this many seconds passed instead of K each */
     char prefix[64];         /* every key of this run starts with it */
     int sync_replicas;       /* --sync-replicas N: baton_options.sync_replicas */
@@ -285,6 +287,7 @@ static baton_client *client_open(void)
     if (opt.watchdog_ms > 0)
         o.watchdog_ms = opt.watchdog_ms;
     o.starve_ms = opt.starve_ms;
+    o.multiplex = opt.multiplex;
     baton_client *c;
     int rc = baton_client_open(&o, &c);
     if (rc != BATON_OK)
@@ -2118,6 +2121,9 @@ static bool number_option(int ch, const char *arg)
     case 'S':
         opt.starve_ms = arg_long(arg, "--starve-ms", -1);
         break;
+    case 'X':
+        opt.multiplex = (int)arg_long(arg, "--multiplex", -1);
+        break;
     case 'd':
         opt.duration = (double)arg_long(arg, "--duration", 1);
         break;
@@ -2162,6 +2168,7 @@ static const char *parse_args(int argc, char **argv)
                                           {"lease-ms", required_argument, NULL, 'l'},
                                           {"watchdog-ms", required_argument, NULL, 'W'},
                                           {"starve-ms", required_argument, NULL, 'S'},
+                                          {"multiplex", required_argument, NULL, 'X'},
                                           {"duration", required_argument, NULL, 'd'},
                                           {"periods", required_argument, NULL, 'r'},
                                           {"leases", no_argument, NULL, 'E'},

@@ -1,6 +1,6 @@
 #!/bin/sh
 # bench/compare.sh OLD_BENCH NEW_BENCH [--rounds N] [--out FILE] [--scenarios FILE]
-#                  [--new-args ARGS]
+#                  [--new-args ARGS] [--old-args ARGS]
 #
 # Compares two builds of bench/baton-bench (say, main and a branch) on ONE private
 # redis-server on a free loopback port, in alternating rounds (old, new, old, new, ...),
@@ -11,7 +11,8 @@
 # build dir) and the command line; --out FILE writes the same text to FILE.
 # --scenarios FILE replaces the scenario list (lines "name|baton-bench arguments");
 # --new-args ARGS are added to the new build's arguments only (one option of the new
-# build against the old default, e.g. --new-args "--starve-ms 10").
+# build against the old default, e.g. --new-args "--starve-ms 10"); --old-args ARGS the same
+# for the old one (one binary against itself with an option off: --old-args "--multiplex -1").
 #
 # Each binary runs with LD_LIBRARY_PATH set to its own build dir (dirname of dirname of the
 # binary), in case it links libbaton dynamically. A figure a build does not print (an
@@ -21,19 +22,20 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cmdline="bench/compare.sh $*"
 usage() {
     echo "usage: bench/compare.sh OLD_BENCH NEW_BENCH [--rounds N] [--out FILE]" \
-        "[--scenarios FILE] [--new-args ARGS]" >&2
+        "[--scenarios FILE] [--new-args ARGS] [--old-args ARGS]" >&2
     exit 2
 }
 [ $# -ge 2 ] || usage
 old=$1 new=$2
 shift 2
-rounds=4 out= scenario_file= new_args=
+rounds=4 out= scenario_file= new_args= old_args=
 while [ $# -gt 0 ]; do
     case $1 in
         --rounds) [ $# -ge 2 ] || usage; rounds=$2; shift 2 ;;
         --out) [ $# -ge 2 ] || usage; out=$2; shift 2 ;;
         --scenarios) [ $# -ge 2 ] && [ -r "$2" ] || usage; scenario_file=$2; shift 2 ;;
         --new-args) [ $# -ge 2 ] || usage; new_args=$2; shift 2 ;;
+        --old-args) [ $# -ge 2 ] || usage; old_args=$2; shift 2 ;;
         *) usage ;;
     esac
 done
@@ -63,7 +65,7 @@ elif [ "$oldlib" = "$newlib" ]; then
 else
     libnote="libbaton: old $oldlib, new $newlib"
 fi
-if cmp -s "$old" "$new" && [ "$oldlib" = "$newlib" ]; then
+if cmp -s "$old" "$new" && [ "$oldlib" = "$newlib" ] && [ -z "$new_args$old_args" ]; then
     say "bench/compare.sh: warning: the two binaries are identical (a noise measurement)"
     libnote="$libnote; the two binaries are identical (this measures noise)"
 fi
@@ -107,7 +109,7 @@ r=1
 while [ $r -le "$rounds" ]; do
     echo "$scenarios" | while IFS='|' read -r name args; do
         for side in old new; do
-            if [ $side = old ]; then b=$old d=$olddir extra=; else b=$new d=$newdir extra=$new_args; fi
+            if [ $side = old ]; then b=$old d=$olddir extra=$old_args; else b=$new d=$newdir extra=$new_args; fi
             # shellcheck disable=SC2086 # args and extra are word lists
             if LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" RESULTS_JSONL='' \
                 "$b" --port "$port" $args $extra >"$work/one.out" 2>"$work/one.err"; then
@@ -163,7 +165,8 @@ def f(v, prec):
 cols = [("p50 ms", "p50", 3), ("p99 ms", "p99", 3), ("p999 ms", "p999", 3),
         ("max ms", "max", 3), ("self-reacq %", "self_reacquire_pct", 1),
         ("srv cmds/op", "server_cmds_per_op", 2), ("srv scripts/op", "server_scripts_per_op", 2),
-        ("syscalls/rt", "syscalls_per_rt", 2), ("client CPU µs/op", "client_cpu_us_per_op", 1)]
+        ("syscalls/rt", "syscalls_per_rt", 2), ("srv CPU µs/op", "server_cpu_us_per_op", 1),
+        ("client CPU µs/op", "client_cpu_us_per_op", 1)]
 print("| scenario | ops/s old | ops/s new | new/old | " + " | ".join(c[0] + " old / new" for c in cols) + " |")
 print("|---" * (4 + len(cols)) + "|")
 for name in order:

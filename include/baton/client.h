@@ -139,6 +139,14 @@ typedef struct baton_options {
      * the server's refusal; a renewal not on disk is logged (BATON_LOG_WARN) but counts.
      * 0: off. docs/guarantees.md says what it adds and what it costs. */
     int sync_aof;
+    /* Commands of every thread, baton_owner and asynchronous operation of the client share
+     * one connection per server (per master on a Cluster), pipelined: those sent while a
+     * write is under way go out together in the next write, replies are matched to their
+     * requests in order, and each caller waits for its own (docs/ARCHITECTURE.md,
+     * "Transport"). 1: on; 0 (the default) or -1: off, a pooled connection per command in
+     * flight (pool_size). With sync_replicas or sync_aof commands take pooled connections
+     * whatever this says (WAIT holds its connection on the server). */
+    int multiplex;
 } baton_options;
 
 #define BATON_STARVE_NEVER (-1)

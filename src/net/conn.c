@@ -1,8 +1,9 @@
 /*
  * Connections: bytes and TLS. A connection's reads and writes (through the reply guard),
  * its commands and replies, and TLS over its socket. Its TCP connect is in connect.c, the
- * server handshake in handshake.c, the pool of command connections in pool.c; these four
- * files are the only ones in baton that touch a socket, and share conn_impl.h.
+ * server handshake in handshake.c, the pool of command connections in pool.c, the shared
+ * connection in mux.c; these five files are the only ones in baton that touch a socket,
+ * and share conn_impl.h.
  *
  * Why baton owns its sockets: hiredis 0.14.1 (Debian 12) has no TLS, and its blocking
  * context reads and writes the socket itself, so it cannot be given any. hiredis stays for
@@ -352,7 +353,7 @@ static ssize_t ssl_failed(baton__conn *k, short *want, const char *what)
 }
 
 /* Writes what it can: bytes written (> 0), IO_AGAIN with *want set, or IO_BROKEN. */
-static ssize_t io_write(baton__conn *k, const char *buf, size_t len, short *want)
+ssize_t baton__conn_io_write(baton__conn *k, const char *buf, size_t len, short *want)
 {
     *want = POLLOUT;
     if (k->ssl) {
@@ -422,7 +423,7 @@ static int wait_conn(const baton__conn *k, short events, int64_t deadline_us)
 }
 
 /* Feeds bytes just read to the parser, through the guard. */
-static bool take_bytes(baton__conn *k, const char *buf, size_t n)
+bool baton__conn_take(baton__conn *k, const char *buf, size_t n)
 {
     k->last_read_us = baton__now_us();
     k->sent_unread = false;
@@ -498,7 +499,7 @@ int baton__conn_flush_until(baton__conn *k, int64_t deadline_us)
             break;
         }
         short want;
-        ssize_t n = io_write(k, k->out + k->off, k->len - k->off, &want);
+        ssize_t n = baton__conn_io_write(k, k->out + k->off, k->len - k->off, &want);
         if (n > 0) {
             k->off += (size_t)n;
             k->sent_unread = true;
@@ -509,7 +510,7 @@ int baton__conn_flush_until(baton__conn *k, int64_t deadline_us)
 }
 
 /* Why a read ran out of time: nothing came, or a reply began and did not end. */
-static void read_timed_out(baton__conn *k)
+void baton__conn_timed_out(baton__conn *k)
 {
     if (k->guard.state != G_TYPE || k->guard.depth > 0)
         baton__conn_set_err(k, "the reply did not end within the timeout (%llu bytes of it read)",
@@ -541,7 +542,7 @@ int baton__conn_read_until(baton__conn *k, int64_t deadline_us, redisReply **out
         }
         int64_t left = deadline_us - baton__now_us();
         if (left <= 0) {
-            read_timed_out(k);
+            baton__conn_timed_out(k);
             break;
         }
         short want;
@@ -553,15 +554,15 @@ int baton__conn_read_until(baton__conn *k, int64_t deadline_us, redisReply **out
              * library may hold decrypted bytes the socket does not show: it reads first. */
             k->sent_unread = false;
             if (!wait_conn(k, POLLIN, deadline_us)) {
-                read_timed_out(k);
+                baton__conn_timed_out(k);
                 break;
             }
         }
         ssize_t n = baton__conn_io_read(k, buf, sizeof buf, &want, block);
         if (n > 0)
-            take_bytes(k, buf, (size_t)n);
+            baton__conn_take(k, buf, (size_t)n);
         else if (n == IO_AGAIN && (!block || want == POLLOUT) && !wait_conn(k, want, deadline_us))
-            read_timed_out(k);
+            baton__conn_timed_out(k);
     }
     return k->proto ? BATON_EPROTO : BATON_ECONN;
 }
@@ -580,6 +581,8 @@ static int64_t round_deadline(const baton_client *c, baton__conn *k, int64_t dea
 
 int baton__conn_flush_by(baton_client *c, baton__conn *k, const char *what, int64_t deadline_us)
 {
+    if (k->link)
+        return baton__mux_flush(c, k, what, round_deadline(c, k, deadline_us));
     if (baton__conn_flush_until(k, round_deadline(c, k, deadline_us)) == BATON_OK)
         return BATON_OK;
     return baton__fail(c, BATON_ECONN, "%s: %s", what, baton__conn_errstr(k));
@@ -588,6 +591,8 @@ int baton__conn_flush_by(baton_client *c, baton__conn *k, const char *what, int6
 int baton__conn_read_by(baton_client *c, baton__conn *k, const char *what, int64_t deadline_us,
                         redisReply **out)
 {
+    if (k->link)
+        return baton__mux_read(c, k, what, round_deadline(c, k, deadline_us), out);
     int rc = baton__conn_read_until(k, round_deadline(c, k, deadline_us), out);
     if (rc == BATON_OK)
         return BATON_OK;
@@ -631,7 +636,7 @@ bool baton__conn_io(baton__conn *k, short revents)
             short want;
             ssize_t n = baton__conn_io_read(k, buf, sizeof buf, &want, false);
             if (n > 0) {
-                if (!take_bytes(k, buf, (size_t)n))
+                if (!baton__conn_take(k, buf, (size_t)n))
                     return false;
                 continue;
             }
@@ -643,7 +648,7 @@ bool baton__conn_io(baton__conn *k, short revents)
     }
     while (k->off < k->len) {
         short want;
-        ssize_t n = io_write(k, k->out + k->off, k->len - k->off, &want);
+        ssize_t n = baton__conn_io_write(k, k->out + k->off, k->len - k->off, &want);
         if (n == IO_BROKEN)
             return false;
         if (n == IO_AGAIN)
@@ -660,7 +665,7 @@ baton__conn *baton__conn_detached(void)
 
 int baton__conn_feed(baton__conn *k, const char *buf, size_t len)
 {
-    return take_bytes(k, buf, len) ? BATON_OK : BATON_ENOMEM;
+    return baton__conn_take(k, buf, len) ? BATON_OK : BATON_ENOMEM;
 }
 
 /* ------------------------------- TLS -------------------------------------------------- */

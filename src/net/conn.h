@@ -29,6 +29,18 @@ typedef struct baton__pool {
     char host[BATON__HOST_LEN];
     int port;
     char run_id[48]; /* Cluster: the node's run_id as last seen ("" before the first) */
+    /* The shared connection (mux.c): the requests of every thread and fiber of the client
+     * go out on it, those that arrive while a write is under way together in the next. */
+    pthread_mutex_t mux_mu;
+    pthread_cond_t mux_cond;  /* its connect ended */
+    struct baton__link *link; /* the connection new requests go on; NULL: none yet */
+    bool connecting;          /* a caller is making it */
+    uint64_t connects;        /* connects ended, and whether the last failed, and why: the
+                               * callers that waited for it share its failure */
+    bool connect_failed;
+    char connect_err[200];
+    uint64_t mux_requests; /* requests flushed on it, and the writes that took them */
+    uint64_t mux_writes;
 } baton__pool;
 
 void baton__pool_init(baton__pool *p, const char *host, int port);
@@ -66,6 +78,18 @@ void baton__conn_close(baton__conn *k);
 int baton__conn_get(baton_client *c, baton__conn **out);
 void baton__conn_put(baton_client *c, baton__conn *k, bool broken);
 bool baton__conn_reused(const baton__conn *k); /* came from the pool, not a new connect */
+/* A request on the pool's shared connection (mux.c), when the client shares one
+ * (baton__shared_on): append, flush and read as on a connection of its own, give it back
+ * with baton__conn_put. Its replies are its own, in order, whatever the other requests on
+ * the connection do; a failure of the connection (a reply refused, one request's timeout)
+ * fails every request in flight on it (BATON_ECONN, BATON_EPROTO for the request whose
+ * reply was refused). A client that does not share gets a pooled connection. */
+bool baton__shared_on(baton_client *c);
+int baton__conn_get_shared(baton_client *c, baton__pool *p, int64_t deadline_us, baton__conn **out);
+int baton__conn_get_shared_slot(baton_client *c, int slot, int64_t deadline_us, baton__conn **out);
+/* Requests flushed on the client's shared connections and the writes that took them
+ * (every node of a Cluster). */
+void baton__mux_counts(baton_client *c, uint64_t *requests, uint64_t *writes);
 /* Cluster: a connection to the master that serves `slot` (any master when slot < 0), or to
  * one given node (a redirection's target, a topology query). */
 int baton__conn_get_slot(baton_client *c, int slot, int64_t deadline_us, baton__conn **out);

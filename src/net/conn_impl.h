@@ -1,5 +1,5 @@
 /*
- * Private to the connection files (conn.c, connect.c, handshake.c, pool.c): what a
+ * Private to the connection files (conn.c, connect.c, handshake.c, pool.c, mux.c): what a
  * connection is, and the pieces they share. Everything else uses conn.h.
  */
 #ifndef BATON_CORE_CONN_IMPL_H
@@ -11,6 +11,9 @@
 #include <openssl/ssl.h>
 
 #include <sys/types.h>
+
+/* Replies one request on a shared connection may be due at once (ASKING, the command). */
+#define BATON__MUX_REPLIES 4
 
 /* The state of the reply guard (conn.c, "the reply guard"). */
 enum { G_TYPE, G_LINE, G_BULK, G_BULK_CR, G_BULK_LF };
@@ -56,6 +59,18 @@ struct baton__conn {
     uint64_t serial;          /* unique in the process: tells a reused descriptor number
                                * from the connection that had it (baton__fiber_wait_fd) */
     char errstr[160];
+    /* A request on a shared connection (mux.c): no socket of its own (fd -1). What was
+     * appended goes out on link's connection at the flush, its replies come back here. */
+    struct baton__link *link;  /* NULL: a connection of its own */
+    struct baton__conn *vnext; /* in link's line of requests whose replies are due */
+    int due;                   /* replies still to come */
+    int rqh, rqn;              /* replies in, not taken yet: rq[rqh..rqh+rqn) */
+    redisReply *rq[BATON__MUX_REPLIES];
+    int vrc;        /* the connection failed under the request: BATON_ECONN or
+                     * BATON_EPROTO (errstr says why) */
+    bool waiting;   /* its thread sleeps on vcond */
+    bool abandoned; /* given back before its replies came: dropped as they do */
+    pthread_cond_t vcond;
 };
 
 #define READ_CHUNK 16384
@@ -79,6 +94,12 @@ enum { IO_BROKEN = -1, IO_AGAIN = 0 };
 
 /* conn.c */
 baton__conn *baton__conn_new(void);
+/* Writes what it can of buf: bytes written (> 0), IO_AGAIN with *want set, or IO_BROKEN. */
+ssize_t baton__conn_io_write(baton__conn *k, const char *buf, size_t len, short *want);
+/* Feeds bytes just read to the parser through the guard; false: refused (k broken). */
+bool baton__conn_take(baton__conn *k, const char *buf, size_t n);
+/* Why a read ran out of time (k->errstr): nothing came, or a reply began and did not end. */
+void baton__conn_timed_out(baton__conn *k);
 void baton__conn_set_err(baton__conn *k, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Waits for fd to allow events until deadline_us (a fiber yields meanwhile): 1 ready, 0 not.
@@ -92,6 +113,25 @@ int baton__conn_flush_until(baton__conn *k, int64_t deadline_us);
 int baton__conn_read_until(baton__conn *k, int64_t deadline_us, redisReply **out);
 /* The TLS handshake on k's connected socket (host: the name to verify, NULL for none). */
 bool baton__tls_start(baton_client *c, baton__conn *k, const char *host, int64_t deadline_us);
+
+/* pool.c: whether an idle connection can still be used (the idle check). */
+bool baton__conn_idle_usable(baton__conn *k);
+/* An idle pooled connection of p taken out of the pool for good (the shared connection's,
+ * so that the one open made is not left idle beside it), or NULL. */
+baton__conn *baton__pool_adopt(baton_client *c, baton__pool *p);
+/* Closes p's idle pooled connections (whatever broke one may have broken them). */
+void baton__pool_drop_idle(baton_client *c, baton__pool *p);
+
+/* mux.c: the shared connection of a pool (conn.h, baton__conn_get_shared): a request's
+ * flush, read and return, and the pool's end. */
+int baton__mux_flush(baton_client *c, baton__conn *v, const char *what, int64_t deadline_us);
+int baton__mux_read(baton_client *c, baton__conn *v, const char *what, int64_t deadline_us,
+                    redisReply **out);
+void baton__mux_put(baton_client *c, baton__conn *v);
+void baton__mux_destroy(baton__pool *p, bool forked);
+/* The pool's shared connection is given up for new requests (the master moved): those in
+ * flight on it finish there. */
+void baton__mux_retire(baton__pool *p);
 
 /* connect.c: a socket to host:port (or the URL's unix socket when host is NULL), with TLS
  * if the client has it; the detail of a failure is recorded on c ("connect to <where>"). */

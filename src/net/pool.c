@@ -39,7 +39,7 @@
  * restart, a load balancer) or it broke: it would fail the next command, or worse, take the
  * command and lose its reply. Over TLS the server may also send session tickets after the
  * handshake: a read that yields no application data leaves the connection usable. */
-static bool idle_usable(baton__conn *k)
+bool baton__conn_idle_usable(baton__conn *k)
 {
     if (baton__now_us() - k->last_read_us < BATON__IDLE_CHECK_US)
         return true; /* see BATON__IDLE_CHECK_US */
@@ -64,6 +64,8 @@ void baton__pool_init(baton__pool *p, const char *host, int port)
     baton__cond_init(&p->cond);
     snprintf(p->host, sizeof p->host, "%s", host ? host : "");
     p->port = port;
+    baton__mutex_init(&p->mux_mu);
+    baton__cond_init(&p->mux_cond);
 }
 
 static baton__conn *take_idle(baton__pool *p)
@@ -89,6 +91,7 @@ void baton__pool_destroy(baton__pool *p, bool forked)
     if (!p)
         return;
     close_list(take_idle(p));
+    baton__mux_destroy(p, forked);
     if (!forked) {
         baton__mutex_destroy(&p->mu);
         baton__cond_destroy(&p->cond);
@@ -117,7 +120,7 @@ int baton__conn_get_node(baton_client *c, baton__pool *p, int64_t deadline_us, b
             baton__conn *k = p->idle;
             p->idle = k->next;
             k->next = NULL;
-            if (k->gen == pool_gen(c, p) && idle_usable(k)) {
+            if (k->gen == pool_gen(c, p) && baton__conn_idle_usable(k)) {
                 baton__mutex_unlock(&p->mu);
                 k->reused = true;
                 *out = k;
@@ -160,6 +163,27 @@ int baton__conn_get_node(baton_client *c, baton__pool *p, int64_t deadline_us, b
     return BATON_OK;
 }
 
+baton__conn *baton__pool_adopt(baton_client *c, baton__pool *p)
+{
+    baton__conn *k = NULL, *stale = NULL;
+    baton__mutex_lock(&p->mu);
+    while (p->idle && !k) {
+        k = p->idle;
+        p->idle = k->next;
+        k->next = NULL;
+        p->open--;
+        if (k->gen != pool_gen(c, p) || !baton__conn_idle_usable(k)) {
+            k->next = stale;
+            stale = k;
+            k = NULL;
+        }
+    }
+    baton__cond_broadcast(&p->cond);
+    baton__mutex_unlock(&p->mu);
+    close_list(stale);
+    return k;
+}
+
 int baton__conn_get_slot(baton_client *c, int slot, int64_t deadline_us, baton__conn **out)
 {
     if (!baton__topology_cluster(c))
@@ -179,6 +203,10 @@ int baton__conn_get_by(baton_client *c, int64_t deadline_us, baton__conn **out)
 
 void baton__conn_put(baton_client *c, baton__conn *k, bool broken)
 {
+    if (k->link) { /* a request on the shared connection: its end says what broke */
+        baton__mux_put(c, k);
+        return;
+    }
     baton__pool *p = k->pool;
     baton__conn *stale = NULL;
     baton__mutex_lock(&p->mu);
@@ -202,7 +230,7 @@ void baton__conn_put(baton_client *c, baton__conn *k, bool broken)
     close_list(stale);
 }
 
-void baton__pool_drop_node(baton_client *c, baton__pool *p)
+void baton__pool_drop_idle(baton_client *c, baton__pool *p)
 {
     baton__mutex_lock(&p->mu);
     baton__conn *stale = take_idle(p);
@@ -210,6 +238,12 @@ void baton__pool_drop_node(baton_client *c, baton__pool *p)
     baton__mutex_unlock(&p->mu);
     baton__net_waits()->conn_freed(c, p, true);
     close_list(stale);
+}
+
+void baton__pool_drop_node(baton_client *c, baton__pool *p)
+{
+    baton__mux_retire(p);
+    baton__pool_drop_idle(c, p);
 }
 
 void baton__pool_drop(baton_client *c)

@@ -37,10 +37,10 @@ void baton__route_init(baton_client *c, baton__route *rt, int slot)
 int baton__route_get(baton_client *c, const baton__route *rt, baton__conn **out)
 {
     if (rt->ask)
-        return baton__conn_get_node(c, rt->ask, BATON__NO_DEADLINE, out);
+        return baton__conn_get_shared(c, rt->ask, BATON__NO_DEADLINE, out);
     for (;;) {
         uint64_t gen = baton__topology_cluster_gen(c);
-        int rc = baton__conn_get_slot(c, rt->slot, BATON__NO_DEADLINE, out);
+        int rc = baton__conn_get_shared_slot(c, rt->slot, BATON__NO_DEADLINE, out);
         if (rc != BATON_ECONN || !baton__topology_cluster(c) || baton__now_us() >= rt->reach_us)
             return rc;
         if (!baton__topology_wait_change(c, gen, rt->reach_us) ||

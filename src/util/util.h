@@ -207,6 +207,7 @@ typedef struct baton__config {
     int64_t starve_ms; /* BATON_STARVE_NEVER: the plain lock reserves for nobody */
     int64_t keepalive_ms;
     int pool_size;
+    bool mux;          /* commands share one connection per node (src/net/mux.c) */
     int sync_replicas; /* WAIT after acquisitions and renewals; 0: off */
     bool sync_aof;     /* WAITAOF 1 sync_replicas instead of WAIT */
     int64_t sync_timeout_ms;

@@ -1,0 +1,592 @@
+/*
+ * Connections: the shared (multiplexed) connection of a pool. Every thread of a client
+ * (its baton_owners included) sends its requests on one connection per node, as Lettuce, ioredis
+ * and Redisson's Netty connections do, instead of taking a connection of its own from the pool for
+ * each round trip: the server then reads several commands per wake-up and writes several replies
+ * per write(), and a client with sixteen threads at work holds one data connection per node, not
+ * sixteen.
+ *
+ * How a request goes (baton__conn_get_shared, then append, flush, read, put as on a pooled
+ * connection): its commands are encoded into its own buffer; the flush moves them to the
+ * link's output and puts the request at the end of the link's line of requests whose
+ * replies are due, in the order their bytes go out. If no write is under way, the caller
+ * writes the output, and again whatever other callers added meanwhile (those go out
+ * together in the next write: one write for the batch); if one is, it leaves its bytes to
+ * that writer and returns. Replies come back in the order the commands went: whoever waits
+ * for a reply and finds nobody reading reads (one chunk at a time, the mutex let go), and
+ * hands each complete reply to the first request of the line that is due one; a request
+ * whose replies are all in leaves the line and its thread is woken (its own condition
+ * variable). The reader goes on until its own replies are in, then wakes a waiter to read
+ * in its place. No thread is made, nothing spins.
+ *
+ * The event loop's fibers keep pooled connections: a fiber reading for the others would
+ * yield in the middle of its turn (waiting for the socket), and a thread blocked on a reply
+ * behind it (the loop thread itself in a blocking call in BATON_CALLBACKS_LOOP mode, or a
+ * callback that blocks on the engine's thread) would wait for a fiber that cannot run
+ * until that thread returns: test_async's loop-mode cases hung to their timeouts so.
+ *
+ * Bounds: a request's round trip has its own deadline (the command timeout from its
+ * flush). A request still without its reply at its deadline, a reply the guard refuses (too
+ * long, malformed), a write that fails, or a connection closed under it: the link is
+ * broken, every request in line fails (BATON_ECONN; the one whose reply was refused
+ * BATON_EPROTO, the one that timed out "no reply within the timeout"), and the next request
+ * connects afresh. Each caller then does what it does after a lost connection (a query goes
+ * once more, a script resolves what it may have done by its latch): the same as on the
+ * pool, whose connection would have broken the same way. The idle check (a connection
+ * unused 1 s or more is looked at before it takes a request), the topology's generation
+ * (Sentinel: a new master retires the link; requests in flight on it finish there) and
+ * the fork rule (pool.c, process.c) apply to the link as to a pooled connection.
+ */
+#define _GNU_SOURCE
+#include "conn_impl.h"
+
+#include "client_fields.h"
+#include "hooks.h"
+#include "topology.h"
+
+#include <hiredis/hiredis.h>
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+/* One connection of a pool, shared by the requests bound to it. Everything but the
+ * socket's reads and writes is under the pool's mux_mu. */
+typedef struct baton__link {
+    baton__conn *k;
+    baton__pool *pool;
+    int refs;     /* requests bound to it (given out, not given back; or abandoned in line) */
+    bool broken;  /* failed: it takes no request; freed when refs is 0 */
+    bool writing; /* a caller is writing its output */
+    bool reading; /* a caller is reading its replies */
+    char *buf[2]; /* output: buf[cur] takes new requests, the other is being written */
+    size_t cap[2];
+    size_t len; /* of buf[cur] */
+    int cur;
+    baton__conn *head, *tail; /* requests whose replies are due, in the order they went */
+    pthread_mutex_t io;       /* TLS: one SSL call at a time (OpenSSL's rule) */
+    char why[200];            /* why it broke */
+} baton__link;
+
+static uint64_t pool_gen(baton_client *c, const baton__pool *p)
+{
+    return p->host[0] ? 0 : baton__topology_gen(c);
+}
+
+bool baton__shared_on(baton_client *c)
+{
+    /* WAIT after an acquisition blocks its connection on the server for up to
+     * sync_timeout_ms: the requests behind it would wait as long (a pooled one then) */
+    return c->cfg.mux && c->cfg.sync_replicas <= 0 && !c->cfg.sync_aof;
+}
+
+static void link_free(baton__link *L, bool forked)
+{
+    baton__conn_close(L->k);
+    free(L->buf[0]);
+    free(L->buf[1]);
+    if (!forked)
+        baton__mutex_destroy(&L->io);
+    free(L);
+}
+
+/* Frees L when nothing refers to it any more (mux_mu held). */
+static void maybe_free(baton__pool *p, baton__link *L)
+{
+    if (L->refs == 0 && L != p->link)
+        link_free(L, false);
+}
+
+static void req_free(baton__conn *v)
+{
+    for (int i = 0; i < v->rqn; i++)
+        freeReplyObject(v->rq[(v->rqh + i) % BATON__MUX_REPLIES]);
+    baton__cond_destroy(&v->vcond);
+    free(v->out);
+    free(v);
+}
+
+/* Fails every request in L's line and takes L out of use (mux_mu held). cause: the
+ * request the failure is about (its reply refused, its timeout), or NULL; rc for it. */
+static void link_fail(baton__pool *p, baton__link *L, baton__conn *cause, int rc, const char *why)
+{
+    if (L->broken)
+        return;
+    L->broken = true;
+    snprintf(L->why, sizeof L->why, "%s", why);
+    if (p->link == L)
+        p->link = NULL;
+    shutdown(L->k->fd, SHUT_RDWR); /* a reader in recv() returns at once */
+    baton__conn *x = L->head;
+    L->head = L->tail = NULL;
+    bool first = true;
+    while (x) {
+        baton__conn *next = x->vnext;
+        x->vnext = NULL;
+        x->due = 0;
+        if (x == cause || (first && !cause && rc == BATON_EPROTO)) {
+            x->vrc = rc;
+            snprintf(x->errstr, sizeof x->errstr, "%s", why);
+        } else {
+            x->vrc = BATON_ECONN;
+            snprintf(x->errstr, sizeof x->errstr,
+                     "connection closed under the request (the shared connection failed: %.80s)",
+                     why);
+        }
+        first = false;
+        if (x->abandoned) {
+            L->refs--;
+            req_free(x);
+        } else if (x->waiting) {
+            baton__cond_signal(&x->vcond);
+        }
+        x = next;
+    }
+}
+
+/* ------------------------------- a request's start ------------------------------------ */
+
+int baton__conn_get_shared(baton_client *c, baton__pool *p, int64_t deadline_us, baton__conn **out)
+{
+    if (!baton__shared_on(c) || baton__net_waits()->on_fiber())
+        return baton__conn_get_node(c, p, deadline_us, out);
+    baton__conn *v = calloc(1, sizeof *v);
+    if (!v)
+        return baton__fail(c, BATON_ENOMEM, "out of memory");
+    v->fd = -1;
+    v->pool = p;
+    baton__cond_init(&v->vcond);
+    bool fresh = false;
+    baton__mutex_lock(&p->mux_mu);
+    for (;;) {
+        baton__link *L = p->link;
+        if (L && !L->broken && L->k->gen == pool_gen(c, p) &&
+            (L->refs > 0 || baton__conn_idle_usable(L->k)))
+            break;
+        if (L) { /* closed by the server while idle, or of an older master: retired (the
+                  * requests in flight on it finish there) */
+            p->link = NULL;
+            maybe_free(p, L);
+            continue;
+        }
+        if (p->connecting) {
+            /* another caller connects: its outcome is this caller's too (one connect
+             * timeout for all of them, as each made its own on the pool; were each to try
+             * in turn after a failure, the last would wait for all of them) */
+            uint64_t seen = p->connects;
+            int64_t until = baton__deadline_after_ms(c->cfg.connect_timeout_ms + 100);
+            if (deadline_us < until)
+                until = deadline_us;
+            while (p->connecting && p->connects == seen &&
+                   baton__cond_wait_until(&p->mux_cond, &p->mux_mu, until) != ETIMEDOUT) {
+            }
+            if (p->connects == seen || p->connect_failed) {
+                char why[200];
+                snprintf(why, sizeof why, "%s",
+                         p->connects == seen ? "no connection before the deadline"
+                                             : p->connect_err);
+                baton__mutex_unlock(&p->mux_mu);
+                req_free(v);
+                return baton__fail(c, BATON_ECONN, "%s", why);
+            }
+            continue;
+        }
+        p->connecting = true;
+        baton__mutex_unlock(&p->mux_mu);
+        baton__conn *k = baton__pool_adopt(c, p); /* open's, left idle: no new connect */
+        bool adopted = k != NULL;
+        baton__link *nl = calloc(1, sizeof *nl);
+        int rc = !nl ? baton__fail(c, BATON_ENOMEM, "out of memory")
+                 : k ? BATON_OK
+                     : baton__conn_open_by(c, p, deadline_us, &k);
+        baton__mutex_lock(&p->mux_mu);
+        p->connecting = false;
+        p->connects++;
+        p->connect_failed = rc != BATON_OK;
+        if (rc != BATON_OK)
+            snprintf(p->connect_err, sizeof p->connect_err, "%s", baton_client_errmsg(c));
+        baton__cond_broadcast(&p->mux_cond);
+        if (rc != BATON_OK) {
+            baton__mutex_unlock(&p->mux_mu);
+            baton__conn_close(k);
+            free(nl);
+            req_free(v);
+            return rc;
+        }
+        if (!adopted)
+            baton__stat_inc(c, BATON__ST_CONNECTS);
+        nl->k = k;
+        nl->pool = p;
+        baton__mutex_init(&nl->io);
+        p->link = nl;
+        fresh = !adopted;
+    }
+    v->link = p->link;
+    v->link->refs++;
+    v->reused = !fresh;
+    baton__mutex_unlock(&p->mux_mu);
+    *out = v;
+    return BATON_OK;
+}
+
+int baton__conn_get_shared_slot(baton_client *c, int slot, int64_t deadline_us, baton__conn **out)
+{
+    if (!baton__topology_cluster(c))
+        return baton__conn_get_shared(c, c->pool, deadline_us, out);
+    baton__pool *p = baton__topology_slot_pool(c, slot);
+    if (!p) {
+        baton__topology_kick(c);
+        return baton__fail(c, BATON_ECONN, "no node of the cluster serves slot %d now", slot);
+    }
+    return baton__conn_get_shared(c, p, deadline_us, out);
+}
+
+void baton__mux_put(baton_client *c, baton__conn *v)
+{
+    (void)c;
+    baton__pool *p = v->pool;
+    baton__link *L = v->link;
+    baton__mutex_lock(&p->mux_mu);
+    if (v->due > 0) { /* its replies are still to come: dropped as they do */
+        v->abandoned = true;
+        baton__mutex_unlock(&p->mux_mu);
+        return;
+    }
+    L->refs--;
+    maybe_free(p, L);
+    baton__mutex_unlock(&p->mux_mu);
+    req_free(v);
+}
+
+/* ------------------------------- writing ---------------------------------------------- */
+
+/* Writes n bytes of b on L's socket by the deadline (no mutex held): true, or false with
+ * the reason in L->k->errstr. */
+static bool write_all(baton__link *L, const char *b, size_t n, int64_t deadline_us)
+{
+    baton__conn *k = L->k;
+    size_t off = 0;
+    while (off < n) {
+        if (baton__now_us() >= deadline_us) {
+            baton__conn_set_err(k, "could not send within the timeout");
+            return false;
+        }
+        short want;
+        if (k->ssl)
+            baton__mutex_lock(&L->io);
+        ssize_t w = baton__conn_io_write(k, b + off, n - off, &want);
+        if (k->ssl)
+            baton__mutex_unlock(&L->io);
+        if (w > 0)
+            off += (size_t)w;
+        else if (w == IO_BROKEN)
+            return false;
+        else if (!baton__conn_wait_fd(k->fd, want, deadline_us, k->serial)) {
+            baton__conn_set_err(k, "could not send within the timeout");
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool out_append(baton__link *L, const char *b, size_t n)
+{
+    int i = L->cur;
+    if (L->len + n > L->cap[i]) {
+        size_t cap = L->cap[i] ? L->cap[i] : 1024;
+        while (cap < L->len + n)
+            cap *= 2;
+        char *nb = realloc(L->buf[i], cap);
+        if (!nb)
+            return false;
+        L->buf[i] = nb;
+        L->cap[i] = cap;
+    }
+    memcpy(L->buf[i] + L->len, b, n);
+    L->len += n;
+    return true;
+}
+
+int baton__mux_flush(baton_client *c, baton__conn *v, const char *what, int64_t deadline_us)
+{
+    baton__pool *p = v->pool;
+    baton__link *L = v->link;
+    baton__mutex_lock(&p->mux_mu);
+    if (L->broken) {
+        snprintf(v->errstr, sizeof v->errstr, "connection closed (%.120s)", L->why);
+        baton__mutex_unlock(&p->mux_mu);
+        return baton__fail(c, BATON_ECONN, "%s: %s", what, v->errstr);
+    }
+    if (v->due > 0 || v->rqn > 0 || v->pending > BATON__MUX_REPLIES) {
+        /* every reply is read before the next flush (run.c); a batch of more is a pooled
+         * connection's (the watchdog's) */
+        baton__mutex_unlock(&p->mux_mu);
+        return baton__fail(c, BATON_ECONN,
+                           "%s: a request on the shared connection flushed "
+                           "before its replies were read",
+                           what);
+    }
+    if (!out_append(L, v->out + v->off, v->len - v->off)) {
+        baton__mutex_unlock(&p->mux_mu);
+        return baton__fail(c, BATON_ENOMEM, "%s: out of memory", what);
+    }
+    v->off = v->len = 0;
+    v->due = (int)v->pending;
+    v->vnext = NULL;
+    if (L->tail)
+        L->tail->vnext = v;
+    else
+        L->head = v;
+    L->tail = v;
+    p->mux_requests++;
+    if (L->writing) { /* the writer under way takes it in its next write */
+        baton__mutex_unlock(&p->mux_mu);
+        return BATON_OK;
+    }
+    L->writing = true;
+    bool failed = false;
+    while (L->len > 0 && !L->broken) {
+        int i = L->cur;
+        size_t n = L->len;
+        L->cur ^= 1;
+        L->len = 0;
+        p->mux_writes++;
+        baton__mutex_unlock(&p->mux_mu);
+        bool ok = write_all(L, L->buf[i], n, deadline_us);
+        baton__mutex_lock(&p->mux_mu);
+        if (!ok) {
+            link_fail(p, L, NULL, BATON_ECONN, baton__conn_errstr(L->k));
+            failed = true;
+        }
+    }
+    L->writing = false;
+    int rc = v->vrc;
+    baton__mutex_unlock(&p->mux_mu);
+    if (failed)
+        baton__pool_drop_idle(c, p);
+    if (rc != BATON_OK)
+        return baton__fail(c, rc, "%s: %s", what, v->errstr);
+    return BATON_OK;
+}
+
+/* ------------------------------- reading ---------------------------------------------- */
+
+/* Replies one turn of reading hands out at most (the rest stay parsed-ready for the next). */
+#define TURN_REPLIES 64
+
+/* Hands replies to the requests in line, in order (mux_mu held). */
+static void distribute(baton__pool *p, baton__link *L, redisReply **got, int n)
+{
+    for (int i = 0; i < n; i++) {
+        redisReply *r = got[i];
+        baton__conn *x = L->head;
+        if (!x) {
+            for (int j = i; j < n; j++)
+                freeReplyObject(got[j]);
+            link_fail(p, L, NULL, BATON_EPROTO, "protocol error: a reply nobody asked for");
+            return;
+        }
+        if (x->abandoned) {
+            freeReplyObject(r);
+        } else {
+            x->rq[(x->rqh + x->rqn) % BATON__MUX_REPLIES] = r;
+            x->rqn++;
+        }
+        if (--x->due == 0) {
+            L->head = x->vnext;
+            if (!L->head)
+                L->tail = NULL;
+            x->vnext = NULL;
+            if (x->abandoned) {
+                L->refs--;
+                req_free(x);
+            } else if (x->waiting) {
+                baton__cond_signal(&x->vcond);
+            }
+        }
+    }
+}
+
+/* One turn of reading L's socket (mux_mu held on entry and on return). The turn is the
+ * reader's alone: the socket is read and what came parsed with the mutex let go; only the
+ * handing out of the replies takes it. */
+static void read_turn(baton__pool *p, baton__link *L, int64_t deadline_us)
+{
+    baton__conn *k = L->k;
+    L->reading = true;
+    bool ready = k->guard.ready > 0; /* parsed replies left by the last turn */
+    baton__mutex_unlock(&p->mux_mu);
+    char buf[READ_CHUNK];
+    short want = POLLIN;
+    ssize_t n = IO_AGAIN;
+    int64_t left = deadline_us - baton__now_us();
+    int64_t slice = BATON__READ_SLICE_MS * 1000;
+    if (ready) {
+        /* nothing to read before they are handed out */
+    } else if (k->ssl) { /* OpenSSL may hold decrypted bytes the socket does not show */
+        baton__mutex_lock(&L->io);
+        n = baton__conn_io_read(k, buf, sizeof buf, &want, false);
+        baton__mutex_unlock(&L->io);
+        if (n == IO_AGAIN)
+            baton__conn_wait_fd(k->fd, want, left > slice ? baton__now_us() + slice : deadline_us,
+                                k->serial);
+    } else if (left >= slice) { /* one recv() that waits (SO_RCVTIMEO) */
+        n = baton__conn_io_read(k, buf, sizeof buf, &want, true);
+    } else if (baton__conn_wait_fd(k->fd, POLLIN, deadline_us, k->serial)) {
+        n = baton__conn_io_read(k, buf, sizeof buf, &want, false);
+    }
+    bool refused = false, bad = false;
+    size_t skip = 0;
+    redisReply *got[TURN_REPLIES];
+    int ngot = 0;
+    if (n > 0 && !baton__conn_take(k, buf, (size_t)n)) {
+        refused = true;
+        skip = k->guard.ready; /* complete before the refused one: never parsed */
+    } else if (n > 0 || ready) {
+        while (ngot < TURN_REPLIES) {
+            redisReply *r = NULL;
+            if (baton__conn_next(k, &r) != BATON_OK) {
+                bad = true;
+                break;
+            }
+            if (!r)
+                break;
+            got[ngot++] = r;
+        }
+    }
+    baton__mutex_lock(&p->mux_mu);
+    L->reading = false;
+    if (L->broken) {
+        for (int i = 0; i < ngot; i++)
+            freeReplyObject(got[i]);
+        return;
+    }
+    if (refused) {
+        /* the request the refused reply answers: the one past those completed before it
+         * (they fail with it) */
+        baton__conn *x = L->head;
+        while (x && skip >= (size_t)x->due) {
+            skip -= (size_t)x->due;
+            x = x->vnext;
+        }
+        link_fail(p, L, k->proto ? x : NULL, k->proto ? BATON_EPROTO : BATON_ECONN,
+                  baton__conn_errstr(k));
+        return;
+    }
+    distribute(p, L, got, ngot);
+    if (bad && !L->broken)
+        link_fail(p, L, L->head, BATON_EPROTO, baton__conn_errstr(k));
+    else if (n == IO_BROKEN && !L->broken)
+        link_fail(p, L, NULL, BATON_ECONN, baton__conn_errstr(k));
+}
+
+int baton__mux_read(baton_client *c, baton__conn *v, const char *what, int64_t deadline_us,
+                    redisReply **out)
+{
+    baton__pool *p = v->pool;
+    baton__link *L = v->link;
+    bool failed = false;
+    int rc = BATON_OK;
+    *out = NULL;
+    baton__mutex_lock(&p->mux_mu);
+    for (;;) {
+        if (v->rqn > 0) {
+            *out = v->rq[v->rqh];
+            v->rqh = (v->rqh + 1) % BATON__MUX_REPLIES;
+            v->rqn--;
+            if (v->pending > 0 && --v->pending == 0)
+                v->round_us = v->round_wait_us = 0;
+            break;
+        }
+        if (v->vrc != BATON_OK) {
+            rc = v->vrc;
+            break;
+        }
+        if (v->due == 0) {
+            snprintf(v->errstr, sizeof v->errstr, "no reply due (nothing was sent)");
+            rc = BATON_ECONN;
+            break;
+        }
+        if (baton__now_us() >= deadline_us) {
+            /* in order: every request ahead of it is without its reply too (the reader's
+             * parser is its own while it reads) */
+            if (!L->reading)
+                baton__conn_timed_out(L->k);
+            link_fail(p, L, v, BATON_ECONN,
+                      L->reading ? "no reply within the timeout" : L->k->errstr);
+            failed = true;
+            continue;
+        }
+        if (!L->reading) {
+            read_turn(p, L, deadline_us);
+            failed = failed || L->broken;
+            continue;
+        }
+        v->waiting = true;
+        baton__cond_wait_until(&v->vcond, &p->mux_mu, deadline_us);
+        v->waiting = false;
+    }
+    /* whoever reads next: a request still in line, woken if it sleeps (the first that
+     * does: any of them reads for all) */
+    if (!L->reading && L->head) {
+        for (baton__conn *x = L->head; x; x = x->vnext)
+            if (x->waiting) {
+                baton__cond_signal(&x->vcond);
+                break;
+            }
+    }
+    baton__mutex_unlock(&p->mux_mu);
+    if (failed)
+        baton__pool_drop_idle(c, p);
+    if (rc != BATON_OK)
+        return baton__fail(c, rc, "%s: %s", what, v->errstr);
+    return BATON_OK;
+}
+
+/* ------------------------------- the pool's end --------------------------------------- */
+
+void baton__mux_retire(baton__pool *p)
+{
+    baton__mutex_lock(&p->mux_mu);
+    baton__link *L = p->link;
+    p->link = NULL;
+    if (L)
+        maybe_free(p, L); /* in use: freed by its last request */
+    baton__mutex_unlock(&p->mux_mu);
+}
+
+void baton__mux_destroy(baton__pool *p, bool forked)
+{
+    /* every request was given back (close runs after the last call) */
+    if (p->link)
+        link_free(p->link, forked);
+    p->link = NULL;
+    if (!forked) {
+        baton__mutex_destroy(&p->mux_mu);
+        baton__cond_destroy(&p->mux_cond);
+    }
+}
+
+static void add_counts(baton__pool *p, uint64_t *requests, uint64_t *writes)
+{
+    baton__mutex_lock(&p->mux_mu);
+    *requests += p->mux_requests;
+    *writes += p->mux_writes;
+    baton__mutex_unlock(&p->mux_mu);
+}
+
+void baton__mux_counts(baton_client *c, uint64_t *requests, uint64_t *writes)
+{
+    *requests = *writes = 0;
+    if (!baton__topology_cluster(c)) {
+        add_counts(c->pool, requests, writes);
+        return;
+    }
+    baton__pool *ps[64];
+    size_t n = baton__topology_masters(c, ps, sizeof ps / sizeof *ps);
+    for (size_t i = 0; i < n; i++)
+        add_counts(ps[i], requests, writes);
+}
