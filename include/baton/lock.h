@@ -60,6 +60,13 @@ BATON_API int baton_lock_open(baton_client *c, const char *name, baton_lock **ou
  * release), except in a callback run by baton's thread, where it must not be called. Their
  * callbacks may still be pending for baton_client_process() or the client's close, with
  * the (freed) handle as their first argument. NULL is a no-op.
+ *
+ * Every verb checks on entry that its handle is open (each handle is registered with its
+ * kind's magic number; the registry, not the freed memory, is read): a call on a closed
+ * handle returns BATON_ECLOSED, and so does a call on a handle whose client was closed
+ * (which must still be closed, to free it). Closing a handle twice aborts the program with
+ * a message on stderr naming the misuse ("baton_lock_close(0x...): not an open lock: closed
+ * twice, or never opened"), in every build. The same holds for every kind of handle.
  */
 BATON_API void baton_lock_close(baton_lock *l);
 

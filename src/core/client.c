@@ -283,6 +283,12 @@ int baton_client_open(const baton_options *opts, baton_client **out)
         return rc;
     }
     baton__conn_put(c, conn, false);
+    if (baton__live_add(c, BATON__MAGIC_CLIENT, c, NULL, "client", c->id) != BATON_OK) {
+        baton__set_open_errmsg("out of memory");
+        baton__forget_errors(c);
+        free_client(c, false);
+        return BATON_ENOMEM;
+    }
     if (c->warning[0]) /* told once, as the detail of the open that found it */
         baton__fail(c, BATON_OK, "%s", c->warning);
     *out = c;
@@ -307,12 +313,19 @@ void baton_client_close(baton_client *c)
 {
     if (!c)
         return;
+    if (baton__live_state(c, BATON__MAGIC_CLIENT) != BATON__LIVE_OPEN)
+        baton__misuse_abort("baton_client_close", c, "client");
     bool forked = baton__client_forked(c);
     /* First, while everything still runs: waits in progress are cancelled (they leave
      * nothing behind), asynchronous operations complete, their callbacks run here. */
     baton__evloop_shut(c->ev, forked); /* freed last (free_client) */
-    baton__topology_stop(c, forked);   /* its events reach the two below; its map and pools
-                                           stay until they have ended (free_client) */
+    /* Then the handles the program left open: each lets go of what it had on the client
+     * and answers BATON_ECLOSED from now on; its own close frees it. Then no call can
+     * reach the client: it is unregistered before anything of it is freed. */
+    baton__live_orphan_all(c);
+    baton__live_remove(c, BATON__MAGIC_CLIENT);
+    baton__topology_stop(c, forked); /* its events reach the two below; its map and pools
+                                         stay until they have ended (free_client) */
     if (c->wd)
         c->wd_free(c->wd, forked);
     if (c->disp)

@@ -23,6 +23,27 @@ static int set_out(void *out, baton__object *o, int rc)
     return rc;
 }
 
+/* What the handle holds on its client: its operations, and what its kind added (the
+ * registry's dispose, at the close of a client before its handles). */
+static void dispose(void *p)
+{
+    baton__object *o = p;
+    baton__evloop_drop_handle(o->client, o); /* none runs on it once freed */
+    if (o->fini)
+        o->fini(o);
+}
+
+/* The base's memory, the last of a handle. */
+static void free_memory(baton__object *o)
+{
+    free(o->name);
+    free(o->channel);
+    free(o->request_prefix);
+    baton__key_spec k[BATON__MAX_KEYS];
+    baton__free_keys(k, own_keys(o, k));
+    free(o);
+}
+
 int baton__object_new(baton_client *c, const char *name, const baton__object_kind *kind, void *arg,
                       void *out)
 {
@@ -43,6 +64,7 @@ int baton__object_new(baton_client *c, const char *name, const baton__object_kin
     o->request_prefix = baton__derive_key(BATON__KEY_REQUEST, name, ":");
     o->keys = kind->keys;
     o->cancel = kind->cancel;
+    o->fini = kind->fini;
     baton__key_spec k[BATON__MAX_KEYS];
     bool own = baton__derive_keys(name, k, own_keys(o, k));
     if (!o->name || !o->channel || !o->request_prefix || !own) {
@@ -54,14 +76,17 @@ int baton__object_new(baton_client *c, const char *name, const baton__object_kin
         baton__object_close(o, kind->fini);
         return rc;
     }
+    if (baton__live_add(o, BATON__MAGIC_OBJECT, c, dispose, kind->what, name) != BATON_OK) {
+        baton__object_close(o, kind->fini);
+        return baton__fail(c, BATON_ENOMEM, "out of memory");
+    }
     return set_out(out, o, BATON_OK);
 }
 
 int baton__object_enter(baton__object *o)
 {
-    if (!o)
-        return BATON_EINVAL;
-    return baton__client_enter(o->client);
+    int rc = baton__handle_enter(o, BATON__MAGIC_OBJECT, "handle");
+    return rc != BATON_OK ? rc : baton__client_enter(o->client);
 }
 
 int baton__object_enter_out(baton__object *o, const void *out, const char *what)
@@ -74,7 +99,7 @@ int baton__object_enter_out(baton__object *o, const void *out, const char *what)
 
 const char *baton__object_name(const baton__object *o)
 {
-    return o ? o->name : "";
+    return o && baton__live_state(o, BATON__MAGIC_OBJECT) != BATON__LIVE_NONE ? o->name : "";
 }
 
 int baton__object_cancel_waits(baton__object *o)
@@ -101,10 +126,21 @@ void baton__object_close(baton__object *o, void (*fini)(baton__object *o))
     baton__evloop_drop_handle(o->client, o); /* none runs on it once freed */
     if (fini)
         fini(o);
-    free(o->name);
-    free(o->channel);
-    free(o->request_prefix);
-    baton__key_spec k[BATON__MAX_KEYS];
-    baton__free_keys(k, own_keys(o, k));
-    free(o);
+    free_memory(o);
+}
+
+void baton__object_close_verb(baton__object *o, void (*fini)(baton__object *o), const char *fn)
+{
+    if (!o)
+        return;
+    switch (baton__live_remove(o, BATON__MAGIC_OBJECT)) {
+    case BATON__LIVE_OPEN:
+        baton__object_close(o, fini);
+        break;
+    case BATON__LIVE_ORPHAN: /* its client's close ran the rest (dispose) */
+        free_memory(o);
+        break;
+    default:
+        baton__misuse_abort(fn, o, "handle");
+    }
 }

@@ -363,6 +363,9 @@ static int campaign(baton_election *e, const char *value, int64_t wait_ms, int64
 /* Counted for close from start to end; its wait is cancelled through e (core/ops.h). */
 int baton_election_campaign(baton_election *e, const char *value, int64_t wait_ms, int64_t lease_ms)
 {
+    int entered_ = baton__object_enter((baton__object *)e); /* before its client is read */
+    if (entered_ != BATON_OK)
+        return entered_;
     BATON__COUNTED_CALL(e ? e->base.client : NULL, e, campaign(e, value, wait_ms, lease_ms));
 }
 

@@ -223,6 +223,9 @@ static int await(baton_latch *l, int64_t timeout_ms);
 /* Counted for close from start to end (core/evloop.h). */
 int baton_latch_await(baton_latch *l, int64_t timeout_ms)
 {
+    int entered_ = baton__object_enter((baton__object *)l); /* before its client is read */
+    if (entered_ != BATON_OK)
+        return entered_;
     BATON__COUNTED_CALL(l ? l->base.client : NULL, l, await(l, timeout_ms));
 }
 

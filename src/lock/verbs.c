@@ -18,17 +18,26 @@ void baton_lock_close(baton_lock *l)
 {
     if (!l)
         return;
-    baton__evloop_drop_handle(l->client, l); /* no operation may run on it once freed */
-    baton__lock_free(l);
+    switch (baton__live_remove(l, BATON__MAGIC_LOCK)) {
+    case BATON__LIVE_OPEN:
+        baton__lock_free(l);
+        break;
+    case BATON__LIVE_ORPHAN: /* its client's close let go of the rest */
+        free(l);
+        break;
+    default:
+        baton__misuse_abort("baton_lock_close", l, "lock");
+    }
 }
 
 int baton_lock_cancel_waits(baton_lock *l)
 {
-    if (!l)
-        return BATON_EINVAL;
+    int rc = baton__handle_enter(l, BATON__MAGIC_LOCK, "lock");
+    if (rc != BATON_OK)
+        return rc;
     if (!l->client) /* a multi-lock over several clients: its members' clients know */
         return BATON_ENOTSUP;
-    int rc = baton__client_enter(l->client);
+    rc = baton__client_enter(l->client);
     if (rc == BATON_OK)
         baton__evloop_cancel_handle(l->client, l);
     return rc;
@@ -36,15 +45,14 @@ int baton_lock_cancel_waits(baton_lock *l)
 
 const char *baton_lock_name(const baton_lock *l)
 {
-    return l ? l->name : "";
+    return l && baton__live_state(l, BATON__MAGIC_LOCK) == BATON__LIVE_OPEN ? l->name : "";
 }
 
-/* Validation shared by every verb. */
+/* Validation shared by every verb: an open handle (its magic, util.h), then its client. */
 static int enter(baton_lock *l)
 {
-    if (!l)
-        return BATON_EINVAL;
-    return baton__client_enter(l->client);
+    int rc = baton__handle_enter(l, BATON__MAGIC_LOCK, "lock");
+    return rc != BATON_OK ? rc : baton__client_enter(l->client);
 }
 
 /* enter, and an output pointer `what` that must not be NULL. */
@@ -67,6 +75,9 @@ static int try_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms);
  * statistics on the way out. */
 int baton_lock_try_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
 {
+    int rc = enter(l); /* before l->client is read */
+    if (rc != BATON_OK)
+        return rc;
     BATON__COUNTED_CALL(l ? l->client : NULL, l, try_acquire(l, wait_ms, lease_ms));
 }
 
@@ -182,8 +193,9 @@ static int async_enter(baton_lock *l, baton_owner *o, baton_op **op, baton_clien
 {
     if (op)
         *op = NULL;
-    if (!l)
-        return BATON_EINVAL;
+    int rc = baton__handle_enter(l, BATON__MAGIC_LOCK, "lock");
+    if (rc != BATON_OK)
+        return rc;
     *c = l->client ? l->client : (o ? baton__owner_client(o) : NULL);
     if (!*c)
         return BATON_EINVAL;

@@ -82,6 +82,10 @@ int baton__lock_open(baton_client *c, const char *name, const char *what,
         return baton__fail(c, BATON_ENOMEM, "out of memory");
     }
     l->impl = impl;
+    if (baton__lock_register(l, what) != BATON_OK) {
+        baton__lock_free(l);
+        return baton__fail(c, BATON_ENOMEM, "out of memory");
+    }
     *out = l;
     return BATON_OK;
 }
@@ -691,12 +695,24 @@ int baton__hash_remaining_ttl(baton_lock *l, int64_t *out)
 
 /* ------------------------------- for the verbs (src/lock/verbs.c) -------------------- */
 
-void baton__lock_free(baton_lock *l)
+void baton__lock_dispose(void *p)
 {
+    baton_lock *l = p;
+    baton__evloop_drop_handle(l->client, l); /* no operation may run on it once freed */
     baton__hold_forget(l);
     impl_close(l);
     baton__lock_base_free(l);
+}
+
+void baton__lock_free(baton_lock *l)
+{
+    baton__lock_dispose(l);
     free(l);
+}
+
+int baton__lock_register(baton_lock *l, const char *what)
+{
+    return baton__live_add(l, BATON__MAGIC_LOCK, l->client, baton__lock_dispose, what, l->name);
 }
 
 bool baton__hold_token(baton_lock *l, int64_t *token)

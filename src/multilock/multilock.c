@@ -642,6 +642,12 @@ static int group_open(baton_lock *const *locks, size_t n, baton_lock **out, bool
         *out = NULL;
     if (!locks || !out || n == 0)
         return BATON_EINVAL;
+    for (size_t i = 0; i < n; i++) { /* a closed member is not read */
+        int rc = locks[i] ? baton__handle_enter(locks[i], BATON__MAGIC_LOCK, "multi-lock member")
+                          : BATON_OK;
+        if (rc != BATON_OK)
+            return rc;
+    }
     for (size_t i = 0; i < n; i++) {
         if (!locks[i]) {
             for (size_t j = 0; j < n; j++)
@@ -702,6 +708,10 @@ static int group_open(baton_lock *const *locks, size_t n, baton_lock **out, bool
     baton__mutex_init(&g->mu);
     baton__cond_init(&g->cv);
     l->impl = g;
+    if (baton__lock_register(l, quorum ? "redlock" : "multi-lock") != BATON_OK) {
+        baton__lock_free(l);
+        return baton__fail(c0, BATON_ENOMEM, "out of memory");
+    }
     *out = l;
     return BATON_OK;
 nomem:

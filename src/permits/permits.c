@@ -408,6 +408,9 @@ static int try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_
 int baton_permits_try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_t lease_ms,
                                    char (*ids)[BATON_PERMIT_ID_SIZE])
 {
+    int entered_ = baton__object_enter((baton__object *)p); /* before its client is read */
+    if (entered_ != BATON_OK)
+        return entered_;
     BATON__COUNTED_CALL(p ? p->base.client : NULL, p,
                         try_acquire_many(p, n, wait_ms, lease_ms, ids));
 }

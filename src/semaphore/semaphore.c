@@ -272,6 +272,9 @@ static int try_acquire(baton_semaphore *s, int64_t permits, int64_t wait_ms);
 /* Counted for close from start to end (core/evloop.h). */
 int baton_semaphore_try_acquire(baton_semaphore *s, int64_t permits, int64_t wait_ms)
 {
+    int entered_ = baton__object_enter((baton__object *)s); /* before its client is read */
+    if (entered_ != BATON_OK)
+        return entered_;
     BATON__COUNTED_CALL(s ? s->base.client : NULL, s, try_acquire(s, permits, wait_ms));
 }
 

@@ -1,0 +1,273 @@
+/*
+ * The public API's edges against a real redis-server, as a program written from the
+ * headers would meet them: misuse that must never crash (a call on a closed handle, a
+ * handle used after its client was closed, a double close), the detail of every failing
+ * call, and the argument checks.
+ */
+#define _GNU_SOURCE
+#include "helper.h"
+
+#include "new_assert.h"
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+TestSuite(misuse, .timeout = 60);
+
+/* ---------------------------------------------------------------- helpers ------------ */
+
+/* Runs fn in a child whose stderr is captured into out (len bytes); returns the child's
+ * status as th_wait does (128 + signal for a signal). */
+static int run_captured(void (*fn)(void), char *out, size_t len)
+{
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        close(fds[0]);
+        fn();
+        _exit(0);
+    }
+    close(fds[1]);
+    size_t n = 0;
+    ssize_t r;
+    while (n + 1 < len && (r = read(fds[0], out + n, len - 1 - n)) > 0)
+        n += (size_t)r;
+    out[n] = '\0';
+    close(fds[0]);
+    int st = 0;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
+}
+
+/* ------------------------------------------------ a handle after its client's close --- */
+
+Test(misuse, lock_used_after_its_client_was_closed_returns_eclosed)
+{
+    baton_client *c = th_client(NULL);
+    baton_lock *l = NULL;
+    char *name = th_name("api-orphan");
+    cr_assert_eq(baton_lock_open(c, name, &l), BATON_OK);
+    cr_assert_eq(baton_lock_acquire(l, BATON_LEASE_WATCHDOG), BATON_OK);
+    baton_client_close(c);
+
+    cr_assert_eq(baton_lock_acquire(l, 1000), BATON_ECLOSED);
+    cr_assert_eq(baton_lock_release(l), BATON_ECLOSED);
+    bool b;
+    cr_assert_eq(baton_lock_is_locked(l, &b), BATON_ECLOSED);
+    int64_t t;
+    cr_assert_eq(baton_lock_fencing_token(l, &t), BATON_ECLOSED);
+    cr_assert_eq(baton_lock_cancel_waits(l), BATON_ECLOSED);
+    cr_assert_str_eq(baton_lock_name(l), "");
+    /* the detail, one call away, through the closed client's pointer (never read) */
+    const char *msg = baton_client_errmsg(c);
+    cr_assert(strstr(msg, "lock ") == msg, "%s", msg);
+    cr_assert(strstr(msg, name) && strstr(msg, "its client was closed"), "%s", msg);
+    baton_lock_close(l); /* frees what the client's close left */
+    free(name);
+}
+
+Test(misuse, every_kind_used_after_its_client_was_closed_returns_eclosed)
+{
+    baton_client *c = th_client(NULL);
+    char *name = th_name("api-kinds");
+    char nm[256];
+    baton_semaphore *s;
+    baton_permits *p;
+    baton_latch *la;
+    baton_barrier *ba;
+    baton_election *e;
+    baton_rwlock *rw;
+    baton_lock *m1, *m2, *g;
+    snprintf(nm, sizeof nm, "%s-s", name);
+    cr_assert_eq(baton_semaphore_open(c, nm, &s), BATON_OK);
+    cr_assert_eq(baton_semaphore_add_permits(s, 2), BATON_OK);
+    cr_assert_eq(baton_semaphore_acquire(s, 1), BATON_OK);
+    snprintf(nm, sizeof nm, "%s-p", name);
+    cr_assert_eq(baton_permits_open(c, nm, &p), BATON_OK);
+    bool set;
+    cr_assert_eq(baton_permits_try_set_permits(p, 2, &set), BATON_OK);
+    char id[BATON_PERMIT_ID_SIZE];
+    cr_assert_eq(baton_permits_acquire(p, BATON_LEASE_WATCHDOG, id), BATON_OK);
+    snprintf(nm, sizeof nm, "%s-l", name);
+    cr_assert_eq(baton_latch_open(c, nm, &la), BATON_OK);
+    cr_assert_eq(baton_latch_try_set_count(la, 3, &set), BATON_OK);
+    snprintf(nm, sizeof nm, "%s-b", name);
+    cr_assert_eq(baton_barrier_open(c, nm, 2, &ba), BATON_OK);
+    snprintf(nm, sizeof nm, "%s-e", name);
+    cr_assert_eq(baton_election_open(c, nm, &e), BATON_OK);
+    cr_assert_eq(baton_election_campaign(e, "me", 0, BATON_LEASE_WATCHDOG), BATON_OK);
+    int fd;
+    cr_assert_eq(baton_election_observe_fd(e, &fd), BATON_OK); /* its watcher runs */
+    snprintf(nm, sizeof nm, "%s-rw", name);
+    cr_assert_eq(baton_rwlock_open(c, nm, &rw), BATON_OK);
+    cr_assert_eq(baton_lock_acquire(baton_rwlock_read(rw), BATON_LEASE_WATCHDOG), BATON_OK);
+    snprintf(nm, sizeof nm, "%s-m1", name);
+    cr_assert_eq(baton_lock_open(c, nm, &m1), BATON_OK);
+    snprintf(nm, sizeof nm, "%s-m2", name);
+    cr_assert_eq(baton_lock_open(c, nm, &m2), BATON_OK);
+    baton_lock *ms[] = {m1, m2};
+    cr_assert_eq(baton_multilock_open(ms, 2, &g), BATON_OK);
+    cr_assert_eq(baton_lock_acquire(g, BATON_LEASE_WATCHDOG), BATON_OK);
+
+    baton_client_close(c);
+
+    cr_assert_eq(baton_semaphore_release(s, 1), BATON_ECLOSED);
+    cr_assert_eq(baton_semaphore_try_acquire(s, 1, 0), BATON_ECLOSED);
+    cr_assert_eq(baton_permits_release(p, id), BATON_ECLOSED);
+    cr_assert_eq(baton_permits_try_acquire(p, 0, 1000, id), BATON_ECLOSED);
+    cr_assert_eq(baton_latch_count_down(la), BATON_ECLOSED);
+    cr_assert_eq(baton_latch_await(la, 10), BATON_ECLOSED);
+    cr_assert_eq(baton_barrier_await(ba, 10, NULL, NULL), BATON_ECLOSED);
+    cr_assert_eq(baton_election_resign(e), BATON_ECLOSED);
+    cr_assert_eq(baton_election_campaign(e, "me", 0, BATON_LEASE_WATCHDOG), BATON_ECLOSED);
+    baton_election_event ev;
+    cr_assert_eq(baton_election_observe_next(e, 10, &ev), BATON_ECLOSED);
+    int64_t term;
+    cr_assert_eq(baton_election_term(e, &term), BATON_ECLOSED);
+    cr_assert_eq(baton_lock_release(baton_rwlock_read(rw)), BATON_ECLOSED);
+    cr_assert_eq(baton_lock_release(g), BATON_ECLOSED);
+    cr_assert_eq(baton_lock_release(m1), BATON_ECLOSED);
+    const char *msg = baton_client_errmsg(c);
+    cr_assert(strstr(msg, "its client was closed") != NULL, "%s", msg);
+
+    /* closed in the order a careless program would: the group after its members */
+    baton_semaphore_close(s);
+    baton_permits_close(p);
+    baton_latch_close(la);
+    baton_barrier_close(ba);
+    baton_election_close(e);
+    baton_rwlock_close(rw);
+    baton_lock_close(m1);
+    baton_lock_close(m2);
+    baton_lock_close(g);
+    free(name);
+}
+
+/* What a worker that reconnects does: its client closed and opened again while a thread
+ * still has the old election (the election workload under kill -9 + restart aborted with
+ * "pthread_mutex_lock failed: Invalid argument"). */
+Test(misuse, election_outlives_its_client_across_a_reopen)
+{
+    char *name = th_name("api-elect");
+    for (int round = 0; round < 3; round++) {
+        baton_client *c = th_client(NULL);
+        baton_election *e;
+        cr_assert_eq(baton_election_open(c, name, &e), BATON_OK);
+        cr_assert_eq(baton_election_campaign(e, "w", 2000, BATON_LEASE_WATCHDOG), BATON_OK);
+        int fd;
+        cr_assert_eq(baton_election_observe_fd(e, &fd), BATON_OK);
+        baton_client_close(c); /* the leadership's hold is forgotten, not renewed */
+        cr_assert_eq(baton_election_resign(e), BATON_ECLOSED);
+        baton_leader ld;
+        cr_assert_eq(baton_election_leader(e, &ld), BATON_ECLOSED);
+        baton_election_close(e);
+        /* the next round's campaign waits out the lease the old client left (30 s) unless
+         * it is deleted, as an operator would after a crash */
+        redisContext *r = th_redis();
+        freeReplyObject(th_cmd(r, "DEL %s", name));
+        redisFree(r);
+    }
+    free(name);
+}
+
+/* ------------------------------------------------------------ closed handles --------- */
+
+Test(misuse, call_on_a_closed_handle_returns_eclosed)
+{
+    baton_client *c = th_client(NULL);
+    baton_lock *l;
+    baton_semaphore *s;
+    cr_assert_eq(baton_lock_open(c, th_tmpname("api-closed"), &l), BATON_OK);
+    cr_assert_eq(baton_semaphore_open(c, th_tmpname("api-closed-s"), &s), BATON_OK);
+    baton_lock_close(l);
+    baton_semaphore_close(s);
+    cr_assert_eq(baton_lock_acquire(l, 1000), BATON_ECLOSED);
+    cr_assert_eq(baton_lock_release(l), BATON_ECLOSED);
+    cr_assert_eq(baton_semaphore_release(s, 1), BATON_ECLOSED);
+    cr_assert(strstr(baton_client_errmsg(c), "not an open handle") != NULL, "%s",
+              baton_client_errmsg(c));
+    /* the client still works */
+    cr_assert_eq(baton_lock_open(c, th_tmpname("api-closed2"), &l), BATON_OK);
+    cr_assert_eq(baton_lock_acquire(l, 1000), BATON_OK);
+    cr_assert_str_eq(baton_client_errmsg(c), "");
+    cr_assert_eq(baton_lock_release(l), BATON_OK);
+    baton_lock_close(l);
+    baton_client_close(c);
+}
+
+Test(misuse, call_on_a_closed_client_returns_eclosed)
+{
+    baton_client *c = th_client(NULL);
+    baton_client_close(c);
+    baton_lock *l = (baton_lock *)&l;
+    cr_assert_eq(baton_lock_open(c, "x", &l), BATON_ECLOSED);
+    cr_assert_null(l);
+    baton_semaphore *s;
+    cr_assert_eq(baton_semaphore_open(c, "x", &s), BATON_ECLOSED);
+    const char *msg = baton_client_errmsg(c);
+    cr_assert(strstr(msg, "client ") == msg && strstr(msg, "not an open client"), "%s", msg);
+}
+
+/* --------------------------------------------------------------- double closes ------- */
+
+static void close_client_twice(void)
+{
+    baton_client *c = th_client(NULL);
+    baton_client_close(c);
+    baton_client_close(c);
+}
+
+static void close_lock_twice(void)
+{
+    baton_client *c = th_client(NULL);
+    baton_lock *l;
+    if (baton_lock_open(c, "api-twice", &l) != BATON_OK)
+        _exit(3);
+    baton_lock_close(l);
+    baton_lock_close(l);
+}
+
+static void close_semaphore_twice(void)
+{
+    baton_client *c = th_client(NULL);
+    baton_semaphore *s;
+    if (baton_semaphore_open(c, "api-twice", &s) != BATON_OK)
+        _exit(3);
+    baton_semaphore_close(s);
+    baton_semaphore_close(s);
+}
+
+static void close_rwlock_twice(void)
+{
+    baton_client *c = th_client(NULL);
+    baton_rwlock *rw;
+    if (baton_rwlock_open(c, "api-twice-rw", &rw) != BATON_OK)
+        _exit(3);
+    baton_rwlock_close(rw);
+    baton_rwlock_close(rw);
+}
+
+Test(misuse, a_double_close_aborts_naming_the_misuse)
+{
+    struct {
+        void (*fn)(void);
+        const char *says;
+    } cases[] = {{close_client_twice, "baton_client_close("},
+                 {close_lock_twice, "baton_lock_close("},
+                 {close_semaphore_twice, "baton_semaphore_close("},
+                 {close_rwlock_twice, "baton_rwlock_close("}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char err[1024];
+        int st = run_captured(cases[i].fn, err, sizeof err);
+        cr_assert_eq(st, 128 + SIGABRT, "case %zu: status %d, stderr: %s", i, st, err);
+        cr_assert(strstr(err, cases[i].says) && strstr(err, "closed twice"), "case %zu: %s", i,
+                  err);
+    }
+}
