@@ -271,3 +271,109 @@ Test(misuse, a_double_close_aborts_naming_the_misuse)
                   err);
     }
 }
+
+/* ------------------------------------------------------------------- errmsg ---------- */
+
+TestSuite(errmsg, .timeout = 60);
+
+/* The detail starts with the object and its name. */
+static void starts_with(baton_client *c, const char *prefix)
+{
+    const char *msg = baton_client_errmsg(c);
+    cr_assert(strncmp(msg, prefix, strlen(prefix)) == 0, "want \"%s...\", got \"%s\"", prefix, msg);
+}
+
+Test(errmsg, an_open_with_a_null_out_says_so_on_a_fresh_client_and_after_a_failure)
+{
+    for (int fresh = 1; fresh >= 0; fresh--) {
+        baton_client *c = th_client(NULL);
+        baton_lock *l;
+        if (!fresh) /* the previous call's message must not stay */
+            cr_assert_eq(baton_lock_open(c, "", &l), BATON_EINVAL);
+        cr_assert_eq(baton_lock_open(c, "x", NULL), BATON_EINVAL);
+        starts_with(c, "lock x: out is NULL");
+        cr_assert_eq(baton_fairlock_open(c, "x", NULL), BATON_EINVAL);
+        starts_with(c, "fair lock x: out is NULL");
+        cr_assert_eq(baton_semaphore_open(c, "x", NULL), BATON_EINVAL);
+        starts_with(c, "semaphore x: out is NULL");
+        cr_assert_eq(baton_rwlock_open(c, "x", NULL), BATON_EINVAL);
+        starts_with(c, "read-write lock x: out is NULL");
+        cr_assert_eq(baton_election_open(c, "x", NULL), BATON_EINVAL);
+        starts_with(c, "election x: out is NULL");
+        baton_client_close(c);
+    }
+}
+
+Test(errmsg, every_argument_refused_is_named_after_the_object_and_its_name)
+{
+    baton_client *c = th_client(NULL);
+    baton_lock *l;
+    baton_semaphore *s;
+    baton_permits *p;
+    baton_latch *la;
+    baton_election *e;
+    cr_assert_eq(baton_lock_open(c, "n1", &l), BATON_OK);
+    cr_assert_eq(baton_semaphore_open(c, "n2", &s), BATON_OK);
+    cr_assert_eq(baton_permits_open(c, "n3", &p), BATON_OK);
+    cr_assert_eq(baton_latch_open(c, "n4", &la), BATON_OK);
+    cr_assert_eq(baton_election_open(c, "n5", &e), BATON_OK);
+    cr_assert_eq(baton_lock_try_acquire(l, -7, 1000), BATON_EINVAL);
+    starts_with(c, "lock n1: wait_ms -7");
+    cr_assert_eq(baton_lock_try_acquire(l, 0, 0), BATON_EINVAL);
+    starts_with(c, "lock n1: lease_ms 0");
+    cr_assert_eq(baton_lock_is_locked(l, NULL), BATON_EINVAL);
+    starts_with(c, "lock n1: out is NULL");
+    cr_assert_eq(baton_semaphore_try_acquire(s, 1, -7), BATON_EINVAL);
+    starts_with(c, "semaphore n2: wait_ms -7");
+    cr_assert_eq(baton_semaphore_available(s, NULL), BATON_EINVAL);
+    starts_with(c, "semaphore n2: out is NULL");
+    cr_assert_eq(baton_permits_try_acquire(p, 0, 1000, NULL), BATON_EINVAL);
+    starts_with(c, "permits n3: id is NULL");
+    char id[BATON_PERMIT_ID_SIZE];
+    cr_assert_eq(baton_permits_try_acquire(p, -7, 1000, id), BATON_EINVAL);
+    starts_with(c, "permits n3: wait_ms -7");
+    cr_assert_eq(baton_permits_try_acquire(p, 0, -7, id), BATON_EINVAL);
+    starts_with(c, "permits n3: lease_ms -7");
+    cr_assert_eq(baton_latch_await(la, -7), BATON_EINVAL);
+    starts_with(c, "latch n4: timeout_ms -7");
+    cr_assert_eq(baton_latch_count(la, NULL), BATON_EINVAL);
+    starts_with(c, "latch n4: out is NULL");
+    baton_election_event ev;
+    cr_assert_eq(baton_election_observe_next(e, -7, &ev), BATON_EINVAL);
+    starts_with(c, "election n5: timeout_ms -7");
+    cr_assert_eq(baton_election_term(e, NULL), BATON_EINVAL);
+    starts_with(c, "election n5: ");
+    /* and a call that succeeds clears it */
+    bool b;
+    cr_assert_eq(baton_lock_is_locked(l, &b), BATON_OK);
+    cr_assert_str_eq(baton_client_errmsg(c), "");
+    baton_lock_close(l);
+    baton_semaphore_close(s);
+    baton_permits_close(p);
+    baton_latch_close(la);
+    baton_election_close(e);
+    baton_client_close(c);
+}
+
+Test(errmsg, wrongtype_names_the_key_not_the_script)
+{
+    baton_client *c = th_client(NULL);
+    const char *name = th_tmpname("api-wrongtype");
+    redisContext *r = th_redis();
+    freeReplyObject(th_cmd(r, "SADD %s a", name));
+    baton_lock *l;
+    cr_assert_eq(baton_lock_open(c, name, &l), BATON_OK);
+    cr_assert_eq(baton_lock_try_acquire(l, 0, 1000), BATON_EPROTO);
+    const char *msg = baton_client_errmsg(c);
+    cr_assert(strstr(msg, "WRONGTYPE") != NULL && strstr(msg, name) != NULL, "%s", msg);
+    cr_assert(strstr(msg, "script: ") == NULL, "%s", msg); /* no SHA1 */
+    baton_semaphore *s;
+    cr_assert_eq(baton_semaphore_open(c, name, &s), BATON_OK);
+    cr_assert_eq(baton_semaphore_release(s, 1), BATON_EPROTO);
+    msg = baton_client_errmsg(c);
+    cr_assert(strstr(msg, "WRONGTYPE") != NULL && strstr(msg, name) != NULL, "%s", msg);
+    baton_semaphore_close(s);
+    baton_lock_close(l);
+    baton_client_close(c);
+    redisFree(r);
+}

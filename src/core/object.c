@@ -47,12 +47,14 @@ static void free_memory(baton__object *o)
 int baton__object_new(baton_client *c, const char *name, const baton__object_kind *kind, void *arg,
                       void *out)
 {
-    if (!out)
-        return BATON_EINVAL;
-    set_out(out, NULL, BATON_OK);
+    if (out)
+        set_out(out, NULL, BATON_OK);
     if (!c)
-        return BATON_EINVAL;
+        return baton__misuse(BATON_EINVAL, "%s %s: client is NULL", kind->what,
+                             name ? name : "(NULL)");
     int rc = baton__check_open_name(c, name, kind->what);
+    if (rc == BATON_OK && !out)
+        rc = baton__fail(c, BATON_EINVAL, "%s %s: out is NULL", kind->what, name);
     if (rc != BATON_OK)
         return rc;
     baton__object *o = calloc(1, kind->size);
@@ -65,6 +67,7 @@ int baton__object_new(baton_client *c, const char *name, const baton__object_kin
     o->keys = kind->keys;
     o->cancel = kind->cancel;
     o->fini = kind->fini;
+    o->what = kind->what;
     baton__key_spec k[BATON__MAX_KEYS];
     bool own = baton__derive_keys(name, k, own_keys(o, k));
     if (!o->name || !o->channel || !o->request_prefix || !own) {
@@ -93,7 +96,7 @@ int baton__object_enter_out(baton__object *o, const void *out, const char *what)
 {
     int rc = baton__object_enter(o);
     if (rc == BATON_OK && !out)
-        rc = baton__fail(o->client, BATON_EINVAL, "%s is NULL", what);
+        rc = baton__fail(o->client, BATON_EINVAL, "%s %s: %s is NULL", o->what, o->name, what);
     return rc;
 }
 

@@ -22,6 +22,7 @@ typedef struct baton__object {
      * baton__object_cancel_waits after the core's; NULL: none. */
     void (*cancel)(struct baton__object *o);
     void (*fini)(struct baton__object *o); /* the kind's (its table's), run once */
+    const char *what;                      /* the kind, as messages name it ("semaphore") */
 } baton__object;
 
 /* What a kind of handle is, in one static const table that every kind fills (the latch,

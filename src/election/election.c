@@ -445,7 +445,9 @@ static int start_op(baton_election *e, baton__op_run_fn run, bool is_release,
     if (rc == BATON_OK)
         rc = check_value(e, a->in);
     if (rc == BATON_OK && baton__check_lease(a->lease_ms) != BATON_OK)
-        rc = baton__fail(e->base.client, BATON_EINVAL, "lease_ms %lld", (long long)a->lease_ms);
+        rc = baton__fail(e->base.client, BATON_EINVAL,
+                         "election %s: lease_ms %lld: use BATON_LEASE_WATCHDOG or 1..%lld ms",
+                         e->base.name, (long long)a->lease_ms, (long long)BATON_MAX_DURATION_MS);
     return rc == BATON_OK ? baton__op_start(e->base.client, e, run, is_release, a, fn, arg, op)
                           : rc;
 }
@@ -714,7 +716,9 @@ static int enter_observe(baton_election *e, int64_t timeout_ms, const baton_elec
 {
     int rc = enter_out(e, ev, "ev");
     if (rc == BATON_OK && baton__check_wait(timeout_ms) != BATON_OK)
-        rc = baton__fail(e->base.client, BATON_EINVAL, "timeout_ms %lld", (long long)timeout_ms);
+        rc = baton__fail(e->base.client, BATON_EINVAL,
+                         "election %s: timeout_ms %lld: use BATON_WAIT_FOREVER or 0..%lld ms",
+                         e->base.name, (long long)timeout_ms, (long long)BATON_MAX_DURATION_MS);
     return rc;
 }
 

@@ -48,6 +48,21 @@ const char *baton_lock_name(const baton_lock *l)
     return l && baton__live_state(l, BATON__MAGIC_LOCK) == BATON__LIVE_OPEN ? l->name : "";
 }
 
+/* The kind of l, as its messages name it ("lock", "fair lock", ...). */
+static const char *kind_of(const baton_lock *l)
+{
+    switch (l->ops->kind) {
+    case BATON_KIND_FAIRLOCK:
+        return "fair lock";
+    case BATON_KIND_MULTILOCK:
+        return "multi-lock";
+    case BATON_KIND_RWLOCK:
+        return "read-write lock";
+    default:
+        return "lock";
+    }
+}
+
 /* Validation shared by every verb: an open handle (its magic, util.h), then its client. */
 static int enter(baton_lock *l)
 {
@@ -60,7 +75,7 @@ static int enter_out(baton_lock *l, const void *out, const char *what)
 {
     int rc = enter(l);
     if (rc == BATON_OK && !out)
-        rc = baton__fail(l->client, BATON_EINVAL, "%s is NULL", what);
+        rc = baton__fail(l->client, BATON_EINVAL, "%s %s: %s is NULL", kind_of(l), l->name, what);
     return rc;
 }
 
@@ -88,12 +103,12 @@ static int try_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
         return rc;
     if (baton__check_wait(wait_ms) != BATON_OK)
         return baton__fail(l->client, BATON_EINVAL,
-                           "wait_ms %lld: use BATON_WAIT_FOREVER or 0..%lld ms", (long long)wait_ms,
-                           (long long)BATON_MAX_DURATION_MS);
+                           "%s %s: wait_ms %lld: use BATON_WAIT_FOREVER or 0..%lld ms", kind_of(l),
+                           l->name, (long long)wait_ms, (long long)BATON_MAX_DURATION_MS);
     if (baton__check_lease(lease_ms) != BATON_OK)
-        return baton__fail(l->client, BATON_EINVAL,
-                           "lease_ms %lld: use BATON_LEASE_WATCHDOG or 1..%lld ms",
-                           (long long)lease_ms, (long long)BATON_MAX_DURATION_MS);
+        return baton__fail(
+            l->client, BATON_EINVAL, "%s %s: lease_ms %lld: use BATON_LEASE_WATCHDOG or 1..%lld ms",
+            kind_of(l), l->name, (long long)lease_ms, (long long)BATON_MAX_DURATION_MS);
     int64_t start = baton__stat_start(l->client);
     rc = l->ops->acquire(l, wait_ms, lease_ms);
     baton__stat_acquire(l->client, l->ops->kind, rc, start, l->name);
@@ -210,8 +225,9 @@ int baton_lock_acquire_async(baton_lock *l, baton_owner *o, int64_t wait_ms, int
     if (rc != BATON_OK)
         return rc;
     if (baton__check_lease(lease_ms) != BATON_OK)
-        return baton__fail(c, BATON_EINVAL, "lease_ms %lld: use BATON_LEASE_WATCHDOG or 1..%lld ms",
-                           (long long)lease_ms, (long long)BATON_MAX_DURATION_MS);
+        return baton__fail(
+            c, BATON_EINVAL, "%s %s: lease_ms %lld: use BATON_LEASE_WATCHDOG or 1..%lld ms",
+            kind_of(l), l->name, (long long)lease_ms, (long long)BATON_MAX_DURATION_MS);
     baton__op_args a = {.owner = o, .wait_ms = wait_ms, .lease_ms = lease_ms};
     return baton__op_start(c, l, async_acquire, false, &a, fn, arg, op);
 }

@@ -66,9 +66,11 @@ int baton__lock_open(baton_client *c, const char *name, const char *what,
 {
     if (out)
         *out = NULL;
-    if (!c || !out)
-        return BATON_EINVAL;
+    if (!c)
+        return baton__misuse(BATON_EINVAL, "%s %s: client is NULL", what, name ? name : "(NULL)");
     int rc = baton__check_open_name(c, name, what);
+    if (rc == BATON_OK && !out)
+        rc = baton__fail(c, BATON_EINVAL, "%s %s: out is NULL", what, name);
     if (rc != BATON_OK)
         return rc;
     baton_lock *l = calloc(1, sizeof *l);

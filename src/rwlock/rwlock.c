@@ -306,9 +306,12 @@ int baton_rwlock_open(baton_client *c, const char *name, baton_rwlock **out)
 {
     if (out)
         *out = NULL;
-    if (!c || !out)
-        return BATON_EINVAL;
+    if (!c)
+        return baton__misuse(BATON_EINVAL, "read-write lock %s: client is NULL",
+                             name ? name : "(NULL)");
     int rc = baton__check_open_name(c, name, "read-write lock");
+    if (rc == BATON_OK && !out)
+        rc = baton__fail(c, BATON_EINVAL, "read-write lock %s: out is NULL", name);
     if (rc != BATON_OK)
         return rc;
     baton_rwlock *rw = calloc(1, sizeof *rw);

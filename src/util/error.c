@@ -125,11 +125,18 @@ void baton__forget_errors(baton_client *c)
         s->serial = 0;
 }
 
+const char *baton__errmsg_of(const baton_client *c)
+{
+    slot *s = find_slot(c->serial, false);
+    return s ? s->msg : "";
+}
+
 const char *baton_client_errmsg(const baton_client *c)
 {
     if (!c)
         return "";
-    if (baton__live_state(c, BATON__MAGIC_CLIENT) != BATON__LIVE_OPEN)
+    int st = baton__live_state(c, BATON__MAGIC_CLIENT);
+    if (st != BATON__LIVE_OPEN && st != BATON__LIVE_CLOSING)
         return baton__misuse_msg(); /* a closed client, or a call on one of its handles */
     slot *s = find_slot(c->serial, false);
     if (misuse.stamp > (s ? s->stamp : 0) && misuse.msg[0])

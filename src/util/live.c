@@ -158,6 +158,17 @@ int baton__live_remove(const void *p, uint32_t magic)
     return st;
 }
 
+bool baton__live_closing(const void *p, uint32_t magic)
+{
+    baton__mutex_lock(&mu);
+    entry *e = find(p);
+    bool open = e && e->magic == magic && e->state == BATON__LIVE_OPEN;
+    if (open)
+        e->state = BATON__LIVE_CLOSING;
+    baton__mutex_unlock(&mu);
+    return open;
+}
+
 typedef struct victim {
     void *p;
     uint32_t magic;

@@ -169,7 +169,7 @@ bool baton__client_forked(const baton_client *c);
 #define BATON__MAGIC_RWLOCK 0xBA70A3D1u
 #define BATON__MAGIC_OBJECT 0xBA70B1EC /* latch, semaphore, permits, election, barrier */
 
-enum { BATON__LIVE_NONE, BATON__LIVE_OPEN, BATON__LIVE_ORPHAN };
+enum { BATON__LIVE_NONE, BATON__LIVE_OPEN, BATON__LIVE_ORPHAN, BATON__LIVE_CLOSING };
 
 /* Registers p (open) with its magic, the client it lives on (NULL: none) and what a close
  * of that client releases of it, keeping its memory (dispose; NULL: nothing); what (static)
@@ -179,6 +179,8 @@ int baton__live_add(const void *p, uint32_t magic, const void *client, void (*di
 /* BATON__LIVE_OPEN, _ORPHAN (its client was closed), or _NONE (never registered, removed,
  * or of another magic). */
 int baton__live_state(const void *p, uint32_t magic);
+/* An open p marked closing (true), else false: the start of a close, which may run once. */
+bool baton__live_closing(const void *p, uint32_t magic);
 /* Unregisters p; its state before. */
 int baton__live_remove(const void *p, uint32_t magic);
 /* At a client's close, while it still works: every handle open on it is disposed, newest
