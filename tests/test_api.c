@@ -319,8 +319,8 @@ Test(errmsg, every_argument_refused_is_named_after_the_object_and_its_name)
     cr_assert_eq(baton_election_open(c, "n5", &e), BATON_OK);
     cr_assert_eq(baton_lock_try_acquire(l, -7, 1000), BATON_EINVAL);
     starts_with(c, "lock n1: wait_ms -7");
-    cr_assert_eq(baton_lock_try_acquire(l, 0, 0), BATON_EINVAL);
-    starts_with(c, "lock n1: lease_ms 0");
+    cr_assert_eq(baton_lock_try_acquire(l, 0, -3), BATON_EINVAL);
+    starts_with(c, "lock n1: lease_ms -3");
     cr_assert_eq(baton_lock_is_locked(l, NULL), BATON_EINVAL);
     starts_with(c, "lock n1: out is NULL");
     cr_assert_eq(baton_semaphore_try_acquire(s, 1, -7), BATON_EINVAL);
@@ -376,4 +376,131 @@ Test(errmsg, wrongtype_names_the_key_not_the_script)
     baton_lock_close(l);
     baton_client_close(c);
     redisFree(r);
+}
+
+/* ------------------------------------------------------------------- times ----------- */
+
+TestSuite(times, .timeout = 60);
+
+Test(times, wait_and_lease_constants_differ_and_swapped_ones_are_refused_naming_both)
+{
+    cr_assert_neq(BATON_WAIT_FOREVER, BATON_LEASE_WATCHDOG);
+    baton_client *c = th_client(NULL);
+    baton_lock *l;
+    baton_permits *p;
+    baton_election *e;
+    cr_assert_eq(baton_lock_open(c, "t1", &l), BATON_OK);
+    cr_assert_eq(baton_permits_open(c, "t2", &p), BATON_OK);
+    cr_assert_eq(baton_election_open(c, "t3", &e), BATON_OK);
+    /* acquire(l, lease, wait) written by mistake */
+    cr_assert_eq(baton_lock_try_acquire(l, BATON_LEASE_WATCHDOG, BATON_WAIT_FOREVER), BATON_EINVAL);
+    const char *msg = baton_client_errmsg(c);
+    cr_assert(strstr(msg, "lock t1: wait_ms is BATON_LEASE_WATCHDOG and lease_ms is "
+                          "BATON_WAIT_FOREVER") == msg,
+              "%s", msg);
+    cr_assert(strstr(msg, "swapped") != NULL, "%s", msg);
+    cr_assert_eq(baton_lock_try_acquire(l, BATON_LEASE_WATCHDOG, 1000), BATON_EINVAL);
+    cr_assert(strstr(baton_client_errmsg(c), "swapped") != NULL, "%s", baton_client_errmsg(c));
+    char id[BATON_PERMIT_ID_SIZE];
+    cr_assert_eq(baton_permits_try_acquire(p, BATON_LEASE_WATCHDOG, 1000, id), BATON_EINVAL);
+    cr_assert(strstr(baton_client_errmsg(c), "permits t2: wait_ms is BATON_LEASE_WATCHDOG") != NULL,
+              "%s", baton_client_errmsg(c));
+    cr_assert_eq(baton_election_campaign(e, "v", BATON_LEASE_WATCHDOG, 1000), BATON_EINVAL);
+    cr_assert(strstr(baton_client_errmsg(c), "election t3: wait_ms is BATON_LEASE_WATCHDOG") !=
+                  NULL,
+              "%s", baton_client_errmsg(c));
+    baton_op *op;
+    cr_assert_eq(baton_lock_acquire_async(l, NULL, BATON_LEASE_WATCHDOG, 1000, NULL, NULL, &op),
+                 BATON_EINVAL);
+    cr_assert(strstr(baton_client_errmsg(c), "swapped") != NULL, "%s", baton_client_errmsg(c));
+    baton_lock_close(l);
+    baton_permits_close(p);
+    baton_election_close(e);
+    baton_client_close(c);
+}
+
+/* A lease of 0 is the watchdog's for every kind (it was EINVAL for a lock, the watchdog for
+ * permits); -1, BATON_LEASE_WATCHDOG's old value, still is too. */
+Test(times, a_lease_of_0_is_the_watchdogs_for_every_kind)
+{
+    baton_options o;
+    baton_options_init(&o);
+    o.url = th_url();
+    o.watchdog_ms = 900;
+    baton_client *c = th_client(&o);
+    char *name = th_name("api-lease0");
+    baton_lock *l;
+    cr_assert_eq(baton_lock_open(c, name, &l), BATON_OK);
+    for (int64_t lease = 0; lease >= -1; lease--) {
+        cr_assert_eq(baton_lock_try_acquire(l, 0, lease), BATON_OK, "lease %lld: %s",
+                     (long long)lease, baton_client_errmsg(c));
+        int64_t t0 = th_ms();
+        th_sleep_ms(1500); /* past the watchdog's lease: still held, renewed */
+        bool held = false;
+        cr_assert_eq(baton_lock_is_held_by_current_thread(l, &held), BATON_OK);
+        cr_assert(held, "lease %lld: not held after %lld ms", (long long)lease,
+                  (long long)(th_ms() - t0));
+        int64_t ttl = 0;
+        cr_assert_eq(baton_lock_remaining_ttl(l, &ttl), BATON_OK);
+        cr_assert(ttl > 0 && ttl <= 900, "ttl %lld", (long long)ttl);
+        cr_assert_eq(baton_lock_release(l), BATON_OK);
+    }
+    baton_election *e;
+    cr_assert_eq(baton_election_open(c, name, &e), BATON_OK);
+    cr_assert_eq(baton_election_campaign(e, "v", 0, 0), BATON_OK, "%s", baton_client_errmsg(c));
+    cr_assert_eq(baton_election_resign(e), BATON_OK);
+    baton_election_close(e);
+    baton_lock_close(l);
+    baton_client_close(c);
+    free(name);
+}
+
+/* ------------------------------------------------------------ multi-lock by names ----- */
+
+TestSuite(names, .timeout = 60);
+
+Test(names, a_multilock_opened_from_names_owns_its_members)
+{
+    baton_client *c = th_client(NULL);
+    baton_client *c2 = th_client(NULL);
+    char *base = th_name("api-order");
+    char n0[200], n1[200], n2[200];
+    snprintf(n0, sizeof n0, "%s-apple", base);
+    snprintf(n1, sizeof n1, "%s-pear", base);
+    snprintf(n2, sizeof n2, "%s-fig", base);
+    const char *items[] = {n0, n1, n2};
+    baton_lock *g;
+    cr_assert_eq(baton_multilock_open_names(c, items, 3, &g), BATON_OK);
+    cr_assert_eq(baton_lock_try_acquire(g, 0, 1000), BATON_OK);
+    /* every member is held: another client cannot take any of them */
+    for (int i = 0; i < 3; i++) {
+        baton_lock *x;
+        cr_assert_eq(baton_lock_open(c2, items[i], &x), BATON_OK);
+        cr_assert_eq(baton_lock_try_acquire(x, 0, 1000), BATON_ETIMEDOUT, "member %d", i);
+        baton_lock_close(x);
+    }
+    cr_assert_eq(baton_lock_release(g), BATON_OK);
+    baton_lock_close(g); /* closes the members too (ASan: nothing leaked) */
+
+    /* bad input, named */
+    cr_assert_eq(baton_multilock_open_names(c, items, 0, &g), BATON_EINVAL);
+    cr_assert_null(g);
+    const char *dup[] = {n0, n1, n0};
+    cr_assert_eq(baton_multilock_open_names(c, dup, 3, &g), BATON_EINVAL);
+    cr_assert(strstr(baton_client_errmsg(c), "appears twice") != NULL, "%s",
+              baton_client_errmsg(c));
+    const char *bad[] = {n0, ""};
+    cr_assert_eq(baton_multilock_open_names(c, bad, 2, &g), BATON_EINVAL);
+    cr_assert(strstr(baton_client_errmsg(c), "multi-lock: name 1: ") != NULL, "%s",
+              baton_client_errmsg(c));
+    cr_assert_eq(baton_multilock_open_names(c, items, 3, NULL), BATON_EINVAL);
+
+    /* left open when the client closes: closed with it, then freed by its own close */
+    cr_assert_eq(baton_multilock_open_names(c, items, 3, &g), BATON_OK);
+    cr_assert_eq(baton_lock_try_acquire(g, 0, 1000), BATON_OK);
+    baton_client_close(c);
+    cr_assert_eq(baton_lock_release(g), BATON_ECLOSED);
+    baton_lock_close(g);
+    baton_client_close(c2);
+    free(base);
 }

@@ -100,6 +100,30 @@ int baton__object_enter_out(baton__object *o, const void *out, const char *what)
     return rc;
 }
 
+int baton__check_wait_lease(baton_client *c, const char *what, const char *name, int64_t wait_ms,
+                            int64_t *lease_ms)
+{
+    int64_t lease = *lease_ms;
+    if (wait_ms == BATON_LEASE_WATCHDOG)
+        return baton__fail(
+            c, BATON_EINVAL,
+            "%s %s: wait_ms is BATON_LEASE_WATCHDOG and lease_ms is %s%lld: swapped? "
+            "the order is (wait_ms, lease_ms)",
+            what, name, lease == BATON_WAIT_FOREVER ? "BATON_WAIT_FOREVER, " : "",
+            (long long)lease);
+    if (baton__check_wait(wait_ms) != BATON_OK)
+        return baton__fail(c, BATON_EINVAL,
+                           "%s %s: wait_ms %lld: use BATON_WAIT_FOREVER or 0..%lld ms", what, name,
+                           (long long)wait_ms, (long long)BATON_MAX_DURATION_MS);
+    lease = baton__lease_in(lease);
+    if (baton__check_lease(lease) != BATON_OK)
+        return baton__fail(c, BATON_EINVAL,
+                           "%s %s: lease_ms %lld: use BATON_LEASE_WATCHDOG (or 0) or 1..%lld ms",
+                           what, name, (long long)lease, (long long)BATON_MAX_DURATION_MS);
+    *lease_ms = lease;
+    return BATON_OK;
+}
+
 const char *baton__object_name(const baton__object *o)
 {
     return o && baton__live_state(o, BATON__MAGIC_OBJECT) != BATON__LIVE_NONE ? o->name : "";
@@ -134,13 +158,19 @@ void baton__object_close(baton__object *o, void (*fini)(baton__object *o))
 
 void baton__object_close_verb(baton__object *o, void (*fini)(baton__object *o), const char *fn)
 {
+    (void)fini; /* the table's, as o->fini, which dispose runs */
     if (!o)
         return;
-    switch (baton__live_remove(o, BATON__MAGIC_OBJECT)) {
+    switch (baton__live_state(o, BATON__MAGIC_OBJECT)) {
     case BATON__LIVE_OPEN:
-        baton__object_close(o, fini);
+        /* open while its operations end (a release in flight still runs its verb), then
+         * unregistered before its memory goes, which another open may take at once */
+        dispose(o);
+        baton__live_remove(o, BATON__MAGIC_OBJECT);
+        free_memory(o);
         break;
     case BATON__LIVE_ORPHAN: /* its client's close ran the rest (dispose) */
+        baton__live_remove(o, BATON__MAGIC_OBJECT);
         free_memory(o);
         break;
     default:

@@ -50,6 +50,13 @@ typedef struct baton__object_kind {
 int baton__object_new(baton_client *c, const char *name, const baton__object_kind *kind, void *arg,
                       void *out);
 
+/* The times of an acquire, checked together (common.h): a wait of BATON_LEASE_WATCHDOG is
+ * refused naming both arguments (swapped), then the wait, then the lease, which is read
+ * (baton__lease_in) into *lease_ms. BATON_OK or BATON_EINVAL, recorded on c as "<what>
+ * <name>: ...". */
+int baton__check_wait_lease(baton_client *c, const char *what, const char *name, int64_t wait_ms,
+                            int64_t *lease_ms);
+
 /* What every verb does first: BATON_EINVAL for NULL, BATON_ECLOSED for a handle that is not
  * open (closed, or its client closed: the registry, util.h), else baton__client_enter. */
 int baton__object_enter(baton__object *o);

@@ -371,7 +371,11 @@ int baton_election_campaign(baton_election *e, const char *value, int64_t wait_m
 
 static int campaign(baton_election *e, const char *value, int64_t wait_ms, int64_t lease_ms)
 {
-    int rc = enter_turn(e, value);
+    int rc = enter(e);
+    if (rc == BATON_OK)
+        rc = baton__check_wait_lease(e->base.client, "election", e->base.name, wait_ms, &lease_ms);
+    if (rc == BATON_OK)
+        rc = enter_turn(e, value);
     if (rc != BATON_OK)
         return rc;
     int64_t term = term_now(e);
@@ -444,10 +448,12 @@ static int start_op(baton_election *e, baton__op_run_fn run, bool is_release,
     int rc = enter(e);
     if (rc == BATON_OK)
         rc = check_value(e, a->in);
-    if (rc == BATON_OK && baton__check_lease(a->lease_ms) != BATON_OK)
-        rc = baton__fail(e->base.client, BATON_EINVAL,
-                         "election %s: lease_ms %lld: use BATON_LEASE_WATCHDOG or 1..%lld ms",
-                         e->base.name, (long long)a->lease_ms, (long long)BATON_MAX_DURATION_MS);
+    baton__op_args checked = *a; /* its lease as read (0: the watchdog's) */
+    if (rc == BATON_OK)
+        rc = baton__check_wait_lease(e->base.client, "election", e->base.name,
+                                     a->wait_ms == BATON_WAIT_FOREVER ? 0 : a->wait_ms,
+                                     &checked.lease_ms);
+    a = &checked;
     return rc == BATON_OK ? baton__op_start(e->base.client, e, run, is_release, a, fn, arg, op)
                           : rc;
 }

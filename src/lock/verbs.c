@@ -18,11 +18,16 @@ void baton_lock_close(baton_lock *l)
 {
     if (!l)
         return;
-    switch (baton__live_remove(l, BATON__MAGIC_LOCK)) {
+    switch (baton__live_state(l, BATON__MAGIC_LOCK)) {
     case BATON__LIVE_OPEN:
-        baton__lock_free(l);
+        /* open while its operations end (a release in flight still runs its verb), then
+         * unregistered before its memory goes, which another open may take at once */
+        baton__lock_dispose(l);
+        baton__live_remove(l, BATON__MAGIC_LOCK);
+        free(l);
         break;
     case BATON__LIVE_ORPHAN: /* its client's close let go of the rest */
+        baton__live_remove(l, BATON__MAGIC_LOCK);
         free(l);
         break;
     default:
@@ -101,14 +106,9 @@ static int try_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
     int rc = enter(l);
     if (rc != BATON_OK)
         return rc;
-    if (baton__check_wait(wait_ms) != BATON_OK)
-        return baton__fail(l->client, BATON_EINVAL,
-                           "%s %s: wait_ms %lld: use BATON_WAIT_FOREVER or 0..%lld ms", kind_of(l),
-                           l->name, (long long)wait_ms, (long long)BATON_MAX_DURATION_MS);
-    if (baton__check_lease(lease_ms) != BATON_OK)
-        return baton__fail(
-            l->client, BATON_EINVAL, "%s %s: lease_ms %lld: use BATON_LEASE_WATCHDOG or 1..%lld ms",
-            kind_of(l), l->name, (long long)lease_ms, (long long)BATON_MAX_DURATION_MS);
+    if ((rc = baton__check_wait_lease(l->client, kind_of(l), l->name, wait_ms, &lease_ms)) !=
+        BATON_OK)
+        return rc;
     int64_t start = baton__stat_start(l->client);
     rc = l->ops->acquire(l, wait_ms, lease_ms);
     baton__stat_acquire(l->client, l->ops->kind, rc, start, l->name);
@@ -224,10 +224,10 @@ int baton_lock_acquire_async(baton_lock *l, baton_owner *o, int64_t wait_ms, int
     int rc = async_enter(l, o, op, &c);
     if (rc != BATON_OK)
         return rc;
-    if (baton__check_lease(lease_ms) != BATON_OK)
-        return baton__fail(
-            c, BATON_EINVAL, "%s %s: lease_ms %lld: use BATON_LEASE_WATCHDOG or 1..%lld ms",
-            kind_of(l), l->name, (long long)lease_ms, (long long)BATON_MAX_DURATION_MS);
+    if ((rc = baton__check_wait_lease(c, kind_of(l), l->name,
+                                      wait_ms == BATON_WAIT_FOREVER ? 0 : wait_ms, &lease_ms)) !=
+        BATON_OK)
+        return rc;
     baton__op_args a = {.owner = o, .wait_ms = wait_ms, .lease_ms = lease_ms};
     return baton__op_start(c, l, async_acquire, false, &a, fn, arg, op);
 }

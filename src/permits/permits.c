@@ -460,12 +460,8 @@ static int try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_
     if (n < 1 || n > BATON_PERMITS_MAX_MANY)
         return baton__fail(c, BATON_EINVAL, "permits %s: %lld permits: take 1 to %d at once",
                            p->base.name, (long long)n, BATON_PERMITS_MAX_MANY);
-    if ((rc = check_lease(p, lease_ms, true)) != BATON_OK)
+    if ((rc = baton__check_wait_lease(c, "permits", p->base.name, wait_ms, &lease_ms)) != BATON_OK)
         return rc;
-    if (baton__check_wait(wait_ms) != BATON_OK)
-        return baton__fail(c, BATON_EINVAL,
-                           "permits %s: wait_ms %lld: use BATON_WAIT_FOREVER or 0..%lld ms",
-                           p->base.name, (long long)wait_ms, (long long)BATON_MAX_DURATION_MS);
     bool renew = lease_ms == 0 || lease_ms == BATON_LEASE_WATCHDOG;
     char lease[32];
     snprintf(lease, sizeof lease, "%lld", (long long)(renew ? baton__watchdog_lease(c) : lease_ms));
@@ -726,10 +722,10 @@ int baton_permits_acquire_async(baton_permits *p, int64_t wait_ms, int64_t lease
     baton_client *c = p->base.client;
     if (!id)
         return baton__fail(c, BATON_EINVAL, "permits %s: id is NULL", p->base.name);
-    if (lease_ms != 0 && baton__check_lease(lease_ms) != BATON_OK)
-        return baton__fail(c, BATON_EINVAL,
-                           "permits %s: lease_ms %lld: use BATON_LEASE_WATCHDOG or 1..%lld ms",
-                           p->base.name, (long long)lease_ms, (long long)BATON_MAX_DURATION_MS);
+    if ((rc = baton__check_wait_lease(c, "permits", p->base.name,
+                                      wait_ms == BATON_WAIT_FOREVER ? 0 : wait_ms, &lease_ms)) !=
+        BATON_OK)
+        return rc;
     id[0] = '\0';
     baton__op_args a = {.wait_ms = wait_ms, .lease_ms = lease_ms, .out = id};
     return baton__op_start(c, p, async_acquire, false, &a, fn, arg, op);

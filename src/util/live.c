@@ -206,7 +206,8 @@ void baton__live_orphan_all(const void *client)
     if (n && !v)
         return; /* out of memory: the handles stay as they were (their close still works
                    until the client's memory is reused, as before the registry) */
-    qsort(v, k, sizeof *v, newest_first);
+    if (k > 1)
+        qsort(v, k, sizeof *v, newest_first);
     /* One at a time, newest first: an election's close closes its own lock, made before it;
      * a handle closed by another's dispose is no longer open when its turn comes. */
     for (size_t i = 0; i < k; i++) {
