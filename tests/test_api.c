@@ -504,3 +504,90 @@ Test(names, a_multilock_opened_from_names_owns_its_members)
     baton_client_close(c2);
     free(base);
 }
+
+/* ------------------------------------------------------------- command, fence -------- */
+
+TestSuite(command, .timeout = 60);
+
+Test(command, a_command_runs_on_the_clients_connection_and_its_reply_is_a_tree)
+{
+    baton_client *c = th_client(NULL);
+    const char *key = th_tmpname("api-cmd");
+    const char *set[] = {"SET", key, "41"};
+    baton_reply *r;
+    cr_assert_eq(baton_client_command(c, key, 3, set, &r), BATON_OK, "%s", baton_client_errmsg(c));
+    cr_assert_eq(baton_reply_kind(r), BATON_REPLY_STATUS);
+    cr_assert_str_eq(baton_reply_str(r, NULL), "OK");
+    baton_reply_free(r);
+    const char *incr[] = {"INCR", key};
+    cr_assert_eq(baton_client_command(c, key, 2, incr, &r), BATON_OK);
+    cr_assert_eq(baton_reply_kind(r), BATON_REPLY_INTEGER);
+    cr_assert_eq(baton_reply_integer(r), 42);
+    baton_reply_free(r);
+    const char *mget[] = {"MGET", key, "api-cmd-absent-key"};
+    cr_assert_eq(baton_client_command(c, key, 3, mget, &r), BATON_OK);
+    cr_assert_eq(baton_reply_kind(r), BATON_REPLY_ARRAY);
+    cr_assert_eq(baton_reply_len(r), 2);
+    size_t len;
+    cr_assert_str_eq(baton_reply_str(baton_reply_element(r, 0), &len), "42");
+    cr_assert_eq(len, 2);
+    cr_assert_eq(baton_reply_kind(baton_reply_element(r, 1)), BATON_REPLY_NIL);
+    cr_assert_null(baton_reply_element(r, 2));
+    baton_reply_free(r);
+    /* an error reply: a code and a detail naming the command */
+    const char *lpush[] = {"LPUSH", key, "x"};
+    cr_assert_eq(baton_client_command(c, key, 3, lpush, &r), BATON_EPROTO);
+    cr_assert_null(r);
+    const char *msg = baton_client_errmsg(c);
+    cr_assert(strstr(msg, "command LPUSH: ") == msg && strstr(msg, "WRONGTYPE") != NULL, "%s", msg);
+    const char *bad[] = {"GET", NULL};
+    cr_assert_eq(baton_client_command(c, key, 2, bad, &r), BATON_EINVAL);
+    cr_assert(strstr(baton_client_errmsg(c), "argv[1] is NULL") != NULL, "%s",
+              baton_client_errmsg(c));
+    baton_client_close(c);
+    cr_assert_eq(baton_client_command(c, key, 2, incr, &r), BATON_ECLOSED);
+}
+
+/* README's fencing story in one call: a holder that paused past its lease writes with an
+ * older token than the next holder's, and is refused. */
+Test(command, a_fenced_write_refuses_a_stale_holder)
+{
+    baton_options o;
+    baton_options_init(&o);
+    o.url = th_url();
+    baton_client *a = th_client(&o), *b = th_client(&o);
+    char *name = th_name("api-fence");
+    char store[256];
+    snprintf(store, sizeof store, "%s-stock", name);
+    baton_lock *la, *lb;
+    cr_assert_eq(baton_lock_open(a, name, &la), BATON_OK);
+    cr_assert_eq(baton_lock_open(b, name, &lb), BATON_OK);
+    int64_t ta, tb;
+    cr_assert_eq(baton_lock_try_acquire(la, 0, 200), BATON_OK); /* a 200 ms lease */
+    cr_assert_eq(baton_lock_fencing_token(la, &ta), BATON_OK);
+    bool written;
+    cr_assert_eq(baton_fenced_set(a, store, "10", ta, &written), BATON_OK);
+    cr_assert(written);
+    /* a pauses past its lease; b takes the lock with a newer token and writes */
+    cr_assert_eq(baton_lock_try_acquire(lb, 2000, 10000), BATON_OK);
+    cr_assert_eq(baton_lock_fencing_token(lb, &tb), BATON_OK);
+    cr_assert_gt(tb, ta);
+    cr_assert_eq(baton_fenced_set(b, store, "9", tb, &written), BATON_OK);
+    cr_assert(written);
+    /* a wakes up and writes with its old token: refused, the detail names both */
+    cr_assert_eq(baton_fenced_set(a, store, "stale", ta, &written), BATON_OK);
+    cr_assert_not(written);
+    cr_assert(strstr(baton_client_errmsg(a), "refused") != NULL, "%s", baton_client_errmsg(a));
+    const char *get[] = {"GET", store};
+    baton_reply *r;
+    cr_assert_eq(baton_client_command(a, store, 2, get, &r), BATON_OK);
+    cr_assert_str_eq(baton_reply_str(r, NULL), "9");
+    baton_reply_free(r);
+    cr_assert_eq(baton_fenced_set(a, store, "x", 0, &written), BATON_EINVAL);
+    cr_assert_eq(baton_lock_release(lb), BATON_OK);
+    baton_lock_close(la);
+    baton_lock_close(lb);
+    baton_client_close(a);
+    baton_client_close(b);
+    free(name);
+}

@@ -147,14 +147,13 @@ static int run_on(baton_client *c, baton__conn *conn, int argc, const char **arg
 
 /* One command on a pooled connection (on a Cluster: the connection of the slot's master,
  * redirections followed); error replies become codes (detail recorded). */
-static int command(baton_client *c, int argc, const char **argv, redisReply **reply,
-                   bool *connect_failed)
+static int command_at(baton_client *c, int slot, int argc, const char **argv, redisReply **reply,
+                      bool *connect_failed)
 {
     *reply = NULL;
     *connect_failed = false;
     baton__route rt;
-    /* every command baton sends with arguments names its key first */
-    baton__route_init(c, &rt, argc > 1 ? baton__key_slot(argv[1], strlen(argv[1])) : -1);
+    baton__route_init(c, &rt, slot);
     redisReply *r = NULL;
     int rc;
     for (;;) {
@@ -181,6 +180,22 @@ static int command(baton_client *c, int argc, const char **argv, redisReply **re
     }
     *reply = r;
     return BATON_OK;
+}
+
+/* command_at the slot of the key every command baton sends names first */
+static int command(baton_client *c, int argc, const char **argv, redisReply **reply,
+                   bool *connect_failed)
+{
+    return command_at(c, argc > 1 ? baton__key_slot(argv[1], strlen(argv[1])) : -1, argc, argv,
+                      reply, connect_failed);
+}
+
+int baton__command_once(baton_client *c, const char *key, int argc, const char **argv,
+                        redisReply **reply)
+{
+    bool connect_failed;
+    return command_at(c, key ? baton__key_slot(key, strlen(key)) : -1, argc, argv, reply,
+                      &connect_failed);
 }
 
 int baton__query_argv(baton_client *c, int argc, const char **argv, redisReply **reply)
