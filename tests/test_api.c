@@ -591,3 +591,46 @@ Test(command, a_fenced_write_refuses_a_stale_holder)
     baton_client_close(b);
     free(name);
 }
+
+/* ------------------------------------------------------- two handles of one name ----- */
+
+TestSuite(handles, .timeout = 60);
+
+static void lost_count(baton_lock *l, void *arg)
+{
+    (void)l;
+    __atomic_add_fetch((int *)arg, 1, __ATOMIC_SEQ_CST);
+}
+
+Test(handles, a_release_through_a_second_handle_of_one_name_is_refused)
+{
+    baton_client *c = th_client(NULL);
+    const char *name = th_tmpname("api-two");
+    baton_lock *a, *b;
+    cr_assert_eq(baton_lock_open(c, name, &a), BATON_OK);
+    cr_assert_eq(baton_lock_open(c, name, &b), BATON_OK);
+    int lost = 0;
+    cr_assert_eq(baton_lock_set_lost_handler(a, lost_count, &lost), BATON_OK);
+    cr_assert_eq(baton_lock_acquire(a, BATON_LEASE_WATCHDOG), BATON_OK);
+    cr_assert_eq(baton_lock_release(b), BATON_ENOTHELD);
+    const char *msg = baton_client_errmsg(c);
+    cr_assert(strstr(msg, "through another handle") != NULL, "%s", msg);
+    bool locked = false;
+    cr_assert_eq(baton_lock_is_locked(a, &locked), BATON_OK);
+    cr_assert(locked);
+    cr_assert_eq(baton_lock_release(a), BATON_OK); /* the first handle still owns it */
+    cr_assert_eq(__atomic_load_n(&lost, __ATOMIC_SEQ_CST), 0);
+    /* re-entry through both: each release counts its own handle's hold */
+    cr_assert_eq(baton_lock_acquire(a, 5000), BATON_OK);
+    cr_assert_eq(baton_lock_acquire(b, 5000), BATON_OK);
+    int64_t n = 0;
+    cr_assert_eq(baton_lock_hold_count(a, &n), BATON_OK);
+    cr_assert_eq(n, 2);
+    cr_assert_eq(baton_lock_release(b), BATON_OK);
+    cr_assert_eq(baton_lock_release(a), BATON_OK);
+    cr_assert_eq(baton_lock_is_locked(a, &locked), BATON_OK);
+    cr_assert_not(locked);
+    baton_lock_close(a);
+    baton_lock_close(b);
+    baton_client_close(c);
+}

@@ -10,7 +10,15 @@
  * id>}", for operators (baton_inspect(), `baton status`).
  *
  * Ownership is per thread: the thread that acquired is the one that must release, and a
- * thread that acquires again while holding re-enters (the hold count rises). For holders
+ * thread that acquires again while holding re-enters (the hold count rises).
+ *
+ * Two handles of one name in one thread: a hold is released through the handle that took
+ * it. A release through another handle of the same client, name and kind that took no hold
+ * of the calling thread is refused (BATON_ENOTHELD, "lock x: the calling thread holds it
+ * through another handle of this name: release it through that handle"), so the first
+ * handle never finds its hold deleted under it (before 0.1.1 the second release deleted it
+ * and the first handle's lost handler fired). A thread that acquires through both handles
+ * re-enters, and each release counts its own handle's holds. For holders
  * that are not threads, the _as forms take an explicit owner (baton_owner, async.h); the
  * thread forms below mean "the calling thread's owner". A wait in progress can be
  * cancelled from another thread (baton_client_cancel_waits: BATON_ECANCELED).

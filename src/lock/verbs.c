@@ -18,14 +18,15 @@ void baton_lock_close(baton_lock *l)
 {
     if (!l)
         return;
-    switch (baton__live_state(l, BATON__MAGIC_LOCK)) {
-    case BATON__LIVE_OPEN:
-        /* open while its operations end (a release in flight still runs its verb), then
-         * unregistered before its memory goes, which another open may take at once */
+    if (baton__live_closing(l, BATON__MAGIC_LOCK)) {
+        /* closing (its verbs still run for the operations it waits for), then unregistered
+         * before its memory goes, which another open may take at once */
         baton__lock_dispose(l);
         baton__live_remove(l, BATON__MAGIC_LOCK);
         free(l);
-        break;
+        return;
+    }
+    switch (baton__live_state(l, BATON__MAGIC_LOCK)) {
     case BATON__LIVE_ORPHAN: /* its client's close let go of the rest */
         baton__live_remove(l, BATON__MAGIC_LOCK);
         free(l);
@@ -50,7 +51,8 @@ int baton_lock_cancel_waits(baton_lock *l)
 
 const char *baton_lock_name(const baton_lock *l)
 {
-    return l && baton__live_state(l, BATON__MAGIC_LOCK) == BATON__LIVE_OPEN ? l->name : "";
+    int st = l ? baton__live_state(l, BATON__MAGIC_LOCK) : BATON__LIVE_NONE;
+    return st == BATON__LIVE_OPEN || st == BATON__LIVE_CLOSING ? l->name : "";
 }
 
 /* The kind of l, as its messages name it ("lock", "fair lock", ...). */
@@ -115,10 +117,29 @@ static int try_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
     return rc;
 }
 
+/* Whether `other`, a handle of l's client and name, is of l's kind and has a hold of the
+ * acting owner (the registry's match: it runs under the registry's lock). */
+static bool holds_it(const void *other, const void *l)
+{
+    const baton_lock *o = other;
+    int64_t token;
+    return o->ops == ((const baton_lock *)l)->ops && baton__hold_token((baton_lock *)o, &token);
+}
+
 int baton_lock_release(baton_lock *l)
 {
     int rc = enter(l);
-    return rc != BATON_OK ? rc : l->ops->release(l);
+    if (rc != BATON_OK)
+        return rc;
+    /* Ownership is per handle: a hold taken through another handle of this name is released
+     * through that one (docs: "Two handles of one name"), not deleted under it. */
+    int64_t token;
+    if (!baton__hold_token(l, &token) && baton__live_find(l, BATON__MAGIC_LOCK, holds_it))
+        return baton__fail(l->client, BATON_ENOTHELD,
+                           "%s %s: the calling thread holds it through another handle of this "
+                           "name: release it through that handle",
+                           kind_of(l), l->name);
+    return l->ops->release(l);
 }
 
 int baton_lock_force_release(baton_lock *l, bool *was_locked)

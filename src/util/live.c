@@ -169,6 +169,23 @@ bool baton__live_closing(const void *p, uint32_t magic)
     return open;
 }
 
+const void *baton__live_find(const void *p, uint32_t magic,
+                             bool (*match)(const void *other, const void *p))
+{
+    baton__mutex_lock(&mu);
+    const entry *self = find(p);
+    const void *found = NULL;
+    for (size_t i = 0; self && !found && i < cap; i++) {
+        const entry *e = &tab[i];
+        if (e->p && e->p != TOMB && e->p != p && e->magic == magic &&
+            e->state == BATON__LIVE_OPEN && e->client == self->client &&
+            strcmp(e->name, self->name) == 0 && match(e->p, p))
+            found = e->p;
+    }
+    baton__mutex_unlock(&mu);
+    return found;
+}
+
 typedef struct victim {
     void *p;
     uint32_t magic;
@@ -246,6 +263,8 @@ int baton__handle_enter(const void *p, uint32_t magic, const char *what)
     baton__mutex_lock(&mu);
     const entry *e = find(p);
     int st = e && e->magic == magic ? e->state : BATON__LIVE_NONE;
+    if (st == BATON__LIVE_CLOSING) /* its close waits for the operations still on it */
+        st = BATON__LIVE_OPEN;
     int rc = BATON_OK;
     if (st == BATON__LIVE_ORPHAN)
         rc = baton__misuse(BATON_ECLOSED, "%s %s: its client was closed: close the handle", e->what,

@@ -185,6 +185,11 @@ int baton__live_add(const void *p, uint32_t magic, const void *client, void (*di
 /* BATON__LIVE_OPEN, _ORPHAN (its client was closed), or _NONE (never registered, removed,
  * or of another magic). */
 int baton__live_state(const void *p, uint32_t magic);
+/* Another open handle of p's magic, client and name for which match(other, p) holds, or
+ * NULL. match runs under the registry's lock: an open handle cannot start its close
+ * meanwhile (it marks itself closing first, baton__live_closing). */
+const void *baton__live_find(const void *p, uint32_t magic,
+                             bool (*match)(const void *other, const void *p));
 /* An open p marked closing (true), else false: the start of a close, which may run once. */
 bool baton__live_closing(const void *p, uint32_t magic);
 /* Unregisters p; its state before. */
