@@ -19,5 +19,6 @@
 #include <baton/async.h>
 #include <baton/election.h>
 #include <baton/barrier.h>
+#include <baton/command.h>
 
 #endif /* BATON_H */

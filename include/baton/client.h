@@ -212,17 +212,25 @@ BATON_API int baton_url_redact(const char *url, char *buf, size_t len);
  * child.
  *
  * Closes the client: stops its threads, closes its connections and frees it. Locks still
- * held are not released (their leases run out on the server; their watchdog stops). Every
- * object opened from the client must be closed first. NULL is a no-op.
+ * held are not released (their leases run out on the server; their watchdog stops). NULL is
+ * a no-op.
+ *
+ * Objects still open on it are closed into a state where every call on them returns
+ * BATON_ECLOSED ("lock <name>: its client was closed", baton_client_errmsg() on the
+ * calling thread, even through the closed client's pointer) and only their own close,
+ * which frees them, remains to be called. A call on the closed client returns
+ * BATON_ECLOSED. Closing a client twice is a misuse that aborts the program with a message
+ * on stderr naming it ("baton_client_close(0x...): not an open client: closed twice, ..."),
+ * in every build, never memory corruption.
  *
  * Waits in progress are cancelled first (see baton_client_cancel_waits in async.h): threads
  * blocked in an acquire or await return BATON_ECANCELED after leaving nothing behind, and
  * close waits until they have returned from that call (about one round trip; an acquire
  * or await that starts meanwhile returns BATON_ECANCELED at once); pending asynchronous
  * operations complete with BATON_ECANCELED and their callbacks run on the closing thread
- * before close returns. Those threads must not touch the client or its objects afterwards
- * (the objects cannot be closed any more: cancel, join, close objects, then close the client
- * is the clean order). Must not be called from a completion callback.
+ * before close returns. Those threads get BATON_ECLOSED from any later call on the client's
+ * objects (cancel, join, close objects, then close the client is still the clean order).
+ * Must not be called from a completion callback.
  */
 BATON_API void baton_client_close(baton_client *c);
 

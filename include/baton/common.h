@@ -21,11 +21,27 @@
 extern "C" {
 #endif
 
+/*
+ * Times, one order and one meaning everywhere. Every call that waits and leases takes
+ * (..., wait_ms, lease_ms), in that order, after its count if it has one
+ * (baton_lock_try_acquire(l, wait_ms, lease_ms), baton_permits_try_acquire_many(p, n,
+ * wait_ms, lease_ms, ids), baton_election_campaign(e, value, wait_ms, lease_ms)).
+ *
+ * A wait of 0 is one attempt, no waiting; BATON_WAIT_FOREVER waits without a limit. A
+ * lease of 0 is the default, the watchdog's, as BATON_LEASE_WATCHDOG is, for every kind
+ * (a lease of 0 was BATON_EINVAL for the locks and the election before 0.1.1).
+ *
+ * The two constants differ, so that arguments swapped are told: a wait of
+ * BATON_LEASE_WATCHDOG is refused with BATON_EINVAL naming both arguments. A lease of -1
+ * (BATON_LEASE_WATCHDOG's value before 0.1.1, the same as BATON_WAIT_FOREVER's) is still
+ * read as the watchdog's, for programs built against the older header; deprecated, it will
+ * be refused in 0.2.
+ */
 /* Pass as a wait or timeout argument to wait without a time limit. */
 #define BATON_WAIT_FOREVER (-1)
 
-/* Pass as a lease to hold a lock until it is released, renewed by the client's watchdog. */
-#define BATON_LEASE_WATCHDOG (-1)
+/* Pass as a lease to hold until released, renewed by the client's watchdog (or pass 0). */
+#define BATON_LEASE_WATCHDOG (-2)
 
 /*
  * The longest wait, lease or timeout any call accepts, in milliseconds (365 days). Longer

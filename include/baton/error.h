@@ -13,6 +13,9 @@
  * outcome (BATON_OK) and baton_client_errmsg() holds the warning "<released>; waiters not
  * told: PUBLISH to <channel> refused by the server's ACL (...); they see it at their next
  * recheck". After any other success the message is "".
+ * BATON_ECLOSED: a call on a handle already closed or whose client was closed, or on a
+ * closed client; the detail is the calling thread's (baton_client_errmsg of any client,
+ * the closed one's pointer included).
  */
 #ifndef BATON_ERROR_H
 #define BATON_ERROR_H
@@ -37,7 +40,8 @@ extern "C" {
     XX(ENOTSYNCED, -10,                                                                            \
        "not acknowledged in time by enough replicas or the disk (sync_replicas, sync_aof)")        \
     XX(EPERM, -11, "refused by the server's ACL (NOPERM)")                                         \
-    XX(EBROKEN, -12, "broken: a party of the barrier died, timed out or was cancelled")
+    XX(EBROKEN, -12, "broken: a party of the barrier died, timed out or was cancelled")            \
+    XX(ECLOSED, -13, "the handle or its client was closed")
 
 typedef enum baton_errno {
     BATON_OK = 0,

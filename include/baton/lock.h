@@ -10,7 +10,15 @@
  * id>}", for operators (baton_inspect(), `baton status`).
  *
  * Ownership is per thread: the thread that acquired is the one that must release, and a
- * thread that acquires again while holding re-enters (the hold count rises). For holders
+ * thread that acquires again while holding re-enters (the hold count rises).
+ *
+ * Two handles of one name in one thread: a hold is released through the handle that took
+ * it. A release through another handle of the same client, name and kind that took no hold
+ * of the calling thread is refused (BATON_ENOTHELD, "lock x: the calling thread holds it
+ * through another handle of this name: release it through that handle"), so the first
+ * handle never finds its hold deleted under it (before 0.1.1 the second release deleted it
+ * and the first handle's lost handler fired). A thread that acquires through both handles
+ * re-enters, and each release counts its own handle's holds. For holders
  * that are not threads, the _as forms take an explicit owner (baton_owner, async.h); the
  * thread forms below mean "the calling thread's owner". A wait in progress can be
  * cancelled from another thread (baton_client_cancel_waits: BATON_ECANCELED).
@@ -60,13 +68,21 @@ BATON_API int baton_lock_open(baton_client *c, const char *name, baton_lock **ou
  * release), except in a callback run by baton's thread, where it must not be called. Their
  * callbacks may still be pending for baton_client_process() or the client's close, with
  * the (freed) handle as their first argument. NULL is a no-op.
+ *
+ * Every verb checks on entry that its handle is open (each handle is registered with its
+ * kind's magic number; the registry, not the freed memory, is read): a call on a closed
+ * handle returns BATON_ECLOSED, and so does a call on a handle whose client was closed
+ * (which must still be closed, to free it). Closing a handle twice aborts the program with
+ * a message on stderr naming the misuse ("baton_lock_close(0x...): not an open lock: closed
+ * twice, or never opened"), in every build. The same holds for every kind of handle.
  */
 BATON_API void baton_lock_close(baton_lock *l);
 
 /*
  * Acquires the lock for the calling thread, waiting as long as it takes.
- * lease_ms: BATON_LEASE_WATCHDOG to hold until released (the client's watchdog renews the
- * lease every watchdog_ms / 3), or a lease in milliseconds (1 to BATON_MAX_DURATION_MS)
+ * lease_ms: BATON_LEASE_WATCHDOG (or 0, the default) to hold until released (the client's
+ * watchdog renews the lease every watchdog_ms / 3), or a lease in milliseconds (1 to
+ * BATON_MAX_DURATION_MS)
  * after which the server frees the lock even if it was not released. Re-entering keeps the
  * outer hold's fencing token.
  *
@@ -79,7 +95,9 @@ BATON_API int baton_lock_acquire(baton_lock *l, int64_t lease_ms);
 /*
  * As baton_lock_acquire(), but gives up after wait_ms: 0 makes exactly one attempt,
  * BATON_WAIT_FOREVER waits without limit. Blocks for at most about wait_ms (plus one
- * command timeout if the server stops answering).
+ * command timeout if the server stops answering). The order is (wait_ms, lease_ms), as in
+ * every acquire (common.h): a wait_ms of BATON_LEASE_WATCHDOG is refused (BATON_EINVAL,
+ * "lock x: wait_ms is BATON_LEASE_WATCHDOG and lease_ms is ...: swapped?").
  *
  * Returns BATON_OK; BATON_ETIMEDOUT (not acquired in time; nothing is left behind in
  * Redis, no subscription kept); and the errors of baton_lock_acquire().
@@ -165,6 +183,31 @@ BATON_API int baton_fairlock_open(baton_client *c, const char *name, baton_lock 
  * member, the same name twice on one server); BATON_ENOMEM.
  */
 BATON_API int baton_multilock_open(baton_lock *const *locks, size_t n, baton_lock **out);
+
+/*
+ * Opens a multi-lock over n plain locks named names[0..n) on client c, which it opens and
+ * owns: closing the multi-lock closes them (the caller sees and closes only the group).
+ * Otherwise as baton_multilock_open(): one handle whose acquire takes every member or none,
+ * in one canonical order. Sends nothing to the server.
+ *
+ * Example, an order over three items:
+ *
+ *     const char *items[] = {"stock:apple", "stock:pear", "stock:fig"};
+ *     baton_lock *order;
+ *     if (baton_multilock_open_names(c, items, 3, &order) == BATON_OK) {
+ *         if (baton_lock_try_acquire(order, 5000, BATON_LEASE_WATCHDOG) == BATON_OK) {
+ *             ...update the three items...
+ *             baton_lock_release(order);
+ *         }
+ *         baton_lock_close(order);
+ *     }
+ *
+ * Returns BATON_OK; BATON_EINVAL (c, names or out NULL, n == 0, a name refused by
+ * baton_lock_open, the same name twice: the detail names which, "multi-lock: name 2: ...");
+ * BATON_ECLOSED (c closed); BATON_ENOMEM. On failure nothing is left open and *out is NULL.
+ */
+BATON_API int baton_multilock_open_names(baton_client *c, const char *const *names, size_t n,
+                                         baton_lock **out);
 
 /*
  * Opens a quorum multi-lock (the Redlock algorithm) over n member locks on independent

@@ -260,6 +260,9 @@ static int await_phase(baton_barrier *b, int which, int64_t timeout_ms, int64_t 
 static int counted_phase(baton_barrier *b, int which, int64_t timeout_ms, int64_t *index,
                          int64_t *generation)
 {
+    int entered_ = baton__object_enter((baton__object *)b); /* before its client is read */
+    if (entered_ != BATON_OK)
+        return entered_;
     BATON__COUNTED_CALL(b ? b->base.client : NULL, b,
                         await_phase(b, which, timeout_ms, index, generation));
 }

@@ -272,6 +272,13 @@ int baton_client_open(const baton_options *opts, baton_client **out)
     baton__pool_init(c->pool, NULL, 0);
     baton__mutex_init(&c->lazy_mu);
     baton__mutex_init(&c->run_mu);
+    /* Registered (live.c) before its first command: what runs from here on reads its detail
+     * through baton_client_errmsg like any caller. */
+    if (baton__live_add(c, BATON__MAGIC_CLIENT, c, NULL, "client", c->id) != BATON_OK) {
+        baton__set_open_errmsg("out of memory");
+        free_client(c, false);
+        return BATON_ENOMEM;
+    }
     c->ev = baton__evloop_new(
         c, &baton__dispatcher_subs); /* waits and asynchronous operations (async.c) */
 
@@ -282,8 +289,9 @@ int baton_client_open(const baton_options *opts, baton_client **out)
     if (rc == BATON_OK)
         rc = baton__conn_get(c, &conn);
     if (rc != BATON_OK) {
-        baton__set_open_errmsg(baton_client_errmsg(c));
+        baton__set_open_errmsg(baton__errmsg_of(c));
         baton__forget_errors(c);
+        baton__live_remove(c, BATON__MAGIC_CLIENT);
         free_client(c, false);
         return rc;
     }
@@ -312,16 +320,25 @@ void baton_client_close(baton_client *c)
 {
     if (!c)
         return;
+    /* Closing from here on: a call on it is refused, a second close aborts, its detail can
+     * still be read (by its own threads, until they have ended). */
+    if (!baton__live_closing(c, BATON__MAGIC_CLIENT))
+        baton__misuse_abort("baton_client_close", c, "client");
     bool forked = baton__client_forked(c);
     /* First, while everything still runs: waits in progress are cancelled (they leave
      * nothing behind), asynchronous operations complete, their callbacks run here. */
     baton__evloop_shut(c->ev, forked); /* freed last (free_client) */
-    baton__topology_stop(c, forked);   /* its events reach the two below; its map and pools
-                                           stay until they have ended (free_client) */
+    /* Then the handles the program left open: each lets go of what it had on the client
+     * and answers BATON_ECLOSED from now on; its own close frees it. Then no call can
+     * reach the client: it is unregistered before anything of it is freed. */
+    baton__live_orphan_all(c);
+    baton__topology_stop(c, forked); /* its events reach the two below; its map and pools
+                                         stay until they have ended (free_client) */
     if (c->wd)
         c->wd_free(c->wd, forked);
     if (c->disp)
         baton__dispatcher_free(c->disp, forked);
     baton__forget_errors(c);
+    baton__live_remove(c, BATON__MAGIC_CLIENT);
     free_client(c, forked);
 }

@@ -40,6 +40,11 @@ const baton__config *baton__client_config(const baton_client *c);
  * a code (detail recorded) and freed. Scripts that change state go through
  * baton__script_run instead, which never retries. */
 int baton__query_argv(baton_client *c, int argc, const char **argv, struct redisReply **reply);
+/* A command sent once (never again after a lost reply: it may not be safe to run twice),
+ * on the connection to the server holding key (NULL: any; on a Cluster the slot's master,
+ * redirections followed). As baton__query_argv otherwise. */
+int baton__command_once(baton_client *c, const char *key, int argc, const char **argv,
+                        struct redisReply **reply);
 
 /* The embedded Lua scripts: one per operation, generated from lua/ by the build. */
 typedef struct baton__script {

@@ -23,15 +23,38 @@ static int set_out(void *out, baton__object *o, int rc)
     return rc;
 }
 
+/* What the handle holds on its client: its operations, and what its kind added (the
+ * registry's dispose, at the close of a client before its handles). */
+static void dispose(void *p)
+{
+    baton__object *o = p;
+    baton__evloop_drop_handle(o->client, o); /* none runs on it once freed */
+    if (o->fini)
+        o->fini(o);
+}
+
+/* The base's memory, the last of a handle. */
+static void free_memory(baton__object *o)
+{
+    free(o->name);
+    free(o->channel);
+    free(o->request_prefix);
+    baton__key_spec k[BATON__MAX_KEYS];
+    baton__free_keys(k, own_keys(o, k));
+    free(o);
+}
+
 int baton__object_new(baton_client *c, const char *name, const baton__object_kind *kind, void *arg,
                       void *out)
 {
-    if (!out)
-        return BATON_EINVAL;
-    set_out(out, NULL, BATON_OK);
+    if (out)
+        set_out(out, NULL, BATON_OK);
     if (!c)
-        return BATON_EINVAL;
+        return baton__misuse(BATON_EINVAL, "%s %s: client is NULL", kind->what,
+                             name ? name : "(NULL)");
     int rc = baton__check_open_name(c, name, kind->what);
+    if (rc == BATON_OK && !out)
+        rc = baton__fail(c, BATON_EINVAL, "%s %s: out is NULL", kind->what, name);
     if (rc != BATON_OK)
         return rc;
     baton__object *o = calloc(1, kind->size);
@@ -43,6 +66,8 @@ int baton__object_new(baton_client *c, const char *name, const baton__object_kin
     o->request_prefix = baton__derive_key(BATON__KEY_REQUEST, name, ":");
     o->keys = kind->keys;
     o->cancel = kind->cancel;
+    o->fini = kind->fini;
+    o->what = kind->what;
     baton__key_spec k[BATON__MAX_KEYS];
     bool own = baton__derive_keys(name, k, own_keys(o, k));
     if (!o->name || !o->channel || !o->request_prefix || !own) {
@@ -54,27 +79,54 @@ int baton__object_new(baton_client *c, const char *name, const baton__object_kin
         baton__object_close(o, kind->fini);
         return rc;
     }
+    if (baton__live_add(o, BATON__MAGIC_OBJECT, c, dispose, kind->what, name) != BATON_OK) {
+        baton__object_close(o, kind->fini);
+        return baton__fail(c, BATON_ENOMEM, "out of memory");
+    }
     return set_out(out, o, BATON_OK);
 }
 
 int baton__object_enter(baton__object *o)
 {
-    if (!o)
-        return BATON_EINVAL;
-    return baton__client_enter(o->client);
+    int rc = baton__handle_enter(o, BATON__MAGIC_OBJECT, "handle");
+    return rc != BATON_OK ? rc : baton__client_enter(o->client);
 }
 
 int baton__object_enter_out(baton__object *o, const void *out, const char *what)
 {
     int rc = baton__object_enter(o);
     if (rc == BATON_OK && !out)
-        rc = baton__fail(o->client, BATON_EINVAL, "%s is NULL", what);
+        rc = baton__fail(o->client, BATON_EINVAL, "%s %s: %s is NULL", o->what, o->name, what);
     return rc;
+}
+
+int baton__check_wait_lease(baton_client *c, const char *what, const char *name, int64_t wait_ms,
+                            int64_t *lease_ms)
+{
+    int64_t lease = *lease_ms;
+    if (wait_ms == BATON_LEASE_WATCHDOG)
+        return baton__fail(
+            c, BATON_EINVAL,
+            "%s %s: wait_ms is BATON_LEASE_WATCHDOG and lease_ms is %s%lld: swapped? "
+            "the order is (wait_ms, lease_ms)",
+            what, name, lease == BATON_WAIT_FOREVER ? "BATON_WAIT_FOREVER, " : "",
+            (long long)lease);
+    if (baton__check_wait(wait_ms) != BATON_OK)
+        return baton__fail(c, BATON_EINVAL,
+                           "%s %s: wait_ms %lld: use BATON_WAIT_FOREVER or 0..%lld ms", what, name,
+                           (long long)wait_ms, (long long)BATON_MAX_DURATION_MS);
+    lease = baton__lease_in(lease);
+    if (baton__check_lease(lease) != BATON_OK)
+        return baton__fail(c, BATON_EINVAL,
+                           "%s %s: lease_ms %lld: use BATON_LEASE_WATCHDOG (or 0) or 1..%lld ms",
+                           what, name, (long long)lease, (long long)BATON_MAX_DURATION_MS);
+    *lease_ms = lease;
+    return BATON_OK;
 }
 
 const char *baton__object_name(const baton__object *o)
 {
-    return o ? o->name : "";
+    return o && baton__live_state(o, BATON__MAGIC_OBJECT) != BATON__LIVE_NONE ? o->name : "";
 }
 
 int baton__object_cancel_waits(baton__object *o)
@@ -101,10 +153,27 @@ void baton__object_close(baton__object *o, void (*fini)(baton__object *o))
     baton__evloop_drop_handle(o->client, o); /* none runs on it once freed */
     if (fini)
         fini(o);
-    free(o->name);
-    free(o->channel);
-    free(o->request_prefix);
-    baton__key_spec k[BATON__MAX_KEYS];
-    baton__free_keys(k, own_keys(o, k));
-    free(o);
+    free_memory(o);
+}
+
+void baton__object_close_verb(baton__object *o, void (*fini)(baton__object *o), const char *fn)
+{
+    (void)fini; /* the table's, as o->fini, which dispose runs */
+    if (!o)
+        return;
+    switch (baton__live_state(o, BATON__MAGIC_OBJECT)) {
+    case BATON__LIVE_OPEN:
+        /* open while its operations end (a release in flight still runs its verb), then
+         * unregistered before its memory goes, which another open may take at once */
+        dispose(o);
+        baton__live_remove(o, BATON__MAGIC_OBJECT);
+        free_memory(o);
+        break;
+    case BATON__LIVE_ORPHAN: /* its client's close ran the rest (dispose) */
+        baton__live_remove(o, BATON__MAGIC_OBJECT);
+        free_memory(o);
+        break;
+    default:
+        baton__misuse_abort(fn, o, "handle");
+    }
 }

@@ -21,6 +21,8 @@ typedef struct baton__object {
     /* The kind's waits of its own, not the core's (a queue's condition variable), ended by
      * baton__object_cancel_waits after the core's; NULL: none. */
     void (*cancel)(struct baton__object *o);
+    void (*fini)(struct baton__object *o); /* the kind's (its table's), run once */
+    const char *what;                      /* the kind, as messages name it ("semaphore") */
 } baton__object;
 
 /* What a kind of handle is, in one static const table that every kind fills (the latch,
@@ -48,7 +50,15 @@ typedef struct baton__object_kind {
 int baton__object_new(baton_client *c, const char *name, const baton__object_kind *kind, void *arg,
                       void *out);
 
-/* What every verb does first: BATON_EINVAL for NULL, else baton__client_enter. */
+/* The times of an acquire, checked together (common.h): a wait of BATON_LEASE_WATCHDOG is
+ * refused naming both arguments (swapped), then the wait, then the lease, which is read
+ * (baton__lease_in) into *lease_ms. BATON_OK or BATON_EINVAL, recorded on c as "<what>
+ * <name>: ...". */
+int baton__check_wait_lease(baton_client *c, const char *what, const char *name, int64_t wait_ms,
+                            int64_t *lease_ms);
+
+/* What every verb does first: BATON_EINVAL for NULL, BATON_ECLOSED for a handle that is not
+ * open (closed, or its client closed: the registry, util.h), else baton__client_enter. */
 int baton__object_enter(baton__object *o);
 /* baton__object_enter, then BATON_EINVAL ("<what> is NULL", recorded) if out is NULL. */
 int baton__object_enter_out(baton__object *o, const void *out, const char *what);
@@ -61,6 +71,9 @@ int baton__object_cancel_waits(baton__object *o);
  * for (none runs on it once freed), then fini(o) frees what the kind added (fini may be
  * NULL), then the base and the memory. */
 void baton__object_close(baton__object *o, void (*fini)(baton__object *o));
+/* The public close: baton__object_close of an open handle; of one whose client was closed,
+ * the memory; of anything else, an abort naming fn (a double close). */
+void baton__object_close_verb(baton__object *o, void (*fini)(baton__object *o), const char *fn);
 
 /* The public cancel_waits and close of a kind (baton_<kind>_cancel_waits(h),
  * baton_<kind>_close(h)), written once from its table: the close runs table.fini. */
@@ -71,7 +84,7 @@ void baton__object_close(baton__object *o, void (*fini)(baton__object *o));
     }                                                                                              \
     void kind##_close(kind *h)                                                                     \
     {                                                                                              \
-        baton__object_close((baton__object *)h, (table).fini);                                     \
+        baton__object_close_verb((baton__object *)h, (table).fini, #kind "_close");                \
     }
 
 /* baton_<kind>_name(h), for the kinds whose contract has it. */

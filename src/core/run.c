@@ -147,14 +147,13 @@ static int run_on(baton_client *c, baton__conn *conn, int argc, const char **arg
 
 /* One command on a pooled connection (on a Cluster: the connection of the slot's master,
  * redirections followed); error replies become codes (detail recorded). */
-static int command(baton_client *c, int argc, const char **argv, redisReply **reply,
-                   bool *connect_failed)
+static int command_at(baton_client *c, int slot, int argc, const char **argv, redisReply **reply,
+                      bool *connect_failed)
 {
     *reply = NULL;
     *connect_failed = false;
     baton__route rt;
-    /* every command baton sends with arguments names its key first */
-    baton__route_init(c, &rt, argc > 1 ? baton__key_slot(argv[1], strlen(argv[1])) : -1);
+    baton__route_init(c, &rt, slot);
     redisReply *r = NULL;
     int rc;
     for (;;) {
@@ -181,6 +180,22 @@ static int command(baton_client *c, int argc, const char **argv, redisReply **re
     }
     *reply = r;
     return BATON_OK;
+}
+
+/* command_at the slot of the key every command baton sends names first */
+static int command(baton_client *c, int argc, const char **argv, redisReply **reply,
+                   bool *connect_failed)
+{
+    return command_at(c, argc > 1 ? baton__key_slot(argv[1], strlen(argv[1])) : -1, argc, argv,
+                      reply, connect_failed);
+}
+
+int baton__command_once(baton_client *c, const char *key, int argc, const char **argv,
+                        redisReply **reply)
+{
+    bool connect_failed;
+    return command_at(c, key ? baton__key_slot(key, strlen(key)) : -1, argc, argv, reply,
+                      &connect_failed);
 }
 
 int baton__query_argv(baton_client *c, int argc, const char **argv, redisReply **reply)
@@ -357,12 +372,19 @@ static redisReply *unpublished(baton_client *c, redisReply *r)
 /* An ACL refusal inside a script: the message names the script, the line the server gives
  * ("on @user_script:N") and the keys that line names, so that the refused command, key or
  * channel can be told from the rule (Redis 7.0 names none of them inside a script). */
-static void refused_in_script(baton_client *c, const baton__script *s, const char *text, int nkeys,
-                              const char **keys)
+static void refused_in_script(baton_client *c, int code, const baton__script *s, const char *raw,
+                              int nkeys, const char **keys)
 {
-    const char *at = strstr(text, "@user_script:");
+    const char *at = strstr(raw, "@user_script:");
     if (!at)
         return;
+    /* The server's text without "script: <SHA1>, ", which names nothing the caller knows:
+     * the script's name, its line and the keys it uses follow. */
+    char text[512];
+    snprintf(text, sizeof text, "%s", raw);
+    char *sha = strstr(text, "script: ");
+    if (sha && strspn(sha + 8, "0123456789abcdef") == 40 && strncmp(sha + 48, ", ", 2) == 0)
+        memmove(sha, sha + 50, strlen(sha + 50) + 1);
     long line = strtol(at + 13, NULL, 10);
     const char *b = s->body, *e;
     for (long i = 1; i < line && b; i++) {
@@ -385,8 +407,12 @@ static void refused_in_script(baton_client *c, const baton__script *s, const cha
             used += (size_t)snprintf(named + used, sizeof named - used, "%s %s = %s",
                                      used ? "," : " with", ref, keys[k]);
     }
-    baton__fail(c, BATON_EPERM, "server replied: %s (script %s, line %ld: %.*s%s)", text, s->name,
-                line, len > 160 ? 160 : len, b, named);
+    if (!named[0]) /* the line names no key itself (a local holds it): every key */
+        for (int k = 0; k < nkeys && k < 9 && used < sizeof named; k++)
+            used += (size_t)snprintf(named + used, sizeof named - used, "%s %s", k ? "," : "; keys",
+                                     keys[k]);
+    baton__fail(c, code, "server replied: %s (script %s, line %ld: %.*s%s)", text, s->name, line,
+                len > 160 ? 160 : len, b, named);
 }
 
 static int script_call(baton_client *c, const baton__script *s, int nkeys, const char **keys,
@@ -421,8 +447,8 @@ static int script_call(baton_client *c, const baton__script *s, int nkeys, const
     if (!r)
         return baton__fail(c, BATON_ENOMEM, "out of memory");
     rc = baton__reply_error(c, r);
-    if (rc == BATON_EPERM && r->str)
-        refused_in_script(c, s, r->str, nkeys, keys);
+    if ((rc == BATON_EPERM || (rc == BATON_EPROTO && strstr(r->str, "WRONGTYPE"))) && r->str)
+        refused_in_script(c, rc, s, r->str, nkeys, keys); /* the key, not the SHA1 */
     if (rc != BATON_OK) {
         freeReplyObject(r);
         return rc;

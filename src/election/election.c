@@ -363,12 +363,19 @@ static int campaign(baton_election *e, const char *value, int64_t wait_ms, int64
 /* Counted for close from start to end; its wait is cancelled through e (core/ops.h). */
 int baton_election_campaign(baton_election *e, const char *value, int64_t wait_ms, int64_t lease_ms)
 {
+    int entered_ = baton__object_enter((baton__object *)e); /* before its client is read */
+    if (entered_ != BATON_OK)
+        return entered_;
     BATON__COUNTED_CALL(e ? e->base.client : NULL, e, campaign(e, value, wait_ms, lease_ms));
 }
 
 static int campaign(baton_election *e, const char *value, int64_t wait_ms, int64_t lease_ms)
 {
-    int rc = enter_turn(e, value);
+    int rc = enter(e);
+    if (rc == BATON_OK)
+        rc = baton__check_wait_lease(e->base.client, "election", e->base.name, wait_ms, &lease_ms);
+    if (rc == BATON_OK)
+        rc = enter_turn(e, value);
     if (rc != BATON_OK)
         return rc;
     int64_t term = term_now(e);
@@ -441,8 +448,12 @@ static int start_op(baton_election *e, baton__op_run_fn run, bool is_release,
     int rc = enter(e);
     if (rc == BATON_OK)
         rc = check_value(e, a->in);
-    if (rc == BATON_OK && baton__check_lease(a->lease_ms) != BATON_OK)
-        rc = baton__fail(e->base.client, BATON_EINVAL, "lease_ms %lld", (long long)a->lease_ms);
+    baton__op_args checked = *a; /* its lease as read (0: the watchdog's) */
+    if (rc == BATON_OK)
+        rc = baton__check_wait_lease(e->base.client, "election", e->base.name,
+                                     a->wait_ms == BATON_WAIT_FOREVER ? 0 : a->wait_ms,
+                                     &checked.lease_ms);
+    a = &checked;
     return rc == BATON_OK ? baton__op_start(e->base.client, e, run, is_release, a, fn, arg, op)
                           : rc;
 }
@@ -711,7 +722,9 @@ static int enter_observe(baton_election *e, int64_t timeout_ms, const baton_elec
 {
     int rc = enter_out(e, ev, "ev");
     if (rc == BATON_OK && baton__check_wait(timeout_ms) != BATON_OK)
-        rc = baton__fail(e->base.client, BATON_EINVAL, "timeout_ms %lld", (long long)timeout_ms);
+        rc = baton__fail(e->base.client, BATON_EINVAL,
+                         "election %s: timeout_ms %lld: use BATON_WAIT_FOREVER or 0..%lld ms",
+                         e->base.name, (long long)timeout_ms, (long long)BATON_MAX_DURATION_MS);
     return rc;
 }
 

@@ -169,7 +169,7 @@ int baton_latch_count(baton_latch *l, int64_t *out)
     if (rc != BATON_OK)
         return rc;
     if (!out)
-        return baton__fail(l->base.client, BATON_EINVAL, "out is NULL");
+        return baton__fail(l->base.client, BATON_EINVAL, "latch %s: out is NULL", l->base.name);
     int64_t v = 0;
     rc = read_count(l, &v);
     if (rc == BATON_OK)
@@ -223,6 +223,9 @@ static int await(baton_latch *l, int64_t timeout_ms);
 /* Counted for close from start to end (core/evloop.h). */
 int baton_latch_await(baton_latch *l, int64_t timeout_ms)
 {
+    int entered_ = baton__object_enter((baton__object *)l); /* before its client is read */
+    if (entered_ != BATON_OK)
+        return entered_;
     BATON__COUNTED_CALL(l ? l->base.client : NULL, l, await(l, timeout_ms));
 }
 
@@ -249,8 +252,9 @@ static int await(baton_latch *l, int64_t timeout_ms)
         return rc;
     baton_client *c = l->base.client;
     if (baton__check_wait(timeout_ms) != BATON_OK)
-        return baton__fail(c, BATON_EINVAL, "timeout_ms %lld: use BATON_WAIT_FOREVER or 0..%lld ms",
-                           (long long)timeout_ms, (long long)BATON_MAX_DURATION_MS);
+        return baton__fail(c, BATON_EINVAL,
+                           "latch %s: timeout_ms %lld: use BATON_WAIT_FOREVER or 0..%lld ms",
+                           l->base.name, (long long)timeout_ms, (long long)BATON_MAX_DURATION_MS);
     int64_t start = baton__stat_start(c);
     awaiting a = {.l = l, .recheck_ms = baton__client_config(c)->recheck_ms};
     /* A latch channel does not linger after its last waiter (dispatch.c): nothing to join. */

@@ -18,17 +18,32 @@ void baton_lock_close(baton_lock *l)
 {
     if (!l)
         return;
-    baton__evloop_drop_handle(l->client, l); /* no operation may run on it once freed */
-    baton__lock_free(l);
+    if (baton__live_closing(l, BATON__MAGIC_LOCK)) {
+        /* closing (its verbs still run for the operations it waits for), then unregistered
+         * before its memory goes, which another open may take at once */
+        baton__lock_dispose(l);
+        baton__live_remove(l, BATON__MAGIC_LOCK);
+        free(l);
+        return;
+    }
+    switch (baton__live_state(l, BATON__MAGIC_LOCK)) {
+    case BATON__LIVE_ORPHAN: /* its client's close let go of the rest */
+        baton__live_remove(l, BATON__MAGIC_LOCK);
+        free(l);
+        break;
+    default:
+        baton__misuse_abort("baton_lock_close", l, "lock");
+    }
 }
 
 int baton_lock_cancel_waits(baton_lock *l)
 {
-    if (!l)
-        return BATON_EINVAL;
+    int rc = baton__handle_enter(l, BATON__MAGIC_LOCK, "lock");
+    if (rc != BATON_OK)
+        return rc;
     if (!l->client) /* a multi-lock over several clients: its members' clients know */
         return BATON_ENOTSUP;
-    int rc = baton__client_enter(l->client);
+    rc = baton__client_enter(l->client);
     if (rc == BATON_OK)
         baton__evloop_cancel_handle(l->client, l);
     return rc;
@@ -36,15 +51,30 @@ int baton_lock_cancel_waits(baton_lock *l)
 
 const char *baton_lock_name(const baton_lock *l)
 {
-    return l ? l->name : "";
+    int st = l ? baton__live_state(l, BATON__MAGIC_LOCK) : BATON__LIVE_NONE;
+    return st == BATON__LIVE_OPEN || st == BATON__LIVE_CLOSING ? l->name : "";
 }
 
-/* Validation shared by every verb. */
+/* The kind of l, as its messages name it ("lock", "fair lock", ...). */
+static const char *kind_of(const baton_lock *l)
+{
+    switch (l->ops->kind) {
+    case BATON_KIND_FAIRLOCK:
+        return "fair lock";
+    case BATON_KIND_MULTILOCK:
+        return "multi-lock";
+    case BATON_KIND_RWLOCK:
+        return "read-write lock";
+    default:
+        return "lock";
+    }
+}
+
+/* Validation shared by every verb: an open handle (its magic, util.h), then its client. */
 static int enter(baton_lock *l)
 {
-    if (!l)
-        return BATON_EINVAL;
-    return baton__client_enter(l->client);
+    int rc = baton__handle_enter(l, BATON__MAGIC_LOCK, "lock");
+    return rc != BATON_OK ? rc : baton__client_enter(l->client);
 }
 
 /* enter, and an output pointer `what` that must not be NULL. */
@@ -52,7 +82,7 @@ static int enter_out(baton_lock *l, const void *out, const char *what)
 {
     int rc = enter(l);
     if (rc == BATON_OK && !out)
-        rc = baton__fail(l->client, BATON_EINVAL, "%s is NULL", what);
+        rc = baton__fail(l->client, BATON_EINVAL, "%s %s: %s is NULL", kind_of(l), l->name, what);
     return rc;
 }
 
@@ -67,6 +97,9 @@ static int try_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms);
  * statistics on the way out. */
 int baton_lock_try_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
 {
+    int rc = enter(l); /* before l->client is read */
+    if (rc != BATON_OK)
+        return rc;
     BATON__COUNTED_CALL(l ? l->client : NULL, l, try_acquire(l, wait_ms, lease_ms));
 }
 
@@ -75,24 +108,38 @@ static int try_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
     int rc = enter(l);
     if (rc != BATON_OK)
         return rc;
-    if (baton__check_wait(wait_ms) != BATON_OK)
-        return baton__fail(l->client, BATON_EINVAL,
-                           "wait_ms %lld: use BATON_WAIT_FOREVER or 0..%lld ms", (long long)wait_ms,
-                           (long long)BATON_MAX_DURATION_MS);
-    if (baton__check_lease(lease_ms) != BATON_OK)
-        return baton__fail(l->client, BATON_EINVAL,
-                           "lease_ms %lld: use BATON_LEASE_WATCHDOG or 1..%lld ms",
-                           (long long)lease_ms, (long long)BATON_MAX_DURATION_MS);
+    if ((rc = baton__check_wait_lease(l->client, kind_of(l), l->name, wait_ms, &lease_ms)) !=
+        BATON_OK)
+        return rc;
     int64_t start = baton__stat_start(l->client);
     rc = l->ops->acquire(l, wait_ms, lease_ms);
     baton__stat_acquire(l->client, l->ops->kind, rc, start, l->name);
     return rc;
 }
 
+/* Whether `other`, a handle of l's client and name, is of l's kind and has a hold of the
+ * acting owner (the registry's match: it runs under the registry's lock). */
+static bool holds_it(const void *other, const void *l)
+{
+    const baton_lock *o = other;
+    int64_t token;
+    return o->ops == ((const baton_lock *)l)->ops && baton__hold_token((baton_lock *)o, &token);
+}
+
 int baton_lock_release(baton_lock *l)
 {
     int rc = enter(l);
-    return rc != BATON_OK ? rc : l->ops->release(l);
+    if (rc != BATON_OK)
+        return rc;
+    /* Ownership is per handle: a hold taken through another handle of this name is released
+     * through that one (docs: "Two handles of one name"), not deleted under it. */
+    int64_t token;
+    if (!baton__hold_token(l, &token) && baton__live_find(l, BATON__MAGIC_LOCK, holds_it))
+        return baton__fail(l->client, BATON_ENOTHELD,
+                           "%s %s: the calling thread holds it through another handle of this "
+                           "name: release it through that handle",
+                           kind_of(l), l->name);
+    return l->ops->release(l);
 }
 
 int baton_lock_force_release(baton_lock *l, bool *was_locked)
@@ -182,8 +229,9 @@ static int async_enter(baton_lock *l, baton_owner *o, baton_op **op, baton_clien
 {
     if (op)
         *op = NULL;
-    if (!l)
-        return BATON_EINVAL;
+    int rc = baton__handle_enter(l, BATON__MAGIC_LOCK, "lock");
+    if (rc != BATON_OK)
+        return rc;
     *c = l->client ? l->client : (o ? baton__owner_client(o) : NULL);
     if (!*c)
         return BATON_EINVAL;
@@ -197,9 +245,10 @@ int baton_lock_acquire_async(baton_lock *l, baton_owner *o, int64_t wait_ms, int
     int rc = async_enter(l, o, op, &c);
     if (rc != BATON_OK)
         return rc;
-    if (baton__check_lease(lease_ms) != BATON_OK)
-        return baton__fail(c, BATON_EINVAL, "lease_ms %lld: use BATON_LEASE_WATCHDOG or 1..%lld ms",
-                           (long long)lease_ms, (long long)BATON_MAX_DURATION_MS);
+    if ((rc = baton__check_wait_lease(c, kind_of(l), l->name,
+                                      wait_ms == BATON_WAIT_FOREVER ? 0 : wait_ms, &lease_ms)) !=
+        BATON_OK)
+        return rc;
     baton__op_args a = {.owner = o, .wait_ms = wait_ms, .lease_ms = lease_ms};
     return baton__op_start(c, l, async_acquire, false, &a, fn, arg, op);
 }

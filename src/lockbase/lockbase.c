@@ -66,9 +66,11 @@ int baton__lock_open(baton_client *c, const char *name, const char *what,
 {
     if (out)
         *out = NULL;
-    if (!c || !out)
-        return BATON_EINVAL;
+    if (!c)
+        return baton__misuse(BATON_EINVAL, "%s %s: client is NULL", what, name ? name : "(NULL)");
     int rc = baton__check_open_name(c, name, what);
+    if (rc == BATON_OK && !out)
+        rc = baton__fail(c, BATON_EINVAL, "%s %s: out is NULL", what, name);
     if (rc != BATON_OK)
         return rc;
     baton_lock *l = calloc(1, sizeof *l);
@@ -82,6 +84,10 @@ int baton__lock_open(baton_client *c, const char *name, const char *what,
         return baton__fail(c, BATON_ENOMEM, "out of memory");
     }
     l->impl = impl;
+    if (baton__lock_register(l, what) != BATON_OK) {
+        baton__lock_free(l);
+        return baton__fail(c, BATON_ENOMEM, "out of memory");
+    }
     *out = l;
     return BATON_OK;
 }
@@ -691,12 +697,24 @@ int baton__hash_remaining_ttl(baton_lock *l, int64_t *out)
 
 /* ------------------------------- for the verbs (src/lock/verbs.c) -------------------- */
 
-void baton__lock_free(baton_lock *l)
+void baton__lock_dispose(void *p)
 {
+    baton_lock *l = p;
+    baton__evloop_drop_handle(l->client, l); /* no operation may run on it once freed */
     baton__hold_forget(l);
     impl_close(l);
     baton__lock_base_free(l);
+}
+
+void baton__lock_free(baton_lock *l)
+{
+    baton__lock_dispose(l);
     free(l);
+}
+
+int baton__lock_register(baton_lock *l, const char *what)
+{
+    return baton__live_add(l, BATON__MAGIC_LOCK, l->client, baton__lock_dispose, what, l->name);
 }
 
 bool baton__hold_token(baton_lock *l, int64_t *token)

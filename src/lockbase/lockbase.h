@@ -99,6 +99,12 @@ int baton__lock_open(baton_client *c, const char *name, const char *what,
 /* Frees a handle: its hold records, its kind's state, its base (baton_lock_close, after
  * the handle's operations were dropped). */
 void baton__lock_free(baton_lock *l);
+/* baton__lock_free but the memory: what a handle holds on its client, let go of when the
+ * client is closed before the handle (the registry's dispose, util.h). */
+void baton__lock_dispose(void *p);
+/* Registers an opened handle as open (util.h's registry; `what` names its kind in
+ * messages): BATON_OK or BATON_ENOMEM. Every kind's open does it last. */
+int baton__lock_register(baton_lock *l, const char *what);
 /* The fencing token of the calling owner's hold through l: true and *token, or false
  * (no hold; *token 0). */
 bool baton__hold_token(baton_lock *l, int64_t *token);

@@ -49,7 +49,8 @@ typedef struct multi {
     bool quorum;        /* Redlock mode */
     size_t n;           /* members */
     size_t need;        /* members that make the group taken: n, or n / 2 + 1 */
-    baton_lock **m;     /* the members, in canonical order (borrowed) */
+    baton_lock **m;     /* the members, in canonical order (borrowed, unless owned) */
+    bool owned;         /* opened by baton_multilock_open_names: closed with the group */
     pthread_mutex_t mu; /* guards the hold records; the back-off waits on it */
     pthread_cond_t cv;  /* never signalled: the back-off is a bounded wait on it */
     /* Redlock: the holds of the holding thread, outermost first, each n flags saying which
@@ -578,6 +579,8 @@ static void group_close(baton_lock *l)
 {
     multi *g = l->impl;
     forget_holds(g);
+    for (size_t i = 0; g->owned && i < g->n; i++)
+        baton_lock_close(g->m[i]);
     free(g->holds);
     free(g->m);
     baton__cond_destroy(&g->cv);
@@ -642,6 +645,12 @@ static int group_open(baton_lock *const *locks, size_t n, baton_lock **out, bool
         *out = NULL;
     if (!locks || !out || n == 0)
         return BATON_EINVAL;
+    for (size_t i = 0; i < n; i++) { /* a closed member is not read */
+        int rc = locks[i] ? baton__handle_enter(locks[i], BATON__MAGIC_LOCK, "multi-lock member")
+                          : BATON_OK;
+        if (rc != BATON_OK)
+            return rc;
+    }
     for (size_t i = 0; i < n; i++) {
         if (!locks[i]) {
             for (size_t j = 0; j < n; j++)
@@ -702,6 +711,10 @@ static int group_open(baton_lock *const *locks, size_t n, baton_lock **out, bool
     baton__mutex_init(&g->mu);
     baton__cond_init(&g->cv);
     l->impl = g;
+    if (baton__lock_register(l, quorum ? "redlock" : "multi-lock") != BATON_OK) {
+        baton__lock_free(l);
+        return baton__fail(c0, BATON_ENOMEM, "out of memory");
+    }
     *out = l;
     return BATON_OK;
 nomem:
@@ -720,4 +733,42 @@ int baton_multilock_open(baton_lock *const *locks, size_t n, baton_lock **out)
 int baton_redlock_open(baton_lock *const *locks, size_t n, baton_lock **out)
 {
     return group_open(locks, n, out, true);
+}
+
+int baton_multilock_open_names(baton_client *c, const char *const *names, size_t n,
+                               baton_lock **out)
+{
+    if (out)
+        *out = NULL;
+    int rc = baton__client_enter(c);
+    if (rc != BATON_OK)
+        return rc;
+    if (!c)
+        return baton__misuse(BATON_EINVAL, "multi-lock: client is NULL");
+    if (!out || !names || n == 0)
+        return baton__fail(c, BATON_EINVAL, "multi-lock: %s",
+                           !out     ? "out is NULL"
+                           : !names ? "names is NULL"
+                                    : "n is 0");
+    baton_lock **m = calloc(n, sizeof *m);
+    if (!m)
+        return baton__fail(c, BATON_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n && rc == BATON_OK; i++) {
+        rc = baton_lock_open(c, names[i], &m[i]);
+        if (rc != BATON_OK) {
+            char why[400];
+            snprintf(why, sizeof why, "%s", baton_client_errmsg(c));
+            baton__fail(c, rc, "multi-lock: name %zu: %s", i, why);
+        }
+    }
+    if (rc == BATON_OK)
+        rc = group_open(m, n, out, false);
+    if (rc == BATON_OK) {
+        ((multi *)(*out)->impl)->owned = true;
+    } else {
+        for (size_t i = 0; i < n; i++)
+            baton_lock_close(m[i]);
+    }
+    free(m);
+    return rc;
 }

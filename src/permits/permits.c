@@ -82,8 +82,9 @@ static int check_lease(baton_permits *p, int64_t lease_ms, bool watchdog_ok)
     if ((watchdog_ok && (lease_ms == 0 || lease_ms == BATON_LEASE_WATCHDOG)) ||
         (lease_ms >= 1 && lease_ms <= BATON_MAX_DURATION_MS))
         return BATON_OK;
-    return baton__fail(p->base.client, BATON_EINVAL, "lease_ms %lld: use %s1..%lld ms",
-                       (long long)lease_ms, watchdog_ok ? "BATON_LEASE_WATCHDOG, 0 or " : "",
+    return baton__fail(p->base.client, BATON_EINVAL, "permits %s: lease_ms %lld: use %s1..%lld ms",
+                       p->base.name, (long long)lease_ms,
+                       watchdog_ok ? "BATON_LEASE_WATCHDOG, 0 or " : "",
                        (long long)BATON_MAX_DURATION_MS);
 }
 
@@ -408,6 +409,9 @@ static int try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_
 int baton_permits_try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_t lease_ms,
                                    char (*ids)[BATON_PERMIT_ID_SIZE])
 {
+    int entered_ = baton__object_enter((baton__object *)p); /* before its client is read */
+    if (entered_ != BATON_OK)
+        return entered_;
     BATON__COUNTED_CALL(p ? p->base.client : NULL, p,
                         try_acquire_many(p, n, wait_ms, lease_ms, ids));
 }
@@ -456,11 +460,8 @@ static int try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_
     if (n < 1 || n > BATON_PERMITS_MAX_MANY)
         return baton__fail(c, BATON_EINVAL, "permits %s: %lld permits: take 1 to %d at once",
                            p->base.name, (long long)n, BATON_PERMITS_MAX_MANY);
-    if ((rc = check_lease(p, lease_ms, true)) != BATON_OK)
+    if ((rc = baton__check_wait_lease(c, "permits", p->base.name, wait_ms, &lease_ms)) != BATON_OK)
         return rc;
-    if (baton__check_wait(wait_ms) != BATON_OK)
-        return baton__fail(c, BATON_EINVAL, "wait_ms %lld: use BATON_WAIT_FOREVER or 0..%lld ms",
-                           (long long)wait_ms, (long long)BATON_MAX_DURATION_MS);
     bool renew = lease_ms == 0 || lease_ms == BATON_LEASE_WATCHDOG;
     char lease[32];
     snprintf(lease, sizeof lease, "%lld", (long long)(renew ? baton__watchdog_lease(c) : lease_ms));
@@ -522,6 +523,12 @@ static int try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_
 int baton_permits_try_acquire(baton_permits *p, int64_t wait_ms, int64_t lease_ms,
                               char id[BATON_PERMIT_ID_SIZE])
 {
+    if (!id) { /* named as the caller named it, not as _many's ids */
+        int rc = enter(p);
+        return rc != BATON_OK ? rc
+                              : baton__fail(p->base.client, BATON_EINVAL, "permits %s: id is NULL",
+                                            p->base.name);
+    }
     return baton_permits_try_acquire_many(p, 1, wait_ms, lease_ms,
                                           (char(*)[BATON_PERMIT_ID_SIZE])id);
 }
@@ -641,7 +648,8 @@ int baton_permits_available(baton_permits *p, int64_t *available, int64_t *held)
     if (rc != BATON_OK)
         return rc;
     if (!available)
-        return baton__fail(p->base.client, BATON_EINVAL, "available is NULL");
+        return baton__fail(p->base.client, BATON_EINVAL, "permits %s: available is NULL",
+                           p->base.name);
     const char *keys[3] = {p->base.name, p->timeouts, p->base.channel};
     int64_t v[2] = {0, 0};
     if ((rc = run_ints(p, &baton__script_permits_available, 3, keys, 0, NULL, false, v, 2)) !=
@@ -685,7 +693,7 @@ int baton_permits_lost_fd(baton_permits *p, int *fd)
 {
     int rc = enter(p);
     if (rc == BATON_OK && !fd)
-        rc = baton__fail(p->base.client, BATON_EINVAL, "fd is NULL");
+        rc = baton__fail(p->base.client, BATON_EINVAL, "permits %s: fd is NULL", p->base.name);
     if (rc != BATON_OK)
         return rc;
     baton__mutex_lock(&p->mu);
@@ -713,10 +721,11 @@ int baton_permits_acquire_async(baton_permits *p, int64_t wait_ms, int64_t lease
         return rc;
     baton_client *c = p->base.client;
     if (!id)
-        return baton__fail(c, BATON_EINVAL, "id is NULL");
-    if (lease_ms != 0 && baton__check_lease(lease_ms) != BATON_OK)
-        return baton__fail(c, BATON_EINVAL, "lease_ms %lld: use BATON_LEASE_WATCHDOG or 1..%lld ms",
-                           (long long)lease_ms, (long long)BATON_MAX_DURATION_MS);
+        return baton__fail(c, BATON_EINVAL, "permits %s: id is NULL", p->base.name);
+    if ((rc = baton__check_wait_lease(c, "permits", p->base.name,
+                                      wait_ms == BATON_WAIT_FOREVER ? 0 : wait_ms, &lease_ms)) !=
+        BATON_OK)
+        return rc;
     id[0] = '\0';
     baton__op_args a = {.wait_ms = wait_ms, .lease_ms = lease_ms, .out = id};
     return baton__op_start(c, p, async_acquire, false, &a, fn, arg, op);

@@ -271,6 +271,8 @@ static const baton__lock_ops write_ops = {
 };
 
 /* One of the two handles, its base initialised; NULL when out of memory. */
+static void rw_free(baton_rwlock *rw);
+
 static baton_lock *part_open(baton_rwlock *rw, baton_client *c, const char *name,
                              const baton__lock_ops *ops)
 {
@@ -283,6 +285,10 @@ static baton_lock *part_open(baton_rwlock *rw, baton_client *c, const char *name
     }
     l->impl = rw;
     l->owner_suffix = ops == &write_ops ? BATON__KEY_WRITE_SUFFIX : NULL;
+    if (baton__lock_register(l, ops == &write_ops ? "write lock" : "read lock") != BATON_OK) {
+        baton__lock_free(l);
+        return NULL;
+    }
     return l;
 }
 
@@ -300,9 +306,12 @@ int baton_rwlock_open(baton_client *c, const char *name, baton_rwlock **out)
 {
     if (out)
         *out = NULL;
-    if (!c || !out)
-        return BATON_EINVAL;
+    if (!c)
+        return baton__misuse(BATON_EINVAL, "read-write lock %s: client is NULL",
+                             name ? name : "(NULL)");
     int rc = baton__check_open_name(c, name, "read-write lock");
+    if (rc == BATON_OK && !out)
+        rc = baton__fail(c, BATON_EINVAL, "read-write lock %s: out is NULL", name);
     if (rc != BATON_OK)
         return rc;
     baton_rwlock *rw = calloc(1, sizeof *rw);
@@ -313,8 +322,9 @@ int baton_rwlock_open(baton_client *c, const char *name, baton_rwlock **out)
         rw->read = part_open(rw, c, name, &read_ops);
         rw->write = part_open(rw, c, name, &write_ops);
     }
-    if (!rw->read || !rw->write) {
-        baton_rwlock_close(rw);
+    if (!rw->read || !rw->write ||
+        baton__live_add(rw, BATON__MAGIC_RWLOCK, c, NULL, "read-write lock", name) != BATON_OK) {
+        rw_free(rw);
         return baton__fail(c, BATON_ENOMEM, "out of memory");
     }
     *out = rw;
@@ -325,6 +335,14 @@ void baton_rwlock_close(baton_rwlock *rw)
 {
     if (!rw)
         return;
+    if (baton__live_remove(rw, BATON__MAGIC_RWLOCK) == BATON__LIVE_NONE)
+        baton__misuse_abort("baton_rwlock_close", rw, "read-write lock");
+    rw_free(rw);
+}
+
+/* The halves (each closed as its state says: an orphan's client let go of it), then rw. */
+static void rw_free(baton_rwlock *rw)
+{
     baton_lock_close(rw->read);
     baton_lock_close(rw->write);
     baton__key_spec k[4];
@@ -334,10 +352,10 @@ void baton_rwlock_close(baton_rwlock *rw)
 
 baton_lock *baton_rwlock_read(baton_rwlock *rw)
 {
-    return rw ? rw->read : NULL;
+    return rw && baton__live_state(rw, BATON__MAGIC_RWLOCK) != BATON__LIVE_NONE ? rw->read : NULL;
 }
 
 baton_lock *baton_rwlock_write(baton_rwlock *rw)
 {
-    return rw ? rw->write : NULL;
+    return rw && baton__live_state(rw, BATON__MAGIC_RWLOCK) != BATON__LIVE_NONE ? rw->write : NULL;
 }

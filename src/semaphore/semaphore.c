@@ -286,6 +286,9 @@ static int try_acquire(baton_semaphore *s, int64_t permits, int64_t wait_ms);
 /* Counted for close from start to end (core/evloop.h). */
 int baton_semaphore_try_acquire(baton_semaphore *s, int64_t permits, int64_t wait_ms)
 {
+    int entered_ = baton__object_enter((baton__object *)s); /* before its client is read */
+    if (entered_ != BATON_OK)
+        return entered_;
     BATON__COUNTED_CALL(s ? s->base.client : NULL, s, try_acquire(s, permits, wait_ms));
 }
 
@@ -325,8 +328,9 @@ static int try_acquire(baton_semaphore *s, int64_t permits, int64_t wait_ms)
     if ((rc = check_permits(s, permits, "acquiring")) != BATON_OK)
         return rc;
     if (baton__check_wait(wait_ms) != BATON_OK)
-        return baton__fail(c, BATON_EINVAL, "wait_ms %lld: use BATON_WAIT_FOREVER or 0..%lld ms",
-                           (long long)wait_ms, (long long)BATON_MAX_DURATION_MS);
+        return baton__fail(c, BATON_EINVAL,
+                           "semaphore %s: wait_ms %lld: use BATON_WAIT_FOREVER or 0..%lld ms",
+                           s->base.name, (long long)wait_ms, (long long)BATON_MAX_DURATION_MS);
 
     char permits_s[32];
     snprintf(permits_s, sizeof permits_s, "%lld", (long long)permits);
@@ -421,7 +425,7 @@ int baton_semaphore_available(baton_semaphore *s, int64_t *out)
         return rc;
     baton_client *c = s->base.client;
     if (!out)
-        return baton__fail(c, BATON_EINVAL, "out is NULL");
+        return baton__fail(c, BATON_EINVAL, "semaphore %s: out is NULL", s->base.name);
     /* A plain GET: a key of another type makes the server reply WRONGTYPE by itself. */
     const char *argv[2] = {"GET", s->base.name};
     redisReply *r;
@@ -461,7 +465,8 @@ static int async_start(baton_semaphore *s, baton__op_run_fn run, bool release, i
         return rc;
     baton_client *c = s->base.client;
     if (permits < 1)
-        return baton__fail(c, BATON_EINVAL, "permits %lld: at least 1", (long long)permits);
+        return baton__fail(c, BATON_EINVAL, "semaphore %s: permits %lld: at least 1", s->base.name,
+                           (long long)permits);
     baton__op_args a = {.number = permits, .wait_ms = wait_ms};
     return baton__op_start(c, s, run, release, &a, fn, arg, op);
 }

@@ -61,6 +61,8 @@ void baton__watchdog_free(baton__watchdog *w, bool forked);
 /* fork()s this process came out of (see process.c); installs the fork handler. */
 unsigned baton__process_generation(void);
 void baton__forget_errors(baton_client *c);
+/* The calling thread's detail on c, registered or not (an open that fails). */
+const char *baton__errmsg_of(const baton_client *c);
 void baton__set_open_errmsg(const char *msg);
 
 #endif /* BATON_CORE_CLIENT_H */

@@ -48,11 +48,17 @@ const char *baton_err_name(int code)
 
 typedef struct slot {
     uint64_t serial; /* the client's serial; 0 = free */
+    uint64_t stamp;  /* when it was last set or cleared (the thread's count of details) */
     char msg[MSG_LEN];
 } slot;
 
 static _Thread_local slot slots[SLOTS];
 static _Thread_local unsigned next_victim;
+static _Thread_local uint64_t stamps;
+/* The detail of the thread's last call that had no open object to record it on (a closed
+ * handle or client: live.c), shown by baton_client_errmsg when it is newer than the
+ * client's own. */
+static _Thread_local slot misuse;
 
 static slot *find_slot(uint64_t serial, bool create)
 {
@@ -81,16 +87,35 @@ int baton__fail(baton_client *c, int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(s->msg, sizeof s->msg, fmt, ap);
     va_end(ap);
+    s->stamp = ++stamps;
     return code;
+}
+
+int baton__misuse(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(misuse.msg, sizeof misuse.msg, fmt, ap);
+    va_end(ap);
+    misuse.stamp = ++stamps;
+    return code;
+}
+
+const char *baton__misuse_msg(void)
+{
+    return misuse.msg;
 }
 
 void baton__clear_error(baton_client *c)
 {
     if (!c)
         return;
+    misuse.msg[0] = '\0'; /* the thread's last call is this one */
     slot *s = find_slot(c->serial, false);
-    if (s)
+    if (s) {
         s->msg[0] = '\0';
+        s->stamp = ++stamps;
+    }
 }
 
 void baton__forget_errors(baton_client *c)
@@ -100,11 +125,22 @@ void baton__forget_errors(baton_client *c)
         s->serial = 0;
 }
 
+const char *baton__errmsg_of(const baton_client *c)
+{
+    slot *s = find_slot(c->serial, false);
+    return s ? s->msg : "";
+}
+
 const char *baton_client_errmsg(const baton_client *c)
 {
     if (!c)
         return "";
+    int st = baton__live_state(c, BATON__MAGIC_CLIENT);
+    if (st != BATON__LIVE_OPEN && st != BATON__LIVE_CLOSING)
+        return baton__misuse_msg(); /* a closed client, or a call on one of its handles */
     slot *s = find_slot(c->serial, false);
+    if (misuse.stamp > (s ? s->stamp : 0) && misuse.msg[0])
+        return misuse.msg; /* the thread's last call was on a closed handle */
     return s ? s->msg : "";
 }
 

@@ -42,6 +42,13 @@ bool baton__client_forked(const baton_client *c)
 
 int baton__client_enter(baton_client *c)
 {
+    int st = c ? baton__live_state(c, BATON__MAGIC_CLIENT) : BATON__LIVE_OPEN;
+    /* closing: as before, the call runs into the cancellation (BATON_ECANCELED) */
+    if (st != BATON__LIVE_OPEN && st != BATON__LIVE_CLOSING)
+        return baton__misuse(BATON_ECLOSED,
+                             "client %p: not an open client (used after "
+                             "baton_client_close?)",
+                             (void *)c);
     baton__clear_error(c);
     if (baton__client_forked(c))
         return baton__fail(c, BATON_ENOTSUP,

@@ -122,6 +122,12 @@ int baton__check_name(const char *name);
 int baton__check_wait(int64_t ms);
 /* BATON_OK if ms is a valid lease (BATON_LEASE_WATCHDOG or 1..BATON_MAX_DURATION_MS). */
 int baton__check_lease(int64_t ms);
+/* A lease as the caller gave it, as the library reads it: 0 (the default) and -1 (the
+ * watchdog before 0.1.1, common.h) are BATON_LEASE_WATCHDOG; anything else is itself. */
+static inline int64_t baton__lease_in(int64_t ms)
+{
+    return ms == 0 || ms == -1 ? BATON_LEASE_WATCHDOG : ms;
+}
 /* "{name}", or name itself if it already contains '{'. New string; NULL when out of memory. */
 char *baton__hash_tag(const char *name);
 /* prefix + hash_tag(name) + suffix (suffix may be NULL). New string or NULL. */
@@ -162,6 +168,47 @@ void baton__clear_error(baton_client *c);
 int baton__client_enter(baton_client *c);
 /* True when c was opened by an ancestor of this process (fork()); false for NULL. */
 bool baton__client_forked(const baton_client *c);
+
+/* ------------------------------------------------------------------------------------------
+ * The registry of live clients and handles (live.c): each kind's magic number, checked on
+ * entry before the object is read
+ * ---------------------------------------------------------------------------------------- */
+
+#define BATON__MAGIC_CLIENT 0xBA70C11Eu
+#define BATON__MAGIC_LOCK 0xBA7010C4u
+#define BATON__MAGIC_RWLOCK 0xBA70A3D1u
+#define BATON__MAGIC_OBJECT 0xBA70B1EC /* latch, semaphore, permits, election, barrier */
+
+enum { BATON__LIVE_NONE, BATON__LIVE_OPEN, BATON__LIVE_ORPHAN, BATON__LIVE_CLOSING };
+
+/* Registers p (open) with its magic, the client it lives on (NULL: none) and what a close
+ * of that client releases of it, keeping its memory (dispose; NULL: nothing); what (static)
+ * and a copy of name name it in messages. BATON_OK or BATON_ENOMEM. */
+int baton__live_add(const void *p, uint32_t magic, const void *client, void (*dispose)(void *p),
+                    const char *what, const char *name);
+/* BATON__LIVE_OPEN, _ORPHAN (its client was closed), or _NONE (never registered, removed,
+ * or of another magic). */
+int baton__live_state(const void *p, uint32_t magic);
+/* Another open handle of p's magic, client and name for which match(other, p) holds, or
+ * NULL. match runs under the registry's lock: an open handle cannot start its close
+ * meanwhile (it marks itself closing first, baton__live_closing). */
+const void *baton__live_find(const void *p, uint32_t magic,
+                             bool (*match)(const void *other, const void *p));
+/* An open p marked closing (true), else false: the start of a close, which may run once. */
+bool baton__live_closing(const void *p, uint32_t magic);
+/* Unregisters p; its state before. */
+int baton__live_remove(const void *p, uint32_t magic);
+/* At a client's close, while it still works: every handle open on it is disposed, newest
+ * first, and marked orphaned. */
+void baton__live_orphan_all(const void *client);
+/* BATON_OK for an open handle; else a misuse (NULL: BATON_EINVAL; orphaned or unknown:
+ * BATON_ECLOSED), its message for the calling thread (baton__misuse_msg). */
+int baton__handle_enter(const void *p, uint32_t magic, const char *what);
+/* Records the calling thread's message of a call that has no live client; returns code. */
+int baton__misuse(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *baton__misuse_msg(void);
+/* A close of what is not open: prints "baton: fn(p): not an open what: ..." and aborts. */
+_Noreturn void baton__misuse_abort(const char *fn, const void *p, const char *what);
 
 /* ------------------------------------------------------------------------------------------
  * The client's configuration, as data (options resolved by client.c; the URL parsed by

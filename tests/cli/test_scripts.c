@@ -240,6 +240,7 @@ static const spec SPECS[] = {
     {"permits_try_set_permits", F_PERMITS, {K_COUNT, K_LEASES, K_SEMCH}, {"3", SEM_NL}},
     {"permits_update_lease", F_PERMITS, {K_LEASES}, {ID1, "30000"}},
     {"latch_count_down", F_LATCH, {K_COUNT, K_LATCHCH, K_REQUEST}, {"0", "60000"}},
+    {"fenced_set", F_LATCH, {{"$", 's'}, {"baton_fence:{$}", 'i'}}, {"5", "v"}},
     {"latch_delete", F_LATCH, {K_COUNT, K_LATCHCH}, {"0"}},
     {"latch_try_set_count", F_LATCH, {K_COUNT, K_LATCHCH}, {"1", "3"}},
     {"election_proclaim",
@@ -834,6 +835,7 @@ SCRIPT_TEST(fairlock_release)
 SCRIPT_TEST(hold_check)
 SCRIPT_TEST(inspect)
 SCRIPT_TEST(latch_count_down)
+SCRIPT_TEST(fenced_set)
 SCRIPT_TEST(latch_delete)
 SCRIPT_TEST(latch_try_set_count)
 SCRIPT_TEST(lock_acquire)

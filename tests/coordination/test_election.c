@@ -314,7 +314,7 @@ Test(election, campaign_async_completes_when_the_leader_resigns)
                  baton_election_campaign_async(b, "x", -5, BATON_LEASE_WATCHDOG, on_done, &d, NULL),
                  BATON_EINVAL));
     cr_assert(
-        eq(int, baton_election_campaign_async(b, "x", 0, 0, on_done, &d, NULL), BATON_EINVAL));
+        eq(int, baton_election_campaign_async(b, "x", 0, -3, on_done, &d, NULL), BATON_EINVAL));
     cr_assert(eq(int,
                  baton_election_campaign_async(b, "x", 0, BATON_LEASE_WATCHDOG, NULL, NULL, NULL),
                  BATON_EINVAL));
@@ -478,7 +478,7 @@ Test(election, bad_arguments)
     big[BATON_ELECTION_MAX_VALUE + 1] = '\0';
     cr_assert(eq(int, baton_election_campaign(e, big, 0, BATON_LEASE_WATCHDOG), BATON_EINVAL));
     cr_assert(eq(int, baton_election_campaign(e, "v", -5, BATON_LEASE_WATCHDOG), BATON_EINVAL));
-    cr_assert(eq(int, baton_election_campaign(e, "v", 0, 0), BATON_EINVAL));
+    cr_assert(eq(int, baton_election_campaign(e, "v", 0, -3), BATON_EINVAL));
     cr_assert(eq(int, baton_election_observe_next(e, 0, NULL), BATON_EINVAL));
     cr_assert(eq(int, baton_election_term(NULL, NULL), BATON_EINVAL));
     cr_assert(eq(str, (char *)baton_election_name(NULL), ""));

@@ -726,7 +726,7 @@ Test(permits, bad_input_is_einval_and_sends_nothing)
     long long before = th_commands_processed(r);
     cr_assert(eq(int, baton_permits_try_set_permits(p, -1, NULL), BATON_EINVAL));
     cr_assert(eq(int, baton_permits_acquire(p, 1000, NULL), BATON_EINVAL));
-    cr_assert(eq(int, baton_permits_acquire(p, -2, id), BATON_EINVAL));
+    cr_assert(eq(int, baton_permits_acquire(p, -3, id), BATON_EINVAL));
     cr_assert(eq(str, id, ""));
     cr_assert(eq(int, baton_permits_acquire(p, BATON_MAX_DURATION_MS + 1, id), BATON_EINVAL));
     cr_assert(eq(int, baton_permits_try_acquire(p, -2, 1000, id), BATON_EINVAL));

@@ -749,7 +749,7 @@ Test(multilock, bad_input_is_einval)
         cr_assert(eq(ptr, g2, NULL));
         /* bad waits and leases are refused before anything is sent */
         cr_assert(eq(int, baton_lock_try_acquire(g, -5, 1000), BATON_EINVAL));
-        cr_assert(eq(int, baton_lock_try_acquire(g, 0, 0), BATON_EINVAL));
+        cr_assert(eq(int, baton_lock_try_acquire(g, 0, -3), BATON_EINVAL));
         cr_assert(eq(int, baton_lock_acquire(g, -7), BATON_EINVAL));
         cr_assert(eq(int, baton_lock_is_locked(g, NULL), BATON_EINVAL));
         cr_assert(eq(int, baton_lock_hold_count(g, NULL), BATON_EINVAL));

@@ -82,7 +82,9 @@ for f in README.md security.md systemd.md election.md barrier.md guarantees.md b
     printf '%s\n' "$docs" | grep -qx "/usr/share/doc/baton/$f" ||
         fail "baton does not ship /usr/share/doc/baton/$f: $docs"
 done
-dpkg-deb -f "$cli" Depends | grep -q "$libpkg (>= $upstream)" ||
+# (>= the version that added the newest symbol the CLI uses: the symbols file's, at most
+# $upstream)
+dpkg-deb -f "$cli" Depends | grep -q "$libpkg (>= " ||
     fail "baton does not depend on $libpkg: $(dpkg-deb -f "$cli" Depends)"
 dpkg-deb -f "$dev" Depends | grep -q "$libpkg (= $version)" ||
     fail "libbaton-dev does not depend on $libpkg (= $version): $(dpkg-deb -f "$dev" Depends)"
