@@ -29,13 +29,13 @@ extern "C" {
  *
  * A wait of 0 is one attempt, no waiting; BATON_WAIT_FOREVER waits without a limit. A
  * lease of 0 is the default, the watchdog's, as BATON_LEASE_WATCHDOG is, for every kind
- * (a lease of 0 was BATON_EINVAL for the locks and the election before 0.1.1).
+ * (a lease of 0 was BATON_EINVAL for the locks and the election before 0.2.0).
  *
  * The two constants differ, so that arguments swapped are told: a wait of
  * BATON_LEASE_WATCHDOG is refused with BATON_EINVAL naming both arguments. A lease of -1
- * (BATON_LEASE_WATCHDOG's value before 0.1.1, the same as BATON_WAIT_FOREVER's) is still
+ * (BATON_LEASE_WATCHDOG's value before 0.2.0, the same as BATON_WAIT_FOREVER's) is still
  * read as the watchdog's, for programs built against the older header; deprecated, it will
- * be refused in 0.2.
+ * be refused in 0.3.
  */
 /* Pass as a wait or timeout argument to wait without a time limit. */
 #define BATON_WAIT_FOREVER (-1)

@@ -16,7 +16,7 @@
  * it. A release through another handle of the same client, name and kind that took no hold
  * of the calling thread is refused (BATON_ENOTHELD, "lock x: the calling thread holds it
  * through another handle of this name: release it through that handle"), so the first
- * handle never finds its hold deleted under it (before 0.1.1 the second release deleted it
+ * handle never finds its hold deleted under it (before 0.2.0 the second release deleted it
  * and the first handle's lost handler fired). A thread that acquires through both handles
  * re-enters, and each release counts its own handle's holds. For holders
  * that are not threads, the _as forms take an explicit owner (baton_owner, async.h); the

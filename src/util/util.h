@@ -123,7 +123,7 @@ int baton__check_wait(int64_t ms);
 /* BATON_OK if ms is a valid lease (BATON_LEASE_WATCHDOG or 1..BATON_MAX_DURATION_MS). */
 int baton__check_lease(int64_t ms);
 /* A lease as the caller gave it, as the library reads it: 0 (the default) and -1 (the
- * watchdog before 0.1.1, common.h) are BATON_LEASE_WATCHDOG; anything else is itself. */
+ * watchdog before 0.2.0, common.h) are BATON_LEASE_WATCHDOG; anything else is itself. */
 static inline int64_t baton__lease_in(int64_t ms)
 {
     return ms == 0 || ms == -1 ? BATON_LEASE_WATCHDOG : ms;
