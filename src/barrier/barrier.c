@@ -119,6 +119,16 @@ static int reply_ints(baton_barrier *b, redisReply *r, const char *script, long 
     return BATON_OK;
 }
 
+/* The generation a's arrival is in broke: nothing to give up. */
+static int broken(awaiting *a)
+{
+    a->ended = true;
+    return baton__fail(a->b->base.client, BROKEN,
+                       "barrier %s: generation %lld broken: a party died, timed out or was "
+                       "cancelled",
+                       a->b->base.name, (long long)a->gen);
+}
+
 /* One look: BATON_OK tripped, BATON_ETIMEDOUT waiting, BROKEN, or an error. */
 static int check(awaiting *a, const char *mode)
 {
@@ -139,13 +149,8 @@ static int check(awaiting *a, const char *mode)
         a->ended = true;
         return BATON_OK;
     }
-    if (v[0] == 2) {
-        a->ended = true;
-        return baton__fail(b->base.client, BROKEN,
-                           "barrier %s: generation %lld broken: a party died, timed out or was "
-                           "cancelled",
-                           b->base.name, (long long)a->gen);
-    }
+    if (v[0] == 2)
+        return broken(a);
     int64_t bound = a->lease_ms / 3;
     if (v[1] >= 0 && v[1] + 5 < bound)
         bound = v[1] + 5;
@@ -208,13 +213,8 @@ static int attempt(void *arg, baton__sub *sub)
         new_party_id(a);
         return attempt(arg, sub);
     }
-    if (v[0] == 2) {
-        a->ended = true;
-        return baton__fail(b->base.client, BROKEN,
-                           "barrier %s: generation %lld broken: a party died, timed out or was "
-                           "cancelled",
-                           b->base.name, (long long)a->gen);
-    }
+    if (v[0] == 2)
+        return broken(a);
     if (v[0] == 1) {
         a->ended = true;
         return BATON_OK;
