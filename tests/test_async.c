@@ -20,7 +20,6 @@
 
 TestSuite(async, .timeout = 120);
 
-
 /* ------------------------------------------------------------------ owners ---------- */
 
 typedef struct owner_job {

@@ -21,7 +21,6 @@
 
 TestSuite(barrier, .timeout = 60);
 
-
 static baton_client *client_wd(int64_t watchdog_ms)
 {
     baton_options o;

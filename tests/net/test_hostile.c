@@ -30,7 +30,6 @@
 
 TestSuite(hostile, .timeout = 60);
 
-
 /* ------------------------------- the fake server -------------------------------------- */
 
 typedef enum hostile_kind {
