@@ -263,6 +263,19 @@ void baton__mux_put(baton_client *c, baton__conn *v)
 
 /* ------------------------------- writing ---------------------------------------------- */
 
+/* The end of a flush or a read (p->mux_mu held, released here): a link that failed has its
+ * pool's idle connections dropped; rc is the caller's outcome, its detail in v->errstr. */
+static int leave(baton_client *c, baton__pool *p, baton__conn *v, bool failed, int rc,
+                 const char *what)
+{
+    baton__mutex_unlock(&p->mux_mu);
+    if (failed)
+        baton__pool_drop_idle(c, p);
+    if (rc != BATON_OK)
+        return baton__fail(c, rc, "%s: %s", what, v->errstr);
+    return BATON_OK;
+}
+
 /* Writes n bytes of b on L's socket by the deadline (no mutex held): true, or false with
  * the reason in L->k->errstr. */
 static bool write_all(baton__link *L, const char *b, size_t n, int64_t deadline_us)
@@ -363,13 +376,7 @@ int baton__mux_flush(baton_client *c, baton__conn *v, const char *what, int64_t 
         }
     }
     L->writing = false;
-    int rc = v->vrc;
-    baton__mutex_unlock(&p->mux_mu);
-    if (failed)
-        baton__pool_drop_idle(c, p);
-    if (rc != BATON_OK)
-        return baton__fail(c, rc, "%s: %s", what, v->errstr);
-    return BATON_OK;
+    return leave(c, p, v, failed, v->vrc, what);
 }
 
 /* ------------------------------- reading ---------------------------------------------- */
@@ -538,12 +545,7 @@ int baton__mux_read(baton_client *c, baton__conn *v, const char *what, int64_t d
                 break;
             }
     }
-    baton__mutex_unlock(&p->mux_mu);
-    if (failed)
-        baton__pool_drop_idle(c, p);
-    if (rc != BATON_OK)
-        return baton__fail(c, rc, "%s: %s", what, v->errstr);
-    return BATON_OK;
+    return leave(c, p, v, failed, rc, what);
 }
 
 /* ------------------------------- the pool's end --------------------------------------- */
