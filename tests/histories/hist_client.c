@@ -227,6 +227,7 @@ static baton_client *open_client(int64_t until_us)
     o.keepalive_ms = 2000;
     o.sync_replicas = (int)env_int("HIST_SYNC_REPLICAS", 0);
     o.sync_timeout_ms = 500;
+    o.multiplex = (int)env_int("HIST_MULTIPLEX", 0); /* 1: the shared connection */
     for (;;) {
         baton_client *c = NULL;
         if (baton_client_open(&o, &c) == BATON_OK)
