@@ -9,7 +9,6 @@
 
 #include "client_fields.h"
 #include "conn.h"
-#include "redirect.h"
 #include "slots.h"
 #include "topology.h"
 

@@ -123,11 +123,6 @@ int baton__script_run_once_arg(baton_client *c, const baton__script *s, const ch
                                int nkeys, const char **keys, int nargs, const char **args,
                                struct redisReply **reply);
 
-/* Where key lives: "host:port" of the node that serves it (a Cluster: its slot's master as
- * the client knows it now; otherwise the server, or "unix:<path>"), and its slot (-1 when
- * not a Cluster; slot may be NULL). */
-void baton__node_of_key(baton_client *c, const char *key, char *buf, size_t len, int *slot);
-
 /* "<host>:<pid>" of the process that opened the client (gethostname, getpid; made once at
  * open: a client serves only that process). The lock kinds record it beside each hold. */
 const char *baton__client_origin(const baton_client *c);
@@ -139,13 +134,7 @@ const char *baton__client_origin(const baton_client *c);
 /* Appends an EVALSHA to a connection's output (pipelining: conn.h's flush and read). */
 int baton__script_append(baton__conn *k, const baton__script *s, int nkeys, const char **keys,
                          int nargs, const char **args);
-/* Appends WAIT sync_replicas sync_timeout_ms when sync_replicas is set, or WAITAOF 1
- * sync_replicas sync_timeout_ms when sync_aof is (pipelines that must be acknowledged, the
- * watchdog's); returns whether it did. */
-bool baton__append_wait(baton_client *c, baton__conn *k);
-/* Reads a WAIT's reply: BATON_OK when enough replicas acknowledged, BATON_ENOTSYNCED when
- * not (detail recorded), BATON_ECONN when the connection broke. */
-int baton__read_wait(baton_client *c, baton__conn *k);
+/* WAIT and its reply after a pipeline: baton__append_wait and baton__read_wait (net/send.h). */
 
 /* ------------------------------------------------------------------------------------------
  * Pub/sub dispatcher

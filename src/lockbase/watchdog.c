@@ -28,6 +28,7 @@
 #include "client_fields.h"
 #include "baton_scripts.h"
 #include "conn.h"
+#include "send.h"
 #include "slots.h"
 #include "topology.h"
 

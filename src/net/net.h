@@ -23,4 +23,9 @@ int baton__reply_error(baton_client *c, const struct redisReply *r);
  * migrating, a failover). The call did not run; a wait may try again within its bound. */
 bool baton__in_flux(const baton_client *c);
 
+/* Where key lives: "host:port" of the node that serves it (a Cluster: its slot's master as
+ * the client knows it now; otherwise the server, or "unix:<path>"), and its slot (-1 when
+ * not a Cluster; slot may be NULL). */
+void baton__node_of_key(baton_client *c, const char *key, char *buf, size_t len, int *slot);
+
 #endif /* BATON_NET_H */

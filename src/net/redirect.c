@@ -5,7 +5,7 @@
  * target, nothing changed; TRYAGAIN and CLUSTERDOWN: a new map or a pause doubling from
  * 5 ms to 200 ms), and what is left when the redirections run out (baton__in_flux). The
  * slot map itself is read and kept by topology.c, the redirection's text decoded by
- * slots.c (pure); client.c's command and script runners follow what this file says.
+ * slots.c (pure); send.c, which sends every command and script, follows what this file says.
  */
 #include "redirect.h"
 

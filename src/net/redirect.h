@@ -1,6 +1,6 @@
 /*
- * Private to the core: Cluster redirections (redirect.c), followed by the command and script
- * runners of client.c.
+ * Private to the transport: Cluster redirections (redirect.c), followed by send.c, where
+ * every command and script goes (net/send.h).
  */
 #ifndef BATON_CORE_REDIRECT_H
 #define BATON_CORE_REDIRECT_H
