@@ -313,7 +313,8 @@ typedef struct acquiring {
     int64_t ttl;      /* in the line, or reserved for another: how long to sleep at most */
     bool waits;       /* wait_ms != 0: it may join the line */
     char member[32 + 1 + BATON__OWNER_LEN + 24]; /* "<n>:<owner>" */
-    char *own; /* its own channel once in the line (<channel>:<owner>); else NULL */
+    char *own;      /* its own channel once in the line (<channel>:<owner>); else NULL */
+    long long rank; /* waiters before it in the line at its last attempt; -1: not in it */
 } acquiring;
 
 /* One run of the acquire script: BATON_OK (every id taken), BATON_ETIMEDOUT (none, with
@@ -351,6 +352,7 @@ static int try_once(void *arg, baton__sub *sub)
         return baton__fail(c, BATON_EPROTO, "permits %s: unexpected reply to permits_acquire",
                            p->base.name);
     a->ttl = -1;
+    a->rank = status == BATON__ACQ_IN_LINE ? value : -1;
     if (status == BATON__ACQ_TAKEN)
         return BATON_OK;
     if (status == BATON__ACQ_IN_LINE) { /* in the line, value waiters before it */
@@ -384,6 +386,16 @@ static int64_t bound(void *arg)
 static const char *own_channel(void *arg)
 {
     return ((acquiring *)arg)->own;
+}
+
+/* The line's first hears the shared channel too: a Redisson client's release publishes the
+ * new count only there, and then wakes this waiter within a round trip rather than at its
+ * next look (the line has no due time: a baton release serves its first on its own
+ * channel, as the semaphore's). */
+static bool first_in_line(void *arg)
+{
+    acquiring *a = arg;
+    return a->own && a->rank == 0;
 }
 
 /* A wait that failed leaves the line, and drops the reservation if it holds one (the
@@ -441,9 +453,15 @@ static int64_t permit_wakeups(const char *payload, size_t len, int refs, int64_t
 
 static const baton__sub_type permits_sub = {permit_wakeups, true, false};
 
-/* channel, counted as, join a live subscription, attempt, sleep bound, give up, relisten, turn */
-static const baton__wait_ops permits_wait = {
-    &permits_sub, BATON_KIND_SEMAPHORE, true, try_once, bound, give_up, own_channel, turn};
+static const baton__wait_ops permits_wait = {.sub = &permits_sub,
+                                             .stat = BATON_KIND_SEMAPHORE,
+                                             .join_live = true,
+                                             .attempt = try_once,
+                                             .bound_ms = bound,
+                                             .give_up = give_up,
+                                             .relisten = own_channel,
+                                             .turn = turn,
+                                             .first = first_in_line};
 
 static int try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_t lease_ms,
                             char (*ids)[BATON_PERMIT_ID_SIZE])
@@ -479,6 +497,7 @@ static int try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_
                    .recheck_ms = baton__client_config(c)->recheck_ms,
                    .since_us = baton__now_us(),
                    .ttl = -1,
+                   .rank = -1,
                    .waits = wait_ms != 0};
     char owner[BATON__OWNER_LEN + 24], life[16];
     baton__waiter_owner(c, owner, sizeof owner);

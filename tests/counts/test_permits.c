@@ -1100,6 +1100,59 @@ Test(permits, a_release_goes_to_the_first_of_the_line_alone, .timeout = 60)
     free(name);
 }
 
+/* Issue 49, mixed deployments: the line's first waiter hears the shared channel too, so a
+ * Redisson client's release (ZREM of the lease, INCRBY and PUBLISH of the count on
+ * redisson_sc:{name} only, RPermitExpirableSemaphore's) wakes it within a round trip, not at
+ * its next look (50 ms after it joined; the release comes about 10 ms after). */
+static const char REDISSON_PERMIT_RELEASE[] =
+    "if redis.call('zrem', KEYS[3], ARGV[1]) ~= 1 then return 0 end; "
+    "local v = redis.call('incrby', KEYS[1], 1); redis.call('publish', KEYS[2], v); return 1";
+
+Test(permits, a_redisson_release_wakes_the_lines_first_at_once, .timeout = 60)
+{
+    baton_client *ch = th_client(NULL), *ca = th_client(NULL);
+    char *name = th_name("pl-redisson-wake");
+    baton_permits *h = open_permits(ch, name, 1), *pa = open_permits(ca, name, -1);
+    redisContext *r = th_redis();
+    for (int round = 0; round < 3; round++) {
+        char held[BATON_PERMIT_ID_SIZE];
+        cr_assert(eq(int, baton_permits_try_acquire(h, 0, 60000, held), BATON_OK));
+        waiter wa = {pa, 20000, -100, "", 0};
+        pthread_t ta;
+        cr_assert(eq(int, pthread_create(&ta, NULL, waiter_main, &wa), 0));
+        int64_t t0 = th_ms();
+        while (th_cmd_int(r, "ZCARD baton_semaphore_line:{%s}", name) < 1 && th_ms() - t0 < 5000)
+            th_sleep_ms(1);
+        cr_assert(eq(i64, th_cmd_int(r, "ZCARD baton_semaphore_line:{%s}", name), 1),
+                  "round %d: the baton waiter queued", round);
+        th_sleep_ms(10);
+        /* the holder's permit given back as a Redisson client gives one back */
+        char b[16];
+        id_bytes(held, b);
+        char timeouts[256], channel[256];
+        snprintf(timeouts, sizeof timeouts, "{%s}:timeout", name);
+        snprintf(channel, sizeof channel, "redisson_sc:{%s}", name);
+        int64_t released = th_ms();
+        redisReply *rep = redisCommand(r, "EVAL %s 3 %s %s %s %b", REDISSON_PERMIT_RELEASE, name,
+                                       channel, timeouts, b, (size_t)16);
+        cr_assert(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1);
+        freeReplyObject(rep);
+        pthread_join(ta, NULL);
+        cr_assert(eq(int, wa.rc, BATON_OK), "round %d: %s", round, baton_err_name(wa.rc));
+        cr_assert(le(i64, wa.done_ms - released, 25),
+                  "round %d: the permit came %lld ms after the release", round,
+                  (long long)(wa.done_ms - released));
+        cr_assert(eq(int, baton_permits_release(pa, wa.id), BATON_OK));
+    }
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS baton_semaphore_line:{%s}", name), 0));
+    redisFree(r);
+    baton_permits_close(pa);
+    baton_permits_close(h);
+    baton_client_close(ca);
+    baton_client_close(ch);
+    free(name);
+}
+
 /* A permit whose holder died (its lease ran out) goes to the line's first: A waits in the
  * line; B, a newcomer, asks after the lease has ended and is refused, whether A's own look
  * gave the lease back and took it first or B's try gave it back and reserved it for A
