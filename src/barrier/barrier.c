@@ -39,7 +39,8 @@
 typedef struct phase {
     char *state, *parties, *channel;
     /* the party id of this handle's last arrival whose outcome is unknown (its reply lost
-     * twice), sent again by the next await so that one process is never two parties */
+     * twice, or its wait failed before the generation ended), sent again by the next await
+     * so that one process is never two parties */
     char unresolved[96];
 } phase;
 
@@ -286,7 +287,11 @@ static int await_phase(baton_barrier *b, int which, int64_t timeout_ms, int64_t 
     }
     snprintf(a.lease, sizeof a.lease, "%lld", (long long)a.lease_ms);
     rc = baton__wait_for(b->base.client, &barrier_wait, a.p->channel, timeout_ms, &a);
-    if (a.unknown)
+    /* An arrival whose fate is unknown (its reply lost), or one that arrived and then failed
+     * before its generation ended (the server lost while it waited, its give-up's leave
+     * lost too): it may still count, so the next await is that arrival again (the script
+     * answers what became of it) rather than a second party of this process. */
+    if (a.unknown || (a.arrived && !a.ended && rc != BATON_OK))
         snprintf(ph->unresolved, sizeof ph->unresolved, "%s", a.id);
     else if (a.arrived || !a.reused)
         ph->unresolved[0] = '\0';

@@ -506,6 +506,54 @@ Test(faults, a_barrier_arrival_lost_twice_is_the_same_party_at_the_next_await)
     rig_down(&r);
 }
 
+/* A party that arrived and then lost the server while it waited (a 30-minute history's
+ * barrier violations: a server killed under three parties): its await fails (ECONN, its
+ * give-up's leave lost too), so its arrival still counts, and the handle's next await must
+ * be that arrival, not a second party that trips the generation a party short. */
+Test(faults, a_party_whose_wait_lost_the_server_is_the_same_party_at_the_next_await)
+{
+    rig r;
+    rig_up(&r, 500);
+    baton_client *d = th_client_on(r.server.port, 1000);
+    const char *state = "baton_barrier:{fl-bar-wait}";
+    party a = {.c = r.c}, b = {.c = d};
+    cr_assert(eq(int, baton_barrier_open(r.c, "fl-bar-wait", 2, &a.b), BATON_OK));
+    cr_assert(eq(int, baton_barrier_open(d, "fl-bar-wait", 2, &b.b), BATON_OK));
+    pthread_t t;
+    pthread_create(&t, NULL, party_await, &a);
+    party_await(&b);
+    pthread_join(t, NULL);
+    cr_assert(eq(int, a.rc, BATON_OK), "%s", a.err);
+    cr_assert(eq(int, b.rc, BATON_OK), "%s", b.err);
+    /* A arrives in generation 1 and waits */
+    pthread_create(&t, NULL, party_await, &a);
+    for (int i = 0; i < 200 && barrier_count(&r, state) == 0; i++)
+        th_sleep_ms(10);
+    cr_assert(eq(i64, barrier_count(&r, state), 1), "A arrived");
+    /* the server is lost to A while it waits: every connection reset, new ones held */
+    th_proxy_hold(r.proxy, true);
+    th_proxy_cut(r.proxy);
+    pthread_join(t, NULL);
+    cr_assert(eq(int, a.rc, BATON_ECONN), "%d %s", a.rc, a.err);
+    th_proxy_heal(r.proxy);
+    cr_assert(eq(i64, barrier_count(&r, state), 1), "A's arrival, its lease still running");
+    /* A's next await is that arrival: it waits for B, it does not trip generation 1 alone */
+    pthread_create(&t, NULL, party_await, &a);
+    th_sleep_ms(400);
+    cr_assert(eq(i64, barrier_count(&r, state), 1), "A counted once");
+    party_await(&b);
+    pthread_join(t, NULL);
+    cr_assert(eq(int, a.rc, BATON_OK), "%s", a.err);
+    cr_assert(eq(int, b.rc, BATON_OK), "%s", b.err);
+    cr_assert(eq(i64, a.gen, 1));
+    cr_assert(eq(i64, b.gen, 1), "B's arrival tripped the generation A waited in");
+    cr_assert(ne(i64, a.index, b.index));
+    baton_barrier_close(a.b);
+    baton_barrier_close(b.b);
+    baton_client_close(d);
+    rig_down(&r);
+}
+
 Test(faults, a_barrier_arrival_whose_reply_is_lost_waits_for_the_others)
 {
     an_arrival_whose_reply_is_lost(true);
