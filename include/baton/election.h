@@ -83,7 +83,8 @@ BATON_API void baton_election_close(baton_election *e);
  * Campaigns: waits until this handle leads (or wait_ms passes), then announces value
  * (NULL: ""; at most BATON_ELECTION_MAX_VALUE bytes) as the new term's value. lease_ms as
  * a lock's: BATON_LEASE_WATCHDOG (renewed every watchdog_ms / 3 until resigned or lost) or
- * a fixed lease in ms. A handle that already leads only proclaims value.
+ * a fixed lease in ms (a lease of -1, BATON_WAIT_FOREVER, is refused as a swapped argument:
+ * common.h). A handle that already leads only proclaims value.
  *
  * Blocks until leader, wait_ms (0: one attempt; BATON_WAIT_FOREVER) or a server error.
  * Returns BATON_OK; BATON_ETIMEDOUT (another leads; nothing left behind); BATON_EINVAL (bad

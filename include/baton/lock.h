@@ -97,7 +97,9 @@ BATON_API int baton_lock_acquire(baton_lock *l, int64_t lease_ms);
  * BATON_WAIT_FOREVER waits without limit. Blocks for at most about wait_ms (plus one
  * command timeout if the server stops answering). The order is (wait_ms, lease_ms), as in
  * every acquire (common.h): a wait_ms of BATON_LEASE_WATCHDOG is refused (BATON_EINVAL,
- * "lock x: wait_ms is BATON_LEASE_WATCHDOG and lease_ms is ...: swapped?").
+ * "lock x: wait_ms is BATON_LEASE_WATCHDOG and lease_ms is ...: swapped?"), and so is a
+ * lease_ms of -1, BATON_WAIT_FOREVER ("lock x: lease_ms is -1 (BATON_WAIT_FOREVER) and
+ * wait_ms is 30000: swapped?"); nothing is sent.
  *
  * Returns BATON_OK; BATON_ETIMEDOUT (not acquired in time; nothing is left behind in
  * Redis, no subscription kept); and the errors of baton_lock_acquire().

@@ -72,7 +72,8 @@ BATON_API int baton_permits_try_set_permits(baton_permits *p, int64_t permits, b
  * (client option), whichever is first. Within one client it queues behind the client's
  * threads already waiting, rather than racing them for a permit just freed (as the
  * semaphore's acquire of 1 permit). Blocks. Returns BATON_OK, BATON_EINVAL (NULL id,
- * lease out of range), BATON_ECONN, BATON_EPROTO; on failure id is the empty string. */
+ * lease out of range; a lease of -1, BATON_WAIT_FOREVER, is refused as a swapped argument:
+ * common.h), BATON_ECONN, BATON_EPROTO; on failure id is the empty string. */
 BATON_API int baton_permits_acquire(baton_permits *p, int64_t lease_ms,
                                     char id[BATON_PERMIT_ID_SIZE]);
 

@@ -111,6 +111,16 @@ int baton__check_wait_lease(baton_client *c, const char *what, const char *name,
             "the order is (wait_ms, lease_ms)",
             what, name, lease == BATON_WAIT_FOREVER ? "BATON_WAIT_FOREVER, " : "",
             (long long)lease);
+    /* -1 was BATON_LEASE_WATCHDOG's value before 0.2.0 and is BATON_WAIT_FOREVER's: a lease
+     * of -1 is a wait written where the lease goes, refused from 0.3.0 (it was read as the
+     * watchdog's in 0.2, deprecated). Nothing is sent. */
+    if (lease == BATON_WAIT_FOREVER)
+        return baton__fail(c, BATON_EINVAL,
+                           "%s %s: lease_ms is -1 (BATON_WAIT_FOREVER) and wait_ms is %s%lld: "
+                           "swapped? the order is (wait_ms, lease_ms); the watchdog's lease is "
+                           "BATON_LEASE_WATCHDOG (-2) or 0",
+                           what, name, wait_ms == BATON_WAIT_FOREVER ? "BATON_WAIT_FOREVER, " : "",
+                           (long long)wait_ms);
     if (baton__check_wait(wait_ms) != BATON_OK)
         return baton__fail(c, BATON_EINVAL,
                            "%s %s: wait_ms %lld: use BATON_WAIT_FOREVER or 0..%lld ms", what, name,

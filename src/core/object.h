@@ -50,8 +50,9 @@ typedef struct baton__object_kind {
 int baton__object_new(baton_client *c, const char *name, const baton__object_kind *kind, void *arg,
                       void *out);
 
-/* The times of an acquire, checked together (common.h): a wait of BATON_LEASE_WATCHDOG is
- * refused naming both arguments (swapped), then the wait, then the lease, which is read
+/* The times of an acquire, checked together (common.h): a wait of BATON_LEASE_WATCHDOG or a
+ * lease of -1 (BATON_WAIT_FOREVER) is refused naming both arguments (swapped), then the
+ * wait, then the lease, which is read
  * (baton__lease_in) into *lease_ms. BATON_OK or BATON_EINVAL, recorded on c as "<what>
  * <name>: ...". */
 int baton__check_wait_lease(baton_client *c, const char *what, const char *name, int64_t wait_ms,

@@ -450,8 +450,7 @@ static int start_op(baton_election *e, baton__op_run_fn run, bool is_release,
         rc = check_value(e, a->in);
     baton__op_args checked = *a; /* its lease as read (0: the watchdog's) */
     if (rc == BATON_OK)
-        rc = baton__check_wait_lease(e->base.client, "election", e->base.name,
-                                     a->wait_ms == BATON_WAIT_FOREVER ? 0 : a->wait_ms,
+        rc = baton__check_wait_lease(e->base.client, "election", e->base.name, a->wait_ms,
                                      &checked.lease_ms);
     a = &checked;
     return rc == BATON_OK ? baton__op_start(e->base.client, e, run, is_release, a, fn, arg, op)

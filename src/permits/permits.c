@@ -722,9 +722,7 @@ int baton_permits_acquire_async(baton_permits *p, int64_t wait_ms, int64_t lease
     baton_client *c = p->base.client;
     if (!id)
         return baton__fail(c, BATON_EINVAL, "permits %s: id is NULL", p->base.name);
-    if ((rc = baton__check_wait_lease(c, "permits", p->base.name,
-                                      wait_ms == BATON_WAIT_FOREVER ? 0 : wait_ms, &lease_ms)) !=
-        BATON_OK)
+    if ((rc = baton__check_wait_lease(c, "permits", p->base.name, wait_ms, &lease_ms)) != BATON_OK)
         return rc;
     id[0] = '\0';
     baton__op_args a = {.wait_ms = wait_ms, .lease_ms = lease_ms, .out = id};
