@@ -44,8 +44,8 @@ static void free_memory(baton__object *o)
     free(o);
 }
 
-int baton__object_new(baton_client *c, const char *name, const baton__object_kind *kind, void *arg,
-                      void *out)
+int baton__object_new(baton_client *c, const char *name, const baton__object_kind *kind,
+                      const baton_handle_options *opts, void *arg, void *out)
 {
     if (out)
         set_out(out, NULL, BATON_OK);
@@ -55,6 +55,9 @@ int baton__object_new(baton_client *c, const char *name, const baton__object_kin
     int rc = baton__check_open_name(c, name, kind->what);
     if (rc == BATON_OK && !out)
         rc = baton__fail(c, BATON_EINVAL, "%s %s: out is NULL", kind->what, name);
+    baton__handle_cfg cfg;
+    if (rc == BATON_OK)
+        rc = baton__handle_cfg_read(c, kind->what, name, opts, kind->reads, &cfg);
     if (rc != BATON_OK)
         return rc;
     baton__object *o = calloc(1, kind->size);
@@ -68,6 +71,7 @@ int baton__object_new(baton_client *c, const char *name, const baton__object_kin
     o->cancel = kind->cancel;
     o->fini = kind->fini;
     o->what = kind->what;
+    o->cfg = cfg;
     baton__key_spec k[BATON__MAX_KEYS];
     bool own = baton__derive_keys(name, k, own_keys(o, k));
     if (!o->name || !o->channel || !o->request_prefix || !own) {
