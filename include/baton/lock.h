@@ -100,7 +100,8 @@ BATON_API void baton_lock_close(baton_lock *l);
 /*
  * Acquires the lock for the calling thread, waiting as long as it takes.
  * lease_ms: BATON_LEASE_WATCHDOG (or 0, the default) to hold until released (the client's
- * watchdog renews the lease every watchdog_ms / 3), or a lease in milliseconds (1 to
+ * watchdog renews the lease every watchdog_ms / 3: the handle's own, baton_lock_open_opts,
+ * or the client's), or a lease in milliseconds (1 to
  * BATON_MAX_DURATION_MS)
  * after which the server frees the lock even if it was not released. Re-entering keeps the
  * outer hold's fencing token.
