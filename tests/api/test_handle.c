@@ -112,6 +112,39 @@ Test(handle, a_handles_watchdog_lease_beside_the_clients_on_one_client)
     free(base);
 }
 
+/* Two handles of one client on one name, one with watchdog_ms 1000, the other the
+ * client's 30 s, both holding for the same thread: one renewal, at the shorter lease (the
+ * re-entry through the 30 s handle set a 30 s PTTL; the renewals bring it back within 1 s)
+ * until both holds are released. */
+Test(handle, two_handles_of_one_hold_renew_it_at_the_shorter_lease)
+{
+    baton_client *c = th_client(NULL);
+    redisContext *r = th_redis();
+    char *name = th_name("ho-two");
+    baton_handle_options o = opts_watchdog(1000);
+    baton_lock *s, *l;
+    cr_assert(eq(int, baton_lock_open_opts(c, name, &o, &s), BATON_OK));
+    cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
+    cr_assert(eq(int, baton_lock_try_acquire(s, 0, BATON_LEASE_WATCHDOG), BATON_OK));
+    cr_assert(eq(int, baton_lock_try_acquire(l, 0, BATON_LEASE_WATCHDOG), BATON_OK));
+    long long p = pttl(r, name);
+    cr_assert(p > 20000, "the re-entry through the 30 s handle: PTTL %lld", p);
+    th_sleep_ms(1500);
+    p = pttl(r, name);
+    cr_assert(p > 0 && p <= 1000, "renewed at the shorter lease: PTTL %lld", p);
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    th_sleep_ms(1500); /* the remaining hold (the 1 s handle's) still renewed */
+    p = pttl(r, name);
+    cr_assert(p > 0 && p <= 1000, "after one release: PTTL %lld", p);
+    cr_assert(eq(int, baton_lock_release(s), BATON_OK));
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s", name), 0));
+    baton_lock_close(l);
+    baton_lock_close(s);
+    redisFree(r);
+    baton_client_close(c);
+    free(name);
+}
+
 /* The child: a client of its own (watchdog 30 s), the lock with watchdog_ms 1000 held for
  * 1.5 s (longer than its lease: renewed), then killed with -9, never released. */
 static int hold_then_die(void *arg)
