@@ -28,6 +28,7 @@
 #define BATON_BARRIER_H
 
 #include <baton/client.h>
+#include <baton/handle.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -42,6 +43,11 @@ typedef struct baton_barrier baton_barrier;
  */
 BATON_API int baton_barrier_open(baton_client *c, const char *name, int64_t parties,
                                  baton_barrier **out);
+/* As baton_barrier_open with options of its own (handle.h; NULL: as the plain open): the
+ * barrier reads watchdog_ms (a waiting party's lease: a dead party breaks the generation
+ * within about one lease and a third); fair_wait_ms or recheck_ms set is BATON_EINVAL. */
+BATON_API int baton_barrier_open_opts(baton_client *c, const char *name, int64_t parties,
+                                      const baton_handle_options *opts, baton_barrier **out);
 
 /* Closes the handle. NULL is a no-op. */
 BATON_API void baton_barrier_close(baton_barrier *b);

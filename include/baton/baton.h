@@ -9,6 +9,7 @@
 #include <baton/version.h>
 #include <baton/error.h>
 #include <baton/client.h>
+#include <baton/handle.h>
 #include <baton/lock.h>
 #include <baton/rwlock.h>
 #include <baton/latch.h>

@@ -59,7 +59,9 @@ typedef struct baton_options {
     int64_t fair_wait_ms;       /* fair lock: how long a silent waiter keeps its place in
                                    the queue; 0: 5000 */
     int64_t recheck_ms;         /* latch and semaphore waiters re-read the server at least
-                                   this often, so a lost message costs at most this; 0: 1000 */
+                                   this often, so a lost message costs at most this; 0: 1000.
+                                   These three are every handle's unless it was opened with
+                                   its own (baton/handle.h, baton_lock_open_opts ...) */
     int pool_size;              /* most command connections at once; 0: 16 */
     /* TLS, used with rediss:// URLs (OpenSSL; TLS 1.2 or newer). NULL or 0 in each means the
      * default beside it. The server's certificate chain and its name (tls_sni, or the URL's

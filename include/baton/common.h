@@ -32,10 +32,11 @@ extern "C" {
  * (a lease of 0 was BATON_EINVAL for the locks and the election before 0.2.0).
  *
  * The two constants differ, so that arguments swapped are told: a wait of
- * BATON_LEASE_WATCHDOG is refused with BATON_EINVAL naming both arguments. A lease of -1
- * (BATON_LEASE_WATCHDOG's value before 0.2.0, the same as BATON_WAIT_FOREVER's) is still
- * read as the watchdog's, for programs built against the older header; deprecated, it will
- * be refused in 0.3.
+ * BATON_LEASE_WATCHDOG, or a lease of -1 (BATON_WAIT_FOREVER), is refused with BATON_EINVAL
+ * naming both arguments ("lock x: lease_ms is -1 (BATON_WAIT_FOREVER) and wait_ms is 30000:
+ * swapped? ..."), before anything is sent. -1 was BATON_LEASE_WATCHDOG's value before 0.2.0,
+ * and 0.2 still read a lease of -1 as the watchdog's (deprecated); from 0.3.0 it is refused,
+ * in every call that takes a lease (hence 0.3's own SONAME, libbaton.so.0.3).
  */
 /* Pass as a wait or timeout argument to wait without a time limit. */
 #define BATON_WAIT_FOREVER (-1)

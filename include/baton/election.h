@@ -29,6 +29,7 @@
 
 #include <baton/async.h>
 #include <baton/client.h>
+#include <baton/handle.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -71,6 +72,12 @@ typedef struct baton_election_event {
  * (NULL argument, bad name); BATON_ENOTSUP (a forked copy of the client); BATON_ENOMEM.
  */
 BATON_API int baton_election_open(baton_client *c, const char *name, baton_election **out);
+/* As baton_election_open with options of its own (handle.h; NULL: as the plain open): the
+ * election reads watchdog_ms (a leader's lease without one of its own, renewed every third
+ * of it: a dead leader is replaced within it) and recheck_ms (how often a watcher looks
+ * whatever it hears); fair_wait_ms set is BATON_EINVAL. */
+BATON_API int baton_election_open_opts(baton_client *c, const char *name,
+                                       const baton_handle_options *opts, baton_election **out);
 
 /*
  * Closes the handle. A leadership still held is not resigned: its renewal stops and it ends
@@ -83,7 +90,8 @@ BATON_API void baton_election_close(baton_election *e);
  * Campaigns: waits until this handle leads (or wait_ms passes), then announces value
  * (NULL: ""; at most BATON_ELECTION_MAX_VALUE bytes) as the new term's value. lease_ms as
  * a lock's: BATON_LEASE_WATCHDOG (renewed every watchdog_ms / 3 until resigned or lost) or
- * a fixed lease in ms. A handle that already leads only proclaims value.
+ * a fixed lease in ms (a lease of -1, BATON_WAIT_FOREVER, is refused as a swapped argument:
+ * common.h). A handle that already leads only proclaims value.
  *
  * Blocks until leader, wait_ms (0: one attempt; BATON_WAIT_FOREVER) or a server error.
  * Returns BATON_OK; BATON_ETIMEDOUT (another leads; nothing left behind); BATON_EINVAL (bad

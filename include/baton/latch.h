@@ -13,6 +13,7 @@
 #define BATON_LATCH_H
 
 #include <baton/client.h>
+#include <baton/handle.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -23,6 +24,11 @@ typedef struct baton_latch baton_latch;
 /* Opens a handle on the latch NAME; sends nothing. Returns BATON_OK, BATON_EINVAL (NULL
  * argument, name empty or over BATON_MAX_NAME_LEN bytes), BATON_ENOMEM. */
 BATON_API int baton_latch_open(baton_client *c, const char *name, baton_latch **out);
+/* As baton_latch_open with options of its own (handle.h; NULL: as the plain open): the latch
+ * reads recheck_ms (a waiter re-reads the count at least this often, so a lost "0" costs at
+ * most that); watchdog_ms or fair_wait_ms set is BATON_EINVAL. */
+BATON_API int baton_latch_open_opts(baton_client *c, const char *name,
+                                    const baton_handle_options *opts, baton_latch **out);
 
 /* Closes the handle. NULL is a no-op. */
 BATON_API void baton_latch_close(baton_latch *l);

@@ -43,6 +43,7 @@
 #define BATON_LOCK_H
 
 #include <baton/client.h>
+#include <baton/handle.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -59,6 +60,24 @@ typedef struct baton_lock baton_lock;
  * BATON_ENOMEM.
  */
 BATON_API int baton_lock_open(baton_client *c, const char *name, baton_lock **out);
+
+/*
+ * As baton_lock_open(), with options of this handle's own (handle.h; NULL: as
+ * baton_lock_open): watchdog_ms, the lease of a hold taken without one (BATON_LEASE_WATCHDOG
+ * or 0), renewed every watchdog_ms / 3 by the client's watchdog, where the client's
+ * watchdog_ms would apply. A 1 s leadership lock and 30 s locks share one client:
+ *
+ *     baton_handle_options o;
+ *     baton_handle_options_init(&o);
+ *     o.watchdog_ms = 1000;
+ *     baton_lock_open_opts(c, "leader", &o, &l);
+ *
+ * Returns as baton_lock_open(); BATON_EINVAL also for options refused (handle.h: a size it
+ * does not know, watchdog_ms out of 30..BATON_MAX_DURATION_MS, fair_wait_ms or recheck_ms
+ * set: a plain lock reads neither), the detail naming the field.
+ */
+BATON_API int baton_lock_open_opts(baton_client *c, const char *name,
+                                   const baton_handle_options *opts, baton_lock **out);
 
 /*
  * Closes the handle. A hold still kept through it is not released; its watchdog renewal
@@ -81,7 +100,8 @@ BATON_API void baton_lock_close(baton_lock *l);
 /*
  * Acquires the lock for the calling thread, waiting as long as it takes.
  * lease_ms: BATON_LEASE_WATCHDOG (or 0, the default) to hold until released (the client's
- * watchdog renews the lease every watchdog_ms / 3), or a lease in milliseconds (1 to
+ * watchdog renews the lease every watchdog_ms / 3: the handle's own, baton_lock_open_opts,
+ * or the client's), or a lease in milliseconds (1 to
  * BATON_MAX_DURATION_MS)
  * after which the server frees the lock even if it was not released. Re-entering keeps the
  * outer hold's fencing token.
@@ -97,7 +117,9 @@ BATON_API int baton_lock_acquire(baton_lock *l, int64_t lease_ms);
  * BATON_WAIT_FOREVER waits without limit. Blocks for at most about wait_ms (plus one
  * command timeout if the server stops answering). The order is (wait_ms, lease_ms), as in
  * every acquire (common.h): a wait_ms of BATON_LEASE_WATCHDOG is refused (BATON_EINVAL,
- * "lock x: wait_ms is BATON_LEASE_WATCHDOG and lease_ms is ...: swapped?").
+ * "lock x: wait_ms is BATON_LEASE_WATCHDOG and lease_ms is ...: swapped?"), and so is a
+ * lease_ms of -1, BATON_WAIT_FOREVER ("lock x: lease_ms is -1 (BATON_WAIT_FOREVER) and
+ * wait_ms is 30000: swapped?"); nothing is sent.
  *
  * Returns BATON_OK; BATON_ETIMEDOUT (not acquired in time; nothing is left behind in
  * Redis, no subscription kept); and the errors of baton_lock_acquire().
@@ -161,6 +183,12 @@ BATON_API int baton_lock_remaining_ttl(baton_lock *l, int64_t *ms_out);
  * baton_lock_open().
  */
 BATON_API int baton_fairlock_open(baton_client *c, const char *name, baton_lock **out);
+/* As baton_fairlock_open with options of its own (handle.h; NULL: as the plain open):
+ * watchdog_ms as a lock's, and fair_wait_ms (how long a silent waiter of this handle keeps
+ * its place; its waits renew their place every third of it); recheck_ms set is
+ * BATON_EINVAL. */
+BATON_API int baton_fairlock_open_opts(baton_client *c, const char *name,
+                                       const baton_handle_options *opts, baton_lock **out);
 
 /*
  * Opens a multi-lock over n member locks (plain or fair, on one or several clients): one
@@ -208,6 +236,11 @@ BATON_API int baton_multilock_open(baton_lock *const *locks, size_t n, baton_loc
  */
 BATON_API int baton_multilock_open_names(baton_client *c, const char *const *names, size_t n,
                                          baton_lock **out);
+/* As baton_multilock_open_names, each member opened with baton_lock_open_opts(opts): the
+ * members' watchdog_ms (NULL: the client's); a refused option is named as a member's
+ * ("multi-lock: name 0: lock a: recheck_ms 5: ..."). */
+BATON_API int baton_multilock_open_names_opts(baton_client *c, const char *const *names, size_t n,
+                                              const baton_handle_options *opts, baton_lock **out);
 
 /*
  * Opens a quorum multi-lock (the Redlock algorithm) over n member locks on independent

@@ -39,6 +39,7 @@
 #define BATON_PERMITS_H
 
 #include <baton/client.h>
+#include <baton/handle.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -53,6 +54,11 @@ typedef struct baton_permits baton_permits;
 /* Opens a handle on the permit semaphore NAME; sends nothing. Returns BATON_OK, BATON_EINVAL
  * (NULL argument, name empty or over BATON_MAX_NAME_LEN bytes), BATON_ENOMEM. */
 BATON_API int baton_permits_open(baton_client *c, const char *name, baton_permits **out);
+/* As baton_permits_open with options of its own (handle.h; NULL: as the plain open): the
+ * permits read watchdog_ms (the lease of a permit taken with BATON_LEASE_WATCHDOG or 0,
+ * renewed every third of it) and recheck_ms; fair_wait_ms set is BATON_EINVAL. */
+BATON_API int baton_permits_open_opts(baton_client *c, const char *name,
+                                      const baton_handle_options *opts, baton_permits **out);
 
 /* Closes the handle. Permits taken through it stay taken until released (by id, through any
  * handle) or until their lease ends; the watchdog stops renewing those it renewed, so they
@@ -72,7 +78,8 @@ BATON_API int baton_permits_try_set_permits(baton_permits *p, int64_t permits, b
  * (client option), whichever is first. Within one client it queues behind the client's
  * threads already waiting, rather than racing them for a permit just freed (as the
  * semaphore's acquire of 1 permit). Blocks. Returns BATON_OK, BATON_EINVAL (NULL id,
- * lease out of range), BATON_ECONN, BATON_EPROTO; on failure id is the empty string. */
+ * lease out of range; a lease of -1, BATON_WAIT_FOREVER, is refused as a swapped argument:
+ * common.h), BATON_ECONN, BATON_EPROTO; on failure id is the empty string. */
 BATON_API int baton_permits_acquire(baton_permits *p, int64_t lease_ms,
                                     char id[BATON_PERMIT_ID_SIZE]);
 

@@ -40,6 +40,7 @@
 #define BATON_RWLOCK_H
 
 #include <baton/client.h>
+#include <baton/handle.h>
 #include <baton/lock.h>
 
 #ifdef __cplusplus
@@ -56,6 +57,11 @@ typedef struct baton_rwlock baton_rwlock;
  * set to NULL); BATON_ENOMEM.
  */
 BATON_API int baton_rwlock_open(baton_client *c, const char *name, baton_rwlock **out);
+/* As baton_rwlock_open with options of its own for both sides (handle.h; NULL: as the plain
+ * open): watchdog_ms (the lease of a hold without one), fair_wait_ms (a waiting writer's
+ * claim) and recheck_ms (how often a waiter re-reads the lock whatever it hears). */
+BATON_API int baton_rwlock_open_opts(baton_client *c, const char *name,
+                                     const baton_handle_options *opts, baton_rwlock **out);
 
 /*
  * Closes the lock and its two handles. Holds still kept through them are not released:

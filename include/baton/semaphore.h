@@ -23,6 +23,7 @@
 #define BATON_SEMAPHORE_H
 
 #include <baton/client.h>
+#include <baton/handle.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -42,6 +43,11 @@ typedef struct baton_semaphore baton_semaphore;
 /* Opens a handle on the semaphore NAME; sends nothing. Returns BATON_OK, BATON_EINVAL (NULL
  * argument, name empty or over BATON_MAX_NAME_LEN bytes), BATON_ENOMEM. */
 BATON_API int baton_semaphore_open(baton_client *c, const char *name, baton_semaphore **out);
+/* As baton_semaphore_open with options of its own (handle.h; NULL: as the plain open): the
+ * semaphore reads recheck_ms (how often a waiter re-reads the count whatever it hears);
+ * watchdog_ms or fair_wait_ms set is BATON_EINVAL. */
+BATON_API int baton_semaphore_open_opts(baton_client *c, const char *name,
+                                        const baton_handle_options *opts, baton_semaphore **out);
 
 /* Closes the handle (permits taken through it stay taken). NULL is a no-op. */
 BATON_API void baton_semaphore_close(baton_semaphore *s);

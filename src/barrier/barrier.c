@@ -71,17 +71,27 @@ static int barrier_init(baton__object *o, void *parties)
     return BATON_OK;
 }
 
-static const baton__object_kind barrier_kind = {"barrier",    CHANNEL_PREFIX, sizeof(baton_barrier),
-                                                barrier_keys, barrier_init,   NULL};
+static const baton__object_kind barrier_kind = {.what = "barrier",
+                                                .channel_prefix = CHANNEL_PREFIX,
+                                                .size = sizeof(baton_barrier),
+                                                .keys = barrier_keys,
+                                                .init = barrier_init,
+                                                .reads = BATON__OPT_WATCHDOG};
 
 int baton_barrier_open(baton_client *c, const char *name, int64_t parties, baton_barrier **out)
+{
+    return baton_barrier_open_opts(c, name, parties, NULL, out);
+}
+
+int baton_barrier_open_opts(baton_client *c, const char *name, int64_t parties,
+                            const baton_handle_options *opts, baton_barrier **out)
 {
     if (c && out && (parties < 2 || parties > MAX_PARTIES)) {
         *out = NULL;
         return baton__fail(c, BATON_EINVAL, "barrier %s: parties %lld: must be 2..%d",
                            name ? name : "", (long long)parties, MAX_PARTIES);
     }
-    return baton__object_new(c, name, &barrier_kind, &parties, out);
+    return baton__object_new(c, name, &barrier_kind, opts, &parties, out);
 }
 
 /* baton_barrier_cancel_waits, baton_barrier_close, baton_barrier_name */
@@ -278,7 +288,7 @@ static int await_phase(baton_barrier *b, int which, int64_t timeout_ms, int64_t 
         return baton__fail(b->base.client, BATON_EINVAL, "timeout_ms %lld", (long long)timeout_ms);
     int64_t start = baton__stat_start(b->base.client);
     phase *ph = &b->ph[which];
-    awaiting a = {.b = b, .p = ph, .lease_ms = baton__watchdog_lease(b->base.client)};
+    awaiting a = {.b = b, .p = ph, .lease_ms = b->base.cfg.watchdog_ms};
     if (ph->unresolved[0]) {
         snprintf(a.id, sizeof a.id, "%s", ph->unresolved);
         a.reused = true;

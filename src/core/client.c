@@ -44,6 +44,68 @@ void baton_options_init(baton_options *opts)
         memset(opts, 0, sizeof *opts);
 }
 
+void baton_handle_options_init(baton_handle_options *o)
+{
+    if (o) {
+        memset(o, 0, sizeof *o);
+        o->size = sizeof *o;
+    }
+}
+
+/* The first version's size: size, watchdog_ms, fair_wait_ms, recheck_ms. */
+#define HANDLE_OPTIONS_V1 (offsetof(baton_handle_options, recheck_ms) + sizeof(int64_t))
+
+int baton__handle_cfg_read(baton_client *c, const char *what, const char *name,
+                           const baton_handle_options *o, unsigned reads, baton__handle_cfg *out)
+{
+    out->watchdog_ms = c->cfg.watchdog_ms;
+    out->fair_wait_ms = c->cfg.fair_wait_ms;
+    out->recheck_ms = c->cfg.recheck_ms;
+    if (!o)
+        return BATON_OK;
+    if (o->size < HANDLE_OPTIONS_V1)
+        return baton__fail(c, BATON_EINVAL,
+                           "%s %s: options size %zu: at least %zu; call "
+                           "baton_handle_options_init first",
+                           what, name, o->size, (size_t)HANDLE_OPTIONS_V1);
+    /* A caller built against a later header: what this library does not know must be 0. */
+    for (size_t i = sizeof *o; i < o->size; i++)
+        if (((const unsigned char *)o)[i] != 0)
+            return baton__fail(c, BATON_EINVAL,
+                               "%s %s: options size %zu: this library knows %zu bytes, and byte "
+                               "%zu is set (an option of a later version)",
+                               what, name, o->size, sizeof *o, i);
+    static const struct {
+        const char *field;
+        size_t offset;
+        unsigned bit;
+        int64_t least;
+    } fields[] = {
+        {"watchdog_ms", offsetof(baton_handle_options, watchdog_ms), BATON__OPT_WATCHDOG,
+         MIN_WATCHDOG_MS},
+        {"fair_wait_ms", offsetof(baton_handle_options, fair_wait_ms), BATON__OPT_FAIR_WAIT, 1},
+        {"recheck_ms", offsetof(baton_handle_options, recheck_ms), BATON__OPT_RECHECK, 1},
+    };
+    int64_t *dst[3] = {&out->watchdog_ms, &out->fair_wait_ms, &out->recheck_ms};
+    for (size_t i = 0; i < 3; i++) {
+        int64_t v;
+        memcpy(&v, (const char *)o + fields[i].offset, sizeof v);
+        if (v == 0)
+            continue;
+        if (!(reads & fields[i].bit))
+            return baton__fail(c, BATON_EINVAL,
+                               "%s %s: %s %lld: means nothing to the %s kind; leave it 0", what,
+                               name, fields[i].field, (long long)v, what);
+        if (v < fields[i].least || v > BATON_MAX_DURATION_MS)
+            return baton__fail(c, BATON_EINVAL,
+                               "%s %s: %s %lld: use 0 (the client's) or %lld..%lld ms", what, name,
+                               fields[i].field, (long long)v, (long long)fields[i].least,
+                               (long long)BATON_MAX_DURATION_MS);
+        *dst[i] = v;
+    }
+    return BATON_OK;
+}
+
 const baton__config *baton__client_config(const baton_client *c)
 {
     return &c->cfg;

@@ -249,4 +249,27 @@ char *baton__client_record_key(const char *owner);
 /* The watchdog lease of a client, in ms. */
 int64_t baton__watchdog_lease(const baton_client *c);
 
+/* ------------------------------------------------------------------------------------------
+ * Options per handle (include/baton/handle.h), read at a handle's open (client.c)
+ * ---------------------------------------------------------------------------------------- */
+
+/* A handle's times, resolved: the handle's own where it gave one, else its client's. */
+typedef struct baton__handle_cfg {
+    int64_t watchdog_ms;  /* the lease of its holds without one, renewed every third */
+    int64_t fair_wait_ms; /* a silent waiter's place in a fair queue, a writer's claim */
+    int64_t recheck_ms;   /* a waiter re-reads the server at least this often */
+} baton__handle_cfg;
+
+/* The fields a kind reads (the others must be 0). */
+#define BATON__OPT_WATCHDOG 1u
+#define BATON__OPT_FAIR_WAIT 2u
+#define BATON__OPT_RECHECK 4u
+
+/* Checks o (NULL: none) for a handle of kind `what` named `name` that reads the fields in
+ * `reads` (BATON__OPT_*), and resolves *out from it and c's configuration. BATON_OK, or
+ * BATON_EINVAL recorded on c ("<what> <name>: watchdog_ms 10: ...", "... fair_wait_ms
+ * 5000: means nothing to the semaphore kind", a size the library does not know). */
+int baton__handle_cfg_read(baton_client *c, const char *what, const char *name,
+                           const baton_handle_options *o, unsigned reads, baton__handle_cfg *out);
+
 #endif /* BATON_CORE_INTERNAL_H */

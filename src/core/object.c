@@ -44,8 +44,8 @@ static void free_memory(baton__object *o)
     free(o);
 }
 
-int baton__object_new(baton_client *c, const char *name, const baton__object_kind *kind, void *arg,
-                      void *out)
+int baton__object_new(baton_client *c, const char *name, const baton__object_kind *kind,
+                      const baton_handle_options *opts, void *arg, void *out)
 {
     if (out)
         set_out(out, NULL, BATON_OK);
@@ -55,6 +55,9 @@ int baton__object_new(baton_client *c, const char *name, const baton__object_kin
     int rc = baton__check_open_name(c, name, kind->what);
     if (rc == BATON_OK && !out)
         rc = baton__fail(c, BATON_EINVAL, "%s %s: out is NULL", kind->what, name);
+    baton__handle_cfg cfg;
+    if (rc == BATON_OK)
+        rc = baton__handle_cfg_read(c, kind->what, name, opts, kind->reads, &cfg);
     if (rc != BATON_OK)
         return rc;
     baton__object *o = calloc(1, kind->size);
@@ -68,6 +71,7 @@ int baton__object_new(baton_client *c, const char *name, const baton__object_kin
     o->cancel = kind->cancel;
     o->fini = kind->fini;
     o->what = kind->what;
+    o->cfg = cfg;
     baton__key_spec k[BATON__MAX_KEYS];
     bool own = baton__derive_keys(name, k, own_keys(o, k));
     if (!o->name || !o->channel || !o->request_prefix || !own) {
@@ -111,6 +115,16 @@ int baton__check_wait_lease(baton_client *c, const char *what, const char *name,
             "the order is (wait_ms, lease_ms)",
             what, name, lease == BATON_WAIT_FOREVER ? "BATON_WAIT_FOREVER, " : "",
             (long long)lease);
+    /* -1 was BATON_LEASE_WATCHDOG's value before 0.2.0 and is BATON_WAIT_FOREVER's: a lease
+     * of -1 is a wait written where the lease goes, refused from 0.3.0 (it was read as the
+     * watchdog's in 0.2, deprecated). Nothing is sent. */
+    if (lease == BATON_WAIT_FOREVER)
+        return baton__fail(c, BATON_EINVAL,
+                           "%s %s: lease_ms is -1 (BATON_WAIT_FOREVER) and wait_ms is %s%lld: "
+                           "swapped? the order is (wait_ms, lease_ms); the watchdog's lease is "
+                           "BATON_LEASE_WATCHDOG (-2) or 0",
+                           what, name, wait_ms == BATON_WAIT_FOREVER ? "BATON_WAIT_FOREVER, " : "",
+                           (long long)wait_ms);
     if (baton__check_wait(wait_ms) != BATON_OK)
         return baton__fail(c, BATON_EINVAL,
                            "%s %s: wait_ms %lld: use BATON_WAIT_FOREVER or 0..%lld ms", what, name,

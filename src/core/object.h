@@ -23,6 +23,7 @@ typedef struct baton__object {
     void (*cancel)(struct baton__object *o);
     void (*fini)(struct baton__object *o); /* the kind's (its table's), run once */
     const char *what;                      /* the kind, as messages name it ("semaphore") */
+    baton__handle_cfg cfg; /* its times: its options at open (handle.h), else the client's */
 } baton__object;
 
 /* What a kind of handle is, in one static const table that every kind fills (the latch,
@@ -39,6 +40,7 @@ typedef struct baton__object_kind {
     int (*init)(baton__object *o, void *arg);
     void (*fini)(baton__object *o);   /* as baton__object_close's, or NULL */
     void (*cancel)(baton__object *o); /* the base's `cancel`, or NULL */
+    unsigned reads; /* the options per handle it reads (BATON__OPT_*); the others must be 0 */
 } baton__object_kind;
 /* The open of a kind, whose public open is then this one call: c, out and the name checked
  * (baton__check_open_name, kind->what names the kind in the detail), then kind->size zeroed
@@ -47,11 +49,12 @@ typedef struct baton__object_kind {
  * one representation, C11 6.2.5), set to the handle or NULL. Returns BATON_OK, BATON_EINVAL
  * (c or out NULL, or the name), BATON_ENOTSUP (a forked client), BATON_ENOMEM, or init's
  * error; the detail is recorded on c. */
-int baton__object_new(baton_client *c, const char *name, const baton__object_kind *kind, void *arg,
-                      void *out);
+int baton__object_new(baton_client *c, const char *name, const baton__object_kind *kind,
+                      const baton_handle_options *opts, void *arg, void *out);
 
-/* The times of an acquire, checked together (common.h): a wait of BATON_LEASE_WATCHDOG is
- * refused naming both arguments (swapped), then the wait, then the lease, which is read
+/* The times of an acquire, checked together (common.h): a wait of BATON_LEASE_WATCHDOG or a
+ * lease of -1 (BATON_WAIT_FOREVER) is refused naming both arguments (swapped), then the
+ * wait, then the lease, which is read
  * (baton__lease_in) into *lease_ms. BATON_OK or BATON_EINVAL, recorded on c as "<what>
  * <name>: ...". */
 int baton__check_wait_lease(baton_client *c, const char *what, const char *name, int64_t wait_ms,

@@ -108,7 +108,11 @@ static int election_init(baton__object *o, void *arg)
     baton__cond_init(&e->turn);
     baton__mutex_init(&e->mu_q);
     baton__cond_init(&e->changed);
-    int rc = baton_lock_open(o->client, o->name, &e->lock);
+    /* the lock's watchdog is the election's (its options at open, or the client's) */
+    baton_handle_options lo;
+    baton_handle_options_init(&lo);
+    lo.watchdog_ms = o->cfg.watchdog_ms;
+    int rc = baton_lock_open_opts(o->client, o->name, &lo, &e->lock);
     return rc == BATON_OK ? baton_owner_new(o->client, &e->owner) : rc;
 }
 
@@ -124,13 +128,24 @@ static void election_cancel(baton__object *o)
     baton__mutex_unlock(&e->mu_q);
 }
 
-static const baton__object_kind election_kind = {
-    "election",    CHANNEL_PREFIX, sizeof(baton_election), election_keys,
-    election_init, election_fini,  election_cancel};
+static const baton__object_kind election_kind = {"election",
+                                                 CHANNEL_PREFIX,
+                                                 sizeof(baton_election),
+                                                 election_keys,
+                                                 election_init,
+                                                 election_fini,
+                                                 election_cancel,
+                                                 BATON__OPT_WATCHDOG | BATON__OPT_RECHECK};
 
 int baton_election_open(baton_client *c, const char *name, baton_election **out)
 {
-    return baton__object_new(c, name, &election_kind, NULL, out);
+    return baton__object_new(c, name, &election_kind, NULL, NULL, out);
+}
+
+int baton_election_open_opts(baton_client *c, const char *name, const baton_handle_options *opts,
+                             baton_election **out)
+{
+    return baton__object_new(c, name, &election_kind, opts, NULL, out);
 }
 
 /* What the election adds to the base, freed at close (after its operations ended). */
@@ -450,8 +465,7 @@ static int start_op(baton_election *e, baton__op_run_fn run, bool is_release,
         rc = check_value(e, a->in);
     baton__op_args checked = *a; /* its lease as read (0: the watchdog's) */
     if (rc == BATON_OK)
-        rc = baton__check_wait_lease(e->base.client, "election", e->base.name,
-                                     a->wait_ms == BATON_WAIT_FOREVER ? 0 : a->wait_ms,
+        rc = baton__check_wait_lease(e->base.client, "election", e->base.name, a->wait_ms,
                                      &checked.lease_ms);
     a = &checked;
     return rc == BATON_OK ? baton__op_start(e->base.client, e, run, is_release, a, fn, arg, op)
@@ -652,7 +666,7 @@ static int observe_attempt(void *arg, baton__sub *sub)
     const redisReply *entries = r->element[5];
     int64_t pttl = num(r->element[4]);
     bool leader = num(r->element[0]) > 0;
-    int64_t recheck = baton__client_config(e->base.client)->recheck_ms;
+    int64_t recheck = e->base.cfg.recheck_ms;
     /* A leader's expiry is announced by nobody: look again when its lease would end. */
     o->bound_ms = leader && pttl >= 0 && pttl + 5 < recheck ? pttl + 5 : recheck;
     rc = BATON_ETIMEDOUT;

@@ -53,8 +53,8 @@ static int attempt(baton_lock *l, const char *owner, int64_t lease_ms, bool queu
     fair *f = l->impl;
     char lease[32], fair_wait[32];
     snprintf(lease, sizeof lease, "%lld",
-             (long long)(lease_ms == BATON_LEASE_WATCHDOG ? baton__watchdog_lease(c) : lease_ms));
-    snprintf(fair_wait, sizeof fair_wait, "%lld", (long long)baton__client_config(c)->fair_wait_ms);
+             (long long)(lease_ms == BATON_LEASE_WATCHDOG ? l->cfg.watchdog_ms : lease_ms));
+    snprintf(fair_wait, sizeof fair_wait, "%lld", (long long)l->cfg.fair_wait_ms);
     const char *keys[6] = {l->name,      f->queue_key, f->timeout_key,
                            f->token_key, l->channel,   f->meta_key};
     const char *mode = !queue ? "0" : *wait_ms == 0 ? "1" : told ? "3" : "2";
@@ -227,6 +227,13 @@ static const baton__lock_ops fair_ops = {
 
 int baton_fairlock_open(baton_client *c, const char *name, baton_lock **out)
 {
+    return baton_fairlock_open_opts(c, name, NULL, out);
+}
+
+int baton_fairlock_open_opts(baton_client *c, const char *name, const baton_handle_options *opts,
+                             baton_lock **out)
+{
     /* l->channel is the waiters' channel prefix; each waiter appends ":<owner>". */
-    return baton__lock_open(c, name, "fair lock", &fair_ops, BATON__KEY_LOCK_CHANNEL, out);
+    return baton__lock_open(c, name, "fair lock", &fair_ops, BATON__KEY_LOCK_CHANNEL, opts,
+                            BATON__OPT_WATCHDOG | BATON__OPT_FAIR_WAIT, out);
 }

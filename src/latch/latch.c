@@ -38,12 +38,20 @@ struct baton_latch {
 /* ------------------------------- open and close --------------------------------------- */
 
 /* A latch is the base alone. */
-static const baton__object_kind latch_kind = {"latch", BATON__KEY_LATCH_CHANNEL,
-                                              sizeof(baton_latch)};
+static const baton__object_kind latch_kind = {.what = "latch",
+                                              .channel_prefix = BATON__KEY_LATCH_CHANNEL,
+                                              .size = sizeof(baton_latch),
+                                              .reads = BATON__OPT_RECHECK};
 
 int baton_latch_open(baton_client *c, const char *name, baton_latch **out)
 {
-    return baton__object_new(c, name, &latch_kind, NULL, out);
+    return baton__object_new(c, name, &latch_kind, NULL, NULL, out);
+}
+
+int baton_latch_open_opts(baton_client *c, const char *name, const baton_handle_options *opts,
+                          baton_latch **out)
+{
+    return baton__object_new(c, name, &latch_kind, opts, NULL, out);
 }
 
 /* baton_latch_cancel_waits, baton_latch_close */
@@ -256,7 +264,7 @@ static int await(baton_latch *l, int64_t timeout_ms)
                            "latch %s: timeout_ms %lld: use BATON_WAIT_FOREVER or 0..%lld ms",
                            l->base.name, (long long)timeout_ms, (long long)BATON_MAX_DURATION_MS);
     int64_t start = baton__stat_start(c);
-    awaiting a = {.l = l, .recheck_ms = baton__client_config(c)->recheck_ms};
+    awaiting a = {.l = l, .recheck_ms = l->base.cfg.recheck_ms};
     /* A latch channel does not linger after its last waiter (dispatch.c): nothing to join. */
     rc = baton__wait_for(c, &latch_wait, l->base.channel, timeout_ms, &a);
     baton__stat_acquire(c, BATON_KIND_LATCH, rc, start, l->base.name);

@@ -78,7 +78,7 @@ static int attempt(acquiring *a)
     plain *p = l->impl;
     char lease[32];
     snprintf(lease, sizeof lease, "%lld",
-             (long long)(lease_ms == BATON_LEASE_WATCHDOG ? baton__watchdog_lease(c) : lease_ms));
+             (long long)(lease_ms == BATON_LEASE_WATCHDOG ? l->cfg.watchdog_ms : lease_ms));
     char life[16];
     snprintf(life, sizeof life, "%d", BATON__LINE_LIFE_MS);
     int64_t sent = baton__now_us(); /* when the attempt began (its waiter starves after) */
@@ -260,5 +260,12 @@ static const baton__lock_ops plain_ops = {
 
 int baton_lock_open(baton_client *c, const char *name, baton_lock **out)
 {
-    return baton__lock_open(c, name, "lock", &plain_ops, BATON__KEY_LOCK_CHANNEL, out);
+    return baton_lock_open_opts(c, name, NULL, out);
+}
+
+int baton_lock_open_opts(baton_client *c, const char *name, const baton_handle_options *opts,
+                         baton_lock **out)
+{
+    return baton__lock_open(c, name, "lock", &plain_ops, BATON__KEY_LOCK_CHANNEL, opts,
+                            BATON__OPT_WATCHDOG, out);
 }

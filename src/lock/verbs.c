@@ -245,9 +245,7 @@ int baton_lock_acquire_async(baton_lock *l, baton_owner *o, int64_t wait_ms, int
     int rc = async_enter(l, o, op, &c);
     if (rc != BATON_OK)
         return rc;
-    if ((rc = baton__check_wait_lease(c, kind_of(l), l->name,
-                                      wait_ms == BATON_WAIT_FOREVER ? 0 : wait_ms, &lease_ms)) !=
-        BATON_OK)
+    if ((rc = baton__check_wait_lease(c, kind_of(l), l->name, wait_ms, &lease_ms)) != BATON_OK)
         return rc;
     baton__op_args a = {.owner = o, .wait_ms = wait_ms, .lease_ms = lease_ms};
     return baton__op_start(c, l, async_acquire, false, &a, fn, arg, op);

@@ -34,6 +34,10 @@ int baton__lock_base_init(baton_lock *l, const baton__lock_ops *ops, baton_clien
     }
     baton__mutex_init(&l->mu);
     l->lost_pipe[0] = l->lost_pipe[1] = -1;
+    if (c) {
+        const baton__config *cfg = baton__client_config(c);
+        l->cfg = (baton__handle_cfg){cfg->watchdog_ms, cfg->fair_wait_ms, cfg->recheck_ms};
+    }
     return BATON_OK;
 }
 
@@ -62,7 +66,8 @@ static void impl_close(baton_lock *l)
 }
 
 int baton__lock_open(baton_client *c, const char *name, const char *what,
-                     const baton__lock_ops *ops, const char *channel_prefix, baton_lock **out)
+                     const baton__lock_ops *ops, const char *channel_prefix,
+                     const baton_handle_options *opts, unsigned reads, baton_lock **out)
 {
     if (out)
         *out = NULL;
@@ -71,6 +76,9 @@ int baton__lock_open(baton_client *c, const char *name, const char *what,
     int rc = baton__check_open_name(c, name, what);
     if (rc == BATON_OK && !out)
         rc = baton__fail(c, BATON_EINVAL, "%s %s: out is NULL", what, name);
+    baton__handle_cfg cfg;
+    if (rc == BATON_OK)
+        rc = baton__handle_cfg_read(c, what, name, opts, reads, &cfg);
     if (rc != BATON_OK)
         return rc;
     baton_lock *l = calloc(1, sizeof *l);
@@ -84,6 +92,7 @@ int baton__lock_open(baton_client *c, const char *name, const char *what,
         return baton__fail(c, BATON_ENOMEM, "out of memory");
     }
     l->impl = impl;
+    l->cfg = cfg;
     if (baton__lock_register(l, what) != BATON_OK) {
         baton__lock_free(l);
         return baton__fail(c, BATON_ENOMEM, "out of memory");
@@ -311,7 +320,8 @@ int baton__hold_acquired(baton_lock *l, const char *owner, bool fresh, int64_t t
         baton__watchdog_renew(c, l->name, owner);
     if (do_register) {
         baton__client_record_keep(c, lease_ms); /* who holds it, for an operator's status */
-        int rc = baton__watchdog_add(c, l->name, owner, renew, on_lost, r, sent_us);
+        int rc =
+            baton__watchdog_add(c, l->name, owner, renew, l->cfg.watchdog_ms, on_lost, r, sent_us);
         if (rc != BATON_OK) {
             baton__mutex_lock(&l->mu);
             r->registered = r->renewing = false;
@@ -352,7 +362,7 @@ static bool hold_release_begin(baton_lock *l, const char *owner, int64_t *lease_
     hold_rec *r = rec_find(l, baton__owner_id());
     *mine = r && r->depth > 0;
     int64_t lease = r ? r->lease_ms : BATON_LEASE_WATCHDOG;
-    *lease_ms = lease == BATON_LEASE_WATCHDOG ? baton__watchdog_lease(c) : lease;
+    *lease_ms = lease == BATON_LEASE_WATCHDOG ? l->cfg.watchdog_ms : lease;
     bool last = *mine && r->depth <= 1;
     bool cancel = last && r->registered;
     if (cancel)

@@ -14,12 +14,14 @@
  * ---------------------------------------------------------------------------------------- */
 
 /* Registers a hold (name, owner) in the client's registry; renew = renew its lease every
- * watchdog_ms / 3 (a hold without an explicit lease). Reference-counted. The lost callback
+ * lease_ms / 3 (a hold without an explicit lease), lease_ms its handle's watchdog lease (0:
+ * the client's watchdog_ms; a second registration of the same hold with a shorter one
+ * shortens it). Reference-counted. The lost callback
  * (may be NULL) runs on the watchdog thread when a renewal finds the owner gone, when the
  * lease ran out while the server could not be reached, or when the server restarted; the
  * registration is gone by then. */
 int baton__watchdog_add(baton_client *c, const char *name, const char *owner, bool renew,
-                        void (*lost)(void *arg), void *arg, int64_t since_us);
+                        int64_t lease_ms, void (*lost)(void *arg), void *arg, int64_t since_us);
 /* As baton__watchdog_add for a hold of another kind, renewed by `script` and checked by
  * `check` (the locks use lock_renew and hold_check): `script` gets KEYS = up to 100 of its
  * holds' names, ARGV = {lease ms, owner per key}, `check` (run for holds with a lease of
@@ -27,7 +29,8 @@ int baton__watchdog_add(baton_client *c, const char *name, const char *owner, bo
  * or 0 (gone) per key, in order. */
 int baton__watchdog_add_kind(baton_client *c, const baton__script *script,
                              const baton__script *check, const char *name, const char *owner,
-                             bool renew, void (*lost)(void *arg), void *arg, int64_t since_us);
+                             bool renew, int64_t lease_ms, void (*lost)(void *arg), void *arg,
+                             int64_t since_us);
 /* Starts renewing an existing registration (a re-entrant hold without a lease). */
 void baton__watchdog_renew(baton_client *c, const char *name, const char *owner);
 /* How many handles of this client have (name, owner) registered (0: none). */
@@ -80,6 +83,9 @@ struct baton_lock {
     void *lost_arg;
     int lost_pipe[2]; /* readable once lost; -1 until baton_lock_lost_fd */
     void *impl;       /* kind-specific state */
+    /* Its times (watchdog lease, fair wait, recheck): its options at open (handle.h), else
+     * its client's; a multi-lock spanning clients: zeros (its members have theirs). */
+    baton__handle_cfg cfg;
 
     /* Appended to "<uuid>:<thread-id>" in the hash's owner field (the write lock's
      * ":write"); NULL: nothing. */
@@ -90,11 +96,13 @@ struct baton_lock {
 void baton__lock_owner(const baton_lock *l, char *buf, size_t len);
 
 /* The open of a lock kind with one handle whose state is keys (plain, fair: ops->keys):
- * c, out and the name checked (`what` names the kind in the detail), then the handle with
- * its base and its keys. Returns BATON_OK, BATON_EINVAL, BATON_ENOTSUP (a forked client)
- * or BATON_ENOMEM; *out NULL unless OK. */
+ * c, out, the name and the options (opts may be NULL; `reads`: the BATON__OPT_* the kind
+ * reads) checked (`what` names the kind in the detail), then the handle with its base,
+ * its times and its keys. Returns BATON_OK, BATON_EINVAL, BATON_ENOTSUP (a forked
+ * client) or BATON_ENOMEM; *out NULL unless OK. */
 int baton__lock_open(baton_client *c, const char *name, const char *what,
-                     const baton__lock_ops *ops, const char *channel_prefix, baton_lock **out);
+                     const baton__lock_ops *ops, const char *channel_prefix,
+                     const baton_handle_options *opts, unsigned reads, baton_lock **out);
 
 /* Frees a handle: its hold records, its kind's state, its base (baton_lock_close, after
  * the handle's operations were dropped). */
@@ -109,7 +117,8 @@ int baton__lock_register(baton_lock *l, const char *what);
  * (no hold; *token 0). */
 bool baton__hold_token(baton_lock *l, int64_t *token);
 
-/* Initializes the base of a lock handle; frees with baton__lock_base_free. */
+/* Initializes the base of a lock handle (its times: c's, or zeros without a client; the
+ * caller may set its own after); frees with baton__lock_base_free. */
 int baton__lock_base_init(baton_lock *l, const baton__lock_ops *ops, baton_client *c,
                           const char *name, const char *channel_prefix);
 void baton__lock_base_free(baton_lock *l);

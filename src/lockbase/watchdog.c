@@ -1,10 +1,15 @@
 /*
  * The watchdog: the registry of every hold this client has, and the renewal of those held
- * without an explicit lease, from one thread and one timer, every watchdog_ms / 3
- * (Redisson's rule).
+ * without an explicit lease, from one thread, every third of the hold's watchdog lease
+ * (Redisson's rule). Each hold has its own watchdog lease: its handle's watchdog_ms (the
+ * options per handle, handle.h) or the client's. The holds of one lease form a group with
+ * one timer, renewed together every third of that lease (the client's holds as one group,
+ * as before handles had leases of their own); the thread wakes for the earliest group due
+ * (or the earliest lease end of a hold whose renewals failed).
  *
  * Renewal is batched: up to 100 holds per EVALSHA of their kind's renew script (lock_renew.lua
- * for the locks, permits_renew.lua for permit leases; a batch holds one kind), every batch
+ * for the locks, permits_renew.lua for permit leases; a batch holds one kind and one lease,
+ * the script's ARGV[1]), every batch
  * pipelined on one connection, so a period costs one round trip per hundred holds at most. A batch
  * answers, per hold, whether the owner still held it; a hold found gone is dropped (renewal
  * stops by itself) and its lost callback runs on this thread. A renewal that fails because
@@ -51,11 +56,20 @@ typedef struct wd_entry {
     char *owner;
     lost_cb *regs; /* who registered this (name, owner): each is told of its loss */
     int nregs;
-    bool renew;                  /* renewed every period (a hold without an explicit lease) */
+    bool renew;       /* renewed every period (a hold without an explicit lease) */
+    int64_t lease_ms; /* its watchdog lease (the shortest of its handles'), renewed every third */
     const baton__script *script; /* the renew script of the hold's kind */
     const baton__script *check;  /* and its check script (leased holds, master moved) */
     int64_t last_ok_us;          /* last successful renewal (or registration), boot clock */
 } wd_entry;
+
+/* The renewed holds of one watchdog lease: renewed together, every third of it. */
+typedef struct wd_group {
+    int64_t lease_ms;
+    int64_t next_us; /* its next renewal, monotonic */
+    bool due;        /* renewed by the pass under way */
+    bool used;       /* a renewed hold has this lease (the last scan's) */
+} wd_group;
 
 struct baton__watchdog {
     baton_client *c;
@@ -68,8 +82,10 @@ struct baton__watchdog {
     bool verify;        /* the master moved: check every hold there now, leased ones too */
     bool pinned;        /* the subscriber connection is pinned for the holds (see sync_pin) */
     baton__map entries; /* key(name, owner) -> wd_entry */
-    size_t nregs;       /* registrations in all entries */
-    uint64_t rounds;    /* renewal EVALSHAs sent */
+    wd_group *groups;   /* one per lease of the renewed holds */
+    size_t ngroups, groups_cap;
+    size_t nregs;    /* registrations in all entries */
+    uint64_t rounds; /* renewal EVALSHAs sent */
 };
 
 /*
@@ -95,10 +111,42 @@ static int64_t to_boot(int64_t monotonic_us)
     return monotonic_us + (baton__boot_us() - baton__now_us());
 }
 
-static int64_t sure_us(const baton_client *c)
+static int64_t sure_us(int64_t lease_ms)
 {
-    int64_t lease_us = c->cfg.watchdog_ms * 1000;
+    int64_t lease_us = lease_ms * 1000;
     return lease_us - lease_us / 100 - 2000;
+}
+
+/* The group of a lease, or NULL (w->mu held). */
+static wd_group *group_find(baton__watchdog *w, int64_t lease_ms)
+{
+    for (size_t i = 0; i < w->ngroups; i++)
+        if (w->groups[i].lease_ms == lease_ms)
+            return &w->groups[i];
+    return NULL;
+}
+
+/* The group of a lease, made if there is none: its first renewal a third of the lease from
+ * now, and the thread woken to wait for it (w->mu held). false: out of memory. */
+static bool group_need(baton__watchdog *w, int64_t lease_ms)
+{
+    wd_group *g = group_find(w, lease_ms);
+    if (g) {
+        g->used = true;
+        return true;
+    }
+    if (w->ngroups == w->groups_cap) {
+        size_t cap = w->groups_cap ? 2 * w->groups_cap : 4;
+        wd_group *more = realloc(w->groups, cap * sizeof *more);
+        if (!more)
+            return false;
+        w->groups = more;
+        w->groups_cap = cap;
+    }
+    w->groups[w->ngroups++] =
+        (wd_group){lease_ms, baton__now_us() + lease_ms * 1000 / 3, false, true};
+    baton__cond_broadcast(&w->cond);
+    return true;
 }
 
 /* A map key that no two (name, owner) pairs share, whatever bytes the name holds. */
@@ -119,11 +167,14 @@ typedef struct snapshot {
     char **names;
     char **owners;
     int64_t *registered;           /* last_ok_us at snapshot time */
+    int64_t *leases;               /* per hold: its watchdog lease, ms */
     const baton__script **scripts; /* per hold: its kind's renew (or check) script */
     int *slots;                    /* Cluster: per hold, its slot; -1 elsewhere */
     const void **nodes;            /* Cluster: per hold, its master's pool; NULL elsewhere */
     size_t n;
     bool leased; /* the holds with a lease of their own, not those renewed */
+    bool all;    /* every renewed hold, not only those of the groups due */
+    baton__watchdog *w;
 } snapshot;
 
 static void snap_one(const char *key, void *val, void *arg)
@@ -133,6 +184,12 @@ static void snap_one(const char *key, void *val, void *arg)
     snapshot *s = arg;
     if (e->renew == s->leased)
         return;
+    if (!s->leased && !s->all) {
+        const wd_group *g = group_find(s->w, e->lease_ms);
+        if (g && !g->due)
+            return; /* its group is not due (a hold with no group yet goes now) */
+    }
+    s->leases[s->n] = e->lease_ms;
     s->names[s->n] = baton__strdup(e->name);
     s->owners[s->n] = baton__strdup(e->owner);
     s->registered[s->n] = e->last_ok_us;
@@ -155,15 +212,17 @@ static int by_node_script_slot(const void *a, const void *b, void *arg)
         return ni < nj ? -1 : 1;
     if (ki != kj)
         return ki < kj ? -1 : 1;
+    if (s->leases[i] != s->leases[j])
+        return s->leases[i] < s->leases[j] ? -1 : 1;
     if (s->slots[i] != s->slots[j])
         return s->slots[i] < s->slots[j] ? -1 : 1;
     return i < j ? -1 : (i > j);
 }
 
 /* Puts the holds of one node next to each other (one pipeline per node), and within a node
- * those of one kind and one slot (a batch runs one script on keys of one slot: a Cluster
- * refuses a script whose keys span slots, CROSSSLOT). On one server every hold has slot -1
- * and node NULL: the holds are grouped by kind only. */
+ * those of one kind, one lease and one slot (a batch runs one script with one lease on keys
+ * of one slot: a Cluster refuses a script whose keys span slots, CROSSSLOT). On one server
+ * every hold has slot -1 and node NULL: the holds are grouped by kind and lease only. */
 static void group(baton_client *c, snapshot *s)
 {
     bool cluster = baton__topology_cluster(c);
@@ -175,35 +234,40 @@ static void group(baton_client *c, snapshot *s)
     char **names = malloc((s->n + 1) * sizeof *names),
          **owners = malloc((s->n + 1) * sizeof *owners);
     int64_t *reg = malloc((s->n + 1) * sizeof *reg);
+    int64_t *leases = malloc((s->n + 1) * sizeof *leases);
     const baton__script **scripts = malloc((s->n + 1) * sizeof *scripts);
     int *slots = malloc((s->n + 1) * sizeof *slots);
     const void **nodes = malloc((s->n + 1) * sizeof *nodes);
-    if (order && names && owners && reg && scripts && slots && nodes) {
+    if (order && names && owners && reg && leases && scripts && slots && nodes) {
         for (size_t i = 0; i < s->n; i++)
             order[i] = i;
         qsort_r(order, s->n, sizeof *order, by_node_script_slot, s);
         for (size_t i = 0; i < s->n; i++) {
             size_t j = order[i];
             names[i] = s->names[j], owners[i] = s->owners[j], reg[i] = s->registered[j];
+            leases[i] = s->leases[j];
             scripts[i] = s->scripts[j], slots[i] = s->slots[j], nodes[i] = s->nodes[j];
         }
         memcpy(s->names, names, s->n * sizeof *names);
         memcpy(s->owners, owners, s->n * sizeof *owners);
         memcpy(s->registered, reg, s->n * sizeof *reg);
+        memcpy(s->leases, leases, s->n * sizeof *leases);
         memcpy(s->scripts, scripts, s->n * sizeof *scripts);
         memcpy(s->slots, slots, s->n * sizeof *slots);
         memcpy(s->nodes, nodes, s->n * sizeof *nodes);
     }
     /* out of memory: the order stays, and batch_len below still keeps batches uniform */
-    free(order), free(names), free(owners), free(reg), free(scripts), free(slots), free(nodes);
+    free(order), free(names), free(owners), free(reg), free(leases), free(scripts), free(slots);
+    free(nodes);
 }
 
-/* The length of the batch that starts at `from`: up to BATCH holds of one kind and slot. */
+/* The length of the batch that starts at `from`: up to BATCH holds of one kind, lease and
+ * slot. */
 static size_t batch_len(const snapshot *s, size_t from)
 {
     size_t cnt = 1;
     while (from + cnt < s->n && cnt < BATCH && s->scripts[from + cnt] == s->scripts[from] &&
-           s->slots[from + cnt] == s->slots[from])
+           s->leases[from + cnt] == s->leases[from] && s->slots[from + cnt] == s->slots[from])
         cnt++;
     return cnt;
 }
@@ -226,6 +290,7 @@ static void snapshot_free(snapshot *s)
     free(s->names);
     free(s->owners);
     free(s->registered);
+    free(s->leases);
     free(s->scripts);
     free(s->slots);
     free(s->nodes);
@@ -268,7 +333,7 @@ static bool send_again(baton_client *c, const redisReply *r)
  * connection: fills result (1 renewed, 0 gone) and flags (again, at each batch's first
  * hold) the batches to send again through the script runner. false: the connection broke
  * (it took the idle ones with it; the batches not answered stay unknown). */
-static bool renew_pass(baton__watchdog *w, snapshot *s, size_t from0, size_t to, const char *lease,
+static bool renew_pass(baton__watchdog *w, snapshot *s, size_t from0, size_t to,
                        signed char *result, bool *again, int64_t deadline_us)
 {
     baton_client *c = w->c;
@@ -277,9 +342,11 @@ static bool renew_pass(baton__watchdog *w, snapshot *s, size_t from0, size_t to,
         return false;
     size_t nbatches = 0;
     const char *args[BATCH + 1];
+    char lease[32];
     args[0] = lease;
     for (size_t from = from0, cnt; from < to; from += cnt, nbatches++) {
         cnt = batch_len(s, from);
+        snprintf(lease, sizeof lease, "%lld", (long long)s->leases[from]);
         for (size_t i = 0; i < cnt; i++)
             args[1 + i] = s->owners[from + i];
         if (baton__script_append(conn, baton__script_variant(c, s->scripts[from]), (int)cnt,
@@ -344,12 +411,12 @@ static bool renew_pass(baton__watchdog *w, snapshot *s, size_t from0, size_t to,
  * broke is sent once more on a new connection. */
 /* The earliest end of the snapshot's leases (last success + the lease): no renewal step may
  * wait past it, so that an expiry is reported on time whatever the server does. */
-static int64_t earliest_end(const snapshot *s, int64_t lease_us)
+static int64_t earliest_end(const snapshot *s)
 {
     int64_t end = BATON__NO_DEADLINE;
     for (size_t i = 0; i < s->n; i++)
-        if (s->registered[i] + lease_us < end)
-            end = s->registered[i] + lease_us;
+        if (s->registered[i] + sure_us(s->leases[i]) < end)
+            end = s->registered[i] + sure_us(s->leases[i]);
     return end;
 }
 
@@ -359,30 +426,29 @@ static void renew_all(baton__watchdog *w, snapshot *s, signed char *result)
     memset(result, -1, s->n);
     if (s->n == 0)
         return;
-    char lease[32];
-    snprintf(lease, sizeof lease, "%lld", (long long)c->cfg.watchdog_ms);
     group(c, s);
     bool *again = calloc(s->n, sizeof *again); /* at each batch's first hold */
     if (!again)
         return;
-    int64_t deadline = to_monotonic(earliest_end(s, sure_us(c)));
+    int64_t deadline = to_monotonic(earliest_end(s));
     /* one pipeline per node (one server: one in all); a broken one once more, on a new
      * connection */
     for (size_t from = 0, to; from < s->n; from = to) {
         to = node_end(s, from);
-        if (!renew_pass(w, s, from, to, lease, result, again, deadline) &&
-            baton__now_us() < deadline)
-            renew_pass(w, s, from, to, lease, result, again, deadline);
+        if (!renew_pass(w, s, from, to, result, again, deadline) && baton__now_us() < deadline)
+            renew_pass(w, s, from, to, result, again, deadline);
     }
     /* Script cache flushed, or the slot moved: those batches again through the script
      * runner, after the pipeline's connection went back (a pool of one must not wait on
      * itself). */
     const char *args[BATCH + 1];
+    char lease[32];
     args[0] = lease;
     for (size_t from = 0, cnt; from < s->n; from += cnt) {
         cnt = batch_len(s, from);
         if (!again[from] || baton__now_us() >= deadline)
             continue;
+        snprintf(lease, sizeof lease, "%lld", (long long)s->leases[from]);
         for (size_t i = 0; i < cnt; i++)
             args[1 + i] = s->owners[from + i];
         redisReply *r = NULL;
@@ -484,16 +550,17 @@ static void check_all(baton__watchdog *w, snapshot *s, signed char *result)
 }
 
 /* One pass over the holds, called and returning with w->mu held: the renewed holds are
- * renewed (leased false), or the leased ones checked (leased true). A hold found gone, or
+ * renewed (leased false: those of the groups due, or every one if `all`), or the leased ones
+ * checked (leased true). A hold found gone, or
  * renewed holds whose lease surely ran out while the server could not be reached, are
  * removed and reported. moved: the pass follows a change of master (the cause reported).
  * Returns whether some hold's fate stayed unknown. */
-static bool pass(baton__watchdog *w, bool leased, bool moved)
+static bool pass(baton__watchdog *w, bool leased, bool moved, bool all)
 {
     baton_client *c = w->c;
-    int64_t lease_us = sure_us(c);
-    snapshot s = {.leased = leased};
+    snapshot s = {.leased = leased, .all = all, .w = w};
     size_t n = w->entries.count;
+    s.leases = calloc(n + 1, sizeof *s.leases);
     s.names = calloc(n + 1, sizeof *s.names);
     s.owners = calloc(n + 1, sizeof *s.owners);
     s.registered = calloc(n + 1, sizeof *s.registered);
@@ -501,7 +568,8 @@ static bool pass(baton__watchdog *w, bool leased, bool moved)
     s.slots = calloc(n + 1, sizeof *s.slots);
     s.nodes = calloc(n + 1, sizeof *s.nodes);
     signed char *result = malloc(n + 1);
-    if (!s.names || !s.owners || !s.registered || !s.scripts || !s.slots || !s.nodes || !result) {
+    if (!s.names || !s.owners || !s.registered || !s.leases || !s.scripts || !s.slots || !s.nodes ||
+        !result) {
         free(result);
         snapshot_free(&s);
         return true; /* try next period */
@@ -527,7 +595,8 @@ static bool pass(baton__watchdog *w, bool leased, bool moved)
         wd_entry *e = key ? baton__map_get(&w->entries, key) : NULL;
         /* a renewal counts from when it was sent (started): the server's expiry is no
          * earlier than that + the lease, so reporting at that point is never late */
-        bool expired = !leased && e && result[i] != 1 && ended - e->last_ok_us >= lease_us;
+        bool expired =
+            !leased && e && result[i] != 1 && ended - e->last_ok_us >= sure_us(e->lease_ms);
         if (e && result[i] == 1) {
             if (!leased)
                 e->last_ok_us = started;
@@ -559,7 +628,8 @@ static bool pass(baton__watchdog *w, bool leased, bool moved)
 }
 
 typedef struct end_scan {
-    int64_t lease_us, end;
+    baton__watchdog *w;
+    int64_t end;
 } end_scan;
 
 static void scan_end(const char *key, void *val, void *arg)
@@ -567,20 +637,32 @@ static void scan_end(const char *key, void *val, void *arg)
     (void)key;
     const wd_entry *e = val;
     end_scan *es = arg;
-    if (e->renew && e->last_ok_us + es->lease_us < es->end)
-        es->end = e->last_ok_us + es->lease_us;
+    if (!e->renew)
+        return;
+    if (e->last_ok_us + sure_us(e->lease_ms) < es->end)
+        es->end = e->last_ok_us + sure_us(e->lease_ms);
+    group_need(es->w, e->lease_ms); /* out of memory: tried again at the next scan */
 }
 
-/* The earliest lease end of the renewed holds, on the boot clock (w->mu held). */
+/* The earliest lease end of the renewed holds, on the boot clock, and the groups brought in
+ * line with the holds: a group no renewed hold uses goes, one missing is made (w->mu
+ * held). */
 static int64_t renewed_end(baton__watchdog *w)
 {
-    end_scan es = {sure_us(w->c), BATON__NO_DEADLINE};
+    for (size_t i = 0; i < w->ngroups; i++)
+        w->groups[i].used = false;
+    end_scan es = {w, BATON__NO_DEADLINE};
     baton__map_each(&w->entries, scan_end, &es);
+    size_t kept = 0;
+    for (size_t i = 0; i < w->ngroups; i++)
+        if (w->groups[i].used)
+            w->groups[kept++] = w->groups[i];
+    w->ngroups = kept;
     return es.end;
 }
 
 typedef struct due_scan {
-    int64_t lease_us, now;
+    int64_t now;
     lost_list l;
 } due_scan;
 
@@ -588,7 +670,7 @@ static void scan_due(const char *key, void *val, void *arg)
 {
     const wd_entry *e = val;
     due_scan *ds = arg;
-    if (e->renew && ds->now - e->last_ok_us >= ds->lease_us)
+    if (e->renew && ds->now - e->last_ok_us >= sure_us(e->lease_ms))
         collect_lost(key, val, &ds->l);
 }
 
@@ -596,8 +678,7 @@ static void scan_due(const char *key, void *val, void *arg)
 static void expire_due(baton__watchdog *w)
 {
     size_t n = w->entries.count;
-    due_scan ds = {sure_us(w->c),
-                   baton__boot_us(),
+    due_scan ds = {baton__boot_us(),
                    {calloc(w->nregs + 1, sizeof(lost_cb)), 0, calloc(n + 1, sizeof(char *))}};
     if (ds.l.cbs && ds.l.keys) {
         baton__map_each(&w->entries, scan_due, &ds);
@@ -622,9 +703,11 @@ static void *watchdog_main(void *arg)
 {
     baton__watchdog *w = arg;
     baton_client *c = w->c;
-    int64_t period_us = c->cfg.watchdog_ms * 1000 / 3;
-    int64_t next = baton__now_us() + period_us;
-    bool leased_unknown = false; /* leased holds not yet checked on a new master */
+    /* leased holds not yet checked on a new master: looked at again every third of the
+     * client's watchdog lease */
+    int64_t check_period_us = c->cfg.watchdog_ms * 1000 / 3;
+    int64_t next_check = BATON__NO_DEADLINE;
+    bool leased_unknown = false;
     baton__mutex_lock(&w->mu);
     while (!w->closing) {
         if (w->epoch_changed) {
@@ -636,28 +719,44 @@ static void *watchdog_main(void *arg)
              * replicated in time); the renewed ones are renewed there at once, the leased
              * ones checked. */
             w->verify = false;
-            pass(w, false, true);
-            leased_unknown = pass(w, true, true);
+            pass(w, false, true, true);
+            leased_unknown = pass(w, true, true, true);
+            next_check = leased_unknown ? baton__now_us() + check_period_us : BATON__NO_DEADLINE;
             continue;
         }
-        /* Wake for the next renewal, or earlier when a lease whose renewals failed ends
-         * first: its holder is told then, not a period later. */
-        int64_t due = next, end = to_monotonic(renewed_end(w));
-        if (end < due)
-            due = end;
-        if (baton__cond_wait_until(&w->cond, &w->mu, due) != ETIMEDOUT)
+        /* Wake for the earliest group's renewal, or earlier when a lease whose renewals
+         * failed ends first: its holder is told then, not a period later. */
+        int64_t end = to_monotonic(renewed_end(w)), due = next_check;
+        for (size_t i = 0; i < w->ngroups; i++)
+            if (w->groups[i].next_us < due)
+                due = w->groups[i].next_us;
+        if (baton__cond_wait_until(&w->cond, &w->mu, end < due ? end : due) != ETIMEDOUT)
             continue;
-        if (baton__now_us() < next) {
+        int64_t now = baton__now_us();
+        bool renew = false;
+        for (size_t i = 0; i < w->ngroups; i++) {
+            wd_group *g = &w->groups[i];
+            int64_t period_us = g->lease_ms * 1000 / 3;
+            g->due = g->next_us <= now;
+            if (!g->due)
+                continue;
+            renew = true;
+            baton__stat_renewal_late(c, now - g->next_us, period_us);
+            g->next_us += period_us;
+            if (g->next_us < now)
+                g->next_us = now + period_us; /* fell behind: don't burst */
+        }
+        bool check = leased_unknown && next_check <= now;
+        if (!renew && !check) {
             expire_due(w);
             continue;
         }
-        baton__stat_renewal_late(c, baton__now_us() - next, period_us);
-        next += period_us;
-        if (next < baton__now_us())
-            next = baton__now_us() + period_us; /* fell behind: don't burst */
-        pass(w, false, false);
-        if (leased_unknown)
-            leased_unknown = pass(w, true, true);
+        if (renew)
+            pass(w, false, false, false);
+        if (check) {
+            leased_unknown = pass(w, true, true, true);
+            next_check = leased_unknown ? baton__now_us() + check_period_us : BATON__NO_DEADLINE;
+        }
     }
     baton__mutex_unlock(&w->mu);
     return NULL;
@@ -698,16 +797,19 @@ static int get_watchdog(baton_client *c, baton__watchdog **out)
 }
 
 int baton__watchdog_add(baton_client *c, const char *name, const char *owner, bool renew,
-                        void (*lost)(void *arg), void *arg, int64_t since_us)
+                        int64_t lease_ms, void (*lost)(void *arg), void *arg, int64_t since_us)
 {
     return baton__watchdog_add_kind(c, &baton__script_lock_renew, &baton__script_hold_check, name,
-                                    owner, renew, lost, arg, since_us);
+                                    owner, renew, lease_ms, lost, arg, since_us);
 }
 
 int baton__watchdog_add_kind(baton_client *c, const baton__script *script,
                              const baton__script *check, const char *name, const char *owner,
-                             bool renew, void (*lost)(void *arg), void *arg, int64_t since_us)
+                             bool renew, int64_t lease_ms, void (*lost)(void *arg), void *arg,
+                             int64_t since_us)
 {
+    if (lease_ms <= 0)
+        lease_ms = c->cfg.watchdog_ms;
     baton__watchdog *w = NULL;
     int rc = get_watchdog(c, &w);
     if (rc != BATON_OK)
@@ -724,10 +826,16 @@ int baton__watchdog_add_kind(baton_client *c, const baton__script *script,
         return baton__fail(c, BATON_ENOMEM, "out of memory");
     }
     if (e) {
-        /* another handle of the same (name, owner): one renewal, each handle told */
+        /* another handle of the same (name, owner): one renewal, each handle told; the
+         * shortest of their watchdog leases (the acquisition just sent set it, so the
+         * renewals count from now) */
         e->regs = regs;
         e->regs[e->nregs++] = (lost_cb){lost, arg};
         w->nregs++;
+        if (lease_ms < e->lease_ms) {
+            e->lease_ms = lease_ms;
+            e->last_ok_us = baton__boot_us();
+        }
         if (renew && !e->renew) {
             e->renew = true;
             e->last_ok_us = baton__boot_us();
@@ -751,6 +859,7 @@ int baton__watchdog_add_kind(baton_client *c, const baton__script *script,
         e->nregs = 1;
         w->nregs++;
         e->renew = renew;
+        e->lease_ms = lease_ms;
         e->script = script;
         e->check = check;
         /* the lease runs from when the acquisition was sent, not from its reply */
@@ -758,6 +867,10 @@ int baton__watchdog_add_kind(baton_client *c, const baton__script *script,
             since_us > 0 && since_us < baton__now_us() ? to_boot(since_us) : baton__boot_us();
         sync_pin(w);
     }
+    /* its lease's group, made if new (the thread then wakes for its first renewal);
+     * without memory for it the hold is renewed with the next group due */
+    if (e->renew)
+        group_need(w, e->lease_ms);
     baton__mutex_unlock(&w->mu);
     free(key);
     return BATON_OK;
@@ -846,6 +959,7 @@ void baton__watchdog_renew(baton_client *c, const char *name, const char *owner)
     if (e && !e->renew) {
         e->renew = true;
         e->last_ok_us = baton__boot_us();
+        group_need(w, e->lease_ms);
     }
     baton__mutex_unlock(&w->mu);
     free(key);
@@ -898,6 +1012,7 @@ void baton__watchdog_free(baton__watchdog *w, bool forked)
     }
     baton__map_each(&w->entries, free_value, NULL);
     baton__map_free(&w->entries);
+    free(w->groups);
     if (!forked) {
         baton__mutex_destroy(&w->mu);
         baton__cond_destroy(&w->cond);

@@ -301,13 +301,14 @@ static void forget_holds(multi *g)
 }
 
 /* The lease that bounds a Redlock hold's validity: the explicit one, or the shortest
- * watchdog lease of the members' clients (the watchdogs then renew them). */
+ * watchdog lease of the members (each its own, or its client's; the watchdogs then renew
+ * them). */
 static int64_t redlock_lease(const multi *g, int64_t lease_ms)
 {
     int64_t lease = lease_ms;
     if (lease == BATON_LEASE_WATCHDOG) {
         for (size_t i = 0; i < g->n; i++) {
-            int64_t w = baton__watchdog_lease(g->m[i]->client);
+            int64_t w = g->m[i]->cfg.watchdog_ms;
             if (lease == BATON_LEASE_WATCHDOG || w < lease)
                 lease = w;
         }
@@ -738,6 +739,12 @@ int baton_redlock_open(baton_lock *const *locks, size_t n, baton_lock **out)
 int baton_multilock_open_names(baton_client *c, const char *const *names, size_t n,
                                baton_lock **out)
 {
+    return baton_multilock_open_names_opts(c, names, n, NULL, out);
+}
+
+int baton_multilock_open_names_opts(baton_client *c, const char *const *names, size_t n,
+                                    const baton_handle_options *opts, baton_lock **out)
+{
     if (out)
         *out = NULL;
     int rc = baton__client_enter(c);
@@ -754,7 +761,7 @@ int baton_multilock_open_names(baton_client *c, const char *const *names, size_t
     if (!m)
         return baton__fail(c, BATON_ENOMEM, "out of memory");
     for (size_t i = 0; i < n && rc == BATON_OK; i++) {
-        rc = baton_lock_open(c, names[i], &m[i]);
+        rc = baton_lock_open_opts(c, names[i], opts, &m[i]); /* the options are its members' */
         if (rc != BATON_OK) {
             char why[400];
             snprintf(why, sizeof why, "%s", baton_client_errmsg(c));

@@ -189,11 +189,18 @@ static const baton__object_kind permits_kind = {"permits",
                                                 permits_keys,
                                                 permits_init,
                                                 permits_fini,
-                                                NULL};
+                                                NULL,
+                                                BATON__OPT_WATCHDOG | BATON__OPT_RECHECK};
 
 int baton_permits_open(baton_client *c, const char *name, baton_permits **out)
 {
-    return baton__object_new(c, name, &permits_kind, NULL, out);
+    return baton__object_new(c, name, &permits_kind, NULL, NULL, out);
+}
+
+int baton_permits_open_opts(baton_client *c, const char *name, const baton_handle_options *opts,
+                            baton_permits **out)
+{
+    return baton__object_new(c, name, &permits_kind, opts, NULL, out);
 }
 
 /* baton_permits_cancel_waits, baton_permits_close */
@@ -263,7 +270,7 @@ static int record_held(baton_permits *p, const char *id, bool renew, int64_t sen
     }
     int rc = rec ? baton__watchdog_add_kind(c, &baton__script_permits_renew,
                                             &baton__script_permits_check, p->timeouts, id, renew,
-                                            on_lost, rec, sent_us)
+                                            p->base.cfg.watchdog_ms, on_lost, rec, sent_us)
                  : baton__fail(c, BATON_ENOMEM, "out of memory");
     if (rc == BATON_OK)
         return BATON_OK;
@@ -482,7 +489,7 @@ static int try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_
         return rc;
     bool renew = lease_ms == 0 || lease_ms == BATON_LEASE_WATCHDOG;
     char lease[32];
-    snprintf(lease, sizeof lease, "%lld", (long long)(renew ? baton__watchdog_lease(c) : lease_ms));
+    snprintf(lease, sizeof lease, "%lld", (long long)(renew ? p->base.cfg.watchdog_ms : lease_ms));
     char(*fresh)[BATON_PERMIT_ID_SIZE] = calloc((size_t)n, sizeof *fresh);
     const char **args = calloc((size_t)n + ARGS_BEFORE_IDS, sizeof *args);
     if (!fresh || !args) {
@@ -494,7 +501,7 @@ static int try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_
                    .args = args,
                    .nargs = (int)n + ARGS_BEFORE_IDS,
                    .nearest_ms = -1,
-                   .recheck_ms = baton__client_config(c)->recheck_ms,
+                   .recheck_ms = p->base.cfg.recheck_ms,
                    .since_us = baton__now_us(),
                    .ttl = -1,
                    .rank = -1,
@@ -741,9 +748,7 @@ int baton_permits_acquire_async(baton_permits *p, int64_t wait_ms, int64_t lease
     baton_client *c = p->base.client;
     if (!id)
         return baton__fail(c, BATON_EINVAL, "permits %s: id is NULL", p->base.name);
-    if ((rc = baton__check_wait_lease(c, "permits", p->base.name,
-                                      wait_ms == BATON_WAIT_FOREVER ? 0 : wait_ms, &lease_ms)) !=
-        BATON_OK)
+    if ((rc = baton__check_wait_lease(c, "permits", p->base.name, wait_ms, &lease_ms)) != BATON_OK)
         return rc;
     id[0] = '\0';
     baton__op_args a = {.wait_ms = wait_ms, .lease_ms = lease_ms, .out = id};

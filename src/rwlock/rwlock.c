@@ -57,12 +57,11 @@ static int try_once(void *arg, baton__sub *sub)
     baton_client *c = l->client;
     baton_rwlock *rw = l->impl;
     char lease[32], claim[32], recheck[32];
-    snprintf(
-        lease, sizeof lease, "%lld",
-        (long long)(a->lease_ms == BATON_LEASE_WATCHDOG ? baton__watchdog_lease(c) : a->lease_ms));
-    snprintf(claim, sizeof claim, "%lld", (long long)baton__client_config(c)->fair_wait_ms);
+    snprintf(lease, sizeof lease, "%lld",
+             (long long)(a->lease_ms == BATON_LEASE_WATCHDOG ? l->cfg.watchdog_ms : a->lease_ms));
+    snprintf(claim, sizeof claim, "%lld", (long long)l->cfg.fair_wait_ms);
     /* a plain lock on the name: its release is not heard here, so recheck_ms bounds the sleep */
-    snprintf(recheck, sizeof recheck, "%lld", (long long)baton__client_config(c)->recheck_ms);
+    snprintf(recheck, sizeof recheck, "%lld", (long long)l->cfg.recheck_ms);
     const char *keys[4] = {l->name, rw->token_key, rw->writers_key, rw->key_prefix};
     const char *args[6] = {lease, a->owner, a->other, claim, a->wait_ms != 0 ? "1" : "0", recheck};
     if (!a->write)
@@ -274,7 +273,7 @@ static const baton__lock_ops write_ops = {
 static void rw_free(baton_rwlock *rw);
 
 static baton_lock *part_open(baton_rwlock *rw, baton_client *c, const char *name,
-                             const baton__lock_ops *ops)
+                             const baton__lock_ops *ops, const baton__handle_cfg *cfg)
 {
     baton_lock *l = calloc(1, sizeof *l);
     if (!l)
@@ -283,6 +282,7 @@ static baton_lock *part_open(baton_rwlock *rw, baton_client *c, const char *name
         free(l);
         return NULL;
     }
+    l->cfg = *cfg;
     l->impl = rw;
     l->owner_suffix = ops == &write_ops ? BATON__KEY_WRITE_SUFFIX : NULL;
     if (baton__lock_register(l, ops == &write_ops ? "write lock" : "read lock") != BATON_OK) {
@@ -304,6 +304,12 @@ static size_t rw_keys(baton_rwlock *rw, baton__key_spec *k)
 
 int baton_rwlock_open(baton_client *c, const char *name, baton_rwlock **out)
 {
+    return baton_rwlock_open_opts(c, name, NULL, out);
+}
+
+int baton_rwlock_open_opts(baton_client *c, const char *name, const baton_handle_options *opts,
+                           baton_rwlock **out)
+{
     if (out)
         *out = NULL;
     if (!c)
@@ -312,6 +318,11 @@ int baton_rwlock_open(baton_client *c, const char *name, baton_rwlock **out)
     int rc = baton__check_open_name(c, name, "read-write lock");
     if (rc == BATON_OK && !out)
         rc = baton__fail(c, BATON_EINVAL, "read-write lock %s: out is NULL", name);
+    baton__handle_cfg cfg;
+    if (rc == BATON_OK)
+        rc = baton__handle_cfg_read(c, "read-write lock", name, opts,
+                                    BATON__OPT_WATCHDOG | BATON__OPT_FAIR_WAIT | BATON__OPT_RECHECK,
+                                    &cfg);
     if (rc != BATON_OK)
         return rc;
     baton_rwlock *rw = calloc(1, sizeof *rw);
@@ -319,8 +330,8 @@ int baton_rwlock_open(baton_client *c, const char *name, baton_rwlock **out)
         return baton__fail(c, BATON_ENOMEM, "out of memory");
     baton__key_spec k[4];
     if (baton__derive_keys(name, k, rw_keys(rw, k))) {
-        rw->read = part_open(rw, c, name, &read_ops);
-        rw->write = part_open(rw, c, name, &write_ops);
+        rw->read = part_open(rw, c, name, &read_ops, &cfg);
+        rw->write = part_open(rw, c, name, &write_ops, &cfg);
     }
     if (!rw->read || !rw->write ||
         baton__live_add(rw, BATON__MAGIC_RWLOCK, c, NULL, "read-write lock", name) != BATON_OK) {

@@ -145,12 +145,21 @@ static size_t semaphore_keys(baton__object *o, baton__key_spec *k)
     return 2;
 }
 
-static const baton__object_kind semaphore_kind = {
-    "semaphore", BATON__KEY_SEMAPHORE_CHANNEL, sizeof(baton_semaphore), semaphore_keys, NULL, NULL};
+static const baton__object_kind semaphore_kind = {.what = "semaphore",
+                                                  .channel_prefix = BATON__KEY_SEMAPHORE_CHANNEL,
+                                                  .size = sizeof(baton_semaphore),
+                                                  .keys = semaphore_keys,
+                                                  .reads = BATON__OPT_RECHECK};
 
 int baton_semaphore_open(baton_client *c, const char *name, baton_semaphore **out)
 {
-    return baton__object_new(c, name, &semaphore_kind, NULL, out);
+    return baton__object_new(c, name, &semaphore_kind, NULL, NULL, out);
+}
+
+int baton_semaphore_open_opts(baton_client *c, const char *name, const baton_handle_options *opts,
+                              baton_semaphore **out)
+{
+    return baton__object_new(c, name, &semaphore_kind, opts, NULL, out);
 }
 
 /* baton_semaphore_cancel_waits, baton_semaphore_close */
@@ -184,7 +193,7 @@ static int attempt(acquiring *a)
     int64_t starve_ms = baton__client_config(c)->starve_ms;
     if (starve_ms != BATON_STARVE_NEVER)
         starve_ms *= BATON__SEM_STARVE_FACTOR;
-    int64_t recheck_ms = baton__client_config(c)->recheck_ms;
+    int64_t recheck_ms = s->base.cfg.recheck_ms;
     /* "0": never join the line; "1": join it if it is not empty; "2": join it */
     const char *mode = baton__line_mode(a->waits, a->own, baton__now_us() - a->since_us, starve_ms);
     char life[16];
@@ -340,7 +349,7 @@ static int try_acquire(baton_semaphore *s, int64_t permits, int64_t wait_ms)
                    .one = permits == 1,
                    .waits = wait_ms != 0,
                    .since_us = baton__now_us(),
-                   .ttl = baton__client_config(c)->recheck_ms,
+                   .ttl = s->base.cfg.recheck_ms,
                    .rank = -1};
     char owner[BATON__OWNER_LEN + 24];
     baton__waiter_owner(c, owner, sizeof owner);

@@ -122,11 +122,12 @@ int baton__check_name(const char *name);
 int baton__check_wait(int64_t ms);
 /* BATON_OK if ms is a valid lease (BATON_LEASE_WATCHDOG or 1..BATON_MAX_DURATION_MS). */
 int baton__check_lease(int64_t ms);
-/* A lease as the caller gave it, as the library reads it: 0 (the default) and -1 (the
- * watchdog before 0.2.0, common.h) are BATON_LEASE_WATCHDOG; anything else is itself. */
+/* A lease as the caller gave it, as the library reads it: 0 (the default) is
+ * BATON_LEASE_WATCHDOG; anything else is itself (-1, the watchdog's before 0.2.0, is refused
+ * from 0.3.0 by baton__check_wait_lease: common.h). */
 static inline int64_t baton__lease_in(int64_t ms)
 {
-    return ms == 0 || ms == -1 ? BATON_LEASE_WATCHDOG : ms;
+    return ms == 0 ? BATON_LEASE_WATCHDOG : ms;
 }
 /* "{name}", or name itself if it already contains '{'. New string; NULL when out of memory. */
 char *baton__hash_tag(const char *name);

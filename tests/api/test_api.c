@@ -419,8 +419,154 @@ Test(times, wait_and_lease_constants_differ_and_swapped_ones_are_refused_naming_
     baton_client_close(c);
 }
 
+static void async_never(void *handle, baton_owner *owner, int rc, void *arg)
+{
+    (void)handle, (void)owner, (void)rc, (void)arg;
+    cr_assert(false, "an acquire refused at its start completed");
+}
+
+/* The scripts the server ran so far (every acquire is one). */
+static long long scripts_run(redisContext *r)
+{
+    return th_cmdstat(r, "evalsha") + th_cmdstat(r, "eval") + th_cmdstat(r, "fcall");
+}
+
+/* The detail of a refused swap: the object and its name first, both arguments named. */
+#define assert_swapped(c, prefix, wait)                                                            \
+    do {                                                                                           \
+        const char *m_ = baton_client_errmsg(c);                                                   \
+        char want_[600];                                                                           \
+        snprintf(want_, sizeof want_, "%s: lease_ms is -1 (BATON_WAIT_FOREVER) and wait_ms is %s", \
+                 prefix, wait);                                                                    \
+        cr_assert(strstr(m_, want_) == m_, "want \"%s...\", got \"%s\"", want_, m_);               \
+        cr_assert(strstr(m_, "swapped?") != NULL, "%s", m_);                                       \
+    } while (0)
+
+/* A lease of -1 (BATON_WAIT_FOREVER, BATON_LEASE_WATCHDOG's value before 0.2.0, read as the
+ * watchdog's by 0.2) is refused from 0.3.0 in every call that takes a lease: lease and wait
+ * swapped, (l, 30000, BATON_WAIT_FOREVER), no longer wait 30 s and hold with the watchdog.
+ * Nothing is sent: no script runs, no key of any of these names exists after. */
+Test(times, a_lease_of_minus_1_is_refused_as_swapped_for_every_kind)
+{
+    cr_assert_eq(BATON_WAIT_FOREVER, -1);
+    baton_client *c = th_client(NULL);
+    redisContext *r = th_redis();
+    char *base = th_name("api-swap");
+    char n[6][200];
+    const char *kinds[6] = {"lock", "fair", "rw", "perm", "elect", "multi"};
+    for (int i = 0; i < 6; i++)
+        snprintf(n[i], sizeof n[i], "%s-%s", base, kinds[i]);
+    baton_lock *l, *f, *m;
+    baton_rwlock *rw;
+    baton_permits *p;
+    baton_election *e;
+    baton_owner *o;
+    cr_assert_eq(baton_lock_open(c, n[0], &l), BATON_OK);
+    cr_assert_eq(baton_fairlock_open(c, n[1], &f), BATON_OK);
+    cr_assert_eq(baton_rwlock_open(c, n[2], &rw), BATON_OK);
+    cr_assert_eq(baton_permits_open(c, n[3], &p), BATON_OK);
+    cr_assert_eq(baton_election_open(c, n[4], &e), BATON_OK);
+    const char *members[2] = {n[5], n[0]};
+    cr_assert_eq(baton_multilock_open_names(c, members, 2, &m), BATON_OK);
+    cr_assert_eq(baton_owner_new(c, &o), BATON_OK);
+    char pre[8][260];
+    snprintf(pre[0], sizeof pre[0], "lock %s", n[0]);
+    snprintf(pre[1], sizeof pre[1], "fair lock %s", n[1]);
+    snprintf(pre[3], sizeof pre[3], "permits %s", n[3]);
+    snprintf(pre[4], sizeof pre[4], "election %s", n[4]);
+    long long scripts0 = scripts_run(r);
+
+    /* the lock: the order of the issue, every form */
+    cr_assert_eq(baton_lock_try_acquire(l, 30000, BATON_WAIT_FOREVER), BATON_EINVAL);
+    assert_swapped(c, pre[0], "30000");
+    cr_assert_eq(baton_lock_try_acquire(l, 0, -1), BATON_EINVAL);
+    assert_swapped(c, pre[0], "0");
+    cr_assert_eq(baton_lock_try_acquire(l, BATON_WAIT_FOREVER, BATON_WAIT_FOREVER), BATON_EINVAL);
+    assert_swapped(c, pre[0], "BATON_WAIT_FOREVER, -1");
+    cr_assert_eq(baton_lock_acquire(l, BATON_WAIT_FOREVER), BATON_EINVAL);
+    assert_swapped(c, pre[0], "BATON_WAIT_FOREVER, -1");
+    cr_assert_eq(baton_lock_try_acquire_as(l, o, 30000, -1), BATON_EINVAL);
+    assert_swapped(c, pre[0], "30000");
+    cr_assert_eq(baton_lock_acquire_as(l, o, -1), BATON_EINVAL);
+    assert_swapped(c, pre[0], "BATON_WAIT_FOREVER, -1");
+    baton_op *op = (baton_op *)&op;
+    cr_assert_eq(baton_lock_acquire_async(l, NULL, 30000, -1, async_never, NULL, &op),
+                 BATON_EINVAL);
+    cr_assert_null(op);
+    assert_swapped(c, pre[0], "30000");
+    cr_assert_eq(baton_lock_acquire_async(l, o, BATON_WAIT_FOREVER, -1, async_never, NULL, &op),
+                 BATON_EINVAL);
+    assert_swapped(c, pre[0], "BATON_WAIT_FOREVER, -1");
+    /* the fair lock */
+    cr_assert_eq(baton_lock_try_acquire(f, 30000, -1), BATON_EINVAL);
+    assert_swapped(c, pre[1], "30000");
+    cr_assert_eq(baton_lock_acquire_async(f, NULL, 5, -1, async_never, NULL, &op), BATON_EINVAL);
+    assert_swapped(c, pre[1], "5");
+    /* the read-write lock's two sides (the message names the side as its kind does) */
+    cr_assert_eq(baton_lock_try_acquire(baton_rwlock_read(rw), 30000, -1), BATON_EINVAL);
+    cr_assert(strstr(baton_client_errmsg(c), n[2]) != NULL, "%s", baton_client_errmsg(c));
+    cr_assert(strstr(baton_client_errmsg(c),
+                     ": lease_ms is -1 (BATON_WAIT_FOREVER) and wait_ms is 30000: swapped?") !=
+                  NULL,
+              "%s", baton_client_errmsg(c));
+    cr_assert_eq(baton_lock_acquire(baton_rwlock_write(rw), -1), BATON_EINVAL);
+    cr_assert(strstr(baton_client_errmsg(c), n[2]) != NULL, "%s", baton_client_errmsg(c));
+    cr_assert(strstr(baton_client_errmsg(c), ": lease_ms is -1 (BATON_WAIT_FOREVER) and wait_ms "
+                                             "is BATON_WAIT_FOREVER, -1: swapped?") != NULL,
+              "%s", baton_client_errmsg(c));
+    /* the multi-lock */
+    cr_assert_eq(baton_lock_try_acquire(m, 30000, -1), BATON_EINVAL);
+    cr_assert(strstr(baton_client_errmsg(c),
+                     ": lease_ms is -1 (BATON_WAIT_FOREVER) and wait_ms is 30000: swapped?") !=
+                  NULL,
+              "%s", baton_client_errmsg(c));
+    cr_assert(strstr(baton_client_errmsg(c), "multi") == baton_client_errmsg(c), "%s",
+              baton_client_errmsg(c));
+    /* permits: acquire, try_acquire, many, async */
+    char id[BATON_PERMIT_ID_SIZE];
+    char ids[2][BATON_PERMIT_ID_SIZE];
+    cr_assert_eq(baton_permits_try_acquire(p, 30000, -1, id), BATON_EINVAL);
+    assert_swapped(c, pre[3], "30000");
+    cr_assert_eq(baton_permits_acquire(p, BATON_WAIT_FOREVER, id), BATON_EINVAL);
+    assert_swapped(c, pre[3], "BATON_WAIT_FOREVER, -1");
+    cr_assert_eq(baton_permits_try_acquire_many(p, 2, 30000, -1, ids), BATON_EINVAL);
+    assert_swapped(c, pre[3], "30000");
+    cr_assert_eq(baton_permits_acquire_async(p, 30000, -1, id, async_never, NULL, &op),
+                 BATON_EINVAL);
+    assert_swapped(c, pre[3], "30000");
+    /* the election: campaign and its async form */
+    cr_assert_eq(baton_election_campaign(e, "v", 30000, BATON_WAIT_FOREVER), BATON_EINVAL);
+    assert_swapped(c, pre[4], "30000");
+    cr_assert_eq(baton_election_campaign_async(e, "v", 30000, -1, async_never, NULL, &op),
+                 BATON_EINVAL);
+    assert_swapped(c, pre[4], "30000");
+
+    /* nothing was sent: no script ran (this count's own INFO is no script) and no key of
+     * these names exists */
+    cr_assert_eq(scripts_run(r), scripts0, "scripts ran: %lld", scripts_run(r) - scripts0);
+    redisReply *k = th_cmd(r, "KEYS *%s*", base);
+    cr_assert_eq(k->elements, 0, "%zu keys, the first %s", k->elements,
+                 k->elements ? k->element[0]->str : "");
+    freeReplyObject(k);
+    /* and the same calls the right way round work */
+    cr_assert_eq(baton_lock_try_acquire(l, 0, BATON_LEASE_WATCHDOG), BATON_OK, "%s",
+                 baton_client_errmsg(c));
+    cr_assert_eq(baton_lock_release(l), BATON_OK);
+
+    baton_owner_free(o);
+    baton_lock_close(m);
+    baton_election_close(e);
+    baton_permits_close(p);
+    baton_rwlock_close(rw);
+    baton_lock_close(f);
+    baton_lock_close(l);
+    baton_client_close(c);
+    redisFree(r);
+    free(base);
+}
+
 /* A lease of 0 is the watchdog's for every kind (it was EINVAL for a lock, the watchdog for
- * permits); -1, BATON_LEASE_WATCHDOG's old value, still is too. */
+ * permits), as BATON_LEASE_WATCHDOG is. */
 Test(times, a_lease_of_0_is_the_watchdogs_for_every_kind)
 {
     baton_options o;
@@ -431,7 +577,7 @@ Test(times, a_lease_of_0_is_the_watchdogs_for_every_kind)
     char *name = th_name("api-lease0");
     baton_lock *l;
     cr_assert_eq(baton_lock_open(c, name, &l), BATON_OK);
-    for (int64_t lease = 0; lease >= -1; lease--) {
+    for (int64_t lease = 0; lease >= BATON_LEASE_WATCHDOG; lease += BATON_LEASE_WATCHDOG) {
         cr_assert_eq(baton_lock_try_acquire(l, 0, lease), BATON_OK, "lease %lld: %s",
                      (long long)lease, baton_client_errmsg(c));
         int64_t t0 = th_ms();

@@ -531,7 +531,7 @@ static int die_holding(void *arg)
  * release or message, for a fixed lease and for the watchdog's. */
 Test(permits, a_killed_holders_permit_goes_to_a_waiter_when_its_lease_ends)
 {
-    const char *leases[2] = {"700", "-1"}; /* -1: the child's watchdog, 800 ms */
+    const char *leases[2] = {"700", "-2"}; /* -2, BATON_LEASE_WATCHDOG: the child's, 800 ms */
     for (int i = 0; i < 2; i++) {
         /* forked while this process has no baton thread (ThreadSanitizer requires it): the
          * client is opened after the fork and closed before the next one */

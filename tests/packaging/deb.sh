@@ -43,7 +43,7 @@ echo "deb: dpkg-buildpackage -us -uc -b took $(($(date +%s) - start)) s"
 arch=$(dpkg-architecture -qDEB_HOST_ARCH)
 ma=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 
-# The library package is named after the SONAME the build set: libbaton.so.0.2 -> libbaton0.2.
+# The library package is named after the SONAME the build set: libbaton.so.0.3 -> libbaton0.3.
 soname=$(readelf -d "$tree/debian/tmp/usr/lib/$ma/libbaton.so.$upstream" |
     sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 libpkg=libbaton${soname#libbaton.so.}
