@@ -26,6 +26,7 @@
 #include <hiredis/hiredis.h>
 
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +67,9 @@ struct baton_election {
     bool running;                /* the watching operation runs */
     bool stop;                   /* close: it ends and does not start again */
     uint64_t cancels;            /* baton_election_cancel_waits calls: a wait on the queue ends */
+    atomic_int in_queue;         /* threads in observe_next's queued path (not counted calls:
+                                    the close of the handle, or its client's, waits for them) */
+    atomic_bool closing_q;       /* the handle is closing: no thread enters the queue's wait */
     pthread_cond_t changed;      /* the queue changed */
     pthread_mutex_t mu_q;        /* guards the queue and the observer */
     baton_election_event *queue; /* QUEUE_LEN changes waiting for observe_next */
@@ -154,8 +158,18 @@ static void election_fini(baton__object *o)
     baton_election *e = (baton_election *)o;
     bool forked = baton__client_forked(o->client);
     if (!forked) { /* a child has no engine, and a mutex copied locked would stay so */
+        /* A thread blocked on the queue (observe_next from another thread while the client
+         * closes, which orphans this handle) is woken and let out before the queue's mutex
+         * goes: no thread enters after closing_q, and those in are waited for. Those that
+         * counted themselves in but saw closing_q leave without the mutex and without a
+         * signal, hence the bounded waits. */
+        atomic_store(&e->closing_q, true);
         baton__mutex_lock(&e->mu_q);
         e->stop = true; /* the watcher ends, and is not started again */
+        e->cancels++;
+        baton__cond_broadcast(&e->changed);
+        while (atomic_load(&e->in_queue) > 0)
+            baton__cond_wait_until(&e->changed, &e->mu_q, baton__now_us() + 1000);
         baton__mutex_unlock(&e->mu_q);
         baton__evloop_drop_handle(o->client, &e->watch);
     }
@@ -895,7 +909,7 @@ int baton_election_set_observer(baton_election *e,
 static int dequeue(baton_election *e, int64_t deadline, baton_election_event *ev)
 {
     uint64_t cancels = e->cancels;
-    while (e->q_len == 0 && e->cancels == cancels)
+    while (e->q_len == 0 && e->cancels == cancels && !atomic_load(&e->closing_q))
         if (baton__cond_wait_until(&e->changed, &e->mu_q, deadline) != 0)
             return BATON_ETIMEDOUT;
     if (e->q_len == 0)
@@ -929,16 +943,29 @@ static int observe_queued(baton_election *e, int64_t timeout_ms, baton_election_
 
 static int observe_counted(baton_election *e, int64_t timeout_ms, baton_election_event *ev);
 
-/* From the watcher's queue once it runs (a wait of a condition variable, not counted for
- * the client's close: the handle must be closed first), else observed on this thread. */
+/* From the watcher's queue once it runs (a wait of a condition variable, not a counted
+ * call: the handle's close, or its client's, which orphans it, wakes the thread and waits
+ * for it to leave before the queue goes), else observed on this thread. */
 int baton_election_observe_next(baton_election *e, int64_t timeout_ms, baton_election_event *ev)
 {
     int rc = enter_observe(e, timeout_ms, ev);
     if (rc != BATON_OK)
         return rc;
+    atomic_fetch_add(&e->in_queue, 1);
+    if (atomic_load(&e->closing_q)) { /* its client is closing: the queue is going */
+        atomic_fetch_sub(&e->in_queue, 1);
+        return baton__fail(e->base.client, BATON_ECANCELED, "election %s: closing", e->base.name);
+    }
     baton__mutex_lock(&e->mu_q);
-    if (e->watching)
-        return observe_queued(e, timeout_ms, ev); /* unlocks mu_q */
+    if (e->watching) {
+        rc = observe_queued(e, timeout_ms, ev); /* unlocks mu_q */
+        baton__mutex_lock(&e->mu_q);
+        atomic_fetch_sub(&e->in_queue, 1);
+        baton__cond_broadcast(&e->changed); /* a close waiting for it */
+        baton__mutex_unlock(&e->mu_q);
+        return rc;
+    }
+    atomic_fetch_sub(&e->in_queue, 1); /* a counted call from here: the close ends it */
     baton__mutex_unlock(&e->mu_q);
     return observe_counted(e, timeout_ms, ev);
 }

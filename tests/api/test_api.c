@@ -8,6 +8,7 @@
 #include "helper.h"
 
 #include "new_assert.h"
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,6 +175,50 @@ Test(misuse, election_outlives_its_client_across_a_reopen)
         freeReplyObject(th_cmd(r, "DEL %s", name));
         redisFree(r);
     }
+    free(name);
+}
+
+typedef struct observing {
+    baton_election *e;
+    int rc;
+    int64_t done_ms;
+} observing;
+
+static void *observe_forever(void *arg)
+{
+    observing *o = arg;
+    baton_election_event ev;
+    o->rc = baton_election_observe_next(o->e, BATON_WAIT_FOREVER, &ev);
+    o->done_ms = th_ms();
+    return NULL;
+}
+
+/* A thread blocked in observe_next (the watcher's queue, not a core wait) while another
+ * thread closes the client: it returns an error at once, and the handle's calls after that
+ * return BATON_ECLOSED; nothing crashes (ASan build: nothing read after it was freed). */
+Test(misuse, an_observer_blocked_while_its_client_closes_returns)
+{
+    char *name = th_name("api-observe");
+    baton_client *c = th_client(NULL);
+    baton_election *e;
+    cr_assert_eq(baton_election_open(c, name, &e), BATON_OK);
+    int fd;
+    cr_assert_eq(baton_election_observe_fd(e, &fd), BATON_OK); /* the queue */
+    baton_election_event ev;
+    while (baton_election_observe_next(e, 200, &ev) == BATON_OK) /* the first look's */
+        ;
+    observing o = {.e = e, .rc = 1};
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, observe_forever, &o), 0);
+    th_sleep_ms(200);
+    int64_t closed = th_ms();
+    baton_client_close(c);
+    pthread_join(t, NULL);
+    cr_assert(o.rc == BATON_ECANCELED || o.rc == BATON_ECLOSED, "observe_next: %d", o.rc);
+    cr_assert(le(i64, o.done_ms - closed, 1000), "returned %lld ms after the close",
+              (long long)(o.done_ms - closed));
+    cr_assert_eq(baton_election_observe_next(e, 0, &ev), BATON_ECLOSED);
+    baton_election_close(e);
     free(name);
 }
 
