@@ -144,6 +144,7 @@ void baton__lock_base_free(baton_lock *l)
         baton__mutex_destroy(&l->mu);
     free(l->name);
     free(l->channel);
+    l->name = l->channel = NULL; /* an orphaned handle's memory stays (live.c) */
 }
 
 /* ------------------------------- holds ------------------------------------------------ */
@@ -714,6 +715,7 @@ void baton__lock_dispose(void *p)
     baton__hold_forget(l);
     impl_close(l);
     baton__lock_base_free(l);
+    l->client = NULL; /* orphaned (its client closed): a group holding it sees that */
 }
 
 void baton__lock_free(baton_lock *l)

@@ -88,7 +88,10 @@ static int64_t min_budget(int64_t a, int64_t b)
 static int report(baton_lock *l, baton_lock *member, int rc, const char *detail)
 {
     multi *g = l->impl;
-    baton_client *c = member ? member->client : g->m[0]->client;
+    /* a member whose client was closed has none: the first member that has one */
+    baton_client *c = member ? member->client : NULL;
+    for (size_t i = 0; !c && i < g->n; i++)
+        c = g->m[i]->client;
     baton__fail(c, rc, "%s", detail);
     if (l->client && l->client != c)
         baton__fail(l->client, rc, "%s", detail);
@@ -97,6 +100,10 @@ static int report(baton_lock *l, baton_lock *member, int rc, const char *detail)
 
 static void keep_detail(char *detail, baton_lock *member, int rc)
 {
+    if (!member->client) { /* its client was closed (BATON_ECLOSED): name and client gone */
+        snprintf(detail, DETAIL_LEN, "multi-lock member: %s", baton_strerror(rc));
+        return;
+    }
     const char *msg = baton_client_errmsg(member->client);
     snprintf(detail, DETAIL_LEN, "multi-lock member %s: %s", member->name,
              *msg ? msg : baton_strerror(rc));

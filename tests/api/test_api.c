@@ -222,6 +222,43 @@ Test(misuse, an_observer_blocked_while_its_client_closes_returns)
     free(name);
 }
 
+/* A Redlock over members of three clients, one of which is closed: the group goes on with
+ * the members left (a majority: 2 of 3 acquire, release), the closed member counted as not
+ * taken; nothing is read of the closed client (ASan build). */
+Test(misuse, a_redlock_with_a_members_client_closed_goes_on_without_it)
+{
+    char *name = th_name("api-redlock");
+    baton_client *c[3];
+    baton_lock *m[3];
+    for (int i = 0; i < 3; i++) {
+        c[i] = th_client(NULL);
+        char member[300];
+        snprintf(member, sizeof member, "%s-%d", name, i);
+        cr_assert_eq(baton_lock_open(c[i], member, &m[i]), BATON_OK);
+    }
+    baton_lock *g;
+    cr_assert_eq(baton_redlock_open(m, 3, &g), BATON_OK);
+    cr_assert_eq(baton_lock_try_acquire(g, 1000, 5000), BATON_OK);
+    cr_assert_eq(baton_lock_release(g), BATON_OK);
+    baton_client_close(c[1]); /* its member is orphaned */
+    cr_assert_eq(baton_lock_try_acquire(m[1], 0, 5000), BATON_ECLOSED);
+    int rc = baton_lock_try_acquire(g, 1000, 5000);
+    cr_assert_eq(rc, BATON_OK, "the majority of 2 members left: %d", rc);
+    bool held0 = false, held2 = false;
+    cr_assert_eq(baton_lock_is_held_by_current_thread(m[0], &held0), BATON_OK);
+    cr_assert_eq(baton_lock_is_held_by_current_thread(m[2], &held2), BATON_OK);
+    cr_assert(held0 && held2, "%s", "the two members left are taken");
+    cr_assert_eq(baton_lock_release(g), BATON_OK);
+    cr_assert_eq(baton_lock_is_held_by_current_thread(m[0], &held0), BATON_OK);
+    cr_assert(not(held0), "released");
+    baton_lock_close(g);
+    for (int i = 0; i < 3; i++)
+        baton_lock_close(m[i]);
+    baton_client_close(c[0]);
+    baton_client_close(c[2]);
+    free(name);
+}
+
 /* ------------------------------------------------------------ closed handles --------- */
 
 Test(misuse, call_on_a_closed_handle_returns_eclosed)
