@@ -174,9 +174,8 @@ void hist_count(const hist *h, hist_counts *c)
 #define EX_SERVER_PAUSE 4 /* CLIENT PAUSE past the lease minus a renewal period */
 #define EX_PARTITION 8    /* the holder cut off past the lease minus a renewal period */
 #define EX_MEMBER 16      /* Redlock: a member of the hold restarted empty, the holder told */
-#define EX_SURPLUS                                                                                 \
-    32 /* a counting semaphore: releases after a loss gave back permits                            \
-          whose acquisitions the loss took away */
+/* a counting semaphore: releases after a loss gave back permits the loss took away */
+#define EX_SURPLUS 32
 
 typedef struct hold {
     int proc, inc;
