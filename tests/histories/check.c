@@ -174,11 +174,16 @@ void hist_count(const hist *h, hist_counts *c)
 #define EX_SERVER_PAUSE 4 /* CLIENT PAUSE past the lease minus a renewal period */
 #define EX_PARTITION 8    /* the holder cut off past the lease minus a renewal period */
 #define EX_MEMBER 16      /* Redlock: a member of the hold restarted empty, the holder told */
+/* a counting semaphore: releases after a loss gave back permits the loss took away */
+#define EX_SURPLUS 32
 
 typedef struct hold {
     int proc, inc;
     char kind; /* 'x' exclusive, 'r' read, 'w' write, 'p' a permit */
     int64_t start, end, token;
+    int64_t invoke;    /* its acquire's invoke (start when none was recorded): the grant
+                          came after it */
+    int64_t lease_ms;  /* its fixed lease (0: the watchdog's; a counting semaphore: none) */
     int64_t lease_end; /* a fixed lease's end (INT64_MAX: the watchdog's) */
     size_t i_acq, i_end;
     bool lost, killed, open_at_end, expired;
@@ -258,18 +263,26 @@ static holds extract(const hist *h, const char *obj)
             hold *x = &hs.v[hs.n];
             memset(x, 0, sizeof *x);
             x->lease_end = INT64_MAX;
+            /* its invoke: the client's last invoke on obj before the ok, if it is this
+             * acquire's (hand-made histories may have none) */
+            x->invoke = e->t;
+            for (size_t q = i; q-- > 0;) {
+                const hev *y = &h->ev[q];
+                if (y->proc != e->proc || y->inc != e->inc || strcmp(y->obj, obj) != 0 ||
+                    strcmp(y->type, "invoke") != 0)
+                    continue;
+                if (strcmp(y->op, e->op) == 0)
+                    x->invoke = y->t;
+                break;
+            }
             /* a fixed lease: it ends at the latest lease ms after the acquire was sent,
              * whatever the holder does. A counting semaphore has no lease: whatever its
              * acquire's VALUE says (its workload once recorded the permit count there, 1,
              * which cut every semaphore hold to 1 ms), its permit is held until released */
-            if (e->value > 0 && strcmp(obj, "sem") != 0)
-                for (size_t q = i; q-- > 0;)
-                    if (h->ev[q].proc == e->proc && h->ev[q].inc == e->inc &&
-                        strcmp(h->ev[q].obj, obj) == 0 && strcmp(h->ev[q].op, e->op) == 0 &&
-                        strcmp(h->ev[q].type, "invoke") == 0) {
-                        x->lease_end = h->ev[q].t + e->value * 1000;
-                        break;
-                    }
+            if (e->value > 0 && strcmp(obj, "sem") != 0) {
+                x->lease_ms = e->value;
+                x->lease_end = x->invoke + e->value * 1000;
+            }
             x->proc = e->proc;
             x->inc = e->inc;
             x->kind = kind;
@@ -441,6 +454,8 @@ static const char *why(int ex)
            : ex & EX_SERVER_PAUSE ? "allowed: the server was paused past the lease's margin"
            : ex & EX_PARTITION    ? "allowed: the holder was partitioned past the lease's margin"
            : ex & EX_MEMBER       ? "allowed: a member of the earlier quorum restarted empty"
+           : ex & EX_SURPLUS      ? "allowed: releases after a loss gave back permits the count "
+                                    "never lost"
                                   : "VIOLATION";
 }
 
@@ -566,7 +581,19 @@ hist_verdict hist_check_fenced(const hist *h, const char *obj, const hist_params
      * leaves the shortest such interval, inside every other one: if a loss excuses it, it
      * excuses them all, so b is a violation exactly when that a's interval has no loss. A
      * token repeated by the same holder after an operation of unknown outcome (the same
-     * server hold, re-entered) is allowed and left out of the comparison. */
+     * server hold, re-entered) is allowed and left out of the comparison.
+     *
+     * Why a later hold must have a larger token: a was granted by its ok (a->start); had b
+     * been granted before a, b's lock would have been alive when a was granted (b's
+     * release was sent after its ok, after a ended), and a could not have been granted.
+     * That holds only while b's lease had not run out: its lease (fixed, or the watchdog's
+     * first) counted from its acquire's invoke is all the history proves. An acquire that
+     * returned after its lease ran out (seed 502: two acquisitions of 300 ms leases kept
+     * 1.3 s in their acquire, granted one after the other while the WAIT of
+     * sync_replicas waited for the replica, answered together) may have been granted
+     * before a: such a pair orders nothing. Nor does a's own lease: a hold whose lease ran
+     * out before its ok "ends" before it begins, but it was granted by its ok, not by its
+     * end. */
     for (size_t j = 0; j < hs.n; j++) {
         hold *b = &hs.v[j];
         if (b->kind == 'r')
@@ -574,10 +601,14 @@ hist_verdict hist_check_fenced(const hist *h, const char *obj, const hist_params
         v.checked++;
         hold *last = NULL;
         bool same = false;
+        /* b's lock was certainly alive until then (unless the data was lost) */
+        int64_t b_alive = b->invoke + (b->lease_ms > 0 ? b->lease_ms : p->watchdog_ms) * 1000;
         for (size_t i = 0; i < j; i++) {
             hold *a = &hs.v[i];
             if (a->kind == 'r' || a->end > b->start || a->token < b->token)
                 continue;
+            if (a->start > b_alive)
+                continue; /* b may have been granted first and have run out before a */
             if (a->proc == b->proc && a->inc == b->inc && a->token == b->token &&
                 unknown_before(h, obj, b)) {
                 /* the same server hold: re-entered after an operation of unknown outcome
@@ -728,6 +759,177 @@ hist_verdict hist_check_reentrant(const hist *h, const char *obj, const hist_par
 
 /* ------------------------------------------------------------- permits ------------- */
 
+static int cmp_i64(const void *a, const void *b);
+
+/* Whether the release that ended hold x was refused (fail: it did not happen). */
+static bool release_failed(const hist *h, const hold *x)
+{
+    const hev *r = &h->ev[x->i_end];
+    for (size_t k = x->i_end + 1; k < h->n; k++) {
+        const hev *y = &h->ev[k];
+        if (y->proc == r->proc && y->inc == r->inc && strcmp(y->obj, r->obj) == 0 &&
+            strcmp(y->op, "release") == 0)
+            return strcmp(y->type, "fail") == 0;
+    }
+    return false;
+}
+
+/* A counting semaphore after a loss. Its release adds its permits whatever the count says
+ * (INCRBY, as Redisson's RSemaphore; a permit lease is given back only if the master has
+ * its lease, permits_release.lua). A loss of the data (a failover, with sync_replicas or
+ * not, which covers the locks only; a restart without the data; an eviction) may take
+ * away acquisitions that the master which goes on never saw; the release of such a permit,
+ * on that master, gives back one the count never lost, and the count keeps it for good
+ * ("a count across a failover" is not kept, docs/guarantees.md). Such a hold spans the
+ * loss: acquired by its end (the acquire invoked by then) and released after it began
+ * (the release sent, and not refused); a holder killed never gives its permit back. Each
+ * release adds one permit at most, and each client incarnation one per loss at most: it
+ * moves once from the master that lost the data to the one that goes on, and only the
+ * hold it had when it moved was acquired on one and released on the other. A restart
+ * without the data (or an eviction) leaves no count at all: a release then counts from
+ * nothing, and adds a permit never lost only once a client has set the count again
+ * (try_set_permits, which the workload calls when a client incarnation starts, between
+ * its predecessor's kill and its first operation): for such a loss only releases sent
+ * after the earliest such set count. So a client incarnation has added, by time t, at
+ * most min(its releases by t of holds that spanned a loss, the losses those holds
+ * spanned). Returns the times (sorted) from which one more permit may exist, *n_out of
+ * them. */
+static int64_t *sem_surplus(const hist *h, const holds *hs, size_t *n_out)
+{
+    int64_t *t = NULL, *from = NULL, *to = NULL;
+    size_t n = 0, cap = 0, nl = 0, lcap = 0;
+    for (size_t i = 0; i < h->n; i++) {
+        const hev *e = &h->ev[i];
+        if (!is_nemesis(e) || strcmp(e->type, "invoke") != 0 || !(is_loss(e) || is_failover(e)))
+            continue;
+        if (nl == lcap) {
+            lcap = lcap ? lcap * 2 : 64;
+            from = realloc(from, lcap * sizeof *from);
+            to = realloc(to, lcap * sizeof *to);
+            if (!from || !to)
+                abort();
+        }
+        from[nl] = e->t;
+        to[nl] = fault_end(h, i);
+        nl++;
+    }
+    /* a restart without the data or an eviction: from when the count may have been set
+     * again (INT64_MAX: never). A new incarnation of a client of obj sets it between its
+     * predecessor's kill and its first operation */
+    typedef struct {
+        int proc, inc;
+        int64_t killed, first;
+    } incarnation;
+    incarnation *inc = NULL;
+    size_t ninc = 0, inccap = 0;
+    const char *obj = hs->n > 0 ? h->ev[hs->v[0].i_acq].obj : "";
+    for (size_t k = 0; k < h->n; k++) {
+        const hev *x = &h->ev[k];
+        if (x->inc == 0 || strcmp(x->obj, obj) != 0)
+            continue;
+        size_t q;
+        for (q = 0; q < ninc && !(inc[q].proc == x->proc && inc[q].inc == x->inc); q++) {
+        }
+        if (q < ninc)
+            continue;
+        if (ninc == inccap) {
+            inccap = inccap ? inccap * 2 : 16;
+            inc = realloc(inc, inccap * sizeof *inc);
+            if (!inc)
+                abort();
+        }
+        inc[ninc] = (incarnation){x->proc, x->inc, INT64_MIN, x->t};
+        for (size_t r = k; r-- > 0;)
+            if (is(&h->ev[r], "nemesis", "kill", "invoke") &&
+                h->ev[r].proc == hist_os_proc(x->proc)) {
+                inc[ninc].killed = h->ev[r].t;
+                break;
+            }
+        ninc++;
+    }
+    int64_t *set_from = malloc((nl ? nl : 1) * sizeof *set_from);
+    if (!set_from)
+        abort();
+    size_t nl2 = 0;
+    for (size_t i = 0; i < h->n; i++) {
+        const hev *e = &h->ev[i];
+        if (!is_nemesis(e) || strcmp(e->type, "invoke") != 0 || !(is_loss(e) || is_failover(e)))
+            continue;
+        int64_t at = is_failover(e) ? e->t : INT64_MAX;
+        for (size_t q = 0; q < ninc && !is_failover(e); q++)
+            if (inc[q].first >= e->t) {
+                int64_t from_set = inc[q].killed > e->t ? inc[q].killed : e->t;
+                if (from_set < at)
+                    at = from_set;
+            }
+        set_from[nl2++] = at;
+    }
+    free(inc);
+    /* per client incarnation: the losses its holds spanned, its releases of such holds,
+     * and the permits counted so far */
+    typedef struct {
+        int proc, inc;
+        bool *spanned;
+        long losses, releases, added;
+    } who;
+    who *w = NULL;
+    size_t nw = 0, wcap = 0;
+    for (size_t k = 0; k < hs->n && nl > 0; k++) { /* a client's holds in their order */
+        const hold *x = &hs->v[k];
+        if (x->killed || x->lost || x->open_at_end || release_failed(h, x))
+            continue;
+        size_t q;
+        for (q = 0; q < nw; q++)
+            if (w[q].proc == x->proc && w[q].inc == x->inc)
+                break;
+        bool spans = false;
+        for (size_t l = 0; l < nl; l++) {
+            if (x->invoke > to[l] || x->end < from[l] || x->end < set_from[l])
+                continue;
+            if (q == nw) {
+                if (nw == wcap) {
+                    wcap = wcap ? wcap * 2 : 16;
+                    w = realloc(w, wcap * sizeof *w);
+                    if (!w)
+                        abort();
+                }
+                w[nw] = (who){x->proc, x->inc, calloc(nl, sizeof(bool)), 0, 0, 0};
+                if (!w[nw].spanned)
+                    abort();
+                nw++;
+            }
+            spans = true;
+            if (!w[q].spanned[l]) {
+                w[q].spanned[l] = true;
+                w[q].losses++;
+            }
+        }
+        if (!spans)
+            continue;
+        w[q].releases++;
+        long now = w[q].releases < w[q].losses ? w[q].releases : w[q].losses;
+        for (; w[q].added < now; w[q].added++) {
+            if (n == cap) {
+                cap = cap ? cap * 2 : 64;
+                t = realloc(t, cap * sizeof *t);
+                if (!t)
+                    abort();
+            }
+            t[n++] = x->end;
+        }
+    }
+    for (size_t q = 0; q < nw; q++)
+        free(w[q].spanned);
+    free(w);
+    free(set_from);
+    free(from);
+    free(to);
+    if (n)
+        qsort(t, n, sizeof *t, cmp_i64);
+    *n_out = n;
+    return t;
+}
+
 hist_verdict hist_check_permits(const hist *h, const char *obj, int n, const hist_params *p,
                                 FILE *out)
 {
@@ -735,6 +937,9 @@ hist_verdict hist_check_permits(const hist *h, const char *obj, int n, const his
     holds hs = extract(h, obj);
     v.checked = (long)hs.n;
     int shown[2] = {0, 0};
+    /* a counting semaphore: the permits that releases after a loss may have added */
+    size_t nsurplus = 0, surplus = 0;
+    int64_t *more = strcmp(obj, "sem") == 0 ? sem_surplus(h, &hs, &nsurplus) : NULL;
     for (size_t j = 0; j < hs.n; j++) {
         hold *b = &hs.v[j];
         /* the holders still open when b took its permit; those the guarantees excuse (a
@@ -756,8 +961,12 @@ hist_verdict hist_check_permits(const hist *h, const char *obj, int n, const his
         }
         if (open < n)
             continue;
-        if (held >= n)
+        while (surplus < nsurplus && more[surplus] <= b->start)
+            surplus++;
+        if (held >= n + (int)surplus)
             ex = 0;
+        else if (held >= n)
+            ex = EX_SURPLUS;
         if (ex)
             v.allowed++;
         else
@@ -765,8 +974,12 @@ hist_verdict hist_check_permits(const hist *h, const char *obj, int n, const his
         if (show(shown, ex != 0, p->excerpts, out)) {
             fprintf(out,
                     "  %s: %s: %d permits held (%d not excused) when %d.%d took one at %" PRId64
-                    " (of %d)\n",
+                    " (of %d",
                     v.checker, why(ex), open, held, b->proc, b->inc, b->start, n);
+            if (surplus > 0)
+                fprintf(out, ", and %zu releases since a loss that may each have added one",
+                        surplus);
+            fprintf(out, ")\n");
             for (size_t i = 0; i < j; i++)
                 if (hs.v[i].end > b->start) {
                     hist_print_event(out, &h->ev[hs.v[i].i_acq]);
@@ -775,6 +988,27 @@ hist_verdict hist_check_permits(const hist *h, const char *obj, int n, const his
             hist_print_event(out, &h->ev[b->i_acq]);
         }
     }
+    if (out && nsurplus > 0) {
+        /* with c clients, each holding one permit at a time, an overcommit shows only while
+         * n + the added permits < c: say from when the check could no longer fail */
+        int procs[1024], c = 0;
+        for (size_t k = 0; k < hs.n; k++) {
+            int q;
+            for (q = 0; q < c && procs[q] != hist_os_proc(hs.v[k].proc); q++) {
+            }
+            if (q == c && c < 1024)
+                procs[c++] = hist_os_proc(hs.v[k].proc);
+        }
+        fprintf(
+            out,
+            "  %s: releases after losses may have added up to %zu permits, the first from %" PRId64,
+            v.checker, nsurplus, more[0]);
+        if (c > n && nsurplus >= (size_t)(c - n))
+            fprintf(out, "; from %" PRId64 " on, %d added, %d clients could not overcommit",
+                    more[c - n - 1], c - n, c);
+        fprintf(out, "\n");
+    }
+    free(more);
     free(hs.v);
     return v;
 }
@@ -892,7 +1126,8 @@ hist_verdict hist_check_returned(const hist *h, const char *obj, int n, const hi
  * lower token after a higher one (a sale whose UPDATE was sent after another sale returned
  * has a larger fence), and never oversells (qty never below 0, the sales, counted by the
  * clients, are what the row lost: init - final lies between the sales that returned ok and
- * those plus the ones of unknown outcome). */
+ * those plus the ones of unknown outcome: answered "unknown", or sent and never answered,
+ * their client killed inside `mariadb`). */
 hist_verdict hist_check_stock(const hist *h, const hist_params *p, FILE *out)
 {
     hist_verdict v = {"stock (MariaDB)", 0, 0, 0};
@@ -901,6 +1136,12 @@ hist_verdict hist_check_stock(const hist *h, const hist_params *p, FILE *out)
     size_t top_i = 0;
     long sold = 0, unknown = 0;
     int64_t init = -1, final = -1;
+    /* the sales sent and not answered (yet), by client incarnation: one whose client was
+     * killed inside `mariadb` is never answered, and may or may not have happened */
+    struct {
+        int proc, inc;
+    } pending[1024];
+    size_t npending = 0;
     for (size_t i = 0; i < h->n; i++) {
         const hev *e = &h->ev[i];
         if (strcmp(e->obj, "stock") != 0)
@@ -909,8 +1150,25 @@ hist_verdict hist_check_stock(const hist *h, const hist_params *p, FILE *out)
             init = e->value;
         if (strcmp(e->op, "final") == 0 && strcmp(e->type, "ok") == 0)
             final = e->value;
-        if (strcmp(e->op, "sql") != 0 || strcmp(e->type, "invoke") == 0)
+        if (strcmp(e->op, "sql") != 0)
             continue;
+        size_t pk;
+        for (pk = 0; pk < npending; pk++)
+            if (pending[pk].proc == e->proc && pending[pk].inc == e->inc)
+                break;
+        if (strcmp(e->type, "invoke") == 0) {
+            if (pk < npending)
+                unknown++; /* the one before was never answered */
+            else if (npending < sizeof pending / sizeof pending[0]) {
+                pending[npending].proc = e->proc;
+                pending[npending].inc = e->inc;
+                npending++;
+            } else
+                abort();
+            continue;
+        }
+        if (pk < npending)
+            pending[pk] = pending[--npending];
         if (strcmp(e->type, "info") == 0) {
             unknown++;
             continue;
@@ -942,6 +1200,7 @@ hist_verdict hist_check_stock(const hist *h, const hist_params *p, FILE *out)
             top_i = i;
         }
     }
+    unknown += (long)npending; /* sent, never answered: the client was killed in it */
     if (init >= 0) {
         /* final < 0: never read, or oversold */
         bool bad = final < 0 || init - final < sold || init - final > sold + unknown;
