@@ -122,7 +122,9 @@ BATON_API int baton_lock_acquire(baton_lock *l, int64_t lease_ms);
  * wait_ms is 30000: swapped?"); nothing is sent.
  *
  * Returns BATON_OK; BATON_ETIMEDOUT (not acquired in time; nothing is left behind in
- * Redis, no subscription kept); and the errors of baton_lock_acquire().
+ * Redis, no subscription kept; also when the server granted a fixed lease_ms but the reply
+ * came after that lease, less 1 % + 2 ms, had run out: not held, and released at once if
+ * the server still has it); and the errors of baton_lock_acquire().
  */
 BATON_API int baton_lock_try_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms);
 

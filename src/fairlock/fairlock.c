@@ -173,6 +173,8 @@ static int fair_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
         return baton__fail(c, BATON_ENOMEM, "out of memory");
     int rc = baton__wait_for(c, &fair_wait, channel, wait_ms, &a);
     free(channel);
+    if (rc == BATON__LEASE_RAN_OUT)
+        return BATON_ETIMEDOUT; /* the detail is baton__hold_taken's */
     if (rc == BATON_ETIMEDOUT && wait_ms == 0)
         return baton__fail(c, rc, "fair lock %s is held, or other owners are queued first",
                            l->name);

@@ -209,6 +209,8 @@ static int plain_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
                    .rank = -1};
     int rc = baton__wait_for(c, &lock_wait, l->channel, wait_ms, &a);
     free(a.own);
+    if (rc == BATON__LEASE_RAN_OUT)
+        return BATON_ETIMEDOUT; /* the detail is baton__hold_taken's */
     if (rc == BATON_ETIMEDOUT && wait_ms == 0)
         return baton__fail(c, rc, "lock %s is held by another owner", l->name);
     if (rc == BATON_ETIMEDOUT)

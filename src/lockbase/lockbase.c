@@ -645,14 +645,37 @@ int baton__hold_pair(baton_lock *l, const baton__hold_script *h, const char *wha
     return rc;
 }
 
+/* Whether a fresh hold's own lease (not the watchdog's) has surely run out by now: the server
+ * started it no earlier than the attempt was sent, so a reply later than the lease, less
+ * Redlock's drift allowance (1 % + 2 ms), comes for a lock that may be another's already (a
+ * reply held up by a pause or a slow network, a WAIT that waited for a resyncing replica). */
+static bool lease_ran_out(int64_t lease_ms, int64_t sent_us, int64_t *took_ms)
+{
+    if (lease_ms <= 0)
+        return false;
+    int64_t lease_us = lease_ms * 1000, took_us = baton__now_us() - sent_us;
+    *took_ms = took_us / 1000;
+    return took_us >= lease_us - lease_us / 100 - 2000;
+}
+
 int baton__hold_taken(baton_lock *l, const baton__hold_script *h, const baton__hold_reply *hr,
                       int64_t sent_us)
 {
-    if (hr->unsynced)
-        return baton__hold_unsynced(l, h->owner, hr->status == BATON__ACQ_TAKEN, hr->value,
-                                    h->lease_ms, sent_us);
-    return baton__hold_acquired(l, h->owner, hr->status == BATON__ACQ_TAKEN, hr->value, h->lease_ms,
-                                sent_us);
+    int64_t took_ms = 0;
+    bool late = hr->status == BATON__ACQ_TAKEN && lease_ran_out(h->lease_ms, sent_us, &took_ms);
+    int rc = hr->unsynced ? baton__hold_unsynced(l, h->owner, hr->status == BATON__ACQ_TAKEN,
+                                                 hr->value, h->lease_ms, sent_us)
+                          : baton__hold_acquired(l, h->owner, hr->status == BATON__ACQ_TAKEN,
+                                                 hr->value, h->lease_ms, sent_us);
+    if (!late || rc != BATON_OK)
+        return rc;
+    /* Recorded, then released at once, as any hold (the release script checks the owner: a
+     * hold already another's is left alone), so that nothing is left behind. */
+    (void)l->ops->release(l);
+    return baton__fail(l->client, BATON__LEASE_RAN_OUT,
+                       "lock %s: taken, but its lease of %lld ms ran out before the reply came "
+                       "(%lld ms after the attempt was sent): not held",
+                       l->name, (long long)h->lease_ms, (long long)took_ms);
 }
 
 /* ------------------------------- queries on Redisson's lock hash ---------------------- */

@@ -155,6 +155,10 @@ int baton__hold_release(baton_lock *l, const baton__script *script, const char *
 int baton__hold_release_hash_only(baton_lock *l, const baton__script *script,
                                   const char *latch_prefix, int nkeys, const char **keys);
 /* An acquire script of a lock kept in Redisson's hash, and what resolves its lost reply. */
+/* baton__hold_taken's "taken, but its own lease ran out before the reply came" (detail
+ * recorded): it ends the wait, and the acquire returns BATON_ETIMEDOUT keeping that detail. */
+#define BATON__LEASE_RAN_OUT 2
+
 typedef struct baton__hold_script {
     const baton__script *script;
     int nkeys, nargs;

@@ -147,6 +147,8 @@ static int rw_acquire(baton_lock *l, bool write, int64_t wait_ms, int64_t lease_
     snprintf(a.other, sizeof a.other, "%s%s", thread, write ? "" : BATON__KEY_WRITE_SUFFIX);
     int rc = baton__wait_for(c, &rwlock_wait, l->channel, wait_ms, &a);
     const char *what = write ? "write" : "read";
+    if (rc == BATON__LEASE_RAN_OUT)
+        return BATON_ETIMEDOUT; /* the detail is baton__hold_taken's */
     if (rc == BATON_ETIMEDOUT && wait_ms == 0)
         return baton__fail(c, rc, "read-write lock %s: the %s lock is not free", l->name, what);
     if (rc == BATON_ETIMEDOUT)

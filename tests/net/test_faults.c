@@ -352,6 +352,43 @@ Test(faults, a_semaphore_deleted_while_waited_on_times_out_and_leaves_nothing)
     redisFree(r);
 }
 
+/* An acquisition whose reply comes after its own fixed lease ran out (seed 502's history:
+ * two 300 ms leases that ran out inside sync_replicas' WAIT returned BATON_OK): the server
+ * started the lease no earlier than the attempt was sent, so the lock may be another's by
+ * then; it is not reported held (as Redlock's validity: lease - elapsed - drift > 0). */
+Test(faults, an_acquisition_answered_after_its_lease_ran_out_is_not_held)
+{
+    rig r;
+    rig_up(&r, 3000);
+    baton_lock *l;
+    cr_assert(eq(int, baton_lock_open(r.c, "fl-late-lease", &l), BATON_OK));
+    /* warm: the connection and the script are loaded */
+    cr_assert(eq(int, baton_lock_try_acquire(l, 0, 5000), BATON_OK));
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    th_proxy_delay(r.proxy, TH_DOWN, 400); /* every reply comes 400 ms late */
+    int64_t t0 = th_ms();
+    int rc = baton_lock_try_acquire(l, 0, 200);
+    int64_t took = th_ms() - t0;
+    th_proxy_heal(r.proxy);
+    cr_assert(ge(i64, took, 390), "the reply was late (%lld ms)", (long long)took);
+    cr_assert(eq(int, rc, BATON_ETIMEDOUT), "%d %s", rc, baton_client_errmsg(r.c));
+    cr_assert(ne(ptr, strstr(baton_client_errmsg(r.c), "ran out"), NULL), "%s",
+              baton_client_errmsg(r.c));
+    bool held = true;
+    cr_assert(eq(int, baton_lock_is_held_by_current_thread(l, &held), BATON_OK));
+    cr_assert(not(held), "not believed held");
+    /* and another client takes it at once */
+    baton_client *d = th_client_on(r.server.port, 1000);
+    baton_lock *o;
+    cr_assert(eq(int, baton_lock_open(d, "fl-late-lease", &o), BATON_OK));
+    cr_assert(eq(int, baton_lock_try_acquire(o, 0, 5000), BATON_OK));
+    cr_assert(eq(int, baton_lock_release(o), BATON_OK));
+    baton_lock_close(o);
+    baton_client_close(d);
+    baton_lock_close(l);
+    rig_down(&r);
+}
+
 /* A barrier party whose arrival's reply is lost (the checker's gap 6: the arrival counted
  * on the server, its await failed, and the generation tripped with a party short). */
 typedef struct party {
