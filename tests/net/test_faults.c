@@ -501,6 +501,26 @@ static void an_arrival_whose_reply_is_lost(bool first)
     rig_down(&r);
 }
 
+/* a and b await together (a on a thread of its own): both must pass. */
+static void await_together(party *a, party *b)
+{
+    pthread_t t;
+    pthread_create(&t, NULL, party_await, a);
+    party_await(b);
+    pthread_join(t, NULL);
+    cr_assert(eq(int, a->rc, BATON_OK), "%s", a->err);
+    cr_assert(eq(int, b->rc, BATON_OK), "%s", b->err);
+}
+
+/* a arrives alone, on a thread (*t), and the server has counted it. */
+static void arrive_alone(rig *r, party *a, const char *state, pthread_t *t)
+{
+    pthread_create(t, NULL, party_await, a);
+    for (int i = 0; i < 200 && barrier_count(r, state) == 0; i++)
+        th_sleep_ms(10);
+    cr_assert(eq(i64, barrier_count(r, state), 1), "the arrival ran on the server");
+}
+
 /* Both replies of an arrival lost (sent, and sent again): the await fails with ECONN, and
  * the handle's next await is the same party, not a second one. */
 Test(faults, a_barrier_arrival_lost_twice_is_the_same_party_at_the_next_await)
@@ -513,16 +533,9 @@ Test(faults, a_barrier_arrival_lost_twice_is_the_same_party_at_the_next_await)
     cr_assert(eq(int, baton_barrier_open(r.c, "fl-bar-twice", 2, &a.b), BATON_OK));
     cr_assert(eq(int, baton_barrier_open(d, "fl-bar-twice", 2, &b.b), BATON_OK));
     pthread_t t;
-    pthread_create(&t, NULL, party_await, &a);
-    party_await(&b);
-    pthread_join(t, NULL);
-    cr_assert(eq(int, a.rc, BATON_OK), "%s", a.err);
-    cr_assert(eq(int, b.rc, BATON_OK), "%s", b.err);
+    await_together(&a, &b);
     cr_assert(ge(i64, blackhole_command_connections(&r), 1));
-    pthread_create(&t, NULL, party_await, &a);
-    for (int i = 0; i < 200 && barrier_count(&r, state) == 0; i++)
-        th_sleep_ms(10);
-    cr_assert(eq(i64, barrier_count(&r, state), 1), "the arrival ran on the server");
+    arrive_alone(&r, &a, state, &t);
     th_proxy_hold(r.proxy, true); /* and the one sent again never gets there */
     pthread_join(t, NULL);
     cr_assert(eq(int, a.rc, BATON_ECONN), "%d %s", a.rc, a.err);
@@ -563,10 +576,7 @@ Test(faults, a_party_whose_wait_lost_the_server_is_the_same_party_at_the_next_aw
     cr_assert(eq(int, a.rc, BATON_OK), "%s", a.err);
     cr_assert(eq(int, b.rc, BATON_OK), "%s", b.err);
     /* A arrives in generation 1 and waits */
-    pthread_create(&t, NULL, party_await, &a);
-    for (int i = 0; i < 200 && barrier_count(&r, state) == 0; i++)
-        th_sleep_ms(10);
-    cr_assert(eq(i64, barrier_count(&r, state), 1), "A arrived");
+    arrive_alone(&r, &a, state, &t);
     /* the server is lost to A while it waits: every connection reset, new ones held */
     th_proxy_hold(r.proxy, true);
     th_proxy_cut(r.proxy);
