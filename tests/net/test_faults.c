@@ -439,6 +439,26 @@ static long blackhole_command_connections(rig *r)
     return n;
 }
 
+/* a and b await together (a on a thread of its own): both must pass. */
+static void await_together(party *a, party *b)
+{
+    pthread_t t;
+    pthread_create(&t, NULL, party_await, a);
+    party_await(b);
+    pthread_join(t, NULL);
+    cr_assert(eq(int, a->rc, BATON_OK), "%s", a->err);
+    cr_assert(eq(int, b->rc, BATON_OK), "%s", b->err);
+}
+
+/* a arrives alone, on a thread (*t), and the server has counted it. */
+static void arrive_alone(rig *r, party *a, const char *state, pthread_t *t)
+{
+    pthread_create(t, NULL, party_await, a);
+    for (int i = 0; i < 200 && barrier_count(r, state) == 0; i++)
+        th_sleep_ms(10);
+    cr_assert(eq(i64, barrier_count(r, state), 1), "the arrival ran on the server");
+}
+
 /* first: the party behind the proxy arrives first (its reply lost, another arrives later)
  * or last (its lost reply was the trip's) */
 static void an_arrival_whose_reply_is_lost(bool first)
@@ -488,37 +508,13 @@ static void an_arrival_whose_reply_is_lost(bool first)
     cr_assert(ne(i64, a.index, b.index));
     /* and the next generation counts each party once */
     th_proxy_heal(r.proxy);
-    pthread_create(&t, NULL, party_await, &a);
-    party_await(&b);
-    pthread_join(t, NULL);
-    cr_assert(eq(int, a.rc, BATON_OK), "%s", a.err);
-    cr_assert(eq(int, b.rc, BATON_OK), "%s", b.err);
+    await_together(&a, &b);
     cr_assert(eq(i64, a.gen, 2));
     cr_assert(eq(i64, b.gen, 2));
     baton_barrier_close(a.b);
     baton_barrier_close(b.b);
     baton_client_close(d);
     rig_down(&r);
-}
-
-/* a and b await together (a on a thread of its own): both must pass. */
-static void await_together(party *a, party *b)
-{
-    pthread_t t;
-    pthread_create(&t, NULL, party_await, a);
-    party_await(b);
-    pthread_join(t, NULL);
-    cr_assert(eq(int, a->rc, BATON_OK), "%s", a->err);
-    cr_assert(eq(int, b->rc, BATON_OK), "%s", b->err);
-}
-
-/* a arrives alone, on a thread (*t), and the server has counted it. */
-static void arrive_alone(rig *r, party *a, const char *state, pthread_t *t)
-{
-    pthread_create(t, NULL, party_await, a);
-    for (int i = 0; i < 200 && barrier_count(r, state) == 0; i++)
-        th_sleep_ms(10);
-    cr_assert(eq(i64, barrier_count(r, state), 1), "the arrival ran on the server");
 }
 
 /* Both replies of an arrival lost (sent, and sent again): the await fails with ECONN, and
@@ -542,11 +538,7 @@ Test(faults, a_barrier_arrival_lost_twice_is_the_same_party_at_the_next_await)
     th_proxy_heal(r.proxy);
     cr_assert(eq(i64, barrier_count(&r, state), 1), "one arrival, its lease still running");
     /* the handle's next await is that arrival: with the other party's, generation 1 trips */
-    pthread_create(&t, NULL, party_await, &a);
-    party_await(&b);
-    pthread_join(t, NULL);
-    cr_assert(eq(int, a.rc, BATON_OK), "%s", a.err);
-    cr_assert(eq(int, b.rc, BATON_OK), "%s", b.err);
+    await_together(&a, &b);
     cr_assert(eq(i64, a.gen, 1));
     cr_assert(eq(i64, b.gen, 1));
     cr_assert(ne(i64, a.index, b.index));
@@ -570,11 +562,7 @@ Test(faults, a_party_whose_wait_lost_the_server_is_the_same_party_at_the_next_aw
     cr_assert(eq(int, baton_barrier_open(r.c, "fl-bar-wait", 2, &a.b), BATON_OK));
     cr_assert(eq(int, baton_barrier_open(d, "fl-bar-wait", 2, &b.b), BATON_OK));
     pthread_t t;
-    pthread_create(&t, NULL, party_await, &a);
-    party_await(&b);
-    pthread_join(t, NULL);
-    cr_assert(eq(int, a.rc, BATON_OK), "%s", a.err);
-    cr_assert(eq(int, b.rc, BATON_OK), "%s", b.err);
+    await_together(&a, &b);
     /* A arrives in generation 1 and waits */
     arrive_alone(&r, &a, state, &t);
     /* the server is lost to A while it waits: every connection reset, new ones held */
