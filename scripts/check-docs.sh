@@ -59,5 +59,32 @@ for h in "$src"/include/baton/*.h; do
         fail=1
     fi
 done
-echo "docs: $programs programs from README.md and docs/ compiled and linked; $headers headers alone as C11 and C++11"
+# ---- the README a newcomer opens first: short, and every link of it and of docs/ leads somewhere
+readme_lines=$(wc -l <"$src/README.md")
+if [ "$readme_lines" -gt 250 ]; then
+    echo "docs: README.md has $readme_lines lines (at most 250: move the detail to docs/)" >&2
+    fail=1
+fi
+links=0
+for doc in "$src/README.md" "$src"/docs/*.md "$src/CONTRIBUTING.md"; do
+    dir=$(dirname "$doc")
+    # the headings' anchors, as GitHub makes them
+    sed -n 's/^#\{1,6\} //p' "$doc" | tr 'A-Z' 'a-z' | sed 's/[^a-z0-9 _-]//g; s/ /-/g' \
+        >"$work/anchors"
+    for target in $(grep -o '](\([^)#: ]*\)\(#[^) ]*\)\{0,1\})' "$doc" | sed 's/^](//; s/)$//'); do
+        links=$((links + 1))
+        file=${target%%#*}
+        anchor=
+        case $target in *'#'*) anchor=${target#*#} ;; esac
+        if [ -n "$file" ] && [ ! -e "$dir/$file" ]; then
+            echo "docs: $(basename "$doc") links to $target: no such file" >&2
+            fail=1
+        elif [ -z "$file" ] && [ -n "$anchor" ] && ! grep -qx -- "$anchor" "$work/anchors"; then
+            echo "docs: $(basename "$doc") links to #$anchor: no such heading" >&2
+            fail=1
+        fi
+    done
+done
+
+echo "docs: README.md $readme_lines lines, $links links followed; $programs programs from README.md and docs/ compiled and linked; $headers headers alone as C11 and C++11"
 exit $fail
