@@ -82,7 +82,7 @@ if pttl == -2 then
             redis.call('del', KEYS[3])
         end
         if lined then
-            redis.pcall('zrem', KEYS[4], ARGV[2])
+            leave(KEYS[4], ARGV[2], ARGV[4])
         end
         return take()
     end

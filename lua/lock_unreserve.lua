@@ -6,11 +6,12 @@
 -- KEYS[3]  baton's line baton_lock_line:{name}
 -- ARGV[1]  the waiter's owner field
 -- ARGV[2]  the lock's channel, redisson_lock__channel:{name}
+-- A waiter that was the line's first tells the next that it is first now (lib/line.lua).
 -- Returns  1 it held the reservation (dropped; a free lock went on to the line's next),
 --          0 it did not (it left the line if it was in it). A key of another type is left
 --          alone.
 -- uses: line
-redis.pcall('zrem', KEYS[3], ARGV[1])
+leave(KEYS[3], ARGV[1], ARGV[2])
 if redis.pcall('get', KEYS[2]) ~= ARGV[1] then
     return 0
 end

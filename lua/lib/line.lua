@@ -9,6 +9,19 @@
 --                           served)
 -- A key of another type at either is no reservation and no line, and is left alone (pcall).
 local RESERVE_MS = 50
+-- tell_first: the line's first has left it by itself (it took the free lock, or gave up):
+-- the waiter first now is told on its own channel, "1" (its place, not the lock; one the
+-- line serves is told by the release that serves it, and tells the next at its own
+-- release, so promote need not), so that it looks at once,
+-- finds itself first and from then on hears the lock's channel too. Without this it learns
+-- it at its next look (50 ms x its rank before), and meanwhile a Redisson client's unlock,
+-- published on the lock's channel alone, reaches no waiter of the line (issue 49).
+local function tell_first(line, channel)
+    local head = redis.pcall('zrange', line, 0, 0)
+    if type(head) == 'table' and head[1] ~= nil then
+        redis.pcall('publish', channel .. ':' .. head[1], '1')
+    end
+end
 -- promote: the lock is free and nobody holds its reservation: the line's first waiter gets
 -- it, and is told on its own channel (<channel>:<owner>, the fair lock's form: the ACL
 -- patterns that let waiters hear the lock let them hear this), unless it is except (the
@@ -39,6 +52,15 @@ local function promote(nxt, line, channel, except, now_us)
         redis.pcall('publish', channel .. ':' .. head[1], '0')
     end
     return head[1]
+end
+-- leave: member leaves the line (it took the lock, or gave up); if it was the first, the
+-- next is told that it is first now.
+local function leave(line, member, channel)
+    local rank = redis.pcall('zrank', line, member)
+    if type(rank) == 'number' and type(redis.pcall('zrem', line, member)) == 'number' and
+        rank == 0 then
+        tell_first(line, channel)
+    end
 end
 -- The server's time in µs.
 local function now_us()

@@ -1238,6 +1238,59 @@ Test(lock, a_redisson_unlock_wakes_the_lines_first_at_once, .timeout = 60)
     redisFree(r);
 }
 
+/* Issue 49, mixed deployments: the waiter behind the line's first becomes first when the
+ * first leaves (here it gives up; equally when it is served). It is told at once, and so
+ * hears the lock's channel from then on: a Redisson client's unlock right after wakes it
+ * within a round trip. Before, it learnt it was first at its next look: it joined 30 ms
+ * after the first, at rank 1 (a look every 100 ms), the first gave up 150 ms after it came,
+ * so the next look was about 80 ms after the unlock. */
+Test(lock, a_waiter_that_became_first_hears_a_redisson_unlock_at_once, .timeout = 60)
+{
+    redisContext *r = th_redis();
+    const char *name = th_tmpname("became-first");
+    char channel[256];
+    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+    for (int round = 0; round < 3; round++) {
+        redisReply *got = th_cmd(r, "EVAL %s 1 %s 30000 java-uuid:1", REDISSON_TRY_LOCK, name);
+        cr_assert(eq(int, got->type, REDIS_REPLY_NIL), "the Redisson owner takes the lock");
+        freeReplyObject(got);
+        atomic_int turns = 0;
+        turn_run quitter, stayer;
+        pthread_t tq, ts;
+        turn_open(&quitter, name, 150, &turns);
+        turn_open(&stayer, name, 20000, &turns);
+        cr_assert(eq(int, pthread_create(&tq, NULL, take_a_turn, &quitter), 0));
+        int64_t t0 = th_ms();
+        while (line_length(r, name) < 1 && th_ms() - t0 < 5000)
+            th_sleep_ms(1);
+        th_sleep_ms(30);
+        cr_assert(eq(int, pthread_create(&ts, NULL, take_a_turn, &stayer), 0));
+        while (line_length(r, name) < 2 && th_ms() - t0 < 5000)
+            th_sleep_ms(1);
+        cr_assert(eq(i64, line_length(r, name), 2), "round %d: both waiters queued", round);
+        pthread_join(tq, NULL);
+        cr_assert(eq(int, quitter.rc, BATON_ETIMEDOUT), "round %d: the first gave up", round);
+        int64_t released = th_ms();
+        cr_assert(eq(i64,
+                     th_cmd_int(r,
+                                "EVAL %s 3 %s %s redisson_unlock_latch:{%s}:q%d 0 30000 "
+                                "java-uuid:1 PUBLISH 30000",
+                                REDISSON_UNLOCK, name, channel, name, round),
+                     1),
+                  "the Redisson owner unlocks");
+        pthread_join(ts, NULL);
+        cr_assert(eq(int, stayer.rc, BATON_OK), "round %d: %s", round, baton_err_name(stayer.rc));
+        cr_assert(lt(i64, stayer.done_ms - released, 40),
+                  "round %d: the waiter first since the other gave up took the lock %lld ms "
+                  "after the unlock",
+                  round, (long long)(stayer.done_ms - released));
+        turn_close(&quitter);
+        turn_close(&stayer);
+        cr_assert(eq(i64, line_length(r, name), 0));
+    }
+    redisFree(r);
+}
+
 /* ------------------------------------------------ a mixed deployment (issue 49) ------ */
 
 enum { MIX_EACH = 4, MIX_ROUNDS = 60 };
