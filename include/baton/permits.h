@@ -85,8 +85,10 @@ BATON_API int baton_permits_acquire(baton_permits *p, int64_t lease_ms,
 
 /* As acquire, giving up after wait_ms (0: one attempt, no subscription; BATON_WAIT_FOREVER:
  * no limit) with BATON_ETIMEDOUT, holding nothing and leaving no subscription behind. An
- * absent semaphore has no permits. Returns BATON_OK, BATON_ETIMEDOUT, BATON_EINVAL (NULL id,
- * lease or wait out of range), BATON_ECONN, BATON_EPROTO. */
+ * absent semaphore has no permits. Returns BATON_OK, BATON_ETIMEDOUT (also when the server
+ * granted a fixed lease_ms but the reply came after that lease, less 1 % + 2 ms, had run
+ * out: not held, and given back if the server still has it), BATON_EINVAL (NULL id, lease or
+ * wait out of range), BATON_ECONN, BATON_EPROTO. */
 BATON_API int baton_permits_try_acquire(baton_permits *p, int64_t wait_ms, int64_t lease_ms,
                                         char id[BATON_PERMIT_ID_SIZE]);
 

@@ -526,6 +526,23 @@ static int try_acquire_many(baton_permits *p, int64_t n, int64_t wait_ms, int64_
     if (rc == BATON_ETIMEDOUT)
         rc = baton__fail(c, BATON_ETIMEDOUT, "permits %s: %lld permit%s not free within %lld ms",
                          p->base.name, (long long)n, n == 1 ? "" : "s", (long long)wait_ms);
+    /* Permits taken with a lease of their own whose reply came later than that lease, less
+     * Redlock's drift allowance (1 % + 2 ms), may be another's already: they are given back
+     * (by id: one already gone is left alone), and the caller is told (the lock's rule,
+     * baton__hold_taken). */
+    int64_t took_us = baton__now_us() - a.sent_us, lease_us = lease_ms * 1000;
+    if (rc == BATON_OK && !renew && took_us >= lease_us - lease_us / 100 - 2000) {
+        int64_t ignored;
+        for (int64_t i = 0; i < n; i++)
+            give_back(p, fresh[i], &ignored);
+        rc = baton__fail(c, BATON_ETIMEDOUT,
+                         "permits %s: taken, but their lease of %lld ms ran out before the reply "
+                         "came (%lld ms after the attempt was sent): not held",
+                         p->base.name, (long long)lease_ms, (long long)(took_us / 1000));
+        free(fresh);
+        free(args);
+        return rc;
+    }
     /* Every permit is recorded (and registered) before the call returns; if one cannot be,
      * all of them are given back. */
     bool taken = rc == BATON_OK;

@@ -389,6 +389,41 @@ Test(faults, an_acquisition_answered_after_its_lease_ran_out_is_not_held)
     rig_down(&r);
 }
 
+/* The same for permit leases: a permit taken with a lease of 200 ms whose reply comes
+ * 400 ms late is gone on the server, and may be another's: not held, given back. */
+Test(faults, a_permit_answered_after_its_lease_ran_out_is_not_held)
+{
+    rig r;
+    rig_up(&r, 3000);
+    baton_permits *p;
+    char id[BATON_PERMIT_ID_SIZE];
+    cr_assert(eq(int, baton_permits_open(r.c, "fl-late-permit", &p), BATON_OK));
+    cr_assert(eq(int, baton_permits_try_set_permits(p, 1, NULL), BATON_OK));
+    /* warm: the connection and the script are loaded */
+    cr_assert(eq(int, baton_permits_try_acquire(p, 0, 5000, id), BATON_OK));
+    cr_assert(eq(int, baton_permits_release(p, id), BATON_OK));
+    th_proxy_delay(r.proxy, TH_DOWN, 400); /* every reply comes 400 ms late */
+    int64_t t0 = th_ms();
+    int rc = baton_permits_try_acquire(p, 0, 200, id);
+    int64_t took = th_ms() - t0;
+    th_proxy_heal(r.proxy);
+    cr_assert(ge(i64, took, 390), "the reply was late (%lld ms)", (long long)took);
+    cr_assert(eq(int, rc, BATON_ETIMEDOUT), "%d %s", rc, baton_client_errmsg(r.c));
+    cr_assert(ne(ptr, strstr(baton_client_errmsg(r.c), "ran out"), NULL), "%s",
+              baton_client_errmsg(r.c));
+    cr_assert(eq(str, id, ""), "no id handed out");
+    /* the permit is free again: another client takes it at once */
+    baton_client *d = th_client_on(r.server.port, 1000);
+    baton_permits *o;
+    cr_assert(eq(int, baton_permits_open(d, "fl-late-permit", &o), BATON_OK));
+    cr_assert(eq(int, baton_permits_try_acquire(o, 0, 5000, id), BATON_OK));
+    cr_assert(eq(int, baton_permits_release(o, id), BATON_OK));
+    baton_permits_close(o);
+    baton_client_close(d);
+    baton_permits_close(p);
+    rig_down(&r);
+}
+
 /* A barrier party whose arrival's reply is lost (the checker's gap 6: the arrival counted
  * on the server, its await failed, and the generation tripped with a party short). */
 typedef struct party {
