@@ -159,10 +159,10 @@ struct baton__sub {
     int armed;            /* asynchronous waiters armed (none has a wake-up: they take it) */
     asem sem;
     baton__sub_waker *wakers, *wakers_tail; /* armed asynchronous waiters, FIFO */
-    baton__cand *cands, *cands_tail; /* its client's waiters a release may hand over to
-                                        (cohorting: baton__sub_cand_add), first come first */
-    int cand_threads;                /* of them, threads asleep on their own condition */
-    int passes;                      /* hand-overs in a row within the client (the bound) */
+    baton__cand *cands, *cands_tail;        /* its client's waiters a release may hand over to
+                                               (cohorting: baton__sub_cand_add), first come first */
+    int cand_threads;                       /* of them, threads asleep on their own condition */
+    int passes;                             /* hand-overs in a row within the client (the bound) */
     baton__sub **followers; /* channels of one waiter that its messages wake too (the
                                line's first waiter hears the shared channel:
                                baton__sub_follow) */

@@ -192,6 +192,16 @@ static int handed(void *arg, int64_t token)
     return baton__hold_acquired(a->l, a->owner, true, token, a->lease_ms, a->sent_us);
 }
 
+/* Waiters of one client take turns (wait.c): one that finds its client's waiters asleep on
+ * the live subscription, none woken, queues behind them rather than trying: the lock is
+ * held, by a thread of its client typically (the one that released it and asks again),
+ * whose release hands it to the first of them (cohorting), or publishes and wakes one. */
+static int turn(void *arg)
+{
+    (void)arg;
+    return BATON__TURN_LEAST;
+}
+
 /* Sleep until the unlock message or the holder's lease runs out (in the line: until its
  * turn is told, or its next look). */
 static int64_t holder_ttl(void *arg)
@@ -219,6 +229,7 @@ static const baton__wait_ops lock_wait = {.sub = &baton__lock_sub,
                                           .give_up = give_up,
                                           .relisten = own_channel,
                                           .first = first_in_line,
+                                          .turn = turn,
                                           .cohort = cohort,
                                           .handed = handed};
 
@@ -231,7 +242,9 @@ static int plain_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
                    .owner = owner,
                    .lease_ms = lease_ms,
                    .waits = wait_ms != 0,
-                   .ttl = -1,
+                   /* queued behind its client's waiters without an attempt: it does not
+                    * know the holder's lease, and looks by itself after recheck_ms */
+                   .ttl = baton__client_config(c)->recheck_ms,
                    .since_us = baton__now_us(),
                    .rank = -1};
     int rc = baton__wait_for(c, &lock_wait, l->channel, wait_ms, &a);

@@ -405,8 +405,8 @@ int baton_semaphore_release(baton_semaphore *s, int64_t permits)
      * meanwhile is not handed them (settle answers false) and the next is looked for. */
     baton_client *c = s->base.client;
     baton__ticket t;
-    while (permits > 0 && baton__sub_offer(c, s->base.channel, permits, BATON__SEM_COHORT_PASSES,
-                                           &t) == BATON_OK)
+    while (permits > 0 &&
+           baton__sub_offer(c, s->base.channel, permits, BATON__SEM_COHORT_PASSES, &t) == BATON_OK)
         if (baton__sub_settle(c, &t, true, 0))
             permits -= t.want;
     if (permits == 0)
