@@ -1257,12 +1257,17 @@ int baton__sub_denied(baton_client *c, baton__sub *s)
 /* The hand-over candidate of the wait that is about to sleep on this thread (wait.c sets
  * it around baton__wait_sleep): a thread then sleeps on the candidate's own condition, a
  * fiber's waker is remembered in it (baton__sub_arm), so that a hand-over wakes that
- * waiter alone. Read only synchronously after it was set (a fiber arms before it yields). */
-static _Thread_local baton__cand *sleeping_cand;
+ * waiter alone. Two slots: a thread that waits may run the loop's fibers meanwhile
+ * (waits.c drives them), whose sleeps must not see the thread's candidate, nor the thread
+ * theirs; a fiber's is taken by its arm, which comes before it yields. */
+static _Thread_local baton__cand *sleeping_cand, *arming_cand;
 
-void baton__sub_cand_sleeping(baton__cand *cand)
+void baton__sub_cand_sleeping(baton__cand *cand, bool fiber)
 {
-    sleeping_cand = cand;
+    if (fiber)
+        arming_cand = cand;
+    else
+        sleeping_cand = cand;
 }
 
 int baton__sub_wait(baton_client *c, baton__sub *s, int64_t deadline_us, bool (*cancelled)(void *),
@@ -1461,7 +1466,8 @@ void baton__sub_pin(baton_client *c, bool pin)
 void baton__sub_arm(baton_client *c, baton__sub *s, baton__sub_waker *w)
 {
     (void)c;
-    baton__cand *k = sleeping_cand && sleeping_cand->sub == s ? sleeping_cand : NULL;
+    baton__cand *k = arming_cand && arming_cand->sub == s ? arming_cand : NULL;
+    arming_cand = NULL;
     baton__mutex_lock(&s->d->mu);
     if (k) {
         k->waker = w;

@@ -268,9 +268,9 @@ typedef struct baton__ticket {
 /* A wait registers itself on its subscription (held until baton__sub_cand_remove), with
  * want and info filled, once an attempt there failed. */
 void baton__sub_cand_add(baton__sub *s, baton__cand *cand);
-/* The candidate of the wait about to sleep on this thread or fiber (NULL: none), set
- * around baton__wait_sleep (wait.c). */
-void baton__sub_cand_sleeping(baton__cand *cand);
+/* The candidate of the wait about to sleep on this thread, or this fiber (NULL: none),
+ * set around baton__wait_sleep (wait.c). */
+void baton__sub_cand_sleeping(baton__cand *cand, bool fiber);
 /* Its state after a wake-up: BATON__CAND_IDLE (attempt as usual), _OFFERED (sleep again,
  * no attempt: a hand-over is being settled), _HANDED (*value the releaser's word). */
 int baton__sub_cand_state(baton__cand *cand, int64_t *value);
