@@ -1429,3 +1429,66 @@ Test(semaphore, server_down_is_econn_and_recovers)
     baton_client_close(c);
     th_server_stop(&srv);
 }
+
+typedef struct passer {
+    baton_semaphore *s;
+    atomic_bool *stop;
+    int rounds, errors;
+} passer;
+
+/* acquire(1), release(1), no pause, until told to stop */
+static void *pass_permit(void *arg)
+{
+    passer *p = arg;
+    while (!atomic_load(p->stop)) {
+        if (baton_semaphore_acquire(p->s, 1) != BATON_OK) {
+            p->errors++;
+            break;
+        }
+        p->rounds++;
+        if (baton_semaphore_release(p->s, 1) != BATON_OK)
+            p->errors++;
+    }
+    return NULL;
+}
+
+/* The bound: 4 threads of one client pass a 1-permit semaphore among themselves in the
+ * process without a pause; after 8 passes in a row a release goes through the server, so a
+ * waiter of a second client still gets the permit soon. */
+Test(semaphore, a_waiter_of_another_client_gets_a_permit_while_a_cohort_passes_it)
+{
+    baton_client *c = th_client(NULL), *other = th_client(NULL);
+    char *name = th_name("sem-bound");
+    baton_semaphore *s = open_sem(c, name), *so = open_sem(other, name);
+    cr_assert(eq(int, baton_semaphore_try_set_permits(s, 1, NULL), BATON_OK));
+    atomic_bool stop = false;
+    passer p[4];
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) {
+        p[i] = (passer){.s = s, .stop = &stop};
+        cr_assert(eq(int, pthread_create(&t[i], NULL, pass_permit, &p[i]), 0));
+    }
+    th_sleep_ms(100); /* the cohort is passing the permit */
+    int64_t t0 = th_ms();
+    int rc = baton_semaphore_try_acquire(so, 1, 10000);
+    int64_t waited = th_ms() - t0;
+    atomic_store(&stop, true);
+    if (rc == BATON_OK)
+        cr_assert(eq(int, baton_semaphore_release(so, 1), BATON_OK));
+    int rounds = 0;
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        cr_assert(eq(int, p[i].errors, 0));
+        rounds += p[i].rounds;
+    }
+    fprintf(stderr, "semaphore cohort: %d passes; the other client's waiter waited %lld ms\n",
+            rounds, (long long)waited);
+    cr_assert(eq(int, rc, BATON_OK));
+    cr_assert(le(i64, waited, 300 * SLOW), "waited %lld ms", (long long)waited);
+    cr_assert(eq(i64, available(s), 1));
+    baton_semaphore_close(s);
+    baton_semaphore_close(so);
+    baton_client_close(c);
+    baton_client_close(other);
+    free(name);
+}
