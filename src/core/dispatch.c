@@ -22,6 +22,13 @@
  * SUBSCRIBE, no UNSUBSCRIBE and no extra attempt. Latches, waited on once, do not linger;
  * a waiter that gives up unsubscribes at once and waits for the confirmation.
  *
+ * A release may hand what it releases to a waiter of its own client (cohorting): waits
+ * register as candidates on their channel (baton__sub_cand_add), a release picks one that
+ * sleeps and marks it offered (baton__sub_offer), then handed (baton__sub_settle), under
+ * the mutex; a candidate thread sleeps on a condition of its own and a candidate fiber's
+ * waker is known, so the hand-over wakes that waiter alone. Plain wake-ups reach
+ * candidate threads through their conditions, one per wake-up, as before.
+ *
  * The thread is a poll() loop over the subscriber sockets and a wake-up pipe; replies are
  * parsed with hiredis's reply reader. It starts with the first subscription.
  *

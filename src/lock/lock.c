@@ -27,6 +27,14 @@
  * before, and their unlock publishes "0" on the lock's channel only; the line's first waiter
  * hears that channel too (first_in_line, wait.c), so a Redisson unlock wakes it at once.
  *
+ * A release of the last hold that finds a thread or fiber of its own client asleep on the
+ * lock hands it the lock in the release's own script (cohorting, docs/ARCHITECTURE.md,
+ * "Hand-overs within a client"): the hash's field becomes the waiter's, the token rises,
+ * nothing is published, and the waiter, woken alone, records the hold as if its attempt
+ * had said "taken". At most BATON__COHORT_PASSES in a row, and none while the line or a
+ * reservation exists. Waiters of one client take turns: one that finds its client's
+ * waiters asleep on the live subscription queues behind them without an attempt.
+ *
  * The handle remembers each owner's current hold (depth, fencing token, lease, watchdog
  * registration; lockbase.c, a record per owner) so a re-entrant release can re-apply the
  * lease the lock was taken with, and the watchdog is cancelled before the last release is
