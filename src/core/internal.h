@@ -239,7 +239,7 @@ int baton__sub_count(baton_client *c);
  * hand-over), is chosen and marked under the dispatcher's mutex, and sleeps on until the
  * offer is settled; one that gives up while offered leaves the releaser to undo the
  * hand-over (baton__sub_settle answers false). */
-#define BATON__CAND_INFO 160
+#define BATON__CAND_INFO (24 + BATON__OWNER_LEN) /* "<lease ms> <owner field>" */
 #define BATON__CAND_IDLE 0    /* waiting as any waiter */
 #define BATON__CAND_OFFERED 1 /* chosen by a release that has not settled yet */
 #define BATON__CAND_HANDED 2  /* handed what it waits for (value) */
