@@ -1391,7 +1391,8 @@ typedef struct cohort_run {
     atomic_int *overlaps;     /* times two were inside */
     atomic_llong *last_token; /* the last hold's fencing token */
     atomic_int *token_falls;  /* holds whose token was not above the one before */
-    int acquired, timeouts, errors;
+    atomic_int acquired;      /* read while it runs */
+    int timeouts, errors;
 } cohort_run;
 
 /* Each round: acquire through the thread's own handle, GET and SET the counter on the
@@ -1418,7 +1419,7 @@ static void *cohort_rounds(void *arg)
             w->errors++;
             continue;
         }
-        w->acquired++;
+        atomic_fetch_add(&w->acquired, 1);
         if (atomic_fetch_add(w->inside, 1) != 0)
             atomic_fetch_add(w->overlaps, 1);
         int64_t token = 0;
@@ -1472,7 +1473,7 @@ static cohort_totals cohort_go(baton_client *c, const char *name, const char *co
     for (int i = 0; i < n; i++) {
         pthread_join(t[i], NULL);
         cr_assert(eq(int, w[i].errors, 0), "thread %d", i);
-        tot.acquired += w[i].acquired;
+        tot.acquired += atomic_load(&w[i].acquired);
         tot.timeouts += w[i].timeouts;
     }
     tot.overlaps = atomic_load(&overlaps);
@@ -1487,7 +1488,12 @@ static cohort_totals cohort_go(baton_client *c, const char *name, const char *co
  * attempt (a successful run of the acquire script), after a wake-up through pub/sub. */
 Test(lock, a_release_hands_the_lock_to_a_waiting_thread_of_its_client, .timeout = 60)
 {
-    baton_client *c = th_client(NULL);
+    /* without the starvation bound: a waiter slowed past starve_ms (a sanitizer, a loaded
+     * machine) would join the line, and the line stops the hand-overs (their bound) */
+    baton_options o;
+    baton_options_init(&o);
+    o.starve_ms = BATON_STARVE_NEVER;
+    baton_client *c = th_client(&o);
     const char *name = th_tmpname("lk-cohort"), *counter = th_tmpname("ctr-cohort");
     redisContext *r = th_redis();
     baton_stats before, after;
@@ -1595,7 +1601,7 @@ Test(lock, a_waiter_of_another_client_gets_the_lock_while_a_cohort_passes_it, .t
     pthread_join(to, NULL);
     bool cohort_busy = false;
     for (int i = 0; i < 4; i++)
-        cohort_busy |= w[i].acquired < w[i].rounds;
+        cohort_busy |= atomic_load(&w[i].acquired) < w[i].rounds;
     for (int i = 0; i < 4; i++) {
         pthread_join(t[i], NULL);
         cr_assert(eq(int, w[i].errors, 0));
