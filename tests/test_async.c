@@ -1017,6 +1017,68 @@ Test(async, a_semaphore_message_counts_the_operations_already_woken, .timeout = 
     baton_client_close(c);
 }
 
+/* A release by an owner of the client while operations of the same client wait for the
+ * lock hands it to one of them in the release's own script (cohorting): that operation
+ * completes with no attempt of its own, nothing is published, and the hash's field is
+ * its owner's. Each release after that hands it to the next: one script per pass. */
+Test(async, a_release_hands_the_lock_to_a_waiting_operation_of_its_client, .timeout = 60)
+{
+    baton_client *c = client_rechecking_late();
+    cr_assert(eq(int, baton_client_set_callbacks(c, BATON_CALLBACKS_BATON), BATON_OK));
+    const char *name = th_tmpname("as-cohort");
+    baton_lock *l;
+    cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
+    enum { N = 4 };
+    baton_owner *holder, *o[N];
+    cr_assert(eq(int, baton_owner_new(c, &holder), BATON_OK));
+    cr_assert(eq(int, baton_lock_try_acquire_as(l, holder, 0, BATON_LEASE_WATCHDOG), BATON_OK));
+    adone d[N];
+    adone_init(d, N);
+    for (int i = 0; i < N; i++) {
+        cr_assert(eq(int, baton_owner_new(c, &o[i]), BATON_OK));
+        cr_assert(eq(
+            int,
+            baton_lock_acquire_async(l, o[i], 20000, BATON_LEASE_WATCHDOG, on_adone, &d[i], NULL),
+            BATON_OK));
+    }
+    th_sleep_ms(300 * SLOW); /* all four asleep on one subscription */
+    redisContext *r = th_redis();
+    freeReplyObject(th_cmd(r, "CONFIG RESETSTAT"));
+    int64_t token = 0, last = 0;
+    cr_assert(eq(int, baton_lock_fencing_token_as(l, holder, &last), BATON_OK));
+    baton_owner *from = holder;
+    for (int pass = 1; pass <= N; pass++) {
+        cr_assert(eq(int, baton_lock_release_as(l, from), BATON_OK));
+        int64_t end = th_ms() + 2000 * SLOW;
+        while (adone_count(d, N, BATON_OK) < pass && th_ms() < end)
+            th_sleep_ms(1);
+        cr_assert(eq(int, adone_count(d, N, BATON_OK), pass), "pass %d", pass);
+        /* the release alone: no attempt by the operation handed the lock, no PUBLISH */
+        cr_assert(eq(i64, th_cmdstat(r, "evalsha"), pass), "scripts after pass %d", pass);
+        cr_assert(eq(i64, th_cmdstat(r, "publish"), 0));
+        from = NULL;
+        for (int i = 0; i < N && !from; i++) {
+            char field[128];
+            snprintf(field, sizeof field, "%s:%llu", baton_client_id(c),
+                     (unsigned long long)baton_owner_id(o[i]));
+            if (th_cmd_int(r, "HEXISTS %s %s", name, field) == 1)
+                from = o[i];
+        }
+        cr_assert(from != NULL, "the lock is held by an operation's owner");
+        cr_assert(eq(int, baton_lock_fencing_token_as(l, from, &token), BATON_OK));
+        cr_assert(gt(i64, token, last), "the token rose");
+        last = token;
+    }
+    cr_assert(eq(int, baton_lock_release_as(l, from), BATON_OK));
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s", name), 0));
+    redisFree(r);
+    for (int i = 0; i < N; i++)
+        baton_owner_free(o[i]);
+    baton_owner_free(holder);
+    baton_lock_close(l);
+    baton_client_close(c);
+}
+
 /* Operations started by one thread act for it, and may wait at once: each takes a place of
  * its own in the semaphore's line (its member is the thread's owner and ":f<n>"), and the
  * permits go to them in the order they queued, one release each. */

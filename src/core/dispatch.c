@@ -22,6 +22,13 @@
  * SUBSCRIBE, no UNSUBSCRIBE and no extra attempt. Latches, waited on once, do not linger;
  * a waiter that gives up unsubscribes at once and waits for the confirmation.
  *
+ * A release may hand what it releases to a waiter of its own client (cohorting): waits
+ * register as candidates on their channel (baton__sub_cand_add), a release picks one that
+ * sleeps and marks it offered (baton__sub_offer), then handed (baton__sub_settle), under
+ * the mutex; a candidate thread sleeps on a condition of its own and a candidate fiber's
+ * waker is known, so the hand-over wakes that waiter alone. Plain wake-ups reach
+ * candidate threads through their conditions, one per wake-up, as before.
+ *
  * The thread is a poll() loop over the subscriber sockets and a wake-up pipe; replies are
  * parsed with hiredis's reply reader. It starts with the first subscription.
  *
@@ -159,6 +166,10 @@ struct baton__sub {
     int armed;            /* asynchronous waiters armed (none has a wake-up: they take it) */
     asem sem;
     baton__sub_waker *wakers, *wakers_tail; /* armed asynchronous waiters, FIFO */
+    baton__cand *cands, *cands_tail;        /* its client's waiters a release may hand over to
+                                               (cohorting: baton__sub_cand_add), first come first */
+    int cand_threads;                       /* of them, threads asleep on their own condition */
+    int passes;                             /* hand-overs in a row within the client (the bound) */
     baton__sub **followers; /* channels of one waiter that its messages wake too (the
                                line's first waiter hears the shared channel:
                                baton__sub_follow) */
@@ -333,6 +344,32 @@ static void feed_wakers(baton__sub *s)
     }
 }
 
+/* The waiters a hand-over may go to sleep on a condition of their own (a thread) or have
+ * their waker armed (a fiber), so that a hand-over wakes that one only. A wake-up for
+ * whoever tries next goes to one of them or to a thread asleep on s->wake. */
+static void wake_one(baton__sub *s)
+{
+    if (s->cand_threads > 0)
+        for (baton__cand *k = s->cands; k; k = k->next)
+            if (k->asleep && !k->waker && !k->signalled && k->state == BATON__CAND_IDLE) {
+                k->signalled = true;
+                baton__cond_signal(&k->cond);
+                return;
+            }
+    baton__cond_signal(&s->wake);
+}
+
+static void wake_every(baton__sub *s)
+{
+    baton__cond_broadcast(&s->wake);
+    if (s->cand_threads > 0)
+        for (baton__cand *k = s->cands; k; k = k->next)
+            if (k->asleep && !k->waker) {
+                k->signalled = true;
+                baton__cond_signal(&k->cond);
+            }
+}
+
 static void add_permits(baton__sub *s, int64_t n)
 {
     if (n <= 0 || s->refs == 0)
@@ -343,10 +380,10 @@ static void add_permits(baton__sub *s, int64_t n)
         s->permits = s->refs;
     int64_t added = s->permits - before;
     if (added >= s->refs)
-        baton__cond_broadcast(&s->wake);
+        wake_every(s);
     else
         for (int64_t i = 0; i < added; i++)
-            baton__cond_signal(&s->wake);
+            wake_one(s);
     feed_wakers(s);
 }
 
@@ -545,7 +582,7 @@ static void refused(baton__dispatcher *d, sub_link *l, const char *why)
         /* a resubscription (after a reconnection) refused: the channel's permission was
          * revoked while its waiters slept; they end with the refusal (baton__sub_wait)
          * rather than sleep to their deadlines while the link reconnects in vain */
-        baton__cond_broadcast(&oldest->wake);
+        wake_every(oldest);
     }
 }
 
@@ -1224,24 +1261,70 @@ int baton__sub_denied(baton_client *c, baton__sub *s)
     return baton__fail(c, baton__reply_error(c, &r), "SUBSCRIBE %s refused: %s", s->channel, why);
 }
 
+/* The hand-over candidate of the wait that is about to sleep on this thread (wait.c sets
+ * it around baton__wait_sleep): a thread then sleeps on the candidate's own condition, a
+ * fiber's waker is remembered in it (baton__sub_arm), so that a hand-over wakes that
+ * waiter alone. Two slots: a thread that waits may run the loop's fibers meanwhile
+ * (waits.c drives them), whose sleeps must not see the thread's candidate, nor the thread
+ * theirs; a fiber's is taken by its arm, which comes before it yields. */
+static _Thread_local baton__cand *sleeping_cand, *arming_cand;
+
+void baton__sub_cand_sleeping(baton__cand *cand, bool fiber)
+{
+    if (fiber)
+        arming_cand = cand;
+    else
+        sleeping_cand = cand;
+}
+
 int baton__sub_wait(baton_client *c, baton__sub *s, int64_t deadline_us, bool (*cancelled)(void *),
                     void *arg)
 {
     baton__dispatcher *d = s->d;
+    baton__cand *k = sleeping_cand && sleeping_cand->sub == s ? sleeping_cand : NULL;
     baton__mutex_lock(&d->mu);
     s->sleeping++;
+    if (k) {
+        k->asleep = true;
+        k->signalled = false;
+        s->cand_threads++;
+    }
+    bool handed = false;
     for (;;) {
         if (cancelled && cancelled(arg)) { /* asked first: a cancelled wait takes no wake-up */
             s->sleeping--;
+            if (k) {
+                k->asleep = false;
+                s->cand_threads--;
+            }
             baton__mutex_unlock(&d->mu);
             return BATON_ECANCELED;
         }
-        if (s->permits > 0 || d->closing || s->denied ||
-            baton__cond_wait_until(&s->wake, &d->mu, deadline_us) == ETIMEDOUT)
+        if (k && k->state == BATON__CAND_HANDED) {
+            handed = true; /* it was handed what it waits for: no wake-up taken */
             break;
+        }
+        /* offered: it sleeps until the offer is settled, taking no wake-up meanwhile */
+        bool offered = k && k->state == BATON__CAND_OFFERED;
+        if ((s->permits > 0 && !offered) || d->closing || s->denied ||
+            baton__cond_wait_until(k ? &k->cond : &s->wake, &d->mu, deadline_us) == ETIMEDOUT)
+            break;
+        if (k)
+            k->signalled = false;
     }
     s->sleeping--;
+    if (k) {
+        k->asleep = false;
+        s->cand_threads--;
+        if (k->signalled && handed && s->permits > 0)
+            wake_one(s); /* woken for a wake-up it leaves: the next sleeper takes it */
+        k->signalled = false;
+    }
     int rc = BATON_ETIMEDOUT;
+    if (handed) {
+        baton__mutex_unlock(&d->mu);
+        return BATON_OK;
+    }
     if (s->denied) { /* first: each reconnection hands out wake-ups too */
         baton__mutex_unlock(&d->mu);
         return baton__sub_denied(c, s);
@@ -1252,6 +1335,127 @@ int baton__sub_wait(baton_client *c, baton__sub *s, int64_t deadline_us, bool (*
     }
     baton__mutex_unlock(&d->mu);
     return rc;
+}
+
+/* ------------------------------- hand-overs within a client ---------------------------- */
+
+void baton__sub_cand_add(baton__sub *s, baton__cand *cand)
+{
+    cand->sub = s;
+    cand->state = BATON__CAND_IDLE;
+    cand->asleep = cand->signalled = cand->parked = false;
+    cand->waker = NULL;
+    cand->ticket = NULL;
+    cand->value = 0;
+    baton__cond_init(&cand->cond);
+    baton__mutex_lock(&s->d->mu);
+    BATON__APPEND(cand, prev, next, s->cands, s->cands_tail);
+    baton__mutex_unlock(&s->d->mu);
+}
+
+int baton__sub_cand_state(baton__cand *cand, int64_t *value)
+{
+    baton__sub *s = cand->sub;
+    baton__mutex_lock(&s->d->mu);
+    int st = cand->state;
+    *value = cand->value;
+    baton__mutex_unlock(&s->d->mu);
+    return st;
+}
+
+int baton__sub_cand_remove(baton__cand *cand, int64_t *value)
+{
+    baton__sub *s = cand->sub;
+    baton__mutex_lock(&s->d->mu);
+    int st = cand->state;
+    *value = cand->value;
+    if (st == BATON__CAND_OFFERED && cand->ticket)
+        cand->ticket->cand = NULL; /* gave up while offered: the releaser undoes it */
+    BATON__UNLINK_TAILED(cand, prev, next, s->cands, s->cands_tail);
+    baton__mutex_unlock(&s->d->mu);
+    baton__cond_destroy(&cand->cond);
+    cand->sub = NULL;
+    return st;
+}
+
+int baton__sub_offer(baton_client *c, const char *channel, int64_t have, int max_passes,
+                     baton__ticket *t)
+{
+    t->d = NULL;
+    t->cand = NULL;
+    baton__dispatcher *d = dispatcher_if_any(c);
+    if (!d)
+        return BATON_ETIMEDOUT;
+    baton__mutex_lock(&d->mu);
+    baton__sub *s = baton__map_get(&d->subs, channel);
+    baton__cand *k = NULL;
+    if (s && s->cands) {
+        if (s->passes >= max_passes)
+            s->passes = 0; /* the bound: this one goes through the server, for everyone */
+        else
+            for (k = s->cands; k; k = k->next)
+                if (k->asleep && k->state == BATON__CAND_IDLE && k->want <= have)
+                    break;
+    }
+    if (!k) {
+        if (s)
+            s->passes = 0;
+        baton__mutex_unlock(&d->mu);
+        return BATON_ETIMEDOUT;
+    }
+    k->state = BATON__CAND_OFFERED;
+    k->ticket = t;
+    t->d = d;
+    t->cand = k;
+    t->want = k->want;
+    memcpy(t->info, k->info, sizeof t->info);
+    baton__mutex_unlock(&d->mu);
+    return BATON_OK;
+}
+
+bool baton__sub_settle(baton_client *c, baton__ticket *t, bool handed, int64_t value)
+{
+    (void)c;
+    baton__dispatcher *d = t->d;
+    if (!d)
+        return false;
+    baton__mutex_lock(&d->mu);
+    baton__cand *k = t->cand;
+    if (k) {
+        baton__sub *s = k->sub;
+        k->ticket = NULL;
+        s->passes = handed ? s->passes + 1 : 0;
+        if (handed) {
+            k->state = BATON__CAND_HANDED;
+            k->value = value;
+            baton__sub_waker *w = k->waker;
+            if (w && (w->armed || k->parked)) { /* a fiber: its waker alone */
+                if (w->armed)
+                    unlink_waker(s, w);
+                k->parked = false;
+                w->fn(w->arg);
+            } else if (!w && k->asleep) {
+                baton__cond_signal(&k->cond); /* a thread: its own condition */
+            }
+        } else {
+            /* asleep again, as before the offer, and one that took no wake-up meanwhile
+             * looks at those kept for the channel */
+            k->state = BATON__CAND_IDLE;
+            if (k->waker && k->parked) {
+                k->parked = false;
+                k->waker->armed = true;
+                s->armed++;
+                BATON__APPEND(k->waker, prev, next, s->wakers, s->wakers_tail);
+                feed_wakers(s);
+            } else if (!k->waker && k->asleep) {
+                k->signalled = true;
+                baton__cond_signal(&k->cond);
+            }
+        }
+    }
+    t->cand = NULL;
+    baton__mutex_unlock(&d->mu);
+    return k != NULL;
 }
 
 void baton__sub_pin(baton_client *c, bool pin)
@@ -1269,7 +1473,23 @@ void baton__sub_pin(baton_client *c, bool pin)
 void baton__sub_arm(baton_client *c, baton__sub *s, baton__sub_waker *w)
 {
     (void)c;
+    baton__cand *k = arming_cand && arming_cand->sub == s ? arming_cand : NULL;
+    arming_cand = NULL;
     baton__mutex_lock(&s->d->mu);
+    if (k) {
+        k->waker = w;
+        k->asleep = true;
+        if (k->state == BATON__CAND_HANDED) {
+            w->fn(w->arg); /* handed before it slept: it runs at once */
+            baton__mutex_unlock(&s->d->mu);
+            return;
+        }
+        if (k->state == BATON__CAND_OFFERED) {
+            k->parked = true; /* no wake-up meanwhile: the settling fires or arms it */
+            baton__mutex_unlock(&s->d->mu);
+            return;
+        }
+    }
     w->armed = true;
     s->armed++;
     BATON__APPEND(w, prev, next, s->wakers, s->wakers_tail);
@@ -1281,6 +1501,12 @@ bool baton__sub_disarm(baton_client *c, baton__sub *s, baton__sub_waker *w)
 {
     (void)c;
     baton__mutex_lock(&s->d->mu);
+    if (s->cands)
+        for (baton__cand *k = s->cands; k; k = k->next)
+            if (k->waker == w) {
+                k->waker = NULL;
+                k->asleep = k->parked = false;
+            }
     if (w->armed)
         unlink_waker(s, w);
     bool fed = w->fed;

@@ -110,7 +110,7 @@ int baton__script_call_synced(baton_client *c, const baton__script *s, int nkeys
  * when the latch exists, and otherwise store its integer outcome there (SET key value PX
  * life).
  * After BATON_ECONN the same request is sent again on a fresh connection, up to 3 attempts.
- * At most 7 keys and 6 arguments. Returns as baton__script_run. */
+ * At most 7 keys and 9 arguments. Returns as baton__script_run. */
 int baton__script_run_once(baton_client *c, const baton__script *s, const char *latch_prefix,
                            int nkeys, const char **keys, int nargs, const char **args,
                            struct redisReply **reply);
@@ -229,6 +229,64 @@ uint64_t baton__sub_messages(baton_client *c, baton__sub *s);
 void baton__sub_pin(baton_client *c, bool pin);
 /* Counts of the dispatcher's state, for tests and the benchmark. */
 int baton__sub_count(baton_client *c);
+
+/* Hand-overs within a client (cohorting): a release that finds a waiter of its own client
+ * asleep on the channel it would publish on hands it what it releases (in the release's own
+ * script, or without the server at all) and wakes it alone; the waiter then finishes as if
+ * its attempt had succeeded, with no attempt of its own. The core keeps the waiters and
+ * their marks; what is handed is the primitive's (docs/ARCHITECTURE.md, "Cohorting").
+ * A candidate is offered only while it sleeps (an attempt of its own could race the
+ * hand-over), is chosen and marked under the dispatcher's mutex, and sleeps on until the
+ * offer is settled; one that gives up while offered leaves the releaser to undo the
+ * hand-over (baton__sub_settle answers false). */
+#define BATON__CAND_INFO (24 + BATON__OWNER_LEN) /* "<lease ms> <owner field>" */
+#define BATON__CAND_IDLE 0    /* waiting as any waiter */
+#define BATON__CAND_OFFERED 1 /* chosen by a release that has not settled yet */
+#define BATON__CAND_HANDED 2  /* handed what it waits for (value) */
+struct baton__sub_waker;
+struct baton__ticket;
+typedef struct baton__cand {
+    int64_t want;                /* how much it waits for (a semaphore's permits; 1) */
+    char info[BATON__CAND_INFO]; /* what a releaser needs to hand it over (its owner) */
+    /* the dispatcher's, under its mutex */
+    baton__sub *sub;
+    int state;
+    int64_t value; /* the releaser's word to it (a lock's new fencing token) */
+    bool asleep, signalled, parked;
+    pthread_cond_t cond;            /* a sleeping thread's own */
+    struct baton__sub_waker *waker; /* a sleeping fiber's */
+    struct baton__ticket *ticket;   /* the offer made to it */
+    struct baton__cand *prev, *next;
+} baton__cand;
+/* A release's offer (on the releaser's stack, until baton__sub_settle). */
+typedef struct baton__ticket {
+    char info[BATON__CAND_INFO]; /* the candidate's, copied */
+    int64_t want;
+    struct baton__dispatcher *d;
+    baton__cand *cand; /* NULL once the candidate gave up */
+} baton__ticket;
+/* A wait registers itself on its subscription (held until baton__sub_cand_remove), with
+ * want and info filled, once an attempt there failed. */
+void baton__sub_cand_add(baton__sub *s, baton__cand *cand);
+/* The candidate of the wait about to sleep on this thread, or this fiber (NULL: none),
+ * set around baton__wait_sleep (wait.c). */
+void baton__sub_cand_sleeping(baton__cand *cand, bool fiber);
+/* Its state after a wake-up: BATON__CAND_IDLE (attempt as usual), _OFFERED (sleep again,
+ * no attempt: a hand-over is being settled), _HANDED (*value the releaser's word). */
+int baton__sub_cand_state(baton__cand *cand, int64_t *value);
+/* Leaves; returns the state as above: _HANDED, it takes what it was handed whatever ended
+ * its wait; _OFFERED, the offer is abandoned (the releaser undoes its hand-over). */
+int baton__sub_cand_remove(baton__cand *cand, int64_t *value);
+/* A release finds the first candidate asleep on channel that wants at most `have` and is
+ * not offered yet, and marks it offered (t describes it). BATON_ETIMEDOUT when there is
+ * none, or when the channel's last max_passes releases were all handed within the client:
+ * this one goes through the server, for every client's waiters (the count starts over). */
+int baton__sub_offer(baton_client *c, const char *channel, int64_t have, int max_passes,
+                     baton__ticket *t);
+/* Settles an offer: handed (value: the candidate's) wakes the candidate alone; not handed
+ * leaves it waiting as before. false when the candidate gave up meanwhile (nothing was
+ * woken: a hand-over made is the releaser's to undo). */
+bool baton__sub_settle(baton_client *c, baton__ticket *t, bool handed, int64_t value);
 
 /* ------------------------------------------------------------------------------------------
  * The client's record (record.c) and the watchdog's lease

@@ -37,7 +37,7 @@
 /* The most keys and arguments a caller passes (the request latch and its lifetime are
  * added to them). */
 #define MAX_KEYS 8
-#define MAX_ARGS 10
+#define MAX_ARGS 12
 
 /* Whether the call's failure was the server's BUSY (a script or function running past
  * busy-reply-threshold): the server refused the command, which did not run, whether it came

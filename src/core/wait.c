@@ -127,6 +127,43 @@ static int hear_shared(baton_client *c, const baton__wait *w, int64_t deadline, 
     return rc;
 }
 
+/* A wait that takes hand-overs (ops->cohort) registers as a candidate on the shared
+ * channel once an attempt there said "not yet" (*cand: its registration; never on a
+ * channel of its own: a waiter in a line is served through it). The candidate is not on
+ * the waiter's stack: a fiber asleep on a subscription lends its stack to others, and the
+ * dispatcher reaches the candidate meanwhile. Out of memory: it waits without. */
+static void cand_take(const baton__wait *w, baton__sub *sub, int rc, bool on_own, bool cohort,
+                      baton__cand **cand)
+{
+    if (!cohort || !sub || on_own || *cand || rc != BATON_ETIMEDOUT)
+        return;
+    baton__cand *k = calloc(1, sizeof *k);
+    if (!k)
+        return;
+    if (!w->ops->cohort(w->arg, k)) {
+        free(k);
+        return;
+    }
+    baton__sub_cand_add(sub, k);
+    *cand = k;
+}
+
+/* Leaves the candidates; a hand-over that came before it left is taken (rc then is the
+ * hand-over's outcome, whatever ended the wait: a waiter that gave up while a release was
+ * handing it the lock takes it rather than leave it to nobody). */
+static int cand_end(const baton__wait *w, baton__cand **cand, int rc)
+{
+    if (!*cand)
+        return rc;
+    int64_t value = 0;
+    int st = baton__sub_cand_remove(*cand, &value);
+    free(*cand);
+    *cand = NULL;
+    if (st == BATON__CAND_HANDED)
+        return w->ops->handed(w->arg, value);
+    return rc; /* an offer still pending is abandoned: the releaser undoes it */
+}
+
 static void unfollow(baton__sub *sub, baton__sub *left, bool *following)
 {
     if (*following)
@@ -146,6 +183,9 @@ static int wait_for(baton_client *c, const baton__wait *w, baton__waiting *wt)
     bool on_own = false;        /* sub is its own channel (it is in a line) */
     bool following = false;     /* ... and left's messages wake it too (baton__sub_follow) */
     bool tried_shared = false;  /* it subscribed to the shared channel to follow it */
+    /* a release of its client may hand it what it waits for: registered on sub */
+    baton__cand *cand = NULL;
+    bool cohort = w->ops->cohort && w->wait_ms != 0;
     int rc;
     /* Its client's waiters there all want the least, as it does, and one sleeps unwoken:
      * one of them was woken for what was freed (by its own thread, typically), and its
@@ -174,8 +214,13 @@ static int wait_for(baton_client *c, const baton__wait *w, baton__waiting *wt)
         }
     }
     turn_take(sub, rc, turn, &in_turn);
+    cand_take(w, sub, rc, on_own, cohort, &cand);
     while (not_yet(c, rc) || rc == BATON__RELISTEN) {
         if (rc == BATON__RELISTEN) {
+            /* not asleep since its last look: no hand-over can have come */
+            rc = cand_end(w, &cand, rc);
+            if (rc != BATON__RELISTEN)
+                break;
             turn_leave(turn, &in_turn);
             turn = 0; /* alone on its own channel */
             unfollow(sub, left, &following);
@@ -211,7 +256,24 @@ static int wait_for(baton_client *c, const baton__wait *w, baton__waiting *wt)
             bound = recheck;
         if (bound >= 0 && bound < (until - now) / 1000)
             until = now + bound * 1000;
+        baton__sub_cand_sleeping(cand, wt->op != NULL);
         int woke = baton__wait_sleep(c, wt, sub, until);
+        baton__sub_cand_sleeping(NULL, wt->op != NULL);
+        if (cand && woke != BATON_ECANCELED) {
+            int64_t value;
+            int st = baton__sub_cand_state(cand, &value);
+            if (st == BATON__CAND_HANDED) {
+                rc = cand_end(w, &cand, BATON_OK);
+                break;
+            }
+            if (st == BATON__CAND_OFFERED) {
+                /* a release is handing it what it waits for: no attempt (it would race
+                 * the hand-over); a wake-up taken meanwhile is another's */
+                if (woke == BATON_OK)
+                    baton__sub_pass_on(c, sub);
+                continue;
+            }
+        }
         if (woke != BATON_OK && woke != BATON_ETIMEDOUT) {
             rc = woke; /* cancelled, or the channel's resubscription refused (NOPERM) */
             break;
@@ -228,7 +290,9 @@ static int wait_for(baton_client *c, const baton__wait *w, baton__waiting *wt)
         baton__stat_woken(c, w->ops->stat, woke);
         rc = w->ops->attempt(w->arg, sub);
         turn_take(sub, rc, turn, &in_turn);
+        cand_take(w, sub, rc, on_own, cohort, &cand);
     }
+    rc = cand_end(w, &cand, rc);
     turn_leave(turn, &in_turn);
     unfollow(sub, left, &following);
     if (rc != BATON_OK && w->ops->give_up)

@@ -45,6 +45,16 @@ typedef struct baton__wait_ops {
      * (Redisson's unlock, its semaphore's release) publishes only there, and would reach
      * the waiter only at its next look. NULL: never. */
     bool (*first)(void *arg);
+    /* Optional, for waits that a release by the same client may hand what they wait for
+     * (cohorting, baton__sub_offer): fills cand->want and cand->info (what the releaser
+     * needs: the lock's owner field and lease); false: this wait takes no hand-over. A
+     * wait on the shared channel registers after its first "not yet" and, asleep, may be
+     * handed it; it then makes no attempt. NULL: never. */
+    bool (*cohort)(void *arg, baton__cand *cand);
+    /* ... and what it does when handed it, instead of a successful attempt (value: the
+     * releaser's word, the lock's new fencing token): records the hold. BATON_OK or an
+     * error (recorded). Runs whatever ended the wait once it was handed. */
+    int (*handed)(void *arg, int64_t value);
 } baton__wait_ops;
 
 /* baton__wait_ops.turn's answers */

@@ -27,6 +27,14 @@
  * before, and their unlock publishes "0" on the lock's channel only; the line's first waiter
  * hears that channel too (first_in_line, wait.c), so a Redisson unlock wakes it at once.
  *
+ * A release of the last hold that finds a thread or fiber of its own client asleep on the
+ * lock hands it the lock in the release's own script (cohorting, docs/ARCHITECTURE.md,
+ * "Hand-overs within a client"): the hash's field becomes the waiter's, the token rises,
+ * nothing is published, and the waiter, woken alone, records the hold as if its attempt
+ * had said "taken". At most BATON__COHORT_PASSES in a row, and none while the line or a
+ * reservation exists. Waiters of one client take turns: one that finds its client's
+ * waiters asleep on the live subscription queues behind them without an attempt.
+ *
  * The handle remembers each owner's current hold (depth, fencing token, lease, watchdog
  * registration; lockbase.c, a record per owner) so a re-entrant release can re-apply the
  * lease the lock was taken with, and the watchdog is cancelled before the last release is
@@ -63,6 +71,7 @@ typedef struct acquiring {
     int64_t since_us; /* the first attempt */
     char *own;        /* its own channel once in the line (<channel>:<owner>); else NULL */
     long long rank;   /* waiters before it in the line at its last attempt; -1: not in it */
+    int64_t sent_us;  /* when its last attempt was sent (a hand-over comes after it) */
 } acquiring;
 
 /* One run of the acquire script. BATON_OK: acquired (hold recorded, watchdog registered);
@@ -95,6 +104,7 @@ static int attempt(acquiring *a)
     baton__hold_script h = {
         &baton__script_lock_acquire, 4, 6, keys, args, owner, p->token_key, lease_ms};
     baton__stat_inc(c, BATON__ST_ATTEMPTS + BATON_KIND_LOCK);
+    a->sent_us = sent;
     baton__hold_reply hr;
     int rc = baton__hold_pair(l, &h, "lock", &sent, &hr);
     if (!hr.read)
@@ -167,6 +177,39 @@ static void give_up(void *arg, int rc)
     baton__line_leave(a->l->client, &baton__script_lock_unreserve, keys, args, rc);
 }
 
+/* A release by a thread or fiber of this client may hand this waiter the lock in its own
+ * script (cohorting): it needs the waiter's owner field and lease. Not with sync_replicas
+ * (the release's script is not followed by WAIT). */
+static bool cohort(void *arg, baton__cand *cand)
+{
+    acquiring *a = arg;
+    baton_lock *l = a->l;
+    if (baton__client_config(l->client)->sync_replicas > 0)
+        return false;
+    int64_t lease = a->lease_ms == BATON_LEASE_WATCHDOG ? l->cfg.watchdog_ms : a->lease_ms;
+    cand->want = 1;
+    int n = snprintf(cand->info, sizeof cand->info, "%lld %s", (long long)lease, a->owner);
+    return n > 0 && (size_t)n < sizeof cand->info;
+}
+
+/* Handed the lock (value: its new fencing token): the hold is recorded and registered as
+ * an attempt's "taken" would be. Its lease began after the waiter's last attempt. */
+static int handed(void *arg, int64_t token)
+{
+    acquiring *a = arg;
+    return baton__hold_acquired(a->l, a->owner, true, token, a->lease_ms, a->sent_us);
+}
+
+/* Waiters of one client take turns (wait.c): one that finds its client's waiters asleep on
+ * the live subscription, none woken, queues behind them rather than trying: the lock is
+ * held, by a thread of its client typically (the one that released it and asks again),
+ * whose release hands it to the first of them (cohorting), or publishes and wakes one. */
+static int turn(void *arg)
+{
+    (void)arg;
+    return BATON__TURN_LEAST;
+}
+
 /* Sleep until the unlock message or the holder's lease runs out (in the line: until its
  * turn is told, or its next look). */
 static int64_t holder_ttl(void *arg)
@@ -193,7 +236,10 @@ static const baton__wait_ops lock_wait = {.sub = &baton__lock_sub,
                                           .bound_ms = holder_ttl,
                                           .give_up = give_up,
                                           .relisten = own_channel,
-                                          .first = first_in_line};
+                                          .first = first_in_line,
+                                          .turn = turn,
+                                          .cohort = cohort,
+                                          .handed = handed};
 
 static int plain_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
 {
@@ -204,7 +250,9 @@ static int plain_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
                    .owner = owner,
                    .lease_ms = lease_ms,
                    .waits = wait_ms != 0,
-                   .ttl = -1,
+                   /* queued behind its client's waiters without an attempt: it does not
+                    * know the holder's lease, and looks by itself after recheck_ms */
+                   .ttl = baton__client_config(c)->recheck_ms,
                    .since_us = baton__now_us(),
                    .rank = -1};
     int rc = baton__wait_for(c, &lock_wait, l->channel, wait_ms, &a);
@@ -225,7 +273,8 @@ static int plain_release(baton_lock *l)
 {
     plain *p = l->impl;
     const char *keys[4] = {l->name, l->channel, p->next_key, p->line_key};
-    return baton__hold_release_hash_only(l, &baton__script_lock_release, p->latch_pfx, 4, keys);
+    return baton__hold_release_cohort(l, &baton__script_lock_release, p->latch_pfx, 4, keys,
+                                      p->token_key);
 }
 
 static int plain_force_release(baton_lock *l, bool *was_locked)

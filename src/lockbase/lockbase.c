@@ -383,25 +383,39 @@ typedef struct release_form {
     int nkeys;
     const char **keys;
     bool hash_only;
+    const char *token_key; /* hash-only form: the hand-over's (cohorting); NULL: none */
 } release_form;
 
-/* One run of a release script; *outcome = -1 (not held), 0 (holds remain), 1 (released). */
+/* A hand-over to a waiter of the client (cohorting): the waiter's owner field and lease,
+ * from its candidacy's info ("<lease ms> <owner>"). */
+typedef struct handover {
+    char lease[24];
+    const char *owner;
+} handover;
+
+/* One run of a release script; *outcome = -1 (not held), 0 (holds remain), 1 (released),
+ * 2 (handed to ho's waiter: *token its new fencing token). */
 static int release_once(baton_lock *l, const release_form *f, const char *owner, int64_t lease,
-                        int *outcome)
+                        const handover *ho, int *outcome, int64_t *token)
 {
     baton_client *c = l->client;
     char lease_s[32];
     snprintf(lease_s, sizeof lease_s, "%lld", (long long)lease);
-    const char *args[8] = {"0", lease_s, owner};
+    const char *args[10] = {"0", lease_s, owner};
     int nargs = 3;
     struct redisReply *r;
     /* A lost reply is followed by the same request again: the unlock latch makes the
-     * retry return the first outcome (Redisson's unlockLatch). */
+     * retry return the first outcome (Redisson's unlockLatch), a hand-over's included. */
     int rc;
     const baton__script *s = f->script;
     if (f->hash_only) {
         for (int i = 1; i < f->nkeys && nargs < 6; i++)
             args[nargs++] = f->keys[i];
+        if (ho && f->token_key && nargs == 6) {
+            args[nargs++] = f->token_key;
+            args[nargs++] = ho->owner;
+            args[nargs++] = ho->lease;
+        }
         rc = baton__script_run_once_arg(c, s, f->latch_prefix, 1, f->keys, nargs, args, &r);
     } else {
         rc = baton__script_run_once(c, s, f->latch_prefix, f->nkeys, f->keys, nargs, args, &r);
@@ -414,7 +428,9 @@ static int release_once(baton_lock *l, const release_form *f, const char *owner,
     if (type != REDIS_REPLY_NIL && type != REDIS_REPLY_INTEGER)
         return baton__fail(c, BATON_EPROTO, "lock %s: unexpected reply to %s", l->name,
                            f->script->name);
-    *outcome = type == REDIS_REPLY_NIL ? -1 : v == 0 ? 0 : 1;
+    *outcome = type == REDIS_REPLY_NIL ? -1 : v == 0 ? 0 : v < 0 ? 2 : 1;
+    if (v < 0 && token)
+        *token = -v;
     return BATON_OK;
 }
 
@@ -437,7 +453,7 @@ static void release_leftovers(baton_lock *l, const release_form *f, const char *
         return;
     int outcome = 0;
     for (int i = 0; i < MAX_LEFTOVERS && outcome == 0; i++)
-        if (release_once(l, f, owner, lease, &outcome) != BATON_OK)
+        if (release_once(l, f, owner, lease, NULL, &outcome, NULL) != BATON_OK)
             return;
 }
 
@@ -450,8 +466,43 @@ static int hold_release(baton_lock *l, const release_form *f)
     bool mine;
     bool last = hold_release_begin(l, owner, &lease, &mine);
 
+    /* The last hold, and a waiter of this client asleep on the lock: handed to it in the
+     * release's own script (cohorting), at most BATON__COHORT_PASSES in a row. */
+    baton__ticket t;
+    handover ho;
+    bool offered = f->token_key && last && mine && baton__client_config(c)->sync_replicas == 0 &&
+                   baton__sub_offer(c, l->channel, 1, BATON__COHORT_PASSES, &t) == BATON_OK;
+    if (offered) {
+        char *sp = strchr(t.info, ' ');
+        ho.owner = sp ? sp + 1 : "";
+        snprintf(ho.lease, sizeof ho.lease, "%.*s", sp ? (int)(sp - t.info) : 0, t.info);
+        if (!sp || strcmp(ho.owner, owner) == 0) { /* not a hand-over: released */
+            baton__sub_settle(c, &t, false, 0);
+            offered = false;
+        }
+    }
     int outcome = -1;
-    int rc = release_once(l, f, owner, lease, &outcome);
+    int64_t token = 0;
+    int rc = release_once(l, f, owner, lease, offered ? &ho : NULL, &outcome, &token);
+    if (offered) {
+        bool handed = rc == BATON_OK && outcome == 2;
+        /* Unknown (its reply lost past the latch's re-sends): the waiter attempts again; a
+         * hand-over that did happen is then its own hold, taken as a re-entry of a hold it
+         * did not know, whose last release clears the count (release_leftovers). */
+        if (!baton__sub_settle(c, &t, handed, token) && handed) {
+            /* The waiter gave up meanwhile: released as its owner, so that the lock is not
+             * left to its lease (nobody renews it) */
+            int undone = -1;
+            int64_t ms = strtoll(ho.lease, NULL, 10);
+            if (release_once(l, f, ho.owner, ms, NULL, &undone, NULL) != BATON_OK)
+                baton__log(c, BATON_LOG_WARN,
+                           "lock %s: a hand-over to a waiter that gave up could not be undone; "
+                           "it ends with its lease (%s ms)",
+                           l->name, ho.lease);
+        }
+        if (outcome == 2)
+            outcome = 1; /* released, as far as this owner's hold goes */
+    }
     bool lost = false;
     hold_rec *gone = NULL; /* the record this release ended, freed below */
     baton__mutex_lock(&l->mu);
@@ -498,14 +549,21 @@ static int hold_release(baton_lock *l, const release_form *f)
 int baton__hold_release(baton_lock *l, const baton__script *script, const char *latch_prefix,
                         int nkeys, const char **keys)
 {
-    release_form f = {script, latch_prefix, nkeys, keys, false};
+    release_form f = {script, latch_prefix, nkeys, keys, false, NULL};
     return hold_release(l, &f);
 }
 
 int baton__hold_release_hash_only(baton_lock *l, const baton__script *script,
                                   const char *latch_prefix, int nkeys, const char **keys)
 {
-    release_form f = {script, latch_prefix, nkeys, keys, true};
+    release_form f = {script, latch_prefix, nkeys, keys, true, NULL};
+    return hold_release(l, &f);
+}
+
+int baton__hold_release_cohort(baton_lock *l, const baton__script *script, const char *latch_prefix,
+                               int nkeys, const char **keys, const char *token_key)
+{
+    release_form f = {script, latch_prefix, nkeys, keys, true, token_key};
     return hold_release(l, &f);
 }
 

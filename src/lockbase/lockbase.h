@@ -154,6 +154,16 @@ int baton__hold_release(baton_lock *l, const baton__script *script, const char *
  * is refused (TRYAGAIN) until the migration ends. */
 int baton__hold_release_hash_only(baton_lock *l, const baton__script *script,
                                   const char *latch_prefix, int nkeys, const char **keys);
+/* baton__hold_release_hash_only with hand-overs within the client (cohorting, the plain
+ * lock): a last hold released while a thread or fiber of the client waits for the lock
+ * (baton__sub_offer on its channel) goes to that waiter in the same script, which also
+ * gets token_key (the fencing-token counter), the waiter's owner field and lease
+ * (lua/lock_release.lua's 12-argument form). At most BATON__COHORT_PASSES in a row per
+ * lock and client; then one release goes through the server (published) for everyone.
+ * Not with sync_replicas (a hand-over would not be confirmed by the replicas). */
+#define BATON__COHORT_PASSES 8
+int baton__hold_release_cohort(baton_lock *l, const baton__script *script, const char *latch_prefix,
+                               int nkeys, const char **keys, const char *token_key);
 /* An acquire script of a lock kept in Redisson's hash, and what resolves its lost reply. */
 /* baton__hold_taken's "taken, but its own lease ran out before the reply came" (detail
  * recorded): it ends the wait, and the acquire returns BATON_ETIMEDOUT keeping that detail. */

@@ -52,6 +52,10 @@
  * s6: 3.1-3.4 scripts per acquisition at either; docs/ARCHITECTURE.md). The figures
  * shared with the lock's line are wait.h's (BATON__LINE_*). */
 
+/* Hand-overs of released permits within the client in a row, per semaphore, before a
+ * release goes through the server (docs/ARCHITECTURE.md, "Cohorting"). */
+#define BATON__SEM_COHORT_PASSES 8
+
 /* The base's name is the key holding the count; new counts are published on its channel,
  * redisson_sc:{name}. */
 struct baton_semaphore {
@@ -318,6 +322,23 @@ static int64_t permit_wakeups(const char *payload, size_t len, int refs, int64_t
 
 const baton__sub_type baton__semaphore_sub = {permit_wakeups, true, false};
 
+/* A release by a thread or fiber of this client may hand this waiter its permits with no
+ * round trip (cohorting): a counting semaphore has no owner in Redis, so a release and an
+ * acquisition by the same process leave the count as it was. */
+static bool cohort(void *arg, baton__cand *cand)
+{
+    acquiring *a = arg;
+    cand->want = strtoll(a->permits, NULL, 10);
+    cand->info[0] = '\0';
+    return cand->want >= 1;
+}
+
+static int handed(void *arg, int64_t value)
+{
+    (void)arg, (void)value;
+    return BATON_OK; /* the permits are its own now */
+}
+
 static const baton__wait_ops semaphore_wait = {.sub = &baton__semaphore_sub,
                                                .stat = BATON_KIND_SEMAPHORE,
                                                .join_live = true,
@@ -326,7 +347,9 @@ static const baton__wait_ops semaphore_wait = {.sub = &baton__semaphore_sub,
                                                .give_up = give_up,
                                                .relisten = own_channel,
                                                .turn = turn,
-                                               .first = first_in_line};
+                                               .first = first_in_line,
+                                               .cohort = cohort,
+                                               .handed = handed};
 
 static int try_acquire(baton_semaphore *s, int64_t permits, int64_t wait_ms)
 {
@@ -375,6 +398,19 @@ int baton_semaphore_release(baton_semaphore *s, int64_t permits)
         return rc;
     if ((rc = check_permits(s, permits, "releasing")) != BATON_OK)
         return rc;
+    /* Threads or fibers of this client asleep for at most what is released get it in the
+     * process, no round trip (cohorting; BATON__SEM_COHORT_PASSES in a row at most, then a
+     * release goes through the server for every client's waiters and the line). A waiter
+     * is chosen and handed its permits under the dispatcher's mutex: one that gave up
+     * meanwhile is not handed them (settle answers false) and the next is looked for. */
+    baton_client *c = s->base.client;
+    baton__ticket t;
+    while (permits > 0 &&
+           baton__sub_offer(c, s->base.channel, permits, BATON__SEM_COHORT_PASSES, &t) == BATON_OK)
+        if (baton__sub_settle(c, &t, true, 0))
+            permits -= t.want;
+    if (permits == 0)
+        return BATON_OK;
     /* INCRBY is not idempotent (a permit returned twice lets one holder too many in): the
      * request latch makes a re-send after a lost reply count once. */
     return run_int(s, &baton__script_semaphore_release, RUN_ONCE, permits, true, NULL);

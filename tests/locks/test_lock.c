@@ -1432,3 +1432,237 @@ Test(lock, redisson_and_baton_clients_share_a_lock_and_baton_waits_little, .time
     cr_assert(le(i64, longest, 1500), "a baton waiter waited %lld ms", (long long)longest);
     redisFree(r);
 }
+
+/* ----------------------------------------------- hand-overs within a client (cohorting) --- */
+
+typedef struct cohort_run {
+    baton_client *c; /* shared by the threads: one client */
+    const char *name, *counter;
+    int rounds;
+    int64_t wait_ms;          /* each acquire's wait (BATON_WAIT_FOREVER or short) */
+    atomic_int *inside;       /* holders at once, seen from inside */
+    atomic_int *overlaps;     /* times two were inside */
+    atomic_llong *last_token; /* the last hold's fencing token */
+    atomic_int *token_falls;  /* holds whose token was not above the one before */
+    atomic_int acquired;      /* read while it runs */
+    int timeouts, errors;
+} cohort_run;
+
+/* Each round: acquire through the thread's own handle, GET and SET the counter on the
+ * thread's own connection (the critical section's two round trips), check the token rose,
+ * release. */
+static void *cohort_rounds(void *arg)
+{
+    cohort_run *w = arg;
+    baton_lock *l;
+    if (baton_lock_open(w->c, w->name, &l) != BATON_OK) {
+        w->errors++;
+        return NULL;
+    }
+    redisContext *r = th_redis();
+    for (int i = 0; i < w->rounds; i++) {
+        int rc = w->wait_ms == BATON_WAIT_FOREVER
+                     ? baton_lock_acquire(l, BATON_LEASE_WATCHDOG)
+                     : baton_lock_try_acquire(l, w->wait_ms, BATON_LEASE_WATCHDOG);
+        if (rc == BATON_ETIMEDOUT) {
+            w->timeouts++;
+            continue;
+        }
+        if (rc != BATON_OK) {
+            w->errors++;
+            continue;
+        }
+        atomic_fetch_add(&w->acquired, 1);
+        if (atomic_fetch_add(w->inside, 1) != 0)
+            atomic_fetch_add(w->overlaps, 1);
+        int64_t token = 0;
+        if (baton_lock_fencing_token(l, &token) != BATON_OK)
+            w->errors++;
+        if (token <= atomic_load(w->last_token))
+            atomic_fetch_add(w->token_falls, 1);
+        atomic_store(w->last_token, token);
+        redisReply *rep = redisCommand(r, "GET %s", w->counter);
+        long long v = rep && rep->type == REDIS_REPLY_STRING ? atoll(rep->str) : 0;
+        if (rep)
+            freeReplyObject(rep);
+        rep = redisCommand(r, "SET %s %lld", w->counter, v + 1);
+        if (rep)
+            freeReplyObject(rep);
+        atomic_fetch_sub(w->inside, 1);
+        if (baton_lock_release(l) != BATON_OK)
+            w->errors++;
+    }
+    redisFree(r);
+    baton_lock_close(l);
+    return NULL;
+}
+
+typedef struct cohort_totals {
+    int acquired, timeouts;
+    int overlaps, token_falls;
+} cohort_totals;
+
+static cohort_totals cohort_go(baton_client *c, const char *name, const char *counter, int n,
+                               int rounds, int64_t wait_ms)
+{
+    atomic_int inside = 0, overlaps = 0, falls = 0;
+    atomic_llong last = 0;
+    cohort_run w[16];
+    pthread_t t[16];
+    cr_assert(le(int, n, 16));
+    for (int i = 0; i < n; i++) {
+        w[i] = (cohort_run){.c = c,
+                            .name = name,
+                            .counter = counter,
+                            .rounds = rounds,
+                            .wait_ms = wait_ms,
+                            .inside = &inside,
+                            .overlaps = &overlaps,
+                            .last_token = &last,
+                            .token_falls = &falls};
+        cr_assert(eq(int, pthread_create(&t[i], NULL, cohort_rounds, &w[i]), 0));
+    }
+    cohort_totals tot = {0};
+    for (int i = 0; i < n; i++) {
+        pthread_join(t[i], NULL);
+        cr_assert(eq(int, w[i].errors, 0), "thread %d", i);
+        tot.acquired += atomic_load(&w[i].acquired);
+        tot.timeouts += w[i].timeouts;
+    }
+    tot.overlaps = atomic_load(&overlaps);
+    tot.token_falls = atomic_load(&falls);
+    return tot;
+}
+
+/* 8 threads of one client on one lock, no pause between holds: a release that sees a
+ * thread of its client asleep on the lock hands it the lock in the release's own script
+ * (the owner field replaced, the token raised, nothing published), and the waiter
+ * finishes without an attempt of its own. Before: every acquisition was at least one
+ * attempt (a successful run of the acquire script), after a wake-up through pub/sub. */
+Test(lock, a_release_hands_the_lock_to_a_waiting_thread_of_its_client, .timeout = 60)
+{
+    /* without the starvation bound: a waiter slowed past starve_ms (a sanitizer, a loaded
+     * machine) would join the line, and the line stops the hand-overs (their bound) */
+    baton_options o;
+    baton_options_init(&o);
+    o.starve_ms = BATON_STARVE_NEVER;
+    baton_client *c = th_client(&o);
+    const char *name = th_tmpname("lk-cohort"), *counter = th_tmpname("ctr-cohort");
+    redisContext *r = th_redis();
+    baton_stats before, after;
+    cr_assert(eq(int, baton_client_stats(c, &before), BATON_OK));
+    freeReplyObject(th_cmd(r, "CONFIG RESETSTAT"));
+    cohort_totals tot = cohort_go(c, name, counter, 8, 200, BATON_WAIT_FOREVER);
+    long long scripts = th_cmdstat(r, "evalsha") + th_cmdstat(r, "eval");
+    long long publishes = th_cmdstat(r, "publish");
+    cr_assert(eq(int, baton_client_stats(c, &after), BATON_OK));
+    uint64_t attempts =
+        after.kind[BATON_KIND_LOCK].attempts - before.kind[BATON_KIND_LOCK].attempts;
+    cr_assert(eq(int, tot.acquired, 1600));
+    cr_assert(eq(i64, th_cmd_int(r, "GET %s", counter), 1600), "an update was lost");
+    cr_assert(eq(int, tot.overlaps, 0), "two holders at once");
+    cr_assert(eq(int, tot.token_falls, 0), "a hold's token was not above the one before");
+    cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s", name), 0));
+    fprintf(stderr,
+            "lock cohort: 1600 holds by 8 threads of one client: %.2f attempts and %.2f scripts "
+            "per acquisition, %lld PUBLISH\n",
+            attempts / 1600.0, scripts / 1600.0, publishes);
+    /* handed over: fewer attempts than acquisitions, and scripts per acquisition (acquire
+     * attempts + releases) below 2, the least the path through pub/sub could cost */
+    cr_assert(lt(u64, attempts, 1600 * 3 / 4), "%llu attempts", (unsigned long long)attempts);
+    cr_assert(lt(i64, scripts, 1600 * 7 / 4), "%lld scripts", scripts);
+    cr_assert(lt(i64, publishes, 1600 / 2), "%lld PUBLISH", publishes);
+    redisFree(r);
+    baton_client_close(c);
+}
+
+/* Waiters that give up after 1 ms, racing releases that hand them the lock: one that
+ * times out while a release is handing it the lock either takes it (the hand-over came
+ * first) or leaves the releaser to undo it. No hold is ever left behind, exclusion holds,
+ * and the counter counts every hold. */
+Test(lock, a_waiter_that_times_out_at_a_hand_over_leaves_no_hold, .timeout = 60)
+{
+    baton_client *c = th_client(NULL);
+    const char *name = th_tmpname("lk-cohort-to"), *counter = th_tmpname("ctr-cohort-to");
+    redisContext *r = th_redis();
+    int total = 0, timeouts = 0;
+    for (int round = 0; round < 3; round++) {
+        cohort_totals tot = cohort_go(c, name, counter, 8, 150, 1);
+        cr_assert(eq(int, tot.overlaps, 0), "two holders at once");
+        cr_assert(eq(int, tot.token_falls, 0));
+        total += tot.acquired;
+        timeouts += tot.timeouts;
+        /* every thread released what it took: nothing is held */
+        cr_assert(eq(i64, th_cmd_int(r, "EXISTS %s", name), 0), "a hold was left behind");
+    }
+    cr_assert(eq(i64, th_cmd_int(r, "GET %s", counter), total));
+    fprintf(stderr, "lock cohort: %d holds, %d waits gave up\n", total, timeouts);
+    cr_assert(gt(int, timeouts, 0), "no wait gave up: the race was not run");
+    redisFree(r);
+    baton_client_close(c);
+}
+
+typedef struct outsider {
+    const char *name;
+    int rc;
+    int64_t waited_ms;
+} outsider;
+
+static void *outsider_takes(void *arg)
+{
+    outsider *o = arg;
+    baton_client *c = th_client(NULL);
+    baton_lock *l;
+    cr_assert(eq(int, baton_lock_open(c, o->name, &l), BATON_OK));
+    int64_t t0 = th_ms();
+    o->rc = baton_lock_try_acquire(l, 10000, BATON_LEASE_WATCHDOG);
+    o->waited_ms = th_ms() - t0;
+    if (o->rc == BATON_OK)
+        baton_lock_release(l);
+    baton_lock_close(l);
+    baton_client_close(c);
+    return NULL;
+}
+
+/* The bound: 4 threads of one client pass the lock among themselves without a pause, and
+ * a waiter of a second client still gets it soon (the passes stop at 8 in a row, and
+ * while a starved waiter is in the lock's line). */
+Test(lock, a_waiter_of_another_client_gets_the_lock_while_a_cohort_passes_it, .timeout = 60)
+{
+    baton_client *c = th_client(NULL);
+    const char *name = th_tmpname("lk-cohort-bound"), *counter = th_tmpname("ctr-cohort-bd");
+    outsider o = {.name = name};
+    pthread_t to;
+    atomic_int inside = 0, overlaps = 0, falls = 0;
+    atomic_llong last = 0;
+    cohort_run w[4];
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) {
+        w[i] = (cohort_run){.c = c,
+                            .name = name,
+                            .counter = counter,
+                            .rounds = 600,
+                            .wait_ms = BATON_WAIT_FOREVER,
+                            .inside = &inside,
+                            .overlaps = &overlaps,
+                            .last_token = &last,
+                            .token_falls = &falls};
+        cr_assert(eq(int, pthread_create(&t[i], NULL, cohort_rounds, &w[i]), 0));
+    }
+    th_sleep_ms(100); /* the cohort is passing the lock */
+    cr_assert(eq(int, pthread_create(&to, NULL, outsider_takes, &o), 0));
+    pthread_join(to, NULL);
+    bool cohort_busy = false;
+    for (int i = 0; i < 4; i++)
+        cohort_busy |= atomic_load(&w[i].acquired) < w[i].rounds;
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        cr_assert(eq(int, w[i].errors, 0));
+    }
+    cr_assert(eq(int, o.rc, BATON_OK));
+    fprintf(stderr, "lock cohort: the other client's waiter waited %lld ms\n",
+            (long long)o.waited_ms);
+    cr_assert(cohort_busy, "the cohort had finished: the bound was not tested");
+    cr_assert(le(i64, o.waited_ms, 200 * SLOW), "waited %lld ms", (long long)o.waited_ms);
+    cr_assert(eq(int, atomic_load(&overlaps), 0));
+}

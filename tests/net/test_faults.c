@@ -81,6 +81,92 @@ Test(faults, a_release_cut_at_every_byte_of_its_reply_counts_once)
     rig_down(&r);
 }
 
+typedef struct handed_waiter {
+    baton_client *c;
+    const char *name;
+    atomic_bool got, let_go;
+    int rc, release_rc;
+    int64_t token;
+    char owner[BATON__OWNER_LEN];
+} handed_waiter;
+
+/* Waits for the lock through a handle of its own, says what it got, releases when told. */
+static void *wait_then_hold(void *arg)
+{
+    handed_waiter *w = arg;
+    baton_lock *l;
+    w->rc = baton_lock_open(w->c, w->name, &l);
+    if (w->rc != BATON_OK)
+        return NULL;
+    baton__owner(w->c, w->owner, sizeof w->owner);
+    w->rc = baton_lock_try_acquire(l, 20000, 30000);
+    if (w->rc == BATON_OK)
+        baton_lock_fencing_token(l, &w->token);
+    atomic_store(&w->got, true);
+    while (w->rc == BATON_OK && !atomic_load(&w->let_go))
+        th_sleep_ms(1);
+    w->release_rc = w->rc == BATON_OK ? baton_lock_release(l) : w->rc;
+    baton_lock_close(l);
+    return NULL;
+}
+
+/* A release that hands the lock to a waiting thread of its client (cohorting) whose reply
+ * is cut at every byte (":-<token>\r\n"): the re-send reads the unlock latch, which
+ * answers the hand-over's token, so the waiter is handed exactly the hold the server made
+ * (its field, count 1, that token), and its one release frees the lock. */
+Test(faults, a_hand_over_whose_reply_is_cut_is_handed_once)
+{
+    rig r;
+    rig_up(&r, 1000);
+    /* a client whose waiter never joins the line (it would, after starve_ms, and be served
+     * through it instead) */
+    baton_options o;
+    baton_options_init(&o);
+    o.url = th_proxy_url(r.proxy);
+    o.connect_timeout_ms = 1000;
+    o.command_timeout_ms = 1000;
+    o.starve_ms = BATON_STARVE_NEVER;
+    baton_client *c;
+    cr_assert(eq(int, baton_client_open(&o, &c), BATON_OK), "%s", baton_open_errmsg());
+    const char *name = "fl-handed";
+    baton_lock *l;
+    cr_assert(eq(int, baton_lock_open(c, name, &l), BATON_OK));
+    for (long n = 0; n < 5; n++) {
+        cr_assert(eq(int, baton_lock_acquire(l, 30000), BATON_OK));
+        handed_waiter w = {.c = c, .name = name};
+        pthread_t t;
+        cr_assert(eq(int, pthread_create(&t, NULL, wait_then_hold, &w), 0));
+        th_sleep_ms(300); /* asleep on the lock */
+        cr_assert(not(atomic_load(&w.got)));
+        long long published = th_cmdstat(r.direct, "publish");
+        th_proxy_cut_after(r.proxy, TH_DOWN, n);
+        cr_assert(eq(int, baton_lock_release(l), BATON_OK), "cut after %ld: %s", n,
+                  baton_client_errmsg(c));
+        int64_t end = th_ms() + 5000;
+        while (!atomic_load(&w.got) && th_ms() < end)
+            th_sleep_ms(1);
+        cr_assert(atomic_load(&w.got), "cut after %ld: the waiter was not handed the lock", n);
+        cr_assert(eq(int, w.rc, BATON_OK), "cut after %ld", n);
+        cr_assert(eq(i64, th_cmdstat(r.direct, "publish"), published), "handed, not published");
+        cr_assert(eq(i64, th_cmd_int(r.direct, "HLEN %s", name), 1));
+        redisReply *rep = th_cmd(r.direct, "HGET %s %s", name, w.owner);
+        cr_assert(eq(int, rep->type, REDIS_REPLY_STRING), "cut after %ld: not the waiter's", n);
+        cr_assert(eq(str, rep->str, "1"), "cut after %ld: counted once", n);
+        freeReplyObject(rep);
+        cr_assert(eq(i64, th_cmd_int(r.direct, "GET redisson_lock_token:{%s}", name), w.token),
+                  "the waiter's token is the one the hand-over raised");
+        atomic_store(&w.let_go, true);
+        pthread_join(t, NULL);
+        cr_assert(eq(int, w.release_rc, BATON_OK));
+        cr_assert(eq(i64, th_cmd_int(r.direct, "EXISTS %s", name), 0), "one release frees it");
+    }
+    /* the command connection and the subscriber's, and one more per cut */
+    cr_assert(ge(i64, th_proxy_accepted(r.proxy), 2 + 5), "every cut cost a connection");
+    baton_lock_close(l);
+    baton_client_close(c);
+    rig_down(&r);
+}
+
 Test(faults, an_acquire_cut_at_every_byte_of_its_reply_is_resolved)
 {
     rig r;
