@@ -5,12 +5,13 @@
  *   hist_client URL RESOURCE_PORT WORKLOAD PROC INC SEED DURATION_MS OUT
  *
  * WORKLOAD: mutex, fair, rw, rwshared (rw in two threads sharing one client and handle),
- * sem, permits, latch, elect (leader election), barrier, cli (the mutex through `baton lock`);
- * final:sem and final:permits read the
- * free permits once the run is over (the runner's last step). The process keeps its client and its
- * handles across many operations (a process looping on one handle through faults is what
- * found issue 27), and now and then opens fresh ones; it mixes the thread's owner and
- * baton_owner owners, re-entry, and the asynchronous acquire. Every hold writes the fenced
+ * mutexshared and semshared (mutex and sem in two threads sharing one client: a release
+ * hands over to the other thread within the client, issue 49's cohorting), sem, permits, latch,
+ * elect (leader election), barrier, cli (the mutex through `baton lock`); final:sem and
+ * final:permits read the free permits once the run is over (the runner's last step). The process
+ * keeps its client and its handles across many operations (a process looping on one handle through
+ * faults is what found issue 27), and now and then opens fresh ones; it mixes the thread's owner
+ * and baton_owner owners, re-entry, and the asynchronous acquire. Every hold writes the fenced
  * store (a key on the resource server updated by a script only if the token is at least
  * the stored one) at its start and again just before its release.
  *
@@ -40,6 +41,7 @@
 static FILE *hf;
 static _Thread_local redisContext *res; /* each thread its own (rwshared's two) */
 static int res_port;
+static bool g_pair; /* mutexshared, semshared: two threads on one client (open_client) */
 static _Thread_local int g_proc; /* rwshared: its second thread's is + HIST_THREAD_PROC */
 static int g_inc;
 static const char *g_obj;
@@ -228,6 +230,10 @@ static baton_client *open_client(int64_t until_us)
     o.sync_replicas = (int)env_int("HIST_SYNC_REPLICAS", 0);
     o.sync_timeout_ms = 500;
     o.multiplex = (int)env_int("HIST_MULTIPLEX", 0); /* 1: the shared connection */
+    /* mutexshared, semshared: no starvation bound, so that a waiter slowed past 5 ms does
+     * not join the line, which stops hand-overs within the client while it lasts */
+    if (g_pair)
+        o.starve_ms = BATON_STARVE_NEVER;
     for (;;) {
         baton_client *c = NULL;
         if (baton_client_open(&o, &c) == BATON_OK)
@@ -434,8 +440,11 @@ static void lock_workload(lock_kind kind, int64_t until_us, baton_client *shared
         usleep((useconds_t)rnd_in(0, 20000));
     }
     baton_owner_free(owner);
-    if (shared_c)
+    if (shared_c) {
+        if (!shared_rw && l)
+            baton_lock_close(l); /* mutexshared: each thread its own handle */
         return;
+    }
     if (rw)
         baton_rwlock_close(rw);
     else
@@ -483,6 +492,62 @@ static void rw_shared_workload(int64_t until_us)
     lock_workload(W_RW, until_us, c, rw);
     pthread_join(t, NULL);
     baton_rwlock_close(rw);
+    baton_client_close(c);
+}
+
+/* mutexshared, semshared: the mutex and the sem workloads in two threads of one process
+ * that share its client (each thread its own handle). One thread's release finds the other
+ * asleep on the name and hands it the lock or the permit within the client (cohorting):
+ * a new hold whose token rose, which the checkers see as any other. The second thread
+ * records as g_proc + HIST_THREAD_PROC, as rwshared's. */
+typedef struct pair_arg {
+    baton_client *c;
+    bool sem;
+    int proc;
+    unsigned long long seed;
+    int64_t until_us;
+} pair_arg;
+
+static void sem_workload(int64_t until_us, baton_client *shared_c);
+
+static void *pair_thread(void *p)
+{
+    pair_arg *a = p;
+    g_proc = a->proc;
+    rng = a->seed;
+    if (a->sem)
+        sem_workload(a->until_us, a->c);
+    else
+        lock_workload(W_MUTEX, a->until_us, a->c, NULL);
+    if (res)
+        redisFree(res);
+    return NULL;
+}
+
+static void pair_workload(int64_t until_us, bool sem)
+{
+    g_pair = true;
+    baton_client *c = open_client(until_us);
+    if (!c)
+        return;
+    pair_arg a = {c, sem, g_proc + HIST_THREAD_PROC, rng * 0x9E3779B97F4A7C15ull + 1, until_us};
+    pthread_t t;
+    if (pthread_create(&t, NULL, pair_thread, &a) != 0)
+        abort();
+    if (sem)
+        sem_workload(until_us, c);
+    else
+        lock_workload(W_MUTEX, until_us, c, NULL);
+    pthread_join(t, NULL);
+    /* what the run's log shows of the hand-overs: acquisitions without an attempt of their
+     * own (a release handed them over within the client) */
+    baton_stats st;
+    if (baton_client_stats(c, &st) == BATON_OK) {
+        int k = sem ? BATON_KIND_SEMAPHORE : BATON_KIND_LOCK;
+        fprintf(stderr, "hist_client %d: %s in two threads: %llu acquisitions, %llu attempts\n",
+                g_proc, g_obj, (unsigned long long)st.kind[k].acquisitions,
+                (unsigned long long)st.kind[k].attempts);
+    }
     baton_client_close(c);
 }
 
@@ -614,9 +679,9 @@ out:
 
 /* ------------------------------------------------------------- semaphores ---------- */
 
-static void sem_workload(int64_t until_us)
+static void sem_workload(int64_t until_us, baton_client *shared_c)
 {
-    baton_client *c = open_client(until_us);
+    baton_client *c = shared_c ? shared_c : open_client(until_us);
     if (!c)
         return;
     baton_semaphore *s;
@@ -638,7 +703,8 @@ static void sem_workload(int64_t until_us)
         usleep((useconds_t)rnd_in(rc == BATON_OK || rc == BATON_ETIMEDOUT ? 0 : 20000, 50000));
     }
     baton_semaphore_close(s);
-    baton_client_close(c);
+    if (!shared_c)
+        baton_client_close(c);
 }
 
 static void permits_workload(int64_t until_us)
@@ -1046,8 +1112,14 @@ int main(int argc, char **argv)
         rw_shared_workload(until);
     } else if (strcmp(g_obj, "redlock") == 0)
         redlock_workload(until);
-    else if (strcmp(g_obj, "sem") == 0)
-        sem_workload(until);
+    else if (strcmp(g_obj, "mutexshared") == 0) {
+        g_obj = "mutex"; /* the mutex clients' lock, its events under mutex */
+        pair_workload(until, false);
+    } else if (strcmp(g_obj, "semshared") == 0) {
+        g_obj = "sem";
+        pair_workload(until, true);
+    } else if (strcmp(g_obj, "sem") == 0)
+        sem_workload(until, NULL);
     else if (strcmp(g_obj, "permits") == 0)
         permits_workload(until);
     else if (strcmp(g_obj, "latch") == 0)

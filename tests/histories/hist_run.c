@@ -1213,13 +1213,14 @@ static bool move_slot(int slot, int from, int to)
 /* The names of the objects the clients use (their slots are the nemesis' targets). */
 static const char *object_name(const char *workload)
 {
-    if (strcmp(workload, "mutex") == 0 || strcmp(workload, "cli") == 0)
+    if (strcmp(workload, "mutex") == 0 || strcmp(workload, "cli") == 0 ||
+        strcmp(workload, "mutexshared") == 0)
         return "h:mutex";
     if (strcmp(workload, "fair") == 0)
         return "h:fair";
     if (strcmp(workload, "rw") == 0 || strcmp(workload, "rwshared") == 0)
         return "h:rw";
-    if (strcmp(workload, "sem") == 0)
+    if (strcmp(workload, "sem") == 0 || strcmp(workload, "semshared") == 0)
         return "h:sem";
     if (strcmp(workload, "permits") == 0)
         return "h:permits";
@@ -1228,6 +1229,12 @@ static const char *object_name(const char *workload)
     if (strcmp(workload, "barrier") == 0)
         return "h:barrier";
     return NULL;
+}
+
+/* The workload whose final read covers this one's semaphore (semshared's is sem's). */
+static const char *final_object(const char *workload)
+{
+    return strcmp(workload, "semshared") == 0 ? "sem" : workload;
 }
 
 /* ------------------------------------------------------------- the nemesis --------- */
@@ -2049,10 +2056,10 @@ int main(int argc, char **argv)
         }
     /* no permit lost: every client stopped, the leases end; one read of each semaphore */
     for (int i = 0; i < nclients && !interrupted; i++) {
-        const char *w = clients[i].workload;
+        const char *w = final_object(clients[i].workload);
         bool first = true;
         for (int k = 0; k < i; k++)
-            first &= strcmp(clients[k].workload, w) != 0;
+            first &= strcmp(final_object(clients[k].workload), w) != 0;
         if (first && (strcmp(w, "sem") == 0 || strcmp(w, "permits") == 0))
             run_final(w, 1000 + i);
     }
