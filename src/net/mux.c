@@ -69,6 +69,7 @@ typedef struct baton__link {
     baton__conn *k;
     baton__pool *pool;
     int refs;     /* requests bound to it (given out, not given back; or abandoned in line) */
+    int sleepers; /* of them, threads asleep on their vcond */
     bool broken;  /* failed: it takes no request; freed when refs is 0 */
     bool writing; /* a caller is writing its output */
     bool reading; /* a caller is reading its replies */
@@ -591,7 +592,7 @@ static ssize_t read_turn(baton__pool *p, baton__link *L, int64_t deadline_us, bo
  * its own from now on, since the fiber may park without reading for it. */
 static void hand_on_threads(baton__link *L)
 {
-    if (L->reading)
+    if (L->reading || L->sleepers == 0)
         return;
     for (baton__conn *x = L->head; x; x = x->vnext)
         if (x->waiting) {
@@ -608,7 +609,7 @@ static void hand_on(baton__link *L)
 {
     if (L->reading || !L->head)
         return;
-    for (baton__conn *x = L->head; x; x = x->vnext)
+    for (baton__conn *x = L->head; x && L->sleepers > 0; x = x->vnext)
         if (x->waiting) {
             baton__cond_signal(&x->vcond);
             return;
@@ -774,7 +775,9 @@ int baton__mux_read(baton_client *c, baton__conn *v, const char *what, int64_t d
             continue;
         }
         v->waiting = true;
+        L->sleepers++;
         baton__cond_wait_until(&v->vcond, &p->mux_mu, deadline_us);
+        L->sleepers--;
         v->waiting = false;
     }
     /* whoever reads next: a request still in line, woken if it sleeps */
