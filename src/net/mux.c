@@ -703,7 +703,9 @@ static int fiber_read(baton__pool *p, baton__link *L, baton__conn *v, int64_t de
         }
         if (!mine_out && (L->writing || L->gather)) {
             /* nothing to read for it yet */
-        } else if (!L->reading && !wrote) {
+        } else if (!L->reading && (!wrote || L->k->ssl || L->k->guard.ready > 0)) {
+            /* (over TLS OpenSSL may hold decrypted bytes the socket does not show; replies
+             * parsed by the last turn are handed out before any wait) */
             ssize_t n = read_turn(p, L, deadline_us, true, &wantr);
             if (L->broken)
                 *failed = true;
