@@ -351,6 +351,9 @@ static bool write_all(baton__link *L, const char *b, size_t n, int64_t deadline_
     return true;
 }
 
+/* An output buffer larger than this is freed once written. */
+#define OUT_KEEP (64 * 1024)
+
 static bool out_append(baton__link *L, const char *b, size_t n)
 {
     int i = L->cur;
@@ -415,6 +418,12 @@ static bool write_turn(baton__pool *p, baton__link *L, int64_t deadline_us, bool
         }
         L->woff += (size_t)w;
         L->sent += (uint64_t)w;
+        if (L->woff == L->wend && L->cap[L->wi] > OUT_KEEP) {
+            /* a burst's buffer (100,000 waiters' attempts: megabytes) is not kept */
+            free(L->buf[L->wi]);
+            L->buf[L->wi] = NULL;
+            L->cap[L->wi] = 0;
+        }
     }
     L->writing = false;
     return blocked && !L->broken;
