@@ -1,7 +1,7 @@
 /*
  * baton-waiters: many asynchronous waiters in one process (issue 49, item 4).
  *
- *   baton-waiters --port P --n N [--pool S] [--starve-ms M]
+ *   baton-waiters --port P --n N [--pool S] [--starve-ms M] [--multiplex M]
  *
  * One client, one lock handle per name, N names. Each name is first held by a foreign
  * owner in Redisson's layout (a hash whose one field "<uuid>:<thread>" counts 1, and a
@@ -41,6 +41,8 @@ static int port = 6379;
 static int n = 10000;
 static int pool = 0;
 static int64_t starve_ms = 0;
+/* the shared connection (baton_options.multiplex: 1 on, -1 off, 0 the default) */
+static int multiplex = 0;
 static const char *prefix = "bench:waiters";
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -198,11 +200,10 @@ static bool all_done(baton_client *c)
 
 int main(int argc, char **argv)
 {
-    static const struct option longs[] = {{"port", required_argument, NULL, 'p'},
-                                          {"n", required_argument, NULL, 'n'},
-                                          {"pool", required_argument, NULL, 'P'},
-                                          {"starve-ms", required_argument, NULL, 'S'},
-                                          {NULL, 0, NULL, 0}};
+    static const struct option longs[] = {
+        {"port", required_argument, NULL, 'p'},      {"n", required_argument, NULL, 'n'},
+        {"pool", required_argument, NULL, 'P'},      {"starve-ms", required_argument, NULL, 'S'},
+        {"multiplex", required_argument, NULL, 'M'}, {NULL, 0, NULL, 0}};
     int ch;
     while ((ch = getopt_long(argc, argv, "", longs, NULL)) != -1) {
         switch (ch) {
@@ -218,8 +219,12 @@ int main(int argc, char **argv)
         case 'S':
             starve_ms = atoll(optarg);
             break;
+        case 'M':
+            multiplex = atoi(optarg);
+            break;
         default:
-            die("usage: baton-waiters --port P --n N [--pool S] [--starve-ms M]");
+            die("usage: baton-waiters --port P --n N [--pool S] [--starve-ms M] "
+                "[--multiplex M]");
         }
     }
     if (n < 1)
@@ -234,6 +239,7 @@ int main(int argc, char **argv)
     o.url = url;
     o.pool_size = pool;
     o.starve_ms = starve_ms;
+    o.multiplex = multiplex;
     baton_client *c;
     if (baton_client_open(&o, &c) != BATON_OK)
         die("open: %s", baton_open_errmsg());

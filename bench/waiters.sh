@@ -6,7 +6,8 @@
 # connections against the same server in the same run (rounds alternating). Prints a table
 # and replaces the "## Many asynchronous waiters" section of bench/RESULTS.md. Sourced by
 # bench/run, which has built baton and set $top, $work, $rounds, $dir. BATON_WAITERS_ARGS:
-# more arguments for baton-waiters (--pool S, --starve-ms M), named in the section.
+# more arguments for baton-waiters (--pool S, --starve-ms M, --multiplex M), named in the
+# section.
 
 waiters_compare() {
     n=$1

@@ -109,6 +109,8 @@ struct baton_op {
     bool io_ready;     /* the socket was ready (else the timer ran out) */
     bool pool_wait;    /* in the pool's waiters (pool_for) */
     bool parked;       /* asleep on a subscription: its stack may be lent */
+    bool in_park;      /* in baton__fiber_park (the transport's wait for a reply) */
+    bool kicked;       /* baton__fiber_wake came: the park returns (at once if not in it) */
 #ifndef BATON__FIBER_ASM
     char *low; /* below its frames when it yielded (ucontext: no saved stack pointer) */
 #endif
@@ -800,10 +802,26 @@ static void fire_timers(engine *e)
 
 static void loop_look(engine *e, int timeout_ms);
 
+/* Fibers parked on a socket that baton__fiber_wake woke go to the run queue (ev->mu held,
+ * on the engine): the I/O list is the engine's alone, so the waker only counts them. */
+static void unkick(engine *e)
+{
+    e->kicks = 0;
+    for (size_t j = e->nio; j-- > 0;) {
+        baton_op *op = e->io[j];
+        if (op->kicked && op->in_park) {
+            heap_remove(e, op);
+            io_done(e, op, false);
+        }
+    }
+}
+
 /* Runs what is ready, fibers and timers, until nothing is (ev->mu held). */
 static void run_ready(engine *e)
 {
     for (;;) {
+        if (e->kicks > 0)
+            unkick(e);
         /* With fibers to run, the sockets are looked at every millisecond all the same:
          * a round trip's reply waits no longer than that for the fibers started meanwhile. */
         /* A long turn tells the program of its completions every millisecond too. */
@@ -1198,6 +1216,119 @@ int baton__fiber_sleep_until(int64_t until_us)
     return 0;
 }
 
+/* The transport's wait for a reply on a shared connection (hooks.h, park): on the socket
+ * (the fiber that watches it for the others) or on nothing but its wake-up and timer. */
+static int fiber_park(int fd, short events, int64_t deadline_us, uint64_t key)
+{
+    baton_op *op = current;
+    if (!op)
+        return -1;
+    baton__evloop *ev = op->ev;
+    engine *e = &ev->eng;
+    baton__mutex_lock(&ev->mu);
+    if (op->kicked) {
+        op->kicked = false;
+        baton__mutex_unlock(&ev->mu);
+        return 1;
+    }
+    if (fd >= 0) {
+        if (e->nio == e->capio) {
+            size_t cap = e->capio ? 2 * e->capio : 16;
+            baton_op **io = realloc(e->io, cap * sizeof *io);
+            if (!io) {
+                baton__mutex_unlock(&ev->mu);
+                return -1;
+            }
+            e->io = io;
+            e->capio = cap;
+        }
+        if (ev->mode == BATON_CALLBACKS_LOOP) {
+            int armed = loop_arm(e, fd, events, key);
+            if (armed != 0) {
+                baton__mutex_unlock(&ev->mu);
+                return armed;
+            }
+        }
+    }
+    if (deadline_us != BATON__NO_DEADLINE) {
+        op->wake_at = deadline_us;
+        if (heap_push(e, op) != BATON_OK) {
+            baton__mutex_unlock(&ev->mu);
+            return -1;
+        }
+    }
+    op->in_park = true;
+    if (fd >= 0) {
+        op->io_fd = fd;
+        op->io_events = events;
+        op->io_ready = false;
+        op->ioidx = (uint32_t)e->nio;
+        e->io[e->nio++] = op;
+        op->state = ST_IO;
+    } else {
+        op->state = ST_SLEEPING;
+        engine_wake(e); /* the engine's sleep must cover the new timer */
+    }
+    baton__mutex_unlock(&ev->mu);
+    /* Its stack is not lent: a fiber whose frames went out must come back to the same
+     * stack, and would wait there for whatever fiber took it to park or end (one that
+     * connects, or watches the socket for the others, holds it until its own reply); a
+     * reply is a round trip away, and MAX_STACKS of them in flight are a deep pipeline. */
+    fiber_yield(op);
+    baton__mutex_lock(&ev->mu);
+    heap_remove(e, op);
+    op->in_park = false;
+    bool kicked = op->kicked, ready = fd >= 0 && op->io_ready;
+    op->kicked = false;
+    baton__mutex_unlock(&ev->mu);
+    if (kicked || ready)
+        return 1;
+    return deadline_us == BATON__NO_DEADLINE || baton__now_us() < deadline_us;
+}
+
+/* Any thread: the parked fiber `token` runs again, or its next park returns at once. */
+static void fiber_wake(void *token)
+{
+    baton_op *op = token;
+    baton__evloop *ev = op->ev;
+    engine *e = &ev->eng;
+    baton__mutex_lock(&ev->mu);
+    if (!op->kicked) {
+        op->kicked = true;
+        if (op->in_park && op->state == ST_IO) {
+            e->kicks++;
+            engine_wake(e);
+        } else if (op->in_park) {
+            make_ready(ev, op);
+        }
+    }
+    baton__mutex_unlock(&ev->mu);
+}
+
+/* On a fiber: to the end of the run queue, behind the fibers ready now. */
+static void fiber_yield_turn(void)
+{
+    baton_op *op = current;
+    if (!op)
+        return;
+    baton__evloop *ev = op->ev;
+    baton__mutex_lock(&ev->mu);
+    if (!ev->eng.run_head) { /* nobody to let go first */
+        baton__mutex_unlock(&ev->mu);
+        return;
+    }
+    op->state = ST_SLEEPING;
+    op->queued = true;
+    push(&ev->eng.run_head, &ev->eng.run_tail, op);
+    baton__mutex_unlock(&ev->mu);
+    fiber_yield(op);
+}
+
+static void *fiber_self(void)
+{
+    return current;
+}
+
 uint64_t baton__evloop_freed(baton_client *c)
 {
     return c && c->ev ? atomic_load(&c->ev->freed) : 0;
@@ -1277,8 +1408,16 @@ void baton__evloop_conn_freed(baton_client *c, const void *pool, bool all)
 
 /* How the transport waits (src/net/hooks.h): through the engine, on a fiber. */
 static const baton__wait_hooks transport_waits = {
-    baton__on_fiber,     baton__fiber_wait_fd,   baton__fiber_sleep_until,
-    baton__evloop_freed, baton__fiber_wait_pool, baton__evloop_conn_freed,
+    baton__on_fiber,
+    baton__fiber_wait_fd,
+    baton__fiber_sleep_until,
+    baton__evloop_freed,
+    baton__fiber_wait_pool,
+    baton__evloop_conn_freed,
+    fiber_self,
+    fiber_park,
+    fiber_wake,
+    fiber_yield_turn,
 };
 
 /* ------------------------------- open and close --------------------------------------- */

@@ -69,6 +69,7 @@ typedef struct engine {
     struct pollfd *pfd;
     size_t cappfd;
     int64_t last_poll_us;
+    int kicks; /* fibers parked on a socket woken by baton__fiber_wake since (async.c) */
     /* completions queued by this turn and not told yet (efd not written): since when */
     int64_t notify_since;
     /* BATON_CALLBACKS_LOOP: no thread of its own. The program's thread runs it inside

@@ -69,6 +69,8 @@ struct baton__conn {
     int vrc;        /* the connection failed under the request: BATON_ECONN or
                      * BATON_EPROTO (errstr says why) */
     bool waiting;   /* its thread sleeps on vcond */
+    void *fiber;    /* its fiber, parked (the engine's token, hooks.h), or NULL */
+    uint64_t end;   /* where its bytes end in the link's output (link->sent) */
     bool abandoned; /* given back before its replies came: dropped as they do */
     pthread_cond_t vcond;
 };

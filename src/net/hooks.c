@@ -40,8 +40,29 @@ static void nobody_waits(baton_client *c, const void *pool, bool all)
     (void)c, (void)pool, (void)all;
 }
 
+static void *no_fiber(void)
+{
+    return NULL;
+}
+
+static int no_park(int fd, short events, int64_t deadline_us, uint64_t key)
+{
+    (void)fd, (void)events, (void)deadline_us, (void)key;
+    return -1;
+}
+
+static void no_wake(void *token)
+{
+    (void)token;
+}
+
+static void no_turn(void)
+{
+}
+
 static const baton__wait_hooks threads_only = {
-    never_on_fiber, not_on_fiber, sleep_as_thread, none_freed, no_pool_wait, nobody_waits,
+    never_on_fiber, not_on_fiber, sleep_as_thread, none_freed, no_pool_wait,
+    nobody_waits,   no_fiber,     no_park,         no_wake,    no_turn,
 };
 
 static _Atomic(const baton__wait_hooks *) installed = &threads_only;

@@ -29,6 +29,18 @@ typedef struct baton__wait_hooks {
     /* A connection went back to pool, or closed: a fiber waiting for one runs again (all of
      * them when all). */
     void (*conn_freed)(baton_client *c, const void *pool, bool all);
+    /* The running fiber as a token for wake (NULL: the caller is a thread). */
+    void *(*fiber_self)(void);
+    /* On a fiber: yields until wake(its token) (1), fd allows events (1; fd < 0: no socket)
+     * or deadline_us (0). A wake that came while it was
+     * not parked makes the next park return at once. -1: not on a fiber (or memory ran out):
+     * the caller waits on its own. Spurious returns (1) happen: the caller looks again. */
+    int (*park)(int fd, short events, int64_t deadline_us, uint64_t key);
+    /* From any thread: the fiber `token` parked runs again (or its next park returns). */
+    void (*wake)(void *token);
+    /* On a fiber: lets the fibers ready now run first (their requests join this one's
+     * write); nothing on a thread. */
+    void (*yield_turn)(void);
 } baton__wait_hooks;
 
 /* Installs h (static storage; the same table every time) for every connection of the

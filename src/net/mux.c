@@ -19,11 +19,21 @@
  * variable). The reader goes on until its own replies are in, then wakes a waiter to read
  * in its place. No thread is made, nothing spins.
  *
- * The event loop's fibers keep pooled connections: a fiber reading for the others would
- * yield in the middle of its turn (waiting for the socket), and a thread blocked on a reply
- * behind it (the loop thread itself in a blocking call in BATON_CALLBACKS_LOOP mode, or a
- * callback that blocks on the engine's thread) would wait for a fiber that cannot run
- * until that thread returns: test_async's loop-mode cases hung to their timeouts so.
+ * The event loop's fibers send on it too, by other rules, since a fiber must never block
+ * its engine nor hold a turn while it yields: a thread waiting behind that turn (the loop
+ * thread itself in a blocking call in BATON_CALLBACKS_LOOP mode, or a callback that blocks
+ * on the engine's thread) would wait for a fiber that cannot run until that thread returns
+ * (test_async's loop-mode cases hung so when fibers first used the connection). So a
+ * fiber's flush only adds its bytes; its read first lets the fibers ready now add theirs
+ * (yield_turn), then writes them all in one write, and reads what the socket has (never
+ * waiting in the read); when it has nothing to do it parks (hooks.h: park, wake): one
+ * fiber on the socket for the others (L->watcher: readable, or writable when the socket
+ * took only part of the output), the others on nothing but their wake-up, which whoever
+ * hands them their reply gives. A thread never waits for a fiber: it writes what a fiber
+ * left, and reads on its own when no thread reads; a fiber that ends a turn of reading
+ * wakes a thread that sleeps on its reply. A fiber waiting for a reply keeps its stack
+ * (async.c: a stack lent would tie its return to whatever fiber took the stack). A fiber
+ * waiting for another caller's connect parks on the pool (wait_pool, conn_freed).
  *
  * Bounds: a request's round trip has its own deadline (the command timeout from its
  * flush). A request still without its reply at its deadline, a reply the guard refuses (too
@@ -59,14 +69,21 @@ typedef struct baton__link {
     baton__conn *k;
     baton__pool *pool;
     int refs;     /* requests bound to it (given out, not given back; or abandoned in line) */
+    int sleepers; /* of them, threads asleep on their vcond */
     bool broken;  /* failed: it takes no request; freed when refs is 0 */
     bool writing; /* a caller is writing its output */
     bool reading; /* a caller is reading its replies */
-    char *buf[2]; /* output: buf[cur] takes new requests, the other is being written */
+    bool gather;  /* a fiber lets the others ready now add theirs before it writes */
+    char *buf[2]; /* output: buf[cur] takes new requests, buf[wi] is being written */
     size_t cap[2];
     size_t len; /* of buf[cur] */
     int cur;
+    int wi; /* the buffer being written: [woff, wend) still to go */
+    size_t woff, wend;
+    uint64_t appended, sent;  /* bytes of output so far, and written so far */
     baton__conn *head, *tail; /* requests whose replies are due, in the order they went */
+    baton__conn *watcher;     /* a fiber parked on the socket for the others (fibers) */
+    short watch;              /* the events it watches */
     pthread_mutex_t io;       /* TLS: one SSL call at a time (OpenSSL's rule) */
     char why[200];            /* why it broke */
 } baton__link;
@@ -109,6 +126,20 @@ static void req_free(baton__conn *v)
     free(v);
 }
 
+/* x's caller runs again: its thread is signalled, its fiber woken (mux_mu held). */
+static void req_wake(baton__conn *x)
+{
+    if (x->waiting)
+        baton__cond_signal(&x->vcond);
+    else if (x->fiber)
+        baton__net_waits()->wake(x->fiber);
+}
+
+static bool unsent(const baton__link *L)
+{
+    return L->sent < L->appended;
+}
+
 /* Fails every request in L's line and takes L out of use (mux_mu held). cause: the
  * request the failure is about (its reply refused, its timeout), or NULL; rc for it. */
 static void link_fail(baton__pool *p, baton__link *L, baton__conn *cause, int rc, const char *why)
@@ -140,18 +171,20 @@ static void link_fail(baton__pool *p, baton__link *L, baton__conn *cause, int rc
         if (x->abandoned) {
             L->refs--;
             req_free(x);
-        } else if (x->waiting) {
-            baton__cond_signal(&x->vcond);
+        } else {
+            req_wake(x);
         }
         x = next;
     }
+    if (L->watcher && L->watcher->fiber) /* out of line already: its reply came */
+        baton__net_waits()->wake(L->watcher->fiber);
 }
 
 /* ------------------------------- a request's start ------------------------------------ */
 
 int baton__conn_get_shared(baton_client *c, baton__pool *p, int64_t deadline_us, baton__conn **out)
 {
-    if (!baton__shared_on(c) || baton__net_waits()->on_fiber())
+    if (!baton__shared_on(c))
         return baton__conn_get_node(c, p, deadline_us, out);
     baton__conn *v = calloc(1, sizeof *v);
     if (!v)
@@ -180,8 +213,20 @@ int baton__conn_get_shared(baton_client *c, baton__pool *p, int64_t deadline_us,
             int64_t until = baton__deadline_after_ms(c->cfg.connect_timeout_ms + 100);
             if (deadline_us < until)
                 until = deadline_us;
-            while (p->connecting && p->connects == seen &&
-                   baton__cond_wait_until(&p->mux_cond, &p->mux_mu, until) != ETIMEDOUT) {
+            const baton__wait_hooks *h = baton__net_waits();
+            if (h->on_fiber()) {
+                /* a fiber parks (the connecting caller may be a fiber of its engine): the
+                 * connect's end wakes the fibers waiting for pool p (conn_freed) */
+                while (p->connecting && p->connects == seen && baton__now_us() < until) {
+                    uint64_t freed = h->freed(c);
+                    baton__mutex_unlock(&p->mux_mu);
+                    h->wait_pool(c, p, freed, until);
+                    baton__mutex_lock(&p->mux_mu);
+                }
+            } else {
+                while (p->connecting && p->connects == seen &&
+                       baton__cond_wait_until(&p->mux_cond, &p->mux_mu, until) != ETIMEDOUT) {
+                }
             }
             if (p->connects == seen || p->connect_failed) {
                 char why[200];
@@ -209,6 +254,7 @@ int baton__conn_get_shared(baton_client *c, baton__pool *p, int64_t deadline_us,
         if (rc != BATON_OK)
             snprintf(p->connect_err, sizeof p->connect_err, "%s", baton_client_errmsg(c));
         baton__cond_broadcast(&p->mux_cond);
+        baton__net_waits()->conn_freed(c, p, true); /* the fibers waiting for it */
         if (rc != BATON_OK) {
             baton__mutex_unlock(&p->mux_mu);
             baton__conn_close(k);
@@ -305,6 +351,9 @@ static bool write_all(baton__link *L, const char *b, size_t n, int64_t deadline_
     return true;
 }
 
+/* An output buffer larger than this is freed once written. */
+#define OUT_KEEP (64 * 1024)
+
 static bool out_append(baton__link *L, const char *b, size_t n)
 {
     int i = L->cur;
@@ -321,6 +370,63 @@ static bool out_append(baton__link *L, const char *b, size_t n)
     memcpy(L->buf[i] + L->len, b, n);
     L->len += n;
     return true;
+}
+
+/* The writer's turn (mux_mu held on entry and on return; L->writing is the caller's while
+ * it runs): the output goes out, what others add meanwhile with it. A thread writes it all
+ * (waiting for the socket as it must, by its deadline); a fiber writes what the socket takes
+ * and, when it takes no more, gives the turn up with the rest left (true, *want: the events
+ * to wait for): a fiber never keeps the turn while it yields, since a thread waiting for
+ * the bytes may be the one that would run it. false: all written, or the link failed. */
+static bool write_turn(baton__pool *p, baton__link *L, int64_t deadline_us, bool fiber, short *want)
+{
+    baton__conn *k = L->k;
+    bool blocked = false;
+    L->writing = true;
+    while (!L->broken) {
+        if (L->woff == L->wend) {
+            if (L->len == 0)
+                break;
+            L->wi = L->cur;
+            L->wend = L->len;
+            L->woff = 0;
+            L->cur ^= 1;
+            L->len = 0;
+            p->mux_writes++;
+        }
+        const char *b = L->buf[L->wi] + L->woff;
+        size_t n = L->wend - L->woff;
+        baton__mutex_unlock(&p->mux_mu);
+        ssize_t w;
+        if (!fiber) {
+            w = write_all(L, b, n, deadline_us) ? (ssize_t)n : IO_BROKEN;
+        } else {
+            if (k->ssl)
+                baton__mutex_lock(&L->io);
+            w = baton__conn_io_write(k, b, n, want);
+            if (k->ssl)
+                baton__mutex_unlock(&L->io);
+        }
+        baton__mutex_lock(&p->mux_mu);
+        if (w == IO_BROKEN) {
+            link_fail(p, L, NULL, BATON_ECONN, baton__conn_errstr(k));
+            break;
+        }
+        if (w == IO_AGAIN) {
+            blocked = true;
+            break;
+        }
+        L->woff += (size_t)w;
+        L->sent += (uint64_t)w;
+        if (L->woff == L->wend && L->cap[L->wi] > OUT_KEEP) {
+            /* a burst's buffer (100,000 waiters' attempts: megabytes) is not kept */
+            free(L->buf[L->wi]);
+            L->buf[L->wi] = NULL;
+            L->cap[L->wi] = 0;
+        }
+    }
+    L->writing = false;
+    return blocked && !L->broken;
 }
 
 int baton__mux_flush(baton_client *c, baton__conn *v, const char *what, int64_t deadline_us)
@@ -342,41 +448,31 @@ int baton__mux_flush(baton_client *c, baton__conn *v, const char *what, int64_t 
                            "before its replies were read",
                            what);
     }
-    if (!out_append(L, v->out + v->off, v->len - v->off)) {
+    size_t n = v->len - v->off;
+    if (!out_append(L, v->out + v->off, n)) {
         baton__mutex_unlock(&p->mux_mu);
         return baton__fail(c, BATON_ENOMEM, "%s: out of memory", what);
     }
     v->off = v->len = 0;
     v->due = (int)v->pending;
     v->vnext = NULL;
+    L->appended += n;
+    v->end = L->appended;
     if (L->tail)
         L->tail->vnext = v;
     else
         L->head = v;
     L->tail = v;
     p->mux_requests++;
-    if (L->writing) { /* the writer under way takes it in its next write */
+    /* the writer under way takes it in its next write; a fiber's goes out from its read
+     * (baton__mux_read), with those of the fibers that run before it */
+    if (L->writing || baton__net_waits()->on_fiber()) {
         baton__mutex_unlock(&p->mux_mu);
         return BATON_OK;
     }
-    L->writing = true;
-    bool failed = false;
-    while (L->len > 0 && !L->broken) {
-        int i = L->cur;
-        size_t n = L->len;
-        L->cur ^= 1;
-        L->len = 0;
-        p->mux_writes++;
-        baton__mutex_unlock(&p->mux_mu);
-        bool ok = write_all(L, L->buf[i], n, deadline_us);
-        baton__mutex_lock(&p->mux_mu);
-        if (!ok) {
-            link_fail(p, L, NULL, BATON_ECONN, baton__conn_errstr(L->k));
-            failed = true;
-        }
-    }
-    L->writing = false;
-    return leave(c, p, v, failed, v->vrc, what);
+    short want = 0;
+    write_turn(p, L, deadline_us, false, &want);
+    return leave(c, p, v, L->broken, v->vrc, what);
 }
 
 /* ------------------------------- reading ---------------------------------------------- */
@@ -410,8 +506,8 @@ static void distribute(baton__pool *p, baton__link *L, redisReply **got, int n)
             if (x->abandoned) {
                 L->refs--;
                 req_free(x);
-            } else if (x->waiting) {
-                baton__cond_signal(&x->vcond);
+            } else {
+                req_wake(x);
             }
         }
     }
@@ -420,7 +516,8 @@ static void distribute(baton__pool *p, baton__link *L, redisReply **got, int n)
 /* One turn of reading L's socket (mux_mu held on entry and on return). The turn is the
  * reader's alone: the socket is read and what came parsed with the mutex let go; only the
  * handing out of the replies takes it. */
-static void read_turn(baton__pool *p, baton__link *L, int64_t deadline_us)
+static ssize_t read_turn(baton__pool *p, baton__link *L, int64_t deadline_us, bool fiber,
+                         short *wantp)
 {
     baton__conn *k = L->k;
     L->reading = true;
@@ -433,6 +530,12 @@ static void read_turn(baton__pool *p, baton__link *L, int64_t deadline_us)
     int64_t slice = BATON__READ_SLICE_MS * 1000;
     if (ready) {
         /* nothing to read before they are handed out */
+    } else if (fiber) { /* what the socket has: a fiber never blocks its engine */
+        if (k->ssl)
+            baton__mutex_lock(&L->io);
+        n = baton__conn_io_read(k, buf, sizeof buf, &want, false);
+        if (k->ssl)
+            baton__mutex_unlock(&L->io);
     } else if (k->ssl) { /* OpenSSL may hold decrypted bytes the socket does not show */
         baton__mutex_lock(&L->io);
         n = baton__conn_io_read(k, buf, sizeof buf, &want, false);
@@ -466,10 +569,13 @@ static void read_turn(baton__pool *p, baton__link *L, int64_t deadline_us)
     }
     baton__mutex_lock(&p->mux_mu);
     L->reading = false;
+    *wantp = want;
+    if (ready && n == IO_AGAIN)
+        n = 1; /* replies handed out: progress */
     if (L->broken) {
         for (int i = 0; i < ngot; i++)
             freeReplyObject(got[i]);
-        return;
+        return n;
     }
     if (refused) {
         /* the request the refused reply answers: the one past those completed before it
@@ -481,13 +587,168 @@ static void read_turn(baton__pool *p, baton__link *L, int64_t deadline_us)
         }
         link_fail(p, L, k->proto ? x : NULL, k->proto ? BATON_EPROTO : BATON_ECONN,
                   baton__conn_errstr(k));
-        return;
+        return n;
     }
     distribute(p, L, got, ngot);
     if (bad && !L->broken)
         link_fail(p, L, L->head, BATON_EPROTO, baton__conn_errstr(k));
     else if (n == IO_BROKEN && !L->broken)
         link_fail(p, L, NULL, BATON_ECONN, baton__conn_errstr(k));
+    return n;
+}
+
+/* A fiber's turn of reading ended (mux_mu held): a thread sleeping on its reply reads on
+ * its own from now on, since the fiber may park without reading for it. */
+static void hand_on_threads(baton__link *L)
+{
+    if (L->reading || L->sleepers == 0)
+        return;
+    for (baton__conn *x = L->head; x; x = x->vnext)
+        if (x->waiting) {
+            baton__cond_signal(&x->vcond);
+            return;
+        }
+}
+
+/* Nobody reads L now (mux_mu held): a request still in line reads next. A thread sleeping
+ * on its reply first (a thread never waits for a fiber, which may need that very thread to
+ * run); else, unless a fiber watches the socket for incoming replies, the first fiber
+ * parked (any of them reads for all). */
+static void hand_on(baton__link *L)
+{
+    if (L->reading || !L->head)
+        return;
+    for (baton__conn *x = L->head; x && L->sleepers > 0; x = x->vnext)
+        if (x->waiting) {
+            baton__cond_signal(&x->vcond);
+            return;
+        }
+    if (L->watcher && (L->watch & POLLIN))
+        return;
+    for (baton__conn *x = L->head; x; x = x->vnext)
+        if (x->fiber && x != L->watcher) {
+            baton__net_waits()->wake(x->fiber);
+            return;
+        }
+    if (L->watcher && L->watcher->fiber)
+        baton__net_waits()->wake(L->watcher->fiber);
+}
+
+/* v's reply, taken if one is in (mux_mu held): true, or false with rc for an end without
+ * one (the link failed, nothing due). */
+static bool reply_or_end(baton__conn *v, redisReply **out, int *rc)
+{
+    if (v->rqn > 0) {
+        *out = v->rq[v->rqh];
+        v->rqh = (v->rqh + 1) % BATON__MUX_REPLIES;
+        v->rqn--;
+        if (v->pending > 0 && --v->pending == 0)
+            v->round_us = v->round_wait_us = 0;
+        return true;
+    }
+    if (v->vrc != BATON_OK) {
+        *rc = v->vrc;
+        return true;
+    }
+    if (v->due == 0) {
+        snprintf(v->errstr, sizeof v->errstr, "no reply due (nothing was sent)");
+        *rc = BATON_ECONN;
+        return true;
+    }
+    return false;
+}
+
+/* Its deadline passed without its reply (mux_mu held): in order, every request ahead of it
+ * is without its reply too (the reader's parser is its own while it reads). */
+static void timed_out(baton__pool *p, baton__link *L, baton__conn *v)
+{
+    if (!L->reading)
+        baton__conn_timed_out(L->k);
+    link_fail(p, L, v, BATON_ECONN, L->reading ? "no reply within the timeout" : L->k->errstr);
+}
+
+/* A fiber's read (mux_mu held on entry and on return): it never blocks its engine and
+ * never keeps the writer's or the reader's turn while it yields. Its request's bytes go
+ * out first, after the fibers ready now have added theirs (one write for them all); then
+ * it reads what the socket has, hands each reply to its request (waking its fiber or
+ * thread), and when there is nothing to read parks: one fiber on the socket for the others
+ * (L->watcher), the rest on nothing but their wake-up, their stacks lent meanwhile. */
+static int fiber_read(baton__pool *p, baton__link *L, baton__conn *v, int64_t deadline_us,
+                      redisReply **out, bool *failed)
+{
+    const baton__wait_hooks *h = baton__net_waits();
+    int rc = BATON_OK;
+    bool gathered = false, wrote = false;
+    for (;;) {
+        if (reply_or_end(v, out, &rc))
+            return rc;
+        if (baton__now_us() >= deadline_us) {
+            timed_out(p, L, v);
+            *failed = true;
+            continue;
+        }
+        short wantw = 0, wantr = 0;
+        bool mine_out = v->end <= L->sent;
+        if (!mine_out && (L->writing || L->gather)) {
+            /* another writes its bytes: no reply of its can come before; it is woken with
+             * it (or to read in its turn) */
+        } else if (unsent(L) && !L->writing && !L->gather) {
+            if (!gathered) { /* the fibers ready now add theirs first */
+                gathered = L->gather = true;
+                baton__mutex_unlock(&p->mux_mu);
+                h->yield_turn();
+                baton__mutex_lock(&p->mux_mu);
+                L->gather = false;
+                continue;
+            }
+            bool blocked = write_turn(p, L, deadline_us, true, &wantw);
+            wrote = true;
+            if (L->broken) {
+                *failed = true;
+                continue;
+            }
+            if (!blocked)
+                wantw = 0;
+        }
+        if (!mine_out && (L->writing || L->gather)) {
+            /* nothing to read for it yet */
+        } else if (!L->reading && (!wrote || L->k->ssl || L->k->guard.ready > 0)) {
+            /* (over TLS OpenSSL may hold decrypted bytes the socket does not show; replies
+             * parsed by the last turn are handed out before any wait) */
+            ssize_t n = read_turn(p, L, deadline_us, true, &wantr);
+            if (L->broken)
+                *failed = true;
+            hand_on_threads(L);
+            if (n > 0 || L->broken)
+                continue;
+        } else if (!L->reading) {
+            wantr = POLLIN; /* for the reply to what it has just sent: no read that finds
+                             * nothing first */
+        }
+        wrote = false;
+        /* parks: on the socket if nobody watches it (or the watcher lacks what it needs) */
+        short ev = (short)(wantr | wantw);
+        if (L->watcher && L->watcher != v) {
+            if ((ev & ~L->watch) && L->watcher->fiber)
+                h->wake(L->watcher->fiber); /* it looks again, for these too */
+            ev = 0;
+        }
+        if (ev) {
+            L->watcher = v;
+            L->watch = ev;
+        }
+        v->fiber = h->fiber_self();
+        baton__mutex_unlock(&p->mux_mu);
+        int r = h->park(ev ? L->k->fd : -1, ev, deadline_us, L->k->serial);
+        if (r < 0) /* the engine could not park it: a short look on its own */
+            baton__conn_wait_fd(L->k->fd, ev ? ev : POLLIN, baton__now_us() + 1000, 0);
+        baton__mutex_lock(&p->mux_mu);
+        v->fiber = NULL;
+        if (L->watcher == v) {
+            L->watcher = NULL;
+            L->watch = 0;
+        }
+    }
 }
 
 int baton__mux_read(baton_client *c, baton__conn *v, const char *what, int64_t deadline_us,
@@ -499,52 +760,39 @@ int baton__mux_read(baton_client *c, baton__conn *v, const char *what, int64_t d
     int rc = BATON_OK;
     *out = NULL;
     baton__mutex_lock(&p->mux_mu);
+    if (baton__net_waits()->on_fiber()) {
+        rc = fiber_read(p, L, v, deadline_us, out, &failed);
+        hand_on(L);
+        return leave(c, p, v, failed, rc, what);
+    }
     for (;;) {
-        if (v->rqn > 0) {
-            *out = v->rq[v->rqh];
-            v->rqh = (v->rqh + 1) % BATON__MUX_REPLIES;
-            v->rqn--;
-            if (v->pending > 0 && --v->pending == 0)
-                v->round_us = v->round_wait_us = 0;
+        if (reply_or_end(v, out, &rc))
             break;
-        }
-        if (v->vrc != BATON_OK) {
-            rc = v->vrc;
-            break;
-        }
-        if (v->due == 0) {
-            snprintf(v->errstr, sizeof v->errstr, "no reply due (nothing was sent)");
-            rc = BATON_ECONN;
-            break;
-        }
         if (baton__now_us() >= deadline_us) {
-            /* in order: every request ahead of it is without its reply too (the reader's
-             * parser is its own while it reads) */
-            if (!L->reading)
-                baton__conn_timed_out(L->k);
-            link_fail(p, L, v, BATON_ECONN,
-                      L->reading ? "no reply within the timeout" : L->k->errstr);
+            timed_out(p, L, v);
             failed = true;
             continue;
         }
+        if (unsent(L) && !L->writing) { /* bytes a fiber left: a thread writes them all */
+            short want = 0;
+            write_turn(p, L, deadline_us, false, &want);
+            failed = failed || L->broken;
+            continue;
+        }
         if (!L->reading) {
-            read_turn(p, L, deadline_us);
+            short want = 0;
+            read_turn(p, L, deadline_us, false, &want);
             failed = failed || L->broken;
             continue;
         }
         v->waiting = true;
+        L->sleepers++;
         baton__cond_wait_until(&v->vcond, &p->mux_mu, deadline_us);
+        L->sleepers--;
         v->waiting = false;
     }
-    /* whoever reads next: a request still in line, woken if it sleeps (the first that
-     * does: any of them reads for all) */
-    if (!L->reading && L->head) {
-        for (baton__conn *x = L->head; x; x = x->vnext)
-            if (x->waiting) {
-                baton__cond_signal(&x->vcond);
-                break;
-            }
-    }
+    /* whoever reads next: a request still in line, woken if it sleeps */
+    hand_on(L);
     return leave(c, p, v, failed, rc, what);
 }
 

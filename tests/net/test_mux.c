@@ -20,6 +20,7 @@
 #include <string.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <poll.h>
 #include <unistd.h>
 
 TestSuite(mux, .timeout = 120);
@@ -422,5 +423,232 @@ Test(mux, a_forked_child_refuses_the_client_while_the_parent_goes_on)
     int ok = crowd_end(&k, &econn, &other);
     cr_assert(eq(int, econn + other, 0), "the parent's calls all succeeded");
     cr_assert(gt(int, ok, 0));
+    baton_client_close(c);
+}
+
+/* ------------------------------- a loop's fibers on the shared connection ------------ */
+
+#define FIBERS 64
+
+/* One loop (BATON_CALLBACKS_LOOP: the operations run on this thread, inside process()):
+ * FIBERS locks of distinct names, each acquired and released by an asynchronous
+ * operation. */
+typedef struct fiber_pairs {
+    baton_client *c;
+    baton_lock *l[FIBERS];
+    atomic_int released, acquired;
+    atomic_int rc_other; /* an outcome that is not the one expected */
+    int expect[FIBERS];  /* each acquisition's expected result */
+    int got[FIBERS];
+    baton_op *op[FIBERS];
+    bool release; /* an acquisition that succeeded is released */
+} fiber_pairs;
+
+typedef struct fiber_slot {
+    fiber_pairs *fp;
+    int i;
+} fiber_slot;
+
+static fiber_slot slots_of[FIBERS];
+
+static void on_fiber_released(void *handle, baton_owner *owner, int rc, void *arg)
+{
+    (void)handle, (void)owner;
+    fiber_pairs *fp = arg;
+    if (rc != BATON_OK)
+        atomic_fetch_add(&fp->rc_other, 1);
+    atomic_fetch_add(&fp->released, 1);
+}
+
+static void on_fiber_acquired(void *handle, baton_owner *owner, int rc, void *arg)
+{
+    (void)owner;
+    fiber_slot *s = arg;
+    fiber_pairs *fp = s->fp;
+    fp->got[s->i] = rc;
+    if (rc != fp->expect[s->i])
+        atomic_fetch_add(&fp->rc_other, 1);
+    if (rc == BATON_OK && fp->release) {
+        if (baton_lock_release_async(handle, NULL, on_fiber_released, fp, NULL) != BATON_OK)
+            atomic_fetch_add(&fp->rc_other, 1);
+    } else {
+        atomic_fetch_add(&fp->released, 1);
+    }
+    atomic_fetch_add(&fp->acquired, 1);
+}
+
+/* Drives c's loop until *count reaches want or ms pass; whether it did. */
+static bool drive_until(baton_client *c, atomic_int *count, int want, int64_t ms)
+{
+    int fd = -1;
+    cr_assert(eq(int, baton_client_async_fd(c, &fd), BATON_OK));
+    int64_t t0 = th_ms();
+    while (atomic_load(count) < want && th_ms() - t0 < ms) {
+        struct pollfd p = {fd, POLLIN, 0};
+        poll(&p, 1, 5);
+        cr_assert(ge(int, baton_client_process(c), 0));
+    }
+    return atomic_load(count) >= want;
+}
+
+static void fibers_open(fiber_pairs *fp, baton_client *c, const char *base)
+{
+    fp->c = c;
+    for (int i = 0; i < FIBERS; i++) {
+        cr_assert(eq(int, baton_lock_open(c, th_tmpname(base), &fp->l[i]), BATON_OK));
+        slots_of[i] = (fiber_slot){fp, i};
+        fp->expect[i] = BATON_OK;
+    }
+}
+
+/* One round: FIBERS acquisitions (wait_ms each) started at once, then driven to the end. */
+static bool fibers_round(fiber_pairs *fp, int64_t wait_ms, int64_t ms)
+{
+    atomic_store(&fp->released, 0);
+    atomic_store(&fp->acquired, 0);
+    for (int i = 0; i < FIBERS; i++)
+        cr_assert(eq(int,
+                     baton_lock_acquire_async(fp->l[i], NULL, wait_ms, 10000, on_fiber_acquired,
+                                              &slots_of[i], &fp->op[i]),
+                     BATON_OK));
+    return drive_until(fp->c, &fp->released, FIBERS, ms);
+}
+
+static void fibers_close(fiber_pairs *fp)
+{
+    for (int i = 0; i < FIBERS; i++)
+        baton_lock_close(fp->l[i]);
+}
+
+Test(mux, a_loops_fibers_share_one_connection)
+{
+    /* 64 asynchronous lock+unlock pairs of one loop at once, 20 rounds: one connection
+     * holds them all (pooled, the fibers took up to pool_size), and the server reads
+     * several requests per read (pooled: about one read a script) */
+    const char *name = th_tmpname("mux-fibers");
+    baton_client *c = named_client(name, 1);
+    cr_assert(eq(int, baton_client_set_callbacks(c, BATON_CALLBACKS_LOOP), BATON_OK));
+    redisContext *r = th_redis();
+    fiber_pairs fp = {.release = true};
+    fibers_open(&fp, c, "mux-fibers");
+    cr_assert(fibers_round(&fp, 0, 10000), "a first round");
+    long long evals0 = th_cmdstat(r, "evalsha");
+    long long reads0 = th_info_stat(r, "total_reads_processed");
+    int most = connections_named(r, name);
+    for (int round = 0; round < 20; round++) {
+        cr_assert(fibers_round(&fp, 0, 10000), "round %d: %d of %d released", round,
+                  atomic_load(&fp.released), FIBERS);
+        int n = connections_named(r, name);
+        most = n > most ? n : most;
+    }
+    long long reads = th_info_stat(r, "total_reads_processed") - reads0 - 21;
+    long long evals = th_cmdstat(r, "evalsha") - evals0;
+    cr_assert(eq(int, atomic_load(&fp.rc_other), 0), "every pair succeeded");
+    cr_assert(ge(i64, evals, 20LL * FIBERS * 2), "scripts %lld", evals);
+    cr_assert(le(int, most, 2), "64 fibers of one loop: %d connections", most);
+    cr_assert(lt(i64, reads * 2, evals), "the server read %lld times for %lld scripts", reads,
+              evals);
+    cr_log_info("64 fibers: %d connections; the server read %lld times for %lld scripts", most,
+                reads, evals);
+    fibers_close(&fp);
+    baton_client_close(c);
+    redisFree(r);
+}
+
+Test(mux, a_fibers_request_without_reply_ends_by_its_timeout)
+{
+    /* the server stopped (SIGSTOP) under 64 fibers' acquisitions (command timeout 500 ms):
+     * each ends by its bound, long before the server resumes; after it resumes, another 64
+     * succeed on the same client */
+    th_server s;
+    th_server_start(&s, "");
+    char url[64];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", s.port);
+    baton_options o;
+    baton_options_init(&o);
+    o.url = url;
+    o.connect_timeout_ms = 500;
+    o.command_timeout_ms = 500;
+    o.multiplex = 1;
+    baton_client *c = th_client(&o);
+    cr_assert(eq(int, baton_client_set_callbacks(c, BATON_CALLBACKS_LOOP), BATON_OK));
+    fiber_pairs fp = {.release = true};
+    fibers_open(&fp, c, "mux-fstop");
+    cr_assert(fibers_round(&fp, 0, 10000), "before the stop");
+    kill(s.pid, SIGSTOP);
+    for (int i = 0; i < FIBERS; i++)
+        fp.expect[i] = -1; /* any: counted below */
+    int64_t t0 = th_ms();
+    bool ended = fibers_round(&fp, 0, 5000);
+    int64_t took = th_ms() - t0;
+    kill(s.pid, SIGCONT);
+    cr_assert(ended, "every acquisition ended while the server was stopped: %d of %d",
+              atomic_load(&fp.acquired), FIBERS);
+    int bounded = 0;
+    for (int i = 0; i < FIBERS; i++)
+        bounded += fp.got[i] == BATON_ECONN || fp.got[i] == BATON_ETIMEDOUT;
+    cr_assert(eq(int, bounded, FIBERS), "each failed by its bound (%d of %d)", bounded, FIBERS);
+    cr_assert(lt(i64, took, 4000), "in %lld ms", (long long)took);
+    for (int i = 0; i < FIBERS; i++)
+        fp.expect[i] = BATON_OK;
+    atomic_store(&fp.rc_other, 0);
+    cr_assert(fibers_round(&fp, 0, 10000), "after the server resumed");
+    cr_assert(eq(int, atomic_load(&fp.rc_other), 0), "every pair succeeded after");
+    cr_log_info("server stopped: 64 fibers' acquisitions ended in %lld ms", (long long)took);
+    fibers_close(&fp);
+    baton_client_close(c);
+    th_server_stop(&s);
+}
+
+Test(mux, a_cancelled_fibers_request_leaves_the_others_replies_matched)
+{
+    /* half the names are held by another client: their fibers wait (then are cancelled,
+     * some while their requests are in flight), the other half acquire at once. Each fiber
+     * gets its own request's reply: a free name's acquisition succeeds, a held one's is
+     * cancelled, and the held names stay held by their holder */
+    baton_client *c = named_client(th_tmpname("mux-fcancel"), 1);
+    cr_assert(eq(int, baton_client_set_callbacks(c, BATON_CALLBACKS_LOOP), BATON_OK));
+    baton_client *other = named_client(th_tmpname("mux-holder"), 1);
+    fiber_pairs fp = {.release = false};
+    fibers_open(&fp, c, "mux-fcancel");
+    baton_lock *held[FIBERS] = {0};
+    for (int i = 0; i < FIBERS; i += 2) {
+        const char *n = baton_lock_name(fp.l[i]);
+        cr_assert(eq(int, baton_lock_open(other, n, &held[i]), BATON_OK));
+        cr_assert(eq(int, baton_lock_acquire(held[i], 30000), BATON_OK));
+        fp.expect[i] = BATON_ECANCELED;
+    }
+    for (int round = 0; round < 5; round++) {
+        atomic_store(&fp.released, 0);
+        atomic_store(&fp.acquired, 0);
+        for (int i = 0; i < FIBERS; i++)
+            cr_assert(eq(int,
+                         baton_lock_acquire_async(fp.l[i], NULL, 20000, 10000, on_fiber_acquired,
+                                                  &slots_of[i], &fp.op[i]),
+                         BATON_OK));
+        /* one drive: the fibers send their attempts; then the waiting ones are cancelled,
+         * some before their replies were read */
+        cr_assert(ge(int, baton_client_process(c), 0));
+        for (int i = 0; i < FIBERS; i += 2)
+            cr_assert(eq(int, baton_op_cancel(fp.op[i]), BATON_OK));
+        cr_assert(drive_until(c, &fp.acquired, FIBERS, 10000), "round %d: %d of %d", round,
+                  atomic_load(&fp.acquired), FIBERS);
+        cr_assert(eq(int, atomic_load(&fp.rc_other), 0), "round %d: each its own outcome", round);
+        for (int i = 0; i < FIBERS; i++) {
+            bool h = false;
+            if (i % 2 == 0) {
+                cr_assert(eq(int, baton_lock_is_held_by_current_thread(held[i], &h), BATON_OK));
+                cr_assert(h, "name %d still held by its holder", i);
+            } else {
+                cr_assert(eq(int, baton_lock_release(fp.l[i]), BATON_OK), "name %d", i);
+            }
+        }
+    }
+    for (int i = 0; i < FIBERS; i += 2) {
+        cr_assert(eq(int, baton_lock_release(held[i]), BATON_OK));
+        baton_lock_close(held[i]);
+    }
+    fibers_close(&fp);
+    baton_client_close(other);
     baton_client_close(c);
 }
