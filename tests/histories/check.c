@@ -800,6 +800,14 @@ hist_verdict hist_check_reentrant(const hist *h, const char *obj, const hist_par
  *    unknown outcome resets nothing (it may not have run), but its open holds count as
  *    in 2.
  *
+ * 4. The workload's reset ("delete", then "set"): a count that exists but has let no
+ *    client in for two acquires of 2 s in a row (permits gone with releases of unknown
+ *    outcome that never ran, or with killed holders) is deleted and set again. A delete
+ *    that may have removed a count is a loss that keeps nothing, from its invoke to its
+ *    completion: the holders open across it are excused, and 1 to 3 apply to it as to
+ *    any loss (the set after it is rule 2). The final count of a run with a reset is not
+ *    checked (allowed, as after a loss).
+ *
  * So b is a violation when the holders that no loss excuses are n + E(b) or more, E(b) the
  * number of holds of (1) or (2) whose release was sent by b's ok and completed after the
  * last set before b was invoked. Each hold adds one permit at most.
@@ -845,13 +853,13 @@ typedef struct sem_set {
     bool made, maybe;
 } sem_set;
 
-static sem_set *sem_sets(const hist *h, const char *obj, size_t *n_out)
+static sem_set *sem_ops(const hist *h, const char *obj, const char *op, size_t *n_out)
 {
     sem_set *v = NULL;
     size_t n = 0, cap = 0;
     for (size_t i = 0; i < h->n; i++) {
         const hev *e = &h->ev[i];
-        if (strcmp(e->obj, obj) != 0 || !is(e, NULL, "set", "invoke"))
+        if (strcmp(e->obj, obj) != 0 || !is(e, NULL, op, "invoke"))
             continue;
         if (n == cap) {
             cap = cap ? cap * 2 : 16;
@@ -867,7 +875,7 @@ static sem_set *sem_sets(const hist *h, const char *obj, size_t *n_out)
                 break;
             }
             if (y->proc != e->proc || y->inc != e->inc || strcmp(y->obj, obj) != 0 ||
-                strcmp(y->op, "set") != 0)
+                strcmp(y->op, op) != 0)
                 continue;
             if (strcmp(y->type, "invoke") != 0) {
                 s.done = y->t;
@@ -891,13 +899,16 @@ typedef struct sem_losses {
     size_t n;
 } sem_losses;
 
-static sem_losses sem_loss_list(const hist *h)
+static sem_losses sem_loss_list(const hist *h, const sem_set *dels, size_t ndels)
 {
     sem_losses L = {0};
     size_t cap = 0;
-    for (size_t i = 0; i < h->n; i++) {
-        const hev *e = &h->ev[i];
-        if (!is_nemesis(e) || strcmp(e->type, "invoke") != 0 || !(is_loss(e) || is_failover(e)))
+    for (size_t i = 0; i < h->n + ndels; i++) {
+        const hev *e = i < h->n ? &h->ev[i] : NULL;
+        if (e &&
+            (!is_nemesis(e) || strcmp(e->type, "invoke") != 0 || !(is_loss(e) || is_failover(e))))
+            continue;
+        if (!e && !dels[i - h->n].maybe)
             continue;
         if (L.n == cap) {
             cap = cap ? cap * 2 : 64;
@@ -907,9 +918,15 @@ static sem_losses sem_loss_list(const hist *h)
             if (!L.from || !L.to || !L.keeps)
                 abort();
         }
-        L.from[L.n] = e->t;
-        L.to[L.n] = fault_end(h, i);
-        L.keeps[L.n] = is_failover(e);
+        if (e) {
+            L.from[L.n] = e->t;
+            L.to[L.n] = fault_end(h, i);
+            L.keeps[L.n] = is_failover(e);
+        } else { /* the workload's reset: the count deleted, none left */
+            L.from[L.n] = dels[i - h->n].invoke;
+            L.to[L.n] = dels[i - h->n].done;
+            L.keeps[L.n] = false;
+        }
         L.n++;
     }
     return L;
@@ -1025,9 +1042,9 @@ typedef struct sem_model {
                                      if that release completed at add_done or later than
                                      the last set before */
     size_t nadd;
-    int64_t *gone; /* per hold: from when an acquire sent does not count it (INT64_MAX) */
-    sem_set *sets;
-    size_t nsets, made;
+    int64_t *gone;        /* per hold: from when an acquire sent does not count it (INT64_MAX) */
+    sem_set *sets, *dels; /* the "set" and "delete" operations */
+    size_t nsets, made, ndels, resets;
     int64_t *made_done, *made_since; /* the sets made, by completion; the latest invoke of
                                         those completed by then */
 } sem_model;
@@ -1042,8 +1059,11 @@ static sem_model sem_model_build(const hist *h, const holds *hs)
 {
     sem_model m = {0};
     const char *obj = hs->n > 0 ? h->ev[hs->v[0].i_acq].obj : "sem";
-    m.sets = sem_sets(h, obj, &m.nsets);
-    sem_losses L = sem_loss_list(h);
+    m.sets = sem_ops(h, obj, "set", &m.nsets);
+    m.dels = sem_ops(h, obj, "delete", &m.ndels);
+    for (size_t q = 0; q < m.ndels; q++)
+        m.resets += m.dels[q].made;
+    sem_losses L = sem_loss_list(h, m.dels, m.ndels);
     bool *adds = calloc(hs->n ? hs->n : 1, sizeof *adds);
     m.gone = malloc((hs->n ? hs->n : 1) * sizeof *m.gone);
     if (!adds || !m.gone)
@@ -1128,8 +1148,19 @@ static void sem_model_free(sem_model *m)
     free(m->add_done);
     free(m->gone);
     free(m->sets);
+    free(m->dels);
     free(m->made_done);
     free(m->made_since);
+}
+
+/* Whether the workload's reset deleted the count within [from, to] (a delete of unknown
+ * outcome too): the holds open then hold permits the next count does not know. */
+static bool sem_deleted_within(const sem_model *m, int64_t from, int64_t to)
+{
+    for (size_t q = 0; q < m->ndels; q++)
+        if (m->dels[q].maybe && m->dels[q].invoke <= to && m->dels[q].done >= from)
+            return true;
+    return false;
 }
 
 /* The permits added (E) at an acquire sent at `invoke` that returned ok at `start`. */
@@ -1221,10 +1252,10 @@ static void sem_note(const hist *h, const holds *hs, const sem_model *m, int n, 
     snprintf(note, size,
              "semaphore: of the clients' %.1f s, a permit held %.1f%% (%.1f s); fewer permits "
              "allowed than the %d clients %.1f%%; both, when an overcommit could show: "
-             "%.1f%% (%.1f s); %zu sets made the count again, %zu releases may have added "
-             "a permit",
+             "%.1f%% (%.1f s); %zu sets made the count again, %zu resets deleted a drained "
+             "count, %zu releases may have added a permit",
              span, 100.0 * held / samples, span * held / samples, c, 100.0 * low / samples,
-             100.0 * both / samples, span * both / samples, m->made, m->nadd);
+             100.0 * both / samples, span * both / samples, m->made, m->resets, m->nadd);
 }
 
 hist_verdict hist_check_permits(const hist *h, const char *obj, int n, const hist_params *p,
@@ -1253,7 +1284,10 @@ hist_verdict hist_check_permits(const hist *h, const char *obj, int n, const his
                 open++;
                 int e;
                 if (sem) /* a counting semaphore's permit has no lease: only a loss */
-                    e = loss_within(h, a->start, b->start) || m.gone[i] <= b->invoke ? EX_LOSS : 0;
+                    e = loss_within(h, a->start, b->start) || m.gone[i] <= b->invoke ||
+                                sem_deleted_within(&m, a->start, b->start)
+                            ? EX_LOSS
+                            : 0;
                 else
                     e = excuse(h, a, b->start, p->watchdog_ms * 2 / 3);
                 if (!e && failover_within(h, a->start, b->start))
@@ -1393,6 +1427,12 @@ hist_verdict hist_check_returned(const hist *h, const char *obj, int n, const hi
         if (good)
             continue;
         bool lost = loss_within(h, INT64_MIN, e->t) || failover_within(h, INT64_MIN, e->t);
+        /* the workload's reset of a counting semaphore: deleted and set again */
+        for (size_t k = 0; k < h->n && !leases && !lost; k++)
+            lost = strcmp(h->ev[k].obj, obj) == 0 && strcmp(h->ev[k].op, "delete") == 0 &&
+                   strcmp(h->ev[k].type, "invoke") != 0 &&
+                   !(strcmp(h->ev[k].type, "ok") == 0 && h->ev[k].value == 0) &&
+                   strcmp(h->ev[k].type, "fail") != 0;
         if (lost)
             v.allowed++;
         else

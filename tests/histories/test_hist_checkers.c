@@ -1072,6 +1072,65 @@ Test(permits, a_semaphore_overcommit_a_set_does_not_explain_fails)
     hist_free(&h);
 }
 
+/* The workload's reset: a count that is there but has lost its permits (a release of
+ * unknown outcome that never ran, lost with a killed master) is deleted and set again
+ * (2). The hold open across the delete holds a permit the new count does not know: 1 and
+ * 2 take the new count's two beside it (allowed: the delete excuses 0), 0's release adds
+ * one (3 permits), 3 takes it (allowed); a 4th holder beside 1, 2 and 3 (4 at 700000) is
+ * a violation. Without the delete (the set finds the count) 1 and 2 beside 0 are one too
+ * many. */
+Test(permits, a_semaphore_reset_counts_from_2_and_the_holds_across_it)
+{
+    const char *lines[] = {"100000 0 0 sem acquire invoke 0 0 0",
+                           "100100 0 0 sem acquire ok 0 0 0",
+                           NULL, /* the delete: 1 (a count was there) */
+                           NULL,
+                           "210000 3 0 sem set invoke 0 0 2",
+                           NULL, /* the set: made (1) after the delete, else 0 */
+                           "300000 1 0 sem acquire invoke 0 0 0",
+                           "300100 1 0 sem acquire ok 0 0 0",
+                           "310000 2 0 sem acquire invoke 0 0 0",
+                           "310100 2 0 sem acquire ok 0 0 0",
+                           "400000 0 0 sem release invoke 0 0 0",
+                           "400100 0 0 sem release ok 0 0 0",
+                           "500000 3 0 sem acquire invoke 0 0 0",
+                           "500100 3 0 sem acquire ok 0 0 0",
+                           "700000 4 0 sem acquire invoke 0 0 0",
+                           "700100 4 0 sem acquire ok 0 0 0",
+                           "800000 1 0 sem release invoke 0 0 0",
+                           "810000 2 0 sem release invoke 0 0 0",
+                           "820000 3 0 sem release invoke 0 0 0",
+                           "830000 4 0 sem release invoke 0 0 0",
+                           NULL};
+    hist_params p = params();
+    for (int reset = 1; reset >= 0; reset--) {
+        lines[2] = reset ? "200000 3 0 sem delete invoke 0 0 0" : "200000 3 0 sem count ok 0 0 0";
+        lines[3] = reset ? "200100 3 0 sem delete ok 0 0 1" : "200100 3 0 sem count ok 0 0 0";
+        lines[5] = reset ? "210100 3 0 sem set ok 0 0 1" : "210100 3 0 sem set ok 0 0 0";
+        hist h;
+        load(&h, lines);
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *out = open_memstream(&buf, &len);
+        hist_verdict v = hist_check_permits(&h, "sem", 2, &p, out);
+        fclose(out);
+        cr_assert_eq(v.checked, 5);
+        if (reset) {
+            /* 2's beside 0 (excused) and 1; 3's beside 1 and 2 with 0's permit added */
+            cr_assert_eq(v.allowed, 2, "%s", buf);
+            cr_assert_eq(v.violations, 1, "%s", buf); /* 4's */
+            cr_assert(strstr(buf, "VIOLATION: 3 permits held (3 not excused) when 4.0"), "%s", buf);
+            cr_assert(strstr(v.note, "1 sets made the count again, 1 resets deleted"), "%s",
+                      v.note);
+        } else {
+            cr_assert_eq(v.allowed, 0, "%s", buf);
+            cr_assert_eq(v.violations, 3, "%s", buf); /* 2's, 3's and 4's */
+        }
+        free(buf);
+        hist_free(&h);
+    }
+}
+
 /* After the run: a lease semaphore has every permit back; a permit missing is a loss */
 Test(permits, every_permit_back_once_the_leases_ended)
 {
