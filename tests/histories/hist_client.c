@@ -654,7 +654,8 @@ static void sem_workload(int64_t until_us)
             ++drained >= 2) {
             bool existed = false;
             emit("delete", "invoke", 0, 0, 0);
-            done("delete", baton_semaphore_delete(s, &existed), 0, existed);
+            int drc = baton_semaphore_delete(s, &existed);
+            done("delete", drc, 0, existed);
             sem_set(s, &was_set);
             drained = 0;
         }
