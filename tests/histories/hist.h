@@ -19,18 +19,18 @@
  *          its TOKEN the term), barrier, nemesis.
  * OP       acquire, racquire, wacquire (rw), reenter, count (hold count read), exit
  *          (re-entry released), release, lost (the lost fd became readable), store (the
- *          fenced write), cd / await (latch, VALUE = the round), await (barrier: TOKEN = the
- * arrival index, VALUE = the generation that tripped), and the nemesis' ops: pause (invoke =
- * SIGSTOP, ok = SIGCONT; PROC = target), kill (PROC = target), srvkill (VALUE 1 = data kept by AOF,
- * 0 = data lost), srvup, cpause (invoke/ok), ckill, flush, failover; final (sem, permits: the
- * runner's read of the free permits after the run, VALUE = available, TOKEN = leases still
- * running). TYPE     invoke, ok, fail (it did not happen), info (unknown: a timeout or a connection
- *          error; it may or may not have happened).
- * TOKEN    the fencing token of the hold (0 if none).
- * RC       the baton return code.
- * VALUE    op-specific: an acquire's fixed lease in ms (0: the watchdog's), a hold
- *          count read (expected * 1000 + read), a latch round, a pause past the lease (1)
- *          or short of it (0), a server kill that kept the data (1) or lost it (0).
+ *          fenced write), set (sem: try_set_permits; invoke VALUE = the count asked, ok
+ *          VALUE = 1 if it was set: no count was there, 0 if one was), cd / await (latch, VALUE =
+ * the round), await (barrier: TOKEN = the arrival index, VALUE = the generation that tripped), and
+ * the nemesis' ops: pause (invoke = SIGSTOP, ok = SIGCONT; PROC = target), kill (PROC = target),
+ * srvkill (VALUE 1 = data kept by AOF, 0 = data lost), srvup, cpause (invoke/ok), ckill, flush,
+ * failover; final (sem, permits: the runner's read of the free permits after the run, VALUE =
+ * available, TOKEN = leases still running). TYPE     invoke, ok, fail (it did not happen), info
+ * (unknown: a timeout or a connection error; it may or may not have happened). TOKEN    the fencing
+ * token of the hold (0 if none). RC       the baton return code. VALUE    op-specific: an acquire's
+ * fixed lease in ms (0: the watchdog's), a hold count read (expected * 1000 + read), a latch round,
+ * a pause past the lease (1) or short of it (0), a server kill that kept the data (1) or lost it
+ * (0).
  */
 #ifndef BATON_HIST_H
 #define BATON_HIST_H
@@ -91,6 +91,9 @@ typedef struct hist_verdict {
     long violations; /* not possible under the model, and not allowed by the guarantees */
     long allowed;    /* not possible under the model, but allowed by the guarantees (a
                         pause past the lease, a restart that lost the data) */
+    char note[320];  /* printed on the line after the verdict when not empty: what the
+                        verdict was worth (the counting semaphore: the share of the run in
+                        which a permit was held and an overcommit could show) */
 } hist_verdict;
 
 typedef struct hist_params {

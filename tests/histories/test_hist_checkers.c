@@ -879,6 +879,260 @@ Test(permits, a_semaphore_overcommit_a_loss_does_not_explain_fails)
     hist_free(&h);
 }
 
+/* A counting semaphore's permit has no lease: a holder stopped past any lease (a nemesis
+ * pause with VALUE 1) still holds its permit, and nothing hands it to another. 0 holds
+ * one of 2 permits and is stopped; 1 and 2 take one each while it is stopped: 3 holders
+ * of 2 permits, a violation. The checker excused 0 as a lock's holder stopped past its
+ * lease (and so a CLIENT PAUSE or a partition past the lease's margin). When 0 releases
+ * before 2 takes its permit, 2 holders: fine. Permit leases keep the excuse: a lease runs
+ * out while its holder is stopped. */
+Test(permits, a_paused_semaphore_holder_keeps_its_permit)
+{
+    const char *lines[] = {"100000 0 0 sem acquire invoke 0 0 0",
+                           "100100 0 0 sem acquire ok 0 0 0",
+                           "150000 0 0 nemesis pause invoke 0 0 1",
+                           "200000 1 0 sem acquire invoke 0 0 0",
+                           "200100 1 0 sem acquire ok 0 0 0",
+                           "5000000 0 0 nemesis pause ok 0 0 1",
+                           NULL, /* 0's release: before 2 takes one (good) or after (bad) */
+                           "5200000 2 0 sem acquire invoke 0 0 0",
+                           "5200100 2 0 sem acquire ok 0 0 0",
+                           "5300000 2 0 sem release invoke 0 0 0",
+                           "5300100 2 0 sem release ok 0 0 0",
+                           "5400000 1 0 sem release invoke 0 0 0",
+                           "5400100 1 0 sem release ok 0 0 0",
+                           NULL};
+    hist_params p = params();
+    for (int bad = 1; bad >= 0; bad--) {
+        lines[6] =
+            bad ? "5350000 0 0 sem release invoke 0 0 0" : "5100000 0 0 sem release invoke 0 0 0";
+        hist h;
+        load(&h, lines);
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *out = open_memstream(&buf, &len);
+        hist_verdict v = hist_check_permits(&h, "sem", 2, &p, out);
+        fclose(out);
+        cr_assert_eq(v.checked, 3);
+        cr_assert_eq(v.violations, bad ? 1 : 0, "%s", buf);
+        cr_assert_eq(v.allowed, 0, "%s", buf);
+        if (bad)
+            cr_assert(strstr(buf, "VIOLATION: 2 permits held (2 not excused) when 2.0"), "%s", buf);
+        free(buf);
+        hist_free(&h);
+    }
+    /* the same with a CLIENT PAUSE of 2.5 s (past the lease's margin, 2 s) over 0's hold */
+    lines[2] = "150000 -1 0 nemesis cpause invoke 0 0 2500";
+    lines[5] = "2650000 -1 0 nemesis cpause ok 0 0 2500";
+    lines[6] = "5350000 0 0 sem release invoke 0 0 0";
+    hist h;
+    load(&h, lines);
+    hist_verdict v = hist_check_permits(&h, "sem", 2, &p, stderr);
+    cr_assert_eq(v.violations, 1);
+    hist_free(&h);
+    /* a permit lease: its holder stopped past it holds nothing any more (allowed) */
+    static const char *const leased[] = {"100000 0 0 permits acquire ok 0 0 0",
+                                         "150000 0 0 nemesis pause invoke 0 0 1",
+                                         "200000 1 0 permits acquire ok 0 0 0",
+                                         "5000000 0 0 nemesis pause ok 0 0 1",
+                                         "5200000 2 0 permits acquire ok 0 0 0",
+                                         "5300000 2 0 permits release invoke 0 0 0",
+                                         "5350000 0 0 permits release invoke 0 0 0",
+                                         "5400000 1 0 permits release invoke 0 0 0",
+                                         NULL};
+    load(&h, leased);
+    v = hist_check_permits(&h, "permits", 2, &p, stderr);
+    cr_assert_eq(v.violations, 0);
+    cr_assert_eq(v.allowed, 1);
+    hist_free(&h);
+}
+
+/* The workload sets the count again (try_set_permits, "set": ok with VALUE 1 when it was
+ * set, 0 when a count was there) after an acquire timed out. A set that succeeded found
+ * no count: the data were lost, and the count is 2 from then on. The holds open at the set
+ * whose acquire the loss took away hold permits the new count does not know: each release
+ * of one adds a permit. Here 0 and 1 hold across a restart without the data; 2 sets the
+ * count (2); 2 and 3 take both; 0 gives its permit back (3 from then on) and takes one
+ * again, 1 the same (4): 4 holders, 2 of them beside 0 and 1's old holds, allowed. A 5th
+ * holder (4 at 700000) is one too many: a violation. The checker without "set" gave such
+ * releases nothing (a restart leaves no count until a new incarnation starts), and a
+ * set nobody made could not reset anything. */
+Test(permits, a_semaphore_set_again_after_a_loss_counts_the_holds_it_could_not_see)
+{
+    const char *lines[] = {"50000 0 0 sem acquire invoke 0 0 0",
+                           "50100 0 0 sem acquire ok 0 0 0",
+                           "60000 1 0 sem acquire invoke 0 0 0",
+                           "60100 1 0 sem acquire ok 0 0 0",
+                           "100000 -1 0 nemesis srvkill invoke 0 0 0",
+                           "150000 -1 0 nemesis srvup ok 0 0 0",
+                           "200000 2 0 sem set invoke 0 0 2",
+                           "200100 2 0 sem set ok 0 0 1",
+                           "210000 2 0 sem acquire invoke 0 0 0",
+                           "210100 2 0 sem acquire ok 0 0 0",
+                           "220000 3 0 sem acquire invoke 0 0 0",
+                           "220100 3 0 sem acquire ok 0 0 0",
+                           "300000 0 0 sem release invoke 0 0 0",
+                           "300100 0 0 sem release ok 0 0 0",
+                           "310000 0 0 sem acquire invoke 0 0 0",
+                           "310100 0 0 sem acquire ok 0 0 0",
+                           "400000 1 0 sem release invoke 0 0 0",
+                           "400100 1 0 sem release ok 0 0 0",
+                           "410000 1 0 sem acquire invoke 0 0 0",
+                           "410100 1 0 sem acquire ok 0 0 0",
+                           NULL, /* a fifth holder (bad) or none */
+                           NULL, /* its release */
+                           "800000 0 0 sem release invoke 0 0 0",
+                           "810000 1 0 sem release invoke 0 0 0",
+                           "820000 2 0 sem release invoke 0 0 0",
+                           "830000 3 0 sem release invoke 0 0 0",
+                           NULL};
+    hist_params p = params();
+    for (int bad = 1; bad >= 0; bad--) {
+        lines[20] = bad ? "700000 4 0 sem acquire invoke 0 0 0" : "700000 4 0 sem count ok 0 0 0";
+        lines[21] = bad ? "700100 4 0 sem acquire ok 0 0 0" : "700100 4 0 sem count ok 0 0 0";
+        hist h;
+        load(&h, lines);
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *out = open_memstream(&buf, &len);
+        hist_verdict v = hist_check_permits(&h, "sem", 2, &p, out);
+        fclose(out);
+        cr_assert_eq(v.checked, bad ? 7 : 6);
+        /* 2's and 3's beside 0 and 1's old holds (excused: the loss), 0's second at
+         * 310100 (3 holders, 1 added) and 1's at 410100 (4, 2 added) */
+        cr_assert_eq(v.allowed, 4, "%s", buf);
+        cr_assert_eq(v.violations, bad ? 1 : 0, "%s", buf);
+        if (bad)
+            cr_assert(strstr(buf, "VIOLATION: 4 permits held (4 not excused) when 4.0"), "%s", buf);
+        free(buf);
+        hist_free(&h);
+    }
+}
+
+/* What a set does not explain fails. (1) A set that found no count re-creates it from
+ * nothing: permits that releases after an earlier loss had added to the old count went
+ * with it. 0 holds across a failover and gives its permit back after it (3 permits from
+ * then on: allowed); a restart without the data takes the count; 2 sets it again (2);
+ * then 1, 2 and 3 hold at once: 3 holders of 2, a violation (the checker kept the earlier
+ * release's permit for good). (2) The holds open at a set add permits only if their
+ * acquire went with a loss: a set that "succeeded" with no loss before it (a count
+ * overwritten, not found missing) while 0 holds lets nothing more hold: 1, 2 beside 0 is
+ * a violation. */
+Test(permits, a_semaphore_overcommit_a_set_does_not_explain_fails)
+{
+    static const char *const reset[] = {
+        "100000 -1 0 nemesis failover invoke 0 0 0", "110000 0 0 sem acquire invoke 0 0 0",
+        "110100 0 0 sem acquire ok 0 0 0",           "200000 0 0 sem release invoke 0 0 0",
+        "200100 0 0 sem release ok 0 0 0",           "500000 -1 0 nemesis failover ok 0 0 0",
+        "600000 1 0 sem acquire invoke 0 0 0",       "600100 1 0 sem acquire ok 0 0 0",
+        "610000 2 0 sem acquire invoke 0 0 0",       "610100 2 0 sem acquire ok 0 0 0",
+        "620000 3 0 sem acquire invoke 0 0 0",       "620100 3 0 sem acquire ok 0 0 0",
+        "700000 1 0 sem release invoke 0 0 0",       "700100 1 0 sem release ok 0 0 0",
+        "710000 2 0 sem release invoke 0 0 0",       "710100 2 0 sem release ok 0 0 0",
+        "720000 3 0 sem release invoke 0 0 0",       "720100 3 0 sem release ok 0 0 0",
+        "800000 -1 0 nemesis srvkill invoke 0 0 0",  "850000 -1 0 nemesis srvup ok 0 0 0",
+        "900000 2 0 sem set invoke 0 0 2",           "900100 2 0 sem set ok 0 0 1",
+        "1000000 1 0 sem acquire invoke 0 0 0",      "1000100 1 0 sem acquire ok 0 0 0",
+        "1010000 2 0 sem acquire invoke 0 0 0",      "1010100 2 0 sem acquire ok 0 0 0",
+        "1020000 3 0 sem acquire invoke 0 0 0",      "1020100 3 0 sem acquire ok 0 0 0",
+        "1100000 1 0 sem release invoke 0 0 0",      "1110000 2 0 sem release invoke 0 0 0",
+        "1120000 3 0 sem release invoke 0 0 0",      NULL};
+    hist_params p = params();
+    hist h;
+    load(&h, reset);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&buf, &len);
+    hist_verdict v = hist_check_permits(&h, "sem", 2, &p, out);
+    fclose(out);
+    cr_assert_eq(v.allowed, 1, "%s", buf);    /* 3's at 620100: 0's release added one */
+    cr_assert_eq(v.violations, 1, "%s", buf); /* 3's at 1020100: the set took it away */
+    cr_assert(strstr(buf, "VIOLATION: 2 permits held (2 not excused) when 3.0 took one at "
+                          "1020100"),
+              "%s", buf);
+    free(buf);
+    hist_free(&h);
+    static const char *const no_loss[] = {"100000 0 0 sem acquire invoke 0 0 0",
+                                          "100100 0 0 sem acquire ok 0 0 0",
+                                          "200000 3 0 sem set invoke 0 0 2",
+                                          "200100 3 0 sem set ok 0 0 1",
+                                          "300000 1 0 sem acquire invoke 0 0 0",
+                                          "300100 1 0 sem acquire ok 0 0 0",
+                                          "400000 2 0 sem acquire invoke 0 0 0",
+                                          "400100 2 0 sem acquire ok 0 0 0",
+                                          "500000 0 0 sem release invoke 0 0 0",
+                                          "500100 0 0 sem release ok 0 0 0",
+                                          "510000 1 0 sem release invoke 0 0 0",
+                                          "520000 2 0 sem release invoke 0 0 0",
+                                          NULL};
+    load(&h, no_loss);
+    v = hist_check_permits(&h, "sem", 2, &p, stderr);
+    cr_assert_eq(v.violations, 1);
+    cr_assert_eq(v.allowed, 0);
+    hist_free(&h);
+}
+
+/* The workload's reset: a count that is there but has lost its permits (a release of
+ * unknown outcome that never ran, lost with a killed master) is deleted and set again
+ * (2). The hold open across the delete holds a permit the new count does not know: 1 and
+ * 2 take the new count's two beside it (allowed: the delete excuses 0), 0's release adds
+ * one (3 permits), 3 takes it (allowed); a 4th holder beside 1, 2 and 3 (4 at 700000) is
+ * a violation. Without the delete (the set finds the count) 1 and 2 beside 0 are one too
+ * many. */
+Test(permits, a_semaphore_reset_counts_from_2_and_the_holds_across_it)
+{
+    const char *lines[] = {"100000 0 0 sem acquire invoke 0 0 0",
+                           "100100 0 0 sem acquire ok 0 0 0",
+                           NULL, /* the delete: 1 (a count was there) */
+                           NULL,
+                           "210000 3 0 sem set invoke 0 0 2",
+                           NULL, /* the set: made (1) after the delete, else 0 */
+                           "300000 1 0 sem acquire invoke 0 0 0",
+                           "300100 1 0 sem acquire ok 0 0 0",
+                           "310000 2 0 sem acquire invoke 0 0 0",
+                           "310100 2 0 sem acquire ok 0 0 0",
+                           "400000 0 0 sem release invoke 0 0 0",
+                           "400100 0 0 sem release ok 0 0 0",
+                           "500000 3 0 sem acquire invoke 0 0 0",
+                           "500100 3 0 sem acquire ok 0 0 0",
+                           "700000 4 0 sem acquire invoke 0 0 0",
+                           "700100 4 0 sem acquire ok 0 0 0",
+                           "800000 1 0 sem release invoke 0 0 0",
+                           "810000 2 0 sem release invoke 0 0 0",
+                           "820000 3 0 sem release invoke 0 0 0",
+                           "830000 4 0 sem release invoke 0 0 0",
+                           NULL};
+    hist_params p = params();
+    for (int reset = 1; reset >= 0; reset--) {
+        lines[2] = reset ? "200000 3 0 sem delete invoke 0 0 0" : "200000 3 0 sem count ok 0 0 0";
+        /* VALUE 0 ("did not exist"), as the workload first recorded every delete (it read
+         * its flag before the call): a delete that did not fail may have removed a count */
+        lines[3] = reset ? "200100 3 0 sem delete ok 0 0 0" : "200100 3 0 sem count ok 0 0 0";
+        lines[5] = reset ? "210100 3 0 sem set ok 0 0 1" : "210100 3 0 sem set ok 0 0 0";
+        hist h;
+        load(&h, lines);
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *out = open_memstream(&buf, &len);
+        hist_verdict v = hist_check_permits(&h, "sem", 2, &p, out);
+        fclose(out);
+        cr_assert_eq(v.checked, 5);
+        if (reset) {
+            /* 2's beside 0 (excused) and 1; 3's beside 1 and 2 with 0's permit added */
+            cr_assert_eq(v.allowed, 2, "%s", buf);
+            cr_assert_eq(v.violations, 1, "%s", buf); /* 4's */
+            cr_assert(strstr(buf, "VIOLATION: 3 permits held (3 not excused) when 4.0"), "%s", buf);
+            cr_assert(strstr(v.note, "1 sets made the count again, 1 resets deleted"), "%s",
+                      v.note);
+        } else {
+            cr_assert_eq(v.allowed, 0, "%s", buf);
+            cr_assert_eq(v.violations, 3, "%s", buf); /* 2's, 3's and 4's */
+        }
+        free(buf);
+        hist_free(&h);
+    }
+}
+
 /* After the run: a lease semaphore has every permit back; a permit missing is a loss */
 Test(permits, every_permit_back_once_the_leases_ended)
 {
