@@ -516,6 +516,40 @@ Test(reentrant, a_server_pause_past_the_margin_excuses_a_hold_gone)
     }
 }
 
+/* A release that returned ok on the old master, lost in a failover before a replica had
+ * it: the hold is still there on the new master, and the client's next acquire re-enters
+ * it (its token unchanged, a count one above its depth: seed 504's Sentinel run, 3 such).
+ * Allowed when a failover or a loss of the data came after the release was sent; a
+ * failover over before the release was sent excuses nothing. */
+Test(reentrant, a_release_lost_in_a_failover_leaves_a_hold_the_next_acquire_reenters)
+{
+    const char *lines[] = {"100 0 0 mutex acquire invoke 0 0 0",
+                           "110 0 0 mutex acquire ok 7 0 0",
+                           "200 0 0 mutex release invoke 7 0 0",
+                           "210 0 0 mutex release ok 7 0 0",
+                           NULL, /* the failover's invoke */
+                           NULL, /* its end */
+                           "500 0 0 mutex acquire invoke 0 0 0",
+                           "510 0 0 mutex acquire ok 7 0 0",
+                           "520 0 0 mutex count ok 7 0 1002",
+                           NULL};
+    hist_params p = params();
+    for (int after = 0; after <= 1; after++) {
+        lines[4] = after ? "300 -1 0 nemesis failover invoke 0 0 1"
+                         : "50 -1 0 nemesis failover invoke 0 0 1";
+        lines[5] =
+            after ? "400 -1 0 nemesis failover ok 0 0 1" : "60 -1 0 nemesis failover ok 0 0 1";
+        hist h;
+        load(&h, lines);
+        hist_verdict v = hist_check_reentrant(&h, "mutex", &p, NULL);
+        cr_assert_eq(v.checked, 1);
+        cr_assert_eq(v.violations, after ? 0 : 1, "failover %s the release",
+                     after ? "after" : "before");
+        cr_assert_eq(v.allowed, after ? 1 : 0);
+        hist_free(&h);
+    }
+}
+
 /* ------------------------------------------------------------- read-write ---------- */
 
 Test(rw, readers_together_writer_alone)
