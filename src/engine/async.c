@@ -185,6 +185,16 @@ static int heap_push(engine *ev, baton_op *op)
     return BATON_OK;
 }
 
+/* An op that sleeps until deadline_us at the latest (BATON__NO_DEADLINE: no bound) is in
+ * the heap of timers; false when it could not be put there (out of memory). */
+static bool wake_by(engine *e, baton_op *op, int64_t deadline_us)
+{
+    if (deadline_us == BATON__NO_DEADLINE)
+        return true;
+    op->wake_at = deadline_us;
+    return heap_push(e, op) == BATON_OK;
+}
+
 static void heap_remove(engine *ev, baton_op *op)
 {
     size_t i = op->hidx;
@@ -1172,12 +1182,9 @@ int baton__fiber_wait_fd(int fd, short events, int64_t deadline_us, uint64_t key
             return armed; /* ready already (1), or the caller polls (-1) */
         }
     }
-    if (deadline_us != BATON__NO_DEADLINE) {
-        op->wake_at = deadline_us;
-        if (heap_push(e, op) != BATON_OK) {
-            baton__mutex_unlock(&ev->mu);
-            return -1;
-        }
+    if (!wake_by(e, op, deadline_us)) {
+        baton__mutex_unlock(&ev->mu);
+        return -1;
     }
     op->io_fd = fd;
     op->io_events = events;
@@ -1250,12 +1257,9 @@ static int fiber_park(int fd, short events, int64_t deadline_us, uint64_t key)
             }
         }
     }
-    if (deadline_us != BATON__NO_DEADLINE) {
-        op->wake_at = deadline_us;
-        if (heap_push(e, op) != BATON_OK) {
-            baton__mutex_unlock(&ev->mu);
-            return -1;
-        }
+    if (!wake_by(e, op, deadline_us)) {
+        baton__mutex_unlock(&ev->mu);
+        return -1;
     }
     op->in_park = true;
     if (fd >= 0) {
