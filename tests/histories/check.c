@@ -1135,7 +1135,8 @@ static sem_model sem_model_build(const hist *h, const holds *hs)
         }
     free(adds);
     free(rdone);
-    qsort(m.sets, m.nsets, sizeof *m.sets, cmp_set_done);
+    if (m.nsets > 0) /* qsort wants a pointer even for nothing: sets may be NULL */
+        qsort(m.sets, m.nsets, sizeof *m.sets, cmp_set_done);
     m.made_done = malloc((m.made ? m.made : 1) * sizeof *m.made_done);
     m.made_since = malloc((m.made ? m.made : 1) * sizeof *m.made_since);
     if (!m.made_done || !m.made_since)
