@@ -238,13 +238,20 @@ static int64_t bound(void *arg)
     return ((awaiting *)arg)->bound_ms;
 }
 
-/* Timed out or cancelled while waiting: the generation breaks for the others. */
+/* Timed out, cancelled or failed while waiting: the generation breaks for the others. The
+ * wait's own detail stays the caller's (the leave's answer, "broken", would replace it:
+ * an await that ended BATON_EPERM read "generation 1 broken"). */
 static void give_up(void *arg, int rc)
 {
-    (void)rc;
     awaiting *a = arg;
-    if (a->arrived && !a->ended)
-        check(a, "leave");
+    if (!a->arrived || a->ended)
+        return;
+    baton_client *c = a->b->base.client;
+    char *detail = baton__strdup(baton_client_errmsg(c));
+    check(a, "leave");
+    if (detail)
+        baton__fail(c, rc, "%s", detail);
+    free(detail);
 }
 
 /* How a message wakes the waiters on a barrier's channel: "0" (a phase ended: the last
