@@ -240,9 +240,9 @@ int baton__sub_count(baton_client *c);
  * offer is settled; one that gives up while offered leaves the releaser to undo the
  * hand-over (baton__sub_settle answers false). */
 #define BATON__CAND_INFO (24 + BATON__OWNER_LEN) /* "<lease ms> <owner field>" */
-#define BATON__CAND_IDLE 0    /* waiting as any waiter */
-#define BATON__CAND_OFFERED 1 /* chosen by a release that has not settled yet */
-#define BATON__CAND_HANDED 2  /* handed what it waits for (value) */
+#define BATON__CAND_IDLE 0                       /* waiting as any waiter */
+#define BATON__CAND_OFFERED 1                    /* chosen by a release that has not settled yet */
+#define BATON__CAND_HANDED 2                     /* handed what it waits for (value) */
 struct baton__sub_waker;
 struct baton__ticket;
 typedef struct baton__cand {
