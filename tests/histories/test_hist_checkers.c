@@ -6,6 +6,7 @@
 #include "hist.h"
 
 #include <criterion/criterion.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Builds a history from lines "T PROC INC OBJ OP TYPE TOKEN RC VALUE" (no MONO_NS). */
