@@ -265,6 +265,21 @@ Test(mux, an_oversized_reply_fails_its_request_and_the_client_recovers)
     redisFree(r);
 }
 
+/* A server of the test's own (to stop with SIGSTOP) and a client of it on the shared
+ * connection, connect and command timeouts 500 ms; url must outlive the client. */
+static baton_client *stoppable_client(th_server *s, char url[64])
+{
+    th_server_start(s, "");
+    snprintf(url, 64, "redis://127.0.0.1:%d", s->port);
+    baton_options o;
+    baton_options_init(&o);
+    o.url = url;
+    o.connect_timeout_ms = 500;
+    o.command_timeout_ms = 500;
+    o.multiplex = 1;
+    return th_client(&o);
+}
+
 Test(mux, a_request_whose_reply_never_comes_ends_by_its_timeout)
 {
     /* a server stopped (SIGSTOP) for 6 s under a crowd (command timeout 500 ms, waits of
@@ -272,16 +287,8 @@ Test(mux, a_request_whose_reply_never_comes_ends_by_its_timeout)
      * waited for a reply on the shared connection past its deadline would take 6 s); after
      * it resumes the client works again */
     th_server s;
-    th_server_start(&s, "");
     char url[64];
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", s.port);
-    baton_options o;
-    baton_options_init(&o);
-    o.url = url;
-    o.connect_timeout_ms = 500;
-    o.command_timeout_ms = 500;
-    o.multiplex = 1;
-    baton_client *c = th_client(&o);
+    baton_client *c = stoppable_client(&s, url);
     atomic_bool stop = false;
     crowd k;
     crowd_start(&k, c, 8, 1000000, &stop);
@@ -561,16 +568,8 @@ Test(mux, a_fibers_request_without_reply_ends_by_its_timeout)
      * each ends by its bound, long before the server resumes; after it resumes, another 64
      * succeed on the same client */
     th_server s;
-    th_server_start(&s, "");
     char url[64];
-    snprintf(url, sizeof url, "redis://127.0.0.1:%d", s.port);
-    baton_options o;
-    baton_options_init(&o);
-    o.url = url;
-    o.connect_timeout_ms = 500;
-    o.command_timeout_ms = 500;
-    o.multiplex = 1;
-    baton_client *c = th_client(&o);
+    baton_client *c = stoppable_client(&s, url);
     cr_assert(eq(int, baton_client_set_callbacks(c, BATON_CALLBACKS_LOOP), BATON_OK));
     fiber_pairs fp = {.release = true};
     fibers_open(&fp, c, "mux-fstop");
