@@ -1157,6 +1157,34 @@ int baton__fiber_sleep(baton_client *c, baton__waiting *wt, baton__sub *sub, int
 
 /* ------------------------------- sockets and connections ----------------------------- */
 
+/* Room for one more fiber waiting on a socket (ev->mu held), and in loop mode the socket
+ * armed: 0, or 1 (ready already) or -1 (no room, or the caller polls on its own: only this
+ * fiber's engine waits) for the caller to return. */
+static int io_room(baton__evloop *ev, int fd, short events, uint64_t key)
+{
+    engine *e = &ev->eng;
+    if (e->nio == e->capio) {
+        size_t cap = e->capio ? 2 * e->capio : 16;
+        baton_op **io = realloc(e->io, cap * sizeof *io);
+        if (!io)
+            return -1;
+        e->io = io;
+        e->capio = cap;
+    }
+    return ev->mode == BATON_CALLBACKS_LOOP ? loop_arm(e, fd, events, key) : 0;
+}
+
+/* op waits on fd from now on (ev->mu held, room made by io_room). */
+static void io_add(engine *e, baton_op *op, int fd, short events)
+{
+    op->io_fd = fd;
+    op->io_events = events;
+    op->io_ready = false;
+    op->ioidx = (uint32_t)e->nio;
+    e->io[e->nio++] = op;
+    op->state = ST_IO;
+}
+
 int baton__fiber_wait_fd(int fd, short events, int64_t deadline_us, uint64_t key)
 {
     baton_op *op = current;
@@ -1165,33 +1193,16 @@ int baton__fiber_wait_fd(int fd, short events, int64_t deadline_us, uint64_t key
     baton__evloop *ev = op->ev;
     engine *e = &op->ev->eng;
     baton__mutex_lock(&ev->mu);
-    if (e->nio == e->capio) {
-        size_t cap = e->capio ? 2 * e->capio : 16;
-        baton_op **io = realloc(e->io, cap * sizeof *io);
-        if (!io) {
-            baton__mutex_unlock(&ev->mu);
-            return -1; /* the caller polls on its own: only this fiber's engine waits */
-        }
-        e->io = io;
-        e->capio = cap;
-    }
-    if (ev->mode == BATON_CALLBACKS_LOOP) {
-        int armed = loop_arm(e, fd, events, key);
-        if (armed != 0) {
-            baton__mutex_unlock(&ev->mu);
-            return armed; /* ready already (1), or the caller polls (-1) */
-        }
+    int armed = io_room(ev, fd, events, key);
+    if (armed != 0) {
+        baton__mutex_unlock(&ev->mu);
+        return armed; /* ready already (1), or the caller polls (-1) */
     }
     if (!wake_by(e, op, deadline_us)) {
         baton__mutex_unlock(&ev->mu);
         return -1;
     }
-    op->io_fd = fd;
-    op->io_events = events;
-    op->io_ready = false;
-    op->ioidx = e->nio;
-    e->io[e->nio++] = op;
-    op->state = ST_IO;
+    io_add(e, op, fd, events);
     baton__mutex_unlock(&ev->mu);
     fiber_yield(op); /* the engine takes it off its lists before it runs it again */
     if (op->io_ready)
@@ -1239,22 +1250,10 @@ static int fiber_park(int fd, short events, int64_t deadline_us, uint64_t key)
         return 1;
     }
     if (fd >= 0) {
-        if (e->nio == e->capio) {
-            size_t cap = e->capio ? 2 * e->capio : 16;
-            baton_op **io = realloc(e->io, cap * sizeof *io);
-            if (!io) {
-                baton__mutex_unlock(&ev->mu);
-                return -1;
-            }
-            e->io = io;
-            e->capio = cap;
-        }
-        if (ev->mode == BATON_CALLBACKS_LOOP) {
-            int armed = loop_arm(e, fd, events, key);
-            if (armed != 0) {
-                baton__mutex_unlock(&ev->mu);
-                return armed;
-            }
+        int armed = io_room(ev, fd, events, key);
+        if (armed != 0) {
+            baton__mutex_unlock(&ev->mu);
+            return armed;
         }
     }
     if (!wake_by(e, op, deadline_us)) {
@@ -1263,12 +1262,7 @@ static int fiber_park(int fd, short events, int64_t deadline_us, uint64_t key)
     }
     op->in_park = true;
     if (fd >= 0) {
-        op->io_fd = fd;
-        op->io_events = events;
-        op->io_ready = false;
-        op->ioidx = (uint32_t)e->nio;
-        e->io[e->nio++] = op;
-        op->state = ST_IO;
+        io_add(e, op, fd, events);
     } else {
         op->state = ST_SLEEPING;
         engine_wake(e); /* the engine's sleep must cover the new timer */
