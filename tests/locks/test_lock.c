@@ -1195,6 +1195,28 @@ static void *take_once(void *p)
     return NULL;
 }
 
+/* The Redisson owner java-uuid:1 takes name (30 s), as Java's tryLock does; and unlocks it,
+ * its unlock publishing "0" on the lock's channel only (latch id: round). */
+static void java_lock(redisContext *r, const char *name)
+{
+    redisReply *got = th_cmd(r, "EVAL %s 1 %s 30000 java-uuid:1", REDISSON_TRY_LOCK, name);
+    cr_assert(eq(int, got->type, REDIS_REPLY_NIL), "the Redisson owner takes the lock");
+    freeReplyObject(got);
+}
+
+static void java_unlock(redisContext *r, const char *name, int round)
+{
+    char channel[256];
+    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+    cr_assert(eq(i64,
+                 th_cmd_int(r,
+                            "EVAL %s 3 %s %s redisson_unlock_latch:{%s}:j%d 0 30000 "
+                            "java-uuid:1 PUBLISH 30000",
+                            REDISSON_UNLOCK, name, channel, name, round),
+                 1),
+              "the Redisson owner unlocks");
+}
+
 /* Issue 49, mixed deployments: a baton waiter first in the line of starved waiters listens
  * on a channel of its own, and a Redisson client's unlock publishes on the lock's channel
  * alone. The line's first hears that channel too: the unlock wakes it within a round trip,
@@ -1203,15 +1225,11 @@ Test(lock, a_redisson_unlock_wakes_the_lines_first_at_once, .timeout = 60)
 {
     redisContext *r = th_redis();
     const char *name = th_tmpname("redisson-unlock");
-    char channel[256];
-    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
     atomic_int turns = 0;
     turn_run w;
     turn_open(&w, name, 20000, &turns);
     for (int round = 0; round < 3; round++) {
-        redisReply *got = th_cmd(r, "EVAL %s 1 %s 30000 java-uuid:1", REDISSON_TRY_LOCK, name);
-        cr_assert(eq(int, got->type, REDIS_REPLY_NIL), "the Redisson owner takes the lock");
-        freeReplyObject(got);
+        java_lock(r, name);
         pthread_t t;
         cr_assert(eq(int, pthread_create(&t, NULL, take_once, &w), 0));
         int64_t t0 = th_ms();
@@ -1220,13 +1238,7 @@ Test(lock, a_redisson_unlock_wakes_the_lines_first_at_once, .timeout = 60)
         cr_assert(eq(i64, line_length(r, name), 1), "the baton waiter queued");
         th_sleep_ms(10);
         int64_t released = th_ms();
-        cr_assert(eq(i64,
-                     th_cmd_int(r,
-                                "EVAL %s 3 %s %s redisson_unlock_latch:{%s}:r%d 0 30000 "
-                                "java-uuid:1 PUBLISH 30000",
-                                REDISSON_UNLOCK, name, channel, name, round),
-                     1),
-                  "the Redisson owner unlocks");
+        java_unlock(r, name, round);
         pthread_join(t, NULL);
         cr_assert(eq(int, w.rc, BATON_OK), "round %d: %s", round, baton_err_name(w.rc));
         cr_assert(le(i64, w.done_ms - released, 25),
@@ -1248,12 +1260,8 @@ Test(lock, a_waiter_that_became_first_hears_a_redisson_unlock_at_once, .timeout 
 {
     redisContext *r = th_redis();
     const char *name = th_tmpname("became-first");
-    char channel[256];
-    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
     for (int round = 0; round < 3; round++) {
-        redisReply *got = th_cmd(r, "EVAL %s 1 %s 30000 java-uuid:1", REDISSON_TRY_LOCK, name);
-        cr_assert(eq(int, got->type, REDIS_REPLY_NIL), "the Redisson owner takes the lock");
-        freeReplyObject(got);
+        java_lock(r, name);
         atomic_int turns = 0;
         turn_run quitter, stayer;
         pthread_t tq, ts;
@@ -1271,13 +1279,7 @@ Test(lock, a_waiter_that_became_first_hears_a_redisson_unlock_at_once, .timeout 
         pthread_join(tq, NULL);
         cr_assert(eq(int, quitter.rc, BATON_ETIMEDOUT), "round %d: the first gave up", round);
         int64_t released = th_ms();
-        cr_assert(eq(i64,
-                     th_cmd_int(r,
-                                "EVAL %s 3 %s %s redisson_unlock_latch:{%s}:q%d 0 30000 "
-                                "java-uuid:1 PUBLISH 30000",
-                                REDISSON_UNLOCK, name, channel, name, round),
-                     1),
-                  "the Redisson owner unlocks");
+        java_unlock(r, name, round);
         pthread_join(ts, NULL);
         cr_assert(eq(int, stayer.rc, BATON_OK), "round %d: %s", round, baton_err_name(stayer.rc));
         cr_assert(lt(i64, stayer.done_ms - released, 40),
