@@ -531,7 +531,7 @@ Test(mux, a_loops_fibers_share_one_connection)
 {
     /* 64 asynchronous lock+unlock pairs of one loop at once, 20 rounds: one connection
      * holds them all (pooled, the fibers took up to pool_size), and the server reads
-     * several requests per read (pooled: about one read a script) */
+     * several requests per read (pooled: one read a script or more) */
     const char *name = th_tmpname("mux-fibers");
     baton_client *c = named_client(name, 1);
     cr_assert(eq(int, baton_client_set_callbacks(c, BATON_CALLBACKS_LOOP), BATON_OK));
@@ -553,7 +553,10 @@ Test(mux, a_loops_fibers_share_one_connection)
     cr_assert(eq(int, atomic_load(&fp.rc_other), 0), "every pair succeeded");
     cr_assert(ge(i64, evals, 20LL * FIBERS * 2), "scripts %lld", evals);
     cr_assert(le(int, most, 2), "64 fibers of one loop: %d connections", most);
-    cr_assert(lt(i64, reads * 2, evals), "the server read %lld times for %lld scripts", reads,
+    /* pooled, the server reads once a script or more; shared, 0.05-0.07 reads a script in a
+     * plain build, 0.45-0.51 under address+undefined (the client writes and wakes slower than
+     * the server reads): 3/4 tells the two apart in every build, as for threads above */
+    cr_assert(lt(i64, reads * 4, evals * 3), "the server read %lld times for %lld scripts", reads,
               evals);
     cr_log_info("64 fibers: %d connections; the server read %lld times for %lld scripts", most,
                 reads, evals);
