@@ -138,6 +138,7 @@ typedef enum sub_state { S_UNSUB, S_SUBSCRIBING, S_SUBSCRIBED, S_UNSUBSCRIBING }
 
 typedef struct sub_link sub_link;
 
+/* Laid out for size (no holes): 100,000 waiters on 100,000 names are 100,000 of these. */
 struct baton__sub {
     baton__dispatcher *d;
     char *channel;
@@ -153,13 +154,13 @@ struct baton__sub {
     bool denied;          /* ... and, until a SUBSCRIBE of it is confirmed again, its
                              sleeping waiters end with that refusal (a permission revoked
                              while they waited): sticky across the resubscriptions */
-    uint64_t sent_seq;    /* order of its last (UN)SUBSCRIBE on the link (refusals) */
     bool lingering;       /* refs == 0 but kept subscribed until linger_until */
+    bool kept;            /* type->keep: a message came while it lingered */
+    int fed;              /* asynchronous waiters fired and not yet running again (disarm) */
+    uint64_t sent_seq;    /* order of its last (UN)SUBSCRIBE on the link (refusals) */
     int64_t linger_until; /* monotonic µs */
     int64_t permits;      /* wake-ups not yet consumed, at most refs */
-    int fed;              /* asynchronous waiters fired and not yet running again (disarm) */
     uint64_t messages;    /* messages that woke waiters, since the entry was made */
-    bool kept;            /* type->keep: a message came while it lingered */
     int queued_small;     /* waiters that said they want the least there is (baton__sub_queue) */
     int queued_large;     /* ... and that want more */
     int sleeping;         /* threads in baton__sub_wait (with a wake-up in permits or not) */
@@ -174,8 +175,10 @@ struct baton__sub {
                                line's first waiter hears the shared channel:
                                baton__sub_follow) */
     size_t nfollowers, capfollowers;
-    pthread_cond_t wake;                   /* permits became positive */
-    pthread_cond_t ready;                  /* state changed */
+    /* permits became positive: the threads asleep in baton__sub_wait without a candidate
+     * of their own sleep on it; made by the first of them (a fiber never needs it; its
+     * state changing: d->ready) */
+    pthread_cond_t *wake;
     baton__sub *linger_prev, *linger_next; /* on the dispatcher's list while it lingers */
 };
 
@@ -210,6 +213,8 @@ struct baton__dispatcher {
     int pinned;                  /* baton__sub_pin() calls not yet undone */
     int lingering;               /* subs lingering (refs == 0, still subscribed) */
     pthread_cond_t unsubscribed; /* an UNSUBSCRIBE was confirmed, or the connection broke */
+    pthread_cond_t ready;        /* a subscription's state changed (one for all: 100,000 waiters'
+                                  * subscriptions would carry one each, and few wait on it) */
     uint64_t seq;                /* (UN)SUBSCRIBE commands appended, for sent_seq */
     uint64_t rng;                /* the jitter's xorshift state */
     uint64_t refusals;           /* refusals so far (a SUBSCRIBE waiting for its confirmation
@@ -295,10 +300,9 @@ static void free_sub(baton__sub *s, bool forked)
         s->sem.head = it->next;
         free(it);
     }
-    if (!forked) {
-        baton__cond_destroy(&s->wake);
-        baton__cond_destroy(&s->ready);
-    }
+    if (!forked && s->wake)
+        baton__cond_destroy(s->wake);
+    free(s->wake);
     free(s->followers);
     free(s->channel);
     free(s);
@@ -353,20 +357,22 @@ static void wake_one(baton__sub *s)
         for (baton__cand *k = s->cands; k; k = k->next)
             if (k->asleep && !k->waker && !k->signalled && k->state == BATON__CAND_IDLE) {
                 k->signalled = true;
-                baton__cond_signal(&k->cond);
+                baton__cond_signal(k->cond);
                 return;
             }
-    baton__cond_signal(&s->wake);
+    if (s->wake)
+        baton__cond_signal(s->wake);
 }
 
 static void wake_every(baton__sub *s)
 {
-    baton__cond_broadcast(&s->wake);
+    if (s->wake)
+        baton__cond_broadcast(s->wake);
     if (s->cand_threads > 0)
         for (baton__cand *k = s->cands; k; k = k->next)
             if (k->asleep && !k->waker) {
                 k->signalled = true;
-                baton__cond_signal(&k->cond);
+                baton__cond_signal(k->cond);
             }
 }
 
@@ -491,7 +497,7 @@ static void on_confirm(baton__dispatcher *d, sub_link *l, bool subscribed, const
         s->wake_on_confirm = false;
         add_permits(s, s->refs);
     }
-    baton__cond_broadcast(&s->ready);
+    baton__cond_broadcast(&d->ready);
     asem_release(&s->sem);
     maybe_free(d, s);
 }
@@ -578,7 +584,7 @@ static void refused(baton__dispatcher *d, sub_link *l, const char *why)
     if (oldest && oldest->state == S_SUBSCRIBING) {
         oldest->refused = true;
         oldest->denied = true;
-        baton__cond_broadcast(&oldest->ready);
+        baton__cond_broadcast(&d->ready);
         /* a resubscription (after a reconnection) refused: the channel's permission was
          * revoked while its waiters slept; they end with the refusal (baton__sub_wait)
          * rather than sleep to their deadlines while the link reconnects in vain */
@@ -660,7 +666,7 @@ static void on_disconnect(baton__dispatcher *d, sub_link *lk)
             asem_release(&s->sem);
         }
         add_permits(s, s->refs);
-        baton__cond_broadcast(&s->ready);
+        baton__cond_broadcast(&d->ready);
         if (s->refs > 0)
             request_reconcile(d, s); /* where it lives now (the same link, reconnected) */
     }
@@ -998,7 +1004,8 @@ static int get_dispatcher(baton_client *c, baton__dispatcher **out)
         }
         baton__mutex_init(&d->mu);
         baton__cond_init(&d->unsubscribed);
-        baton__map_init(&d->subs);
+        baton__cond_init(&d->ready);
+        baton__map_init_borrowing(&d->subs);
         const char *what = "pipe";
         int err = pipe2(d->pipe, O_NONBLOCK | O_CLOEXEC) != 0 ? errno : 0;
         if (err == 0) {
@@ -1013,6 +1020,7 @@ static int get_dispatcher(baton_client *c, baton__dispatcher **out)
             free(d->links[0]);
             baton__mutex_destroy(&d->mu);
             baton__cond_destroy(&d->unsubscribed);
+            baton__cond_destroy(&d->ready);
             free(d);
             baton__mutex_unlock(&c->lazy_mu);
             return baton__fail(c, BATON_ENOMEM, "%s: %s", what, strerror(err));
@@ -1093,7 +1101,7 @@ int baton__sub_acquire(baton_client *c, const char *channel, const baton__sub_ty
     if (!s) {
         s = calloc(1, sizeof *s);
         if (!s || !(s->channel = baton__strdup(channel)) ||
-            baton__map_put(&d->subs, channel, s) != BATON_OK) {
+            baton__map_put(&d->subs, s->channel, s) != BATON_OK) { /* the key: its channel */
             if (s)
                 free(s->channel);
             free(s);
@@ -1103,8 +1111,6 @@ int baton__sub_acquire(baton_client *c, const char *channel, const baton__sub_ty
         s->d = d;
         s->type = type;
         s->sem.permits = 1;
-        baton__cond_init(&s->wake);
-        baton__cond_init(&s->ready);
     }
     if (s->refs++ == 0)
         first_ref(d, s);
@@ -1124,7 +1130,7 @@ int baton__sub_acquire(baton_client *c, const char *channel, const baton__sub_ty
             break;
         if ((refused = s->refused || s->denied || d->refusals != refusals))
             break;
-        if (baton__cond_wait_until(&s->ready, &d->mu, limit) == ETIMEDOUT)
+        if (baton__cond_wait_until(&d->ready, &d->mu, limit) == ETIMEDOUT)
             break;
     }
     if (s->state == S_SUBSCRIBED) {
@@ -1282,11 +1288,27 @@ int baton__sub_wait(baton_client *c, baton__sub *s, int64_t deadline_us, bool (*
 {
     baton__dispatcher *d = s->d;
     baton__cand *k = sleeping_cand && sleeping_cand->sub == s ? sleeping_cand : NULL;
+    /* a candidate thread's own condition lives here while it sleeps (asleep: whoever
+     * signals it checks that under the mutex), not in the candidate: 100,000 fibers'
+     * candidates would carry one each for nothing */
+    pthread_cond_t own;
+    if (k)
+        baton__cond_init(&own);
     baton__mutex_lock(&d->mu);
+    if (!k && !s->wake) {
+        pthread_cond_t *cv = malloc(sizeof *cv);
+        if (!cv) {
+            baton__mutex_unlock(&d->mu);
+            return baton__fail(c, BATON_ENOMEM, "out of memory: waiting on %s", s->channel);
+        }
+        baton__cond_init(cv);
+        s->wake = cv;
+    }
     s->sleeping++;
     if (k) {
         k->asleep = true;
         k->signalled = false;
+        k->cond = &own;
         s->cand_threads++;
     }
     bool handed = false;
@@ -1295,9 +1317,12 @@ int baton__sub_wait(baton_client *c, baton__sub *s, int64_t deadline_us, bool (*
             s->sleeping--;
             if (k) {
                 k->asleep = false;
+                k->cond = NULL;
                 s->cand_threads--;
             }
             baton__mutex_unlock(&d->mu);
+            if (k)
+                baton__cond_destroy(&own);
             return BATON_ECANCELED;
         }
         if (k && k->state == BATON__CAND_HANDED) {
@@ -1307,7 +1332,7 @@ int baton__sub_wait(baton_client *c, baton__sub *s, int64_t deadline_us, bool (*
         /* offered: it sleeps until the offer is settled, taking no wake-up meanwhile */
         bool offered = k && k->state == BATON__CAND_OFFERED;
         if ((s->permits > 0 && !offered) || d->closing || s->denied ||
-            baton__cond_wait_until(k ? &k->cond : &s->wake, &d->mu, deadline_us) == ETIMEDOUT)
+            baton__cond_wait_until(k ? &own : s->wake, &d->mu, deadline_us) == ETIMEDOUT)
             break;
         if (k)
             k->signalled = false;
@@ -1315,26 +1340,26 @@ int baton__sub_wait(baton_client *c, baton__sub *s, int64_t deadline_us, bool (*
     s->sleeping--;
     if (k) {
         k->asleep = false;
+        k->cond = NULL;
         s->cand_threads--;
         if (k->signalled && handed && s->permits > 0)
             wake_one(s); /* woken for a wake-up it leaves: the next sleeper takes it */
         k->signalled = false;
     }
     int rc = BATON_ETIMEDOUT;
+    bool denied = false;
     if (handed) {
-        baton__mutex_unlock(&d->mu);
-        return BATON_OK;
-    }
-    if (s->denied) { /* first: each reconnection hands out wake-ups too */
-        baton__mutex_unlock(&d->mu);
-        return baton__sub_denied(c, s);
-    }
-    if (s->permits > 0) {
+        rc = BATON_OK;
+    } else if (s->denied) { /* first: each reconnection hands out wake-ups too */
+        denied = true;
+    } else if (s->permits > 0) {
         s->permits--;
         rc = BATON_OK;
     }
     baton__mutex_unlock(&d->mu);
-    return rc;
+    if (k)
+        baton__cond_destroy(&own); /* no longer asleep: nobody signals it now */
+    return denied ? baton__sub_denied(c, s) : rc;
 }
 
 /* ------------------------------- hand-overs within a client ---------------------------- */
@@ -1347,7 +1372,7 @@ void baton__sub_cand_add(baton__sub *s, baton__cand *cand)
     cand->waker = NULL;
     cand->ticket = NULL;
     cand->value = 0;
-    baton__cond_init(&cand->cond);
+    cand->cond = NULL;
     baton__mutex_lock(&s->d->mu);
     BATON__APPEND(cand, prev, next, s->cands, s->cands_tail);
     baton__mutex_unlock(&s->d->mu);
@@ -1373,7 +1398,6 @@ int baton__sub_cand_remove(baton__cand *cand, int64_t *value)
         cand->ticket->cand = NULL; /* gave up while offered: the releaser undoes it */
     BATON__UNLINK_TAILED(cand, prev, next, s->cands, s->cands_tail);
     baton__mutex_unlock(&s->d->mu);
-    baton__cond_destroy(&cand->cond);
     cand->sub = NULL;
     return st;
 }
@@ -1435,7 +1459,7 @@ bool baton__sub_settle(baton_client *c, baton__ticket *t, bool handed, int64_t v
                 k->parked = false;
                 w->fn(w->arg);
             } else if (!w && k->asleep) {
-                baton__cond_signal(&k->cond); /* a thread: its own condition */
+                baton__cond_signal(k->cond); /* a thread: its own condition */
             }
         } else {
             /* asleep again, as before the offer, and one that took no wake-up meanwhile
@@ -1449,7 +1473,7 @@ bool baton__sub_settle(baton_client *c, baton__ticket *t, bool handed, int64_t v
                 feed_wakers(s);
             } else if (!k->waker && k->asleep) {
                 k->signalled = true;
-                baton__cond_signal(&k->cond);
+                baton__cond_signal(k->cond);
             }
         }
     }
@@ -1534,10 +1558,9 @@ void baton__sub_wake_all(baton_client *c)
     baton__mutex_lock(&d->mu);
     sub_list l = {0};
     baton__map_each(&d->subs, collect, &l);
-    for (size_t i = 0; i < l.n; i++) {
+    for (size_t i = 0; i < l.n; i++)
         add_permits(l.items[i], l.items[i]->refs);
-        baton__cond_broadcast(&l.items[i]->ready);
-    }
+    baton__cond_broadcast(&d->ready);
     free(l.items);
     baton__mutex_unlock(&d->mu);
 }
@@ -1585,6 +1608,7 @@ void baton__dispatcher_free(baton__dispatcher *d, bool forked)
     if (!forked) {
         baton__mutex_destroy(&d->mu);
         baton__cond_destroy(&d->unsubscribed);
+        baton__cond_destroy(&d->ready);
     }
     free(d);
 }

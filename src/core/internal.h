@@ -253,7 +253,7 @@ typedef struct baton__cand {
     int state;
     int64_t value; /* the releaser's word to it (a lock's new fencing token) */
     bool asleep, signalled, parked;
-    pthread_cond_t cond;            /* a sleeping thread's own */
+    pthread_cond_t *cond;           /* a sleeping thread's own (on its stack, while asleep) */
     struct baton__sub_waker *waker; /* a sleeping fiber's */
     struct baton__ticket *ticket;   /* the offer made to it */
     struct baton__cand *prev, *next;

@@ -150,13 +150,20 @@ void baton__map_init(baton__map *m)
     memset(m, 0, sizeof *m);
 }
 
+void baton__map_init_borrowing(baton__map *m)
+{
+    memset(m, 0, sizeof *m);
+    m->borrowing = true; /* a put of a key already there keeps the key it has */
+}
+
 void baton__map_free(baton__map *m)
 {
     for (size_t i = 0; i < m->nbuckets; i++) {
         baton__map_entry *e = m->buckets[i];
         while (e) {
             baton__map_entry *next = e->next;
-            free(e->key);
+            if (!m->borrowing)
+                free(e->key);
             free(e);
             e = next;
         }
@@ -209,10 +216,11 @@ int baton__map_put(baton__map *m, const char *key, void *val)
         }
     }
     baton__map_entry *e = malloc(sizeof *e);
-    char *k = baton__strdup(key);
+    char *k = m->borrowing ? (char *)key : baton__strdup(key);
     if (!e || !k) {
         free(e);
-        free(k);
+        if (!m->borrowing)
+            free(k);
         return BATON_ENOMEM;
     }
     e->key = k;
@@ -233,7 +241,8 @@ void *baton__map_remove(baton__map *m, const char *key)
         if (strcmp(e->key, key) == 0) {
             void *val = e->val;
             *pp = e->next;
-            free(e->key);
+            if (!m->borrowing)
+                free(e->key);
             free(e);
             m->count--;
             return val;
@@ -294,20 +303,38 @@ char *baton__derive_key(const char *prefix, const char *name, const char *suffix
 
 bool baton__derive_keys(const char *name, const baton__key_spec *specs, size_t n)
 {
-    bool ok = true;
     for (size_t i = 0; i < n; i++)
-        ok = (*specs[i].out = baton__derive_key(specs[i].prefix, name, specs[i].suffix)) && ok;
-    if (!ok)
-        baton__free_keys(specs, n);
-    return ok;
+        *specs[i].out = NULL;
+    if (n == 0)
+        return true;
+    char *tag = baton__hash_tag(name);
+    if (!tag)
+        return false;
+    size_t len = 0, tl = strlen(tag);
+    for (size_t i = 0; i < n; i++)
+        len += strlen(specs[i].prefix) + tl + (specs[i].suffix ? strlen(specs[i].suffix) : 0) + 1;
+    /* one allocation for all (the first key's): a handle's four keys cost one malloc's
+     * overhead, not four; 100,000 handles are 100,000 of them */
+    char *at = malloc(len);
+    if (!at) {
+        free(tag);
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        *specs[i].out = at;
+        at +=
+            sprintf(at, "%s%s%s", specs[i].prefix, tag, specs[i].suffix ? specs[i].suffix : "") + 1;
+    }
+    free(tag);
+    return true;
 }
 
 void baton__free_keys(const baton__key_spec *specs, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        free(*specs[i].out);
+    if (n > 0)
+        free(*specs[0].out);
+    for (size_t i = 0; i < n; i++)
         *specs[i].out = NULL;
-    }
 }
 
 int baton__lost_pipe_fd(baton_client *c, int pipe[2], bool lost, int *fd)

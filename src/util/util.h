@@ -90,7 +90,9 @@ char *baton__strndup(const char *s, size_t n);
 /* printf into a new string; NULL when out of memory. */
 char *baton__asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* A string-keyed hash map of void *; keys are copied. Not thread-safe. */
+/* A string-keyed hash map of void *; keys are copied, or borrowed (baton__map_init_borrowing:
+ * each key is the caller's and lives as long as its entry, as a value's own name does).
+ * Not thread-safe. */
 typedef struct baton__map_entry {
     char *key;
     void *val;
@@ -101,10 +103,12 @@ typedef struct baton__map {
     baton__map_entry **buckets;
     size_t nbuckets;
     size_t count;
+    bool borrowing;
 } baton__map;
 
 void baton__map_init(baton__map *m);
-void baton__map_free(baton__map *m); /* frees entries and keys, not values */
+void baton__map_init_borrowing(baton__map *m);
+void baton__map_free(baton__map *m); /* frees entries and keys it copied, not values */
 void *baton__map_get(const baton__map *m, const char *key);
 int baton__map_put(baton__map *m, const char *key, void *val); /* BATON_OK / BATON_ENOMEM */
 void *baton__map_remove(baton__map *m, const char *key);       /* the value, or NULL */
@@ -139,10 +143,12 @@ typedef struct baton__key_spec {
     const char *prefix;
     const char *suffix; /* may be NULL */
 } baton__key_spec;
-/* Derives every key of specs[0..n); false when memory ran out (then every *out is freed
- * and NULL). */
+/* Derives every key of specs[0..n), all in one allocation (specs[0]'s: free them with
+ * baton__free_keys, never one by one); false when memory ran out (then every *out is
+ * NULL). */
 bool baton__derive_keys(const char *name, const baton__key_spec *specs, size_t n);
-/* Frees every key of specs[0..n) (NULL ones too) and sets it NULL. */
+/* Frees the keys of specs[0..n) that baton__derive_keys made (or none: all NULL) and sets
+ * each NULL. */
 void baton__free_keys(const baton__key_spec *specs, size_t n);
 /* Fills k[] (at most BATON__MAX_KEYS) with the keys of an object's state impl; how many. */
 #define BATON__MAX_KEYS 8

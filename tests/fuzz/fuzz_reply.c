@@ -62,9 +62,7 @@ static baton__sub *add_sub(baton__dispatcher *d, const char *channel, const bato
     set_link(s, d->links[0]);
     s->inflight = state == S_SUBSCRIBING;
     s->sem.permits = state == S_SUBSCRIBING ? 0 : 1;
-    baton__cond_init(&s->wake);
-    baton__cond_init(&s->ready);
-    baton__map_put(&d->subs, channel, s);
+    baton__map_put(&d->subs, s->channel, s);
     return s;
 }
 
@@ -78,7 +76,8 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     d.nlinks = 1;
     baton__mutex_init(&d.mu);
     baton__cond_init(&d.unsubscribed);
-    baton__map_init(&d.subs);
+    baton__cond_init(&d.ready);
+    baton__map_init_borrowing(&d.subs);
     baton__sub *subs[3] = {
         add_sub(&d, "redisson_lock__channel:{a}", &baton__lock_sub, S_SUBSCRIBED),
         add_sub(&d, "redisson_countdownlatch__channel__{b}", &baton__latch_sub, S_SUBSCRIBING),
@@ -105,6 +104,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     }
     baton__map_free(&d.subs);
     baton__cond_destroy(&d.unsubscribed);
+    baton__cond_destroy(&d.ready);
     baton__mutex_destroy(&d.mu);
 
     baton__conn *k = baton__conn_detached();
