@@ -19,16 +19,37 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* 40 bytes, at most half the table in use: 100,000 handles are 262,144 of these. */
 typedef struct entry {
     const void *p;      /* the object; NULL: free slot; TOMB: a removed one */
     const void *client; /* whose it is (NULL: none, or a client itself) */
-    void (*dispose)(void *p);
-    const char *what; /* the kind, for messages ("lock"; static) */
-    char *name;       /* its name, for messages (a copy: the object's own may be gone) */
-    uint64_t seq;     /* registration order: a client's close disposes the newest first */
-    uint32_t magic;   /* the kind (BATON__MAGIC_*) */
-    int state;        /* BATON__LIVE_OPEN or BATON__LIVE_ORPHAN */
+    char *name;         /* its name, for messages (a copy: the object's own may be gone) */
+    uint64_t seq;       /* registration order: a client's close disposes the newest first */
+    uint32_t magic;     /* the kind (BATON__MAGIC_*) */
+    uint8_t state;      /* BATON__LIVE_OPEN or BATON__LIVE_ORPHAN */
+    uint8_t kind;       /* its what and dispose: kinds[kind] */
 } entry;
+
+/* The kinds registered so far (mu held): each what ("lock"; static) with its dispose. */
+typedef struct kind {
+    const char *what;
+    void (*dispose)(void *p);
+} kind;
+#define MAX_KINDS 64 /* the library has about fifteen */
+static kind kinds[MAX_KINDS];
+static int nkinds;
+
+/* The index of (what, dispose) in kinds[], added if new; -1 when the table is full. */
+static int kind_index(const char *what, void (*dispose)(void *p))
+{
+    for (int i = 0; i < nkinds; i++)
+        if (kinds[i].what == what && kinds[i].dispose == dispose)
+            return i;
+    if (nkinds == MAX_KINDS)
+        return -1;
+    kinds[nkinds] = (kind){what, dispose};
+    return nkinds++;
+}
 
 static const char tomb_byte;
 #define TOMB ((const void *)&tomb_byte)
@@ -113,7 +134,13 @@ int baton__live_add(const void *p, uint32_t magic, const void *client, void (*di
     if (!copy)
         return BATON_ENOMEM;
     baton__mutex_lock(&mu);
+    int k = kind_index(what, dispose);
     entry *e = find(p);
+    if (k < 0) {
+        baton__mutex_unlock(&mu);
+        free(copy);
+        return BATON_ENOMEM;
+    }
     if (!e) {
         if (!grow()) {
             baton__mutex_unlock(&mu);
@@ -129,7 +156,7 @@ int baton__live_add(const void *p, uint32_t magic, const void *client, void (*di
     } else {
         free(e->name); /* re-registered (never two opens of one address) */
     }
-    *e = (entry){p, client, dispose, what, copy, ++seq, magic, BATON__LIVE_OPEN};
+    *e = (entry){p, client, copy, ++seq, magic, BATON__LIVE_OPEN, (uint8_t)k};
     baton__mutex_unlock(&mu);
     return BATON_OK;
 }
@@ -218,7 +245,8 @@ void baton__live_orphan_all(const void *client)
     for (size_t i = 0; v && i < cap; i++)
         if (tab[i].p && tab[i].p != TOMB && tab[i].client == client && tab[i].p != client &&
             tab[i].state == BATON__LIVE_OPEN)
-            v[k++] = (victim){(void *)tab[i].p, tab[i].magic, tab[i].seq, tab[i].dispose};
+            v[k++] =
+                (victim){(void *)tab[i].p, tab[i].magic, tab[i].seq, kinds[tab[i].kind].dispose};
     baton__mutex_unlock(&mu);
     if (n && !v)
         return; /* out of memory: the handles stay as they were (their close still works
@@ -267,8 +295,8 @@ int baton__handle_enter(const void *p, uint32_t magic, const char *what)
         st = BATON__LIVE_OPEN;
     int rc = BATON_OK;
     if (st == BATON__LIVE_ORPHAN)
-        rc = baton__misuse(BATON_ECLOSED, "%s %s: its client was closed: close the handle", e->what,
-                           e->name);
+        rc = baton__misuse(BATON_ECLOSED, "%s %s: its client was closed: close the handle",
+                           kinds[e->kind].what, e->name);
     else if (st != BATON__LIVE_OPEN)
         rc = baton__misuse(BATON_ECLOSED,
                            "%s %p: not an open handle (used after its close, or never opened)",
