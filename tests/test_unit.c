@@ -176,6 +176,50 @@ Test(unit, names_and_keys)
     free(k);
 }
 
+/* A handle's keys, derived together: each as baton__derive_key makes it, in one
+ * allocation (the first key's), all freed and NULL after baton__free_keys. */
+Test(unit, a_handles_keys_are_derived_together)
+{
+    char *a = NULL, *b = NULL, *c = NULL;
+    const baton__key_spec k[] = {{&a, "redisson_lock_token:", NULL},
+                                 {&b, "redisson_unlock_latch:", ":"},
+                                 {&c, "baton_lock_line:", NULL}};
+    cr_assert(baton__derive_keys("job{7}", k, 3));
+    cr_assert(eq(str, a, "redisson_lock_token:job{7}"));
+    cr_assert(eq(str, b, "redisson_unlock_latch:job{7}:"));
+    cr_assert(eq(str, c, "baton_lock_line:job{7}"));
+    cr_assert(b == a + strlen(a) + 1 && c == b + strlen(b) + 1, "one allocation");
+    baton__free_keys(k, 3);
+    cr_assert(a == NULL && b == NULL && c == NULL);
+    cr_assert(baton__derive_keys("x", k, 0));
+    baton__free_keys(k, 0);
+}
+
+/* A borrowing map keeps the caller's key (no copy: the key's own memory, as long as its
+ * entry lives); a copying one its own copy. */
+Test(unit, a_borrowing_map_keeps_the_callers_key)
+{
+    char key[] = "redisson_lock__channel:{a}";
+    int v = 1;
+    baton__map m;
+    baton__map_init_borrowing(&m);
+    cr_assert(eq(int, baton__map_put(&m, key, &v), BATON_OK));
+    cr_assert(baton__map_get(&m, "redisson_lock__channel:{a}") == &v);
+    bool borrowed = false;
+    for (size_t i = 0; i < m.nbuckets; i++)
+        for (baton__map_entry *e = m.buckets[i]; e; e = e->next)
+            borrowed = borrowed || e->key == key;
+    cr_assert(borrowed, "the entry's key is the caller's string");
+    cr_assert(baton__map_remove(&m, key) == &v);
+    cr_assert(baton__map_get(&m, key) == NULL);
+    baton__map_free(&m);
+    baton__map_init(&m);
+    cr_assert(eq(int, baton__map_put(&m, key, &v), BATON_OK));
+    key[0] = 'X'; /* the copy is its own */
+    cr_assert(baton__map_get(&m, "redisson_lock__channel:{a}") == &v);
+    baton__map_free(&m);
+}
+
 /* An empty URL is an error, not the default server (issue 16). */
 Test(unit, an_empty_url_is_einval)
 {
