@@ -638,6 +638,10 @@ bool baton__conn_io(baton__conn *k, short revents)
             if (n > 0) {
                 if (!baton__conn_take(k, buf, (size_t)n))
                     return false;
+                if (!k->ssl && (size_t)n < sizeof buf)
+                    break; /* the socket had no more: what comes later wakes poll(), and a
+                            * recv() now would find nothing (EAGAIN: a system call for each
+                            * message a subscriber gets) */
                 continue;
             }
             if (n == IO_BROKEN)

@@ -134,8 +134,10 @@ int baton__conn_read_by(baton_client *c, baton__conn *k, const char *what, int64
 int baton__conn_fd(const baton__conn *k);
 short baton__conn_events(const baton__conn *k);
 bool baton__conn_io(baton__conn *k, short revents);
-/* io stopped reading because complete replies wait to be taken (next): once they are,
- * call io again with POLLIN without waiting for poll(). */
+/* io stopped reading because complete replies wait to be taken (next), with more perhaps
+ * in the socket: once they are, call io again with POLLIN without waiting for poll(). (A
+ * read that the socket could not fill ends io's reading with more false: the socket had
+ * nothing else, and poll() tells when it has.) */
 bool baton__conn_more(const baton__conn *k);
 int baton__conn_next(baton__conn *k, struct redisReply **out);
 const char *baton__conn_errstr(const baton__conn *k);

@@ -175,3 +175,78 @@ Test(syscalls, an_async_round_trip_makes_at_most_three, .timeout = 60)
     cr_assert_leq(per_rt, 3.05, "an asynchronous round trip made %.2f socket system calls: %s",
                   per_rt, what);
 }
+
+/* ------------------------------------------------------------ the subscriber's path --- */
+
+typedef struct waiting_lock {
+    baton_lock *l;
+    int rc, released; /* the acquire's, the release's (a hold is its thread's) */
+} waiting_lock;
+
+static void *wait_for_lock(void *arg)
+{
+    waiting_lock *w = arg;
+    w->rc = baton_lock_try_acquire(w->l, 20000, 10000);
+    w->released = w->rc == BATON_OK ? baton_lock_release(w->l) : -100;
+    return NULL;
+}
+
+#define MESSAGES 100
+
+static long long subscribers(redisContext *r, const char *channel)
+{
+    redisReply *x = th_cmd(r, "PUBSUB NUMSUB %s", channel);
+    long long n = x->type == REDIS_REPLY_ARRAY && x->elements == 2 ? x->element[1]->integer : 0;
+    freeReplyObject(x);
+    return n;
+}
+
+/* A message to a subscriber costs the dispatcher one poll() and one recv(): the recv that
+ * the socket could not fill was its last. Before, it read on until recv() failed EAGAIN:
+ * a third call for each message, for each process that listens on the channel (8 processes
+ * contending for one lock: 8 of the 29 socket calls an acquisition made). */
+Test(syscalls, a_message_to_a_subscriber_makes_no_read_that_finds_nothing, .timeout = 60)
+{
+    syscount_only_port(th_port());
+    const char *name = th_tmpname("syscalls-sub");
+    redisContext *r = th_redis();
+    syscount_ignore_fd(r->fd);
+    /* held by another owner (Redisson's layout) for a minute: the waiter sleeps on the
+     * lock's channel and each message there wakes it to an attempt that fails */
+    freeReplyObject(th_cmd(r, "HSET %s other:1 1", name));
+    freeReplyObject(th_cmd(r, "PEXPIRE %s 60000", name));
+    baton_client *c = th_client(NULL);
+    waiting_lock w = {NULL, -100, -100};
+    cr_assert_eq(baton_lock_open(c, name, &w.l), BATON_OK);
+    pthread_t t;
+    pthread_create(&t, NULL, wait_for_lock, &w);
+    char channel[300];
+    snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
+    for (int i = 0; i < 500 && subscribers(r, channel) == 0; i++)
+        th_sleep_ms(10);
+    th_sleep_ms(100); /* its first attempts are over */
+    syscount s0, s1, d;
+    syscount_read(&s0);
+    for (int i = 0; i < MESSAGES; i++) {
+        freeReplyObject(th_cmd(r, "PUBLISH %s 0", channel));
+        th_sleep_ms(3); /* each message its own wake-up of the dispatcher */
+    }
+    th_sleep_ms(100);
+    syscount_read(&s1);
+    syscount_diff(&s0, &s1, &d);
+    char what[200];
+    syscount_format(&d, what, sizeof what);
+    fprintf(stderr, "syscalls: %d messages to a waiting subscriber: %s\n", MESSAGES, what);
+    freeReplyObject(th_cmd(r, "DEL %s", name));
+    freeReplyObject(th_cmd(r, "PUBLISH %s 0", channel));
+    pthread_join(t, NULL);
+    cr_assert_eq(w.rc, BATON_OK, "the waiter takes the lock once it is free: %s",
+                 baton_client_errmsg(c));
+    /* the counter works: the dispatcher read the messages */
+    cr_assert_geq(d.n[SC_RECV] + d.n[SC_READ], MESSAGES, "%s", what);
+    cr_assert_leq(d.n[SC_EAGAIN], MESSAGES / 10, "reads that found nothing: %s", what);
+    cr_assert_eq(w.released, BATON_OK);
+    baton_lock_close(w.l);
+    baton_client_close(c);
+    redisFree(r);
+}
