@@ -815,7 +815,10 @@ hist_verdict hist_check_reentrant(const hist *h, const char *obj, const hist_par
  *    outcome that never ran, or with killed holders) is deleted and set again. A delete
  *    that may have removed a count is a loss that keeps nothing, from its invoke to its
  *    completion: the holders open across it are excused, and 1 to 3 apply to it as to
- *    any loss (the set after it is rule 2). The final count of a run with a reset is not
+ *    any loss (the set after it is rule 2). A hold whose acquire was answered after a
+ *    delete began, with no count possible between that delete and the answer (no set or
+ *    release that may have made one), took its permit before the delete: it is excused as
+ *    one open across it (sem_before_reset). The final count of a run with a reset is not
  *    checked (allowed, as after a loss).
  *
  * So b is a violation when the holders that no loss excuses are n + E(b) or more, E(b) the
@@ -1056,11 +1059,73 @@ typedef struct sem_model {
                                      the last set before */
     size_t nadd;
     int64_t *gone;        /* per hold: from when an acquire sent does not count it (INT64_MAX) */
+    bool *before_reset;   /* per hold: its permit came from a count a reset deleted (rule 4) */
     sem_set *sets, *dels; /* the "set" and "delete" operations */
     size_t nsets, made, ndels, resets;
     int64_t *made_done, *made_since; /* the sets made, by completion; the latest invoke of
                                         those completed by then */
 } sem_model;
+
+typedef struct sent_done {
+    int64_t sent, done;
+} sent_done;
+
+static int cmp_sent(const void *a, const void *b)
+{
+    const sent_done *x = a, *y = b;
+    return x->sent < y->sent ? -1 : x->sent > y->sent;
+}
+
+/* Rule 4, a hold whose acquire completed after a reset's delete began: if no count can have
+ * been there between that delete and the acquire's completion (no set that may have made
+ * one was sent by then and completed after the delete began; no release, which makes a
+ * count of 1 where there is none, likewise), its acquire ran before the delete, on the count
+ * the delete removed: it holds no permit of a later count, as a hold open across the
+ * delete. (Seed 509: two clients reset within a millisecond; an acquire answered between
+ * the second delete and the second set was counted among the new count's holders.) */
+static bool *sem_before_reset(const hist *h, const holds *hs, const sem_set *sets, size_t nsets,
+                              const sem_set *dels, size_t ndels)
+{
+    bool *v = calloc(hs->n ? hs->n : 1, sizeof *v);
+    sent_done *r = malloc((hs->n ? hs->n : 1) * sizeof *r);
+    if (!v || !r)
+        abort();
+    size_t nr = 0;
+    for (size_t k = 0; k < hs->n; k++) {
+        const hold *x = &hs->v[k];
+        if (!x->killed && !x->lost && !x->open_at_end && !release_failed(h, x))
+            r[nr++] = (sent_done){x->end, release_done(h, x)};
+    }
+    if (nr > 0)
+        qsort(r, nr, sizeof *r, cmp_sent);
+    for (size_t i = 1; i < nr; i++) /* done: the latest completion of those sent by then */
+        if (r[i].done < r[i - 1].done)
+            r[i].done = r[i - 1].done;
+    for (size_t k = 0; k < hs->n && ndels > 0; k++) {
+        const hold *a = &hs->v[k];
+        /* the latest completion of the releases sent before the acquire completed */
+        size_t lo = 0, hi = nr;
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (r[mid].sent < a->start)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        int64_t released = lo > 0 ? r[lo - 1].done : INT64_MIN;
+        for (size_t q = 0; q < ndels && !v[k]; q++) {
+            const sem_set *d = &dels[q];
+            if (!d->maybe || d->invoke >= a->start || d->done < a->invoke || released >= d->invoke)
+                continue;
+            bool remade = false;
+            for (size_t s = 0; s < nsets && !remade; s++)
+                remade = sets[s].maybe && sets[s].invoke < a->start && sets[s].done >= d->invoke;
+            v[k] = !remade;
+        }
+    }
+    free(r);
+    return v;
+}
 
 static int cmp_set_done(const void *a, const void *b)
 {
@@ -1135,6 +1200,7 @@ static sem_model sem_model_build(const hist *h, const holds *hs)
         }
     free(adds);
     free(rdone);
+    m.before_reset = sem_before_reset(h, hs, m.sets, m.nsets, m.dels, m.ndels);
     if (m.nsets > 0) /* qsort wants a pointer even for nothing: sets may be NULL */
         qsort(m.sets, m.nsets, sizeof *m.sets, cmp_set_done);
     m.made_done = malloc((m.made ? m.made : 1) * sizeof *m.made_done);
@@ -1161,6 +1227,7 @@ static void sem_model_free(sem_model *m)
     free(m->add_from);
     free(m->add_done);
     free(m->gone);
+    free(m->before_reset);
     free(m->sets);
     free(m->dels);
     free(m->made_done);
@@ -1340,7 +1407,7 @@ hist_verdict hist_check_permits(const hist *h, const char *obj, int n, const his
                 int e;
                 if (sem) /* a counting semaphore's permit has no lease: only a loss */
                     e = ix_within(&fx, a->start, b->start, false) || m.gone[i] <= b->invoke ||
-                                sem_deleted_within(&m, a->start, b->start)
+                                sem_deleted_within(&m, a->start, b->start) || m.before_reset[i]
                             ? EX_LOSS
                             : 0;
                 else

@@ -1168,6 +1168,56 @@ Test(permits, a_semaphore_reset_counts_from_2_and_the_holds_across_it)
     }
 }
 
+/* Two resets close together (seed 509): 3 deletes the count (2: 9's permit and the one 0's
+ * acquire took, answered only after the delete completed) and sets it again (2); 1 and 2,
+ * waiting since before the set, take the new count's two. No count could be there between
+ * the delete and 0's answer (no set sent, no release), so 0's acquire ran before the delete:
+ * its permit was the old count's, and 2 beside 0 and 1 is allowed (a violation before: 0 was
+ * counted among the new count's holders). An acquire sent after the delete completed ran
+ * on the new count: 0 then is one of three holders of 2. */
+Test(permits, an_acquire_answered_between_a_reset_and_its_set_held_the_old_count)
+{
+    for (int late = 0; late <= 1; late++) {
+        const char *lines[] = {
+            "10000 9 0 sem acquire invoke 0 0 0",
+            "10100 9 0 sem acquire ok 0 0 0",
+            late ? "10200 9 0 sem count ok 0 0 0" : "100000 0 0 sem acquire invoke 0 0 0",
+            "150000 1 0 sem acquire invoke 0 0 0",
+            "160000 2 0 sem acquire invoke 0 0 0",
+            "200000 3 0 sem delete invoke 0 0 0",
+            "200100 3 0 sem delete ok 0 0 1",
+            late ? "200300 9 0 sem count ok 0 0 0" : "200300 0 0 sem acquire ok 0 0 0",
+            "200400 3 0 sem set invoke 0 0 2",
+            late ? "200450 0 0 sem acquire invoke 0 0 0" : "200450 9 0 sem count ok 0 0 0",
+            "200500 3 0 sem set ok 0 0 1",
+            late ? "200600 0 0 sem acquire ok 0 0 0" : "200600 9 0 sem count ok 0 0 0",
+            "300100 1 0 sem acquire ok 0 0 0",
+            "310100 2 0 sem acquire ok 0 0 0",
+            "800000 0 0 sem release invoke 0 0 0",
+            "810000 1 0 sem release invoke 0 0 0",
+            "820000 2 0 sem release invoke 0 0 0",
+            "830000 9 0 sem release invoke 0 0 0",
+            NULL};
+        hist_params p = params();
+        hist h;
+        load(&h, lines);
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *out = open_memstream(&buf, &len);
+        hist_verdict v = hist_check_permits(&h, "sem", 2, &p, out);
+        fclose(out);
+        if (late) {
+            cr_assert_eq(v.violations, 1, "%s", buf);
+            cr_assert(strstr(buf, "VIOLATION: 3 permits held (2 not excused) when 2.0"), "%s", buf);
+        } else {
+            cr_assert_eq(v.violations, 0, "%s", buf);
+            cr_assert(strstr(buf, "3 permits held (1 not excused) when 2.0"), "%s", buf);
+        }
+        free(buf);
+        hist_free(&h);
+    }
+}
+
 /* After the run: a lease semaphore has every permit back; a permit missing is a loss */
 Test(permits, every_permit_back_once_the_leases_ended)
 {
