@@ -1107,6 +1107,21 @@ Test(permits, a_semaphore_overcommit_a_set_does_not_explain_fails)
     hist_free(&h);
 }
 
+/* The counting semaphore's check (2 permits) of a hand-made history; what it printed in
+ * *buf (free it). */
+static hist_verdict check_sem(const char **lines, char **buf)
+{
+    hist_params p = params();
+    hist h;
+    load(&h, lines);
+    size_t len = 0;
+    FILE *out = open_memstream(buf, &len);
+    hist_verdict v = hist_check_permits(&h, "sem", 2, &p, out);
+    fclose(out);
+    hist_free(&h);
+    return v;
+}
+
 /* The workload's reset: a count that is there but has lost its permits (a release of
  * unknown outcome that never ran, lost with a killed master) is deleted and set again
  * (2). The hold open across the delete holds a permit the new count does not know: 1 and
@@ -1137,20 +1152,14 @@ Test(permits, a_semaphore_reset_counts_from_2_and_the_holds_across_it)
                            "820000 3 0 sem release invoke 0 0 0",
                            "830000 4 0 sem release invoke 0 0 0",
                            NULL};
-    hist_params p = params();
     for (int reset = 1; reset >= 0; reset--) {
         lines[2] = reset ? "200000 3 0 sem delete invoke 0 0 0" : "200000 3 0 sem count ok 0 0 0";
         /* VALUE 0 ("did not exist"), as the workload first recorded every delete (it read
          * its flag before the call): a delete that did not fail may have removed a count */
         lines[3] = reset ? "200100 3 0 sem delete ok 0 0 0" : "200100 3 0 sem count ok 0 0 0";
         lines[5] = reset ? "210100 3 0 sem set ok 0 0 1" : "210100 3 0 sem set ok 0 0 0";
-        hist h;
-        load(&h, lines);
         char *buf = NULL;
-        size_t len = 0;
-        FILE *out = open_memstream(&buf, &len);
-        hist_verdict v = hist_check_permits(&h, "sem", 2, &p, out);
-        fclose(out);
+        hist_verdict v = check_sem(lines, &buf);
         cr_assert_eq(v.checked, 5);
         if (reset) {
             /* 2's beside 0 (excused) and 1; 3's beside 1 and 2 with 0's permit added */
@@ -1164,7 +1173,6 @@ Test(permits, a_semaphore_reset_counts_from_2_and_the_holds_across_it)
             cr_assert_eq(v.violations, 3, "%s", buf); /* 2's, 3's and 4's */
         }
         free(buf);
-        hist_free(&h);
     }
 }
 
@@ -1198,14 +1206,8 @@ Test(permits, an_acquire_answered_between_a_reset_and_its_set_held_the_old_count
             "820000 2 0 sem release invoke 0 0 0",
             "830000 9 0 sem release invoke 0 0 0",
             NULL};
-        hist_params p = params();
-        hist h;
-        load(&h, lines);
         char *buf = NULL;
-        size_t len = 0;
-        FILE *out = open_memstream(&buf, &len);
-        hist_verdict v = hist_check_permits(&h, "sem", 2, &p, out);
-        fclose(out);
+        hist_verdict v = check_sem(lines, &buf);
         if (late) {
             cr_assert_eq(v.violations, 1, "%s", buf);
             cr_assert(strstr(buf, "VIOLATION: 3 permits held (2 not excused) when 2.0"), "%s", buf);
@@ -1214,7 +1216,6 @@ Test(permits, an_acquire_answered_between_a_reset_and_its_set_held_the_old_count
             cr_assert(strstr(buf, "3 permits held (1 not excused) when 2.0"), "%s", buf);
         }
         free(buf);
-        hist_free(&h);
     }
 }
 
