@@ -17,6 +17,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -3002,7 +3003,7 @@ Test(cli, notify_tells_ready_only_once_held, .timeout = 60)
 
 typedef struct cli_flood {
     const char *channel;
-    volatile int stop;
+    atomic_int stop; /* set by the test's thread, read by the flooder's */
     long long sent;
 } cli_flood;
 
@@ -3011,7 +3012,7 @@ static void *cli_flooder(void *arg)
 {
     cli_flood *f = arg;
     redisContext *r = th_redis();
-    while (!f->stop) {
+    while (!atomic_load(&f->stop)) {
         for (int i = 0; i < 200; i++)
             redisAppendCommand(r, "PUBLISH %s flood", f->channel);
         for (int i = 0; i < 200; i++) {
@@ -3041,7 +3042,7 @@ Test(cli, a_wait_under_a_message_flood_ends_by_its_bound, .timeout = 60)
     pthread_create(&t, NULL, cli_flooder, &f);
     cli_result r;
     cli_exec(&r, ARGS("lock", name, "-w", "2s", "--", "true"));
-    f.stop = 1;
+    atomic_store(&f.stop, 1);
     pthread_join(t, NULL);
     cr_log_info("flood: lock -w 2s ended after %lld ms, %lld messages published", (long long)r.ms,
                 f.sent);
