@@ -32,10 +32,10 @@ long long th_commands_processed(redisContext *r);
 /* Calls of one command (lower case, "evalsha") since the server started or the last
  * CONFIG RESETSTAT (INFO commandstats); 0 if it never ran. */
 long long th_cmdstat(redisContext *r, const char *cmd);
-/* Subscribers of a channel (PUBSUB NUMSUB), the channel given printf-style. */
 /* What two of baton's semaphore releases of 1 permit write and publish (counts "1", then
  * "2"), in one script: one reply, so both messages reach a subscriber in one read. */
 void th_two_releases_in_one_read(redisContext *r, const char *name);
+/* Subscribers of a channel (PUBSUB NUMSUB), the channel given printf-style. */
 long long th_numsub(redisContext *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A name unique to this run: "<base>-<pid>-<counter>-<random>". Caller frees. */
 char *th_name(const char *base);

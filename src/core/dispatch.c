@@ -666,10 +666,10 @@ static void on_disconnect(baton__dispatcher *d, sub_link *lk)
             asem_release(&s->sem);
         }
         add_permits(s, s->refs);
-        baton__cond_broadcast(&d->ready);
         if (s->refs > 0)
             request_reconcile(d, s); /* where it lives now (the same link, reconnected) */
     }
+    baton__cond_broadcast(&d->ready); /* once for all: one condition for every channel */
     for (size_t i = 0; i < l.n; i++)
         maybe_free(d, l.items[i]);
     free(l.items);

@@ -1082,20 +1082,14 @@ static int cmp_sent(const void *a, const void *b)
  * count of 1 where there is none, likewise), its acquire ran before the delete, on the count
  * the delete removed: it holds no permit of a later count, as a hold open across the
  * delete. (Seed 509: two clients reset within a millisecond; an acquire answered between
- * the second delete and the second set was counted among the new count's holders.) */
-static bool *sem_before_reset(const hist *h, const holds *hs, const sem_set *sets, size_t nsets,
-                              const sem_set *dels, size_t ndels)
+ * the second delete and the second set was counted among the new count's holders.) r[0..nr):
+ * the holds' releases (sent, completed), as sem_model_build found them; sorted here. */
+static bool *sem_before_reset(const holds *hs, const sem_set *sets, size_t nsets,
+                              const sem_set *dels, size_t ndels, sent_done *r, size_t nr)
 {
     bool *v = calloc(hs->n ? hs->n : 1, sizeof *v);
-    sent_done *r = malloc((hs->n ? hs->n : 1) * sizeof *r);
-    if (!v || !r)
+    if (!v)
         abort();
-    size_t nr = 0;
-    for (size_t k = 0; k < hs->n; k++) {
-        const hold *x = &hs->v[k];
-        if (!x->killed && !x->lost && !x->open_at_end && !release_failed(h, x))
-            r[nr++] = (sent_done){x->end, release_done(h, x)};
-    }
     if (nr > 0)
         qsort(r, nr, sizeof *r, cmp_sent);
     for (size_t i = 1; i < nr; i++) /* done: the latest completion of those sent by then */
@@ -1123,7 +1117,6 @@ static bool *sem_before_reset(const hist *h, const holds *hs, const sem_set *set
             v[k] = !remade;
         }
     }
-    free(r);
     return v;
 }
 
@@ -1147,15 +1140,18 @@ static sem_model sem_model_build(const hist *h, const holds *hs)
     if (!adds || !m.gone)
         abort();
     int64_t *rdone = malloc((hs->n ? hs->n : 1) * sizeof *rdone);
-    if (!rdone)
+    sent_done *rel = malloc((hs->n ? hs->n : 1) * sizeof *rel); /* the releases (rule 4) */
+    if (!rdone || !rel)
         abort();
+    size_t nrel = 0;
     for (size_t k = 0; k < hs->n; k++) {
         const hold *x = &hs->v[k];
         m.gone[k] = INT64_MAX;
         /* when its permit came back (INT64_MAX: never, or not known) */
-        rdone[k] = x->killed || x->lost || x->open_at_end || release_failed(h, x)
-                       ? INT64_MAX
-                       : release_done(h, x);
+        bool released = !x->killed && !x->lost && !x->open_at_end && !release_failed(h, x);
+        rdone[k] = released ? release_done(h, x) : INT64_MAX;
+        if (released)
+            rel[nrel++] = (sent_done){x->end, rdone[k]};
     }
     sem_loss_releases(h, hs, &L, m.sets, m.nsets, adds);
     /* rule 2: the holds open at a set that may have succeeded, whose acquire a loss before
@@ -1200,7 +1196,8 @@ static sem_model sem_model_build(const hist *h, const holds *hs)
         }
     free(adds);
     free(rdone);
-    m.before_reset = sem_before_reset(h, hs, m.sets, m.nsets, m.dels, m.ndels);
+    m.before_reset = sem_before_reset(hs, m.sets, m.nsets, m.dels, m.ndels, rel, nrel);
+    free(rel);
     if (m.nsets > 0) /* qsort wants a pointer even for nothing: sets may be NULL */
         qsort(m.sets, m.nsets, sizeof *m.sets, cmp_set_done);
     m.made_done = malloc((m.made ? m.made : 1) * sizeof *m.made_done);

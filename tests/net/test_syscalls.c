@@ -193,14 +193,6 @@ static void *wait_for_lock(void *arg)
 
 #define MESSAGES 100
 
-static long long subscribers(redisContext *r, const char *channel)
-{
-    redisReply *x = th_cmd(r, "PUBSUB NUMSUB %s", channel);
-    long long n = x->type == REDIS_REPLY_ARRAY && x->elements == 2 ? x->element[1]->integer : 0;
-    freeReplyObject(x);
-    return n;
-}
-
 /* A message to a subscriber costs the dispatcher one poll() and one recv(): the recv that
  * the socket could not fill was its last. Before, it read on until recv() failed EAGAIN:
  * a third call for each message, for each process that listens on the channel (8 processes
@@ -222,7 +214,7 @@ Test(syscalls, a_message_to_a_subscriber_makes_no_read_that_finds_nothing, .time
     pthread_create(&t, NULL, wait_for_lock, &w);
     char channel[300];
     snprintf(channel, sizeof channel, "redisson_lock__channel:{%s}", name);
-    for (int i = 0; i < 500 && subscribers(r, channel) == 0; i++)
+    for (int i = 0; i < 500 && th_numsub(r, "%s", channel) == 0; i++)
         th_sleep_ms(10);
     th_sleep_ms(100); /* its first attempts are over */
     syscount s0, s1, d;
