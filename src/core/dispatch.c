@@ -1234,9 +1234,14 @@ int baton__sub_follow(baton__sub *from, baton__sub *to, bool on)
         from->followers[i] = from->followers[--from->nfollowers];
     else if (on && i == from->nfollowers) {
         if (baton__grow(&from->followers, &from->capfollowers, from->nfollowers,
-                        sizeof *from->followers, 4))
+                        sizeof *from->followers, 4)) {
             from->followers[from->nfollowers++] = to;
-        else
+            /* a message that came before it followed (after the attempt that found it
+             * first, before that attempt's reply) left its wake-up on `from`, where this
+             * waiter no longer sleeps: it wakes for it now (at worst an attempt more) */
+            if (from->permits > 0)
+                add_permits(to, 1);
+        } else
             rc = BATON_ENOMEM;
     }
     baton__mutex_unlock(&d->mu);

@@ -214,8 +214,9 @@ bool baton__sub_queue(baton__sub *s, int small, int large);
  * waiter of `to` (a channel of one waiter, baton__sub_own) too, as if published there: the
  * first waiter of a line, which listens on a channel of its own, hears the releases of
  * clients that publish only on the shared channel (Redisson's). Both references must be
- * held while on; turn it off before dropping either. BATON_ENOMEM (nothing recorded) or
- * BATON_OK. */
+ * held while on; turn it off before dropping either. Turned on while a wake-up waits on
+ * `from` untaken (a message came after the attempt that made it follow, before it did), it
+ * wakes `to`'s waiter at once. BATON_ENOMEM (nothing recorded) or BATON_OK. */
 int baton__sub_follow(baton__sub *from, baton__sub *to, bool on);
 /* How many messages that woke waiters arrived on this channel since its entry was made: a
  * waiter that saw a change of this number knows a message came (a latch's "0", say), as

@@ -11,6 +11,7 @@
 #include "internal.h"
 
 #include "new_assert.h"
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -333,6 +334,41 @@ Test(faults, a_held_subscriber_connection_costs_at_most_the_lease)
     rig_down(&r);
 }
 
+/* The same, for a waiter of the line (issue 49): it joins while its subscriber connection
+ * is held, so its own channel's subscription is never confirmed, and after the command
+ * timeout (1 s) it waits where it listened. It slept the holder's remaining lease as its
+ * attempt was told it, counted from then on: 1 s past the lease's end, since the first of
+ * the line stopped looking every 50 ms. The lease is counted from the attempt's reply. */
+Test(faults, a_waiter_of_the_line_whose_subscription_hangs_costs_at_most_the_lease)
+{
+    rig r;
+    rig_up(&r, 1000);
+    baton_client_close(r.c);
+    baton_options o;
+    baton_options_init(&o);
+    o.url = th_proxy_url(r.proxy);
+    o.connect_timeout_ms = 1000;
+    o.command_timeout_ms = 1000;
+    o.starve_ms = 300; /* it joins the line after the subscriber connection is held */
+    cr_assert(eq(int, baton_client_open(&o, &r.c), BATON_OK), "%s", baton_open_errmsg());
+    contest k;
+    contest_start(&k, &r, "fl-sub-line", 2500);
+    th_proxy_hold_conn(r.proxy, k.sub_conn, true); /* no confirmation, no message */
+    int64_t lease_end = th_ms() + th_cmd_int(r.direct, "PTTL fl-sub-line");
+    int64_t t0 = th_ms();
+    while (th_cmd_int(r.direct, "ZCARD baton_lock_line:{fl-sub-line}") < 1 && th_ms() - t0 < 2000)
+        th_sleep_ms(5);
+    cr_assert(eq(i64, th_cmd_int(r.direct, "ZCARD baton_lock_line:{fl-sub-line}"), 1),
+              "the waiter joined the line");
+    cr_assert(eq(int, baton_lock_release(k.held), BATON_OK)); /* the "0" is held back */
+    contest_end(&k);
+    cr_assert(le(i64, atomic_load(&k.w.done_ms), lease_end + 300),
+              "acquired %lld ms after the lease's end",
+              (long long)(atomic_load(&k.w.done_ms) - lease_end));
+    th_proxy_heal(r.proxy);
+    rig_down(&r);
+}
+
 Test(faults, a_subscriber_connection_cut_while_waiting_is_resubscribed)
 {
     rig r;
@@ -363,6 +399,146 @@ static void *await_latch(void *arg)
     latch_waiter *w = arg;
     w->rc = baton_latch_await(w->l, 8000);
     return NULL;
+}
+
+/* Blackholes (delay_ms < 0) or delays by delay_ms the replies of every connection of r's
+ * client that is not a subscriber (CLIENT LIST, flags without P, seen through the proxy);
+ * returns how many. */
+static long slow_command_connections(rig *r, int delay_ms)
+{
+    redisReply *rep = th_cmd(r->direct, "CLIENT LIST");
+    cr_assert(eq(int, rep->type, REDIS_REPLY_STRING));
+    long n = 0;
+    for (char *line = strtok(rep->str, "\n"); line; line = strtok(NULL, "\n")) {
+        const char *addr = strstr(line, " addr=127.0.0.1:");
+        const char *flags = strstr(line, " flags=");
+        if (!addr || !flags)
+            continue;
+        long nth = th_proxy_conn_of(r->proxy, atoi(addr + strlen(" addr=127.0.0.1:")));
+        flags += strlen(" flags=");
+        size_t len = strcspn(flags, " ");
+        if (nth > 0 && !memchr(flags, 'P', len)) {
+            if (delay_ms < 0)
+                th_proxy_blackhole_conn(r->proxy, nth, TH_DOWN, true);
+            else
+                th_proxy_delay_conn(r->proxy, nth, TH_DOWN, delay_ms);
+            n++;
+        }
+    }
+    freeReplyObject(rep);
+    return n;
+}
+
+/* Issue 49: the line's first hears the lock's channel from the moment its attempt finds it
+ * first (baton__sub_follow). A Redisson unlock (DEL, PUBLISH "0" on the lock's channel
+ * alone) that ran after that attempt, and whose message came before the attempt's reply,
+ * found nobody following: the wake-up stayed on the lock's channel, which the waiter no
+ * longer sleeps on, and the waiter slept to the holder's lease (30 s here; it had been its
+ * next look, 50 ms, before the first stopped looking every 50 ms). 31 of 5,000 fibers hit
+ * it so in a benchmark run. Made here by delaying the replies of the command connections
+ * by 300 ms, not the messages: the unlock runs after the fourth attempt (first in the
+ * line) ran and before its reply arrives. The waiter must take the lock within a second of
+ * the unlock: a thread, then a fiber of the client's loop. */
+static _Atomic int64_t follow_done_ms;
+static atomic_int follow_rc = -1;
+
+static void on_follow(void *handle, baton_owner *owner, int rc, void *arg)
+{
+    (void)handle, (void)owner, (void)arg;
+    atomic_store(&follow_done_ms, th_ms());
+    atomic_store(&follow_rc, rc);
+}
+
+/* Runs the client's callbacks (a fiber's; a thread's wait needs none) until the server has
+ * run `scripts` more EVALSHA than `from`, within 5 s. */
+static void follow_until(rig *r, int fd, long long from, long long scripts)
+{
+    int64_t t0 = th_ms();
+    while (th_cmdstat(r->direct, "evalsha") - from < scripts) {
+        struct pollfd p = {fd, POLLIN, 0};
+        poll(&p, 1, 1);
+        baton_client_process(r->c);
+        cr_assert(lt(i64, th_ms() - t0, 5000), "%lld attempts in 5 s, not %lld",
+                  th_cmdstat(r->direct, "evalsha") - from, scripts);
+    }
+}
+
+static void unlock_before_follow(bool fiber)
+{
+    rig r;
+    rig_up(&r, 3000);
+    baton_client_close(r.c);
+    baton_options o;
+    baton_options_init(&o);
+    o.url = th_proxy_url(r.proxy);
+    o.command_timeout_ms = 3000;
+    o.starve_ms = 500; /* its second attempt sleeps that long: time to slow the replies */
+    cr_assert(eq(int, baton_client_open(&o, &r.c), BATON_OK), "%s", baton_open_errmsg());
+    const char *name = fiber ? "fl-follow-fiber" : "fl-follow";
+    int fd;
+    cr_assert(eq(int, baton_client_async_fd(r.c, &fd), BATON_OK));
+    baton_lock *l;
+    cr_assert(eq(int, baton_lock_open(r.c, name, &l), BATON_OK));
+    cr_assert(eq(int, baton_lock_try_acquire(l, 0, 1000), BATON_OK)); /* scripts loaded */
+    cr_assert(eq(int, baton_lock_release(l), BATON_OK));
+    th_cmd_int(r.direct, "HSET %s java-uuid:1 1", name);
+    th_cmd_int(r.direct, "PEXPIRE %s 30000", name);
+    long long scripts0 = th_cmdstat(r.direct, "evalsha");
+    waiter w = {r.c, l, 10000, -1, -1, 0, ""};
+    pthread_t t;
+    atomic_store(&follow_rc, -1);
+    if (fiber)
+        cr_assert(eq(int, baton_lock_acquire_async(l, NULL, 10000, 30000, on_follow, NULL, NULL),
+                     BATON_OK));
+    else
+        pthread_create(&t, NULL, wait_for_lock, &w);
+    /* refused; refused again after the subscription, then it sleeps to its bound */
+    follow_until(&r, fd, scripts0, 2);
+    cr_assert(eq(i64, th_numsub(r.direct, "redisson_lock__channel:{%s}", name), 1));
+    cr_assert(ge(i64, slow_command_connections(&r, 300), 1)); /* messages on time */
+    long accepted = th_proxy_accepted(r.proxy);
+    /* starved, it joins the line; after its own channel's subscription: first in the line,
+     * 30 s of lease left. The unlock comes right after that one ran. */
+    follow_until(&r, fd, scripts0, 4);
+    cr_assert(eq(i64, th_cmd_int(r.direct, "ZCARD baton_lock_line:{%s}", name), 1), "in the line");
+    cr_assert(eq(i64, th_proxy_accepted(r.proxy), accepted), "no command connection not slowed");
+    int64_t unlocked = th_ms();
+    th_cmd_int(r.direct, "DEL %s", name);
+    cr_assert(eq(i64, th_cmd_int(r.direct, "PUBLISH redisson_lock__channel:{%s} 0", name), 1),
+              "the waiter's client hears the lock's channel");
+    int64_t done;
+    if (fiber) {
+        while (atomic_load(&follow_rc) == -1 && th_ms() - unlocked < 12000) {
+            struct pollfd p = {fd, POLLIN, 0};
+            poll(&p, 1, 5);
+            baton_client_process(r.c);
+        }
+        cr_assert(eq(int, atomic_load(&follow_rc), BATON_OK), "the fiber: %s",
+                  baton_err_name(atomic_load(&follow_rc)));
+        done = atomic_load(&follow_done_ms);
+    } else {
+        pthread_join(t, NULL);
+        cr_assert(eq(int, w.rc, BATON_OK), "the waiter: %s", w.why);
+        cr_assert(eq(int, w.release_rc, BATON_OK));
+        done = atomic_load(&w.done_ms);
+    }
+    cr_assert(le(i64, done - unlocked, 1000), "it took the lock %lld ms after the unlock",
+              (long long)(done - unlocked));
+    /* four attempts, the one the unlock woke, and the thread's release */
+    cr_assert(eq(i64, th_cmdstat(r.direct, "evalsha") - scripts0, fiber ? 5 : 6));
+    th_proxy_heal(r.proxy);
+    baton_lock_close(l);
+    rig_down(&r);
+}
+
+Test(faults, a_redisson_unlock_before_the_lines_first_follows_still_wakes_its_thread)
+{
+    unlock_before_follow(false);
+}
+
+Test(faults, a_redisson_unlock_before_the_lines_first_follows_still_wakes_its_fiber)
+{
+    unlock_before_follow(true);
 }
 
 Test(faults, a_latch_deleted_behind_its_waiters_back_releases_them_within_recheck)
@@ -536,30 +712,6 @@ static long long barrier_count(rig *r, const char *key)
     return n;
 }
 
-/* Blackholes the replies of every connection of r's client that is not a subscriber
- * (CLIENT LIST, flags without P, seen through the proxy); returns how many. */
-static long blackhole_command_connections(rig *r)
-{
-    redisReply *rep = th_cmd(r->direct, "CLIENT LIST");
-    cr_assert(eq(int, rep->type, REDIS_REPLY_STRING));
-    long n = 0;
-    for (char *line = strtok(rep->str, "\n"); line; line = strtok(NULL, "\n")) {
-        const char *addr = strstr(line, " addr=127.0.0.1:");
-        const char *flags = strstr(line, " flags=");
-        if (!addr || !flags)
-            continue;
-        long nth = th_proxy_conn_of(r->proxy, atoi(addr + strlen(" addr=127.0.0.1:")));
-        flags += strlen(" flags=");
-        size_t len = strcspn(flags, " ");
-        if (nth > 0 && !memchr(flags, 'P', len)) {
-            th_proxy_blackhole_conn(r->proxy, nth, TH_DOWN, true);
-            n++;
-        }
-    }
-    freeReplyObject(rep);
-    return n;
-}
-
 /* a and b await together (a on a thread of its own): both must pass. */
 static void await_together(party *a, party *b)
 {
@@ -604,7 +756,7 @@ static void an_arrival_whose_reply_is_lost(bool first)
     /* every reply on the client's command connections is thrown away from now on (not on
      * its subscriber connection, whose stream a dropped confirmation would confuse): the
      * next arrival runs on the server and its caller never hears of it */
-    cr_assert(ge(i64, blackhole_command_connections(&r), 1));
+    cr_assert(ge(i64, slow_command_connections(&r, -1), 1));
     if (first) {
         pthread_create(&t, NULL, party_await, &a);
         for (int i = 0; i < 200 && barrier_count(&r, state) == 0; i++)
@@ -651,7 +803,7 @@ Test(faults, a_barrier_arrival_lost_twice_is_the_same_party_at_the_next_await)
     cr_assert(eq(int, baton_barrier_open(d, "fl-bar-twice", 2, &b.b), BATON_OK));
     pthread_t t;
     await_together(&a, &b);
-    cr_assert(ge(i64, blackhole_command_connections(&r), 1));
+    cr_assert(ge(i64, slow_command_connections(&r, -1), 1));
     arrive_alone(&r, &a, state, &t);
     th_proxy_hold(r.proxy, true); /* and the one sent again never gets there */
     pthread_join(t, NULL);
