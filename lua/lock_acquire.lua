@@ -20,6 +20,11 @@
 --          {0, pttl}   held by another owner; pttl = its remaining lease in ms (-1: none)
 --          {3, pttl}   free, but reserved for another waiter for pttl ms more
 --          {5, rank}   not taken; the caller is in the line, rank waiters before it
+--          {5, 0, pttl} not taken; the caller is the line's first, behind a holder whose
+--                      lease runs pttl ms more: it hears every way the lock comes free but
+--                      the lease's end (the holder's unlock on ARGV[4], a release's
+--                      reservation on its own channel), so it need look only then; the line
+--                      lasts ARGV[5] ms after that
 -- A key of another type at KEYS[1] or KEYS[2] (or a token that is not an integer) fails
 -- with WRONGTYPE (ERR) before anything is written; one at KEYS[3] or KEYS[4] is none.
 -- Uncontended, this is 4 commands: EXISTS (of the lock, the reservation and the line in
@@ -91,6 +96,14 @@ end
 -- held by another owner; the line may exist only if more than the lock did
 if ARGV[3] == '2' or (ARGV[3] == '1' and present > 1 and redis.pcall('exists', KEYS[4]) == 1) then
     local joined = join()
+    if joined and joined[2] == 0 and pttl > 0 then
+        -- the first behind a lease: the line lives until the lease's end, and ARGV[5] more
+        local life = pttl + tonumber(ARGV[5])
+        if redis.call('pttl', KEYS[4]) < life then
+            redis.call('pexpire', KEYS[4], life)
+        end
+        joined[3] = pttl
+    end
     if joined then
         return joined
     end

@@ -23,9 +23,12 @@
  * typically), and the waiter looks by itself when it is due. A waiter in the
  * line looks at the lock by itself every BATON__LINE_POLL_MS times its rank + 1 (at most
  * BATON__LINE_POLL_MAX_MS), for what no release tells: a holder whose lease ran out, a reservation
- * whose waiter died. Redisson's own clients do not know the line: they take a free lock as
- * before, and their unlock publishes "0" on the lock's channel only; the line's first waiter
- * hears that channel too (first_in_line, wait.c), so a Redisson unlock wakes it at once.
+ * whose waiter died; its first, behind a holder's lease, only when that lease runs out (it
+ * hears the rest, and the script keeps the line alive that long: 100,000 waiters, each first
+ * in its own line, would otherwise look 2,000,000 times a second). Redisson's own clients do not
+ * know the line: they take a free lock as before, and their unlock publishes "0" on the lock's
+ * channel only; the line's first waiter hears that channel too (first_in_line, wait.c), so a
+ * Redisson unlock wakes it at once.
  *
  * A release of the last hold that finds a thread or fiber of its own client asleep on the
  * lock hands it the lock in the release's own script (cohorting, docs/ARCHITECTURE.md,
@@ -68,6 +71,7 @@ typedef struct acquiring {
     int64_t lease_ms;
     bool waits;       /* wait_ms != 0: it may join the line */
     int64_t ttl;      /* how long to sleep at most after the last attempt; -1: no bound */
+    int64_t ttl_us;   /* when ttl was set: its reply came (a sleep begun later is shorter) */
     int64_t since_us; /* the first attempt */
     char *own;        /* its own channel once in the line (<channel>:<owner>); else NULL */
     long long rank;   /* waiters before it in the line at its last attempt; -1: not in it */
@@ -107,12 +111,17 @@ static int attempt(acquiring *a)
     a->sent_us = sent;
     baton__hold_reply hr;
     int rc = baton__hold_pair(l, &h, "lock", &sent, &hr);
+    a->ttl_us = baton__now_us(); /* unread: the last bound again, from now */
     if (!hr.read)
         return rc;
     long long status = hr.status, value = hr.value;
     a->rank = status == BATON__ACQ_IN_LINE ? value : -1;
     if (status == BATON__ACQ_IN_LINE) { /* in the line, value waiters before it */
         a->ttl = baton__line_look_ms(value);
+        /* its first, behind a lease of hr.extra ms more: it hears every other way the lock
+         * comes free, and the script kept the line alive past that (lock_acquire.lua) */
+        if (value == 0 && hr.extra > 0)
+            a->ttl = hr.extra;
         /* not due yet: look when it is, as a release then would hand it the lock */
         int64_t due_ms = due_us / 1000 + 1;
         if (due_us > 0 && due_ms < a->ttl)
@@ -214,7 +223,13 @@ static int turn(void *arg)
  * turn is told, or its next look). */
 static int64_t holder_ttl(void *arg)
 {
-    return ((acquiring *)arg)->ttl;
+    /* counted from the reply, not from the sleep: a wait for its own channel's
+     * confirmation in between (up to the command timeout) is no reason to sleep longer */
+    acquiring *a = arg;
+    if (a->ttl < 0)
+        return a->ttl;
+    int64_t left = a->ttl - (baton__now_us() - a->ttl_us) / 1000;
+    return left > 0 ? left : 0;
 }
 
 /* How an unlock message wakes the waiters on a lock's channel: "0" (an unlock) one of them,
@@ -254,6 +269,7 @@ static int plain_acquire(baton_lock *l, int64_t wait_ms, int64_t lease_ms)
                     * know the holder's lease, and looks by itself after recheck_ms */
                    .ttl = baton__client_config(c)->recheck_ms,
                    .since_us = baton__now_us(),
+                   .ttl_us = baton__now_us(),
                    .rank = -1};
     int rc = baton__wait_for(c, &lock_wait, l->channel, wait_ms, &a);
     free(a.own);

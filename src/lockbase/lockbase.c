@@ -690,14 +690,16 @@ int baton__hold_pair(baton_lock *l, const baton__hold_script *h, const char *wha
         freeReplyObject(r);
         return rc;
     }
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->elements > 3 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[1]->type != REDIS_REPLY_INTEGER ||
+        (r->elements == 3 && r->element[2]->type != REDIS_REPLY_INTEGER)) {
         freeReplyObject(r);
         return baton__fail(l->client, BATON_EPROTO, "%s %s: unexpected reply to %s", what, l->name,
                            h->script->name);
     }
     out->status = r->element[0]->integer;
     out->value = r->element[1]->integer;
+    out->extra = r->elements == 3 ? r->element[2]->integer : -1;
     out->read = true;
     freeReplyObject(r);
     return rc;

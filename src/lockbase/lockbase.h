@@ -190,8 +190,11 @@ typedef struct baton__hold_reply {
     bool read;     /* status and value are the script's (rc BATON_OK or BATON_ENOTSYNCED) */
     bool unsynced; /* it ran; the replicas did not confirm it (BATON_ENOTSYNCED) */
     long long status, value;
+    long long extra; /* a third element, where the script gives one (lock_acquire.lua's
+                      * first in the line: the holder's lease); else -1 */
 } baton__hold_reply;
-/* baton__hold_call for a script that replies {status, value}: out->read set when it was
+/* baton__hold_call for a script that replies {status, value} or {status, value, extra}:
+ * out->read set when it was
  * read; else the outcome is rc (acquired after all, or an error: BATON_EPROTO for another
  * reply, `what` naming the kind in the detail, e.g. "fair lock"). */
 int baton__hold_pair(baton_lock *l, const baton__hold_script *h, const char *what, int64_t *sent_us,

@@ -1250,6 +1250,50 @@ Test(lock, a_redisson_unlock_wakes_the_lines_first_at_once, .timeout = 60)
     redisFree(r);
 }
 
+/* Issue 49, 100,000 waiters: the line's first, behind a holder whose lease has long to run,
+ * hears every way the lock can come free (the holder's unlock on the lock's channel, a
+ * baton release's reservation on its own, the lease by its own bound), so it does not look
+ * every 50 ms: 100,000 waiters, each first in its own lock's line, looked 2,000,000 times a
+ * second at the server, and the server spent its time on the looks, not the releases. It
+ * looks when the holder's lease (30 s here) runs out, and the line lives that long. Over
+ * 1.5 s it made 30 looks before; now none. The Redisson unlock still wakes it at once. */
+Test(lock, the_lines_first_behind_a_long_lease_does_not_poll, .timeout = 60)
+{
+    redisContext *r = th_redis();
+    const char *name = th_tmpname("first-quiet");
+    atomic_int turns = 0;
+    turn_run w;
+    turn_open(&w, name, 20000, &turns);
+    java_lock(r, name);
+    pthread_t t;
+    cr_assert(eq(int, pthread_create(&t, NULL, take_once, &w), 0));
+    int64_t t0 = th_ms();
+    while (line_length(r, name) < 1 && th_ms() - t0 < 5000)
+        th_sleep_ms(1);
+    cr_assert(eq(i64, line_length(r, name), 1), "the baton waiter queued");
+    th_sleep_ms(100); /* its first look after the join, if any */
+    baton_stats st;
+    cr_assert(eq(int, baton_client_stats(w.c, &st), BATON_OK));
+    uint64_t before = st.kind[BATON_KIND_LOCK].attempts;
+    th_sleep_ms(1500);
+    cr_assert(eq(int, baton_client_stats(w.c, &st), BATON_OK));
+    uint64_t looks = st.kind[BATON_KIND_LOCK].attempts - before;
+    cr_assert(eq(u64, looks, 0), "the line's first looked %llu times in 1.5 s",
+              (unsigned long long)looks);
+    cr_assert(gt(i64, th_cmd_int(r, "PTTL baton_lock_line:{%s}", name), 20000),
+              "the line lives as long as the lease its first sleeps behind");
+    int64_t released = th_ms();
+    java_unlock(r, name, 0);
+    pthread_join(t, NULL);
+    cr_assert(eq(int, w.rc, BATON_OK), "%s", baton_err_name(w.rc));
+    cr_assert(le(i64, w.done_ms - released, 25),
+              "the waiter took the lock %lld ms after the unlock",
+              (long long)(w.done_ms - released));
+    cr_assert(eq(i64, line_length(r, name), 0));
+    turn_close(&w);
+    redisFree(r);
+}
+
 /* Issue 49, mixed deployments: the waiter behind the line's first becomes first when the
  * first leaves (here it gives up; equally when it is served). It is told at once, and so
  * hears the lock's channel from then on: a Redisson client's unlock right after wakes it
