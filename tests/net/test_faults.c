@@ -27,7 +27,8 @@ typedef struct rig {
     redisContext *direct; /* to the server, around the proxy */
 } rig;
 
-static void rig_up(rig *r, int64_t command_timeout_ms)
+/* starve_ms: the client's (0: the default) */
+static void rig_up_starving(rig *r, int64_t command_timeout_ms, int64_t starve_ms)
 {
     th_server_start(&r->server, NULL);
     r->proxy = th_proxy_start(r->server.port);
@@ -36,8 +37,14 @@ static void rig_up(rig *r, int64_t command_timeout_ms)
     o.url = th_proxy_url(r->proxy);
     o.connect_timeout_ms = 1000;
     o.command_timeout_ms = command_timeout_ms;
+    o.starve_ms = starve_ms;
     cr_assert(eq(int, baton_client_open(&o, &r->c), BATON_OK), "%s", baton_open_errmsg());
     r->direct = th_redis_port(r->server.port);
+}
+
+static void rig_up(rig *r, int64_t command_timeout_ms)
+{
+    rig_up_starving(r, command_timeout_ms, 0);
 }
 
 static void rig_down(rig *r)
@@ -316,22 +323,38 @@ static void contest_end(contest *k)
     baton_client_close(k->holder_c);
 }
 
-Test(faults, a_held_subscriber_connection_costs_at_most_the_lease)
+/* A waiter whose subscriber connection is held (no message, no confirmation) from after its
+ * first subscription on; starve_ms 0 (the default) or, with `line`, long enough that it
+ * joins the line after the hold. The release's "0" is held back: it acquires within
+ * slack_ms of the lease's end. */
+static void held_subscriber(const char *name, int64_t starve_ms, bool line, int64_t slack_ms)
 {
     rig r;
-    rig_up(&r, 1000);
+    rig_up_starving(&r, 1000, starve_ms);
     contest k;
-    contest_start(&k, &r, "fl-sub", 2000);
+    contest_start(&k, &r, name, line ? 2500 : 2000);
     th_proxy_hold_conn(r.proxy, k.sub_conn, true); /* its messages go nowhere */
-    int64_t lease_end = th_ms() + th_cmd_int(r.direct, "PTTL fl-sub");
+    int64_t lease_end = th_ms() + th_cmd_int(r.direct, "PTTL %s", name);
+    int64_t t0 = th_ms();
+    while (line && th_cmd_int(r.direct, "ZCARD baton_lock_line:{%s}", name) < 1 &&
+           th_ms() - t0 < 2000)
+        th_sleep_ms(5);
+    if (line)
+        cr_assert(eq(i64, th_cmd_int(r.direct, "ZCARD baton_lock_line:{%s}", name), 1),
+                  "the waiter joined the line");
     cr_assert(eq(int, baton_lock_release(k.held), BATON_OK)); /* the "0" is held back */
     contest_end(&k);
     /* the unheard release costs at most the rest of the lease the waiter was told */
-    cr_assert(le(i64, atomic_load(&k.w.done_ms), lease_end + 700),
+    cr_assert(le(i64, atomic_load(&k.w.done_ms), lease_end + slack_ms),
               "acquired %lld ms after the lease's end",
               (long long)(atomic_load(&k.w.done_ms) - lease_end));
     th_proxy_heal(r.proxy);
     rig_down(&r);
+}
+
+Test(faults, a_held_subscriber_connection_costs_at_most_the_lease)
+{
+    held_subscriber("fl-sub", 0, false, 700);
 }
 
 /* The same, for a waiter of the line (issue 49): it joins while its subscriber connection
@@ -341,32 +364,7 @@ Test(faults, a_held_subscriber_connection_costs_at_most_the_lease)
  * the line stopped looking every 50 ms. The lease is counted from the attempt's reply. */
 Test(faults, a_waiter_of_the_line_whose_subscription_hangs_costs_at_most_the_lease)
 {
-    rig r;
-    rig_up(&r, 1000);
-    baton_client_close(r.c);
-    baton_options o;
-    baton_options_init(&o);
-    o.url = th_proxy_url(r.proxy);
-    o.connect_timeout_ms = 1000;
-    o.command_timeout_ms = 1000;
-    o.starve_ms = 300; /* it joins the line after the subscriber connection is held */
-    cr_assert(eq(int, baton_client_open(&o, &r.c), BATON_OK), "%s", baton_open_errmsg());
-    contest k;
-    contest_start(&k, &r, "fl-sub-line", 2500);
-    th_proxy_hold_conn(r.proxy, k.sub_conn, true); /* no confirmation, no message */
-    int64_t lease_end = th_ms() + th_cmd_int(r.direct, "PTTL fl-sub-line");
-    int64_t t0 = th_ms();
-    while (th_cmd_int(r.direct, "ZCARD baton_lock_line:{fl-sub-line}") < 1 && th_ms() - t0 < 2000)
-        th_sleep_ms(5);
-    cr_assert(eq(i64, th_cmd_int(r.direct, "ZCARD baton_lock_line:{fl-sub-line}"), 1),
-              "the waiter joined the line");
-    cr_assert(eq(int, baton_lock_release(k.held), BATON_OK)); /* the "0" is held back */
-    contest_end(&k);
-    cr_assert(le(i64, atomic_load(&k.w.done_ms), lease_end + 300),
-              "acquired %lld ms after the lease's end",
-              (long long)(atomic_load(&k.w.done_ms) - lease_end));
-    th_proxy_heal(r.proxy);
-    rig_down(&r);
+    held_subscriber("fl-sub-line", 300, true, 300);
 }
 
 Test(faults, a_subscriber_connection_cut_while_waiting_is_resubscribed)
@@ -466,14 +464,8 @@ static void follow_until(rig *r, int fd, long long from, long long scripts)
 static void unlock_before_follow(bool fiber)
 {
     rig r;
-    rig_up(&r, 3000);
-    baton_client_close(r.c);
-    baton_options o;
-    baton_options_init(&o);
-    o.url = th_proxy_url(r.proxy);
-    o.command_timeout_ms = 3000;
-    o.starve_ms = 500; /* its second attempt sleeps that long: time to slow the replies */
-    cr_assert(eq(int, baton_client_open(&o, &r.c), BATON_OK), "%s", baton_open_errmsg());
+    /* its second attempt sleeps that long: time to slow the replies */
+    rig_up_starving(&r, 3000, 500);
     const char *name = fiber ? "fl-follow-fiber" : "fl-follow";
     int fd;
     cr_assert(eq(int, baton_client_async_fd(r.c, &fd), BATON_OK));
