@@ -1238,9 +1238,13 @@ int baton__sub_follow(baton__sub *from, baton__sub *to, bool on)
             from->followers[from->nfollowers++] = to;
             /* a message that came before it followed (after the attempt that found it
              * first, before that attempt's reply) left its wake-up on `from`, where this
-             * waiter no longer sleeps: it wakes for it now (at worst an attempt more) */
-            if (from->permits > 0)
+             * waiter no longer sleeps: it wakes for it now (at worst an attempt more),
+             * and takes it from `from` when nobody else waits there */
+            if (from->permits > 0) {
+                if (from->refs == 1)
+                    from->permits--;
                 add_permits(to, 1);
+            }
         } else
             rc = BATON_ENOMEM;
     }

@@ -194,9 +194,8 @@ typedef struct baton__hold_reply {
                       * first in the line: the holder's lease); else -1 */
 } baton__hold_reply;
 /* baton__hold_call for a script that replies {status, value} or {status, value, extra}:
- * out->read set when it was
- * read; else the outcome is rc (acquired after all, or an error: BATON_EPROTO for another
- * reply, `what` naming the kind in the detail, e.g. "fair lock"). */
+ * out->read set when it was read; else the outcome is rc (acquired after all, or an error:
+ * BATON_EPROTO for another reply, `what` naming the kind in the detail, e.g. "fair lock"). */
 int baton__hold_pair(baton_lock *l, const baton__hold_script *h, const char *what, int64_t *sent_us,
                      baton__hold_reply *out);
 /* The hold a read reply took (status 1: a fresh hold, value its fencing token; else a
