@@ -98,10 +98,8 @@ if ARGV[3] == '2' or (ARGV[3] == '1' and present > 1 and redis.pcall('exists', K
     local joined = join()
     if joined and joined[2] == 0 and pttl > 0 then
         -- the first behind a lease: the line lives until the lease's end, and ARGV[5] more
-        local life = pttl + tonumber(ARGV[5])
-        if redis.call('pttl', KEYS[4]) < life then
-            redis.call('pexpire', KEYS[4], life)
-        end
+        -- (never shorter than line_join left it: pttl > 0)
+        redis.call('pexpire', KEYS[4], pttl + tonumber(ARGV[5]))
         joined[3] = pttl
     end
     if joined then
