@@ -7,7 +7,8 @@
  *   baton-bench --port P --scenario ID [--n N] [--workers W] [--k K] [--permits P]
  *               [--think-ms T] [--processes] [--max-seconds S] [--lease-ms L]
  *               [--watchdog-ms W] [--duration S] [--periods N] [--groups G]
- *               [--multiplex 1|-1] (the client option: one shared connection, or pooled)
+ *               [--multiplex 1|-1] (the client option: one shared connection, the default;
+ *               or pooled)
  *   baton-bench --cluster P1,P2,... --scenario s1m|s2|s2f|s3 ...   (a Redis Cluster: the
  *               objects spread over the masters, server figures summed over them)
  *

@@ -41,7 +41,7 @@ static int port = 6379;
 static int n = 10000;
 static int pool = 0;
 static int64_t starve_ms = 0;
-/* the shared connection (baton_options.multiplex: 1 on, -1 off, 0 the default) */
+/* the shared connection (baton_options.multiplex: 1 on, -1 off, 0 the default: on) */
 static int multiplex = 0;
 static const char *prefix = "bench:waiters";
 

@@ -145,9 +145,9 @@ typedef struct baton_options {
      * one connection per server (per master on a Cluster), pipelined: those sent while a
      * write is under way go out together in the next write, replies are matched to their
      * requests in order, and each caller waits for its own (docs/ARCHITECTURE.md,
-     * "Transport"). 1: on; 0 (the default) or -1: off, a pooled connection per command in
-     * flight (pool_size). With sync_replicas or sync_aof commands take pooled connections
-     * whatever this says (WAIT holds its connection on the server). */
+     * "Transport"). 0 (the default) or 1: on; -1: off, a pooled connection per command in
+     * flight (pool_size), as before 0.3.0. With sync_replicas or sync_aof commands take
+     * pooled connections whatever this says (WAIT holds its connection on the server). */
     int multiplex;
 } baton_options;
 

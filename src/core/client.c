@@ -247,10 +247,10 @@ static int configure(baton__config *cfg, const baton_options *o, char *err, size
     }
     cfg->sync_aof = o->sync_aof == 1;
     if (o->multiplex < -1 || o->multiplex > 1) {
-        snprintf(err, errlen, "multiplex must be 0 (default), 1 (on) or -1 (off)");
+        snprintf(err, errlen, "multiplex must be 0 (default: on), 1 (on) or -1 (off)");
         return BATON_EINVAL;
     }
-    cfg->mux = o->multiplex == 1;
+    cfg->mux = o->multiplex != -1;
     if (o->client_name)
         snprintf(cfg->client_name, 129, "%s", o->client_name);
     cfg->sync_timeout_ms = o->sync_timeout_ms ? o->sync_timeout_ms : 1000;

@@ -229,7 +229,7 @@ static baton_client *open_client(int64_t until_us)
     o.keepalive_ms = 2000;
     o.sync_replicas = (int)env_int("HIST_SYNC_REPLICAS", 0);
     o.sync_timeout_ms = 500;
-    o.multiplex = (int)env_int("HIST_MULTIPLEX", 0); /* 1: the shared connection */
+    o.multiplex = (int)env_int("HIST_MULTIPLEX", 0); /* -1: pooled connections */
     /* mutexshared, semshared: no starvation bound, so that a waiter slowed past 5 ms does
      * not join the line, which stops hand-overs within the client while it lasts */
     if (g_pair)

@@ -545,6 +545,9 @@ Test(holds, a_late_release_reply_leaves_the_next_holders_record_alone, .timeout 
     baton_options_init(&o);
     o.url = th_proxy_url(px);
     o.watchdog_ms = LEASE_MS;
+    /* pooled connections: B's attempt goes on a new connection, not delayed, while A's
+     * reply waits (on the shared connection B's reply would come after A's, in order) */
+    o.multiplex = -1;
     baton_client *c = th_client(&o);
     redisContext *r = th_redis();
     char *name = th_name("shared");
