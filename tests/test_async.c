@@ -1079,9 +1079,25 @@ Test(async, a_release_hands_the_lock_to_a_waiting_operation_of_its_client, .time
     baton_client_close(c);
 }
 
+/* The members of the semaphore's line, first to last, as the server has them (n at most). */
+static int line_members(redisContext *r, const char *name, char members[][160], int n)
+{
+    redisReply *rep = th_cmd(r, "ZRANGE baton_semaphore_line:{%s} 0 -1", name);
+    cr_assert(eq(int, rep->type, REDIS_REPLY_ARRAY));
+    int k = 0;
+    for (size_t i = 0; i < rep->elements && k < n; i++)
+        snprintf(members[k++], 160, "%s", rep->element[i]->str);
+    freeReplyObject(rep);
+    return k;
+}
+
 /* Operations started by one thread act for it, and may wait at once: each takes a place of
- * its own in the semaphore's line (its member is the thread's owner and ":f<n>"), and the
- * permits go to them in the order they queued, one release each. */
+ * its own in the semaphore's line (its member is the thread's owner and ":f<n>"), at its
+ * end, and each release serves the line's first. The one way past the first is its
+ * reservation (SEM_RESERVE_MS, 50 ms) running out before it takes the permit, which the
+ * next waiter's look then finds (a stall: under the address sanitizer and a parallel ctest
+ * the operation served first was once not the line's first): allowed only when the permit
+ * went 50 ms or more after the release. */
 Test(async, operations_of_one_thread_queue_in_the_line_each_in_its_place, .timeout = 60)
 {
     enum { N = 4 };
@@ -1094,6 +1110,7 @@ Test(async, operations_of_one_thread_queue_in_the_line_each_in_its_place, .timeo
     redisContext *r = th_redis();
     adone d[N];
     adone_init(d, N);
+    char member[N][160]; /* operation i's member in the line */
     for (int i = 0; i < N; i++) {
         cr_assert(
             eq(int, baton_semaphore_acquire_async(s, 1, 20000, on_adone, &d[i], NULL), BATON_OK));
@@ -1101,17 +1118,48 @@ Test(async, operations_of_one_thread_queue_in_the_line_each_in_its_place, .timeo
         while (th_cmd_int(r, "ZCARD baton_semaphore_line:{%s}", name) < i + 1 &&
                th_ms() - t0 < 5000 * SLOW)
             th_sleep_ms(2);
-        cr_assert(eq(i64, th_cmd_int(r, "ZCARD baton_semaphore_line:{%s}", name), i + 1),
+        char now[N][160];
+        cr_assert(eq(int, line_members(r, name, now, N), i + 1),
                   "operation %d queued in a place of its own", i);
+        for (int k = 0; k < i; k++)
+            cr_assert(eq(str, now[k], member[k]), "operation %d kept its place", k);
+        memcpy(member[i], now[i], sizeof member[i]);
     }
-    for (int i = 0; i < N; i++) {
+    int passed = 0; /* releases whose permit did not go to the line's first */
+    for (int j = 0; j < N; j++) {
+        /* the waiters not served yet are all in the line (one passed comes back to its end) */
+        int64_t t0 = th_ms();
+        while (th_cmd_int(r, "ZCARD baton_semaphore_line:{%s}", name) < N - j &&
+               th_ms() - t0 < 5000 * SLOW)
+            th_sleep_ms(2);
+        char now[N][160];
+        cr_assert(eq(int, line_members(r, name, now, N), N - j), "release %d: the line", j);
+        int first = -1;
+        for (int k = 0; k < N; k++)
+            if (strcmp(now[0], member[k]) == 0)
+                first = k;
+        cr_assert(ge(int, first, 0), "release %d: the line's first is an operation's", j);
+        int64_t released = th_ms();
         cr_assert(eq(int, baton_semaphore_release(s, 1), BATON_OK));
         int64_t end = th_ms() + 5000 * SLOW;
-        while (adone_count(d, N, BATON_OK) < i + 1 && th_ms() < end)
+        while (adone_count(d, N, BATON_OK) < j + 1 && th_ms() < end)
             th_sleep_ms(2);
-        cr_assert(eq(int, adone_count(d, N, BATON_OK), i + 1), "one release, one operation");
-        cr_assert(eq(int, atomic_load(&d[i].rc), BATON_OK), "operation %d was served %d-th", i, i);
+        cr_assert(eq(int, adone_count(d, N, BATON_OK), j + 1), "one release, one operation");
+        if (atomic_load(&d[first].rc) == BATON_OK)
+            continue;
+        int served = -1;
+        for (int k = 0; k < N; k++)
+            if (k != first && atomic_load(&d[k].rc) == BATON_OK &&
+                atomic_load(&d[k].ms) >= released)
+                served = k;
+        cr_assert(ge(int, served, 0));
+        cr_assert(ge(i64, atomic_load(&d[served].ms) - released, 50),
+                  "release %d went to operation %d, %lld ms after it, not to the line's first "
+                  "(operation %d) within its reservation",
+                  j, served, (long long)(atomic_load(&d[served].ms) - released), first);
+        passed++;
     }
+    cr_log_info("the line's first passed over %d time(s) in %d releases", passed, N);
     cr_assert(eq(i64, th_cmd_int(r, "EXISTS baton_semaphore_line:{%s}", name), 0));
     redisFree(r);
     baton_semaphore_close(s);
